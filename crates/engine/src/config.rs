@@ -1,0 +1,209 @@
+//! Settings. Names, units and defaults follow PostgreSQL wherever PostgreSQL has the setting;
+//! where quire differs, the reason is written next to the field. The seed switches
+//! (`buffer_drop`, `relsize_cache`, ...) are ordinary settings whose default is the fast path;
+//! the old behaviour exists so a benchmark can measure both in one process.
+
+use crate::error::{Error, Result};
+use crate::page::PAGE_SIZE;
+
+/// How the buffer pool finds the buffers of a relation being dropped or truncated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BufferDropMode {
+    /// A per-relation index of cached buffers: cost proportional to the relation's buffers.
+    Indexed,
+    /// Scan every buffer descriptor, as PostgreSQL's `DropRelationBuffers` does.
+    FullScan,
+}
+
+impl BufferDropMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            BufferDropMode::Indexed => "indexed",
+            BufferDropMode::FullScan => "full_scan",
+        }
+    }
+}
+
+/// Whether relation sizes are cached in shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RelsizeCacheMode {
+    /// Sizes are kept exact by extend/truncate/unlink; `nblocks()` makes no system call.
+    On,
+    /// Every `nblocks()` probes the file size (`lseek(SEEK_END)`), as PostgreSQL does.
+    Off,
+}
+
+impl RelsizeCacheMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            RelsizeCacheMode::On => "on",
+            RelsizeCacheMode::Off => "off",
+        }
+    }
+}
+
+/// Every setting of the engine.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `shared_buffers`: the size of the buffer pool. PostgreSQL's default, 128 MB.
+    pub shared_buffers_bytes: u64,
+    /// `segment_size`: blocks per relation segment file. PostgreSQL's default is 1 GiB
+    /// (131072 blocks) and is fixed at build time; quire makes it a setting so tests can use
+    /// tiny segments and exercise segment boundaries.
+    pub segment_size_blocks: u32,
+    /// `max_files_per_process`: open relation segment files kept cached; the least recently
+    /// used are closed beyond it. PostgreSQL's default, 1000.
+    pub max_files_per_process: usize,
+    /// Seed 000 switch.
+    pub buffer_drop: BufferDropMode,
+    /// Seed 002 switch.
+    pub relsize_cache: RelsizeCacheMode,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            shared_buffers_bytes: 128 * 1024 * 1024,
+            segment_size_blocks: 131_072,
+            max_files_per_process: 1000,
+            buffer_drop: BufferDropMode::Indexed,
+            relsize_cache: RelsizeCacheMode::On,
+        }
+    }
+}
+
+/// The largest pool quire accepts: 2^31 buffers would overflow the 31-bit buffer ids.
+const MAX_SHARED_BUFFERS_BYTES: u64 = (1 << 30) * PAGE_SIZE as u64;
+
+impl Config {
+    /// The number of buffers in the pool.
+    pub fn nbuffers(&self) -> usize {
+        (self.shared_buffers_bytes / PAGE_SIZE as u64) as usize
+    }
+
+    /// Sets one setting by its PostgreSQL-style name from its text form (as in a TOML file,
+    /// a `-c name=value` flag or an environment variable).
+    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        let bad = |reason: String| Error::Config {
+            name: name.to_string(),
+            reason,
+        };
+        match name {
+            "shared_buffers" => self.shared_buffers_bytes = parse_bytes(value).map_err(bad)?,
+            "segment_size" => {
+                let bytes = parse_bytes(value).map_err(bad)?;
+                if bytes % PAGE_SIZE as u64 != 0 {
+                    return Err(bad(format!("{value} is not a multiple of the 8 kB page")));
+                }
+                self.segment_size_blocks = u32::try_from(bytes / PAGE_SIZE as u64)
+                    .map_err(|_| bad(format!("{value} is too large")))?;
+            }
+            "max_files_per_process" => {
+                self.max_files_per_process = value
+                    .trim()
+                    .parse()
+                    .map_err(|e| bad(format!("\"{value}\" is not a whole number: {e}")))?;
+            }
+            "buffer_drop" => {
+                self.buffer_drop = match value.trim() {
+                    "indexed" => BufferDropMode::Indexed,
+                    "full_scan" => BufferDropMode::FullScan,
+                    other => return Err(bad(format!("\"{other}\" is not indexed or full_scan"))),
+                }
+            }
+            "relsize_cache" => {
+                self.relsize_cache = match value.trim() {
+                    "on" | "true" => RelsizeCacheMode::On,
+                    "off" | "false" => RelsizeCacheMode::Off,
+                    other => return Err(bad(format!("\"{other}\" is not on or off"))),
+                }
+            }
+            _ => {
+                return Err(Error::Config {
+                    name: name.to_string(),
+                    reason: "unrecognized configuration parameter".to_string(),
+                })
+            }
+        }
+        self.validate()
+    }
+
+    /// Checks the settings against each other and their limits.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |name: &str, reason: String| {
+            Err(Error::Config {
+                name: name.to_string(),
+                reason,
+            })
+        };
+        if self.nbuffers() < 16 {
+            return bad(
+                "shared_buffers",
+                format!("{} bytes is less than 16 buffers", self.shared_buffers_bytes),
+            );
+        }
+        if self.shared_buffers_bytes > MAX_SHARED_BUFFERS_BYTES {
+            return bad(
+                "shared_buffers",
+                format!("{} bytes is more than the maximum of 8 TiB", self.shared_buffers_bytes),
+            );
+        }
+        if self.segment_size_blocks == 0 {
+            return bad("segment_size", "must be at least one block".to_string());
+        }
+        if self.max_files_per_process < 4 {
+            return bad("max_files_per_process", "must be at least 4".to_string());
+        }
+        Ok(())
+    }
+}
+
+/// Parses a size in bytes: a bare number is bytes; suffixes `kB`/`MB`/`GB`/`TB` (PostgreSQL's,
+/// powers of 1024) and `KiB`/`MiB`/`GiB`/`TiB` are accepted.
+pub fn parse_bytes(text: &str) -> std::result::Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("\"{text}\" does not start with a whole number"))?;
+    let mult: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "kB" | "KB" | "KiB" | "k" | "K" => 1 << 10,
+        "MB" | "MiB" | "M" => 1 << 20,
+        "GB" | "GiB" | "G" => 1 << 30,
+        "TB" | "TiB" | "T" => 1 << 40,
+        other => return Err(format!("\"{other}\" is not a unit (use kB, MB, GB, TB)")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("\"{text}\" is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sizes_with_units() {
+        assert_eq!(parse_bytes("8192").unwrap(), 8192);
+        assert_eq!(parse_bytes("128MB").unwrap(), 128 << 20);
+        assert_eq!(parse_bytes("16 GiB").unwrap(), 16 << 30);
+        assert!(parse_bytes("12 parsecs").is_err());
+        assert!(parse_bytes("MB").is_err());
+        assert!(parse_bytes("99999999999999TB").is_err());
+    }
+
+    #[test]
+    fn set_validates_and_names_the_setting() {
+        let mut c = Config::default();
+        c.set("shared_buffers", "1GB").unwrap();
+        assert_eq!(c.nbuffers(), 131_072);
+        c.set("buffer_drop", "full_scan").unwrap();
+        assert_eq!(c.buffer_drop, BufferDropMode::FullScan);
+        let err = c.set("shared_buffers", "8kB").unwrap_err().to_string();
+        assert!(err.contains("shared_buffers"), "{err}");
+        let err = c.set("no_such_thing", "1").unwrap_err().to_string();
+        assert!(err.contains("unrecognized"), "{err}");
+        assert!(c.set("segment_size", "1000").is_err());
+    }
+}

@@ -1,0 +1,95 @@
+//! The engine's error type. Every error that concerns a page names the relation, fork and
+//! block; every file error names the file. Errors are logged where they are handled (by the
+//! caller that decides what to do), not here.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::page::PageError;
+use crate::smgr::{BlockNumber, Fork, RelFileLocator};
+
+/// The result type of the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid page in block {block} of relation {rel} fork {fork}: {reason}")]
+    CorruptPage {
+        rel: RelFileLocator,
+        fork: Fork,
+        block: BlockNumber,
+        reason: PageError,
+    },
+
+    #[error(
+        "could not read block {block} of relation {rel} fork {fork}: read only {read_bytes} of {wanted_bytes} bytes"
+    )]
+    ShortRead {
+        rel: RelFileLocator,
+        fork: Fork,
+        block: BlockNumber,
+        read_bytes: usize,
+        wanted_bytes: usize,
+    },
+
+    #[error("could not {op} block {block} of relation {rel} fork {fork}: {source}")]
+    BlockIo {
+        op: &'static str,
+        rel: RelFileLocator,
+        fork: Fork,
+        block: BlockNumber,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error(
+        "segment {segment} of relation {rel} fork {fork} is missing (file \"{path}\", needed for block {block})"
+    )]
+    MissingSegment {
+        rel: RelFileLocator,
+        fork: Fork,
+        block: BlockNumber,
+        segment: u32,
+        path: PathBuf,
+    },
+
+    #[error("block {block} is beyond the end of relation {rel} fork {fork}, which has {nblocks} blocks")]
+    BlockOutOfRange {
+        rel: RelFileLocator,
+        fork: Fork,
+        block: BlockNumber,
+        nblocks: BlockNumber,
+    },
+
+    #[error("relation {rel} fork {fork} does not exist")]
+    NoSuchRelation { rel: RelFileLocator, fork: Fork },
+
+    #[error("relation {rel} fork {fork} already exists")]
+    RelationExists { rel: RelFileLocator, fork: Fork },
+
+    #[error("could not {op} file \"{path}\": {source}")]
+    File {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error("no unpinned buffers available ({nbuffers} buffers, all pinned)")]
+    NoFreeBuffers { nbuffers: usize },
+
+    #[error("invalid value for setting \"{name}\": {reason}")]
+    Config { name: String, reason: String },
+}
+
+impl Error {
+    /// A file error with the operation and path as context.
+    pub fn file(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::File {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! # quire-engine
+//!
+//! quire's storage engine as a synchronous Rust library: no async runtime, no SQL. It stores
+//! data the way PostgreSQL does (8 KiB pages, relations split into segment files, a shared
+//! buffer pool) and is built so that the slow paths named in `shared/seeds/` are fast by
+//! design. Layers, bottom to top, each in its own module with its rules in its `//!` header:
+//!
+//! 1. [`vfs`]: the only code that touches files (OS and a crash-simulating implementation).
+//! 2. [`page`]: the 8 KiB page layout and its CRC32C checksum.
+//! 3. [`smgr`]: relations as segment files, and the relation-size cache.
+//! 4. [`buffer`]: the shared buffer pool, whose relation drop does not scan the pool.
+//!
+//! [`Config`] holds every setting; [`Error`] is the one error type of the library.
+
+pub mod buffer;
+pub mod config;
+pub mod error;
+pub mod page;
+pub mod smgr;
+pub mod vfs;
+
+pub use config::{BufferDropMode, Config, RelsizeCacheMode};
+pub use error::{Error, Result};
+pub use smgr::{BlockNumber, Fork, RelFileLocator};

@@ -1,0 +1,85 @@
+//! # vfs — the file layer
+//!
+//! The only code in quire that touches files. Everything above (smgr, and later the WAL,
+//! the checkpointer and the commit logs) goes through the [`Vfs`] trait, so that tests can
+//! swap the operating system for [`SimVfs`], an in-memory file system that crashes on demand.
+//!
+//! ## Rules
+//! - Reads and writes are positional (`pread`/`pwrite`); there is no file cursor.
+//! - A write is *not* durable until [`VfsFile::sync_data`] (or `sync_all`) returned `Ok` on
+//!   that file. A created, renamed or removed name is not durable until
+//!   [`Vfs::sync_dir`] returned `Ok` on its parent directory. [`SimVfs::crash`] enforces
+//!   exactly this and nothing more.
+//! - A failed fsync is final for the data it covered: the kernel may have dropped the dirty
+//!   pages, so a later fsync that succeeds proves nothing about them. Callers must treat
+//!   `sync_*` errors as fatal (the engine stops and recovers from WAL); the simulator models
+//!   this by discarding the unsynced writes when it fails an fsync.
+//! - Every operation is counted by kind in [`OpCounters`], so tests and benchmarks can assert
+//!   syscall budgets (for example: zero size probes per buffer read once the relation is open).
+//! - This layer never panics on what it reads; errors are `std::io::Error` and the caller adds
+//!   context (relation, fork, block).
+
+mod counters;
+mod os;
+mod sim;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use counters::{OpCounters, OpCounts, OpKind};
+pub use os::OsVfs;
+pub use sim::{CrashOptions, SimVfs};
+
+/// How to open a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenMode {
+    /// The file must exist.
+    Existing,
+    /// Create the file if missing.
+    CreateIfMissing,
+    /// Create the file; fail with `AlreadyExists` if it exists.
+    CreateNew,
+}
+
+/// An open file. Dropping it closes it (counted as [`OpKind::Close`]).
+pub trait VfsFile: Send + Sync {
+    /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (0 at end of file).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Writes all of `buf` at `offset`, extending the file if needed.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Makes the file's data durable (fdatasync).
+    fn sync_data(&self) -> io::Result<()>;
+    /// Makes the file's data and metadata durable (fsync).
+    fn sync_all(&self) -> io::Result<()>;
+    /// The file's size in bytes: a size probe (`lseek(SEEK_END)`), counted as such.
+    fn size(&self) -> io::Result<u64>;
+    /// Truncates or extends the file to `size_bytes`.
+    fn set_len(&self, size_bytes: u64) -> io::Result<()>;
+}
+
+/// An exclusive lock on a data directory, held until dropped.
+pub trait DirLock: Send + Sync {}
+
+/// The file system interface. Implementations: [`OsVfs`] and [`SimVfs`].
+pub trait Vfs: Send + Sync {
+    /// Opens (or creates) a file.
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn VfsFile>>;
+    /// Does a file or directory exist at `path`?
+    fn exists(&self, path: &Path) -> io::Result<bool>;
+    /// Removes a file (unlink).
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Renames a file, replacing `to` if it exists.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Creates a directory and its missing parents.
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Makes the entries of a directory (creates, renames, removes) durable.
+    fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// The names of the entries of a directory, sorted.
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>>;
+    /// Takes an exclusive lock on a directory, so that two processes (or two engines in one
+    /// process) cannot open the same data directory. Fails with `WouldBlock` if held.
+    fn lock_dir(&self, path: &Path) -> io::Result<Box<dyn DirLock>>;
+    /// The operation counters of this file system.
+    fn counters(&self) -> &OpCounters;
+}

@@ -1,0 +1,203 @@
+//! The operating-system file layer: positional I/O on real files.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{DirLock, OpCounters, OpKind, OpenMode, Vfs, VfsFile};
+
+/// The real file system. Counts every call it makes.
+#[derive(Debug, Default)]
+pub struct OsVfs {
+    counters: Arc<OpCounters>,
+}
+
+impl OsVfs {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+struct OsFile {
+    file: File,
+    counters: Arc<OpCounters>,
+}
+
+impl Drop for OsFile {
+    fn drop(&mut self) {
+        self.counters.bump(OpKind::Close);
+    }
+}
+
+impl VfsFile for OsFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.counters.bump(OpKind::Read);
+        // One pread may return less than asked; loop until full or end of file, so callers
+        // see a short count only at end of file.
+        let mut done = 0;
+        while done < buf.len() {
+            match self.file.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.counters.bump(OpKind::Write);
+        self.file.write_all_at(buf, offset)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.counters.bump(OpKind::Fsync);
+        self.file.sync_data()
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        self.counters.bump(OpKind::Fsync);
+        self.file.sync_all()
+    }
+
+    fn size(&self) -> io::Result<u64> {
+        self.counters.bump(OpKind::SizeProbe);
+        // lseek(SEEK_END), as PostgreSQL's FileSize() does; the offset is unused by pread.
+        (&self.file).seek(SeekFrom::End(0))
+    }
+
+    fn set_len(&self, size_bytes: u64) -> io::Result<()> {
+        self.counters.bump(OpKind::Truncate);
+        self.file.set_len(size_bytes)
+    }
+}
+
+struct OsDirLock {
+    _file: File,
+}
+
+impl DirLock for OsDirLock {}
+
+impl Vfs for OsVfs {
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn VfsFile>> {
+        self.counters.bump(OpKind::Open);
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(true);
+        match mode {
+            OpenMode::Existing => {}
+            OpenMode::CreateIfMissing => {
+                opts.create(true);
+            }
+            OpenMode::CreateNew => {
+                opts.create_new(true);
+            }
+        }
+        let file = opts.open(path)?;
+        Ok(Arc::new(OsFile {
+            file,
+            counters: Arc::clone(&self.counters),
+        }))
+    }
+
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        path.try_exists()
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.counters.bump(OpKind::Unlink);
+        fs::remove_file(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.counters.bump(OpKind::Rename);
+        fs::rename(from, to)
+    }
+
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        fs::create_dir_all(path)
+    }
+
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        self.counters.bump(OpKind::DirSync);
+        File::open(path)?.sync_all()
+    }
+
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(path)? {
+            names.push(PathBuf::from(entry?.file_name()));
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn lock_dir(&self, path: &Path) -> io::Result<Box<dyn DirLock>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path.join("quire.lock"))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(OsDirLock { _file: file })),
+            Err(fs::TryLockError::WouldBlock) => Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!("data directory {} is in use by another process", path.display()),
+            )),
+            Err(fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+
+    fn counters(&self) -> &OpCounters {
+        &self.counters
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positional_io_and_counters() {
+        let dir = tempfile::tempdir().unwrap();
+        let vfs = OsVfs::new();
+        let path = dir.path().join("f");
+        let before = vfs.counters().snapshot();
+        {
+            let f = vfs.open(&path, OpenMode::CreateNew).unwrap();
+            f.write_at(b"hello", 8192).unwrap();
+            assert_eq!(f.size().unwrap(), 8197);
+            let mut buf = [0u8; 5];
+            assert_eq!(f.read_at(&mut buf, 8192).unwrap(), 5);
+            assert_eq!(&buf, b"hello");
+            assert_eq!(f.read_at(&mut buf, 9000).unwrap(), 0);
+            f.sync_data().unwrap();
+            f.set_len(0).unwrap();
+        }
+        vfs.sync_dir(dir.path()).unwrap();
+        let c = vfs.counters().snapshot().since(&before);
+        assert_eq!(c.get(OpKind::Open), 1);
+        assert_eq!(c.get(OpKind::Close), 1);
+        assert_eq!(c.get(OpKind::Write), 1);
+        assert_eq!(c.get(OpKind::Read), 2);
+        assert_eq!(c.get(OpKind::SizeProbe), 1);
+        assert_eq!(c.get(OpKind::Fsync), 1);
+        assert_eq!(c.get(OpKind::Truncate), 1);
+        assert_eq!(c.get(OpKind::DirSync), 1);
+        assert!(vfs.open(&path, OpenMode::CreateNew).is_err());
+    }
+
+    #[test]
+    fn data_directory_lock_is_exclusive() {
+        let dir = tempfile::tempdir().unwrap();
+        let vfs = OsVfs::new();
+        let lock = vfs.lock_dir(dir.path()).unwrap();
+        let err = vfs.lock_dir(dir.path()).err().expect("second lock must fail");
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        drop(lock);
+        vfs.lock_dir(dir.path()).unwrap();
+    }
+}
