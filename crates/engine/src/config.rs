@@ -139,13 +139,19 @@ impl Config {
         if self.nbuffers() < 16 {
             return bad(
                 "shared_buffers",
-                format!("{} bytes is less than 16 buffers", self.shared_buffers_bytes),
+                format!(
+                    "{} bytes is less than 16 buffers",
+                    self.shared_buffers_bytes
+                ),
             );
         }
         if self.shared_buffers_bytes > MAX_SHARED_BUFFERS_BYTES {
             return bad(
                 "shared_buffers",
-                format!("{} bytes is more than the maximum of 8 TiB", self.shared_buffers_bytes),
+                format!(
+                    "{} bytes is more than the maximum of 8 TiB",
+                    self.shared_buffers_bytes
+                ),
             );
         }
         if self.segment_size_blocks == 0 {

@@ -54,7 +54,9 @@ pub enum Error {
         path: PathBuf,
     },
 
-    #[error("block {block} is beyond the end of relation {rel} fork {fork}, which has {nblocks} blocks")]
+    #[error(
+        "block {block} is beyond the end of relation {rel} fork {fork}, which has {nblocks} blocks"
+    )]
     BlockOutOfRange {
         rel: RelFileLocator,
         fork: Fork,

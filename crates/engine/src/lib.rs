@@ -15,6 +15,7 @@
 pub mod buffer;
 pub mod config;
 pub mod error;
+mod hash;
 pub mod page;
 pub mod smgr;
 pub mod vfs;

@@ -1,8 +1,498 @@
-//! placeholder
+//! # smgr — the storage manager
+//!
+//! Relations as files. A relation is named by a [`RelFileLocator`] (database oid and a 64-bit
+//! relation file number that is **never reused**, so a dropped relation's name can never come
+//! back and alias stale buffers or sync requests). Each [`Fork`] of a relation is a sequence
+//! of segment files of `segment_size_blocks` blocks each:
+//!
+//! ```text
+//! <data>/base/<db_oid>/<rel_number>         main fork, segment 0
+//! <data>/base/<db_oid>/<rel_number>.1       main fork, segment 1
+//! <data>/base/<db_oid>/<rel_number>_fsm     free-space map fork
+//! <data>/base/<db_oid>/<rel_number>_vm      visibility map fork
+//! ```
+//!
+//! ## Rules
+//! - **Size cache (seed 002).** With `relsize_cache = on`, the size of every fork that has
+//!   been touched is kept in shared memory and changed only by [`Smgr::create`],
+//!   [`Smgr::extend`], [`Smgr::truncate`] and [`Smgr::unlink`]; [`Smgr::nblocks`] makes no
+//!   system call once a fork is cached. With `relsize_cache = off`, every `nblocks` probes the
+//!   file size (`lseek(SEEK_END)`), as PostgreSQL does.
+//! - **Extension** is serialised per relation by an extension lock inside `extend`, so block
+//!   numbers are handed out once each.
+//! - **Truncate and unlink** require that the caller holds the relation exclusively, and that
+//!   the relation's buffers were dropped first (buffer layer), so no buffer can write a page
+//!   back into a file that is being cut.
+//! - Every page read is checksum-verified here, the one place all reads from disk pass
+//!   through; a bad page is an [`Error::CorruptPage`] naming relation, fork and block.
+//! - Writes are not durable until [`Smgr::sync`]; the checkpointer will call it (a later
+//!   layer). Nothing here fsyncs implicitly.
+//! - Open files are cached, at most `max_files_per_process` of them (LRU).
+
+mod files;
+mod relsize;
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::config::{Config, RelsizeCacheMode};
+use crate::error::{Error, Result};
+use crate::hash::hash_one;
+use crate::page::{self, PAGE_SIZE};
+use crate::vfs::{OpenMode, Vfs, VfsFile};
+use files::FileCache;
+use relsize::RelsizeCache;
+
+/// A block number within a fork.
 pub type BlockNumber = u32;
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RelFileLocator { pub db_oid: u32, pub rel_number: u64 }
-impl std::fmt::Display for RelFileLocator { fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { write!(f, "{}/{}", self.db_oid, self.rel_number) } }
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Fork { Main, Fsm, Vm }
-impl std::fmt::Display for Fork { fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { write!(f, "{:?}", self) } }
+
+/// The largest number of blocks a fork may have (block numbers are u32; `u32::MAX` is kept
+/// free as PostgreSQL's `InvalidBlockNumber`).
+pub const MAX_BLOCKS: BlockNumber = u32::MAX - 1;
+
+/// A relation's physical identity: database and relation file number (never reused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RelFileLocator {
+    pub db_oid: u32,
+    pub rel_number: u64,
+}
+
+impl RelFileLocator {
+    pub fn new(db_oid: u32, rel_number: u64) -> Self {
+        RelFileLocator { db_oid, rel_number }
+    }
+}
+
+impl fmt::Display for RelFileLocator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "base/{}/{}", self.db_oid, self.rel_number)
+    }
+}
+
+/// A fork of a relation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Fork {
+    Main = 0,
+    Fsm = 1,
+    Vm = 2,
+}
+
+impl Fork {
+    pub const ALL: [Fork; 3] = [Fork::Main, Fork::Fsm, Fork::Vm];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fork::Main => "main",
+            Fork::Fsm => "fsm",
+            Fork::Vm => "vm",
+        }
+    }
+
+    fn suffix(self) -> &'static str {
+        match self {
+            Fork::Main => "",
+            Fork::Fsm => "_fsm",
+            Fork::Vm => "_vm",
+        }
+    }
+}
+
+impl fmt::Display for Fork {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Stripes of the extension lock: relations hash onto them.
+const EXTENSION_LOCK_STRIPES: usize = 64;
+
+/// The storage manager: relation files, the open-file cache and the relation-size cache.
+pub struct Smgr {
+    vfs: Arc<dyn Vfs>,
+    base_dir: PathBuf,
+    segment_size_blocks: u32,
+    relsize_mode: RelsizeCacheMode,
+    sizes: RelsizeCache,
+    files: FileCache,
+    extension_locks: Vec<Mutex<()>>,
+}
+
+impl Smgr {
+    /// A storage manager over `<data_dir>/base`, which is created if missing.
+    pub fn new(vfs: Arc<dyn Vfs>, data_dir: &Path, config: &Config) -> Result<Self> {
+        config.validate()?;
+        let base_dir = data_dir.join("base");
+        vfs.create_dir_all(&base_dir)
+            .map_err(|e| Error::file("create directory", &base_dir, e))?;
+        Ok(Smgr {
+            vfs,
+            base_dir,
+            segment_size_blocks: config.segment_size_blocks,
+            relsize_mode: config.relsize_cache,
+            sizes: RelsizeCache::new(),
+            files: FileCache::new(config.max_files_per_process),
+            extension_locks: (0..EXTENSION_LOCK_STRIPES)
+                .map(|_| Mutex::new(()))
+                .collect(),
+        })
+    }
+
+    /// The file layer underneath (for its counters).
+    pub fn vfs(&self) -> &Arc<dyn Vfs> {
+        &self.vfs
+    }
+
+    fn rel_dir(&self, rel: RelFileLocator) -> PathBuf {
+        self.base_dir.join(rel.db_oid.to_string())
+    }
+
+    /// The path of one segment file.
+    pub fn segment_path(&self, rel: RelFileLocator, fork: Fork, segno: u32) -> PathBuf {
+        let mut name = format!("{}{}", rel.rel_number, fork.suffix());
+        if segno > 0 {
+            name.push('.');
+            name.push_str(&segno.to_string());
+        }
+        self.rel_dir(rel).join(name)
+    }
+
+    /// Opens (through the cache) one segment. `None` if the file does not exist.
+    fn segment(
+        &self,
+        rel: RelFileLocator,
+        fork: Fork,
+        segno: u32,
+        mode: OpenMode,
+    ) -> Result<Option<Arc<dyn VfsFile>>> {
+        let key = (rel, fork, segno);
+        if let Some(file) = self.files.get(&key) {
+            return Ok(Some(file));
+        }
+        let path = self.segment_path(rel, fork, segno);
+        match self.vfs.open(&path, mode) {
+            Ok(file) => Ok(Some(self.files.insert(key, file))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::file("open", path, e)),
+        }
+    }
+
+    /// Creates a fork (its segment 0, empty). Fails if it exists.
+    pub fn create(&self, rel: RelFileLocator, fork: Fork) -> Result<()> {
+        let dir = self.rel_dir(rel);
+        self.vfs
+            .create_dir_all(&dir)
+            .map_err(|e| Error::file("create directory", &dir, e))?;
+        let path = self.segment_path(rel, fork, 0);
+        let file = match self.vfs.open(&path, OpenMode::CreateNew) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(Error::RelationExists { rel, fork })
+            }
+            Err(e) => return Err(Error::file("create", path, e)),
+        };
+        self.files.insert((rel, fork, 0), file);
+        self.sizes.set(rel, fork, 0);
+        Ok(())
+    }
+
+    /// Does the fork exist? No system call if its size is cached.
+    pub fn exists(&self, rel: RelFileLocator, fork: Fork) -> Result<bool> {
+        if self.relsize_mode == RelsizeCacheMode::On && self.sizes.get(rel, fork).is_some() {
+            return Ok(true);
+        }
+        Ok(self.segment(rel, fork, 0, OpenMode::Existing)?.is_some())
+    }
+
+    /// The size of a fork in blocks.
+    pub fn nblocks(&self, rel: RelFileLocator, fork: Fork) -> Result<BlockNumber> {
+        if self.relsize_mode == RelsizeCacheMode::On {
+            if let Some(n) = self.sizes.get(rel, fork) {
+                return Ok(n);
+            }
+            let n = self.probe_nblocks(rel, fork)?;
+            self.sizes.insert_probed(rel, fork, n);
+            return Ok(self.sizes.get(rel, fork).unwrap_or(n));
+        }
+        self.probe_nblocks(rel, fork)
+    }
+
+    /// Computes a fork's size from its files, as PostgreSQL's `mdnblocks`: every segment but
+    /// the last is full.
+    fn probe_nblocks(&self, rel: RelFileLocator, fork: Fork) -> Result<BlockNumber> {
+        let seg_blocks = self.segment_size_blocks;
+        // Bounded: a fork has at most MAX_BLOCKS / seg_blocks + 1 segments.
+        let max_segments = MAX_BLOCKS / seg_blocks + 1;
+        for segno in 0..=max_segments {
+            let Some(file) = self.segment(rel, fork, segno, OpenMode::Existing)? else {
+                if segno == 0 {
+                    return Err(Error::NoSuchRelation { rel, fork });
+                }
+                // A missing next segment after a full one: the fork ends at the boundary.
+                return Ok(segno * seg_blocks);
+            };
+            let path = || self.segment_path(rel, fork, segno);
+            let size_bytes = file
+                .size()
+                .map_err(|e| Error::file("seek to end of", path(), e))?;
+            let blocks = size_bytes / PAGE_SIZE as u64;
+            if blocks < u64::from(seg_blocks) {
+                return Ok(segno * seg_blocks + blocks as u32);
+            }
+            if blocks > u64::from(seg_blocks) {
+                // PostgreSQL reports this too: a segment longer than a segment is corrupt.
+                return Err(Error::file(
+                    "size",
+                    path(),
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "segment has {blocks} blocks, more than the segment size {seg_blocks}"
+                        ),
+                    ),
+                ));
+            }
+        }
+        Ok(MAX_BLOCKS)
+    }
+
+    fn locate(&self, block: BlockNumber) -> (u32, u64) {
+        let segno = block / self.segment_size_blocks;
+        let offset_bytes = u64::from(block % self.segment_size_blocks) * PAGE_SIZE as u64;
+        (segno, offset_bytes)
+    }
+
+    /// The open file holding `block`, or an error naming the missing segment.
+    fn file_for_block(
+        &self,
+        rel: RelFileLocator,
+        fork: Fork,
+        block: BlockNumber,
+        mode: OpenMode,
+    ) -> Result<(Arc<dyn VfsFile>, u64)> {
+        let (segno, offset_bytes) = self.locate(block);
+        match self.segment(rel, fork, segno, mode)? {
+            Some(file) => Ok((file, offset_bytes)),
+            None if segno == 0 => Err(Error::NoSuchRelation { rel, fork }),
+            None => Err(Error::MissingSegment {
+                rel,
+                fork,
+                block,
+                segment: segno,
+                path: self.segment_path(rel, fork, segno),
+            }),
+        }
+    }
+
+    /// Reads one block and verifies it. A short read (the block is beyond the end of the
+    /// file) and a bad checksum are errors naming relation, fork and block.
+    pub fn read(
+        &self,
+        rel: RelFileLocator,
+        fork: Fork,
+        block: BlockNumber,
+        buf: &mut [u8; PAGE_SIZE],
+    ) -> Result<()> {
+        let (file, offset_bytes) = self.file_for_block(rel, fork, block, OpenMode::Existing)?;
+        let read_bytes = file
+            .read_at(buf, offset_bytes)
+            .map_err(|source| Error::BlockIo {
+                op: "read",
+                rel,
+                fork,
+                block,
+                source,
+            })?;
+        if read_bytes != PAGE_SIZE {
+            return Err(Error::ShortRead {
+                rel,
+                fork,
+                block,
+                read_bytes,
+                wanted_bytes: PAGE_SIZE,
+            });
+        }
+        page::verify(buf, block).map_err(|reason| Error::CorruptPage {
+            rel,
+            fork,
+            block,
+            reason,
+        })
+    }
+
+    /// Writes one existing block. The checksum is set on a private copy, so the caller's page
+    /// (a shared buffer under a *shared* content lock) is never modified here.
+    pub fn write(
+        &self,
+        rel: RelFileLocator,
+        fork: Fork,
+        block: BlockNumber,
+        page_bytes: &[u8; PAGE_SIZE],
+    ) -> Result<()> {
+        let (file, offset_bytes) = self.file_for_block(rel, fork, block, OpenMode::Existing)?;
+        write_page(&file, rel, fork, block, offset_bytes, page_bytes)
+    }
+}
+
+/// Writes one page at its place in a segment, with its checksum set on a private copy.
+fn write_page(
+    file: &Arc<dyn VfsFile>,
+    rel: RelFileLocator,
+    fork: Fork,
+    block: BlockNumber,
+    offset_bytes: u64,
+    page_bytes: &[u8; PAGE_SIZE],
+) -> Result<()> {
+    let result = if is_all_zero(page_bytes) {
+        // A new page stays all-zero on disk (no checksum), as PostgreSQL writes them.
+        file.write_at(page_bytes, offset_bytes)
+    } else {
+        let mut copy = Box::new(*page_bytes);
+        page::set_checksum(&mut copy, block);
+        file.write_at(&copy[..], offset_bytes)
+    };
+    result.map_err(|source| Error::BlockIo {
+        op: "write",
+        rel,
+        fork,
+        block,
+        source,
+    })
+}
+
+impl Smgr {
+    /// Appends one block (normally an all-zero page) and returns its number. Serialised per
+    /// relation by the extension lock, so concurrent extenders get distinct blocks.
+    pub fn extend(
+        &self,
+        rel: RelFileLocator,
+        fork: Fork,
+        page_bytes: &[u8; PAGE_SIZE],
+    ) -> Result<BlockNumber> {
+        let stripe = (hash_one(&rel) as usize) % EXTENSION_LOCK_STRIPES;
+        let _extension_lock = self.extension_locks[stripe].lock();
+        let block = self.nblocks(rel, fork)?;
+        if block >= MAX_BLOCKS {
+            return Err(Error::BlockIo {
+                op: "extend",
+                rel,
+                fork,
+                block,
+                source: io::Error::other("cannot extend a fork beyond 2^32-2 blocks"),
+            });
+        }
+        let (file, offset_bytes) =
+            self.file_for_block(rel, fork, block, OpenMode::CreateIfMissing)?;
+        write_page(&file, rel, fork, block, offset_bytes, page_bytes)?;
+        self.sizes.set(rel, fork, block + 1);
+        Ok(block)
+    }
+
+    /// Cuts a fork to `nblocks` blocks. The caller holds the relation exclusively and has
+    /// dropped the buffers at and beyond `nblocks`. Segments are cut from the last to the
+    /// first, so a crash part-way leaves a shorter prefix, never a hole.
+    pub fn truncate(&self, rel: RelFileLocator, fork: Fork, nblocks: BlockNumber) -> Result<()> {
+        let old = self.nblocks(rel, fork)?;
+        if nblocks >= old {
+            return Ok(());
+        }
+        let seg_blocks = self.segment_size_blocks;
+        let last_old_seg = (old - 1) / seg_blocks;
+        for segno in (0..=last_old_seg).rev() {
+            let seg_start = segno * seg_blocks;
+            if seg_start >= nblocks && segno > 0 {
+                self.remove_segment(rel, fork, segno)?;
+                continue;
+            }
+            let keep_blocks = nblocks - seg_start;
+            if keep_blocks < seg_blocks {
+                let Some(file) = self.segment(rel, fork, segno, OpenMode::Existing)? else {
+                    continue;
+                };
+                let size_bytes = u64::from(keep_blocks) * PAGE_SIZE as u64;
+                file.set_len(size_bytes).map_err(|source| Error::BlockIo {
+                    op: "truncate to",
+                    rel,
+                    fork,
+                    block: nblocks,
+                    source,
+                })?;
+            }
+            break;
+        }
+        self.sizes.set(rel, fork, nblocks);
+        Ok(())
+    }
+
+    fn remove_segment(&self, rel: RelFileLocator, fork: Fork, segno: u32) -> Result<()> {
+        self.files.remove(&(rel, fork, segno));
+        let path = self.segment_path(rel, fork, segno);
+        match self.vfs.remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::file("remove", path, e)),
+        }
+    }
+
+    /// Removes every fork of a relation. The caller holds it exclusively and has dropped its
+    /// buffers. Missing forks are skipped.
+    pub fn unlink(&self, rel: RelFileLocator) -> Result<()> {
+        for fork in Fork::ALL {
+            let nblocks = match self.nblocks(rel, fork) {
+                Ok(n) => n,
+                Err(Error::NoSuchRelation { .. }) => {
+                    self.sizes.remove(rel, fork);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let segments = nblocks / self.segment_size_blocks + 1;
+            for segno in (0..segments).rev() {
+                self.remove_segment(rel, fork, segno)?;
+            }
+            self.sizes.remove(rel, fork);
+        }
+        Ok(())
+    }
+
+    /// Makes a fork's data durable: fsyncs each of its segments, then its directory (so the
+    /// segment names survive too).
+    pub fn sync(&self, rel: RelFileLocator, fork: Fork) -> Result<()> {
+        let nblocks = self.nblocks(rel, fork)?;
+        let segments = nblocks.saturating_sub(1) / self.segment_size_blocks + 1;
+        for segno in 0..segments {
+            let path = || self.segment_path(rel, fork, segno);
+            let Some(file) = self.segment(rel, fork, segno, OpenMode::Existing)? else {
+                return Err(Error::MissingSegment {
+                    rel,
+                    fork,
+                    block: segno * self.segment_size_blocks,
+                    segment: segno,
+                    path: path(),
+                });
+            };
+            file.sync_data()
+                .map_err(|e| Error::file("fsync", path(), e))?;
+        }
+        let dir = self.rel_dir(rel);
+        self.vfs
+            .sync_dir(&dir)
+            .map_err(|e| Error::file("fsync directory", dir, e))
+    }
+
+    /// How many segment files are open (bounded by `max_files_per_process`).
+    pub fn open_files(&self) -> usize {
+        self.files.open_count()
+    }
+}
+
+fn is_all_zero(bytes: &[u8]) -> bool {
+    // The compiler vectorises this; it runs once per page write.
+    bytes.iter().all(|b| *b == 0)
+}
+
+#[cfg(test)]
+mod tests;

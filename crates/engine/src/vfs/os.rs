@@ -145,7 +145,10 @@ impl Vfs for OsVfs {
             Ok(()) => Ok(Box::new(OsDirLock { _file: file })),
             Err(fs::TryLockError::WouldBlock) => Err(io::Error::new(
                 io::ErrorKind::WouldBlock,
-                format!("data directory {} is in use by another process", path.display()),
+                format!(
+                    "data directory {} is in use by another process",
+                    path.display()
+                ),
             )),
             Err(fs::TryLockError::Error(e)) => Err(e),
         }
@@ -195,7 +198,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let vfs = OsVfs::new();
         let lock = vfs.lock_dir(dir.path()).unwrap();
-        let err = vfs.lock_dir(dir.path()).err().expect("second lock must fail");
+        let err = vfs
+            .lock_dir(dir.path())
+            .err()
+            .expect("second lock must fail");
         assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
         drop(lock);
         vfs.lock_dir(dir.path()).unwrap();

@@ -1,0 +1,420 @@
+use std::collections::HashSet;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::*;
+use crate::config::Config;
+use crate::vfs::{OpKind, OsVfs};
+
+/// Where test pages keep their stamp: in the hole between line pointers and items, which the
+/// checksum covers like any other byte.
+const STAMP_AT: usize = 64;
+
+fn init_page(p: &mut [u8; PAGE_SIZE], tag: BufferTag, version: u64) {
+    crate::page::PageMut::new(p).init(0);
+    stamp(p, tag, version);
+}
+
+fn stamp(p: &mut [u8; PAGE_SIZE], tag: BufferTag, version: u64) {
+    p[STAMP_AT..STAMP_AT + 8].copy_from_slice(&tag.rel.rel_number.to_le_bytes());
+    p[STAMP_AT + 8..STAMP_AT + 12].copy_from_slice(&tag.block.to_le_bytes());
+    p[STAMP_AT + 12..STAMP_AT + 20].copy_from_slice(&version.to_le_bytes());
+}
+
+fn read_stamp(p: &[u8; PAGE_SIZE]) -> (u64, u32, u64) {
+    let word = |r: std::ops::Range<usize>| {
+        let mut b = [0u8; 8];
+        b[..r.len()].copy_from_slice(&p[r]);
+        u64::from_le_bytes(b)
+    };
+    (
+        word(STAMP_AT..STAMP_AT + 8),
+        word(STAMP_AT + 8..STAMP_AT + 12) as u32,
+        word(STAMP_AT + 12..STAMP_AT + 20),
+    )
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    smgr: Arc<Smgr>,
+    config: Config,
+}
+
+fn fixture(nbuffers: usize, drop_mode: BufferDropMode) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        shared_buffers_bytes: (nbuffers * PAGE_SIZE) as u64,
+        segment_size_blocks: 8,
+        buffer_drop: drop_mode,
+        ..Config::default()
+    };
+    let smgr = Arc::new(Smgr::new(Arc::new(OsVfs::new()), dir.path(), &config).unwrap());
+    Fixture {
+        _dir: dir,
+        smgr,
+        config,
+    }
+}
+
+impl Fixture {
+    fn pool(&self) -> BufferPool {
+        BufferPool::new(Arc::clone(&self.smgr), &self.config, None).unwrap()
+    }
+    fn writes(&self) -> u64 {
+        self.smgr.vfs().counters().snapshot().get(OpKind::Write)
+    }
+}
+
+fn rel(n: u64) -> RelFileLocator {
+    RelFileLocator::new(1, n)
+}
+
+/// Creates `rel` with `nblocks` initialised, stamped, dirty pages.
+fn populate(pool: &BufferPool, r: RelFileLocator, nblocks: u32) {
+    pool.smgr().create(r, Fork::Main).unwrap();
+    for b in 0..nblocks {
+        let buf = pool.extend(r, Fork::Main).unwrap();
+        assert_eq!(buf.tag().block, b);
+        let mut page = buf.write();
+        init_page(&mut page, buf.tag(), 1);
+        page.mark_dirty();
+    }
+}
+
+#[test]
+fn pages_survive_eviction_and_a_new_pool() {
+    let f = fixture(16, BufferDropMode::Indexed);
+    let pool = f.pool();
+    populate(&pool, rel(10), 100);
+    for b in 0..100 {
+        let buf = pool
+            .read_buffer(BufferTag::new(rel(10), Fork::Main, b))
+            .unwrap();
+        assert_eq!(read_stamp(&buf.read()), (10, b, 1));
+    }
+    pool.flush_all().unwrap();
+    pool.check_invariants().unwrap();
+    drop(pool);
+    let pool = f.pool();
+    for b in (0..100).rev() {
+        let buf = pool
+            .read_buffer(BufferTag::new(rel(10), Fork::Main, b))
+            .unwrap();
+        assert_eq!(read_stamp(&buf.read()), (10, b, 1));
+    }
+}
+
+#[test]
+fn hits_do_no_io() {
+    let f = fixture(64, BufferDropMode::Indexed);
+    let pool = f.pool();
+    populate(&pool, rel(1), 8);
+    let before = f.smgr.vfs().counters().snapshot();
+    for _ in 0..100 {
+        for b in 0..8 {
+            let _ = pool
+                .read_buffer(BufferTag::new(rel(1), Fork::Main, b))
+                .unwrap();
+        }
+    }
+    let c = f.smgr.vfs().counters().snapshot().since(&before);
+    assert_eq!(c, crate::vfs::OpCounts::default(), "{c}");
+}
+
+#[test]
+fn all_pinned_is_an_error_not_a_hang() {
+    let f = fixture(16, BufferDropMode::Indexed);
+    let pool = f.pool();
+    pool.smgr().create(rel(1), Fork::Main).unwrap();
+    let pins: Vec<_> = (0..16)
+        .map(|_| pool.extend(rel(1), Fork::Main).unwrap())
+        .collect();
+    let err = pool
+        .extend(rel(1), Fork::Main)
+        .err()
+        .expect("pool is full of pins");
+    assert!(
+        matches!(err, Error::NoFreeBuffers { nbuffers: 16 }),
+        "{err}"
+    );
+    drop(pins);
+    pool.extend(rel(1), Fork::Main).unwrap();
+}
+
+fn drop_never_writes(mode: BufferDropMode) {
+    let f = fixture(256, mode);
+    let pool = f.pool();
+    for r in 1..=10 {
+        populate(&pool, rel(r), 10);
+    }
+    let before = f.writes();
+    pool.drop_relations(&[rel(3), rel(7)]);
+    assert_eq!(pool.cached_buffers_of(rel(3)), 0);
+    assert_eq!(pool.cached_buffers_of(rel(7)), 0);
+    assert_eq!(pool.cached_buffers_of(rel(4)), 10);
+    pool.check_invariants().unwrap();
+    pool.flush_all().unwrap();
+    assert_eq!(
+        f.writes() - before,
+        80,
+        "only the 8 surviving relations are written"
+    );
+    assert_eq!(pool.stats().invalidated.load(Ordering::Relaxed), 20);
+}
+
+#[test]
+fn dropped_dirty_pages_are_never_written_indexed() {
+    drop_never_writes(BufferDropMode::Indexed);
+}
+
+#[test]
+fn dropped_dirty_pages_are_never_written_full_scan() {
+    drop_never_writes(BufferDropMode::FullScan);
+}
+
+#[test]
+fn indexed_drop_examines_only_the_relations_buffers() {
+    for (mode, expect_examined) in [
+        (BufferDropMode::Indexed, 10),
+        (BufferDropMode::FullScan, 1024),
+    ] {
+        let f = fixture(1024, mode);
+        let pool = f.pool();
+        for r in 1..=20 {
+            populate(&pool, rel(r), 10);
+        }
+        let before = pool
+            .stats()
+            .drop_descriptors_examined
+            .load(Ordering::Relaxed);
+        pool.drop_relations(&[rel(5)]);
+        let examined = pool
+            .stats()
+            .drop_descriptors_examined
+            .load(Ordering::Relaxed)
+            - before;
+        assert_eq!(examined, expect_examined, "{mode:?}");
+    }
+}
+
+#[test]
+fn truncate_drops_only_the_tail_and_never_reads_it_back() {
+    for mode in [BufferDropMode::Indexed, BufferDropMode::FullScan] {
+        let f = fixture(128, mode);
+        let pool = f.pool();
+        populate(&pool, rel(1), 20);
+        pool.flush_all().unwrap();
+        // Dirty every page again with version 2, then truncate to 12 blocks.
+        for b in 0..20 {
+            let buf = pool
+                .read_buffer(BufferTag::new(rel(1), Fork::Main, b))
+                .unwrap();
+            let mut page = buf.write();
+            stamp(&mut page, buf.tag(), 2);
+            page.mark_dirty();
+        }
+        pool.drop_relation_buffers(rel(1), Fork::Main, 12);
+        pool.smgr().truncate(rel(1), Fork::Main, 12).unwrap();
+        pool.check_invariants().unwrap();
+        assert_eq!(pool.cached_buffers_of(rel(1)), 12);
+        // Re-extend: the new block 12 must be a fresh zero page, not the stale version 2.
+        let buf = pool.extend(rel(1), Fork::Main).unwrap();
+        assert_eq!(buf.tag().block, 12);
+        assert!(buf.read().iter().all(|b| *b == 0), "stale page came back");
+        drop(buf);
+        let before = f.writes();
+        pool.flush_all().unwrap();
+        assert_eq!(
+            f.writes() - before,
+            12,
+            "the 12 surviving dirty pages, not the dropped 8"
+        );
+        drop(pool);
+        let pool = f.pool();
+        for b in 0..12 {
+            let buf = pool
+                .read_buffer(BufferTag::new(rel(1), Fork::Main, b))
+                .unwrap();
+            assert_eq!(read_stamp(&buf.read()), (1, b, 2));
+        }
+    }
+}
+
+struct RecordingHook {
+    calls: Mutex<Vec<(BufferTag, u64)>>,
+}
+
+impl WriteBackHook for RecordingHook {
+    fn before_write(&self, tag: BufferTag, page_lsn: u64) -> Result<()> {
+        self.calls.lock().push((tag, page_lsn));
+        if page_lsn == 666 {
+            return Err(Error::Config {
+                name: "test".into(),
+                reason: "WAL flush failed".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn write_back_calls_the_hook_with_the_page_lsn_first() {
+    let f = fixture(16, BufferDropMode::Indexed);
+    let hook = Arc::new(RecordingHook {
+        calls: Mutex::new(Vec::new()),
+    });
+    let pool = BufferPool::new(Arc::clone(&f.smgr), &f.config, Some(hook.clone())).unwrap();
+    pool.smgr().create(rel(1), Fork::Main).unwrap();
+    for (b, lsn) in [(0u32, 1000u64), (1, 666)] {
+        let buf = pool.extend(rel(1), Fork::Main).unwrap();
+        let mut page = buf.write();
+        init_page(&mut page, buf.tag(), 1);
+        crate::page::PageMut::new(&mut page).set_lsn(lsn);
+        page.mark_dirty();
+        assert_eq!(buf.tag().block, b);
+    }
+    let before = f.writes();
+    // The hook refuses LSN 666: that page must not be written.
+    assert!(pool.flush_all().is_err());
+    let calls = hook.calls.lock().clone();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert!(calls.contains(&(BufferTag::new(rel(1), Fork::Main, 0), 1000)));
+    assert_eq!(f.writes() - before, 1);
+}
+
+#[test]
+fn a_corrupt_page_fails_the_read_and_leaves_the_pool_consistent() {
+    let f = fixture(16, BufferDropMode::Indexed);
+    let pool = f.pool();
+    populate(&pool, rel(1), 2);
+    pool.flush_all().unwrap();
+    drop(pool);
+    let path = f.smgr.segment_path(rel(1), Fork::Main, 0);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[PAGE_SIZE + 3000] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    let pool = f.pool();
+    let err = pool
+        .read_buffer(BufferTag::new(rel(1), Fork::Main, 1))
+        .err()
+        .expect("block 1 is corrupt");
+    assert!(matches!(err, Error::CorruptPage { block: 1, .. }), "{err}");
+    // A retry reads again (and fails again): the bad page never becomes valid.
+    assert!(pool
+        .read_buffer(BufferTag::new(rel(1), Fork::Main, 1))
+        .is_err());
+    pool.read_buffer(BufferTag::new(rel(1), Fork::Main, 0))
+        .unwrap();
+    pool.check_invariants().unwrap();
+}
+
+/// Readers and writers on stable relations, while another thread keeps creating, dirtying
+/// and dropping relations, in a pool small enough that everything is evicted constantly.
+fn stress(mode: BufferDropMode) {
+    const STABLE: u64 = 4;
+    const BLOCKS: u32 = 16;
+    let fx = fixture(48, mode);
+    let hook = Arc::new(DroppedWatch::default());
+    let pool =
+        Arc::new(BufferPool::new(Arc::clone(&fx.smgr), &fx.config, Some(hook.clone())).unwrap());
+    for r in 1..=STABLE {
+        populate(&pool, rel(r), BLOCKS);
+    }
+    // versions[r][b]: the version last written to that page.
+    let versions: Arc<Vec<Vec<AtomicU64>>> = Arc::new(
+        (0..=STABLE)
+            .map(|_| (0..BLOCKS).map(|_| AtomicU64::new(1)).collect())
+            .collect(),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for t in 0..3u64 {
+        let (pool, versions, stop) = (Arc::clone(&pool), Arc::clone(&versions), Arc::clone(&stop));
+        threads.push(std::thread::spawn(move || {
+            let mut x = t + 1;
+            let mut ops = 0u64;
+            while !stop.load(Ordering::Relaxed) || ops < 2000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let r = 1 + x % STABLE;
+                let b = ((x >> 8) % u64::from(BLOCKS)) as u32;
+                let tag = BufferTag::new(rel(r), Fork::Main, b);
+                let buf = pool.read_buffer(tag).unwrap();
+                if x % 4 == 0 {
+                    let mut page = buf.write();
+                    let (rr, bb, v) = read_stamp(&page);
+                    assert_eq!((rr, bb), (r, b), "buffer holds the wrong page");
+                    stamp(&mut page, tag, v + 1);
+                    versions[r as usize][b as usize].fetch_add(1, Ordering::Relaxed);
+                    page.mark_dirty();
+                } else {
+                    let (rr, bb, _) = read_stamp(&buf.read());
+                    assert_eq!((rr, bb), (r, b), "buffer holds the wrong page");
+                }
+                ops += 1;
+            }
+        }));
+    }
+    for round in 0..150u64 {
+        let r = rel(1000 + round);
+        populate(&pool, r, 6);
+        if round % 2 == 0 {
+            pool.drop_relations(&[r]);
+        } else {
+            pool.drop_relation_buffers(r, Fork::Main, 0);
+        }
+        hook.dropped.lock().insert(r);
+        pool.smgr().unlink(r).unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    pool.check_invariants().unwrap();
+    assert!(
+        hook.violations.lock().is_empty(),
+        "{:?}",
+        hook.violations.lock()
+    );
+    pool.flush_all().unwrap();
+    drop(pool);
+    let pool = fx.pool();
+    for r in 1..=STABLE {
+        for b in 0..BLOCKS {
+            let buf = pool
+                .read_buffer(BufferTag::new(rel(r), Fork::Main, b))
+                .unwrap();
+            let want = versions[r as usize][b as usize].load(Ordering::Relaxed);
+            assert_eq!(read_stamp(&buf.read()), (r, b, want), "lost update");
+        }
+    }
+}
+
+/// Flags any write-back of a relation after its drop returned.
+#[derive(Default)]
+struct DroppedWatch {
+    dropped: Mutex<HashSet<RelFileLocator>>,
+    violations: Mutex<Vec<BufferTag>>,
+}
+
+impl WriteBackHook for DroppedWatch {
+    fn before_write(&self, tag: BufferTag, _page_lsn: u64) -> Result<()> {
+        if self.dropped.lock().contains(&tag.rel) {
+            self.violations.lock().push(tag);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn stress_concurrent_access_eviction_and_drops_indexed() {
+    stress(BufferDropMode::Indexed);
+}
+
+#[test]
+fn stress_concurrent_access_eviction_and_drops_full_scan() {
+    stress(BufferDropMode::FullScan);
+}

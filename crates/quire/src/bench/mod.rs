@@ -1,0 +1,372 @@
+//! `quire bench`: the seed experiments, each measuring PostgreSQL's behaviour and quire's in
+//! the same process on the same data, following `shared/BENCH.md`: a header line (experiment,
+//! parameters, build profile, machine), one table with a row per mode, the ratios, and the
+//! file-layer call counts the experiment is about; `--json` writes the same figures.
+
+mod buffer_drop;
+mod relsize;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use quire_engine::vfs::{OpCounts, OpKind};
+use serde_json::{json, Map, Value};
+
+/// Flags every benchmark accepts, plus the experiment-specific ones.
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Which experiment; without one, every experiment runs in turn.
+    #[arg(value_enum)]
+    pub name: Option<BenchName>,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// A reduced size that finishes in under a minute on a 2-core machine.
+    #[arg(long)]
+    pub quick: bool,
+    /// Where files go (default: a fresh temporary directory, removed afterwards).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Seed for anything random.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Number of relations.
+    #[arg(long)]
+    pub relations: Option<u64>,
+    /// Pages per relation.
+    #[arg(long)]
+    pub pages: Option<u32>,
+    /// Buffer pool size in bytes (suffixes KiB, MiB, GiB, or PostgreSQL's kB, MB, GB).
+    #[arg(long, value_parser = parse_size)]
+    pub pool: Option<u64>,
+    /// Number of page reads to time (relsize).
+    #[arg(long)]
+    pub reads: Option<u64>,
+    /// buffer-drop: repeat both modes at pool sizes 128 MiB, 1 GiB, 4 GiB and 16 GiB.
+    #[arg(long)]
+    pub sweep: bool,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchName {
+    /// Seed 000: dropping a relation's buffers, full scan vs. per-relation index.
+    BufferDrop,
+    /// Seed 002: relation-size probes per page read, size cache off vs. on.
+    Relsize,
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    quire_engine::config::parse_bytes(text)
+}
+
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    let names: Vec<BenchName> = match args.name {
+        Some(n) => vec![n],
+        None => BenchName::value_variants().to_vec(),
+    };
+    let mut reports = Vec::new();
+    for name in names {
+        let dir = DataDir::new(args.data_dir.as_deref(), name)?;
+        let report = match name {
+            BenchName::BufferDrop => buffer_drop::run(args, dir.path())?,
+            BenchName::Relsize => relsize::run(args, dir.path())?,
+        };
+        print!("{}", report.render());
+        println!();
+        reports.push(report.to_json());
+    }
+    if let Some(path) = &args.json {
+        let value = if reports.len() == 1 {
+            reports.pop().expect("one report")
+        } else {
+            Value::Array(reports)
+        };
+        std::fs::write(path, serde_json::to_string_pretty(&value)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The benchmark's working directory: `--data-dir/<bench>` (kept), or a temporary one
+/// (removed when dropped).
+struct DataDir {
+    path: PathBuf,
+    _temp: Option<tempfile::TempDir>,
+}
+
+impl DataDir {
+    fn new(base: Option<&Path>, name: BenchName) -> anyhow::Result<Self> {
+        let sub = name
+            .to_possible_value()
+            .expect("no skipped variants")
+            .get_name()
+            .to_string();
+        if let Some(base) = base {
+            let path = base.join(sub);
+            if path.exists() {
+                std::fs::remove_dir_all(&path)
+                    .with_context(|| format!("clearing {}", path.display()))?;
+            }
+            std::fs::create_dir_all(&path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            return Ok(DataDir { path, _temp: None });
+        }
+        let temp = tempfile::Builder::new().prefix("quire-bench-").tempdir()?;
+        Ok(DataDir {
+            path: temp.path().to_path_buf(),
+            _temp: Some(temp),
+        })
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// A figure in a table cell.
+#[derive(Clone, Debug)]
+pub enum Cell {
+    Int(u64),
+    Float(f64),
+    Text(String),
+}
+
+impl Cell {
+    fn text(&self) -> String {
+        match self {
+            Cell::Int(n) => n.to_string(),
+            Cell::Float(x) if x.abs() >= 100.0 => format!("{x:.1}"),
+            Cell::Float(x) if x.abs() >= 1.0 => format!("{x:.2}"),
+            Cell::Float(x) => format!("{x:.4}"),
+            Cell::Text(s) => s.clone(),
+        }
+    }
+
+    fn json(&self) -> Value {
+        match self {
+            Cell::Int(n) => json!(n),
+            Cell::Float(x) => json!(x),
+            Cell::Text(s) => json!(s),
+        }
+    }
+}
+
+/// One benchmark's results, printed as a table and written as JSON.
+pub struct Report {
+    pub bench: &'static str,
+    pub quick: bool,
+    pub params: Vec<(&'static str, Value)>,
+    pub columns: Vec<&'static str>,
+    /// Each row: the mode, then one cell per column.
+    pub rows: Vec<(String, Vec<Cell>)>,
+    pub ratios: Vec<(String, f64)>,
+    /// File-layer calls per mode, during the measured phase.
+    pub syscalls: Vec<(String, OpCounts)>,
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    pub fn new(bench: &'static str, quick: bool, columns: Vec<&'static str>) -> Self {
+        Report {
+            bench,
+            quick,
+            params: Vec::new(),
+            columns,
+            rows: Vec::new(),
+            ratios: Vec::new(),
+            syscalls: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    fn header(&self) -> String {
+        let params: Vec<String> = self
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.to_string().trim_matches('"')))
+            .collect();
+        let profile = if cfg!(debug_assertions) {
+            "DEBUG BUILD (figures are not representative; use --release)"
+        } else {
+            "release"
+        };
+        format!(
+            "quire bench {}{} | {} | build: {} | machine: {} cores, {} memory",
+            self.bench,
+            if self.quick { " (QUICK RUN)" } else { "" },
+            params.join(" "),
+            profile,
+            std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
+            memory_total().unwrap_or_else(|| "unknown".to_string()),
+        )
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "{}", self.header());
+        let mut widths: Vec<usize> = std::iter::once("mode".len())
+            .chain(self.columns.iter().map(|c| c.len()))
+            .collect();
+        let texts: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|(mode, cells)| {
+                std::iter::once(mode.clone())
+                    .chain(cells.iter().map(Cell::text))
+                    .collect()
+            })
+            .collect();
+        for row in &texts {
+            for (w, t) in widths.iter_mut().zip(row) {
+                *w = (*w).max(t.len());
+            }
+        }
+        let line = |cells: Vec<&str>| {
+            let mut s = String::new();
+            for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+                if i == 0 {
+                    let _ = write!(s, "{c:<w$}");
+                } else {
+                    let _ = write!(s, "  {c:>w$}");
+                }
+            }
+            s
+        };
+        let head: Vec<&str> = std::iter::once("mode")
+            .chain(self.columns.iter().copied())
+            .collect();
+        let _ = writeln!(out, "{}", line(head));
+        let _ = writeln!(
+            out,
+            "{}",
+            "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1))
+        );
+        for row in &texts {
+            let _ = writeln!(out, "{}", line(row.iter().map(String::as_str).collect()));
+        }
+        if !self.ratios.is_empty() {
+            let _ = writeln!(out, "ratios:");
+            for (k, v) in &self.ratios {
+                let _ = writeln!(out, "  {k} = {v:.2}");
+            }
+        }
+        if !self.syscalls.is_empty() {
+            let _ = writeln!(out, "file-layer calls during the measured phase:");
+            for (mode, c) in &self.syscalls {
+                let _ = writeln!(out, "  {mode}: {c}");
+            }
+        }
+        for n in &self.notes {
+            let _ = writeln!(out, "note: {n}");
+        }
+        out
+    }
+
+    pub fn to_json(&self) -> Value {
+        let params: Map<String, Value> = self
+            .params
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), v.clone()))
+            .collect();
+        let results: Vec<Value> = self
+            .rows
+            .iter()
+            .map(|(mode, cells)| {
+                let mut m = Map::new();
+                m.insert("mode".into(), json!(mode));
+                for (col, cell) in self.columns.iter().zip(cells) {
+                    m.insert((*col).to_string(), cell.json());
+                }
+                Value::Object(m)
+            })
+            .collect();
+        let ratios: Map<String, Value> = self
+            .ratios
+            .iter()
+            .map(|(k, v)| (k.clone(), json!(v)))
+            .collect();
+        let syscalls: Map<String, Value> = self
+            .syscalls
+            .iter()
+            .map(|(mode, c)| {
+                let kinds: Map<String, Value> = OpKind::ALL
+                    .iter()
+                    .map(|k| (k.name().to_string(), json!(c.get(*k))))
+                    .collect();
+                (mode.clone(), Value::Object(kinds))
+            })
+            .collect();
+        json!({
+            "bench": self.bench,
+            "quick": self.quick,
+            "release_build": !cfg!(debug_assertions),
+            "params": params,
+            "results": results,
+            "ratios": ratios,
+            "syscalls": syscalls,
+            "notes": self.notes,
+        })
+    }
+}
+
+/// Total memory from /proc/meminfo, e.g. "23.4 GiB".
+fn memory_total() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: f64 = text
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(format!("{:.1} GiB", kib / (1024.0 * 1024.0)))
+}
+
+/// A progress bar on stderr (hidden when stderr is not a terminal).
+pub fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(len);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg:>28} [{bar:40}] {pos}/{len} {eta}")
+            .expect("the template is valid")
+            .progress_chars("=> "),
+    );
+    bar.set_message(what.to_string());
+    bar
+}
+
+/// Human form of a byte count: 128MiB, 1GiB.
+pub fn bytes_name(bytes: u64) -> String {
+    const GIB: u64 = 1 << 30;
+    const MIB: u64 = 1 << 20;
+    if bytes.is_multiple_of(GIB) {
+        format!("{}GiB", bytes / GIB)
+    } else if bytes.is_multiple_of(MIB) {
+        format!("{}MiB", bytes / MIB)
+    } else {
+        format!("{bytes}B")
+    }
+}
+
+/// Refuses a pool larger than the machine can hold, with the reason.
+pub fn check_pool_fits(pool_bytes: u64) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let available_kib: Option<u64> = text
+        .lines()
+        .find(|l| l.starts_with("MemAvailable:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok());
+    if let Some(kib) = available_kib {
+        // Descriptors are 64 bytes per 8 KiB buffer; pages are allocated as they fill.
+        let needed = pool_bytes / 128;
+        if needed > kib * 1024 {
+            bail!(
+                "a {} pool needs {} of descriptors, more than the {} MiB available",
+                bytes_name(pool_bytes),
+                bytes_name(needed),
+                kib / 1024
+            );
+        }
+    }
+    Ok(())
+}
