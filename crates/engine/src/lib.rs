@@ -10,10 +10,12 @@
 //! 3. [`smgr`]: relations as segment files, and the relation-size cache.
 //! 4. [`buffer`]: the shared buffer pool, whose relation drop does not scan the pool.
 //!
-//! [`Config`] holds every setting; [`Error`] is the one error type of the library.
+//! [`Database`] opens a data directory (exclusively) with its storage manager and buffer
+//! pool; [`Config`] holds every setting; [`Error`] is the one error type of the library.
 
 pub mod buffer;
 pub mod config;
+mod db;
 pub mod error;
 mod hash;
 pub mod page;
@@ -21,5 +23,6 @@ pub mod smgr;
 pub mod vfs;
 
 pub use config::{BufferDropMode, Config, RelsizeCacheMode};
+pub use db::Database;
 pub use error::{Error, Result};
 pub use smgr::{BlockNumber, Fork, RelFileLocator};

@@ -271,3 +271,33 @@ fn concurrent_extenders_get_distinct_blocks() {
     assert_eq!(all.len(), 200);
     assert_eq!(smgr.nblocks(REL, Fork::Main).unwrap(), 200);
 }
+
+#[test]
+fn an_io_error_names_relation_fork_and_block() {
+    use crate::vfs::{CrashOptions, SimVfs};
+    let vfs = Arc::new(SimVfs::new(3));
+    let config = Config {
+        segment_size_blocks: 4,
+        ..Config::default()
+    };
+    let smgr = Smgr::new(vfs.clone(), Path::new("/data"), &config).unwrap();
+    smgr.create(REL, Fork::Main).unwrap();
+    smgr.extend(REL, Fork::Main, &page_for(0)).unwrap();
+    // The open handle dies with the (simulated) machine: every later call is an I/O error.
+    vfs.crash(&CrashOptions::default());
+    let mut buf = Box::new([0u8; PAGE_SIZE]);
+    let err = smgr.read(REL, Fork::Main, 0, &mut buf).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::BlockIo {
+                op: "read",
+                block: 0,
+                fork: Fork::Main,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("base/5/16384"), "{err}");
+}

@@ -8,11 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
-use quire_engine::buffer::BufferPool;
 use quire_engine::page::PageMut;
-use quire_engine::smgr::Smgr;
 use quire_engine::vfs::{OpCounts, OsVfs, Vfs};
-use quire_engine::{BufferDropMode, Config, Fork, RelFileLocator};
+use quire_engine::{BufferDropMode, Config, Database, Fork, RelFileLocator};
 use serde_json::json;
 
 use super::{bytes_name, check_pool_fits, progress, BenchArgs, Cell, Report};
@@ -80,7 +78,7 @@ pub fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
             let _ = std::fs::remove_dir_all(&sub);
             let us_per_drop = m.drop_total.as_secs_f64() * 1e6 / m.relations as f64;
             us[i] = us_per_drop;
-            if m.relations < relations {
+            if m.relations < relations && mode == BufferDropMode::Indexed {
                 report.notes.push(format!(
                     "a {} pool holds {} relations of {pages} pages, so {} were used there, not {relations}",
                     bytes_name(pool_bytes),
@@ -146,8 +144,8 @@ fn measure(
         ..Config::default()
     };
     let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
-    let smgr = Arc::new(Smgr::new(Arc::clone(&vfs), dir, &config)?);
-    let pool = BufferPool::new(Arc::clone(&smgr), &config, None)?;
+    let db = Database::open(Arc::clone(&vfs), dir, config)?;
+    let (smgr, pool) = (db.smgr(), db.buffer_pool());
     // The pool must hold every page, or eviction (not the drop) decides what is dropped.
     let relations = relations.min((pool.nbuffers() / pages as usize) as u64);
     let rels: Vec<RelFileLocator> = (0..relations)

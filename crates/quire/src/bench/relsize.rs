@@ -8,11 +8,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::ensure;
-use quire_engine::buffer::{BufferPool, BufferTag};
+use quire_engine::buffer::BufferTag;
 use quire_engine::page::PageMut;
-use quire_engine::smgr::Smgr;
 use quire_engine::vfs::{OpKind, OsVfs, Vfs};
-use quire_engine::{Config, Fork, RelFileLocator, RelsizeCacheMode};
+use quire_engine::{Config, Database, Fork, RelFileLocator, RelsizeCacheMode};
 use serde_json::json;
 
 use super::{progress, BenchArgs, Cell, Report};
@@ -64,8 +63,8 @@ pub fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
             ..Config::default()
         };
         let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
-        let smgr = Arc::new(Smgr::new(Arc::clone(&vfs), &sub, &config)?);
-        let pool = BufferPool::new(Arc::clone(&smgr), &config, None)?;
+        let db = Database::open(Arc::clone(&vfs), &sub, config)?;
+        let (smgr, pool) = (db.smgr(), db.buffer_pool());
         let rels: Vec<RelFileLocator> = (0..relations)
             .map(|i| RelFileLocator::new(5, 200_000 + i))
             .collect();
@@ -120,8 +119,7 @@ pub fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
         report
             .syscalls
             .push((format!("relsize_cache={}", mode.name()), calls));
-        drop(pool);
-        drop(smgr);
+        drop(db);
         let _ = std::fs::remove_dir_all(&sub);
     }
     report
