@@ -1,24 +1,66 @@
-//! The simulated file system: in memory, deterministic from a seed, able to lose power.
+//! # SimVfs — an in-memory file system that loses power on demand
 //!
-//! ## The model (what is durable when)
-//! - Each file (inode) has the contents reads see (the page cache) and its *durable*
-//!   contents, plus an ordered log of the writes and truncations made since its last fsync.
-//!   `sync_data`/`sync_all` apply the log to the durable contents.
-//! - Names are separate from contents, as in a real file system: creating, renaming or
-//!   removing a file changes only the *current* namespace; `sync_dir(dir)` makes the entries
-//!   directly inside `dir` durable. Directories themselves are durable at once (a
-//!   simplification: quire creates its directories once, at initialisation).
-//! - [`SimVfs::crash`] is power loss: the namespace reverts to its durable form and every file
-//!   to its durable contents, except that each logged operation survives with probability
-//!   `keep_unsynced_probability` (the kernel happened to write it back), possibly torn at
-//!   512-byte sectors. Handles opened before the crash fail from then on.
-//! - A failed fsync ([`SimVfs::fail_next_fsync`]) drops the file's logged writes, as Linux
-//!   does: reads still see them until the crash, but no later fsync makes them durable.
-//! - Every operation is counted exactly as [`super::OsVfs`] counts it.
+//! A deterministic simulation of a POSIX file system for crash tests. For every file it keeps
+//! both what reads see (the page cache) and what is on the disk, and [`SimVfs::crash`] throws
+//! the first away. It enforces the durability rules of the [`vfs`](super) module header and
+//! nothing more, so code that is correct on it does not rely on luck.
+//!
+//! ## What is durable when
+//! - **File data.** Each file (an *inode*) has `data` (what reads see), `durable` (what a power
+//!   loss leaves) and an ordered log of the writes and `set_len`s since its last fsync.
+//!   `sync_data` and `sync_all` apply the log to `durable` and clear it; nothing else makes
+//!   data durable. The two are the same here: the size is treated as data, and no other
+//!   metadata is modelled.
+//! - **Names.** The namespace (path → inode) exists twice: `current` (what `open`, `exists`
+//!   and `list_dir` see) and `durable`. Creating a file, `remove_file` and `rename` change only
+//!   `current`. `sync_dir(dir)` makes the `durable` entries whose parent is `dir` equal to the
+//!   `current` ones (adds, replaces, removes). An fsync of a file does not make its name
+//!   durable, and a rename across directories needs both parents synced.
+//! - **Directories** are durable as soon as `create_dir_all` returns and are never removed
+//!   (a simplification: quire creates its directories once and the API cannot remove them).
+//!   So that a crash cannot resurrect a file where a directory now is, `create_dir_all` also
+//!   refuses a path that is still a file in the durable namespace.
+//! - **Crash.** The current namespace becomes the durable one; files reachable by no durable
+//!   name are gone. Each remaining file restarts from `durable`, then, per [`CrashOptions`],
+//!   each logged operation survives with a probability, and a surviving write may be torn
+//!   into a random subset of its 512-byte sectors (sectors aligned to file offsets). Handles
+//!   opened before the crash fail with "file system crashed" on every call; directory locks
+//!   are kept (they belong to the test process, which lives on).
+//! - **Failed fsync** ([`SimVfs::fail_next_fsync`]): returns EIO and discards the log, as Linux
+//!   drops dirty pages after a writeback error: those writes stay readable until a crash but
+//!   never become durable, even if a later fsync succeeds.
+//! - **Unlink or rename-over while open**: the inode lives on through its open handles (unix
+//!   semantics) and is freed once no handle and no current or durable name refers to it.
+//!
+//! ## Determinism
+//! Randomness is used only by `crash`, from a SplitMix64 generator seeded by
+//! [`SimVfs::new`], visiting files in creation order: the same seed and the same sequence of
+//! operations give the same crash result. (With several threads, the sequence is whatever
+//! order the threads produced.)
+//!
+//! ## Counting
+//! Exactly as [`OsVfs`](super::OsVfs): `open`, handle drop (close), `read_at`, `write_at`,
+//! `size`, `set_len` (truncate), `sync_*` (fsync), `remove_file` (unlink), `rename` and
+//! `sync_dir` (dir sync) are counted before they run, so failed calls count too; `exists`,
+//! `create_dir_all`, `list_dir` and `lock_dir` are not counted. A latency set with
+//! [`SimVfs::set_latency`] is slept inside the call, before the file system lock is taken,
+//! so that slow fsyncs on different threads overlap as they would on a real device.
+//!
+//! ## Where it differs from the operating system
+//! - Paths are normalised lexically (`.` dropped, `..` pops a component; there are no
+//!   symlinks). Relative paths form their own tree rooted at the empty path: do not name one
+//!   file both ways.
+//! - `sync_dir` on a file fails with `NotADirectory`; directories cannot be renamed.
+//! - A file cannot grow past [`MAX_FILE_SIZE_BYTES`] (`FileTooLarge`), so that a wild offset
+//!   is an error rather than an aborting allocation.
+//! - Like `OsVfs`, `lock_dir` creates an empty `quire.lock` in the directory (never synced).
+//! - Memory: every unsynced write is kept in the log until the next fsync or crash.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,322 +68,442 @@ use parking_lot::Mutex;
 
 use super::{DirLock, OpCounters, OpKind, OpenMode, Vfs, VfsFile};
 
-/// The sector size at which a surviving unsynced write may be torn.
-pub const SECTOR_SIZE: usize = 512;
+/// The unit a torn write is torn into: a disk sector, the unit a disk writes atomically.
+const SECTOR_SIZE_BYTES: usize = 512;
 
-/// What survives a crash beyond the durable state.
+/// The largest file the simulator holds. Far above what tests write; it bounds memory so that
+/// a wild offset fails instead of aborting on a huge allocation.
+pub const MAX_FILE_SIZE_BYTES: u64 = 1 << 32;
+
+/// The file `lock_dir` creates, named as `OsVfs` names it.
+const LOCK_FILE_NAME: &str = "quire.lock";
+
+/// Linux's EIO, what a failed fsync returns.
+const EIO: i32 = 5;
+
+/// How a crash treats the writes that were not yet fsynced.
 #[derive(Clone, Debug, Default)]
 pub struct CrashOptions {
-    /// Probability (0.0..=1.0) that each unsynced write or truncation survives anyway.
+    /// Probability (0.0..=1.0) that each unsynced write survives the crash anyway (the kernel
+    /// happened to write it back). 0.0 = only durable state survives.
     pub keep_unsynced_probability: f64,
-    /// A surviving write keeps only a random subset of its 512-byte sectors.
+    /// When an unsynced write survives, tear it: only a random subset of its 512-byte sectors
+    /// reach the disk.
     pub tear_writes: bool,
 }
 
-enum Pending {
-    Write { offset: u64, bytes: Vec<u8> },
-    SetLen(u64),
+/// The simulated file system. `Send + Sync`; share it as `Arc<SimVfs>`.
+pub struct SimVfs {
+    shared: Arc<Shared>,
+}
+
+/// What the file system, its open files and its directory locks share.
+struct Shared {
+    state: Mutex<State>,
+    counters: OpCounters,
+    /// Per [`OpKind`] (indexed as in `OpKind::ALL`), nanoseconds to sleep; atomics so that the
+    /// hot path reads them without a lock.
+    latency_nanos: [AtomicU64; OpKind::ALL.len()],
+    /// Directories locked by a live [`SimDirLock`].
+    dir_locks: Mutex<BTreeSet<PathBuf>>,
+}
+
+type InodeId = u64;
+
+struct State {
+    rng: SplitMix64,
+    /// Bumped by every crash; a handle from an older epoch is dead.
+    epoch: u64,
+    /// Never reused, so a dead handle can never reach a newer inode.
+    next_inode: InodeId,
+    /// Existing directories, except the roots (`/` and the empty path), which always exist.
+    dirs: BTreeSet<PathBuf>,
+    current: BTreeMap<PathBuf, InodeId>,
+    durable: BTreeMap<PathBuf, InodeId>,
+    /// Ordered by id, i.e. by creation, which makes crashes deterministic.
+    inodes: BTreeMap<InodeId, Inode>,
+    /// Pending injected fsync failures, each a path filter (`None`: any file), used once.
+    fsync_failures: Vec<Option<String>>,
 }
 
 #[derive(Default)]
 struct Inode {
+    /// What reads see.
     data: Vec<u8>,
+    /// What is on the disk.
     durable: Vec<u8>,
-    log: Vec<Pending>,
+    /// Operations since the last fsync, in order. Outside failed fsyncs,
+    /// `data == durable + unsynced`.
+    unsynced: Vec<PendingOp>,
+    /// Handles opened since the last crash and not dropped.
+    open_handles: usize,
 }
 
-fn apply(target: &mut Vec<u8>, op: &Pending) {
-    match op {
-        Pending::Write { offset, bytes } => write_into(target, *offset as usize, bytes),
-        Pending::SetLen(len) => target.resize(*len as usize, 0),
-    }
+enum PendingOp {
+    Write { offset: usize, bytes: Vec<u8> },
+    SetLen(usize),
 }
 
-fn write_into(target: &mut Vec<u8>, offset: usize, bytes: &[u8]) {
-    let end = offset + bytes.len();
-    if target.len() < end {
-        target.resize(end, 0);
-    }
-    target[offset..end].copy_from_slice(bytes);
+/// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast and good enough for fault injection.
+struct SplitMix64 {
+    state: u64,
 }
 
-/// SplitMix64: small, fast, and deterministic.
-struct Rng(u64);
-
-impl Rng {
+impl SplitMix64 {
     fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
 
-    /// True with probability `p`.
+    /// True with probability `p` (uniform in 0.0..1.0, so 1.0 is always and 0.0 never).
     fn chance(&mut self, p: f64) -> bool {
-        let unit = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64; // in [0, 1)
+        let unit = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         unit < p
     }
-}
 
-/// Which fsync is to fail next.
-enum FsyncFault {
-    Disarmed,
-    AnyFile,
-    PathContains(String),
-}
-
-struct State {
-    inodes: HashMap<u64, Inode>,
-    next_inode: u64,
-    current: BTreeMap<PathBuf, u64>,
-    durable: BTreeMap<PathBuf, u64>,
-    dirs: BTreeSet<PathBuf>,
-    /// Bumped by each crash; handles from an older generation are dead.
-    generation: u64,
-    rng: Rng,
-    /// An armed fsync failure.
-    fail_fsync: FsyncFault,
-    latency: HashMap<OpKind, Duration>,
-    locked_dirs: BTreeSet<PathBuf>,
-}
-
-impl State {
-    fn dir_exists(&self, dir: &Path) -> bool {
-        dir.as_os_str().is_empty() || dir.parent().is_none() || self.dirs.contains(dir)
+    fn coin(&mut self) -> bool {
+        self.next_u64() & 1 == 1
     }
-
-    fn parent_exists(&self, path: &Path) -> bool {
-        path.parent().is_none_or(|p| self.dir_exists(p))
-    }
-}
-
-/// The simulated file system. Cheap to share as `Arc<SimVfs>`.
-pub struct SimVfs {
-    state: Arc<Mutex<State>>,
-    counters: Arc<OpCounters>,
-}
-
-fn normalize(path: &Path) -> PathBuf {
-    path.components().collect()
-}
-
-fn not_found(path: &Path) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::NotFound,
-        format!("{}: no such file", path.display()),
-    )
 }
 
 impl SimVfs {
+    /// An empty file system whose crashes are drawn from `seed`.
     pub fn new(seed: u64) -> Self {
         SimVfs {
-            state: Arc::new(Mutex::new(State {
-                inodes: HashMap::new(),
-                next_inode: 1,
-                current: BTreeMap::new(),
-                durable: BTreeMap::new(),
-                dirs: BTreeSet::new(),
-                generation: 0,
-                rng: Rng(seed),
-                fail_fsync: FsyncFault::Disarmed,
-                latency: HashMap::new(),
-                locked_dirs: BTreeSet::new(),
-            })),
-            counters: Arc::new(OpCounters::default()),
+            shared: Arc::new(Shared {
+                state: Mutex::new(State {
+                    rng: SplitMix64 { state: seed },
+                    epoch: 0,
+                    next_inode: 1,
+                    dirs: BTreeSet::new(),
+                    current: BTreeMap::new(),
+                    durable: BTreeMap::new(),
+                    inodes: BTreeMap::new(),
+                    fsync_failures: Vec::new(),
+                }),
+                counters: OpCounters::default(),
+                latency_nanos: std::array::from_fn(|_| AtomicU64::new(0)),
+                dir_locks: Mutex::new(BTreeSet::new()),
+            }),
         }
     }
 
-    /// Power loss; see the module header.
+    /// Power loss: every file and directory entry reverts to its durable state, then
+    /// (per options) some unsynced writes survive. Handles opened before the crash return an
+    /// io::Error (kind Other, message says "file system crashed") on every later call.
     pub fn crash(&self, options: &CrashOptions) {
-        let mut guard = self.state.lock();
-        let st = &mut *guard;
-        st.generation += 1;
-        st.current = st.durable.clone();
-        let reachable: BTreeSet<u64> = st.current.values().copied().collect();
-        st.inodes.retain(|id, _| reachable.contains(id));
-        let mut ids: Vec<u64> = st.inodes.keys().copied().collect();
-        ids.sort_unstable(); // HashMap order is random; the seed must decide everything.
-        for id in ids {
-            let inode = st.inodes.get_mut(&id).expect("id taken from the map");
-            let mut result = std::mem::take(&mut inode.durable);
-            for op in inode.log.drain(..) {
-                if !st.rng.chance(options.keep_unsynced_probability) {
+        let keep_probability = if options.keep_unsynced_probability.is_nan() {
+            0.0
+        } else {
+            options.keep_unsynced_probability.clamp(0.0, 1.0)
+        };
+        let mut guard = self.shared.state.lock();
+        let state = &mut *guard;
+        state.epoch += 1;
+        state.current = state.durable.clone();
+        let reachable: BTreeSet<InodeId> = state.durable.values().copied().collect();
+        state.inodes.retain(|id, _| reachable.contains(id));
+        for inode in state.inodes.values_mut() {
+            let mut image = std::mem::take(&mut inode.durable);
+            for op in inode.unsynced.drain(..) {
+                if !state.rng.chance(keep_probability) {
                     continue;
                 }
                 match op {
-                    Pending::Write { offset, bytes } if options.tear_writes => {
-                        tear_into(&mut result, offset as usize, &bytes, &mut st.rng);
+                    PendingOp::SetLen(size_bytes) => image.resize(size_bytes, 0),
+                    PendingOp::Write { offset, bytes } if options.tear_writes => {
+                        apply_torn_write(&mut image, offset, &bytes, &mut state.rng);
                     }
-                    other => apply(&mut result, &other),
+                    PendingOp::Write { offset, bytes } => apply_write(&mut image, offset, &bytes),
                 }
             }
-            inode.data.clone_from(&result);
-            inode.durable = result;
+            inode.data.clone_from(&image);
+            inode.durable = image;
+            inode.open_handles = 0;
         }
     }
 
-    /// The next fsync of a matching file fails with EIO and drops its unsynced writes.
+    /// The next fsync (sync_data or sync_all) on a file whose path contains `path_contains`
+    /// (any file if None) fails with EIO (io::Error::from_raw_os_error(5)) and, as Linux does,
+    /// drops that file's dirty (unsynced) writes: they never become durable, though reads keep
+    /// seeing them until a crash (the page cache still holds them). Later fsyncs succeed.
+    ///
+    /// The path matched is the one the handle was opened with. Each call arms one failure.
     pub fn fail_next_fsync(&self, path_contains: Option<&str>) {
-        self.state.lock().fail_fsync = match path_contains {
-            Some(filter) => FsyncFault::PathContains(filter.to_string()),
-            None => FsyncFault::AnyFile,
-        };
+        self.shared
+            .state
+            .lock()
+            .fsync_failures
+            .push(path_contains.map(str::to_owned));
     }
 
-    /// Flips one bit in a file's current and durable contents (media corruption).
+    /// Flips one bit in both the current and the durable contents of a file (simulated media
+    /// corruption). The bit is also flipped in pending unsynced writes covering that byte, so
+    /// that a later fsync does not silently repair the durable copy.
     pub fn flip_bit(&self, path: &Path, byte_offset: u64, bit: u8) -> io::Result<()> {
-        let path = normalize(path);
-        let mut st = self.state.lock();
-        let id = *st.current.get(&path).ok_or_else(|| not_found(&path))?;
-        let inode = st.inodes.get_mut(&id).expect("names point at live inodes");
-        let at = byte_offset as usize;
-        if at >= inode.data.len() || bit > 7 {
+        if bit >= 8 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("no bit {bit} at byte {byte_offset} of {}", path.display()),
+                format!("bit {bit} is not in 0..8"),
             ));
         }
-        inode.data[at] ^= 1 << bit;
-        if at < inode.durable.len() {
-            inode.durable[at] ^= 1 << bit;
+        let path = normalize(path);
+        let mut guard = self.shared.state.lock();
+        let state = &mut *guard;
+        let id = *state
+            .current
+            .get(&path)
+            .ok_or_else(|| path_error(io::ErrorKind::NotFound, "no such file", &path))?;
+        let inode = state
+            .inodes
+            .get_mut(&id)
+            .expect("every current name refers to a live inode");
+        let offset = usize::try_from(byte_offset)
+            .ok()
+            .filter(|&offset| offset < inode.data.len())
+            .ok_or_else(|| {
+                path_error(
+                    io::ErrorKind::InvalidInput,
+                    &format!("byte {byte_offset} is past the end of the file"),
+                    &path,
+                )
+            })?;
+        let mask = 1u8 << bit;
+        inode.data[offset] ^= mask;
+        if let Some(byte) = inode.durable.get_mut(offset) {
+            *byte ^= mask;
+        }
+        for op in &mut inode.unsynced {
+            if let PendingOp::Write {
+                offset: start,
+                bytes,
+            } = op
+            {
+                if let Some(byte) = offset
+                    .checked_sub(*start)
+                    .and_then(|index| bytes.get_mut(index))
+                {
+                    *byte ^= mask;
+                }
+            }
         }
         Ok(())
     }
 
-    /// Every operation of `kind` sleeps `latency` (e.g. 2.5 ms per fsync).
+    /// Adds a sleep of `latency` to every operation of `kind` (e.g. OpKind::Fsync, 2.5 ms).
+    /// `Duration::ZERO` removes it.
     pub fn set_latency(&self, kind: OpKind, latency: Duration) {
-        self.state.lock().latency.insert(kind, latency);
+        let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
+        self.shared.latency_nanos[kind_index(kind)].store(nanos, Ordering::Relaxed);
     }
 
-    /// What reads of the file see now.
+    /// The current (page-cache view) contents of a file, for tests; None if there is no such
+    /// file.
     pub fn contents(&self, path: &Path) -> Option<Vec<u8>> {
-        let st = self.state.lock();
-        let id = st.current.get(&normalize(path))?;
-        st.inodes.get(id).map(|i| i.data.clone())
+        let state = self.shared.state.lock();
+        let id = state.current.get(&normalize(path))?;
+        state.inodes.get(id).map(|inode| inode.data.clone())
     }
 
-    /// What a crash that keeps nothing unsynced would leave of the file.
+    /// The durable contents of a file (what a crash with default options would leave), for
+    /// tests: looked up by its durable name; None if a crash would leave no such file.
     pub fn durable_contents(&self, path: &Path) -> Option<Vec<u8>> {
-        let st = self.state.lock();
-        let id = st.durable.get(&normalize(path))?;
-        st.inodes.get(id).map(|i| i.durable.clone())
+        let state = self.shared.state.lock();
+        let id = state.durable.get(&normalize(path))?;
+        state.inodes.get(id).map(|inode| inode.durable.clone())
     }
+}
 
-    fn count(&self, kind: OpKind) {
+impl fmt::Debug for SimVfs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("SimVfs");
+        // try_lock: Debug must not block (or deadlock) behind a running operation.
+        if let Some(state) = self.shared.state.try_lock() {
+            s.field("files", &state.current.len())
+                .field("durable_files", &state.durable.len())
+                .field("crashes", &state.epoch);
+        }
+        s.finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// Counts an operation and sleeps its configured latency.
+    fn begin(&self, kind: OpKind) {
         self.counters.bump(kind);
-        let latency = self.state.lock().latency.get(&kind).copied();
-        if let Some(d) = latency {
-            std::thread::sleep(d);
+        let nanos = self.latency_nanos[kind_index(kind)].load(Ordering::Relaxed);
+        if nanos > 0 {
+            std::thread::sleep(Duration::from_nanos(nanos));
         }
     }
 }
 
-/// Applies the sectors of a write that happen to reach the disk.
-fn tear_into(target: &mut Vec<u8>, offset: usize, bytes: &[u8], rng: &mut Rng) {
-    let mut start = 0;
-    while start < bytes.len() {
-        // Sectors are aligned to the file, not to the write.
-        let sector_end = ((offset + start) / SECTOR_SIZE + 1) * SECTOR_SIZE - offset;
-        let end = sector_end.min(bytes.len());
-        if rng.chance(0.5) {
-            write_into(target, offset + start, &bytes[start..end]);
-        } else if target.len() < offset + end {
-            // The file grew to cover the write, but this sector's data never arrived.
-            target.resize(offset + end, 0);
+impl State {
+    fn is_dir(&self, path: &Path) -> bool {
+        // Only the roots (`/` and the empty relative root) have no parent.
+        path.parent().is_none() || self.dirs.contains(path)
+    }
+
+    /// Checks that a directory exists at `path`.
+    fn check_dir(&self, path: &Path) -> io::Result<()> {
+        if self.is_dir(path) {
+            Ok(())
+        } else if self.current.contains_key(path) {
+            Err(path_error(
+                io::ErrorKind::NotADirectory,
+                "not a directory",
+                path,
+            ))
+        } else {
+            Err(path_error(
+                io::ErrorKind::NotFound,
+                "no such directory",
+                path,
+            ))
         }
-        start = end;
+    }
+
+    /// Checks that a file could be created at `path`: its parent is an existing directory.
+    fn check_parent(&self, path: &Path) -> io::Result<()> {
+        match path.parent() {
+            Some(parent) => self.check_dir(parent),
+            None => Err(path_error(
+                io::ErrorKind::IsADirectory,
+                "is a directory",
+                path,
+            )),
+        }
+    }
+
+    /// Creates an empty file under a new current name (not durable until its parent's sync).
+    fn create_file(&mut self, path: PathBuf) -> InodeId {
+        let id = self.next_inode;
+        self.next_inode += 1;
+        self.inodes.insert(id, Inode::default());
+        self.current.insert(path, id);
+        id
+    }
+
+    /// Frees an inode once nothing can reach it any more: no handle and no name, current or
+    /// durable (a durable name would bring it back at a crash).
+    fn release_if_unused(&mut self, id: InodeId) {
+        let open = self
+            .inodes
+            .get(&id)
+            .is_some_and(|inode| inode.open_handles > 0);
+        if !open
+            && !self.current.values().any(|&other| other == id)
+            && !self.durable.values().any(|&other| other == id)
+        {
+            self.inodes.remove(&id);
+        }
     }
 }
 
+/// An open simulated file.
 struct SimFile {
-    state: Arc<Mutex<State>>,
-    counters: Arc<OpCounters>,
-    inode: u64,
-    generation: u64,
+    shared: Arc<Shared>,
+    inode: InodeId,
+    /// The crash epoch it was opened in; it dies with that epoch.
+    epoch: u64,
+    /// As opened; what [`SimVfs::fail_next_fsync`] matches.
     path: PathBuf,
 }
 
 impl SimFile {
-    fn with_inode<T>(
-        &self,
-        kind: OpKind,
-        f: impl FnOnce(&mut State, u64) -> io::Result<T>,
-    ) -> io::Result<T> {
-        self.counters.bump(kind);
-        let (result, latency) = {
-            let mut st = self.state.lock();
-            if st.generation != self.generation {
-                return Err(io::Error::other(format!(
-                    "{}: file system crashed since this file was opened",
-                    self.path.display()
-                )));
-            }
-            let latency = st.latency.get(&kind).copied();
-            (f(&mut st, self.inode), latency)
-        };
-        if let Some(d) = latency {
-            std::thread::sleep(d);
+    /// Runs `f` on this file's inode, under the file system lock.
+    fn with_inode<R>(&self, f: impl FnOnce(&mut Inode) -> io::Result<R>) -> io::Result<R> {
+        let mut state = self.shared.state.lock();
+        if state.epoch != self.epoch {
+            return Err(crashed_error(&self.path));
         }
-        result
-    }
-
-    fn inode(st: &mut State, id: u64) -> &mut Inode {
-        st.inodes
-            .get_mut(&id)
-            .expect("an open handle keeps its inode alive")
+        let inode = state
+            .inodes
+            .get_mut(&self.inode)
+            .expect("an open handle keeps its inode alive until a crash");
+        f(inode)
     }
 
     fn sync(&self) -> io::Result<()> {
-        let path = self.path.to_string_lossy().into_owned();
-        self.with_inode(OpKind::Fsync, |st, id| {
-            let fail = match &st.fail_fsync {
-                FsyncFault::AnyFile => true,
-                FsyncFault::PathContains(filter) => path.contains(filter.as_str()),
-                FsyncFault::Disarmed => false,
-            };
-            let inode = Self::inode(st, id);
-            if fail {
-                // Linux marks the dirty pages clean after a failed writeback: they are lost.
-                inode.log.clear();
-                st.fail_fsync = FsyncFault::Disarmed;
-                return Err(io::Error::from_raw_os_error(5));
+        self.shared.begin(OpKind::Fsync);
+        let mut guard = self.shared.state.lock();
+        if guard.epoch != self.epoch {
+            return Err(crashed_error(&self.path));
+        }
+        let state = &mut *guard;
+        let inode = state
+            .inodes
+            .get_mut(&self.inode)
+            .expect("an open handle keeps its inode alive until a crash");
+        let path = self.path.to_string_lossy();
+        let failure = state
+            .fsync_failures
+            .iter()
+            .position(|filter| filter.as_deref().is_none_or(|part| path.contains(part)));
+        if let Some(index) = failure {
+            state.fsync_failures.remove(index);
+            // Writeback failed: the dirty pages are dropped from the log (never durable) but
+            // stay in `data`, as Linux keeps serving them from the page cache.
+            inode.unsynced.clear();
+            return Err(io::Error::from_raw_os_error(EIO));
+        }
+        for op in inode.unsynced.drain(..) {
+            match op {
+                PendingOp::Write { offset, bytes } => {
+                    apply_write(&mut inode.durable, offset, &bytes);
+                }
+                PendingOp::SetLen(size_bytes) => inode.durable.resize(size_bytes, 0),
             }
-            let mut durable = std::mem::take(&mut inode.durable);
-            for op in inode.log.drain(..) {
-                apply(&mut durable, &op);
-            }
-            inode.durable = durable;
-            Ok(())
-        })
+        }
+        Ok(())
     }
 }
 
 impl Drop for SimFile {
     fn drop(&mut self) {
-        self.counters.bump(OpKind::Close);
+        self.shared.begin(OpKind::Close);
+        let mut state = self.shared.state.lock();
+        // A handle from before a crash holds no count: the crash reset them.
+        if state.epoch == self.epoch {
+            if let Some(inode) = state.inodes.get_mut(&self.inode) {
+                inode.open_handles = inode.open_handles.saturating_sub(1);
+            }
+            state.release_if_unused(self.inode);
+        }
     }
 }
 
 impl VfsFile for SimFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.with_inode(OpKind::Read, |st, id| {
-            let data = &Self::inode(st, id).data;
-            let start = (offset as usize).min(data.len());
-            let n = buf.len().min(data.len() - start);
-            buf[..n].copy_from_slice(&data[start..start + n]);
+        self.shared.begin(OpKind::Read);
+        self.with_inode(|inode| {
+            let Some(start) = usize::try_from(offset)
+                .ok()
+                .filter(|&start| start < inode.data.len())
+            else {
+                return Ok(0);
+            };
+            let n = buf.len().min(inode.data.len() - start);
+            buf[..n].copy_from_slice(&inode.data[start..start + n]);
             Ok(n)
         })
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.with_inode(OpKind::Write, |st, id| {
-            let inode = Self::inode(st, id);
-            write_into(&mut inode.data, offset as usize, buf);
-            inode.log.push(Pending::Write {
-                offset,
-                bytes: buf.to_vec(),
-            });
+        self.shared.begin(OpKind::Write);
+        let start = checked_range(offset, buf.len(), &self.path)?;
+        self.with_inode(|inode| {
+            // pwrite of nothing does not extend the file.
+            if !buf.is_empty() {
+                apply_write(&mut inode.data, start, buf);
+                inode.unsynced.push(PendingOp::Write {
+                    offset: start,
+                    bytes: buf.to_vec(),
+                });
+            }
             Ok(())
         })
     }
@@ -355,371 +517,893 @@ impl VfsFile for SimFile {
     }
 
     fn size(&self) -> io::Result<u64> {
-        self.with_inode(OpKind::SizeProbe, |st, id| {
-            Ok(Self::inode(st, id).data.len() as u64)
-        })
+        self.shared.begin(OpKind::SizeProbe);
+        self.with_inode(|inode| Ok(inode.data.len() as u64))
     }
 
     fn set_len(&self, size_bytes: u64) -> io::Result<()> {
-        self.with_inode(OpKind::Truncate, |st, id| {
-            let inode = Self::inode(st, id);
-            inode.data.resize(size_bytes as usize, 0);
-            inode.log.push(Pending::SetLen(size_bytes));
+        self.shared.begin(OpKind::Truncate);
+        let size_bytes = checked_range(size_bytes, 0, &self.path)?;
+        self.with_inode(|inode| {
+            inode.data.resize(size_bytes, 0);
+            inode.unsynced.push(PendingOp::SetLen(size_bytes));
             Ok(())
         })
     }
 }
 
+/// A held directory lock; dropping it releases the directory.
 struct SimDirLock {
-    state: Arc<Mutex<State>>,
-    path: PathBuf,
+    shared: Arc<Shared>,
+    dir: PathBuf,
 }
 
 impl DirLock for SimDirLock {}
 
 impl Drop for SimDirLock {
     fn drop(&mut self) {
-        self.state.lock().locked_dirs.remove(&self.path);
+        self.shared.dir_locks.lock().remove(&self.dir);
     }
 }
 
 impl Vfs for SimVfs {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn VfsFile>> {
-        self.count(OpKind::Open);
+        self.shared.begin(OpKind::Open);
         let path = normalize(path);
-        let mut st = self.state.lock();
-        if !st.parent_exists(&path) {
-            return Err(not_found(&path));
+        let mut state = self.shared.state.lock();
+        if state.is_dir(&path) {
+            return Err(path_error(
+                io::ErrorKind::IsADirectory,
+                "is a directory",
+                &path,
+            ));
         }
-        let existing = st.current.get(&path).copied();
-        let inode = match (existing, mode) {
+        let id = match (state.current.get(&path).copied(), mode) {
             (Some(_), OpenMode::CreateNew) => {
-                return Err(io::Error::new(
+                return Err(path_error(
                     io::ErrorKind::AlreadyExists,
-                    format!("{}: file exists", path.display()),
-                ))
+                    "file exists",
+                    &path,
+                ));
             }
             (Some(id), _) => id,
-            (None, OpenMode::Existing) => return Err(not_found(&path)),
-            (None, _) => {
-                let id = st.next_inode;
-                st.next_inode += 1;
-                st.inodes.insert(id, Inode::default());
-                st.current.insert(path.clone(), id);
-                id
+            (None, OpenMode::Existing) => {
+                return Err(path_error(io::ErrorKind::NotFound, "no such file", &path));
+            }
+            (None, OpenMode::CreateIfMissing | OpenMode::CreateNew) => {
+                state.check_parent(&path)?;
+                state.create_file(path.clone())
             }
         };
+        state
+            .inodes
+            .get_mut(&id)
+            .expect("every current name refers to a live inode")
+            .open_handles += 1;
+        let epoch = state.epoch;
+        drop(state);
         Ok(Arc::new(SimFile {
-            state: Arc::clone(&self.state),
-            counters: Arc::clone(&self.counters),
-            inode,
-            generation: st.generation,
+            shared: Arc::clone(&self.shared),
+            inode: id,
+            epoch,
             path,
         }))
     }
 
     fn exists(&self, path: &Path) -> io::Result<bool> {
         let path = normalize(path);
-        let st = self.state.lock();
-        Ok(st.current.contains_key(&path) || st.dirs.contains(&path))
+        let state = self.shared.state.lock();
+        Ok(state.is_dir(&path) || state.current.contains_key(&path))
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.count(OpKind::Unlink);
+        self.shared.begin(OpKind::Unlink);
         let path = normalize(path);
-        let mut st = self.state.lock();
-        st.current
-            .remove(&path)
-            .map(|_| ())
-            .ok_or_else(|| not_found(&path))
+        let mut state = self.shared.state.lock();
+        match state.current.remove(&path) {
+            Some(id) => {
+                state.release_if_unused(id);
+                Ok(())
+            }
+            None if state.is_dir(&path) => Err(path_error(
+                io::ErrorKind::IsADirectory,
+                "is a directory",
+                &path,
+            )),
+            None => Err(path_error(io::ErrorKind::NotFound, "no such file", &path)),
+        }
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.count(OpKind::Rename);
-        let (from, to) = (normalize(from), normalize(to));
-        let mut st = self.state.lock();
-        if !st.parent_exists(&to) {
-            return Err(not_found(&to));
+        self.shared.begin(OpKind::Rename);
+        let from = normalize(from);
+        let to = normalize(to);
+        let mut state = self.shared.state.lock();
+        let Some(&id) = state.current.get(&from) else {
+            return Err(if state.is_dir(&from) {
+                path_error(
+                    io::ErrorKind::Unsupported,
+                    "SimVfs cannot rename directories",
+                    &from,
+                )
+            } else {
+                path_error(io::ErrorKind::NotFound, "no such file", &from)
+            });
+        };
+        if state.is_dir(&to) {
+            return Err(path_error(
+                io::ErrorKind::IsADirectory,
+                "is a directory",
+                &to,
+            ));
         }
-        let id = st.current.remove(&from).ok_or_else(|| not_found(&from))?;
-        st.current.insert(to, id);
+        state.check_parent(&to)?;
+        if from == to {
+            // POSIX: renaming a file onto itself does nothing.
+            return Ok(());
+        }
+        state.current.remove(&from);
+        if let Some(replaced) = state.current.insert(to, id) {
+            state.release_if_unused(replaced);
+        }
         Ok(())
     }
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         let path = normalize(path);
-        let mut st = self.state.lock();
-        for dir in path.ancestors() {
-            if dir.parent().is_some() && !dir.as_os_str().is_empty() {
-                st.dirs.insert(dir.to_path_buf());
+        let mut state = self.shared.state.lock();
+        for ancestor in path.ancestors() {
+            if state.current.contains_key(ancestor) || state.durable.contains_key(ancestor) {
+                let (kind, what) = if ancestor == path {
+                    (
+                        io::ErrorKind::AlreadyExists,
+                        "a file (current or not yet durably removed) has this name",
+                    )
+                } else {
+                    (io::ErrorKind::NotADirectory, "a parent is a file")
+                };
+                return Err(path_error(kind, what, &path));
+            }
+        }
+        for ancestor in path.ancestors() {
+            if ancestor.parent().is_some() {
+                state.dirs.insert(ancestor.to_path_buf());
             }
         }
         Ok(())
     }
 
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        self.count(OpKind::DirSync);
+        self.shared.begin(OpKind::DirSync);
         let dir = normalize(path);
-        let mut guard = self.state.lock();
-        let st = &mut *guard;
-        if !st.dir_exists(&dir) {
-            return Err(not_found(&dir));
-        }
-        let in_dir = |p: &Path| p.parent() == Some(dir.as_path());
-        st.durable.retain(|p, _| !in_dir(p));
-        for (p, id) in &st.current {
-            if in_dir(p) {
-                st.durable.insert(p.clone(), *id);
+        let mut guard = self.shared.state.lock();
+        guard.check_dir(&dir)?;
+        let state = &mut *guard;
+        let in_dir = |entry: &Path| entry.parent() == Some(dir.as_path());
+        let mut dropped = Vec::new();
+        state.durable.retain(|name, id| {
+            let keep = !in_dir(name);
+            if !keep {
+                dropped.push(*id);
             }
+            keep
+        });
+        for (name, &id) in &state.current {
+            if in_dir(name) {
+                state.durable.insert(name.clone(), id);
+            }
+        }
+        for id in dropped {
+            state.release_if_unused(id);
         }
         Ok(())
     }
 
     fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
         let dir = normalize(path);
-        let st = self.state.lock();
-        if !st.dir_exists(&dir) {
-            return Err(not_found(&dir));
-        }
-        let mut names: Vec<PathBuf> = st
+        let state = self.shared.state.lock();
+        state.check_dir(&dir)?;
+        let names: BTreeSet<PathBuf> = state
             .current
             .keys()
-            .chain(st.dirs.iter())
-            .filter(|p| p.parent() == Some(dir.as_path()))
-            .filter_map(|p| p.file_name().map(PathBuf::from))
+            .chain(state.dirs.iter())
+            .filter(|entry| entry.parent() == Some(dir.as_path()))
+            .filter_map(|entry| entry.file_name().map(PathBuf::from))
             .collect();
-        names.sort();
-        names.dedup();
-        Ok(names)
+        Ok(names.into_iter().collect())
     }
 
     fn lock_dir(&self, path: &Path) -> io::Result<Box<dyn DirLock>> {
-        let path = normalize(path);
-        let mut st = self.state.lock();
-        if !st.locked_dirs.insert(path.clone()) {
+        let dir = normalize(path);
+        {
+            let mut state = self.shared.state.lock();
+            state.check_dir(&dir)?;
+            let lock_file = dir.join(LOCK_FILE_NAME);
+            if state.is_dir(&lock_file) {
+                return Err(path_error(
+                    io::ErrorKind::IsADirectory,
+                    "is a directory",
+                    &lock_file,
+                ));
+            }
+            if !state.current.contains_key(&lock_file) {
+                state.create_file(lock_file);
+            }
+        }
+        if !self.shared.dir_locks.lock().insert(dir.clone()) {
             return Err(io::Error::new(
                 io::ErrorKind::WouldBlock,
-                format!("data directory {} is in use", path.display()),
+                format!(
+                    "data directory {} is in use by another process",
+                    dir.display()
+                ),
             ));
         }
         Ok(Box::new(SimDirLock {
-            state: Arc::clone(&self.state),
-            path,
+            shared: Arc::clone(&self.shared),
+            dir,
         }))
     }
 
     fn counters(&self) -> &OpCounters {
-        &self.counters
+        &self.shared.counters
     }
+}
+
+fn kind_index(kind: OpKind) -> usize {
+    OpKind::ALL
+        .iter()
+        .position(|&k| k == kind)
+        .expect("OpKind::ALL lists every kind")
+}
+
+/// Lexical normalisation: `.` dropped, `..` pops a normal component (and is dropped at `/`).
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) {
+                    out.pop();
+                } else if !out.has_root() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Validates `offset..offset + len` against the simulated size limit; returns `offset`.
+fn checked_range(offset: u64, len: usize, path: &Path) -> io::Result<usize> {
+    offset
+        .checked_add(len as u64)
+        .filter(|&end| end <= MAX_FILE_SIZE_BYTES)
+        .and_then(|_| usize::try_from(offset).ok())
+        .ok_or_else(|| {
+            path_error(
+                io::ErrorKind::FileTooLarge,
+                &format!(
+                    "{len} bytes at offset {offset} exceed the simulated limit of \
+                     {MAX_FILE_SIZE_BYTES} bytes"
+                ),
+                path,
+            )
+        })
+}
+
+/// pwrite: copies `bytes` at `offset`, zero-filling any gap past the end.
+fn apply_write(image: &mut Vec<u8>, offset: usize, bytes: &[u8]) {
+    let end = offset + bytes.len();
+    if image.len() < end {
+        image.resize(end, 0);
+    }
+    image[offset..end].copy_from_slice(bytes);
+}
+
+/// Applies a random subset of the 512-byte sectors (aligned to file offsets) of a write.
+fn apply_torn_write(image: &mut Vec<u8>, offset: usize, bytes: &[u8], rng: &mut SplitMix64) {
+    let end = offset + bytes.len();
+    let mut start = offset;
+    while start < end {
+        let sector_end = ((start / SECTOR_SIZE_BYTES + 1) * SECTOR_SIZE_BYTES).min(end);
+        if rng.coin() {
+            apply_write(image, start, &bytes[start - offset..sector_end - offset]);
+        }
+        start = sector_end;
+    }
+}
+
+fn path_error(kind: io::ErrorKind, what: &str, path: &Path) -> io::Error {
+    io::Error::new(kind, format!("{}: {what}", path.display()))
+}
+
+fn crashed_error(path: &Path) -> io::Error {
+    io::Error::other(format!(
+        "{}: file system crashed (handle opened before SimVfs::crash)",
+        path.display()
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
-    fn p(s: &str) -> PathBuf {
-        PathBuf::from(s)
+    const BLOCK: usize = 8192;
+
+    fn p(s: &str) -> &Path {
+        Path::new(s)
     }
 
-    /// A file at /d/name that is created, synced, and whose name is synced.
-    fn durable_file(vfs: &SimVfs, name: &str, bytes: &[u8]) -> Arc<dyn VfsFile> {
-        vfs.create_dir_all(&p("/d")).unwrap();
-        let f = vfs
-            .open(&p(&format!("/d/{name}")), OpenMode::CreateNew)
-            .unwrap();
-        f.write_at(bytes, 0).unwrap();
-        f.sync_data().unwrap();
-        vfs.sync_dir(&p("/d")).unwrap();
-        f
+    /// A file system with `/d` created, and `/d/f` created and durable (empty).
+    fn with_durable_file(seed: u64) -> (SimVfs, Arc<dyn VfsFile>) {
+        let vfs = SimVfs::new(seed);
+        vfs.create_dir_all(p("/d")).unwrap();
+        let f = vfs.open(p("/d/f"), OpenMode::CreateNew).unwrap();
+        f.sync_all().unwrap();
+        vfs.sync_dir(p("/d")).unwrap();
+        (vfs, f)
     }
 
     #[test]
-    fn unsynced_writes_are_lost_and_synced_ones_survive() {
-        let vfs = SimVfs::new(1);
-        let f = durable_file(&vfs, "a", b"old!");
-        f.write_at(b"new!", 0).unwrap();
-        f.write_at(b"more", 4).unwrap();
-        assert_eq!(vfs.contents(&p("/d/a")).unwrap(), b"new!more");
+    fn unsynced_write_is_lost_on_crash() {
+        let (vfs, f) = with_durable_file(1);
+        f.write_at(b"hello", 0).unwrap();
+        assert_eq!(vfs.contents(p("/d/f")).unwrap(), b"hello");
         vfs.crash(&CrashOptions::default());
-        assert_eq!(vfs.contents(&p("/d/a")).unwrap(), b"old!");
-        let f = vfs.open(&p("/d/a"), OpenMode::Existing).unwrap();
-        f.write_at(b"NEW!", 0).unwrap();
+        assert_eq!(vfs.contents(p("/d/f")).unwrap(), b"");
+    }
+
+    #[test]
+    fn synced_write_survives_crash() {
+        let (vfs, f) = with_durable_file(1);
+        f.write_at(b"hello", 0).unwrap();
+        f.sync_data().unwrap();
+        f.write_at(b"J", 0).unwrap();
+        assert_eq!(vfs.durable_contents(p("/d/f")).unwrap(), b"hello");
+        vfs.crash(&CrashOptions::default());
+        assert_eq!(vfs.contents(p("/d/f")).unwrap(), b"hello");
+        let g = vfs.open(p("/d/f"), OpenMode::Existing).unwrap();
+        let mut buf = [0u8; 5];
+        assert_eq!(g.read_at(&mut buf, 0).unwrap(), 5);
+        assert_eq!(&buf, b"hello");
+    }
+
+    #[test]
+    fn unsynced_truncate_is_lost_and_synced_truncate_survives() {
+        let (vfs, f) = with_durable_file(1);
+        f.write_at(&[7u8; 100], 0).unwrap();
+        f.sync_data().unwrap();
+        f.set_len(10).unwrap();
+        vfs.crash(&CrashOptions::default());
+        assert_eq!(vfs.contents(p("/d/f")).unwrap().len(), 100);
+        let f = vfs.open(p("/d/f"), OpenMode::Existing).unwrap();
+        f.set_len(10).unwrap();
         f.sync_all().unwrap();
         vfs.crash(&CrashOptions::default());
-        assert_eq!(vfs.contents(&p("/d/a")).unwrap(), b"NEW!");
+        assert_eq!(vfs.contents(p("/d/f")).unwrap(), vec![7u8; 10]);
     }
 
     #[test]
-    fn a_file_whose_directory_was_not_synced_disappears() {
-        let vfs = SimVfs::new(2);
-        vfs.create_dir_all(&p("/d")).unwrap();
-        let f = vfs.open(&p("/d/x"), OpenMode::CreateNew).unwrap();
+    fn created_and_fsynced_file_without_dir_sync_disappears_on_crash() {
+        let vfs = SimVfs::new(1);
+        vfs.create_dir_all(p("/d")).unwrap();
+        let f = vfs.open(p("/d/new"), OpenMode::CreateNew).unwrap();
         f.write_at(b"data", 0).unwrap();
-        f.sync_data().unwrap();
-        vfs.crash(&CrashOptions {
-            keep_unsynced_probability: 1.0,
-            tear_writes: false,
-        });
-        assert!(!vfs.exists(&p("/d/x")).unwrap());
-    }
-
-    #[test]
-    fn rename_and_remove_are_durable_only_after_sync_dir() {
-        let vfs = SimVfs::new(3);
-        durable_file(&vfs, "a", b"1");
-        vfs.rename(&p("/d/a"), &p("/d/b")).unwrap();
+        f.sync_all().unwrap();
+        assert!(vfs.exists(p("/d/new")).unwrap());
+        assert_eq!(vfs.durable_contents(p("/d/new")), None);
         vfs.crash(&CrashOptions::default());
-        assert!(vfs.exists(&p("/d/a")).unwrap() && !vfs.exists(&p("/d/b")).unwrap());
-        vfs.rename(&p("/d/a"), &p("/d/b")).unwrap();
-        vfs.sync_dir(&p("/d")).unwrap();
-        vfs.crash(&CrashOptions::default());
-        assert!(!vfs.exists(&p("/d/a")).unwrap() && vfs.exists(&p("/d/b")).unwrap());
-        vfs.remove_file(&p("/d/b")).unwrap();
-        vfs.crash(&CrashOptions::default());
-        assert_eq!(vfs.contents(&p("/d/b")).unwrap(), b"1");
-        assert_eq!(vfs.list_dir(&p("/d")).unwrap(), vec![p("b")]);
-    }
-
-    #[test]
-    fn a_failed_fsync_loses_the_data_for_good() {
-        let vfs = SimVfs::new(4);
-        let f = durable_file(&vfs, "wal", b"AAAA");
-        let g = durable_file(&vfs, "other", b"o");
-        f.write_at(b"BBBB", 0).unwrap();
-        vfs.fail_next_fsync(Some("wal"));
-        g.sync_data().unwrap(); // does not match the filter
-        let err = f.sync_data().unwrap_err();
-        assert_eq!(err.raw_os_error(), Some(5));
-        // The page cache still shows the write, and the next fsync "succeeds"...
-        assert_eq!(vfs.contents(&p("/d/wal")).unwrap(), b"BBBB");
-        f.sync_data().unwrap();
-        // ...but the data never reached the disk.
-        vfs.crash(&CrashOptions::default());
-        assert_eq!(vfs.contents(&p("/d/wal")).unwrap(), b"AAAA");
-    }
-
-    fn torn_outcome(seed: u64) -> Vec<u8> {
-        let vfs = SimVfs::new(seed);
-        let f = durable_file(&vfs, "t", &[b'o'; 4 * SECTOR_SIZE]);
-        f.write_at(&[b'n'; 4 * SECTOR_SIZE], 0).unwrap();
-        vfs.crash(&CrashOptions {
-            keep_unsynced_probability: 1.0,
-            tear_writes: true,
-        });
-        vfs.contents(&p("/d/t")).unwrap()
-    }
-
-    #[test]
-    fn torn_writes_mix_old_and_new_sectors_deterministically() {
-        let mut saw_mix = false;
-        for seed in 0..64 {
-            let bytes = torn_outcome(seed);
-            assert_eq!(
-                bytes,
-                torn_outcome(seed),
-                "seed {seed} is not deterministic"
-            );
-            assert_eq!(bytes.len(), 4 * SECTOR_SIZE);
-            for sector in bytes.chunks(SECTOR_SIZE) {
-                assert!(sector.iter().all(|b| *b == sector[0]), "a sector was split");
-            }
-            let new = bytes.chunks(SECTOR_SIZE).filter(|s| s[0] == b'n').count();
-            saw_mix |= new > 0 && new < 4;
-        }
-        assert!(saw_mix, "no seed tore a write");
-    }
-
-    #[test]
-    fn flip_bit_changes_exactly_one_bit() {
-        let vfs = SimVfs::new(5);
-        durable_file(&vfs, "f", &[0u8; 100]);
-        vfs.flip_bit(&p("/d/f"), 42, 3).unwrap();
-        let bytes = vfs.durable_contents(&p("/d/f")).unwrap();
-        let ones: u32 = bytes.iter().map(|b| b.count_ones()).sum();
-        assert_eq!((ones, bytes[42]), (1, 8));
-        assert!(vfs.flip_bit(&p("/d/f"), 100, 0).is_err());
-    }
-
-    #[test]
-    fn every_operation_is_counted_like_the_os_layer() {
-        let vfs = SimVfs::new(6);
-        vfs.create_dir_all(&p("/d")).unwrap();
-        {
-            let f = vfs.open(&p("/d/f"), OpenMode::CreateNew).unwrap();
-            f.write_at(b"x", 0).unwrap();
-            let mut b = [0u8; 1];
-            f.read_at(&mut b, 0).unwrap();
-            f.size().unwrap();
-            f.set_len(0).unwrap();
-            f.sync_data().unwrap();
-        }
-        vfs.sync_dir(&p("/d")).unwrap();
-        vfs.rename(&p("/d/f"), &p("/d/g")).unwrap();
-        vfs.remove_file(&p("/d/g")).unwrap();
-        let c = vfs.counters().snapshot();
-        for kind in OpKind::ALL {
-            assert_eq!(c.get(kind), 1, "{kind:?}");
-        }
-    }
-
-    #[test]
-    fn handles_from_before_a_crash_fail() {
-        let vfs = SimVfs::new(7);
-        let f = durable_file(&vfs, "a", b"1");
-        vfs.crash(&CrashOptions::default());
-        let err = f.write_at(b"2", 0).unwrap_err();
-        assert!(err.to_string().contains("crashed"), "{err}");
-        assert_eq!(vfs.contents(&p("/d/a")).unwrap(), b"1");
-    }
-
-    #[test]
-    fn the_directory_lock_is_exclusive() {
-        let vfs = SimVfs::new(8);
-        let lock = vfs.lock_dir(&p("/d")).unwrap();
-        assert_eq!(
-            vfs.lock_dir(&p("/d")).err().map(|e| e.kind()),
-            Some(io::ErrorKind::WouldBlock)
-        );
-        drop(lock);
-        vfs.lock_dir(&p("/d")).unwrap();
-    }
-
-    #[test]
-    fn opening_in_a_missing_directory_fails() {
-        let vfs = SimVfs::new(9);
-        let err = vfs
-            .open(&p("/nope/f"), OpenMode::CreateIfMissing)
-            .err()
-            .unwrap();
+        assert!(!vfs.exists(p("/d/new")).unwrap());
+        assert_eq!(vfs.contents(p("/d/new")), None);
+        // The directory itself is durable from creation.
+        assert!(vfs.exists(p("/d")).unwrap());
+        let err = vfs.open(p("/d/new"), OpenMode::Existing).err().unwrap();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
     }
 
     #[test]
+    fn removal_is_durable_only_after_dir_sync() {
+        let (vfs, f) = with_durable_file(1);
+        drop(f);
+        vfs.remove_file(p("/d/f")).unwrap();
+        assert!(!vfs.exists(p("/d/f")).unwrap());
+        vfs.crash(&CrashOptions::default());
+        assert!(vfs.exists(p("/d/f")).unwrap(), "unsynced unlink undone");
+        vfs.remove_file(p("/d/f")).unwrap();
+        vfs.sync_dir(p("/d")).unwrap();
+        vfs.crash(&CrashOptions::default());
+        assert!(!vfs.exists(p("/d/f")).unwrap());
+    }
+
+    #[test]
+    fn rename_is_durable_only_after_dir_sync() {
+        let (vfs, f) = with_durable_file(1);
+        f.write_at(b"v1", 0).unwrap();
+        f.sync_all().unwrap();
+        drop(f);
+        vfs.rename(p("/d/f"), p("/d/g")).unwrap();
+        assert!(!vfs.exists(p("/d/f")).unwrap());
+        assert!(vfs.exists(p("/d/g")).unwrap());
+        vfs.crash(&CrashOptions::default());
+        assert!(vfs.exists(p("/d/f")).unwrap(), "unsynced rename undone");
+        assert!(!vfs.exists(p("/d/g")).unwrap());
+
+        vfs.rename(p("/d/f"), p("/d/g")).unwrap();
+        vfs.sync_dir(p("/d")).unwrap();
+        vfs.crash(&CrashOptions::default());
+        assert!(!vfs.exists(p("/d/f")).unwrap());
+        assert_eq!(vfs.contents(p("/d/g")).unwrap(), b"v1");
+    }
+
+    #[test]
+    fn rename_replaces_the_target() {
+        let (vfs, f) = with_durable_file(1);
+        f.write_at(b"new", 0).unwrap();
+        f.sync_all().unwrap();
+        let old = vfs.open(p("/d/old"), OpenMode::CreateNew).unwrap();
+        old.write_at(b"old", 0).unwrap();
+        old.sync_all().unwrap();
+        vfs.sync_dir(p("/d")).unwrap();
+        vfs.rename(p("/d/f"), p("/d/old")).unwrap();
+        assert_eq!(vfs.contents(p("/d/old")).unwrap(), b"new");
+        // The replaced file lives on through its handle.
+        let mut buf = [0u8; 3];
+        assert_eq!(old.read_at(&mut buf, 0).unwrap(), 3);
+        assert_eq!(&buf, b"old");
+        vfs.sync_dir(p("/d")).unwrap();
+        vfs.crash(&CrashOptions::default());
+        assert_eq!(vfs.list_dir(p("/d")).unwrap(), vec![PathBuf::from("old")]);
+        assert_eq!(vfs.contents(p("/d/old")).unwrap(), b"new");
+    }
+
+    #[test]
+    fn failed_fsync_returns_eio_and_its_writes_never_become_durable() {
+        let (vfs, f) = with_durable_file(1);
+        f.write_at(b"old", 0).unwrap();
+        f.sync_data().unwrap();
+        f.write_at(b"new", 0).unwrap();
+        vfs.fail_next_fsync(Some("/d/f"));
+        let err = f.sync_data().unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(EIO));
+        // The page cache still serves the new data...
+        let mut buf = [0u8; 3];
+        f.read_at(&mut buf, 0).unwrap();
+        assert_eq!(&buf, b"new");
+        // ...and the next fsync succeeds, but proves nothing about it.
+        f.sync_all().unwrap();
+        assert_eq!(vfs.durable_contents(p("/d/f")).unwrap(), b"old");
+        vfs.crash(&CrashOptions {
+            keep_unsynced_probability: 1.0,
+            tear_writes: false,
+        });
+        assert_eq!(vfs.contents(p("/d/f")).unwrap(), b"old");
+    }
+
+    #[test]
+    fn fsync_failure_applies_only_to_matching_paths_and_only_once() {
+        let vfs = SimVfs::new(1);
+        vfs.create_dir_all(p("/d")).unwrap();
+        let a = vfs.open(p("/d/a"), OpenMode::CreateNew).unwrap();
+        let wal = vfs.open(p("/d/wal.1"), OpenMode::CreateNew).unwrap();
+        vfs.fail_next_fsync(Some("wal"));
+        a.sync_data().unwrap();
+        assert_eq!(wal.sync_data().unwrap_err().raw_os_error(), Some(EIO));
+        wal.sync_data().unwrap();
+        vfs.fail_next_fsync(None);
+        assert_eq!(a.sync_all().unwrap_err().raw_os_error(), Some(EIO));
+        a.sync_all().unwrap();
+    }
+
+    /// Old bytes 0xAA synced, then 8 sectors of 0xBB unsynced; crash keeping (and tearing)
+    /// every unsynced write. Returns the file after the crash.
+    fn torn_crash(seed: u64) -> Vec<u8> {
+        let (vfs, f) = with_durable_file(seed);
+        f.write_at(&[0xAA; 8 * SECTOR_SIZE_BYTES], 0).unwrap();
+        f.sync_data().unwrap();
+        f.write_at(&[0xBB; 8 * SECTOR_SIZE_BYTES], 0).unwrap();
+        vfs.crash(&CrashOptions {
+            keep_unsynced_probability: 1.0,
+            tear_writes: true,
+        });
+        vfs.contents(p("/d/f")).unwrap()
+    }
+
+    #[test]
+    fn torn_write_leaves_a_mix_of_old_and_new_sectors() {
+        let mut mixed_seed = None;
+        for seed in 0..64 {
+            let after = torn_crash(seed);
+            assert_eq!(after.len(), 8 * SECTOR_SIZE_BYTES);
+            let mut old = 0;
+            let mut new = 0;
+            for sector in after.chunks(SECTOR_SIZE_BYTES) {
+                // A sector is atomic: all old or all new, never a blend.
+                if sector.iter().all(|&b| b == 0xAA) {
+                    old += 1;
+                } else if sector.iter().all(|&b| b == 0xBB) {
+                    new += 1;
+                } else {
+                    panic!("seed {seed}: a sector was torn inside");
+                }
+            }
+            if old > 0 && new > 0 {
+                mixed_seed = Some(seed);
+                break;
+            }
+        }
+        assert!(mixed_seed.is_some(), "no seed tore the write");
+    }
+
+    #[test]
+    fn keeping_every_unsynced_write_untorn_keeps_what_reads_saw() {
+        let (vfs, f) = with_durable_file(9);
+        f.write_at(&[1; 3000], 100).unwrap();
+        f.set_len(2000).unwrap();
+        f.write_at(b"tail", 5000).unwrap();
+        let before = vfs.contents(p("/d/f")).unwrap();
+        vfs.crash(&CrashOptions {
+            keep_unsynced_probability: 1.0,
+            tear_writes: false,
+        });
+        assert_eq!(vfs.contents(p("/d/f")).unwrap(), before);
+        assert_eq!(vfs.durable_contents(p("/d/f")).unwrap(), before);
+    }
+
+    /// A fixed workload then a random crash; returns every file after it.
+    fn random_crash(seed: u64) -> Vec<Vec<u8>> {
+        let vfs = SimVfs::new(seed);
+        vfs.create_dir_all(p("/d")).unwrap();
+        let mut files = Vec::new();
+        for i in 0..4u8 {
+            let name = format!("/d/{i}");
+            let f = vfs.open(p(&name), OpenMode::CreateNew).unwrap();
+            f.write_at(&[i; BLOCK], 0).unwrap();
+            f.sync_data().unwrap();
+            for j in 0..8u8 {
+                f.write_at(&[i * 16 + j; 1000], u64::from(j) * 700).unwrap();
+            }
+            f.set_len(4000 + u64::from(i) * 100).unwrap();
+            files.push(name);
+        }
+        vfs.sync_dir(p("/d")).unwrap();
+        vfs.crash(&CrashOptions {
+            keep_unsynced_probability: 0.5,
+            tear_writes: true,
+        });
+        files
+            .iter()
+            .map(|name| vfs.contents(p(name)).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn crash_is_deterministic_for_a_seed() {
+        assert_eq!(random_crash(42), random_crash(42));
+        assert_eq!(random_crash(7), random_crash(7));
+        // And the seed matters, so the equality above is not vacuous.
+        let outcomes: BTreeSet<Vec<Vec<u8>>> = (0..8).map(random_crash).collect();
+        assert!(outcomes.len() > 1);
+    }
+
+    #[test]
+    fn flip_bit_changes_exactly_one_bit() {
+        let (vfs, f) = with_durable_file(1);
+        let original: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+        f.write_at(&original, 0).unwrap();
+        f.sync_data().unwrap();
+        vfs.flip_bit(p("/d/f"), 123, 5).unwrap();
+        let count_diff = |a: &[u8], b: &[u8]| -> u32 {
+            a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
+        };
+        let current = vfs.contents(p("/d/f")).unwrap();
+        let durable = vfs.durable_contents(p("/d/f")).unwrap();
+        assert_eq!(count_diff(&current, &original), 1);
+        assert_eq!(current[123] ^ original[123], 1 << 5);
+        assert_eq!(durable, current);
+        vfs.crash(&CrashOptions::default());
+        assert_eq!(vfs.contents(p("/d/f")).unwrap(), current);
+        assert_eq!(
+            vfs.flip_bit(p("/d/f"), 1000, 0).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert_eq!(
+            vfs.flip_bit(p("/d/f"), 0, 8).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert_eq!(
+            vfs.flip_bit(p("/d/nope"), 0, 0).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+    }
+
+    #[test]
+    fn counters_count_each_op_like_os_vfs() {
+        // The sequence of `OsVfs`'s own counter test, plus what it does not cover.
+        let vfs = SimVfs::new(1);
+        vfs.create_dir_all(p("/d")).unwrap();
+        let path = p("/d/f");
+        let before = vfs.counters().snapshot();
+        {
+            let f = vfs.open(path, OpenMode::CreateNew).unwrap();
+            f.write_at(b"hello", 8192).unwrap();
+            assert_eq!(f.size().unwrap(), 8197);
+            let mut buf = [0u8; 5];
+            assert_eq!(f.read_at(&mut buf, 8192).unwrap(), 5);
+            assert_eq!(&buf, b"hello");
+            assert_eq!(f.read_at(&mut buf, 9000).unwrap(), 0);
+            f.sync_data().unwrap();
+            f.set_len(0).unwrap();
+        }
+        vfs.sync_dir(p("/d")).unwrap();
+        let c = vfs.counters().snapshot().since(&before);
+        assert_eq!(c.get(OpKind::Open), 1);
+        assert_eq!(c.get(OpKind::Close), 1);
+        assert_eq!(c.get(OpKind::Write), 1);
+        assert_eq!(c.get(OpKind::Read), 2);
+        assert_eq!(c.get(OpKind::SizeProbe), 1);
+        assert_eq!(c.get(OpKind::Fsync), 1);
+        assert_eq!(c.get(OpKind::Truncate), 1);
+        assert_eq!(c.get(OpKind::DirSync), 1);
+        assert_eq!(c.get(OpKind::Unlink), 0);
+        assert_eq!(c.get(OpKind::Rename), 0);
+
+        let before = vfs.counters().snapshot();
+        // A failed open counts, as OsVfs counts before the syscall.
+        assert!(vfs.open(path, OpenMode::CreateNew).is_err());
+        let f = vfs.open(path, OpenMode::Existing).unwrap();
+        let f2 = Arc::clone(&f);
+        f.sync_all().unwrap();
+        drop(f);
+        drop(f2); // the last clone closes
+        vfs.rename(path, p("/d/g")).unwrap();
+        vfs.remove_file(p("/d/g")).unwrap();
+        assert!(vfs.remove_file(p("/d/g")).is_err());
+        // Not counted, as in OsVfs.
+        vfs.exists(path).unwrap();
+        vfs.list_dir(p("/d")).unwrap();
+        vfs.create_dir_all(p("/d/e")).unwrap();
+        drop(vfs.lock_dir(p("/d")).unwrap());
+        let c = vfs.counters().snapshot().since(&before);
+        assert_eq!(c.get(OpKind::Open), 2);
+        assert_eq!(c.get(OpKind::Close), 1);
+        assert_eq!(c.get(OpKind::Fsync), 1);
+        assert_eq!(c.get(OpKind::Rename), 1);
+        assert_eq!(c.get(OpKind::Unlink), 2);
+        assert_eq!(c.get(OpKind::DirSync), 0);
+        assert_eq!(c.get(OpKind::Read), 0);
+    }
+
+    #[test]
+    fn handles_opened_before_a_crash_fail() {
+        let (vfs, f) = with_durable_file(1);
+        vfs.crash(&CrashOptions::default());
+        let mut buf = [0u8; 4];
+        let errors = [
+            f.read_at(&mut buf, 0).unwrap_err(),
+            f.write_at(b"x", 0).unwrap_err(),
+            f.sync_data().unwrap_err(),
+            f.sync_all().unwrap_err(),
+            f.size().unwrap_err(),
+            f.set_len(0).unwrap_err(),
+        ];
+        for err in errors {
+            assert_eq!(err.kind(), io::ErrorKind::Other);
+            assert!(err.to_string().contains("file system crashed"), "{err}");
+        }
+        // The write did not happen, and a new handle works.
+        assert_eq!(vfs.contents(p("/d/f")).unwrap(), b"");
+        let g = vfs.open(p("/d/f"), OpenMode::Existing).unwrap();
+        g.write_at(b"ok", 0).unwrap();
+        drop(f);
+        assert_eq!(vfs.contents(p("/d/f")).unwrap(), b"ok");
+    }
+
+    #[test]
+    fn lock_dir_is_exclusive() {
+        let vfs = SimVfs::new(1);
+        vfs.create_dir_all(p("/data")).unwrap();
+        vfs.create_dir_all(p("/other")).unwrap();
+        let lock = vfs.lock_dir(p("/data")).unwrap();
+        let err = vfs
+            .lock_dir(p("/data/./"))
+            .err()
+            .expect("second lock must fail");
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        let other = vfs.lock_dir(p("/other")).unwrap();
+        // A crash does not release it: the lock belongs to the process.
+        vfs.crash(&CrashOptions::default());
+        assert_eq!(
+            vfs.lock_dir(p("/data")).err().unwrap().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        drop(lock);
+        drop(other);
+        vfs.lock_dir(p("/data")).unwrap();
+        assert_eq!(
+            vfs.lock_dir(p("/missing")).err().unwrap().kind(),
+            io::ErrorKind::NotFound
+        );
+    }
+
+    #[test]
+    fn unlinked_file_stays_usable_through_its_handle() {
+        let (vfs, f) = with_durable_file(1);
+        vfs.remove_file(p("/d/f")).unwrap();
+        f.write_at(b"still here", 0).unwrap();
+        f.sync_data().unwrap();
+        let mut buf = [0u8; 10];
+        assert_eq!(f.read_at(&mut buf, 0).unwrap(), 10);
+        assert_eq!(&buf, b"still here");
+        assert_eq!(vfs.contents(p("/d/f")), None);
+        // The unlink was not made durable: the file (with its synced data) comes back.
+        vfs.crash(&CrashOptions::default());
+        assert_eq!(vfs.contents(p("/d/f")).unwrap(), b"still here");
+    }
+
+    #[test]
+    fn open_modes_and_missing_directories() {
+        let vfs = SimVfs::new(1);
+        let kind = |r: io::Result<Arc<dyn VfsFile>>| r.err().unwrap().kind();
+        assert_eq!(
+            kind(vfs.open(p("/nodir/f"), OpenMode::CreateIfMissing)),
+            io::ErrorKind::NotFound
+        );
+        vfs.create_dir_all(p("/a/b")).unwrap();
+        assert!(vfs.exists(p("/a")).unwrap());
+        assert_eq!(
+            kind(vfs.open(p("/a/b/f"), OpenMode::Existing)),
+            io::ErrorKind::NotFound
+        );
+        let f = vfs.open(p("/a/b/f"), OpenMode::CreateIfMissing).unwrap();
+        f.write_at(b"x", 0).unwrap();
+        let g = vfs.open(p("/a/b/f"), OpenMode::CreateIfMissing).unwrap();
+        assert_eq!(g.size().unwrap(), 1, "the same file, not a new one");
+        assert_eq!(
+            kind(vfs.open(p("/a/b/f"), OpenMode::CreateNew)),
+            io::ErrorKind::AlreadyExists
+        );
+        assert_eq!(
+            kind(vfs.open(p("/a/b"), OpenMode::CreateIfMissing)),
+            io::ErrorKind::IsADirectory
+        );
+        assert_eq!(
+            kind(vfs.open(p("/a/b/f/g"), OpenMode::CreateIfMissing)),
+            io::ErrorKind::NotADirectory
+        );
+        assert_eq!(
+            vfs.create_dir_all(p("/a/b/f")).unwrap_err().kind(),
+            io::ErrorKind::AlreadyExists
+        );
+        // Paths are normalised.
+        assert!(vfs.exists(p("/a/./b/../b/f")).unwrap());
+        assert_eq!(
+            vfs.sync_dir(p("/a/b/f")).unwrap_err().kind(),
+            io::ErrorKind::NotADirectory
+        );
+        assert_eq!(
+            vfs.sync_dir(p("/nodir")).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+    }
+
+    #[test]
+    fn reads_past_the_end_are_short_and_writes_past_it_zero_fill() {
+        let (vfs, f) = with_durable_file(1);
+        f.write_at(b"abc", 10).unwrap();
+        assert_eq!(f.size().unwrap(), 13);
+        let mut buf = [0xFFu8; 8];
+        assert_eq!(f.read_at(&mut buf, 8).unwrap(), 5);
+        assert_eq!(&buf[..5], &[0, 0, b'a', b'b', b'c']);
+        assert_eq!(f.read_at(&mut buf, 13).unwrap(), 0);
+        assert_eq!(f.read_at(&mut buf, u64::MAX).unwrap(), 0);
+        f.write_at(b"", 100).unwrap();
+        assert_eq!(f.size().unwrap(), 13, "an empty write does not extend");
+        let mut expected = vec![0u8; 10];
+        expected.extend_from_slice(b"abc");
+        assert_eq!(vfs.contents(p("/d/f")).unwrap(), expected);
+        // A wild offset is an error, not an abort.
+        assert_eq!(
+            f.write_at(b"x", u64::MAX).unwrap_err().kind(),
+            io::ErrorKind::FileTooLarge
+        );
+        assert_eq!(
+            f.set_len(MAX_FILE_SIZE_BYTES + 1).unwrap_err().kind(),
+            io::ErrorKind::FileTooLarge
+        );
+    }
+
+    #[test]
+    fn list_dir_returns_sorted_names_of_files_and_subdirectories() {
+        let vfs = SimVfs::new(1);
+        vfs.create_dir_all(p("/d/sub/deeper")).unwrap();
+        for name in ["/d/b", "/d/a", "/d/sub/x"] {
+            vfs.open(p(name), OpenMode::CreateNew).unwrap();
+        }
+        let names = vfs.list_dir(p("/d")).unwrap();
+        let expected: Vec<PathBuf> = ["a", "b", "sub"].iter().map(PathBuf::from).collect();
+        assert_eq!(names, expected);
+        assert_eq!(
+            vfs.list_dir(p("/d/sub")).unwrap(),
+            vec![PathBuf::from("deeper"), PathBuf::from("x")]
+        );
+        // Like OsVfs, a lock leaves a lock file.
+        let _lock = vfs.lock_dir(p("/d/sub/deeper")).unwrap();
+        assert_eq!(
+            vfs.list_dir(p("/d/sub/deeper")).unwrap(),
+            vec![PathBuf::from(LOCK_FILE_NAME)]
+        );
+        assert_eq!(
+            vfs.list_dir(p("/d/a")).unwrap_err().kind(),
+            io::ErrorKind::NotADirectory
+        );
+    }
+
+    #[test]
+    fn latency_is_slept_inside_the_operation() {
+        let (vfs, f) = with_durable_file(1);
+        let latency = Duration::from_millis(20);
+        vfs.set_latency(OpKind::Fsync, latency);
+        let start = Instant::now();
+        f.sync_data().unwrap();
+        assert!(start.elapsed() >= latency);
+        vfs.set_latency(OpKind::Fsync, Duration::ZERO);
+        vfs.set_latency(OpKind::Write, latency);
+        let start = Instant::now();
+        f.write_at(b"x", 0).unwrap();
+        assert!(start.elapsed() >= latency);
+    }
+
+    #[test]
     fn concurrent_writers_on_different_files() {
-        let vfs = Arc::new(SimVfs::new(10));
-        vfs.create_dir_all(&p("/d")).unwrap();
-        let threads: Vec<_> = (0..4u8)
+        const THREADS: u8 = 8;
+        const BLOCKS: u64 = 32;
+        let vfs = Arc::new(SimVfs::new(5));
+        vfs.create_dir_all(p("/d")).unwrap();
+        let threads: Vec<_> = (0..THREADS)
             .map(|t| {
                 let vfs = Arc::clone(&vfs);
                 std::thread::spawn(move || {
-                    let f = vfs
-                        .open(&p(&format!("/d/{t}")), OpenMode::CreateNew)
-                        .unwrap();
-                    for i in 0..200u64 {
-                        f.write_at(&[t; 8], i * 8).unwrap();
+                    let name = format!("/d/{t}");
+                    let f = vfs.open(p(&name), OpenMode::CreateNew).unwrap();
+                    for b in 0..BLOCKS {
+                        f.write_at(&[t.wrapping_add(b as u8); BLOCK], b * BLOCK as u64)
+                            .unwrap();
+                        if b % 8 == 7 {
+                            f.sync_data().unwrap();
+                        }
                     }
-                    f.sync_data().unwrap();
                 })
             })
             .collect();
         for t in threads {
             t.join().unwrap();
         }
-        vfs.sync_dir(&p("/d")).unwrap();
+        vfs.sync_dir(p("/d")).unwrap();
         vfs.crash(&CrashOptions::default());
-        for t in 0..4u8 {
-            let bytes = vfs.contents(&p(&format!("/d/{t}"))).unwrap();
-            assert_eq!(bytes, vec![t; 1600]);
+        for t in 0..THREADS {
+            let data = vfs.contents(&PathBuf::from(format!("/d/{t}"))).unwrap();
+            assert_eq!(data.len(), BLOCKS as usize * BLOCK);
+            for (b, block) in data.chunks(BLOCK).enumerate() {
+                assert!(block.iter().all(|&x| x == t.wrapping_add(b as u8)));
+            }
         }
+        let c = vfs.counters().snapshot();
+        assert_eq!(c.get(OpKind::Write), u64::from(THREADS) * BLOCKS);
+        assert_eq!(c.get(OpKind::Close), u64::from(THREADS));
+    }
+
+    #[test]
+    fn relative_paths_work() {
+        let vfs = SimVfs::new(1);
+        let f = vfs.open(p("rel"), OpenMode::CreateNew).unwrap();
+        f.sync_all().unwrap();
+        vfs.sync_dir(p(".")).unwrap();
+        vfs.crash(&CrashOptions::default());
+        assert!(vfs.exists(p("./rel")).unwrap());
+        assert_eq!(vfs.list_dir(p("")).unwrap(), vec![PathBuf::from("rel")]);
     }
 }

@@ -65,6 +65,22 @@ pub fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
         ),
         ("sweep", json!(args.sweep)),
     ];
+    // Every pool size gets the same data, or the comparison across sizes measures the data:
+    // as many relations as the smallest pool holds entirely (its pages must stay cached, or
+    // eviction rather than the drop decides what is dropped).
+    let smallest_pool_pages = pools.iter().min().copied().unwrap_or(GIB) / 8192;
+    let requested = relations;
+    let relations = requested.min(smallest_pool_pages / u64::from(pages));
+    ensure!(
+        relations > 0,
+        "the pool cannot hold even one relation of {pages} pages"
+    );
+    if relations < requested {
+        report.notes.push(format!(
+            "{relations} of the {requested} relations asked for were used, at every pool size: as many as the smallest pool ({}) holds",
+            bytes_name(pools.iter().min().copied().unwrap_or(GIB))
+        ));
+    }
     let mut per_drop_indexed = Vec::new();
     for &pool_bytes in &pools {
         check_pool_fits(pool_bytes)?;
@@ -78,14 +94,6 @@ pub fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
             let _ = std::fs::remove_dir_all(&sub);
             let us_per_drop = m.drop_total.as_secs_f64() * 1e6 / m.relations as f64;
             us[i] = us_per_drop;
-            if m.relations < relations && mode == BufferDropMode::Indexed {
-                report.notes.push(format!(
-                    "a {} pool holds {} relations of {pages} pages, so {} were used there, not {relations}",
-                    bytes_name(pool_bytes),
-                    m.relations,
-                    m.relations
-                ));
-            }
             report.rows.push((
                 mode.name().to_string(),
                 vec![
@@ -146,8 +154,11 @@ fn measure(
     let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
     let db = Database::open(Arc::clone(&vfs), dir, config)?;
     let (smgr, pool) = (db.smgr(), db.buffer_pool());
-    // The pool must hold every page, or eviction (not the drop) decides what is dropped.
-    let relations = relations.min((pool.nbuffers() / pages as usize) as u64);
+    ensure!(
+        relations * u64::from(pages) <= pool.nbuffers() as u64,
+        "{relations} relations of {pages} pages do not fit in {} buffers",
+        pool.nbuffers()
+    );
     let rels: Vec<RelFileLocator> = (0..relations)
         .map(|i| RelFileLocator::new(5, 100_000 + i))
         .collect();
