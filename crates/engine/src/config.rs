@@ -54,6 +54,11 @@ pub struct Config {
     /// `max_files_per_process`: open relation segment files kept cached; the least recently
     /// used are closed beyond it. PostgreSQL's default, 1000.
     pub max_files_per_process: usize,
+    /// `wal_segment_size`: bytes per WAL segment file. PostgreSQL's default, 16 MB.
+    pub wal_segment_size_bytes: u64,
+    /// `wal_buffers`: the ring of WAL pages in memory. 16 MB, PostgreSQL's largest automatic
+    /// value; at least 1 MB (four of the largest records).
+    pub wal_buffers_bytes: u64,
     /// Seed 000 switch.
     pub buffer_drop: BufferDropMode,
     /// Seed 002 switch.
@@ -66,6 +71,8 @@ impl Default for Config {
             shared_buffers_bytes: 128 * 1024 * 1024,
             segment_size_blocks: 131_072,
             max_files_per_process: 1000,
+            wal_segment_size_bytes: 16 * 1024 * 1024,
+            wal_buffers_bytes: 16 * 1024 * 1024,
             buffer_drop: BufferDropMode::Indexed,
             relsize_cache: RelsizeCacheMode::On,
         }
@@ -104,6 +111,8 @@ impl Config {
                     .parse()
                     .map_err(|e| bad(format!("\"{value}\" is not a whole number: {e}")))?;
             }
+            "wal_segment_size" => self.wal_segment_size_bytes = parse_bytes(value).map_err(bad)?,
+            "wal_buffers" => self.wal_buffers_bytes = parse_bytes(value).map_err(bad)?,
             "buffer_drop" => {
                 self.buffer_drop = match value.trim() {
                     "indexed" => BufferDropMode::Indexed,
@@ -156,6 +165,29 @@ impl Config {
         }
         if self.segment_size_blocks == 0 {
             return bad("segment_size", "must be at least one block".to_string());
+        }
+        let page = PAGE_SIZE as u64;
+        if self.wal_segment_size_bytes < 2 * page
+            || !self.wal_segment_size_bytes.is_multiple_of(page)
+        {
+            return bad(
+                "wal_segment_size",
+                format!(
+                    "{} bytes is not a multiple of 8 kB of at least 16 kB",
+                    self.wal_segment_size_bytes
+                ),
+            );
+        }
+        let min_wal_buffers = 4 * crate::wal::MAX_RECORD_SIZE as u64;
+        if self.wal_buffers_bytes < min_wal_buffers || !self.wal_buffers_bytes.is_multiple_of(page)
+        {
+            return bad(
+                "wal_buffers",
+                format!(
+                    "{} bytes is not a multiple of 8 kB of at least {min_wal_buffers} bytes",
+                    self.wal_buffers_bytes
+                ),
+            );
         }
         if self.max_files_per_process < 4 {
             return bad("max_files_per_process", "must be at least 4".to_string());

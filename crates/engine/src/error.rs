@@ -81,6 +81,23 @@ pub enum Error {
     #[error("no unpinned buffers available ({nbuffers} buffers, all pinned)")]
     NoFreeBuffers { nbuffers: usize },
 
+    #[error("WAL is corrupt at LSN {lsn}: {reason}")]
+    WalCorrupt { lsn: u64, reason: String },
+
+    #[error("could not {op} WAL at LSN {lsn}: {source}")]
+    WalIo {
+        op: &'static str,
+        lsn: u64,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error("WAL is in a failed state: {reason}")]
+    WalFailed { reason: String },
+
+    #[error("WAL record too large: {size_bytes} bytes with {blocks} block references")]
+    WalRecordTooLarge { size_bytes: usize, blocks: usize },
+
     #[error("invalid value for setting \"{name}\": {reason}")]
     Config { name: String, reason: String },
 }

@@ -9,6 +9,7 @@
 //! 2. [`page`]: the 8 KiB page layout and its CRC32C checksum.
 //! 3. [`smgr`]: relations as segment files, and the relation-size cache.
 //! 4. [`buffer`]: the shared buffer pool, whose relation drop does not scan the pool.
+//! 5. [`wal`]: the write-ahead log: parallel insertion, group commit, reading back.
 //!
 //! [`Database`] opens a data directory (exclusively) with its storage manager and buffer
 //! pool; [`Config`] holds every setting; [`Error`] is the one error type of the library.
@@ -21,6 +22,7 @@ mod hash;
 pub mod page;
 pub mod smgr;
 pub mod vfs;
+pub mod wal;
 
 pub use config::{BufferDropMode, Config, RelsizeCacheMode};
 pub use db::Database;

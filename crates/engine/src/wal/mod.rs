@@ -1,0 +1,637 @@
+//! # wal — the write-ahead log
+//!
+//! An append-only stream of records addressed by LSN (a 64-bit byte position in the stream).
+//! The stream is cut into 8 KiB WAL pages, each opening with a 24-byte header, and stored in
+//! segment files of `wal_segment_size` bytes under `<data>/wal/`, named by segment number in
+//! 16 hex digits. Byte layouts are in `docs/design.md` and [`record`].
+//!
+//! ## How insertion works (PostgreSQL's design)
+//! 1. Reserve: under one short mutex, the record's place is fixed (a range of *usable* bytes,
+//!    page headers excluded) and its `prev` link read. Nothing else happens in that section.
+//! 2. Copy: each inserter holds one of 8 insertion slots and copies its bytes into the ring of
+//!    WAL buffers (`wal_buffers`) in parallel with the others; its slot publishes how far it
+//!    has got (`inserting_at`), so writers know which bytes are complete.
+//! 3. Write and flush: [`Wal::flush`] waits for the insertions before its target, then one
+//!    thread at a time (the writer mutex) writes the complete bytes and fdatasyncs. A flusher
+//!    writes and syncs *everything* complete, so the committers that queued behind it find
+//!    their LSN already durable: one fdatasync serves the whole group.
+//!
+//! ## Rules
+//! - **The WAL rule**: a data page may be written only once WAL up to its LSN is durable; the
+//!   buffer pool's write-back hook calls [`Wal::flush`] to ensure it.
+//! - A record is at most [`MAX_RECORD_SIZE`] bytes and `wal_buffers` is at least four times
+//!   that, so an inserter waiting for ring space only ever waits for *earlier* insertions:
+//!   there is no cycle, hence no deadlock.
+//! - Lock order: insertion slot → reservation mutex; insertion slot → ring-init mutex;
+//!   insertion slot → writer mutex. Nobody waits for an insertion while holding the writer.
+//! - A failed fsync is final: the WAL enters a failed state, every later insert and flush is
+//!   refused, and only a restart (recovery from what is durable) clears it.
+//! - Readers read only flushed WAL: first from the ring when the page is still there, else
+//!   from segment files kept open in a bounded cache (seed 003: COMMIT PREPARED reads its
+//!   prepare record without opening a file).
+//! - Every record is CRC32C-checked, carries a link to the previous record, and every page
+//!   header names its own LSN, so stale bytes from before a crash are never taken for records.
+
+pub mod reader;
+pub mod record;
+#[cfg(test)]
+mod tests;
+
+use std::cell::UnsafeCell;
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::vfs::{OpenMode, Vfs, VfsFile};
+pub use reader::WalReader;
+pub use record::{
+    BlockRef, DecodedBlock, DecodedRecord, WalRecord, MAX_BLOCK_REFS, MAX_RECORD_SIZE,
+};
+
+/// A position in the WAL stream.
+pub type Lsn = u64;
+
+/// The size of a WAL page.
+pub const WAL_PAGE_SIZE: usize = 8192;
+/// The size of a WAL page header.
+pub const WAL_PAGE_HEADER_SIZE: usize = 24;
+const PAGE: u64 = WAL_PAGE_SIZE as u64;
+const HDR: u64 = WAL_PAGE_HEADER_SIZE as u64;
+const USABLE: u64 = PAGE - HDR;
+const WAL_MAGIC: u16 = 0x5157; // "WQ"
+/// Page flag: the page starts with the rest of a record from the previous page.
+const CONTRECORD: u16 = 0x1;
+const INSERT_SLOTS: usize = 8;
+const IDLE: u64 = u64::MAX;
+const EMPTY: u64 = u64::MAX;
+/// Open segment files kept by readers.
+const READ_FILES: usize = 8;
+
+/// The LSN of the first record of a new WAL.
+pub const FIRST_LSN: Lsn = HDR;
+
+/// Records start 8-byte aligned.
+fn align8(n: u64) -> u64 {
+    (n + 7) & !7
+}
+
+/// A position in usable bytes → the LSN where a record there starts.
+fn pos_to_lsn(pos: u64) -> Lsn {
+    pos / USABLE * PAGE + HDR + pos % USABLE
+}
+
+/// A position in usable bytes → the LSN just past the bytes before it (a page boundary stays
+/// a page boundary, not the first byte after the next header).
+fn pos_to_end_lsn(pos: u64) -> Lsn {
+    if pos > 0 && pos.is_multiple_of(USABLE) {
+        pos / USABLE * PAGE
+    } else {
+        pos_to_lsn(pos)
+    }
+}
+
+fn lsn_to_pos(lsn: Lsn) -> u64 {
+    lsn / PAGE * USABLE + (lsn % PAGE).saturating_sub(HDR)
+}
+
+// Page header layout.
+const PH_MAGIC: usize = 0;
+const PH_INFO: usize = 2;
+const PH_REM_LEN: usize = 4;
+const PH_ADDR: usize = 8;
+const PH_FLUSH_HINT: usize = 16;
+
+/// Counters of the WAL's work.
+#[derive(Debug, Default)]
+pub struct WalStats {
+    pub records: AtomicU64,
+    pub bytes: AtomicU64,
+    pub flush_calls: AtomicU64,
+    pub fsyncs: AtomicU64,
+    pub reads_from_buffers: AtomicU64,
+    pub reads_from_files: AtomicU64,
+}
+
+struct Reservation {
+    /// Next free usable byte.
+    bytepos: u64,
+    /// Start of the last reserved record.
+    prev: Lsn,
+}
+
+struct InsertSlot {
+    lock: Mutex<()>,
+    /// While an insertion is under way: the LSN up to which its bytes are complete.
+    inserting_at: AtomicU64,
+}
+
+/// The WAL buffers: `npages` pages of raw memory shared by inserters and the writer.
+///
+/// Safety protocol: the bytes of a reserved record belong to its inserter until its slot
+/// publishes past them; a page's header belongs to whoever holds `init_lock` while the page
+/// is (re)initialised, and its continuation fields to the one inserter whose record continues
+/// onto it. The writer reads only complete bytes. A page is re-initialised only after it has
+/// been written out, and readers copy only under `init_lock`. So no two threads ever touch the
+/// same byte at once unless both only read.
+struct Ring {
+    bytes: Box<[UnsafeCell<u8>]>,
+    npages: u64,
+    /// The LSN of the page each slot holds (`EMPTY` if none yet).
+    page_addr: Box<[AtomicU64]>,
+}
+
+// SAFETY: see the protocol above; all shared access goes through raw pointers to
+// `UnsafeCell` bytes, under that protocol.
+unsafe impl Sync for Ring {}
+
+impl Ring {
+    fn new(npages: u64) -> Self {
+        Ring {
+            bytes: (0..npages * PAGE).map(|_| UnsafeCell::new(0)).collect(),
+            npages,
+            page_addr: (0..npages).map(|_| AtomicU64::new(EMPTY)).collect(),
+        }
+    }
+
+    fn slot(&self, page_lsn: Lsn) -> usize {
+        ((page_lsn / PAGE) % self.npages) as usize
+    }
+
+    fn ptr(&self, lsn: Lsn) -> *mut u8 {
+        let at = (lsn % (self.npages * PAGE)) as usize;
+        // Pointer from the whole slice, so it may cover a whole page.
+        UnsafeCell::raw_get(self.bytes.as_ptr().wrapping_add(at))
+    }
+
+    /// # Safety
+    /// The caller owns bytes `lsn..lsn+src.len()`, which lie within one page.
+    unsafe fn write(&self, lsn: Lsn, src: &[u8]) {
+        debug_assert!(lsn % PAGE + src.len() as u64 <= PAGE);
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr(lsn), src.len()) };
+    }
+
+    /// # Safety
+    /// Nobody writes bytes `lsn..lsn+dst.len()` meanwhile; they lie within one page.
+    unsafe fn read(&self, lsn: Lsn, dst: &mut [u8]) {
+        debug_assert!(lsn % PAGE + dst.len() as u64 <= PAGE);
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr(lsn), dst.as_mut_ptr(), dst.len()) };
+    }
+}
+
+struct Writer {
+    /// Segment files written since the last fsync (and the current one), by number.
+    open: BTreeMap<u64, Arc<dyn VfsFile>>,
+    unsynced: Vec<u64>,
+    dir_dirty: bool,
+    scratch: Vec<u8>,
+}
+
+/// The write-ahead log.
+pub struct Wal {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    segment_size: u64,
+    reserve: Mutex<Reservation>,
+    slots: Vec<InsertSlot>,
+    next_slot: AtomicU64,
+    ring: Ring,
+    init_lock: Mutex<()>,
+    written_upto: AtomicU64,
+    flushed_upto: AtomicU64,
+    writer: Mutex<Writer>,
+    failed: AtomicBool,
+    read_files: Mutex<Vec<(u64, Arc<dyn VfsFile>)>>,
+    stats: WalStats,
+}
+
+impl Wal {
+    /// Opens the WAL in `<data_dir>/wal`, finding its end by reading from `start` (the redo
+    /// point; [`FIRST_LSN`] for a new WAL). Returns the WAL and the records found, in order,
+    /// for the caller to redo.
+    pub fn open(
+        vfs: Arc<dyn Vfs>,
+        data_dir: &Path,
+        config: &Config,
+        start: Lsn,
+    ) -> Result<(Wal, Vec<DecodedRecord>)> {
+        config.validate()?;
+        let dir = data_dir.join("wal");
+        vfs.create_dir_all(&dir)
+            .map_err(|e| Error::file("create directory", &dir, e))?;
+        let mut reader =
+            WalReader::new(Arc::clone(&vfs), &dir, config.wal_segment_size_bytes, start);
+        let mut records = Vec::new();
+        while let Some(rec) = reader.next_record()? {
+            records.push(rec);
+        }
+        let end = reader.end_lsn();
+        let prev = records.last().map_or(reader.prev_lsn(), |r| r.lsn);
+        let wal = Wal::new(vfs, dir, config, end, prev);
+        Ok((wal, records))
+    }
+
+    fn new(vfs: Arc<dyn Vfs>, dir: PathBuf, config: &Config, end: Lsn, prev: Lsn) -> Wal {
+        let npages = config.wal_buffers_bytes / PAGE;
+        let written = if end % PAGE == HDR { end - HDR } else { end };
+        Wal {
+            vfs,
+            dir,
+            segment_size: config.wal_segment_size_bytes,
+            reserve: Mutex::new(Reservation {
+                bytepos: lsn_to_pos(end),
+                prev,
+            }),
+            slots: (0..INSERT_SLOTS)
+                .map(|_| InsertSlot {
+                    lock: Mutex::new(()),
+                    inserting_at: AtomicU64::new(IDLE),
+                })
+                .collect(),
+            next_slot: AtomicU64::new(0),
+            ring: Ring::new(npages),
+            init_lock: Mutex::new(()),
+            written_upto: AtomicU64::new(written),
+            flushed_upto: AtomicU64::new(written),
+            writer: Mutex::new(Writer {
+                open: BTreeMap::new(),
+                unsynced: Vec::new(),
+                dir_dirty: false,
+                scratch: Vec::new(),
+            }),
+            failed: AtomicBool::new(false),
+            read_files: Mutex::new(Vec::new()),
+            stats: WalStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> &WalStats {
+        &self.stats
+    }
+
+    /// Everything before this LSN is durable.
+    pub fn flushed_lsn(&self) -> Lsn {
+        self.flushed_upto.load(Ordering::Acquire)
+    }
+
+    /// The end of the reserved WAL (where the next record goes).
+    pub fn insert_lsn(&self) -> Lsn {
+        pos_to_end_lsn(self.reserve.lock().bytepos)
+    }
+
+    fn check_failed(&self) -> Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(Error::WalFailed {
+                reason: "an earlier WAL fsync failed; restart to recover from durable WAL".into(),
+            });
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ insertion
+
+    /// Appends a record; returns (start LSN, end LSN). The record is durable once
+    /// [`flush`](Self::flush) up to its end LSN returned.
+    pub fn insert(&self, rec: &WalRecord<'_>) -> Result<(Lsn, Lsn)> {
+        self.check_failed()?;
+        if rec.blocks.len() > MAX_BLOCK_REFS || record::encoded_size(rec) > MAX_RECORD_SIZE {
+            return Err(Error::WalRecordTooLarge {
+                size_bytes: record::encoded_size(rec),
+                blocks: rec.blocks.len(),
+            });
+        }
+        let mut bytes = Vec::new();
+        record::encode(rec, &mut bytes);
+        let slot_no =
+            (self.next_slot.fetch_add(1, Ordering::Relaxed) % INSERT_SLOTS as u64) as usize;
+        let slot = &self.slots[slot_no];
+        let _slot_guard = slot.lock.lock();
+        let (start, end, prev) = {
+            let mut r = self.reserve.lock();
+            let start_pos = r.bytepos;
+            r.bytepos = start_pos + align8(bytes.len() as u64);
+            let start = pos_to_lsn(start_pos);
+            let prev = std::mem::replace(&mut r.prev, start);
+            // Published before the reservation is visible to anyone computing progress.
+            slot.inserting_at.store(start, Ordering::Release);
+            (start, pos_to_end_lsn(r.bytepos), prev)
+        };
+        record::seal(&mut bytes, prev);
+        let result = self.copy_into_ring(slot, start, &bytes);
+        slot.inserting_at.store(IDLE, Ordering::Release);
+        result?;
+        self.stats.records.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .bytes
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        Ok((start, end))
+    }
+
+    fn copy_into_ring(&self, slot: &InsertSlot, start: Lsn, bytes: &[u8]) -> Result<()> {
+        let mut pos = start;
+        let mut done = 0usize;
+        loop {
+            let page_lsn = pos - pos % PAGE;
+            self.ensure_page(page_lsn, slot, pos)?;
+            let n = (bytes.len() - done).min((page_lsn + PAGE - pos) as usize);
+            // SAFETY: these bytes are reserved by this insertion.
+            unsafe { self.ring.write(pos, &bytes[done..done + n]) };
+            done += n;
+            if done == bytes.len() {
+                return Ok(());
+            }
+            let next = page_lsn + PAGE;
+            self.ensure_page(next, slot, page_lsn + PAGE)?;
+            let rem_len = (bytes.len() - done) as u32;
+            let mut header = [0u8; 8];
+            header[PH_INFO..PH_INFO + 2].copy_from_slice(&CONTRECORD.to_le_bytes());
+            header[PH_REM_LEN..PH_REM_LEN + 4].copy_from_slice(&rem_len.to_le_bytes());
+            // SAFETY: only the record continuing onto a page writes its continuation fields,
+            // after the page was initialised (ensure_page) and before its progress passes them.
+            unsafe { self.ring.write(next + PH_INFO as u64, &header[PH_INFO..8]) };
+            pos = next + HDR;
+        }
+    }
+
+    /// Makes the ring slot for `page_lsn` hold that page, writing out the page it held
+    /// before if needed. `progress` is how far this insertion has copied: published first,
+    /// so the writer can write what precedes it while we wait.
+    fn ensure_page(&self, page_lsn: Lsn, slot: &InsertSlot, progress: Lsn) -> Result<()> {
+        let idx = self.ring.slot(page_lsn);
+        // Bounded: each turn either returns or writes out the slot's old page.
+        for _ in 0..1_000_000 {
+            let cur = self.ring.page_addr[idx].load(Ordering::Acquire);
+            if cur == page_lsn {
+                return Ok(());
+            }
+            assert!(
+                cur == EMPTY || cur < page_lsn,
+                "WAL ring slot holds a newer page"
+            );
+            if cur != EMPTY && self.written_upto.load(Ordering::Acquire) < cur + PAGE {
+                slot.inserting_at.store(progress, Ordering::Release);
+                self.write_out(cur + PAGE, false)?;
+                continue;
+            }
+            let _init = self.init_lock.lock();
+            if self.ring.page_addr[idx].load(Ordering::Acquire) != cur {
+                continue;
+            }
+            let mut page = vec![0u8; WAL_PAGE_SIZE];
+            page[PH_MAGIC..PH_MAGIC + 2].copy_from_slice(&WAL_MAGIC.to_le_bytes());
+            page[PH_ADDR..PH_ADDR + 8].copy_from_slice(&page_lsn.to_le_bytes());
+            // SAFETY: the old page is written out and no inserter can reach this page before
+            // page_addr says it is ready; we hold init_lock, which readers take too.
+            unsafe { self.ring.write(page_lsn, &page) };
+            self.ring.page_addr[idx].store(page_lsn, Ordering::Release);
+            return Ok(());
+        }
+        unreachable!("ensure_page did not converge")
+    }
+
+    /// Everything before the returned LSN is complete in the ring.
+    fn finished_point(&self) -> Lsn {
+        let mut f = pos_to_end_lsn(self.reserve.lock().bytepos);
+        for s in &self.slots {
+            f = f.min(s.inserting_at.load(Ordering::Acquire));
+        }
+        // Never stop right after a page header: the page may not be initialised yet.
+        if f % PAGE <= HDR {
+            f -= f % PAGE;
+        }
+        f
+    }
+
+    /// Waits until no insertion before `upto` is in progress. Never called with the writer
+    /// mutex held, and an inserter calling it has published progress beyond `upto`.
+    fn wait_insertions(&self, upto: Lsn) {
+        loop {
+            let blocking = self
+                .slots
+                .iter()
+                .find(|s| s.inserting_at.load(Ordering::Acquire) < upto);
+            match blocking {
+                None => return,
+                Some(s) => drop(s.lock.lock()),
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ writing
+
+    /// Writes (without fsync) at least up to `need` so ring pages before it can be reused.
+    fn write_out(&self, need: Lsn, sync: bool) -> Result<()> {
+        self.wait_insertions(need);
+        let mut w = self.writer.lock();
+        self.check_failed()?;
+        let target = self.finished_point();
+        self.write_locked(&mut w, target)?;
+        if sync {
+            self.sync_locked(&mut w, target)?;
+        }
+        Ok(())
+    }
+
+    /// Makes WAL up to `upto` durable (group commit: one fdatasync serves every committer
+    /// that asked meanwhile).
+    pub fn flush(&self, upto: Lsn) -> Result<()> {
+        self.stats.flush_calls.fetch_add(1, Ordering::Relaxed);
+        if self.flushed_upto.load(Ordering::Acquire) >= upto {
+            return Ok(());
+        }
+        self.check_failed()?;
+        let upto = upto.min(self.insert_lsn());
+        self.wait_insertions(upto);
+        let mut w = self.writer.lock();
+        self.check_failed()?;
+        if self.flushed_upto.load(Ordering::Acquire) >= upto {
+            return Ok(()); // a leader flushed for us
+        }
+        let target = self.finished_point();
+        debug_assert!(target >= upto, "insertions before {upto} are complete");
+        self.write_locked(&mut w, target)?;
+        self.sync_locked(&mut w, target)
+    }
+
+    fn segment_path(&self, segno: u64) -> PathBuf {
+        self.dir.join(format!("{segno:016X}"))
+    }
+
+    fn segment_for_write(&self, w: &mut Writer, segno: u64) -> Result<Arc<dyn VfsFile>> {
+        if let Some(f) = w.open.get(&segno) {
+            return Ok(Arc::clone(f));
+        }
+        let path = self.segment_path(segno);
+        let file = match self.vfs.open(&path, OpenMode::CreateNew) {
+            Ok(f) => {
+                f.set_len(self.segment_size)
+                    .map_err(|e| Error::file("size new WAL segment", &path, e))?;
+                w.dir_dirty = true;
+                f
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => self
+                .vfs
+                .open(&path, OpenMode::Existing)
+                .map_err(|e| Error::file("open WAL segment", &path, e))?,
+            Err(e) => return Err(Error::file("create WAL segment", &path, e)),
+        };
+        w.open.insert(segno, Arc::clone(&file));
+        Ok(file)
+    }
+
+    /// Writes complete bytes from `written_upto` to `target`.
+    fn write_locked(&self, w: &mut Writer, target: Lsn) -> Result<()> {
+        let mut from = self.written_upto.load(Ordering::Acquire);
+        while from < target {
+            let page_lsn = from - from % PAGE;
+            let segno = from / self.segment_size;
+            // One page at a time: pages are the unit of the ring, segments are page-aligned.
+            let to = target.min(page_lsn + PAGE);
+            let len = (to - from) as usize;
+            w.scratch.resize(len, 0);
+            // SAFETY: bytes before `target` are complete and their page cannot be recycled
+            // before written_upto passes it, which only this (writer-locked) code advances.
+            unsafe { self.ring.read(from, &mut w.scratch[..len]) };
+            if from == page_lsn {
+                // Stamp the page with what was durable when it was first written: a reader
+                // that finds a bad record uses it to tell a torn tail from corruption.
+                let hint = self.flushed_upto.load(Ordering::Acquire);
+                w.scratch[PH_FLUSH_HINT..PH_FLUSH_HINT + 8].copy_from_slice(&hint.to_le_bytes());
+            }
+            let file = self.segment_for_write(w, segno)?;
+            file.write_at(&w.scratch[..len], from % self.segment_size)
+                .map_err(|source| Error::WalIo {
+                    op: "write",
+                    lsn: from,
+                    source,
+                })?;
+            if !w.unsynced.contains(&segno) {
+                w.unsynced.push(segno);
+            }
+            from = to;
+            self.written_upto.store(from, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    fn sync_locked(&self, w: &mut Writer, target: Lsn) -> Result<()> {
+        for segno in std::mem::take(&mut w.unsynced) {
+            let file = Arc::clone(
+                w.open
+                    .get(&segno)
+                    .expect("written segments stay open until synced"),
+            );
+            self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+            if let Err(source) = file.sync_data() {
+                self.failed.store(true, Ordering::Release);
+                tracing::error!(lsn = target, segment = segno, error = %source, "WAL fsync failed; refusing further writes");
+                return Err(Error::WalIo {
+                    op: "fsync",
+                    lsn: target,
+                    source,
+                });
+            }
+        }
+        if w.dir_dirty {
+            self.vfs.sync_dir(&self.dir).map_err(|source| {
+                self.failed.store(true, Ordering::Release);
+                Error::WalIo {
+                    op: "fsync directory of",
+                    lsn: target,
+                    source,
+                }
+            })?;
+            w.dir_dirty = false;
+        }
+        // Keep only the newest segment open for writing.
+        while w.open.len() > 1 {
+            w.open.pop_first();
+        }
+        self.flushed_upto.fetch_max(target, Ordering::AcqRel);
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ reading
+
+    /// Reads the flushed record at `lsn`: from the WAL buffers when its pages are still
+    /// there, else from segment files kept open.
+    pub fn read_record(&self, lsn: Lsn) -> Result<DecodedRecord> {
+        let flushed = self.flushed_lsn();
+        if lsn >= flushed {
+            return Err(Error::WalCorrupt {
+                lsn,
+                reason: format!("record is not flushed yet (flushed up to {flushed})"),
+            });
+        }
+        let mut from_files = false;
+        let result = reader::read_one(lsn, None, &mut |page_lsn| {
+            if let Some(page) = self.page_from_ring(page_lsn, flushed) {
+                return Ok(Some(page));
+            }
+            from_files = true;
+            self.page_from_file(page_lsn)
+        })?;
+        let counter = if from_files {
+            &self.stats.reads_from_files
+        } else {
+            &self.stats.reads_from_buffers
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        result.map_err(|reason| Error::WalCorrupt {
+            lsn,
+            reason: reason.clone(),
+        })
+    }
+
+    fn page_from_ring(&self, page_lsn: Lsn, flushed: Lsn) -> Option<Box<[u8; WAL_PAGE_SIZE]>> {
+        let _init = self.init_lock.lock();
+        if self.ring.page_addr[self.ring.slot(page_lsn)].load(Ordering::Acquire) != page_lsn {
+            return None;
+        }
+        let mut page = Box::new([0u8; WAL_PAGE_SIZE]);
+        let len = (flushed.saturating_sub(page_lsn)).min(PAGE) as usize;
+        // SAFETY: bytes before `flushed` are complete and nobody writes them again; the page
+        // cannot be re-initialised while we hold init_lock.
+        unsafe { self.ring.read(page_lsn, &mut page[..len]) };
+        Some(page)
+    }
+
+    fn page_from_file(&self, page_lsn: Lsn) -> Result<Option<Box<[u8; WAL_PAGE_SIZE]>>> {
+        let segno = page_lsn / self.segment_size;
+        let file = {
+            let mut files = self.read_files.lock();
+            if let Some(i) = files.iter().position(|(s, _)| *s == segno) {
+                let entry = files.remove(i);
+                let f = Arc::clone(&entry.1);
+                files.push(entry);
+                f
+            } else {
+                let path = self.segment_path(segno);
+                let f = match self.vfs.open(&path, OpenMode::Existing) {
+                    Ok(f) => f,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                    Err(e) => return Err(Error::file("open WAL segment", path, e)),
+                };
+                if files.len() >= READ_FILES {
+                    files.remove(0);
+                }
+                files.push((segno, Arc::clone(&f)));
+                f
+            }
+        };
+        reader::read_page(file.as_ref(), page_lsn, self.segment_size)
+    }
+}
+
+/// The WAL rule for the buffer pool: before a dirty page is written, WAL up to its LSN is
+/// made durable.
+impl crate::buffer::WriteBackHook for Wal {
+    fn before_write(&self, _tag: crate::buffer::BufferTag, page_lsn: u64) -> Result<()> {
+        self.flush(page_lsn)
+    }
+}

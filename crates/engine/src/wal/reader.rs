@@ -1,0 +1,247 @@
+//! Reading WAL: one record by LSN (through any page source), and [`WalReader`], which reads
+//! segment files sequentially for recovery and tells the end of the WAL from corruption.
+//!
+//! ## End of WAL or corruption?
+//! After a crash the last pages written since the last fsync may hold anything: torn or
+//! missing sectors, or bytes from before an earlier crash. A bad record is therefore normally
+//! the end of the WAL. It is *corruption* when the WAL proves the record was durable: every
+//! page carries, in its header, the LSN that was durable when the page was first written
+//! (`flush_hint`); a valid page further on whose hint is past the bad record's end shows that
+//! the record had been flushed, so its bytes must be intact. Startup then refuses, naming the
+//! LSN, rather than silently dropping acknowledged commits.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::record::{self, DecodedRecord, RECORD_HEADER_SIZE};
+use super::{
+    align8, lsn_to_pos, pos_to_end_lsn, pos_to_lsn, Lsn, CONTRECORD, HDR, PAGE, PH_ADDR,
+    PH_FLUSH_HINT, PH_INFO, PH_MAGIC, PH_REM_LEN, USABLE, WAL_MAGIC, WAL_PAGE_SIZE,
+};
+use crate::error::{Error, Result};
+use crate::vfs::{OpenMode, Vfs, VfsFile};
+
+type WalPage = Box<[u8; WAL_PAGE_SIZE]>;
+
+fn u16_at(p: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([p[at], p[at + 1]])
+}
+
+fn u32_at(p: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(p[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(p: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(p[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Does this page's header say it is the WAL page at `page_lsn`?
+fn header_is_valid(page: &[u8; WAL_PAGE_SIZE], page_lsn: Lsn) -> bool {
+    u16_at(page, PH_MAGIC) == WAL_MAGIC && u64_at(page, PH_ADDR) == page_lsn
+}
+
+/// Reads one WAL page from a segment file; `None` if the file is too short to hold it.
+pub(crate) fn read_page(
+    file: &dyn VfsFile,
+    page_lsn: Lsn,
+    segment_size: u64,
+) -> Result<Option<WalPage>> {
+    let mut page = Box::new([0u8; WAL_PAGE_SIZE]);
+    let n = file
+        .read_at(&mut page[..], page_lsn % segment_size)
+        .map_err(|source| Error::WalIo {
+            op: "read",
+            lsn: page_lsn,
+            source,
+        })?;
+    Ok((n == WAL_PAGE_SIZE).then_some(page))
+}
+
+/// Reads the record at `lsn`, fetching pages through `fetch`. The outer error is an I/O
+/// failure; the inner one says why the bytes there are not a valid record. With
+/// `expected_prev`, the record's back link must match (stale bytes from before a crash fail).
+pub(crate) fn read_one(
+    lsn: Lsn,
+    expected_prev: Option<Lsn>,
+    fetch: &mut dyn FnMut(Lsn) -> Result<Option<WalPage>>,
+) -> Result<std::result::Result<DecodedRecord, String>> {
+    if lsn % PAGE < HDR {
+        return Ok(Err(format!("LSN {lsn} points into a page header")));
+    }
+    let mut page_lsn = lsn - lsn % PAGE;
+    let Some(mut page) = fetch(page_lsn)? else {
+        return Ok(Err(format!("no WAL page at {page_lsn}")));
+    };
+    if !header_is_valid(&page, page_lsn) {
+        return Ok(Err(format!("invalid WAL page header at {page_lsn}")));
+    }
+    let off = (lsn % PAGE) as usize;
+    let total =
+        match record::total_length(&page[off..off + RECORD_HEADER_SIZE.min(WAL_PAGE_SIZE - off)]) {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+    let mut bytes = Vec::with_capacity(total);
+    let mut at = off;
+    loop {
+        let n = (total - bytes.len()).min(WAL_PAGE_SIZE - at);
+        bytes.extend_from_slice(&page[at..at + n]);
+        if bytes.len() == total {
+            break;
+        }
+        page_lsn += PAGE;
+        page = match fetch(page_lsn)? {
+            Some(p) => p,
+            None => {
+                return Ok(Err(format!(
+                    "record at {lsn} continues into a missing page {page_lsn}"
+                )))
+            }
+        };
+        let remaining = (total - bytes.len()) as u32;
+        if !header_is_valid(&page, page_lsn)
+            || u16_at(&page[..], PH_INFO) & CONTRECORD == 0
+            || u32_at(&page[..], PH_REM_LEN) != remaining
+        {
+            return Ok(Err(format!(
+                "record at {lsn} has a bad continuation page {page_lsn}"
+            )));
+        }
+        at = HDR as usize;
+    }
+    let end_lsn = pos_to_end_lsn(lsn_to_pos(lsn) + align8(total as u64));
+    let rec = match record::decode(&bytes, lsn, end_lsn) {
+        Ok(r) => r,
+        Err(e) => return Ok(Err(format!("record at {lsn}: {e}"))),
+    };
+    if let Some(prev) = expected_prev {
+        if rec.prev != prev {
+            return Ok(Err(format!(
+                "record at {lsn} links back to {}, not to the previous record {prev}",
+                rec.prev
+            )));
+        }
+    }
+    Ok(Ok(rec))
+}
+
+/// Reads WAL segment files sequentially from a start LSN to the end of the WAL.
+pub struct WalReader {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    segment_size: u64,
+    next: Lsn,
+    prev: Option<Lsn>,
+    end: Lsn,
+    done: bool,
+    file: Option<(u64, Arc<dyn VfsFile>)>,
+}
+
+impl WalReader {
+    pub fn new(vfs: Arc<dyn Vfs>, dir: &Path, segment_size: u64, start: Lsn) -> Self {
+        WalReader {
+            vfs,
+            dir: dir.to_path_buf(),
+            segment_size,
+            next: start,
+            prev: None,
+            end: start,
+            done: false,
+            file: None,
+        }
+    }
+
+    /// The end of the last valid record read (the start, if none).
+    pub fn end_lsn(&self) -> Lsn {
+        self.end
+    }
+
+    /// The start of the last valid record read (0 if none).
+    pub fn prev_lsn(&self) -> Lsn {
+        self.prev.unwrap_or(0)
+    }
+
+    fn fetch(&mut self, page_lsn: Lsn) -> Result<Option<WalPage>> {
+        let segno = page_lsn / self.segment_size;
+        if self.file.as_ref().is_none_or(|(s, _)| *s != segno) {
+            let path = self.dir.join(format!("{segno:016X}"));
+            self.file = match self.vfs.open(&path, OpenMode::Existing) {
+                Ok(f) => Some((segno, f)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(Error::file("open WAL segment", path, e)),
+            };
+        }
+        let (_, file) = self.file.as_ref().expect("opened above");
+        read_page(file.as_ref(), page_lsn, self.segment_size)
+    }
+
+    /// The next record, `None` at the end of the WAL, or an error for corruption.
+    pub fn next_record(&mut self) -> Result<Option<DecodedRecord>> {
+        if self.done {
+            return Ok(None);
+        }
+        let lsn = self.next;
+        let prev = self.prev;
+        let outcome = read_one(lsn, prev, &mut |p| self.fetch(p))?;
+        match outcome {
+            Ok(rec) => {
+                self.prev = Some(rec.lsn);
+                self.end = rec.end_lsn;
+                self.next = pos_to_lsn(lsn_to_pos(rec.end_lsn));
+                Ok(Some(rec))
+            }
+            Err(reason) => {
+                self.done = true;
+                self.check_tail(lsn, &reason)?;
+                tracing::debug!(lsn, reason, "end of WAL");
+                Ok(None)
+            }
+        }
+    }
+
+    /// A bad record at `bad`: is it the torn tail, or was it durable (corruption)?
+    fn check_tail(&mut self, bad: Lsn, reason: &str) -> Result<()> {
+        let page_lsn = bad - bad % PAGE;
+        let bad_end = match self.fetch(page_lsn)? {
+            Some(page) if header_is_valid(&page, page_lsn) && bad % PAGE >= HDR => {
+                let off = (bad % PAGE) as usize;
+                match record::total_length(&page[off..off + 4]) {
+                    // Upper bound of the record's end, page headers included.
+                    Ok(total) => bad + total as u64 + (total as u64 / USABLE + 1) * HDR,
+                    Err(_) => bad + RECORD_HEADER_SIZE as u64,
+                }
+            }
+            _ => bad + RECORD_HEADER_SIZE as u64,
+        };
+        let last_segment = self.last_segment()?;
+        let mut p = page_lsn + PAGE;
+        while p / self.segment_size <= last_segment {
+            if let Some(page) = self.fetch(p)? {
+                if header_is_valid(&page, p) && u64_at(&page[..], PH_FLUSH_HINT) >= bad_end {
+                    return Err(Error::WalCorrupt {
+                        lsn: bad,
+                        reason: format!(
+                            "{reason}; yet the WAL page at {p} was written when WAL up to {} was durable",
+                            u64_at(&page[..], PH_FLUSH_HINT)
+                        ),
+                    });
+                }
+            }
+            p += PAGE;
+        }
+        Ok(())
+    }
+
+    fn last_segment(&self) -> Result<u64> {
+        let names = self
+            .vfs
+            .list_dir(&self.dir)
+            .map_err(|e| Error::file("list", &self.dir, e))?;
+        Ok(names
+            .iter()
+            .filter_map(|n| n.to_str().and_then(|s| u64::from_str_radix(s, 16).ok()))
+            .max()
+            .unwrap_or(0))
+    }
+}
