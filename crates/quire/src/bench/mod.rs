@@ -5,6 +5,7 @@
 
 mod buffer_drop;
 mod relsize;
+mod wal;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -44,6 +45,9 @@ pub struct BenchArgs {
     /// Number of page reads to time (relsize).
     #[arg(long)]
     pub reads: Option<u64>,
+    /// Records or transactions to run (wal: records per insert run).
+    #[arg(long)]
+    pub transactions: Option<u64>,
     /// buffer-drop: repeat both modes at pool sizes 128 MiB, 1 GiB, 4 GiB and 16 GiB.
     #[arg(long)]
     pub sweep: bool,
@@ -55,6 +59,8 @@ pub enum BenchName {
     BufferDrop,
     /// Seed 002: relation-size probes per page read, size cache off vs. on.
     Relsize,
+    /// WAL insert throughput by thread count, and the group-commit gain.
+    Wal,
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -72,6 +78,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         let report = match name {
             BenchName::BufferDrop => buffer_drop::run(args, dir.path())?,
             BenchName::Relsize => relsize::run(args, dir.path())?,
+            BenchName::Wal => wal::run_bench(args, dir.path())?,
         };
         print!("{}", report.render());
         println!();
