@@ -5,6 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::page::PAGE_SIZE;
+pub use crate::sync::SyncMode;
 
 /// How the buffer pool finds the buffers of a relation being dropped or truncated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +62,9 @@ pub struct Config {
     pub wal_buffers_bytes: u64,
     /// Seed 000 switch.
     pub buffer_drop: BufferDropMode,
+    /// Seed 001 switch: `checkpointer` (fsyncs absorbed and done once per file per checkpoint)
+    /// or `immediate` (every write that needs durability fsyncs at once).
+    pub sync: SyncMode,
     /// Seed 002 switch.
     pub relsize_cache: RelsizeCacheMode,
 }
@@ -74,6 +78,7 @@ impl Default for Config {
             wal_segment_size_bytes: 16 * 1024 * 1024,
             wal_buffers_bytes: 16 * 1024 * 1024,
             buffer_drop: BufferDropMode::Indexed,
+            sync: SyncMode::Checkpointer,
             relsize_cache: RelsizeCacheMode::On,
         }
     }
@@ -118,6 +123,15 @@ impl Config {
                     "indexed" => BufferDropMode::Indexed,
                     "full_scan" => BufferDropMode::FullScan,
                     other => return Err(bad(format!("\"{other}\" is not indexed or full_scan"))),
+                }
+            }
+            "sync" => {
+                self.sync = match value.trim() {
+                    "checkpointer" => SyncMode::Checkpointer,
+                    "immediate" => SyncMode::Immediate,
+                    other => {
+                        return Err(bad(format!("\"{other}\" is not checkpointer or immediate")))
+                    }
                 }
             }
             "relsize_cache" => {

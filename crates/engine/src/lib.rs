@@ -21,6 +21,7 @@ pub mod error;
 mod hash;
 pub mod page;
 pub mod smgr;
+pub mod sync;
 pub mod vfs;
 pub mod wal;
 

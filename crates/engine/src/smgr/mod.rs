@@ -25,8 +25,11 @@
 //!   back into a file that is being cut.
 //! - Every page read is checksum-verified here, the one place all reads from disk pass
 //!   through; a bad page is an [`Error::CorruptPage`] naming relation, fork and block.
-//! - Writes are not durable until [`Smgr::sync`]; the checkpointer will call it (a later
-//!   layer). Nothing here fsyncs implicitly.
+//! - **Sync requests (seed 001).** Every write, extension and truncation files a request in
+//!   the [`SyncQueue`] for its segment; the checkpointer drains it and fsyncs each file once
+//!   ([`Smgr::sync_target`]). Truncate and unlink cancel the requests of removed files. With
+//!   `sync = immediate` each request is an fsync at once. [`Smgr::sync`] fsyncs a fork now,
+//!   for the few paths that cannot wait for a checkpoint.
 //! - Open files are cached, at most `max_files_per_process` of them (LRU).
 
 mod files;
@@ -43,6 +46,7 @@ use crate::config::{Config, RelsizeCacheMode};
 use crate::error::{Error, Result};
 use crate::hash::hash_one;
 use crate::page::{self, PAGE_SIZE};
+use crate::sync::{SyncQueue, SyncTarget};
 use crate::vfs::{OpenMode, Vfs, VfsFile};
 use files::FileCache;
 use relsize::RelsizeCache;
@@ -119,6 +123,7 @@ pub struct Smgr {
     sizes: RelsizeCache,
     files: FileCache,
     extension_locks: Vec<Mutex<()>>,
+    sync_queue: SyncQueue,
 }
 
 impl Smgr {
@@ -138,6 +143,8 @@ impl Smgr {
             extension_locks: (0..EXTENSION_LOCK_STRIPES)
                 .map(|_| Mutex::new(()))
                 .collect(),
+            // PostgreSQL sizes the checkpointer's request queue by NBuffers too.
+            sync_queue: SyncQueue::new(config.sync, config.nbuffers()),
         })
     }
 
@@ -333,7 +340,39 @@ impl Smgr {
         page_bytes: &[u8; PAGE_SIZE],
     ) -> Result<()> {
         let (file, offset_bytes) = self.file_for_block(rel, fork, block, OpenMode::Existing)?;
-        write_page(&file, rel, fork, block, offset_bytes, page_bytes)
+        write_page(&file, rel, fork, block, offset_bytes, page_bytes)?;
+        self.register_sync(rel, fork, block / self.segment_size_blocks, &file)
+    }
+
+    /// The sync-request queue (the checkpointer drains it).
+    pub fn sync_queue(&self) -> &SyncQueue {
+        &self.sync_queue
+    }
+
+    /// Files a request for the segment just written to be fsynced by the next checkpoint.
+    fn register_sync(
+        &self,
+        rel: RelFileLocator,
+        fork: Fork,
+        segno: u32,
+        file: &Arc<dyn VfsFile>,
+    ) -> Result<()> {
+        let target = SyncTarget::Segment { rel, fork, segno };
+        self.sync_queue.register(target, || {
+            file.sync_data()
+                .map_err(|e| Error::file("fsync", self.segment_path(rel, fork, segno), e))
+        })
+    }
+
+    /// Fsyncs one drained sync request. A file removed since the request was filed is
+    /// skipped (its relation was dropped; PostgreSQL tolerates ENOENT the same way).
+    pub fn sync_target(&self, target: SyncTarget) -> Result<()> {
+        let SyncTarget::Segment { rel, fork, segno } = target;
+        let Some(file) = self.segment(rel, fork, segno, OpenMode::Existing)? else {
+            return Ok(());
+        };
+        file.sync_data()
+            .map_err(|e| Error::file("fsync", self.segment_path(rel, fork, segno), e))
     }
 }
 
@@ -388,6 +427,7 @@ impl Smgr {
             self.file_for_block(rel, fork, block, OpenMode::CreateIfMissing)?;
         write_page(&file, rel, fork, block, offset_bytes, page_bytes)?;
         self.sizes.set(rel, fork, block + 1);
+        self.register_sync(rel, fork, block / self.segment_size_blocks, &file)?;
         Ok(block)
     }
 
@@ -404,6 +444,7 @@ impl Smgr {
         for segno in (0..=last_old_seg).rev() {
             let seg_start = segno * seg_blocks;
             if seg_start >= nblocks && segno > 0 {
+                self.sync_queue.forget_segments(rel, fork, segno);
                 self.remove_segment(rel, fork, segno)?;
                 continue;
             }
@@ -420,6 +461,7 @@ impl Smgr {
                     block: nblocks,
                     source,
                 })?;
+                self.register_sync(rel, fork, segno, &file)?;
             }
             break;
         }
@@ -440,6 +482,8 @@ impl Smgr {
     /// Removes every fork of a relation. The caller holds it exclusively and has dropped its
     /// buffers. Missing forks are skipped.
     pub fn unlink(&self, rel: RelFileLocator) -> Result<()> {
+        // Cancelled first: a deleted file is never fsynced.
+        self.sync_queue.forget_relation(rel);
         for fork in Fork::ALL {
             let nblocks = match self.nblocks(rel, fork) {
                 Ok(n) => n,

@@ -301,3 +301,68 @@ fn an_io_error_names_relation_fork_and_block() {
     );
     assert!(err.to_string().contains("base/5/16384"), "{err}");
 }
+
+#[test]
+fn writes_file_sync_requests_that_truncate_and_unlink_cancel() {
+    use crate::sync::{SyncMode, SyncTarget};
+    let seg = |segno| SyncTarget::Segment {
+        rel: REL,
+        fork: Fork::Main,
+        segno,
+    };
+    let (_dir, smgr) = setup(RelsizeCacheMode::On, 100);
+    smgr.create(REL, Fork::Main).unwrap();
+    let before = smgr.vfs().counters().snapshot();
+    for n in 0..10 {
+        smgr.extend(REL, Fork::Main, &page_for(n)).unwrap();
+        smgr.write(REL, Fork::Main, n, &page_for(n + 100)).unwrap();
+    }
+    // 20 writes over 3 segments: 3 requests, no fsync in the foreground.
+    assert_eq!(
+        smgr.vfs()
+            .counters()
+            .snapshot()
+            .since(&before)
+            .get(OpKind::Fsync),
+        0
+    );
+    assert_eq!(smgr.sync_queue().len(), 3);
+    smgr.truncate(REL, Fork::Main, 6).unwrap();
+    let pending = smgr.sync_queue().drain();
+    assert_eq!(
+        pending,
+        vec![seg(0), seg(1)],
+        "segment 2 is gone, segment 1 was cut"
+    );
+    for t in pending {
+        smgr.sync_target(t).unwrap();
+    }
+    smgr.write(REL, Fork::Main, 0, &page_for(1)).unwrap();
+    smgr.unlink(REL).unwrap();
+    assert!(
+        smgr.sync_queue().is_empty(),
+        "a dropped relation's requests are cancelled"
+    );
+    // A request for a file that vanished is skipped, not an error.
+    smgr.sync_target(seg(0)).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        sync: SyncMode::Immediate,
+        ..Config::default()
+    };
+    let smgr = Smgr::new(Arc::new(OsVfs::new()), dir.path(), &config).unwrap();
+    smgr.create(REL, Fork::Main).unwrap();
+    let before = smgr.vfs().counters().snapshot();
+    for n in 0..5 {
+        smgr.extend(REL, Fork::Main, &page_for(n)).unwrap();
+    }
+    assert_eq!(
+        smgr.vfs()
+            .counters()
+            .snapshot()
+            .since(&before)
+            .get(OpKind::Fsync),
+        5
+    );
+}

@@ -1,0 +1,222 @@
+//! # sync — the sync-request queue (seed 001)
+//!
+//! Every write that must be durable by the next checkpoint (relation segments now, the commit
+//! logs later) *registers a request* for its file here instead of fsyncing. The checkpointer
+//! drains the queue and fsyncs each file once, however many writes it absorbed; foreground
+//! paths and redo never fsync a data file.
+//!
+//! ## Rules
+//! - Requests are a set: a second request for the same file is absorbed (counted).
+//! - The queue is bounded (`capacity` distinct files). When it is full the writer fsyncs its
+//!   file itself, as a PostgreSQL backend does when the checkpointer's queue overflows; that
+//!   is counted, so a benchmark shows it.
+//! - [`SyncQueue::forget_relation`] (drop) and [`SyncQueue::forget_segments`] (truncate)
+//!   cancel requests, so a deleted file is never fsynced. A surviving file's request is never
+//!   dropped except by [`SyncQueue::drain`], whose caller must fsync every target it returns.
+//! - With `sync = immediate` every request is an fsync at once (PostgreSQL's old SLRU path),
+//!   for side-by-side benchmarks.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::error::Result;
+use crate::smgr::{Fork, RelFileLocator};
+
+/// How durability of data-file writes is achieved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncMode {
+    /// Requests go to the checkpointer, which fsyncs each file once per checkpoint.
+    Checkpointer,
+    /// Every write that needs durability fsyncs its file at once.
+    Immediate,
+}
+
+impl SyncMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncMode::Checkpointer => "checkpointer",
+            SyncMode::Immediate => "immediate",
+        }
+    }
+}
+
+/// A file that needs an fsync before the next checkpoint completes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SyncTarget {
+    Segment {
+        rel: RelFileLocator,
+        fork: Fork,
+        segno: u32,
+    },
+}
+
+/// Counters of the queue's work.
+#[derive(Debug, Default)]
+pub struct SyncStats {
+    pub requests: AtomicU64,
+    pub absorbed: AtomicU64,
+    /// fsyncs done by the writing thread (immediate mode, or a full queue).
+    pub writer_fsyncs: AtomicU64,
+}
+
+/// The bounded set of pending sync requests.
+pub struct SyncQueue {
+    mode: SyncMode,
+    capacity: usize,
+    pending: Mutex<HashSet<SyncTarget>>,
+    stats: SyncStats,
+}
+
+impl SyncQueue {
+    pub fn new(mode: SyncMode, capacity: usize) -> Self {
+        assert!(capacity > 0, "a sync queue holds at least one request");
+        SyncQueue {
+            mode,
+            capacity,
+            pending: Mutex::new(HashSet::new()),
+            stats: SyncStats::default(),
+        }
+    }
+
+    pub fn mode(&self) -> SyncMode {
+        self.mode
+    }
+
+    pub fn stats(&self) -> &SyncStats {
+        &self.stats
+    }
+
+    /// Registers that `target` was written; `fsync_now` is called when the request cannot be
+    /// queued (immediate mode, or the queue is full).
+    pub fn register(
+        &self,
+        target: SyncTarget,
+        fsync_now: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        if self.mode == SyncMode::Checkpointer {
+            let mut pending = self.pending.lock();
+            if pending.contains(&target) {
+                self.stats.absorbed.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+            if pending.len() < self.capacity {
+                pending.insert(target);
+                return Ok(());
+            }
+        }
+        self.stats.writer_fsyncs.fetch_add(1, Ordering::Relaxed);
+        fsync_now()
+    }
+
+    /// Cancels every request of a relation (it is being dropped).
+    pub fn forget_relation(&self, rel: RelFileLocator) {
+        self.pending.lock().retain(|t| match t {
+            SyncTarget::Segment { rel: r, .. } => *r != rel,
+        });
+    }
+
+    /// Cancels the requests of a fork's segments from `first_segno` on (they are removed).
+    pub fn forget_segments(&self, rel: RelFileLocator, fork: Fork, first_segno: u32) {
+        self.pending.lock().retain(|t| match t {
+            SyncTarget::Segment {
+                rel: r,
+                fork: f,
+                segno,
+            } => !(*r == rel && *f == fork && *segno >= first_segno),
+        });
+    }
+
+    /// Takes every pending request, in a stable order. The caller must fsync them all.
+    pub fn drain(&self) -> Vec<SyncTarget> {
+        let mut targets: Vec<_> = self.pending.lock().drain().collect();
+        targets.sort_unstable();
+        targets
+    }
+
+    /// How many requests are pending.
+    pub fn len(&self) -> usize {
+        self.pending.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    fn seg(rel: u64, segno: u32) -> SyncTarget {
+        SyncTarget::Segment {
+            rel: RelFileLocator::new(1, rel),
+            fork: Fork::Main,
+            segno,
+        }
+    }
+
+    #[test]
+    fn duplicates_are_absorbed_and_drained_once() {
+        let q = SyncQueue::new(SyncMode::Checkpointer, 10);
+        let fsyncs = Cell::new(0);
+        for _ in 0..100 {
+            q.register(seg(1, 0), || {
+                fsyncs.set(fsyncs.get() + 1);
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert_eq!(fsyncs.get(), 0);
+        assert_eq!(q.stats().absorbed.load(Ordering::Relaxed), 99);
+        assert_eq!(q.drain(), vec![seg(1, 0)]);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_full_queue_makes_the_writer_fsync_and_counts_it() {
+        let q = SyncQueue::new(SyncMode::Checkpointer, 2);
+        let fsyncs = Cell::new(0);
+        for rel in 0..5 {
+            q.register(seg(rel, 0), || {
+                fsyncs.set(fsyncs.get() + 1);
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert_eq!((q.len(), fsyncs.get()), (2, 3));
+        assert_eq!(q.stats().writer_fsyncs.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn immediate_mode_fsyncs_every_request() {
+        let q = SyncQueue::new(SyncMode::Immediate, 10);
+        let fsyncs = Cell::new(0);
+        for _ in 0..3 {
+            q.register(seg(1, 0), || {
+                fsyncs.set(fsyncs.get() + 1);
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert_eq!((q.len(), fsyncs.get()), (0, 3));
+    }
+
+    #[test]
+    fn forget_cancels_only_what_it_names() {
+        let q = SyncQueue::new(SyncMode::Checkpointer, 100);
+        for (rel, segno) in [(1, 0), (1, 1), (1, 2), (2, 0)] {
+            q.register(seg(rel, segno), || Ok(())).unwrap();
+        }
+        q.forget_segments(RelFileLocator::new(1, 1), Fork::Main, 1);
+        assert_eq!(q.drain(), vec![seg(1, 0), seg(2, 0)]);
+        q.register(seg(1, 0), || Ok(())).unwrap();
+        q.register(seg(2, 0), || Ok(())).unwrap();
+        q.forget_relation(RelFileLocator::new(1, 1));
+        assert_eq!(q.drain(), vec![seg(2, 0)]);
+    }
+}
