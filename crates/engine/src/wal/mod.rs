@@ -206,34 +206,33 @@ pub struct Wal {
     flushed_upto: AtomicU64,
     writer: Mutex<Writer>,
     failed: AtomicBool,
+    /// The redo point of the last checkpoint: the first change to a page whose LSN is not
+    /// past it must log a full-page image.
+    redo_point: AtomicU64,
     read_files: Mutex<Vec<(u64, Arc<dyn VfsFile>)>>,
     stats: WalStats,
 }
 
 impl Wal {
-    /// Opens the WAL in `<data_dir>/wal`, finding its end by reading from `start` (the redo
-    /// point; [`FIRST_LSN`] for a new WAL). Returns the WAL and the records found, in order,
-    /// for the caller to redo.
-    pub fn open(
+    /// The WAL directory of a data directory.
+    pub fn dir_of(data_dir: &Path) -> PathBuf {
+        data_dir.join("wal")
+    }
+
+    /// Opens the WAL for appending after `end`, the end of the last valid record (found by
+    /// reading it with a [`WalReader`]; [`FIRST_LSN`] for a new WAL), whose start is `prev`.
+    pub fn open_at(
         vfs: Arc<dyn Vfs>,
         data_dir: &Path,
         config: &Config,
-        start: Lsn,
-    ) -> Result<(Wal, Vec<DecodedRecord>)> {
+        end: Lsn,
+        prev: Lsn,
+    ) -> Result<Wal> {
         config.validate()?;
-        let dir = data_dir.join("wal");
+        let dir = Self::dir_of(data_dir);
         vfs.create_dir_all(&dir)
             .map_err(|e| Error::file("create directory", &dir, e))?;
-        let mut reader =
-            WalReader::new(Arc::clone(&vfs), &dir, config.wal_segment_size_bytes, start);
-        let mut records = Vec::new();
-        while let Some(rec) = reader.next_record()? {
-            records.push(rec);
-        }
-        let end = reader.end_lsn();
-        let prev = records.last().map_or(reader.prev_lsn(), |r| r.lsn);
-        let wal = Wal::new(vfs, dir, config, end, prev);
-        Ok((wal, records))
+        Ok(Wal::new(vfs, dir, config, end, prev))
     }
 
     fn new(vfs: Arc<dyn Vfs>, dir: PathBuf, config: &Config, end: Lsn, prev: Lsn) -> Wal {
@@ -265,6 +264,7 @@ impl Wal {
                 scratch: Vec::new(),
             }),
             failed: AtomicBool::new(false),
+            redo_point: AtomicU64::new(end),
             read_files: Mutex::new(Vec::new()),
             stats: WalStats::default(),
         }
@@ -282,6 +282,53 @@ impl Wal {
     /// The end of the reserved WAL (where the next record goes).
     pub fn insert_lsn(&self) -> Lsn {
         pos_to_end_lsn(self.reserve.lock().bytepos)
+    }
+
+    /// Puts the WAL in the failed state: another layer's durability failed (a data-file
+    /// fsync at checkpoint), so nothing more may be written until a restart recovers.
+    pub fn fail(&self, reason: &str) {
+        tracing::error!(reason, "WAL stopped: the engine must restart and recover");
+        self.failed.store(true, Ordering::Release);
+    }
+
+    /// Sets the redo point (the checkpointer does, at the start of each checkpoint).
+    pub fn set_redo_point(&self, lsn: Lsn) {
+        self.redo_point.store(lsn, Ordering::Release);
+    }
+
+    pub fn redo_point(&self) -> Lsn {
+        self.redo_point.load(Ordering::Acquire)
+    }
+
+    /// Must a change to a page with this LSN log a full-page image? Yes for the first change
+    /// after the redo point, so that redo can restore a page torn by a crash.
+    pub fn needs_image(&self, page_lsn: Lsn) -> bool {
+        page_lsn <= self.redo_point()
+    }
+
+    /// Removes the segment files that hold only WAL before `lsn` (the redo point of a
+    /// completed checkpoint: recovery never reads them again).
+    pub fn remove_segments_before(&self, lsn: Lsn) -> Result<usize> {
+        let keep_from = lsn / self.segment_size;
+        let names = self
+            .vfs
+            .list_dir(&self.dir)
+            .map_err(|e| Error::file("list", &self.dir, e))?;
+        let mut removed = 0;
+        for name in names {
+            let Some(segno) = name.to_str().and_then(|s| u64::from_str_radix(s, 16).ok()) else {
+                continue;
+            };
+            if segno < keep_from {
+                self.read_files.lock().retain(|(s, _)| *s != segno);
+                let path = self.dir.join(&name);
+                self.vfs
+                    .remove_file(&path)
+                    .map_err(|e| Error::file("remove WAL segment", &path, e))?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
     }
 
     fn check_failed(&self) -> Result<()> {

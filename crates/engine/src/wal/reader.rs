@@ -214,7 +214,9 @@ impl WalReader {
             }
             _ => bad + RECORD_HEADER_SIZE as u64,
         };
-        let last_segment = self.last_segment()?;
+        let Some(last_segment) = self.last_segment()? else {
+            return Ok(()); // no WAL directory yet: a new WAL
+        };
         let mut p = page_lsn + PAGE;
         while p / self.segment_size <= last_segment {
             if let Some(page) = self.fetch(p)? {
@@ -233,15 +235,15 @@ impl WalReader {
         Ok(())
     }
 
-    fn last_segment(&self) -> Result<u64> {
-        let names = self
-            .vfs
-            .list_dir(&self.dir)
-            .map_err(|e| Error::file("list", &self.dir, e))?;
+    fn last_segment(&self) -> Result<Option<u64>> {
+        let names = match self.vfs.list_dir(&self.dir) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::file("list", &self.dir, e)),
+        };
         Ok(names
             .iter()
             .filter_map(|n| n.to_str().and_then(|s| u64::from_str_radix(s, 16).ok()))
-            .max()
-            .unwrap_or(0))
+            .max())
     }
 }

@@ -17,13 +17,18 @@ fn config() -> Config {
     }
 }
 
+/// Reads the whole WAL (as recovery does), then opens it for appending after its end.
 fn open(vfs: &Arc<SimVfs>) -> Result<(Wal, Vec<DecodedRecord>)> {
-    Wal::open(
-        Arc::clone(vfs) as Arc<dyn Vfs>,
-        Path::new("/data"),
-        &config(),
-        FIRST_LSN,
-    )
+    let vfs = Arc::clone(vfs) as Arc<dyn Vfs>;
+    let dir = Path::new("/data");
+    let seg = config().wal_segment_size_bytes;
+    let mut reader = WalReader::new(Arc::clone(&vfs), &Wal::dir_of(dir), seg, FIRST_LSN);
+    let mut records = Vec::new();
+    while let Some(rec) = reader.next_record()? {
+        records.push(rec);
+    }
+    let wal = Wal::open_at(vfs, dir, &config(), reader.end_lsn(), reader.prev_lsn())?;
+    Ok((wal, records))
 }
 
 /// Main data that names its record: (id, length) → deterministic bytes.

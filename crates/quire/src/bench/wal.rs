@@ -27,7 +27,7 @@ struct Run {
 
 fn open(dir: &Path) -> anyhow::Result<(Arc<dyn Vfs>, Wal)> {
     let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
-    let (wal, _) = Wal::open(Arc::clone(&vfs), dir, &Config::default(), FIRST_LSN)?;
+    let wal = Wal::open_at(Arc::clone(&vfs), dir, &Config::default(), FIRST_LSN, 0)?;
     Ok((vfs, wal))
 }
 
