@@ -60,6 +60,11 @@ pub struct Config {
     /// `wal_buffers`: the ring of WAL pages in memory. 16 MB, PostgreSQL's largest automatic
     /// value; at least 1 MB (four of the largest records).
     pub wal_buffers_bytes: u64,
+    /// `checkpoint_timeout`: seconds between automatic checkpoints. PostgreSQL's default, 5 min.
+    pub checkpoint_timeout_s: u64,
+    /// `max_wal_size`: WAL written since the last redo point that triggers a checkpoint.
+    /// PostgreSQL's default, 1 GB.
+    pub max_wal_size_bytes: u64,
     /// Seed 000 switch.
     pub buffer_drop: BufferDropMode,
     /// Seed 001 switch: `checkpointer` (fsyncs absorbed and done once per file per checkpoint)
@@ -77,6 +82,8 @@ impl Default for Config {
             max_files_per_process: 1000,
             wal_segment_size_bytes: 16 * 1024 * 1024,
             wal_buffers_bytes: 16 * 1024 * 1024,
+            checkpoint_timeout_s: 300,
+            max_wal_size_bytes: 1024 * 1024 * 1024,
             buffer_drop: BufferDropMode::Indexed,
             sync: SyncMode::Checkpointer,
             relsize_cache: RelsizeCacheMode::On,
@@ -118,6 +125,10 @@ impl Config {
             }
             "wal_segment_size" => self.wal_segment_size_bytes = parse_bytes(value).map_err(bad)?,
             "wal_buffers" => self.wal_buffers_bytes = parse_bytes(value).map_err(bad)?,
+            "checkpoint_timeout" => {
+                self.checkpoint_timeout_s = parse_seconds(value).map_err(bad)?;
+            }
+            "max_wal_size" => self.max_wal_size_bytes = parse_bytes(value).map_err(bad)?,
             "buffer_drop" => {
                 self.buffer_drop = match value.trim() {
                     "indexed" => BufferDropMode::Indexed,
@@ -203,11 +214,33 @@ impl Config {
                 ),
             );
         }
+        if self.checkpoint_timeout_s == 0 {
+            return bad("checkpoint_timeout", "must be at least 1s".to_string());
+        }
         if self.max_files_per_process < 4 {
             return bad("max_files_per_process", "must be at least 4".to_string());
         }
         Ok(())
     }
+}
+
+/// Parses a duration in seconds: a bare number is seconds; `s`, `min` and `h` suffixes as in
+/// PostgreSQL.
+pub fn parse_seconds(text: &str) -> std::result::Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("\"{text}\" does not start with a whole number"))?;
+    let mult = match unit.trim() {
+        "" | "s" => 1,
+        "min" => 60,
+        "h" => 3600,
+        other => return Err(format!("\"{other}\" is not a unit (use s, min, h)")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("\"{text}\" is too large"))
 }
 
 /// Parses a size in bytes: a bare number is bytes; suffixes `kB`/`MB`/`GB`/`TB` (PostgreSQL's,

@@ -1,15 +1,36 @@
-//! The engine as one object: a data directory opened exclusively, with its storage manager
-//! and buffer pool. Later layers (WAL, checkpointer, transactions) hang off this too.
+//! The engine as one object: a data directory opened exclusively, with its storage manager,
+//! buffer pool, WAL and checkpointer. [`Database::open`] is startup: it reads the control file
+//! and, unless the last stop was clean, redoes the WAL from the last checkpoint's redo point,
+//! then writes an end-of-recovery checkpoint. [`Database::close`] writes a shutdown checkpoint,
+//! so the next start replays nothing. Dropping a `Database` without closing it is a crash as
+//! far as the data directory is concerned.
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use crate::buffer::BufferPool;
+use crate::buffer::{BufferPool, BufferTag, WriteBackHook};
+use crate::checkpoint::{Checkpointer, ControlData, DbState};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::recovery::{redo_all, RecoveryStats, RedoContext, Registry};
 use crate::smgr::Smgr;
 use crate::vfs::{DirLock, Vfs};
+use crate::wal::{Wal, WalReader, FIRST_LSN};
+
+/// The buffer pool's WAL rule, bound once the WAL is open. During redo it is unbound: every
+/// page redo dirties carries the LSN of WAL that is already durable.
+#[derive(Default)]
+struct LateWal(OnceLock<Arc<Wal>>);
+
+impl WriteBackHook for LateWal {
+    fn before_write(&self, tag: BufferTag, page_lsn: u64) -> Result<()> {
+        match self.0.get() {
+            Some(wal) => wal.before_write(tag, page_lsn),
+            None => Ok(()),
+        }
+    }
+}
 
 /// An open data directory.
 pub struct Database {
@@ -17,13 +38,17 @@ pub struct Database {
     config: Config,
     smgr: Arc<Smgr>,
     pool: Arc<BufferPool>,
+    wal: Arc<Wal>,
+    checkpointer: Checkpointer,
+    recovery: RecoveryStats,
     // Dropped last: the directory stays locked until everything above is gone.
     _lock: Box<dyn DirLock>,
 }
 
 impl Database {
-    /// Opens (creating if needed) a data directory. Fails if another engine has it open.
-    pub fn open(vfs: Arc<dyn Vfs>, data_dir: &Path, config: Config) -> Result<Self> {
+    /// Opens (creating if needed) a data directory, recovering it if it was not shut down
+    /// cleanly. Fails if another engine has it open.
+    pub fn open(vfs: &Arc<dyn Vfs>, data_dir: &Path, config: Config) -> Result<Self> {
         config.validate()?;
         vfs.create_dir_all(data_dir)
             .map_err(|e| Error::file("create data directory", data_dir, e))?;
@@ -35,15 +60,89 @@ impl Database {
             };
             Error::file(op, data_dir, e)
         })?;
-        let smgr = Arc::new(Smgr::new(vfs, data_dir, &config)?);
-        let pool = Arc::new(BufferPool::new(Arc::clone(&smgr), &config, None)?);
+        let smgr = Arc::new(Smgr::new(Arc::clone(vfs), data_dir, &config)?);
+        let hook = Arc::new(LateWal::default());
+        let pool = Arc::new(BufferPool::new(
+            Arc::clone(&smgr),
+            &config,
+            Some(hook.clone()),
+        )?);
+
+        let control = ControlData::read(vfs, data_dir)?;
+        let (start, clean) = match control {
+            None => (FIRST_LSN, false),
+            Some(c) if c.state == DbState::ShutDown => (c.checkpoint_lsn, true),
+            Some(c) => (c.redo_lsn, false),
+        };
+        let mut reader = WalReader::new(
+            Arc::clone(vfs),
+            &Wal::dir_of(data_dir),
+            config.wal_segment_size_bytes,
+            start,
+        );
+        let ctx = RedoContext {
+            smgr: &smgr,
+            pool: &pool,
+        };
+        let recovery = redo_all(&mut reader, &Registry::with_builtins(), &ctx)?;
+        if recovery.records > 0 || !clean {
+            tracing::info!(
+                records = recovery.records,
+                bytes = recovery.bytes,
+                seconds = recovery.duration.as_secs_f64(),
+                from_lsn = start,
+                to_lsn = reader.end_lsn(),
+                "redo done"
+            );
+        }
+        let wal = Arc::new(Wal::open_at(
+            Arc::clone(vfs),
+            data_dir,
+            &config,
+            reader.end_lsn(),
+            reader.prev_lsn(),
+        )?);
+        wal.set_redo_point(start);
+        if hook.0.set(Arc::clone(&wal)).is_err() {
+            unreachable!("the hook is bound once, here");
+        }
+        let checkpointer = Checkpointer::new(
+            Arc::clone(vfs),
+            data_dir,
+            &config,
+            Arc::clone(&wal),
+            Arc::clone(&smgr),
+            Arc::clone(&pool),
+        );
+        if clean && recovery.records == 0 {
+            // Running again: a crash from now on must redo from the shutdown checkpoint.
+            ControlData {
+                state: DbState::InProduction,
+                checkpoint_lsn: start,
+                redo_lsn: start,
+            }
+            .write(vfs, data_dir)?;
+        } else {
+            // End of recovery (or a new directory): make everything redone durable.
+            checkpointer.checkpoint()?;
+        }
+        checkpointer.start()?;
         Ok(Database {
             data_dir: data_dir.to_path_buf(),
             config,
             smgr,
             pool,
+            wal,
+            checkpointer,
+            recovery,
             _lock: lock,
         })
+    }
+
+    /// Writes the shutdown checkpoint and closes: the next open replays nothing.
+    pub fn close(self) -> Result<()> {
+        self.checkpointer.shutdown()?;
+        Ok(())
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -61,6 +160,19 @@ impl Database {
     pub fn buffer_pool(&self) -> &Arc<BufferPool> {
         &self.pool
     }
+
+    pub fn wal(&self) -> &Arc<Wal> {
+        &self.wal
+    }
+
+    pub fn checkpointer(&self) -> &Checkpointer {
+        &self.checkpointer
+    }
+
+    /// What the startup redo did.
+    pub fn recovery_stats(&self) -> RecoveryStats {
+        self.recovery
+    }
 }
 
 #[cfg(test)]
@@ -72,13 +184,13 @@ mod tests {
     fn a_data_directory_is_opened_by_one_engine_at_a_time() {
         let dir = tempfile::tempdir().unwrap();
         let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
-        let db = Database::open(Arc::clone(&vfs), dir.path(), Config::default()).unwrap();
-        let err = Database::open(Arc::clone(&vfs), dir.path(), Config::default())
+        let db = Database::open(&vfs, dir.path(), Config::default()).unwrap();
+        let err = Database::open(&vfs, dir.path(), Config::default())
             .err()
             .expect("the directory is locked");
         assert!(err.to_string().contains("another quire"), "{err}");
-        drop(db);
-        Database::open(vfs, dir.path(), Config::default()).unwrap();
+        db.close().unwrap();
+        Database::open(&vfs, dir.path(), Config::default()).unwrap();
     }
 
     #[test]
@@ -88,7 +200,7 @@ mod tests {
             shared_buffers_bytes: 1000,
             ..Config::default()
         };
-        let err = Database::open(vfs, Path::new("/data"), config)
+        let err = Database::open(&vfs, Path::new("/data"), config)
             .err()
             .unwrap();
         assert!(err.to_string().contains("shared_buffers"), "{err}");

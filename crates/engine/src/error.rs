@@ -98,6 +98,15 @@ pub enum Error {
     #[error("WAL record too large: {size_bytes} bytes with {blocks} block references")]
     WalRecordTooLarge { size_bytes: usize, blocks: usize },
 
+    #[error("control file \"{path}\" is invalid: {reason}")]
+    ControlFile { path: PathBuf, reason: String },
+
+    #[error("checkpoint failed, the engine stopped: {reason}")]
+    CheckpointFailed { reason: String },
+
+    #[error("no resource manager {rmid} to redo the WAL record at LSN {lsn}")]
+    UnknownResourceManager { rmid: u8, lsn: u64 },
+
     #[error("invalid value for setting \"{name}\": {reason}")]
     Config { name: String, reason: String },
 }

@@ -9,17 +9,21 @@
 //! 2. [`page`]: the 8 KiB page layout and its CRC32C checksum.
 //! 3. [`smgr`]: relations as segment files, and the relation-size cache.
 //! 4. [`buffer`]: the shared buffer pool, whose relation drop does not scan the pool.
-//! 5. [`wal`]: the write-ahead log: parallel insertion, group commit, reading back.
+//! 5. [`wal`]: the write-ahead log: parallel insertion, group commit, reading back;
+//!    [`sync`]: the sync-request queue; [`recovery`]: resource managers and redo.
+//! 6. [`checkpoint`]: the checkpointer, the control file.
 //!
 //! [`Database`] opens a data directory (exclusively) with its storage manager and buffer
 //! pool; [`Config`] holds every setting; [`Error`] is the one error type of the library.
 
 pub mod buffer;
+pub mod checkpoint;
 pub mod config;
 mod db;
 pub mod error;
 mod hash;
 pub mod page;
+pub mod recovery;
 pub mod smgr;
 pub mod sync;
 pub mod vfs;

@@ -124,6 +124,10 @@ pub struct Smgr {
     files: FileCache,
     extension_locks: Vec<Mutex<()>>,
     sync_queue: SyncQueue,
+    /// Directories whose entries changed (a segment created or removed) since their last
+    /// fsync: the checkpointer syncs them with the files, or a crash could lose a file whose
+    /// data it had made durable.
+    dirty_dirs: Mutex<std::collections::BTreeSet<PathBuf>>,
 }
 
 impl Smgr {
@@ -145,6 +149,7 @@ impl Smgr {
                 .collect(),
             // PostgreSQL sizes the checkpointer's request queue by NBuffers too.
             sync_queue: SyncQueue::new(config.sync, config.nbuffers()),
+            dirty_dirs: Mutex::new(std::collections::BTreeSet::new()),
         })
     }
 
@@ -203,6 +208,7 @@ impl Smgr {
         };
         self.files.insert((rel, fork, 0), file);
         self.sizes.set(rel, fork, 0);
+        self.dirty_dirs.lock().insert(dir);
         Ok(())
     }
 
@@ -364,6 +370,23 @@ impl Smgr {
         })
     }
 
+    /// Fsyncs every directory whose entries changed since its last fsync (the checkpointer
+    /// calls this after the drained file requests).
+    pub fn sync_dirs(&self) -> Result<()> {
+        let dirs = std::mem::take(&mut *self.dirty_dirs.lock());
+        for dir in &dirs {
+            if let Err(e) = self.vfs.sync_dir(dir) {
+                if e.kind() == io::ErrorKind::NotFound {
+                    continue;
+                }
+                // Put them back: they still need it (the caller fails the engine anyway).
+                self.dirty_dirs.lock().extend(dirs.iter().cloned());
+                return Err(Error::file("fsync directory", dir, e));
+            }
+        }
+        Ok(())
+    }
+
     /// Fsyncs one drained sync request. A file removed since the request was filed is
     /// skipped (its relation was dropped; PostgreSQL tolerates ENOENT the same way).
     pub fn sync_target(&self, target: SyncTarget) -> Result<()> {
@@ -423,6 +446,10 @@ impl Smgr {
                 source: io::Error::other("cannot extend a fork beyond 2^32-2 blocks"),
             });
         }
+        if block > 0 && block.is_multiple_of(self.segment_size_blocks) {
+            // A new segment file: its name must be made durable with its data.
+            self.dirty_dirs.lock().insert(self.rel_dir(rel));
+        }
         let (file, offset_bytes) =
             self.file_for_block(rel, fork, block, OpenMode::CreateIfMissing)?;
         write_page(&file, rel, fork, block, offset_bytes, page_bytes)?;
@@ -471,6 +498,7 @@ impl Smgr {
 
     fn remove_segment(&self, rel: RelFileLocator, fork: Fork, segno: u32) -> Result<()> {
         self.files.remove(&(rel, fork, segno));
+        self.dirty_dirs.lock().insert(self.rel_dir(rel));
         let path = self.segment_path(rel, fork, segno);
         match self.vfs.remove_file(&path) {
             Ok(()) => Ok(()),

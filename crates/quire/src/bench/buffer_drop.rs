@@ -152,7 +152,7 @@ fn measure(
         ..Config::default()
     };
     let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
-    let db = Database::open(Arc::clone(&vfs), dir, config)?;
+    let db = Database::open(&vfs, dir, config)?;
     let (smgr, pool) = (db.smgr(), db.buffer_pool());
     ensure!(
         relations * u64::from(pages) <= pool.nbuffers() as u64,

@@ -63,7 +63,7 @@ pub fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
             ..Config::default()
         };
         let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
-        let db = Database::open(Arc::clone(&vfs), &sub, config)?;
+        let db = Database::open(&vfs, &sub, config)?;
         let (smgr, pool) = (db.smgr(), db.buffer_pool());
         let rels: Vec<RelFileLocator> = (0..relations)
             .map(|i| RelFileLocator::new(5, 200_000 + i))
