@@ -159,6 +159,8 @@ pub struct RecoveryStats {
     pub records: u64,
     pub bytes: u64,
     pub duration: Duration,
+    /// File-layer calls made during redo (the end-of-recovery checkpoint not included).
+    pub calls: crate::vfs::OpCounts,
 }
 
 /// Redoes every record the reader returns.
@@ -168,6 +170,7 @@ pub fn redo_all(
     ctx: &RedoContext<'_>,
 ) -> Result<RecoveryStats> {
     let t0 = Instant::now();
+    let calls_before = ctx.smgr.vfs().counters().snapshot();
     let mut stats = RecoveryStats::default();
     while let Some(rec) = reader.next_record()? {
         registry.redo(ctx, &rec)?;
@@ -179,5 +182,6 @@ pub fn redo_all(
         }
     }
     stats.duration = t0.elapsed();
+    stats.calls = ctx.smgr.vfs().counters().snapshot().since(&calls_before);
     Ok(stats)
 }

@@ -136,6 +136,9 @@ pub struct WalReader {
     end: Lsn,
     done: bool,
     file: Option<(u64, Arc<dyn VfsFile>)>,
+    /// The last page read: consecutive records mostly share a page, and a copy is far
+    /// cheaper than a read system call.
+    last_page: Option<(Lsn, WalPage)>,
 }
 
 impl WalReader {
@@ -149,6 +152,7 @@ impl WalReader {
             end: start,
             done: false,
             file: None,
+            last_page: None,
         }
     }
 
@@ -163,6 +167,19 @@ impl WalReader {
     }
 
     fn fetch(&mut self, page_lsn: Lsn) -> Result<Option<WalPage>> {
+        if let Some((lsn, page)) = &self.last_page {
+            if *lsn == page_lsn {
+                return Ok(Some(page.clone()));
+            }
+        }
+        let page = self.fetch_from_file(page_lsn)?;
+        if let Some(p) = &page {
+            self.last_page = Some((page_lsn, p.clone()));
+        }
+        Ok(page)
+    }
+
+    fn fetch_from_file(&mut self, page_lsn: Lsn) -> Result<Option<WalPage>> {
         let segno = page_lsn / self.segment_size;
         if self.file.as_ref().is_none_or(|(s, _)| *s != segno) {
             let path = self.dir.join(format!("{segno:016X}"));

@@ -4,6 +4,7 @@
 //! file-layer call counts the experiment is about; `--json` writes the same figures.
 
 mod buffer_drop;
+mod recovery;
 mod relsize;
 mod wal;
 
@@ -61,6 +62,8 @@ pub enum BenchName {
     Relsize,
     /// WAL insert throughput by thread count, and the group-commit gain.
     Wal,
+    /// Crash recovery of a large WAL: redo rate and file-layer calls per record.
+    Recovery,
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -79,6 +82,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             BenchName::BufferDrop => buffer_drop::run(args, dir.path())?,
             BenchName::Relsize => relsize::run(args, dir.path())?,
             BenchName::Wal => wal::run_bench(args, dir.path())?,
+            BenchName::Recovery => recovery::run_bench(args, dir.path())?,
         };
         print!("{}", report.render());
         println!();
