@@ -2,6 +2,7 @@
 //! experiments (`quire bench <name>`); the server (`quire serve`) comes with the SQL layers.
 
 mod bench;
+mod torture;
 
 use clap::{Parser, Subcommand};
 
@@ -20,6 +21,8 @@ struct Cli {
 enum Command {
     /// Reproduce a seed experiment: old and new behaviour measured side by side in one run.
     Bench(bench::BenchArgs),
+    /// A crash workload for `kill -9` tests: `run` until killed, then `verify`.
+    Torture(torture::TortureArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -33,5 +36,6 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Bench(args) => bench::run(&args),
+        Command::Torture(args) => torture::run(&args),
     }
 }
