@@ -62,6 +62,9 @@ pub struct Config {
     pub wal_buffers_bytes: u64,
     /// `checkpoint_timeout`: seconds between automatic checkpoints. PostgreSQL's default, 5 min.
     pub checkpoint_timeout_s: u64,
+    /// `checkpoint_completion_target`: the share of the interval over which a timed
+    /// checkpoint spreads its writes. PostgreSQL's default, 0.9.
+    pub checkpoint_completion_target: f64,
     /// `max_wal_size`: WAL written since the last redo point that triggers a checkpoint.
     /// PostgreSQL's default, 1 GB.
     pub max_wal_size_bytes: u64,
@@ -83,6 +86,7 @@ impl Default for Config {
             wal_segment_size_bytes: 16 * 1024 * 1024,
             wal_buffers_bytes: 16 * 1024 * 1024,
             checkpoint_timeout_s: 300,
+            checkpoint_completion_target: 0.9,
             max_wal_size_bytes: 1024 * 1024 * 1024,
             buffer_drop: BufferDropMode::Indexed,
             sync: SyncMode::Checkpointer,
@@ -129,6 +133,12 @@ impl Config {
                 self.checkpoint_timeout_s = parse_seconds(value).map_err(bad)?;
             }
             "max_wal_size" => self.max_wal_size_bytes = parse_bytes(value).map_err(bad)?,
+            "checkpoint_completion_target" => {
+                self.checkpoint_completion_target = value
+                    .trim()
+                    .parse()
+                    .map_err(|e| bad(format!("\"{value}\" is not a number: {e}")))?;
+            }
             "buffer_drop" => {
                 self.buffer_drop = match value.trim() {
                     "indexed" => BufferDropMode::Indexed,
@@ -211,6 +221,15 @@ impl Config {
                 format!(
                     "{} bytes is not a multiple of 8 kB of at least {min_wal_buffers} bytes",
                     self.wal_buffers_bytes
+                ),
+            );
+        }
+        if !(0.0..=1.0).contains(&self.checkpoint_completion_target) {
+            return bad(
+                "checkpoint_completion_target",
+                format!(
+                    "{} is not between 0 and 1",
+                    self.checkpoint_completion_target
                 ),
             );
         }

@@ -194,6 +194,50 @@ mod tests {
     }
 
     #[test]
+    fn a_timed_checkpoint_spreads_its_writes_over_the_interval() {
+        use crate::buffer::BufferTag;
+        use crate::recovery::testrm;
+        use crate::smgr::{Fork, RelFileLocator};
+        use std::sync::atomic::Ordering;
+        let vfs: Arc<dyn Vfs> = Arc::new(SimVfs::new(3));
+        let config = Config {
+            checkpoint_timeout_s: 1,
+            checkpoint_completion_target: 0.8,
+            ..Config::default()
+        };
+        let db = Database::open(&vfs, Path::new("/data"), config).unwrap();
+        let rel = RelFileLocator::new(1, 9);
+        db.smgr().create(rel, Fork::Main).unwrap();
+        for _ in 0..100 {
+            let buf = db.buffer_pool().extend(rel, Fork::Main).unwrap();
+            testrm::set_bytes(db.wal(), &buf, 100, b"spread me").unwrap();
+        }
+        let stats = db.checkpointer().stats();
+        let before = stats.checkpoints.load(Ordering::Relaxed);
+        // Bounded wait: the timed checkpoint comes within 1 s and takes about 0.8 s.
+        for _ in 0..100 {
+            if stats.checkpoints.load(Ordering::Relaxed) > before {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(
+            stats.checkpoints.load(Ordering::Relaxed) > before,
+            "no timed checkpoint ran"
+        );
+        // Paced: the 100 writes were spread over (most of) the 0.8 s budget.
+        let spread_ms = stats.last_write_ms.load(Ordering::Relaxed);
+        assert!(spread_ms >= 500, "writes took {spread_ms} ms: not spread");
+        let buf = db
+            .buffer_pool()
+            .read_buffer(BufferTag::new(rel, Fork::Main, 0))
+            .unwrap();
+        assert_eq!(&buf.read()[100..109], b"spread me");
+        drop(buf);
+        db.close().unwrap();
+    }
+
+    #[test]
     fn bad_settings_are_refused_with_the_setting_named() {
         let vfs: Arc<dyn Vfs> = Arc::new(SimVfs::new(1));
         let config = Config {

@@ -501,15 +501,25 @@ impl BufferPool {
         Ok(())
     }
 
-    /// Writes every dirty buffer of the pool (a checkpoint's job).
+    /// Writes every dirty buffer of the pool (a checkpoint's job, at once).
     pub fn flush_all(&self) -> Result<()> {
-        for id in 0..self.descs.len() as u32 {
-            let s = self.descs[id as usize].state.load(Ordering::Relaxed);
-            if s & DIRTY != 0 && self.pin_if(id, |_| true) {
+        self.flush_all_paced(|_, _| {})
+    }
+
+    /// Writes every buffer that is dirty now, calling `after_write(done, total)` after each
+    /// write so a checkpoint can pace itself. Buffers dirtied after the call starts are not
+    /// waited for: a checkpoint needs only what was dirty at its redo point.
+    pub fn flush_all_paced(&self, mut after_write: impl FnMut(usize, usize)) -> Result<()> {
+        let dirty: Vec<u32> = (0..self.descs.len() as u32)
+            .filter(|&id| self.descs[id as usize].state.load(Ordering::Relaxed) & DIRTY != 0)
+            .collect();
+        for (done, &id) in dirty.iter().enumerate() {
+            if self.pin_if(id, |_| true) {
                 let result = self.flush_pinned(id);
                 self.unpin(id);
                 result?;
             }
+            after_write(done + 1, dirty.len());
         }
         Ok(())
     }

@@ -7,8 +7,9 @@
 //! file at it crash-safely, and removes WAL segments older than the redo point.
 //!
 //! A background thread runs one every `checkpoint_timeout`, or sooner when more than
-//! `max_wal_size` of WAL was written since the last redo point; [`Checkpointer::checkpoint`]
-//! runs one on request, and shutdown runs a last one.
+//! `max_wal_size` of WAL was written since the last redo point, spreading its buffer writes
+//! over `checkpoint_completion_target` of the interval (and of `max_wal_size`) so that it does
+//! not flood the disk; [`Checkpointer::checkpoint`] (on request) and shutdown write at once.
 //!
 //! ## Rules
 //! - One checkpoint at a time.
@@ -47,6 +48,8 @@ pub struct CheckpointStats {
     pub checkpoints: AtomicU64,
     pub file_fsyncs: AtomicU64,
     pub wal_segments_removed: AtomicU64,
+    /// How long the last checkpoint spent writing buffers (paced or not).
+    pub last_write_ms: AtomicU64,
 }
 
 struct Shared {
@@ -57,6 +60,7 @@ struct Shared {
     pool: Arc<BufferPool>,
     timeout: Duration,
     max_wal_size_bytes: u64,
+    completion_target: f64,
     run_lock: Mutex<()>,
     last_redo: AtomicU64,
     failed: AtomicBool,
@@ -90,6 +94,7 @@ impl Checkpointer {
                 pool,
                 timeout: Duration::from_secs(config.checkpoint_timeout_s),
                 max_wal_size_bytes: config.max_wal_size_bytes,
+                completion_target: config.checkpoint_completion_target,
                 run_lock: Mutex::new(()),
                 last_redo: AtomicU64::new(last_redo),
                 failed: AtomicBool::new(false),
@@ -120,13 +125,13 @@ impl Checkpointer {
 
     /// Runs a checkpoint now and waits for it; returns the checkpoint record's LSN.
     pub fn checkpoint(&self) -> Result<Lsn> {
-        self.shared.run(false)
+        self.shared.run(false, false)
     }
 
     /// Stops the background thread and writes the shutdown checkpoint.
     pub fn shutdown(&self) -> Result<Lsn> {
         self.stop_thread();
-        self.shared.run(true)
+        self.shared.run(true, false)
     }
 
     fn stop_thread(&self) {
@@ -165,7 +170,7 @@ impl Shared {
                 .insert_lsn()
                 .saturating_sub(self.last_redo.load(Ordering::Acquire));
             if last.elapsed() >= self.timeout || wal_since >= self.max_wal_size_bytes {
-                match self.run(false) {
+                match self.run(false, true) {
                     Ok(lsn) => tracing::debug!(lsn, "checkpoint complete"),
                     // Handled here: logged, and the engine is already in its failed state if
                     // it was an fsync; a write error is retried at the next trigger.
@@ -184,7 +189,29 @@ impl Shared {
         }
     }
 
-    fn run(&self, shutdown: bool) -> Result<Lsn> {
+    /// Sleeps while the checkpoint is ahead of schedule (PostgreSQL's
+    /// `IsCheckpointOnSchedule`): `done / total` of the writes must not run ahead of the
+    /// elapsed share of the time budget, nor of the WAL budget. Naps are short, so a shutdown
+    /// request is noticed quickly; it ends the pacing.
+    fn pace(&self, started: Instant, redo: Lsn, done: usize, total: usize) {
+        let progress = done as f64 / total.max(1) as f64;
+        let budget = self.timeout.mul_f64(self.completion_target);
+        // Bounded: at most one nap per 10 ms of the budget.
+        for _ in 0..=budget.as_millis() / 10 {
+            if *self.stop.lock() {
+                return;
+            }
+            let time_share = started.elapsed().as_secs_f64() / budget.as_secs_f64();
+            let wal_share = self.wal.insert_lsn().saturating_sub(redo) as f64
+                / (self.max_wal_size_bytes as f64 * self.completion_target);
+            if progress <= time_share.max(wal_share) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn run(&self, shutdown: bool, spread: bool) -> Result<Lsn> {
         let _one_at_a_time = self.run_lock.lock();
         if self.failed.load(Ordering::Acquire) {
             return Err(Error::CheckpointFailed {
@@ -193,7 +220,15 @@ impl Shared {
         }
         let redo = self.wal.insert_lsn();
         self.wal.set_redo_point(redo);
-        self.pool.flush_all()?;
+        let started = Instant::now();
+        self.pool.flush_all_paced(|done, total| {
+            if spread {
+                self.pace(started, redo, done, total);
+            }
+        })?;
+        self.stats
+            .last_write_ms
+            .store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
         for target in self.smgr.sync_queue().drain() {
             self.stats.file_fsyncs.fetch_add(1, Ordering::Relaxed);
             if let Err(e) = self.smgr.sync_target(target) {
