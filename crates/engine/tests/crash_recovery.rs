@@ -242,3 +242,93 @@ fn a_failed_data_fsync_stops_the_engine_and_recovery_restores_everything() {
         assert_eq!(read_slots(&db, 0, b)[0], u64::from(b) + 1, "block {b}");
     }
 }
+
+/// Truncation and drop are WAL-logged before the files change, and their redo drops buffers
+/// and cuts files exactly as the primary did.
+#[test]
+fn truncate_and_drop_are_redone_after_a_crash() {
+    let vfs = Arc::new(SimVfs::new(77));
+    let db = open(&vfs);
+    let wal = Arc::clone(db.wal());
+    let pool = db.buffer_pool();
+    for r in 0..2 {
+        db.smgr().create(rel(r), Fork::Main).unwrap();
+        wal.flush(storage::log_create(&wal, rel(r), Fork::Main).unwrap())
+            .unwrap();
+        for b in 0..10u32 {
+            let buf = pool.extend(rel(r), Fork::Main).unwrap();
+            let end = testrm::set_bytes(&wal, &buf, SLOT_BASE, &(u64::from(b) + 7).to_le_bytes())
+                .unwrap();
+            wal.flush(end).unwrap();
+        }
+    }
+    // Truncate rel 0 to 3 blocks: WAL first (flushed), then buffers, then the file.
+    let end = storage::log_truncate(&wal, rel(0), Fork::Main, 3).unwrap();
+    wal.flush(end).unwrap();
+    pool.drop_relation_buffers(rel(0), Fork::Main, 3);
+    db.smgr().truncate(rel(0), Fork::Main, 3).unwrap();
+    // Drop rel 1.
+    let end = storage::log_drop(&wal, &[rel(1)]).unwrap();
+    wal.flush(end).unwrap();
+    pool.drop_relations(&[rel(1)]);
+    db.smgr().unlink(rel(1)).unwrap();
+    drop(db);
+    vfs.crash(&CrashOptions {
+        keep_unsynced_probability: 0.5,
+        tear_writes: true,
+    });
+    let db = open(&vfs);
+    assert_eq!(db.smgr().nblocks(rel(0), Fork::Main).unwrap(), 3);
+    for b in 0..3u32 {
+        assert_eq!(read_slots(&db, 0, b)[0], u64::from(b) + 7);
+    }
+    assert!(
+        !db.smgr().exists(rel(1), Fork::Main).unwrap(),
+        "the dropped relation came back"
+    );
+    assert_eq!(db.buffer_pool().cached_buffers_of(rel(1)), 0);
+    db.buffer_pool().check_invariants().unwrap();
+}
+
+/// A checkpoint fsyncs each written file once, however many writes it absorbed, and no
+/// foreground write fsyncs a data file (seed 001).
+#[test]
+fn a_checkpoint_fsyncs_each_written_file_once() {
+    use quire_engine::vfs::OpKind;
+    let vfs = Arc::new(SimVfs::new(5));
+    let db = open(&vfs);
+    let wal = Arc::clone(db.wal());
+    db.smgr().create(rel(0), Fork::Main).unwrap();
+    // 12 blocks = 3 segments of 4; every page changed 10 times and written back repeatedly
+    // through a 20-buffer pool.
+    for round in 0..10u64 {
+        for b in 0..12u32 {
+            if db.smgr().nblocks(rel(0), Fork::Main).unwrap() <= b {
+                drop(db.buffer_pool().extend(rel(0), Fork::Main).unwrap());
+            }
+            let buf = db
+                .buffer_pool()
+                .read_buffer(BufferTag::new(rel(0), Fork::Main, b))
+                .unwrap();
+            testrm::set_bytes(&wal, &buf, SLOT_BASE, &round.to_le_bytes()).unwrap();
+        }
+        db.buffer_pool().flush_all().unwrap();
+    }
+    let before = vfs.counters().snapshot();
+    let files_before = db
+        .checkpointer()
+        .stats()
+        .file_fsyncs
+        .load(std::sync::atomic::Ordering::Relaxed);
+    db.checkpointer().checkpoint().unwrap();
+    let files = db
+        .checkpointer()
+        .stats()
+        .file_fsyncs
+        .load(std::sync::atomic::Ordering::Relaxed)
+        - files_before;
+    assert_eq!(files, 3, "one fsync per segment file");
+    let c = vfs.counters().snapshot().since(&before);
+    // 3 data files, the WAL segment(s) of the checkpoint record, the control file.
+    assert!(c.get(OpKind::Fsync) <= 3 + 2 + 1, "{c}");
+}
