@@ -206,6 +206,9 @@ pub struct Wal {
     flushed_upto: AtomicU64,
     writer: Mutex<Writer>,
     failed: AtomicBool,
+    /// Where this WAL was opened: ring pages before it hold no bytes of earlier records
+    /// (those are only in the files).
+    opened_at: Lsn,
     /// The redo point of the last checkpoint: the first change to a page whose LSN is not
     /// past it must log a full-page image.
     redo_point: AtomicU64,
@@ -265,6 +268,7 @@ impl Wal {
             }),
             failed: AtomicBool::new(false),
             redo_point: AtomicU64::new(end),
+            opened_at: end,
             read_files: Mutex::new(Vec::new()),
             stats: WalStats::default(),
         }
@@ -500,7 +504,10 @@ impl Wal {
             return Ok(()); // a leader flushed for us
         }
         let target = self.finished_point();
-        debug_assert!(target >= upto, "insertions before {upto} are complete");
+        assert!(
+            target >= upto,
+            "insertions before {upto} are complete, yet only {target} is"
+        );
         self.write_locked(&mut w, target)?;
         self.sync_locked(&mut w, target)
     }
@@ -636,6 +643,11 @@ impl Wal {
     }
 
     fn page_from_ring(&self, page_lsn: Lsn, flushed: Lsn) -> Option<Box<[u8; WAL_PAGE_SIZE]>> {
+        if page_lsn < self.opened_at && self.opened_at - page_lsn > HDR {
+            // The page holds records from before this WAL was opened: those bytes are only
+            // on disk (the ring copy of this page starts empty).
+            return None;
+        }
         let _init = self.init_lock.lock();
         if self.ring.page_addr[self.ring.slot(page_lsn)].load(Ordering::Acquire) != page_lsn {
             return None;

@@ -405,3 +405,19 @@ fn the_buffer_pool_flushes_wal_before_writing_a_page() {
         "page written before its WAL was durable"
     );
 }
+
+#[test]
+fn records_from_before_a_restart_are_read_from_files_even_on_the_tail_page() {
+    let vfs = Arc::new(SimVfs::new(10));
+    let (wal, _) = open(&vfs).unwrap();
+    let (a, end) = insert_plain(&wal, 1, 300);
+    wal.flush(end).unwrap();
+    drop(wal);
+    let (wal, found) = open(&vfs).unwrap();
+    assert_eq!(found.len(), 1);
+    let (b, end) = insert_plain(&wal, 2, 300);
+    wal.flush(end).unwrap();
+    assert_eq!(a / 8192, b / 8192, "both records share the tail page");
+    assert_eq!(id_of(&wal.read_record(a).unwrap().main), 1);
+    assert_eq!(id_of(&wal.read_record(b).unwrap().main), 2);
+}
