@@ -16,6 +16,13 @@ const RELS: u64 = 3;
 const BLOCKS: u32 = 12;
 const SLOTS: usize = 16;
 const SLOT_BASE: usize = 64;
+/// Slots sit in different 512-byte sectors, so a torn page write mixes old and new slots and
+/// fails its checksum: only the full-page image in the WAL can repair it.
+const SLOT_STRIDE: usize = 504;
+
+fn slot_at(slot: usize) -> usize {
+    SLOT_BASE + slot * SLOT_STRIDE
+}
 
 fn config() -> Config {
     Config {
@@ -66,7 +73,7 @@ fn read_slots(db: &Database, r: u64, block: u32) -> [u64; SLOTS] {
     let page = buf.read();
     let mut out = [0u64; SLOTS];
     for (s, v) in out.iter_mut().enumerate() {
-        let at = SLOT_BASE + s * 8;
+        let at = slot_at(s);
         *v = u64::from_le_bytes(page[at..at + 8].try_into().unwrap());
     }
     out
@@ -99,8 +106,7 @@ fn run_seed(seed: u64) -> (usize, usize) {
             .read_buffer(BufferTag::new(rel(op.rel), Fork::Main, op.block))
             .unwrap();
         let value = ops.len() as u64 + 1;
-        let end =
-            testrm::set_bytes(&wal, &buf, SLOT_BASE + op.slot * 8, &value.to_le_bytes()).unwrap();
+        let end = testrm::set_bytes(&wal, &buf, slot_at(op.slot), &value.to_le_bytes()).unwrap();
         drop(buf);
         ops.push(op);
         match rng.next() % 16 {
