@@ -24,6 +24,7 @@ pub mod error;
 mod hash;
 pub mod page;
 pub mod recovery;
+pub mod rng;
 pub mod smgr;
 pub mod sync;
 pub mod vfs;

@@ -41,15 +41,7 @@ fn rel(i: u64) -> RelFileLocator {
     RelFileLocator::new(1, 1000 + i)
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+use quire_engine::rng::XorShift64 as Rng;
 
 /// One change: `op` (its index + 1) written into `slot` of `block` of `rel`.
 #[derive(Clone, Copy)]
@@ -81,7 +73,7 @@ fn read_slots(db: &Database, r: u64, block: u32) -> [u64; SLOTS] {
 
 fn run_seed(seed: u64) -> (usize, usize) {
     let vfs = Arc::new(SimVfs::new(seed));
-    let mut rng = Rng(seed.wrapping_mul(6_364_136_223_846_793_005) | 1);
+    let mut rng = Rng::new(seed.wrapping_mul(6_364_136_223_846_793_005));
     let db = open(&vfs);
     let wal = Arc::clone(db.wal());
     for r in 0..RELS {

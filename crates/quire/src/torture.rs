@@ -12,6 +12,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use quire_engine::buffer::BufferTag;
 use quire_engine::recovery::{storage, testrm};
+use quire_engine::rng::XorShift64;
 use quire_engine::vfs::{OsVfs, Vfs};
 use quire_engine::{Config, Database, Fork, RelFileLocator};
 
@@ -45,12 +46,8 @@ enum Action {
 
 /// Change `i` of the sequence: (relation, block, slot).
 fn op(seed: u64, i: u64) -> (u64, u32, usize) {
-    let mut x = (seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1;
-    for _ in 0..3 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-    }
+    let mut rng = XorShift64::new(seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let x = (0..3).fold(0, |_, _| rng.next());
     (
         x % RELS,
         ((x >> 16) % u64::from(BLOCKS)) as u32,

@@ -333,17 +333,15 @@ fn stress(mode: BufferDropMode) {
     for t in 0..3u64 {
         let (pool, versions, stop) = (Arc::clone(&pool), Arc::clone(&versions), Arc::clone(&stop));
         threads.push(std::thread::spawn(move || {
-            let mut x = t + 1;
+            let mut rng = crate::rng::XorShift64::new(t + 1);
             let mut ops = 0u64;
             while !stop.load(Ordering::Relaxed) || ops < 2000 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                let x = rng.next();
                 let r = 1 + x % STABLE;
                 let b = ((x >> 8) % u64::from(BLOCKS)) as u32;
                 let tag = BufferTag::new(rel(r), Fork::Main, b);
                 let buf = pool.read_buffer(tag).unwrap();
-                if x % 4 == 0 {
+                if x.is_multiple_of(4) {
                     let mut page = buf.write();
                     let (rr, bb, v) = read_stamp(&page);
                     assert_eq!((rr, bb), (r, b), "buffer holds the wrong page");

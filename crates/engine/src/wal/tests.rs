@@ -46,15 +46,7 @@ fn id_of(main: &[u8]) -> u64 {
     u64::from_le_bytes(main[..8].try_into().unwrap())
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+use crate::rng::XorShift64 as Rng;
 
 fn image(fill: u8) -> Box<[u8; PAGE_SIZE]> {
     Box::new([fill; PAGE_SIZE])
@@ -77,7 +69,7 @@ fn records_round_trip_across_pages_segments_and_ring_wraps() {
     let vfs = Arc::new(SimVfs::new(1));
     let (wal, found) = open(&vfs).unwrap();
     assert!(found.is_empty());
-    let mut rng = Rng(99);
+    let mut rng = Rng::new(99);
     let img = image(0xAB);
     let tag = BufferTag::new(RelFileLocator::new(1, 77), Fork::Main, 3);
     let mut expected = Vec::new();
@@ -141,7 +133,7 @@ fn concurrent_inserts_are_all_present_once_and_linked() {
         .map(|t| {
             let wal = Arc::clone(&wal);
             std::thread::spawn(move || {
-                let mut rng = Rng(t + 1);
+                let mut rng = Rng::new(t + 1);
                 for i in 0..300u64 {
                     let (_, end) =
                         insert_plain(&wal, t * 1_000_000 + i, 8 + (rng.next() % 3000) as usize);
@@ -204,7 +196,7 @@ fn group_commit_shares_fsyncs_between_committers() {
 /// One seeded run: acknowledged records must survive a power loss, intact, in order.
 fn crash_once(seed: u64) -> (usize, usize) {
     let vfs = Arc::new(SimVfs::new(seed));
-    let mut rng = Rng(seed * 2 + 1);
+    let mut rng = Rng::new(seed * 2 + 1);
     let (wal, _) = open(&vfs).unwrap();
     let mut acknowledged = 0u64;
     let total = 20 + rng.next() % 200;

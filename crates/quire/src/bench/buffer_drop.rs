@@ -8,12 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
-use quire_engine::page::PageMut;
 use quire_engine::vfs::{OpCounts, OsVfs, Vfs};
-use quire_engine::{BufferDropMode, Config, Database, Fork, RelFileLocator};
+use quire_engine::{BufferDropMode, Config, Database, RelFileLocator};
 use serde_json::json;
 
-use super::{bytes_name, check_pool_fits, progress, BenchArgs, Cell, Report};
+use super::{bytes_name, check_pool_fits, populate, progress, BenchArgs, Cell, Report};
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -153,7 +152,7 @@ fn measure(
     };
     let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
     let db = Database::open(&vfs, dir, config)?;
-    let (smgr, pool) = (db.smgr(), db.buffer_pool());
+    let (_smgr, pool) = (db.smgr(), db.buffer_pool());
     ensure!(
         relations * u64::from(pages) <= pool.nbuffers() as u64,
         "{relations} relations of {pages} pages do not fit in {} buffers",
@@ -162,21 +161,12 @@ fn measure(
     let rels: Vec<RelFileLocator> = (0..relations)
         .map(|i| RelFileLocator::new(5, 100_000 + i))
         .collect();
-    let bar = progress(
-        relations,
+    populate(
+        &db,
+        &rels,
+        pages,
         &format!("setup {} {}", mode.name(), bytes_name(pool_bytes)),
-    );
-    for &rel in &rels {
-        smgr.create(rel, Fork::Main)?;
-        for _ in 0..pages {
-            let buf = pool.extend(rel, Fork::Main)?;
-            let mut page = buf.write();
-            PageMut::new(&mut page).init(0);
-            page.mark_dirty();
-        }
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
+    )?;
     let cached: usize = rels.iter().map(|r| pool.cached_buffers_of(*r)).sum();
     ensure!(
         cached as u64 == relations * u64::from(pages),

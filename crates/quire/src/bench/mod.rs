@@ -347,6 +347,31 @@ pub fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
     bar
 }
 
+/// Creates each relation with `pages` initialised, dirty pages in the buffer pool (a progress
+/// bar says `what`).
+pub fn populate(
+    db: &quire_engine::Database,
+    rels: &[quire_engine::RelFileLocator],
+    pages: u32,
+    what: &str,
+) -> anyhow::Result<()> {
+    use quire_engine::page::PageMut;
+    use quire_engine::Fork;
+    let bar = progress(rels.len() as u64, what);
+    for &rel in rels {
+        db.smgr().create(rel, Fork::Main)?;
+        for _ in 0..pages {
+            let buf = db.buffer_pool().extend(rel, Fork::Main)?;
+            let mut page = buf.write();
+            PageMut::new(&mut page).init(0);
+            page.mark_dirty();
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
 /// Human form of a byte count: 128MiB, 1GiB.
 pub fn bytes_name(bytes: u64) -> String {
     const GIB: u64 = 1 << 30;

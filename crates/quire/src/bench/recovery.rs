@@ -10,6 +10,7 @@ use std::sync::Arc;
 use anyhow::{ensure, Context};
 use quire_engine::buffer::BufferTag;
 use quire_engine::recovery::{storage, testrm};
+use quire_engine::rng::XorShift64;
 use quire_engine::vfs::{OpKind, OsVfs, Vfs};
 use quire_engine::{Config, Database, Fork, RelFileLocator, RelsizeCacheMode};
 use serde_json::json;
@@ -66,13 +67,11 @@ fn generate(
     }
     let start = wal.insert_lsn();
     let bar = progress(wal_bytes >> 20, "generate WAL (MiB)");
-    let mut x = seed | 1;
+    let mut rng = XorShift64::new(seed);
     let mut changes = 0u64;
     let payload = [0x5Au8; 100];
     while wal.insert_lsn() - start < wal_bytes {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = rng.next();
         let rel = rels[(x % relations) as usize];
         let block = ((x >> 20) % u64::from(pages)) as u32;
         let slot = 64 + ((x >> 40) % 64) as usize * 100;

@@ -9,12 +9,12 @@ use std::time::Instant;
 
 use anyhow::ensure;
 use quire_engine::buffer::BufferTag;
-use quire_engine::page::PageMut;
+use quire_engine::rng::XorShift64;
 use quire_engine::vfs::{OpKind, OsVfs, Vfs};
 use quire_engine::{Config, Database, Fork, RelFileLocator, RelsizeCacheMode};
 use serde_json::json;
 
-use super::{progress, BenchArgs, Cell, Report};
+use super::{populate, progress, BenchArgs, Cell, Report};
 
 pub fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
     let relations = args.relations.unwrap_or(1_000);
@@ -68,21 +68,15 @@ pub fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
         let rels: Vec<RelFileLocator> = (0..relations)
             .map(|i| RelFileLocator::new(5, 200_000 + i))
             .collect();
-        let bar = progress(relations, &format!("setup relsize_cache={}", mode.name()));
-        for &rel in &rels {
-            smgr.create(rel, Fork::Main)?;
-            for _ in 0..pages {
-                let buf = pool.extend(rel, Fork::Main)?;
-                let mut page = buf.write();
-                PageMut::new(&mut page).init(0);
-                page.mark_dirty();
-            }
-            bar.inc(1);
-        }
-        bar.finish_and_clear();
+        populate(
+            &db,
+            &rels,
+            pages,
+            &format!("setup relsize_cache={}", mode.name()),
+        )?;
         pool.flush_all()?;
 
-        let mut rng = XorShift(args.seed | 1);
+        let mut rng = XorShift64::new(args.seed);
         let calls_before = vfs.counters().snapshot();
         let bar = progress(reads, &format!("reads relsize_cache={}", mode.name()));
         let t0 = Instant::now();
@@ -130,16 +124,4 @@ pub fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
         probes[0], probes[1]
     ));
     Ok(report)
-}
-
-/// xorshift64: a tiny deterministic generator, enough to pick pages.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
