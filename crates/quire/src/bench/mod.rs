@@ -46,6 +46,9 @@ pub struct BenchArgs {
     /// Number of page reads to time (relsize).
     #[arg(long)]
     pub reads: Option<u64>,
+    /// wal: run the commit rows on the simulated file system with this fsync latency.
+    #[arg(long)]
+    pub fsync_latency_ms: Option<f64>,
     /// Records or transactions to run (wal: records per insert run).
     #[arg(long)]
     pub transactions: Option<u64>,
