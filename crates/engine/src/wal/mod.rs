@@ -70,6 +70,8 @@ const CONTRECORD: u16 = 0x1;
 const INSERT_SLOTS: usize = 8;
 const IDLE: u64 = u64::MAX;
 const EMPTY: u64 = u64::MAX;
+/// The largest single write of WAL (bounds the writer's scratch buffer).
+const MAX_WRITE_BYTES: u64 = 1024 * 1024;
 /// Open segment files kept by readers.
 const READ_FILES: usize = 8;
 
@@ -177,10 +179,16 @@ impl Ring {
     }
 
     /// # Safety
-    /// Nobody writes bytes `lsn..lsn+dst.len()` meanwhile; they lie within one page.
+    /// Nobody writes bytes `lsn..lsn+dst.len()` meanwhile; they do not wrap around the ring.
     unsafe fn read(&self, lsn: Lsn, dst: &mut [u8]) {
-        debug_assert!(lsn % PAGE + dst.len() as u64 <= PAGE);
+        debug_assert!(lsn % (self.npages * PAGE) + dst.len() as u64 <= self.npages * PAGE);
         unsafe { std::ptr::copy_nonoverlapping(self.ptr(lsn), dst.as_mut_ptr(), dst.len()) };
+    }
+
+    /// Where the ring's memory wraps next after `lsn`.
+    fn wrap_after(&self, lsn: Lsn) -> Lsn {
+        let size = self.npages * PAGE;
+        lsn - lsn % size + size
     }
 }
 
@@ -538,24 +546,29 @@ impl Wal {
         Ok(file)
     }
 
-    /// Writes complete bytes from `written_upto` to `target`.
+    /// Writes complete bytes from `written_upto` to `target`, in as few system calls as the
+    /// segment boundaries, the ring's wrap point and [`MAX_WRITE_BYTES`] allow.
     fn write_locked(&self, w: &mut Writer, target: Lsn) -> Result<()> {
         let mut from = self.written_upto.load(Ordering::Acquire);
         while from < target {
-            let page_lsn = from - from % PAGE;
             let segno = from / self.segment_size;
-            // One page at a time: pages are the unit of the ring, segments are page-aligned.
-            let to = target.min(page_lsn + PAGE);
+            let to = target
+                .min((segno + 1) * self.segment_size)
+                .min(self.ring.wrap_after(from))
+                .min(from + MAX_WRITE_BYTES);
             let len = (to - from) as usize;
             w.scratch.resize(len, 0);
-            // SAFETY: bytes before `target` are complete and their page cannot be recycled
-            // before written_upto passes it, which only this (writer-locked) code advances.
+            // SAFETY: bytes before `target` are complete and their pages cannot be recycled
+            // before written_upto passes them, which only this (writer-locked) code advances.
             unsafe { self.ring.read(from, &mut w.scratch[..len]) };
-            if from == page_lsn {
-                // Stamp the page with what was durable when it was first written: a reader
-                // that finds a bad record uses it to tell a torn tail from corruption.
-                let hint = self.flushed_upto.load(Ordering::Acquire);
-                w.scratch[PH_FLUSH_HINT..PH_FLUSH_HINT + 8].copy_from_slice(&hint.to_le_bytes());
+            // Stamp each page first written here with what was durable then: a reader that
+            // finds a bad record uses it to tell a torn tail from corruption.
+            let hint = self.flushed_upto.load(Ordering::Acquire).to_le_bytes();
+            let mut page_start = from.next_multiple_of(PAGE);
+            while page_start < to {
+                let at = (page_start - from) as usize + PH_FLUSH_HINT;
+                w.scratch[at..at + 8].copy_from_slice(&hint);
+                page_start += PAGE;
             }
             let file = self.segment_for_write(w, segno)?;
             file.write_at(&w.scratch[..len], from % self.segment_size)
