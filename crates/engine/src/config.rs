@@ -68,6 +68,9 @@ pub struct Config {
     /// `max_wal_size`: WAL written since the last redo point that triggers a checkpoint.
     /// PostgreSQL's default, 1 GB.
     pub max_wal_size_bytes: u64,
+    /// `synchronous_commit`: a commit returns once its record is durable (on), or at once
+    /// (off: a crash may lose the last commits, never corrupt). PostgreSQL's default, on.
+    pub synchronous_commit: bool,
     /// Seed 000 switch.
     pub buffer_drop: BufferDropMode,
     /// Seed 001 switch: `checkpointer` (fsyncs absorbed and done once per file per checkpoint)
@@ -86,6 +89,7 @@ impl Default for Config {
             wal_segment_size_bytes: 16 * 1024 * 1024,
             wal_buffers_bytes: 16 * 1024 * 1024,
             checkpoint_timeout_s: 300,
+            synchronous_commit: true,
             checkpoint_completion_target: 0.9,
             max_wal_size_bytes: 1024 * 1024 * 1024,
             buffer_drop: BufferDropMode::Indexed,
@@ -131,6 +135,13 @@ impl Config {
             "wal_buffers" => self.wal_buffers_bytes = parse_bytes(value).map_err(bad)?,
             "checkpoint_timeout" => {
                 self.checkpoint_timeout_s = parse_seconds(value).map_err(bad)?;
+            }
+            "synchronous_commit" => {
+                self.synchronous_commit = match value.trim() {
+                    "on" | "true" => true,
+                    "off" | "false" => false,
+                    other => return Err(bad(format!("\"{other}\" is not on or off"))),
+                }
             }
             "max_wal_size" => self.max_wal_size_bytes = parse_bytes(value).map_err(bad)?,
             "checkpoint_completion_target" => {

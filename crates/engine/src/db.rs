@@ -11,12 +11,15 @@ use std::sync::{Arc, OnceLock};
 
 use crate::buffer::{BufferPool, BufferTag, WriteBackHook};
 use crate::checkpoint::{Checkpointer, ControlData, DbState};
+use crate::clog::Clog;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::recovery::{redo_all, RecoveryStats, RedoContext, Registry};
 use crate::smgr::Smgr;
+use crate::txn::{TransactionManager, FIRST_XID};
 use crate::vfs::{DirLock, Vfs};
 use crate::wal::{Wal, WalReader, FIRST_LSN};
+use std::sync::atomic::AtomicU64;
 
 /// The buffer pool's WAL rule, bound once the WAL is open. During redo it is unbound: every
 /// page redo dirties carries the LSN of WAL that is already durable.
@@ -40,6 +43,7 @@ pub struct Database {
     pool: Arc<BufferPool>,
     wal: Arc<Wal>,
     checkpointer: Checkpointer,
+    txn: TransactionManager,
     recovery: RecoveryStats,
     // Dropped last: the directory stays locked until everything above is gone.
     _lock: Box<dyn DirLock>,
@@ -84,6 +88,7 @@ impl Database {
             smgr: &smgr,
             pool: &pool,
         };
+        Clog::ensure_created(&smgr)?;
         let recovery = redo_all(&mut reader, &Registry::with_builtins(), &ctx)?;
         if recovery.records > 0 || !clean {
             tracing::info!(
@@ -106,6 +111,7 @@ impl Database {
         if hook.0.set(Arc::clone(&wal)).is_err() {
             unreachable!("the hook is bound once, here");
         }
+        let next_xid = Arc::new(AtomicU64::new(recovery.next_xid.max(FIRST_XID)));
         let checkpointer = Checkpointer::new(
             Arc::clone(vfs),
             data_dir,
@@ -113,6 +119,13 @@ impl Database {
             Arc::clone(&wal),
             Arc::clone(&smgr),
             Arc::clone(&pool),
+            Arc::clone(&next_xid),
+        );
+        let txn = TransactionManager::new(
+            Arc::clone(&wal),
+            Arc::clone(&pool),
+            next_xid,
+            config.synchronous_commit,
         );
         if clean && recovery.records == 0 {
             // Running again: a crash from now on must redo from the shutdown checkpoint.
@@ -134,6 +147,7 @@ impl Database {
             pool,
             wal,
             checkpointer,
+            txn,
             recovery,
             _lock: lock,
         })
@@ -167,6 +181,11 @@ impl Database {
 
     pub fn checkpointer(&self) -> &Checkpointer {
         &self.checkpointer
+    }
+
+    /// Transaction ids, commit and abort.
+    pub fn transactions(&self) -> &TransactionManager {
+        &self.txn
     }
 
     /// What the startup redo did.

@@ -78,6 +78,14 @@ pub enum Error {
         source: io::Error,
     },
 
+    #[error("block {block} of relation {rel} fork {fork} cannot be repaired: {reason}")]
+    PageUnrepairable {
+        rel: RelFileLocator,
+        fork: Fork,
+        block: BlockNumber,
+        reason: String,
+    },
+
     #[error("no unpinned buffers available ({nbuffers} buffers, all pinned)")]
     NoFreeBuffers { nbuffers: usize },
 

@@ -12,12 +12,15 @@
 //! 5. [`wal`]: the write-ahead log: parallel insertion, group commit, reading back;
 //!    [`sync`]: the sync-request queue; [`recovery`]: resource managers and redo.
 //! 6. [`checkpoint`]: the checkpointer, the control file.
+//! 7. [`clog`]: the commit log (transaction status) in the buffer pool.
+//! 8. [`txn`]: transaction ids, commit and abort.
 //!
 //! [`Database`] opens a data directory (exclusively) with its storage manager and buffer
 //! pool; [`Config`] holds every setting; [`Error`] is the one error type of the library.
 
 pub mod buffer;
 pub mod checkpoint;
+pub mod clog;
 pub mod config;
 mod db;
 pub mod error;
@@ -27,6 +30,7 @@ pub mod recovery;
 pub mod rng;
 pub mod smgr;
 pub mod sync;
+pub mod txn;
 pub mod vfs;
 pub mod wal;
 

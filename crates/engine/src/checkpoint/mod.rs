@@ -58,6 +58,7 @@ struct Shared {
     wal: Arc<Wal>,
     smgr: Arc<Smgr>,
     pool: Arc<BufferPool>,
+    next_xid: Arc<AtomicU64>,
     timeout: Duration,
     max_wal_size_bytes: u64,
     completion_target: f64,
@@ -83,6 +84,7 @@ impl Checkpointer {
         wal: Arc<Wal>,
         smgr: Arc<Smgr>,
         pool: Arc<BufferPool>,
+        next_xid: Arc<AtomicU64>,
     ) -> Self {
         let last_redo = wal.redo_point();
         Checkpointer {
@@ -92,6 +94,7 @@ impl Checkpointer {
                 wal,
                 smgr,
                 pool,
+                next_xid,
                 timeout: Duration::from_secs(config.checkpoint_timeout_s),
                 max_wal_size_bytes: config.max_wal_size_bytes,
                 completion_target: config.checkpoint_completion_target,
@@ -243,12 +246,17 @@ impl Shared {
         } else {
             xlog_info::CHECKPOINT_ONLINE
         };
+        // Main data: the redo point, then the next transaction id (recovery must not hand
+        // out an id from before the crash again).
+        let mut main = [0u8; 16];
+        main[..8].copy_from_slice(&redo.to_le_bytes());
+        main[8..].copy_from_slice(&self.next_xid.load(Ordering::Acquire).to_le_bytes());
         let (start, end) = self.wal.insert(&WalRecord {
             xid: 0,
             rmid: rmid::XLOG,
             info,
             blocks: &[],
-            main: &redo.to_le_bytes(),
+            main: &main,
         })?;
         self.wal.flush(end)?;
         let control = ControlData {

@@ -34,6 +34,10 @@ pub mod rmid {
     pub const XLOG: u8 = 0;
     /// Relation files: create, truncate, drop.
     pub const STORAGE: u8 = 1;
+    /// Commit-log page images.
+    pub const CLOG: u8 = 2;
+    /// Transaction commit and abort.
+    pub const TXN: u8 = 3;
     /// Page-level byte changes, for crash tests and the torture tool.
     pub const TEST: u8 = 255;
 }
@@ -54,6 +58,10 @@ pub struct RedoContext<'a> {
 pub trait ResourceManager: Send + Sync {
     fn name(&self) -> &'static str;
     fn redo(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()>;
+    /// Called once after the last record: anything left undone is an error.
+    fn finish(&self, _ctx: &RedoContext<'_>) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Checkpoint records need nothing redone: they only mark where redo may start.
@@ -82,6 +90,9 @@ impl Registry {
         r.register(rmid::XLOG, Arc::new(Xlog));
         r.register(rmid::STORAGE, Arc::new(storage::Storage));
         r.register(rmid::TEST, Arc::new(testrm::TestRm));
+        let txn = Arc::new(crate::txn::TxnRedo::default());
+        r.register(rmid::TXN, txn.clone());
+        r.register(rmid::CLOG, txn);
         r
     }
 
@@ -98,6 +109,20 @@ impl Registry {
                     lsn: rec.lsn,
                 })?;
         rm.redo(ctx, rec)
+    }
+
+    /// Ends redo: each resource manager checks that nothing is left undone.
+    pub fn finish(&self, ctx: &RedoContext<'_>) -> Result<()> {
+        let mut seen: Vec<*const ()> = Vec::new();
+        for rm in self.managers.iter().flatten() {
+            // One manager may serve several ids; finish it once.
+            let id = Arc::as_ptr(rm).cast::<()>();
+            if !seen.contains(&id) {
+                seen.push(id);
+                rm.finish(ctx)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -161,6 +186,8 @@ pub struct RecoveryStats {
     pub duration: Duration,
     /// File-layer calls made during redo (the end-of-recovery checkpoint not included).
     pub calls: crate::vfs::OpCounts,
+    /// One past the largest transaction id the WAL mentions (records and checkpoints).
+    pub next_xid: u64,
 }
 
 /// Redoes every record the reader returns.
@@ -174,6 +201,11 @@ pub fn redo_all(
     let mut stats = RecoveryStats::default();
     while let Some(rec) = reader.next_record()? {
         registry.redo(ctx, &rec)?;
+        stats.next_xid = stats.next_xid.max(rec.xid + 1);
+        if rec.rmid == rmid::XLOG && rec.main.len() >= 16 {
+            let next = u64::from_le_bytes(rec.main[8..16].try_into().expect("8 bytes"));
+            stats.next_xid = stats.next_xid.max(next);
+        }
         // Checkpoint records change nothing: a clean restart, which reads only the shutdown
         // checkpoint, replays nothing.
         if rec.rmid != rmid::XLOG {
@@ -181,6 +213,7 @@ pub fn redo_all(
             stats.bytes += rec.end_lsn - rec.lsn;
         }
     }
+    registry.finish(ctx)?;
     stats.duration = t0.elapsed();
     stats.calls = ctx.smgr.vfs().counters().snapshot().since(&calls_before);
     Ok(stats)
