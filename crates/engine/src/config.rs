@@ -71,6 +71,8 @@ pub struct Config {
     /// `synchronous_commit`: a commit returns once its record is durable (on), or at once
     /// (off: a crash may lose the last commits, never corrupt). PostgreSQL's default, on.
     pub synchronous_commit: bool,
+    /// `track_commit_timestamp`: record each commit's time. PostgreSQL's default, off.
+    pub track_commit_timestamp: bool,
     /// Seed 000 switch.
     pub buffer_drop: BufferDropMode,
     /// Seed 001 switch: `checkpointer` (fsyncs absorbed and done once per file per checkpoint)
@@ -90,6 +92,7 @@ impl Default for Config {
             wal_buffers_bytes: 16 * 1024 * 1024,
             checkpoint_timeout_s: 300,
             synchronous_commit: true,
+            track_commit_timestamp: false,
             checkpoint_completion_target: 0.9,
             max_wal_size_bytes: 1024 * 1024 * 1024,
             buffer_drop: BufferDropMode::Indexed,
@@ -138,6 +141,13 @@ impl Config {
             }
             "synchronous_commit" => {
                 self.synchronous_commit = match value.trim() {
+                    "on" | "true" => true,
+                    "off" | "false" => false,
+                    other => return Err(bad(format!("\"{other}\" is not on or off"))),
+                }
+            }
+            "track_commit_timestamp" => {
+                self.track_commit_timestamp = match value.trim() {
                     "on" | "true" => true,
                     "off" | "false" => false,
                     other => return Err(bad(format!("\"{other}\" is not on or off"))),

@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::buffer::{BufferPool, BufferTag, WriteBackHook};
 use crate::checkpoint::{Checkpointer, ControlData, DbState};
-use crate::clog::Clog;
+use crate::clog::{COMMIT_TS_LOG, STATUS_LOG};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::recovery::{redo_all, RecoveryStats, RedoContext, Registry};
@@ -88,7 +88,8 @@ impl Database {
             smgr: &smgr,
             pool: &pool,
         };
-        Clog::ensure_created(&smgr)?;
+        STATUS_LOG.ensure_created(&smgr)?;
+        COMMIT_TS_LOG.ensure_created(&smgr)?;
         let recovery = redo_all(&mut reader, &Registry::with_builtins(), &ctx)?;
         if recovery.records > 0 || !clean {
             tracing::info!(
@@ -126,6 +127,7 @@ impl Database {
             Arc::clone(&pool),
             next_xid,
             config.synchronous_commit,
+            config.track_commit_timestamp,
         );
         if clean && recovery.records == 0 {
             // Running again: a crash from now on must redo from the shutdown checkpoint.

@@ -12,7 +12,7 @@
 //! 5. [`wal`]: the write-ahead log: parallel insertion, group commit, reading back;
 //!    [`sync`]: the sync-request queue; [`recovery`]: resource managers and redo.
 //! 6. [`checkpoint`]: the checkpointer, the control file.
-//! 7. [`clog`]: the commit log (transaction status) in the buffer pool.
+//! 7. [`clog`]: commit status and commit timestamps, on pages in the buffer pool.
 //! 8. [`txn`]: transaction ids, commit and abort.
 //!
 //! [`Database`] opens a data directory (exclusively) with its storage manager and buffer

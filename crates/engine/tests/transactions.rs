@@ -1,7 +1,8 @@
 //! Transactions and the commit log under power loss: every synchronously committed
 //! transaction is committed after recovery; nothing that never wrote a commit record is;
 //! asynchronous commits may be lost but never turn into aborts; torn commit-log pages are
-//! repaired from their WAL images; no transaction id is handed out twice.
+//! repaired from their WAL images; every committed transaction has its commit timestamp; no
+//! transaction id is handed out twice.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -18,6 +19,7 @@ fn config(synchronous_commit: bool) -> Config {
         wal_buffers_bytes: 1024 * 1024,
         checkpoint_timeout_s: 3600,
         synchronous_commit,
+        track_commit_timestamp: true,
         ..Config::default()
     }
 }
@@ -144,6 +146,10 @@ fn crash_once(seed: u64, sync: bool) -> (usize, usize) {
         }
         if status == TxnStatus::Committed {
             committed += 1;
+            assert!(
+                t.commit_timestamp(xid).unwrap().is_some_and(|us| us > 1_600_000_000_000_000),
+                "seed {seed}: committed {xid} has no commit timestamp"
+            );
             assert!(
                 t.next_xid() > xid,
                 "seed {seed}: next id {} reuses {xid}",

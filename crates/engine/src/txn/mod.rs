@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::buffer::BufferPool;
-use crate::clog::{Clog, ClogRedo, TxnStatus};
+use crate::clog::{TxnStatus, XactLogRedo, COMMIT_TS_LOG, STATUS_LOG};
 use crate::error::{Error, Result};
 use crate::recovery::{rmid, RedoContext, ResourceManager};
 use crate::wal::{DecodedRecord, Lsn, Wal, WalRecord};
@@ -35,6 +35,7 @@ pub struct TransactionManager {
     pool: Arc<BufferPool>,
     next_xid: Arc<AtomicU64>,
     synchronous_commit: bool,
+    track_commit_timestamp: bool,
 }
 
 impl TransactionManager {
@@ -43,12 +44,14 @@ impl TransactionManager {
         pool: Arc<BufferPool>,
         next_xid: Arc<AtomicU64>,
         synchronous_commit: bool,
+        track_commit_timestamp: bool,
     ) -> Self {
         TransactionManager {
             wal,
             pool,
             next_xid,
             synchronous_commit,
+            track_commit_timestamp,
         }
     }
 
@@ -76,12 +79,17 @@ impl TransactionManager {
         let micros = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64);
+        let track_ts = info == COMMIT && self.track_commit_timestamp;
+        // Main data: the time in microseconds, then whether it is tracked.
+        let mut main = [0u8; 9];
+        main[..8].copy_from_slice(&micros.to_le_bytes());
+        main[8] = u8::from(track_ts);
         let (_, end) = self.wal.insert(&WalRecord {
             xid,
             rmid: rmid::TXN,
             info,
             blocks: &[],
-            main: &micros.to_le_bytes(),
+            main: &main,
         })?;
         if flush {
             self.wal.flush(end)?;
@@ -91,20 +99,29 @@ impl TransactionManager {
         } else {
             TxnStatus::Aborted
         };
-        Clog::set(&self.wal, &self.pool, xid, status, end)?;
+        STATUS_LOG.set(&self.wal, &self.pool, xid, status as u64, end)?;
+        if track_ts {
+            COMMIT_TS_LOG.set(&self.wal, &self.pool, xid, micros, end)?;
+        }
         Ok(end)
     }
 
     /// The status of a transaction.
     pub fn status(&self, xid: u64) -> Result<TxnStatus> {
-        Clog::status(&self.pool, xid)
+        Ok(TxnStatus::from_bits(STATUS_LOG.get(&self.pool, xid)?))
+    }
+
+    /// When `xid` committed (microseconds since 1970), if commit timestamps were tracked.
+    pub fn commit_timestamp(&self, xid: u64) -> Result<Option<u64>> {
+        let micros = COMMIT_TS_LOG.get(&self.pool, xid)?;
+        Ok((micros != 0).then_some(micros))
     }
 }
 
 /// Redo of transaction records and commit-log images.
 #[derive(Default)]
 pub struct TxnRedo {
-    clog: ClogRedo,
+    logs: XactLogRedo,
 }
 
 impl ResourceManager for TxnRedo {
@@ -113,20 +130,28 @@ impl ResourceManager for TxnRedo {
     }
 
     fn redo(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
-        match (rec.rmid, rec.info) {
-            (rmid::CLOG, _) => self.clog.redo_image(ctx, rec),
-            (rmid::TXN, COMMIT) => self
-                .clog
-                .set(ctx, rec.xid, TxnStatus::Committed, rec.end_lsn),
-            (rmid::TXN, ABORT) => self.clog.set(ctx, rec.xid, TxnStatus::Aborted, rec.end_lsn),
-            _ => Err(Error::WalCorrupt {
-                lsn: rec.lsn,
-                reason: format!("unknown transaction record type {}", rec.info),
-            }),
+        let status = match (rec.rmid, rec.info) {
+            (rmid::CLOG, _) => return self.logs.redo_image(ctx, rec),
+            (rmid::TXN, COMMIT) => TxnStatus::Committed,
+            (rmid::TXN, ABORT) => TxnStatus::Aborted,
+            _ => {
+                return Err(Error::WalCorrupt {
+                    lsn: rec.lsn,
+                    reason: format!("unknown transaction record type {}", rec.info),
+                })
+            }
+        };
+        let end = rec.end_lsn;
+        self.logs
+            .set(ctx, STATUS_LOG, rec.xid, status as u64, end)?;
+        if rec.main.len() == 9 && rec.main[8] == 1 {
+            let micros = u64::from_le_bytes(rec.main[..8].try_into().expect("8 bytes"));
+            self.logs.set(ctx, COMMIT_TS_LOG, rec.xid, micros, end)?;
         }
+        Ok(())
     }
 
     fn finish(&self, _ctx: &RedoContext<'_>) -> Result<()> {
-        self.clog.finish()
+        self.logs.finish()
     }
 }
