@@ -147,7 +147,9 @@ fn crash_once(seed: u64, sync: bool) -> (usize, usize) {
         if status == TxnStatus::Committed {
             committed += 1;
             assert!(
-                t.commit_timestamp(xid).unwrap().is_some_and(|us| us > 1_600_000_000_000_000),
+                t.commit_timestamp(xid)
+                    .unwrap()
+                    .is_some_and(|us| us > 1_600_000_000_000_000),
                 "seed {seed}: committed {xid} has no commit timestamp"
             );
             assert!(

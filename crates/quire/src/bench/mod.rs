@@ -6,6 +6,7 @@
 mod buffer_drop;
 mod recovery;
 mod relsize;
+mod slru_sync;
 mod wal;
 
 use std::fmt::Write as _;
@@ -46,7 +47,8 @@ pub struct BenchArgs {
     /// Number of page reads to time (relsize).
     #[arg(long)]
     pub reads: Option<u64>,
-    /// wal: run the commit rows on the simulated file system with this fsync latency.
+    /// wal: run the commit rows on the simulated file system with this fsync latency;
+    /// slru-sync: the fsync latency of recovery (default 2.5).
     #[arg(long)]
     pub fsync_latency_ms: Option<f64>,
     /// Records or transactions to run (wal: records per insert run).
@@ -67,6 +69,8 @@ pub enum BenchName {
     Wal,
     /// Crash recovery of a large WAL: redo rate and file-layer calls per record.
     Recovery,
+    /// Seed 001: commit-log fsyncs during recovery, immediate vs. via the checkpointer.
+    SlruSync,
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -86,6 +90,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             BenchName::Relsize => relsize::run(args, dir.path())?,
             BenchName::Wal => wal::run_bench(args, dir.path())?,
             BenchName::Recovery => recovery::run_bench(args, dir.path())?,
+            BenchName::SlruSync => slru_sync::run_bench(args)?,
         };
         print!("{}", report.render());
         println!();
