@@ -139,19 +139,9 @@ impl Config {
             "checkpoint_timeout" => {
                 self.checkpoint_timeout_s = parse_seconds(value).map_err(bad)?;
             }
-            "synchronous_commit" => {
-                self.synchronous_commit = match value.trim() {
-                    "on" | "true" => true,
-                    "off" | "false" => false,
-                    other => return Err(bad(format!("\"{other}\" is not on or off"))),
-                }
-            }
+            "synchronous_commit" => self.synchronous_commit = parse_on_off(value).map_err(bad)?,
             "track_commit_timestamp" => {
-                self.track_commit_timestamp = match value.trim() {
-                    "on" | "true" => true,
-                    "off" | "false" => false,
-                    other => return Err(bad(format!("\"{other}\" is not on or off"))),
-                }
+                self.track_commit_timestamp = parse_on_off(value).map_err(bad)?;
             }
             "max_wal_size" => self.max_wal_size_bytes = parse_bytes(value).map_err(bad)?,
             "checkpoint_completion_target" => {
@@ -177,11 +167,11 @@ impl Config {
                 }
             }
             "relsize_cache" => {
-                self.relsize_cache = match value.trim() {
-                    "on" | "true" => RelsizeCacheMode::On,
-                    "off" | "false" => RelsizeCacheMode::Off,
-                    other => return Err(bad(format!("\"{other}\" is not on or off"))),
-                }
+                self.relsize_cache = if parse_on_off(value).map_err(bad)? {
+                    RelsizeCacheMode::On
+                } else {
+                    RelsizeCacheMode::Off
+                };
             }
             _ => {
                 return Err(Error::Config {
@@ -261,6 +251,15 @@ impl Config {
             return bad("max_files_per_process", "must be at least 4".to_string());
         }
         Ok(())
+    }
+}
+
+/// Parses a boolean setting as PostgreSQL writes them: `on`/`off` (or `true`/`false`).
+pub fn parse_on_off(text: &str) -> std::result::Result<bool, String> {
+    match text.trim() {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        other => Err(format!("\"{other}\" is not on or off")),
     }
 }
 
