@@ -72,6 +72,24 @@ const IDLE: u64 = u64::MAX;
 const EMPTY: u64 = u64::MAX;
 /// The largest single write of WAL (bounds the writer's scratch buffer).
 const MAX_WRITE_BYTES: u64 = 1024 * 1024;
+/// Each thread keeps the insertion slot it was first given, so threads do not all bump one
+/// shared counter per insert (and, with up to 8 threads, never share a slot).
+fn my_slot() -> usize {
+    use std::cell::Cell;
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    thread_local! {
+        static SLOT: Cell<Option<usize>> = const { Cell::new(None) };
+    }
+    SLOT.with(|cell| {
+        if let Some(slot) = cell.get() {
+            return slot;
+        }
+        let slot = (NEXT.fetch_add(1, Ordering::Relaxed) % INSERT_SLOTS as u64) as usize;
+        cell.set(Some(slot));
+        slot
+    })
+}
+
 /// Open segment files kept by readers.
 const READ_FILES: usize = 8;
 
@@ -112,8 +130,6 @@ const PH_FLUSH_HINT: usize = 16;
 /// Counters of the WAL's work.
 #[derive(Debug, Default)]
 pub struct WalStats {
-    pub records: AtomicU64,
-    pub bytes: AtomicU64,
     pub flush_calls: AtomicU64,
     pub fsyncs: AtomicU64,
     pub reads_from_buffers: AtomicU64,
@@ -125,6 +141,9 @@ struct Reservation {
     bytepos: u64,
     /// Start of the last reserved record.
     prev: Lsn,
+    /// Records and bytes inserted since open.
+    records: u64,
+    bytes: u64,
 }
 
 struct InsertSlot {
@@ -207,7 +226,6 @@ pub struct Wal {
     segment_size: u64,
     reserve: Mutex<Reservation>,
     slots: Vec<InsertSlot>,
-    next_slot: AtomicU64,
     ring: Ring,
     init_lock: Mutex<()>,
     written_upto: AtomicU64,
@@ -256,6 +274,8 @@ impl Wal {
             reserve: Mutex::new(Reservation {
                 bytepos: lsn_to_pos(end),
                 prev,
+                records: 0,
+                bytes: 0,
             }),
             slots: (0..INSERT_SLOTS)
                 .map(|_| InsertSlot {
@@ -263,7 +283,6 @@ impl Wal {
                     inserting_at: AtomicU64::new(IDLE),
                 })
                 .collect(),
-            next_slot: AtomicU64::new(0),
             ring: Ring::new(npages),
             init_lock: Mutex::new(()),
             written_upto: AtomicU64::new(written),
@@ -284,6 +303,12 @@ impl Wal {
 
     pub fn stats(&self) -> &WalStats {
         &self.stats
+    }
+
+    /// Records and bytes inserted since the WAL was opened.
+    pub fn inserted(&self) -> (u64, u64) {
+        let r = self.reserve.lock();
+        (r.records, r.bytes)
     }
 
     /// Everything before this LSN is durable.
@@ -366,9 +391,7 @@ impl Wal {
         }
         let mut bytes = Vec::new();
         record::encode(rec, &mut bytes);
-        let slot_no =
-            (self.next_slot.fetch_add(1, Ordering::Relaxed) % INSERT_SLOTS as u64) as usize;
-        let slot = &self.slots[slot_no];
+        let slot = &self.slots[my_slot()];
         let _slot_guard = slot.lock.lock();
         let (start, end, prev) = {
             let mut r = self.reserve.lock();
@@ -376,6 +399,9 @@ impl Wal {
             r.bytepos = start_pos + align8(bytes.len() as u64);
             let start = pos_to_lsn(start_pos);
             let prev = std::mem::replace(&mut r.prev, start);
+            // Counted here, under the mutex already held, rather than on shared atomics.
+            r.records += 1;
+            r.bytes += bytes.len() as u64;
             // Published before the reservation is visible to anyone computing progress.
             slot.inserting_at.store(start, Ordering::Release);
             (start, pos_to_end_lsn(r.bytepos), prev)
@@ -384,10 +410,6 @@ impl Wal {
         let result = self.copy_into_ring(slot, start, &bytes);
         slot.inserting_at.store(IDLE, Ordering::Release);
         result?;
-        self.stats.records.fetch_add(1, Ordering::Relaxed);
-        self.stats
-            .bytes
-            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
         Ok((start, end))
     }
 

@@ -83,11 +83,10 @@ fn run(
     wal.flush(wal.insert_lsn())?;
     let seconds = t0.elapsed().as_secs_f64();
     let calls = vfs.counters().snapshot().since(&before);
-    let stats = wal.stats();
     Ok(Run {
         records: threads * per_thread,
         seconds,
-        bytes: stats.bytes.load(std::sync::atomic::Ordering::Relaxed),
+        bytes: wal.inserted().1,
         fsyncs: calls.get(OpKind::Fsync),
         calls,
     })
