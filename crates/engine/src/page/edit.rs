@@ -1,0 +1,257 @@
+//! [`PageMut`]: changing a page, under the buffer's exclusive content lock. Mutators check the
+//! header bounds they rely on and refuse (`None`, `false`, `Err`) instead of writing outside
+//! the page, so a corrupt page is never made worse by an out-of-bounds write.
+
+use super::{
+    line_pointer_at, max_align, write_u16, write_u32, ItemId, ItemState, OffsetNumber, Page,
+    PageError, FIRST_OFFSET_NUMBER, FLAGS_AT, HAS_FREE_LINES, HEADER_SIZE, LAYOUT_VERSION,
+    LINE_POINTER_SIZE, LOWER_AT, LSN_AT, MAXALIGN, MAX_ITEM_COUNT, MAX_ITEM_SIZE, PAGE_SIZE,
+    SPECIAL_AT, UPPER_AT, VALID_FLAG_BITS, VERSION_AT,
+};
+
+/// The largest special space [`PageMut::init`] accepts: it must leave room for one aligned
+/// item (PostgreSQL asserts `pageSize > specialSize + SizeOfPageHeaderData`).
+const MAX_SPECIAL_SIZE: usize = PAGE_SIZE - HEADER_SIZE - MAXALIGN;
+
+/// A page being changed. Only the holder of the buffer's exclusive content lock makes one.
+pub struct PageMut<'a> {
+    bytes: &'a mut [u8; PAGE_SIZE],
+}
+
+impl std::fmt::Debug for PageMut<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_page().fmt(f)
+    }
+}
+
+impl<'a> PageMut<'a> {
+    pub fn new(bytes: &'a mut [u8; PAGE_SIZE]) -> Self {
+        PageMut { bytes }
+    }
+
+    /// A read-only view, for the accessors of [`Page`].
+    pub fn as_page(&self) -> Page<'_> {
+        Page::new(self.bytes)
+    }
+
+    /// Formats an empty page with `special_size_bytes` (rounded up to [`MAXALIGN`]) of
+    /// special space at the end, as PostgreSQL's `PageInit`. Everything else, LSN included,
+    /// is zeroed.
+    ///
+    /// # Panics
+    ///
+    /// If the special space leaves no room for an item (more than 8160 bytes): a caller bug.
+    pub fn init(&mut self, special_size_bytes: usize) {
+        assert!(
+            special_size_bytes <= MAX_SPECIAL_SIZE,
+            "a special space of {special_size_bytes} bytes leaves no room for items \
+             (at most {MAX_SPECIAL_SIZE})"
+        );
+        let special = (PAGE_SIZE - max_align(special_size_bytes)) as u16;
+        self.bytes.fill(0);
+        write_u16(self.bytes, LOWER_AT, HEADER_SIZE as u16);
+        write_u16(self.bytes, UPPER_AT, special);
+        write_u16(self.bytes, SPECIAL_AT, special);
+        write_u16(self.bytes, VERSION_AT, LAYOUT_VERSION);
+        debug_assert!(self.as_page().check_header().is_ok());
+    }
+
+    /// Sets `pd_lsn` (after WAL-logging the change, to the record's end LSN).
+    pub fn set_lsn(&mut self, lsn: u64) {
+        self.bytes[LSN_AT..LSN_AT + 8].copy_from_slice(&lsn.to_le_bytes());
+    }
+
+    /// Sets (`on`) or clears the bits of `flag`, one or more of the page flags.
+    pub fn set_flag(&mut self, flag: u16, on: bool) {
+        debug_assert!(
+            flag & !VALID_FLAG_BITS == 0,
+            "unknown page flag {flag:#06x}"
+        );
+        let flags = self.as_page().flags();
+        let flags = if on { flags | flag } else { flags & !flag };
+        write_u16(self.bytes, FLAGS_AT, flags);
+    }
+
+    /// Adds an item and returns its number, as PostgreSQL's `PageAddItem` (without
+    /// shuffling). With `at`, the item goes to that line pointer, which must be unused or one
+    /// past the last; without, to the first unused line pointer if [`HAS_FREE_LINES`] says
+    /// there may be one, else to a new line pointer.
+    ///
+    /// `None`, with the page unchanged, if the item does not fit, `data` is empty (a normal
+    /// item must have storage) or longer than [`MAX_ITEM_SIZE`], `at` is not usable, or the
+    /// page header is inconsistent.
+    pub fn add_item(&mut self, data: &[u8], at: Option<OffsetNumber>) -> Option<OffsetNumber> {
+        let page = self.as_page();
+        page.check_bounds().ok()?;
+        if data.is_empty() || data.len() > MAX_ITEM_SIZE {
+            return None;
+        }
+        let off = self.choose_line_pointer(at)?;
+        let new_pointer = off > page.item_count();
+        let lower = usize::from(page.lower()) + if new_pointer { LINE_POINTER_SIZE } else { 0 };
+        // Checked: a large item on a nearly full page would take upper below zero.
+        let upper = usize::from(page.upper()).checked_sub(max_align(data.len()))?;
+        if lower > upper {
+            return None;
+        }
+        self.write_item_bytes(upper, data);
+        self.set_item_id(off, ItemId::normal(upper as u16, data.len() as u16));
+        write_u16(self.bytes, LOWER_AT, lower as u16);
+        write_u16(self.bytes, UPPER_AT, upper as u16);
+        if self.as_page().has_flag(HAS_FREE_LINES) {
+            // Keep the hint exact: clear it once the last unused pointer is taken, or when it
+            // was stale (set, yet the scan found none), as PostgreSQL's PageAddItem does.
+            let more = self.as_page().has_unused_line_pointer();
+            self.set_flag(HAS_FREE_LINES, more);
+        }
+        debug_assert!(self.as_page().check_bounds().is_ok());
+        Some(off)
+    }
+
+    /// The line pointer an item added with `at` goes to, if `at` is usable.
+    fn choose_line_pointer(&self, at: Option<OffsetNumber>) -> Option<OffsetNumber> {
+        let page = self.as_page();
+        let next = page.item_count() + 1;
+        match at {
+            Some(off) if off == next && usize::from(off) <= MAX_ITEM_COUNT => Some(off),
+            Some(off) => page.item_id(off).filter(|id| !id.is_used()).map(|_| off),
+            None if page.has_flag(HAS_FREE_LINES) => {
+                Some(page.first_unused_from(FIRST_OFFSET_NUMBER).unwrap_or(next))
+            }
+            None => Some(next),
+        }
+    }
+
+    /// Writes an item at `start`, zeroing its alignment padding so that the page bytes (and
+    /// so the checksum) depend only on the items, not on what was there before.
+    fn write_item_bytes(&mut self, start: usize, data: &[u8]) {
+        let end = start + data.len();
+        self.bytes[start..end].copy_from_slice(data);
+        self.bytes[end..start + max_align(data.len())].fill(0);
+    }
+
+    fn set_item_id(&mut self, off: OffsetNumber, id: ItemId) {
+        debug_assert!(usize::from(off) <= MAX_ITEM_COUNT);
+        write_u32(self.bytes, line_pointer_at(off), id.to_raw());
+    }
+
+    /// Marks live item `off` dead (as `ItemIdMarkDead`): readers no longer see it, its
+    /// number stays taken, and its storage is reclaimed by the next
+    /// [`repair_fragmentation`](Self::repair_fragmentation). `false` if `off` is not a live item.
+    pub fn mark_dead(&mut self, off: OffsetNumber) -> bool {
+        match self.as_page().item_id(off) {
+            Some(id) if id.state == ItemState::Normal => {
+                self.set_item_id(
+                    off,
+                    ItemId {
+                        state: ItemState::Dead,
+                        ..id
+                    },
+                );
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Marks line pointer `off` unused (as `ItemIdSetUnused`), free for reuse by
+    /// [`add_item`](Self::add_item); its storage is reclaimed by the next
+    /// [`repair_fragmentation`](Self::repair_fragmentation). Sets [`HAS_FREE_LINES`] at once
+    /// (PostgreSQL sets it only on repair) so the pointer is reused without waiting for one.
+    /// `false` if `off` is out of range or already unused.
+    pub fn mark_unused(&mut self, off: OffsetNumber) -> bool {
+        match self.as_page().item_id(off) {
+            Some(id) if id.is_used() => {
+                self.set_item_id(off, ItemId::UNUSED);
+                self.set_flag(HAS_FREE_LINES, true);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Compacts the live items towards the special space, reclaiming the storage of dead
+    /// items and of pointers marked unused, as PostgreSQL's `PageRepairFragmentation`. Item
+    /// numbers do not change (line pointers are never removed or renumbered), the items keep
+    /// their physical order, and [`HAS_FREE_LINES`] ends up set exactly if a pointer is unused.
+    ///
+    /// Fails, with the page unchanged, on an inconsistent header, a corrupt line pointer or
+    /// overlapping items (moving those would spread the damage).
+    pub fn repair_fragmentation(&mut self) -> Result<(), PageError> {
+        let page = self.as_page();
+        page.check_bounds()?;
+        // (byte offset, item number) of every live item; on the stack, no allocation.
+        let mut live = [(0u16, 0 as OffsetNumber); MAX_ITEM_COUNT];
+        let mut n = 0;
+        for off in FIRST_OFFSET_NUMBER..=page.item_count() {
+            let Some(id) = page.item_id(off) else { break };
+            if id.state == ItemState::Normal {
+                page.checked_storage(off, id)?;
+                live[n] = (id.offset, off);
+                n += 1;
+            }
+        }
+        // Sorted by descending offset: each item then moves only towards the end of the page,
+        // over bytes already vacated, so in-place moves cannot clobber an item not yet moved.
+        page.check_no_overlap(&mut live[..n])?;
+        let old_upper = usize::from(page.upper());
+        let mut upper = usize::from(page.special());
+        for &(start, off) in &live[..n] {
+            upper = self.move_item(off, usize::from(start), upper);
+        }
+        self.bytes[old_upper..upper].fill(0);
+        write_u16(self.bytes, UPPER_AT, upper as u16);
+        self.drop_storage_of_dead_and_unused();
+        let has_unused = self.as_page().has_unused_line_pointer();
+        self.set_flag(HAS_FREE_LINES, has_unused);
+        debug_assert_eq!(
+            usize::from(self.as_page().special()) - upper,
+            self.as_page().aligned_storage_bytes(ItemState::Normal),
+            "after repair, item storage is exactly the live items"
+        );
+        Ok(())
+    }
+
+    /// Moves live item `off` from `start` to just below `upper`; returns its new start.
+    fn move_item(&mut self, off: OffsetNumber, start: usize, upper: usize) -> usize {
+        let len = self
+            .as_page()
+            .item_id(off)
+            .map_or(0, |id| usize::from(id.len_bytes));
+        let new_start = upper - max_align(len);
+        debug_assert!(
+            new_start >= start,
+            "items only move towards the special space"
+        );
+        self.bytes.copy_within(start..start + len, new_start);
+        self.bytes[new_start + len..upper].fill(0);
+        self.set_item_id(off, ItemId::normal(new_start as u16, len as u16));
+        new_start
+    }
+
+    /// Clears the offset and length of dead and unused line pointers: their storage is gone.
+    fn drop_storage_of_dead_and_unused(&mut self) {
+        for off in FIRST_OFFSET_NUMBER..=self.as_page().item_count() {
+            let Some(id) = self.as_page().item_id(off) else {
+                break;
+            };
+            if matches!(id.state, ItemState::Dead | ItemState::Unused) && id != ItemId::UNUSED {
+                let cleared = ItemId {
+                    offset: 0,
+                    len_bytes: 0,
+                    ..id
+                };
+                self.set_item_id(off, cleared);
+            }
+        }
+    }
+
+    /// The special space, writable; `None` if `pd_special` is out of range (see
+    /// [`Page::special_space`]).
+    pub fn special_space_mut(&mut self) -> Option<&mut [u8]> {
+        let start = usize::from(self.as_page().special());
+        (HEADER_SIZE..=PAGE_SIZE)
+            .contains(&start)
+            .then(|| &mut self.bytes[start..])
+    }
+}
