@@ -43,6 +43,44 @@ impl RelsizeCacheMode {
     }
 }
 
+/// Where a prepared transaction's state is found at COMMIT/ROLLBACK PREPARED (seed 003).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TwophaseStateMode {
+    /// Kept in memory from PREPARE on (spilled to a state file at a checkpoint, and still
+    /// kept in memory): COMMIT PREPARED opens no file and reads no WAL.
+    Memory,
+    /// Re-read from the prepare record in its WAL segment file, opened for the purpose, at
+    /// every COMMIT/ROLLBACK PREPARED, as PostgreSQL does (`XlogReadTwoPhaseData`).
+    RereadWal,
+}
+
+impl TwophaseStateMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            TwophaseStateMode::Memory => "memory",
+            TwophaseStateMode::RereadWal => "reread_wal",
+        }
+    }
+}
+
+/// How lazy vacuum stores the dead tuple ids it collects (seed 004).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeadTidsMode {
+    /// A compact TID store: per-block offset bitmaps under a radix of block numbers.
+    Store,
+    /// PostgreSQL's old sorted array of 6-byte item pointers, searched by bisection.
+    Array,
+}
+
+impl DeadTidsMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            DeadTidsMode::Store => "store",
+            DeadTidsMode::Array => "array",
+        }
+    }
+}
+
 /// Every setting of the engine.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -80,6 +118,25 @@ pub struct Config {
     pub sync: SyncMode,
     /// Seed 002 switch.
     pub relsize_cache: RelsizeCacheMode,
+    /// `max_connections`: sessions (embedded: concurrently open transactions) at most.
+    /// PostgreSQL's default, 100. Sizes the lock table with the next two settings.
+    pub max_connections: usize,
+    /// `max_prepared_transactions`: prepared transactions at most. PostgreSQL's default, 0,
+    /// which disables PREPARE TRANSACTION: a transaction manager must size it on purpose.
+    pub max_prepared_transactions: usize,
+    /// `max_locks_per_transaction`: the lock table holds this many locks per connection and
+    /// prepared transaction (PostgreSQL's formula and default, 64).
+    pub max_locks_per_transaction: usize,
+    /// `deadlock_timeout`: how long a lock wait lasts before the deadlock check runs, in
+    /// milliseconds. PostgreSQL's default, 1 s.
+    pub deadlock_timeout_ms: u64,
+    /// Seed 003 switch: `memory` (default) or `reread_wal` (PostgreSQL's behaviour).
+    pub twophase_state: TwophaseStateMode,
+    /// `maintenance_work_mem`: the memory vacuum may use for dead tuple ids before it must
+    /// run an index pass. PostgreSQL's default, 64 MB; unlike PostgreSQL there is no 1 GB cap.
+    pub maintenance_work_mem_bytes: u64,
+    /// Seed 004 switch: `store` (default) or `array` (PostgreSQL's old dead-TID array).
+    pub dead_tids: DeadTidsMode,
 }
 
 impl Default for Config {
@@ -98,6 +155,13 @@ impl Default for Config {
             buffer_drop: BufferDropMode::Indexed,
             sync: SyncMode::Checkpointer,
             relsize_cache: RelsizeCacheMode::On,
+            max_connections: 100,
+            max_prepared_transactions: 0,
+            max_locks_per_transaction: 64,
+            deadlock_timeout_ms: 1000,
+            twophase_state: TwophaseStateMode::Memory,
+            maintenance_work_mem_bytes: 64 * 1024 * 1024,
+            dead_tids: DeadTidsMode::Store,
         }
     }
 }
@@ -109,6 +173,13 @@ impl Config {
     /// The number of buffers in the pool.
     pub fn nbuffers(&self) -> usize {
         (self.shared_buffers_bytes / PAGE_SIZE as u64) as usize
+    }
+
+    /// The lock table's capacity in locks (PostgreSQL's `max_locks_per_transaction *
+    /// (max_connections + max_prepared_transactions)`).
+    pub fn lock_table_capacity(&self) -> usize {
+        self.max_locks_per_transaction
+            .saturating_mul(self.max_connections + self.max_prepared_transactions)
     }
 
     /// Sets one setting by its PostgreSQL-style name from its text form (as in a TOML file,
@@ -172,6 +243,31 @@ impl Config {
                 } else {
                     RelsizeCacheMode::Off
                 };
+            }
+            "max_connections" => self.max_connections = parse_count(value).map_err(bad)?,
+            "max_prepared_transactions" => {
+                self.max_prepared_transactions = parse_count(value).map_err(bad)?;
+            }
+            "max_locks_per_transaction" => {
+                self.max_locks_per_transaction = parse_count(value).map_err(bad)?;
+            }
+            "deadlock_timeout" => self.deadlock_timeout_ms = parse_millis(value).map_err(bad)?,
+            "twophase_state" => {
+                self.twophase_state = match value.trim() {
+                    "memory" => TwophaseStateMode::Memory,
+                    "reread_wal" => TwophaseStateMode::RereadWal,
+                    other => return Err(bad(format!("\"{other}\" is not memory or reread_wal"))),
+                }
+            }
+            "maintenance_work_mem" => {
+                self.maintenance_work_mem_bytes = parse_bytes(value).map_err(bad)?;
+            }
+            "dead_tids" => {
+                self.dead_tids = match value.trim() {
+                    "store" => DeadTidsMode::Store,
+                    "array" => DeadTidsMode::Array,
+                    other => return Err(bad(format!("\"{other}\" is not store or array"))),
+                }
             }
             _ => {
                 return Err(Error::Config {
@@ -250,6 +346,27 @@ impl Config {
         if self.max_files_per_process < 4 {
             return bad("max_files_per_process", "must be at least 4".to_string());
         }
+        if self.max_connections == 0 {
+            return bad("max_connections", "must be at least 1".to_string());
+        }
+        if self.max_locks_per_transaction < 10 {
+            return bad(
+                "max_locks_per_transaction",
+                "must be at least 10".to_string(),
+            );
+        }
+        if self.deadlock_timeout_ms == 0 {
+            return bad("deadlock_timeout", "must be at least 1ms".to_string());
+        }
+        if self.maintenance_work_mem_bytes < 1024 * 1024 {
+            return bad(
+                "maintenance_work_mem",
+                format!(
+                    "{} bytes is less than 1 MB",
+                    self.maintenance_work_mem_bytes
+                ),
+            );
+        }
         Ok(())
     }
 }
@@ -261,6 +378,33 @@ pub fn parse_on_off(text: &str) -> std::result::Result<bool, String> {
         "off" | "false" => Ok(false),
         other => Err(format!("\"{other}\" is not on or off")),
     }
+}
+
+/// Parses a whole number (a count).
+pub fn parse_count(text: &str) -> std::result::Result<usize, String> {
+    text.trim()
+        .parse()
+        .map_err(|e| format!("\"{text}\" is not a whole number: {e}"))
+}
+
+/// Parses a duration in milliseconds: a bare number is milliseconds (PostgreSQL's unit for
+/// `deadlock_timeout`); `ms`, `s`, `min` and `h` suffixes as in PostgreSQL.
+pub fn parse_millis(text: &str) -> std::result::Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("\"{text}\" does not start with a whole number"))?;
+    let mult = match unit.trim() {
+        "" | "ms" => 1,
+        "s" => 1000,
+        "min" => 60_000,
+        "h" => 3_600_000,
+        other => return Err(format!("\"{other}\" is not a unit (use ms, s, min, h)")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("\"{text}\" is too large"))
 }
 
 /// Parses a duration in seconds: a bare number is seconds; `s`, `min` and `h` suffixes as in
@@ -329,5 +473,25 @@ mod tests {
         let err = c.set("no_such_thing", "1").unwrap_err().to_string();
         assert!(err.contains("unrecognized"), "{err}");
         assert!(c.set("segment_size", "1000").is_err());
+    }
+
+    #[test]
+    fn transaction_settings_parse_with_postgres_units() {
+        let mut c = Config::default();
+        c.set("deadlock_timeout", "250ms").unwrap();
+        assert_eq!(c.deadlock_timeout_ms, 250);
+        c.set("deadlock_timeout", "2s").unwrap();
+        assert_eq!(c.deadlock_timeout_ms, 2000);
+        c.set("max_prepared_transactions", "10").unwrap();
+        c.set("twophase_state", "reread_wal").unwrap();
+        assert_eq!(c.twophase_state, TwophaseStateMode::RereadWal);
+        c.set("dead_tids", "array").unwrap();
+        assert_eq!(c.dead_tids, DeadTidsMode::Array);
+        c.set("maintenance_work_mem", "1GB").unwrap();
+        assert_eq!(c.maintenance_work_mem_bytes, 1 << 30);
+        assert_eq!(c.lock_table_capacity(), 64 * 110);
+        assert!(c.set("twophase_state", "disk").is_err());
+        assert!(c.set("deadlock_timeout", "0").is_err());
+        assert!(c.set("max_locks_per_transaction", "-1").is_err());
     }
 }

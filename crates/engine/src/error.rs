@@ -117,9 +117,86 @@ pub enum Error {
 
     #[error("invalid value for setting \"{name}\": {reason}")]
     Config { name: String, reason: String },
+
+    // ------------------------------------------------------------ transactions and locks
+    #[error("could not serialize access due to {reason}")]
+    SerializationFailure { reason: String },
+
+    #[error("deadlock detected: {detail}")]
+    Deadlock { detail: String },
+
+    #[error("could not obtain {what}")]
+    LockNotAvailable { what: String },
+
+    #[error("out of shared memory: {what} (hint: {hint})")]
+    OutOfSharedMemory { what: String, hint: String },
+
+    #[error("{what}")]
+    NotInPrerequisiteState { what: String },
+
+    #[error("current transaction is aborted, commands ignored until end of transaction block")]
+    InFailedTransaction,
+
+    #[error("{what}")]
+    InvalidTransactionState { what: String },
+
+    #[error("transaction identifier \"{gid}\" is already in use")]
+    DuplicateGid { gid: String },
+
+    #[error("prepared transaction with identifier \"{gid}\" does not exist")]
+    NoSuchPreparedTransaction { gid: String },
+
+    #[error("relation \"{name}\" does not exist")]
+    UndefinedTable { name: String },
+
+    #[error("relation \"{name}\" already exists")]
+    DuplicateTable { name: String },
+
+    #[error("{what}")]
+    ProgramLimitExceeded { what: String },
+
+    #[error("{what}")]
+    InvalidParameter { what: String },
 }
 
 impl Error {
+    /// The PostgreSQL SQLSTATE of this error (Appendix A of the PostgreSQL manual), for the
+    /// wire protocol and for clients that branch on it (40001 and 40P01 mean "retry").
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            Error::CorruptPage { .. }
+            | Error::PageUnrepairable { .. }
+            | Error::WalCorrupt { .. } => {
+                "XX001" // data_corrupted
+            }
+            Error::ShortRead { .. }
+            | Error::BlockIo { .. }
+            | Error::MissingSegment { .. }
+            | Error::File { .. }
+            | Error::WalIo { .. } => "58030", // io_error
+            Error::ControlFile { .. }
+            | Error::CheckpointFailed { .. }
+            | Error::WalFailed { .. }
+            | Error::UnknownResourceManager { .. }
+            | Error::BlockOutOfRange { .. }
+            | Error::NoSuchRelation { .. }
+            | Error::RelationExists { .. } => "XX000", // internal_error
+            Error::NoFreeBuffers { .. } | Error::OutOfSharedMemory { .. } => "53200",
+            Error::WalRecordTooLarge { .. } | Error::ProgramLimitExceeded { .. } => "54000",
+            Error::Config { .. } | Error::InvalidParameter { .. } => "22023",
+            Error::SerializationFailure { .. } => "40001",
+            Error::Deadlock { .. } => "40P01",
+            Error::LockNotAvailable { .. } => "55P03",
+            Error::NotInPrerequisiteState { .. } => "55000",
+            Error::InFailedTransaction => "25P02",
+            Error::InvalidTransactionState { .. } => "25000",
+            Error::DuplicateGid { .. } => "42710",
+            Error::NoSuchPreparedTransaction { .. } => "42704",
+            Error::UndefinedTable { .. } => "42P01",
+            Error::DuplicateTable { .. } => "42P07",
+        }
+    }
+
     /// A file error with the operation and path as context.
     pub fn file(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         Error::File {

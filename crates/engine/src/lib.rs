@@ -34,7 +34,9 @@ pub mod txn;
 pub mod vfs;
 pub mod wal;
 
-pub use config::{BufferDropMode, Config, RelsizeCacheMode, SyncMode};
+pub use config::{
+    BufferDropMode, Config, DeadTidsMode, RelsizeCacheMode, SyncMode, TwophaseStateMode,
+};
 pub use db::Database;
 pub use error::{Error, Result};
 pub use smgr::{BlockNumber, Fork, RelFileLocator};

@@ -107,6 +107,11 @@ pub enum ReadMode {
     Normal,
     /// The page is new (just extended): zero it instead of reading.
     Zero,
+    /// Read it, but a page that fails verification (torn, corrupt) or lies past the end of
+    /// the file comes back zeroed instead of as an error (PostgreSQL's
+    /// `RBM_ZERO_ON_ERROR`): for forks whose content is a rebuildable hint, such as the
+    /// free-space map, which is not WAL-logged.
+    ZeroOnError,
 }
 
 /// The shared buffer pool.
@@ -315,6 +320,22 @@ impl BufferPool {
             ReadMode::Normal => {
                 self.stats.reads.fetch_add(1, Ordering::Relaxed);
                 self.smgr.read(tag.rel, tag.fork, tag.block, page)
+            }
+            ReadMode::ZeroOnError => {
+                self.stats.reads.fetch_add(1, Ordering::Relaxed);
+                match self.smgr.read(tag.rel, tag.fork, tag.block, page) {
+                    Err(
+                        e @ (Error::CorruptPage { .. }
+                        | Error::ShortRead { .. }
+                        | Error::BlockOutOfRange { .. }),
+                    ) => {
+                        // Handled here: the hint is rebuilt from zero, so say so once.
+                        tracing::warn!(error = %e, "zeroing an unreadable hint page");
+                        page.copy_from_slice(&ZERO_PAGE);
+                        Ok(())
+                    }
+                    other => other,
+                }
             }
         }
     }
