@@ -105,6 +105,26 @@ pub type OffsetNumber = u16;
 /// The number of the first item on a page.
 pub const FIRST_OFFSET_NUMBER: OffsetNumber = 1;
 
+/// A tuple's address: block number and item number (PostgreSQL's `ItemPointerData`, shown
+/// as `(block,offset)` like PostgreSQL's `ctid`). Ordered by block, then offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tid {
+    pub block: u32,
+    pub offset: OffsetNumber,
+}
+
+impl Tid {
+    pub const fn new(block: u32, offset: OffsetNumber) -> Self {
+        Tid { block, offset }
+    }
+}
+
+impl std::fmt::Display for Tid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "({},{})", self.block, self.offset)
+    }
+}
+
 /// Flag: there may be unused line pointers to reuse before adding new ones (a hint: it is
 /// set whenever one becomes unused and cleared once none is left).
 pub const HAS_FREE_LINES: u16 = 0x1;
