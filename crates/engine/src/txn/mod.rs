@@ -12,6 +12,8 @@
 //! - A transaction with no commit or abort record at a crash is aborted: it stays "in
 //!   progress" in the commit log, and nothing running has it.
 
+pub mod lock;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};

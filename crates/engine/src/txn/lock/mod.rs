@@ -1,0 +1,1249 @@
+//! # txn::lock — table-level (heavyweight) locks and deadlock detection
+//!
+//! The lock manager owns the lock table: for every locked [`LockTag`] (a table, or a
+//! transaction id), which [`LockOwner`]s hold which [`LockMode`]s how many times, and who waits
+//! for it in what order. It implements PostgreSQL's eight table lock modes with PostgreSQL's
+//! conflict table, counted re-entrant holds, FIFO queues with PostgreSQL's grant rule, waits on
+//! condition variables, the deadlock check after `deadlock_timeout`, a bounded table
+//! (`max_locks_per_transaction * (max_connections + max_prepared_transactions)`), and the hand-over
+//! of all locks of a transaction to its prepared twin (2PC).
+//!
+//! ## Rules for callers
+//! - Every transaction holds `LockTag::Transaction { xid }` in [`LockMode::Exclusive`] from its
+//!   first write to its end, and releases it (with everything else) by
+//!   [`LockManager::release_all`] at commit or abort.
+//! - To wait for a row that transaction `xid` changed, take `Transaction { xid }` in
+//!   [`LockMode::Share`] and release it at once: that wait is what makes row-lock waits
+//!   visible to the deadlock check.
+//! - A deadlock victim gets [`Error::Deadlock`] with its queue entry removed and its held locks
+//!   untouched: the caller aborts the transaction, which calls `release_all`.
+//! - `PREPARE TRANSACTION` calls [`LockManager::transfer_all`] from the session's owner to the
+//!   prepared transaction's owner; `COMMIT/ROLLBACK PREPARED` calls `release_all` on the latter.
+//! - An owner is driven by one thread at a time and waits for one lock at a time; a second
+//!   concurrent wait by the same owner is refused (`InvalidTransactionState`).
+//! - Never wait for a lock (`Block`, `TimeoutMs`) while holding a buffer pin's content lock, a
+//!   WAL insertion slot or any other engine mutex: the deadlock check sees only this table, so
+//!   such a wait could hang undetected (PostgreSQL's rule for LWLocks).
+//!
+//! ## Grant rule (PostgreSQL's `LockAcquire` + `LockCheckConflicts`)
+//! A request is granted at once when its mode conflicts with no mode held by *other* owners
+//! and no request already queued on the tag conflicts with it, except that an owner which
+//! already holds some mode on the tag skips the queue check (so an upgrade never waits behind
+//! a waiter that waits for the upgrader). Otherwise the request is queued at the tail. When
+//! locks are released (or a waiter leaves), the queue is granted in order as far as it can go,
+//! with the same rule: a waiter is blocked by conflicting holds of others, and, unless it holds
+//! something on the tag itself, by any conflicting request still waiting ahead of it. After
+//! every change no queued request is grantable; [`LockManager::check_invariants`] verifies that
+//! (a lost wake-up would show there).
+//!
+//! ## Deadlock detection
+//! A waiter sleeps on its own condition variable. After `deadlock_timeout` it runs the check,
+//! and, if there is no deadlock, again after every further `deadlock_timeout` (PostgreSQL checks
+//! once; re-checking is cheap and catches a cycle that closes later through an earlier
+//! waiter's new wait). The check locks every partition in ascending order (as PostgreSQL does),
+//! then walks the wait-for graph depth-first from the waiter W: an owner O waiting for mode M on
+//! tag T has a *hard* edge to every other owner holding a mode on T that conflicts with M, and,
+//! when O holds nothing on T, a *soft* edge to every owner queued ahead of it on T whose
+//! request conflicts with M — exactly the things that keep O waiting. A path back to W makes W
+//! the victim: W leaves the queue (waking whoever can now go) and gets `Error::Deadlock` whose
+//! detail has one line per member of the cycle, in PostgreSQL's words
+//! (`Process 7 waits for ShareLock on transaction 1234; blocked by process 9.`). Checks are
+//! serialized by the partition locks, so of the members of one cycle exactly one is the victim:
+//! the first to check; the cycle is gone for the others. Unlike PostgreSQL, soft edges are never
+//! resolved by rearranging a queue: a cycle through a soft edge also makes its checker the victim.
+//!
+//! ## Structure and lock order
+//! The table is split into [`LOCK_PARTITIONS`] partitions by tag hash, each a mutex over a map
+//! `tag → entry` (holders with per-mode hold counts, a count of holders per mode so the conflict
+//! check costs eight additions, and the FIFO queue). A second map, split into
+//! [`OWNER_PARTITIONS`] by owner, files per owner the tags it holds or waits on and what it
+//! waits for, so `release_all`, `transfer_all`, `locks_of` and the deadlock check never scan
+//! the table. Lock order: tag partitions (several only in ascending index) → at most one owner
+//! partition at a time, which is a leaf (nothing is locked while holding it). An owner's
+//! bookkeeping for tag T changes only while T's partition is held, so holding every tag
+//! partition gives a consistent picture of both maps. Uncontended acquire + release costs two
+//! short mutex sections each, map look-ups with a fast hash, and one shared atomic for the
+//! capacity count (taken only when a new (owner, tag) entry appears); emptied entries are
+//! recycled, so the steady state allocates nothing.
+//!
+//! ## Capacity
+//! At most `capacity` (owner, tag) entries exist at once: an owner holding several modes on a
+//! tag, or holding and waiting on it, is one entry; a waiter's queue entry counts. Beyond, an
+//! acquire gets `OutOfSharedMemory` and the table is left as it was. Every queue is bounded by
+//! the capacity too. `transfer_all` cannot fail and may overshoot by the entries of a waiting
+//! `from` (an edge case; PREPARE never waits).
+//!
+//! ## Never
+//! Never calls into the buffer pool, the WAL or any other subsystem, at all, so none of their
+//! locks can be taken while a partition mutex is held; never sleeps holding a partition mutex
+//! (waiting releases it); never busy-waits; never panics on any input; never rearranges queues.
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashSet, VecDeque};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::hash::{hash_one, FxBuildHasher, FxHashMap};
+
+type FxHashSet<T> = HashSet<T, FxBuildHasher>;
+
+/// Partitions of the lock table (PostgreSQL's `NUM_LOCK_PARTITIONS`).
+pub const LOCK_PARTITIONS: usize = 16;
+/// Partitions of the per-owner index.
+pub const OWNER_PARTITIONS: usize = 16;
+/// Emptied entries kept per partition for reuse, so the hot path does not allocate.
+const SPARE_ENTRIES: usize = 32;
+/// A recycled entry whose maps grew beyond this is dropped instead, to give the memory back.
+const SPARE_MAX_CAPACITY: usize = 64;
+/// The shortest `deadlock_timeout` honoured: zero would re-run the check in a tight loop.
+const MIN_DEADLOCK_TIMEOUT: Duration = Duration::from_millis(1);
+
+// ------------------------------------------------------------------------------ lock modes
+
+/// PostgreSQL's eight table lock modes, weakest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LockMode {
+    AccessShare,
+    RowShare,
+    RowExclusive,
+    ShareUpdateExclusive,
+    Share,
+    ShareRowExclusive,
+    Exclusive,
+    AccessExclusive,
+}
+
+/// Bit `m` set: the mode with index `m` conflicts (PostgreSQL's `LockConflicts`), indexed by
+/// the requested mode. Bit order is [`LockMode::ALL`] order, bit 0 = AccessShare.
+const CONFLICTS: [u8; 8] = [
+    0b1000_0000, // AccessShare: AccessExclusive
+    0b1100_0000, // RowShare: Exclusive, AccessExclusive
+    0b1111_0000, // RowExclusive: Share, ShareRowExclusive, Exclusive, AccessExclusive
+    0b1111_1000, // ShareUpdateExclusive: ShareUpdateExclusive and up
+    0b1110_1100, // Share: RowExclusive, ShareUpdateExclusive, ShareRowExclusive and up
+    0b1111_1100, // ShareRowExclusive: RowExclusive and up
+    0b1111_1110, // Exclusive: RowShare and up
+    0b1111_1111, // AccessExclusive: everything
+];
+
+impl LockMode {
+    /// All modes, weakest first.
+    pub const ALL: [LockMode; 8] = [
+        LockMode::AccessShare,
+        LockMode::RowShare,
+        LockMode::RowExclusive,
+        LockMode::ShareUpdateExclusive,
+        LockMode::Share,
+        LockMode::ShareRowExclusive,
+        LockMode::Exclusive,
+        LockMode::AccessExclusive,
+    ];
+
+    /// 0..8, the position in [`LockMode::ALL`].
+    #[inline]
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    #[inline]
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+
+    /// The modes this one conflicts with, as a bit set.
+    #[inline]
+    fn conflict_mask(self) -> u8 {
+        CONFLICTS[self.index()]
+    }
+
+    /// Whether a request for `self` conflicts with a hold of `other` by another owner
+    /// (PostgreSQL's "Table 13.2 Conflicting Lock Modes"; symmetric).
+    #[inline]
+    pub fn conflicts_with(self, other: LockMode) -> bool {
+        self.conflict_mask() & other.bit() != 0
+    }
+
+    /// The name PostgreSQL prints ("AccessShareLock", ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            LockMode::AccessShare => "AccessShareLock",
+            LockMode::RowShare => "RowShareLock",
+            LockMode::RowExclusive => "RowExclusiveLock",
+            LockMode::ShareUpdateExclusive => "ShareUpdateExclusiveLock",
+            LockMode::Share => "ShareLock",
+            LockMode::ShareRowExclusive => "ShareRowExclusiveLock",
+            LockMode::Exclusive => "ExclusiveLock",
+            LockMode::AccessExclusive => "AccessExclusiveLock",
+        }
+    }
+
+    /// PostgreSQL's lock mode number: 1 (AccessShareLock) ..= 8 (AccessExclusiveLock); 0 is
+    /// PostgreSQL's `NoLock` and never a mode here.
+    pub fn to_u8(self) -> u8 {
+        self as u8 + 1
+    }
+
+    /// The inverse of [`LockMode::to_u8`]; `None` for anything outside 1..=8.
+    pub fn from_u8(b: u8) -> Option<LockMode> {
+        let index = usize::from(b.checked_sub(1)?);
+        LockMode::ALL.get(index).copied()
+    }
+}
+
+impl fmt::Display for LockMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+// ------------------------------------------------------------------------------ lock tags
+
+/// What is locked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LockTag {
+    /// A table.
+    Relation { db_oid: u32, rel_oid: u64 },
+    /// Held Exclusive by a transaction for its whole life; row-lock waiters take Share on it
+    /// and release it at once.
+    Transaction { xid: u64 },
+}
+
+const TAG_KIND_RELATION: u8 = 1;
+const TAG_KIND_TRANSACTION: u8 = 2;
+
+impl LockTag {
+    /// Bytes of every encoded tag: a kind byte and twelve payload bytes (relation: `db_oid`
+    /// u32 then `rel_oid` u64; transaction: `xid` u64 then four zero bytes), little-endian.
+    pub const ENCODED_LEN: usize = 13;
+
+    /// Appends the fixed-size encoding (for 2PC prepare records).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match *self {
+            LockTag::Relation { db_oid, rel_oid } => {
+                out.push(TAG_KIND_RELATION);
+                out.extend_from_slice(&db_oid.to_le_bytes());
+                out.extend_from_slice(&rel_oid.to_le_bytes());
+            }
+            LockTag::Transaction { xid } => {
+                out.push(TAG_KIND_TRANSACTION);
+                out.extend_from_slice(&xid.to_le_bytes());
+                out.extend_from_slice(&[0; 4]);
+            }
+        }
+    }
+
+    /// Decodes one tag from the front of `bytes`, returning it and the bytes consumed; `None`
+    /// for anything that is not an encoding (short input, unknown kind, non-zero padding).
+    pub fn decode(bytes: &[u8]) -> Option<(LockTag, usize)> {
+        let raw: &[u8; Self::ENCODED_LEN] = bytes.get(..Self::ENCODED_LEN)?.try_into().ok()?;
+        let [kind, p @ ..] = raw;
+        let u32_at = |at: usize| -> Option<u32> {
+            Some(u32::from_le_bytes(p.get(at..at + 4)?.try_into().ok()?))
+        };
+        let u64_at = |at: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(p.get(at..at + 8)?.try_into().ok()?))
+        };
+        let tag = match *kind {
+            TAG_KIND_RELATION => LockTag::Relation {
+                db_oid: u32_at(0)?,
+                rel_oid: u64_at(4)?,
+            },
+            TAG_KIND_TRANSACTION => {
+                if u32_at(8)? != 0 {
+                    return None;
+                }
+                LockTag::Transaction { xid: u64_at(0)? }
+            }
+            _ => return None,
+        };
+        Some((tag, Self::ENCODED_LEN))
+    }
+}
+
+impl fmt::Display for LockTag {
+    /// PostgreSQL's wording in lock messages.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockTag::Relation { db_oid, rel_oid } => {
+                write!(f, "relation {rel_oid} of database {db_oid}")
+            }
+            LockTag::Transaction { xid } => write!(f, "transaction {xid}"),
+        }
+    }
+}
+
+/// Who holds locks: a session's transaction, or a prepared transaction.
+pub type LockOwner = u64;
+
+/// What to do when a lock cannot be granted at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockWait {
+    /// Wait until granted (or chosen as a deadlock victim).
+    Block,
+    /// Fail at once with `LockNotAvailable` (`NOWAIT`).
+    NoWait,
+    /// Wait at most this many milliseconds, then fail with `LockNotAvailable` (`lock_timeout`).
+    TimeoutMs(u64),
+}
+
+/// Counters of the lock manager's work, for tests and monitoring.
+#[derive(Debug, Default)]
+pub struct LockStats {
+    /// Successful acquisitions (at once or after a wait).
+    pub acquired: AtomicU64,
+    /// Requests that had to queue.
+    pub waits: AtomicU64,
+    /// Deadlock checks run.
+    pub deadlock_checks: AtomicU64,
+    /// Deadlocks found (victims chosen).
+    pub deadlocks: AtomicU64,
+}
+
+// ------------------------------------------------------------------------------ table entries
+
+/// One owner's holds on one tag: how many times it holds each mode.
+#[derive(Clone, Copy, Debug, Default)]
+struct Hold {
+    counts: [u32; 8],
+}
+
+impl Hold {
+    /// The modes held at least once.
+    fn mask(&self) -> u8 {
+        let mut mask = 0;
+        for (m, &count) in self.counts.iter().enumerate() {
+            if count > 0 {
+                mask |= 1 << m;
+            }
+        }
+        mask
+    }
+}
+
+/// Whether some mode in `requested` conflicts with some mode in `held`.
+fn masks_conflict(requested: u8, held: u8) -> bool {
+    LockMode::ALL
+        .iter()
+        .any(|m| requested & m.bit() != 0 && m.conflict_mask() & held != 0)
+}
+
+/// Where a waiting thread sleeps; `granted` is written under the tag's partition mutex by
+/// whoever grants the request, and read by the waiter under the same mutex.
+struct WaitSlot {
+    granted: AtomicBool,
+    cv: Condvar,
+}
+
+struct Waiter {
+    owner: LockOwner,
+    mode: LockMode,
+    slot: Arc<WaitSlot>,
+}
+
+/// One locked tag.
+#[derive(Default)]
+struct LockEntry {
+    holders: FxHashMap<LockOwner, Hold>,
+    /// `holders_of_mode[m]`: how many owners hold mode `m` at least once. With it, "does any
+    /// other owner hold a conflicting mode" costs eight subtractions, however many hold.
+    holders_of_mode: [usize; 8],
+    /// Requests waiting, first come first; bounded by the table capacity.
+    queue: VecDeque<Waiter>,
+}
+
+impl LockEntry {
+    fn is_empty(&self) -> bool {
+        self.holders.is_empty() && self.queue.is_empty()
+    }
+
+    /// The modes held by owners other than `owner`.
+    fn others_mask(&self, owner: LockOwner) -> u8 {
+        let own = self.holders.get(&owner).map_or(0, Hold::mask);
+        let mut mask = 0;
+        for (m, &n) in self.holders_of_mode.iter().enumerate() {
+            let others = n.saturating_sub(usize::from(own & (1 << m) != 0));
+            if others > 0 {
+                mask |= 1 << m;
+            }
+        }
+        mask
+    }
+
+    /// The modes requested by everyone queued.
+    fn queued_mask(&self) -> u8 {
+        self.queue.iter().fold(0, |mask, w| mask | w.mode.bit())
+    }
+
+    /// Whether `owner`'s request for `mode` must wait, given `ahead`, the modes requested by
+    /// the waiters queued before it (ignored when `owner` already holds something here).
+    fn blocked(&self, owner: LockOwner, mode: LockMode, ahead: u8) -> bool {
+        let held_by_others = self.others_mask(owner);
+        let is_holder = self.holders.contains_key(&owner);
+        mode.conflict_mask() & held_by_others != 0
+            || (!is_holder && mode.conflict_mask() & ahead != 0)
+    }
+
+    /// Adds one hold of `mode` for `owner`. Saturates instead of overflowing: callers refuse
+    /// a request at `u32::MAX` holds before getting here.
+    fn add_hold(&mut self, owner: LockOwner, mode: LockMode) {
+        let hold = self.holders.entry(owner).or_default();
+        let count = &mut hold.counts[mode.index()];
+        if *count == 0 {
+            self.holders_of_mode[mode.index()] += 1;
+        }
+        *count = count.saturating_add(1);
+    }
+
+    /// Removes every hold of `owner`, returning them.
+    fn remove_holder(&mut self, owner: LockOwner) -> Option<Hold> {
+        let hold = self.holders.remove(&owner)?;
+        for (m, &count) in hold.counts.iter().enumerate() {
+            if count > 0 {
+                self.holders_of_mode[m] = self.holders_of_mode[m].saturating_sub(1);
+            }
+        }
+        Some(hold)
+    }
+
+    /// Owners a waiter `owner` (waiting for `mode` here) waits for: the wait-for graph's edges.
+    fn blockers(&self, owner: LockOwner, mode: LockMode) -> Vec<LockOwner> {
+        let mut out: Vec<LockOwner> = self
+            .holders
+            .iter()
+            .filter(|&(&h, hold)| h != owner && mode.conflict_mask() & hold.mask() != 0)
+            .map(|(&h, _)| h)
+            .collect();
+        if !self.holders.contains_key(&owner) {
+            out.extend(
+                self.queue
+                    .iter()
+                    .take_while(|w| w.owner != owner)
+                    .filter(|w| mode.conflicts_with(w.mode))
+                    .map(|w| w.owner),
+            );
+        }
+        // Deterministic order, so the same graph gives the same detail.
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
+/// One partition of the lock table.
+#[derive(Default)]
+struct Partition {
+    locks: FxHashMap<LockTag, LockEntry>,
+    /// Emptied entries, reused to keep allocation off the hot path.
+    spare: Vec<LockEntry>,
+}
+
+impl Partition {
+    /// The entry of `tag`, created (from a spare if any) when absent.
+    fn entry_mut(&mut self, tag: LockTag) -> &mut LockEntry {
+        let spare = &mut self.spare;
+        self.locks
+            .entry(tag)
+            .or_insert_with(|| spare.pop().unwrap_or_default())
+    }
+
+    /// Drops the entry of `tag` if nobody holds or waits for it any more.
+    fn discard_if_empty(&mut self, tag: LockTag) {
+        if !self.locks.get(&tag).is_some_and(LockEntry::is_empty) {
+            return;
+        }
+        let Some(mut entry) = self.locks.remove(&tag) else {
+            return;
+        };
+        if self.spare.len() < SPARE_ENTRIES
+            && entry.holders.capacity() <= SPARE_MAX_CAPACITY
+            && entry.queue.capacity() <= SPARE_MAX_CAPACITY
+        {
+            entry.holders_of_mode = [0; 8];
+            self.spare.push(entry);
+        }
+    }
+}
+
+/// An owner's bookkeeping.
+#[derive(Default)]
+struct OwnerEntry {
+    /// Every tag this owner holds some mode on or waits on: its (owner, tag) entries.
+    tags: FxHashSet<LockTag>,
+    /// The one request this owner waits for, if any.
+    waiting: Option<(LockTag, LockMode)>,
+}
+
+impl OwnerEntry {
+    fn is_empty(&self) -> bool {
+        self.tags.is_empty() && self.waiting.is_none()
+    }
+}
+
+#[derive(Default)]
+struct OwnerPartition {
+    owners: FxHashMap<LockOwner, OwnerEntry>,
+    spare: Vec<OwnerEntry>,
+}
+
+impl OwnerPartition {
+    fn entry_mut(&mut self, owner: LockOwner) -> &mut OwnerEntry {
+        let spare = &mut self.spare;
+        self.owners
+            .entry(owner)
+            .or_insert_with(|| spare.pop().unwrap_or_default())
+    }
+
+    /// Drops `owner`'s entry if it files nothing any more.
+    fn discard_if_empty(&mut self, owner: LockOwner) {
+        if !self.owners.get(&owner).is_some_and(OwnerEntry::is_empty) {
+            return;
+        }
+        let Some(entry) = self.owners.remove(&owner) else {
+            return;
+        };
+        if self.spare.len() < SPARE_ENTRIES && entry.tags.capacity() <= SPARE_MAX_CAPACITY {
+            self.spare.push(entry);
+        }
+    }
+}
+
+/// Keeps each partition on its own cache lines, so two cores working on different partitions
+/// do not fight over one line.
+#[repr(align(128))]
+#[derive(Default)]
+struct Padded<T>(T);
+
+fn tag_partition(tag: &LockTag) -> usize {
+    (hash_one(tag) % LOCK_PARTITIONS as u64) as usize
+}
+
+fn owner_partition(owner: LockOwner) -> usize {
+    (hash_one(&owner) % OWNER_PARTITIONS as u64) as usize
+}
+
+/// One step of a cycle found by the deadlock check.
+struct CycleEdge {
+    owner: LockOwner,
+    tag: LockTag,
+    mode: LockMode,
+    blocked_by: LockOwner,
+}
+
+/// A frame of the deadlock check's depth-first walk.
+struct Frame {
+    owner: LockOwner,
+    tag: LockTag,
+    mode: LockMode,
+    blockers: Vec<LockOwner>,
+    next: usize,
+}
+
+// ------------------------------------------------------------------------------ the manager
+
+/// The lock table. See the module header for the rules.
+pub struct LockManager {
+    partitions: Box<[Padded<Mutex<Partition>>]>,
+    owners: Box<[Padded<Mutex<OwnerPartition>>]>,
+    capacity: usize,
+    /// (owner, tag) entries in use; changed only under the tag's partition mutex, so it equals
+    /// the table's count whenever every partition is held.
+    entries_used: AtomicUsize,
+    deadlock_timeout: Duration,
+    stats: LockStats,
+}
+
+impl LockManager {
+    /// A lock table of at most `capacity` (owner, tag) entries, running the deadlock check
+    /// after a waiter has waited `deadlock_timeout` (at least 1 ms is honoured).
+    pub fn new(capacity: usize, deadlock_timeout: Duration) -> Self {
+        LockManager {
+            partitions: (0..LOCK_PARTITIONS).map(|_| Padded::default()).collect(),
+            owners: (0..OWNER_PARTITIONS).map(|_| Padded::default()).collect(),
+            capacity,
+            entries_used: AtomicUsize::new(0),
+            deadlock_timeout: deadlock_timeout.max(MIN_DEADLOCK_TIMEOUT),
+            stats: LockStats::default(),
+        }
+    }
+
+    /// A lock table sized and timed by `config` (`lock_table_capacity()`,
+    /// `deadlock_timeout_ms`).
+    pub fn from_config(config: &Config) -> Self {
+        Self::new(
+            config.lock_table_capacity(),
+            Duration::from_millis(config.deadlock_timeout_ms),
+        )
+    }
+
+    fn partition(&self, tag: &LockTag) -> MutexGuard<'_, Partition> {
+        self.partitions[tag_partition(tag)].0.lock()
+    }
+
+    fn owner_part(&self, owner: LockOwner) -> MutexGuard<'_, OwnerPartition> {
+        self.owners[owner_partition(owner)].0.lock()
+    }
+
+    /// Every tag partition, locked in ascending order (the only order taking several).
+    fn lock_all(&self) -> Vec<MutexGuard<'_, Partition>> {
+        self.partitions.iter().map(|p| p.0.lock()).collect()
+    }
+
+    /// Grants `mode` on `tag` to `owner`, or waits as `wait` says.
+    ///
+    /// Errors: `Deadlock` (this waiter is the victim: it has left the queue, its held locks
+    /// are untouched — the caller aborts and calls `release_all`), `LockNotAvailable`
+    /// (`NoWait`, or the timeout passed; nothing is left behind), `OutOfSharedMemory` (the
+    /// table is full), `ProgramLimitExceeded` (`u32::MAX` holds of one mode), and
+    /// `InvalidTransactionState` (the owner is already waiting in another thread).
+    pub fn acquire(
+        &self,
+        owner: LockOwner,
+        tag: LockTag,
+        mode: LockMode,
+        wait: LockWait,
+    ) -> Result<()> {
+        let mut guard = self.partition(&tag);
+        let part = &mut *guard;
+        let entry = part.entry_mut(tag);
+        let held_by_others = entry.others_mask(owner);
+        let conflicts_held = mode.conflict_mask() & held_by_others != 0;
+
+        if let Some(hold) = entry.holders.get(&owner) {
+            // A holder skips the queue check: only others' holds can make it wait.
+            if !conflicts_held {
+                if hold.counts[mode.index()] == u32::MAX {
+                    return Err(Error::ProgramLimitExceeded {
+                        what: format!("too many holds of {} on {tag}", mode.name()),
+                    });
+                }
+                entry.add_hold(owner, mode);
+                self.stats.acquired.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+        } else if !conflicts_held && mode.conflict_mask() & entry.queued_mask() == 0 {
+            if let Err(e) = self.reserve_entry() {
+                part.discard_if_empty(tag);
+                return Err(e);
+            }
+            entry.add_hold(owner, mode);
+            self.owner_part(owner).entry_mut(owner).tags.insert(tag);
+            self.stats.acquired.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+
+        // It must wait.
+        let is_holder = entry.holders.contains_key(&owner);
+        if wait == LockWait::NoWait {
+            part.discard_if_empty(tag);
+            return Err(not_available(tag, mode, None));
+        }
+        {
+            let mut owners = self.owner_part(owner);
+            if owners
+                .owners
+                .get(&owner)
+                .is_some_and(|e| e.waiting.is_some())
+            {
+                drop(owners);
+                part.discard_if_empty(tag);
+                return Err(Error::InvalidTransactionState {
+                    what: format!("lock owner {owner} is already waiting for a lock"),
+                });
+            }
+            if !is_holder {
+                // The queue entry is a new (owner, tag) entry: it counts against capacity.
+                if let Err(e) = self.reserve_entry() {
+                    drop(owners);
+                    part.discard_if_empty(tag);
+                    return Err(e);
+                }
+            }
+            let oe = owners.entry_mut(owner);
+            oe.tags.insert(tag);
+            oe.waiting = Some((tag, mode));
+        }
+        let slot = Arc::new(WaitSlot {
+            granted: AtomicBool::new(false),
+            cv: Condvar::new(),
+        });
+        entry.queue.push_back(Waiter {
+            owner,
+            mode,
+            slot: Arc::clone(&slot),
+        });
+        self.stats.waits.fetch_add(1, Ordering::Relaxed);
+        self.wait_for_grant(guard, owner, tag, mode, wait, &slot)
+    }
+
+    /// Sleeps until the queued request is granted, times out, or is chosen as a deadlock
+    /// victim. Not bounded in iterations for `Block`, by design: the wait lasts as long as the
+    /// holder keeps its lock, as in PostgreSQL. Each pass sleeps on the condition variable
+    /// until a wake-up or a deadline, so it never spins.
+    fn wait_for_grant(
+        &self,
+        mut guard: MutexGuard<'_, Partition>,
+        owner: LockOwner,
+        tag: LockTag,
+        mode: LockMode,
+        wait: LockWait,
+        slot: &Arc<WaitSlot>,
+    ) -> Result<()> {
+        let start = Instant::now();
+        let (give_up_at, timeout_ms) = match wait {
+            // A timeout too far to represent is no timeout.
+            LockWait::TimeoutMs(ms) => (start.checked_add(Duration::from_millis(ms)), Some(ms)),
+            LockWait::Block | LockWait::NoWait => (None, None),
+        };
+        let mut check_at = start.checked_add(self.deadlock_timeout);
+        loop {
+            if slot.granted.load(Ordering::Relaxed) {
+                self.stats.acquired.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+            let now = Instant::now();
+            if give_up_at.is_some_and(|t| now >= t) {
+                self.withdraw(&mut guard, owner, tag, slot);
+                return Err(not_available(tag, mode, timeout_ms));
+            }
+            if check_at.is_some_and(|t| now >= t) {
+                // The check takes every partition in ascending order, ours included, so ours
+                // must be let go first.
+                let verdict =
+                    MutexGuard::unlocked(&mut guard, || self.check_deadlock(owner, tag, slot));
+                if let Some(detail) = verdict {
+                    self.stats.deadlocks.fetch_add(1, Ordering::Relaxed);
+                    return Err(Error::Deadlock { detail });
+                }
+                check_at = Instant::now().checked_add(self.deadlock_timeout);
+                continue;
+            }
+            let wake_at = match (give_up_at, check_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            match wake_at {
+                Some(t) => {
+                    slot.cv.wait_until(&mut guard, t);
+                }
+                None => slot.cv.wait(&mut guard),
+            }
+        }
+    }
+
+    /// Takes a queued request of `owner` (identified by its slot) out of `tag`'s queue: after
+    /// a timeout or as a deadlock victim. Wakes whoever its leaving lets go.
+    fn withdraw(&self, part: &mut Partition, owner: LockOwner, tag: LockTag, slot: &Arc<WaitSlot>) {
+        let Some(entry) = part.locks.get_mut(&tag) else {
+            return;
+        };
+        let Some(at) = entry.queue.iter().position(|w| Arc::ptr_eq(&w.slot, slot)) else {
+            return;
+        };
+        entry.queue.remove(at);
+        let still_holds = entry.holders.contains_key(&owner);
+        {
+            let mut owners = self.owner_part(owner);
+            if let Some(oe) = owners.owners.get_mut(&owner) {
+                oe.waiting = None;
+                if !still_holds && oe.tags.remove(&tag) {
+                    self.release_entry();
+                }
+            }
+            owners.discard_if_empty(owner);
+        }
+        self.wake_waiters(entry);
+        part.discard_if_empty(tag);
+    }
+
+    /// Grants queued requests in order as far as the grant rule allows. One pass suffices:
+    /// granting only adds holds, which can never unblock an earlier waiter.
+    fn wake_waiters(&self, entry: &mut LockEntry) {
+        let mut ahead: u8 = 0;
+        let mut at = 0;
+        // Bounded: every pass removes a waiter or moves past one.
+        while at < entry.queue.len() {
+            let (owner, mode) = {
+                let w = &entry.queue[at];
+                (w.owner, w.mode)
+            };
+            if entry.blocked(owner, mode, ahead) {
+                ahead |= mode.bit();
+                at += 1;
+                continue;
+            }
+            let Some(w) = entry.queue.remove(at) else {
+                break;
+            };
+            // Cannot saturate: a waiter never holds the mode it waits for (holding it means no
+            // other owner holds a conflicting mode, so the request would have been granted).
+            entry.add_hold(owner, mode);
+            {
+                let mut owners = self.owner_part(owner);
+                if let Some(oe) = owners.owners.get_mut(&owner) {
+                    // The tag stays filed: the queue entry becomes the hold.
+                    oe.waiting = None;
+                }
+            }
+            w.slot.granted.store(true, Ordering::Relaxed);
+            w.slot.cv.notify_one();
+        }
+    }
+
+    /// Takes one (owner, tag) entry from the capacity.
+    fn reserve_entry(&self) -> Result<()> {
+        self.entries_used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < self.capacity).then_some(n + 1)
+            })
+            .map(drop)
+            .map_err(|_| Error::OutOfSharedMemory {
+                what: format!("the lock table is full ({} locks)", self.capacity),
+                hint: "Increase max_locks_per_transaction.".to_string(),
+            })
+    }
+
+    /// Gives one (owner, tag) entry back.
+    fn release_entry(&self) {
+        // Saturating: a bug must not wrap the count to "full forever".
+        let _ = self
+            .entries_used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_sub(1))
+            });
+    }
+
+    /// Unfiles `tag` from `owner` once it neither holds nor waits there. The caller holds
+    /// `tag`'s partition and has checked that `owner` holds nothing on it.
+    fn forget(&self, owner: LockOwner, tag: LockTag) {
+        let mut owners = self.owner_part(owner);
+        let Some(oe) = owners.owners.get_mut(&owner) else {
+            return;
+        };
+        if oe.waiting.is_some_and(|(t, _)| t == tag) {
+            return;
+        }
+        if oe.tags.remove(&tag) {
+            self.release_entry();
+        }
+        owners.discard_if_empty(owner);
+    }
+
+    /// Drops one hold of `mode` on `tag`; `false` if `owner` does not hold it.
+    pub fn release(&self, owner: LockOwner, tag: LockTag, mode: LockMode) -> bool {
+        let mut guard = self.partition(&tag);
+        let part = &mut *guard;
+        let Some(entry) = part.locks.get_mut(&tag) else {
+            return false;
+        };
+        let Some(hold) = entry.holders.get_mut(&owner) else {
+            return false;
+        };
+        let count = &mut hold.counts[mode.index()];
+        if *count == 0 {
+            return false;
+        }
+        *count -= 1;
+        let mode_freed = *count == 0;
+        let holder_gone = hold.mask() == 0;
+        if holder_gone {
+            entry.holders.remove(&owner);
+        }
+        if mode_freed {
+            let n = &mut entry.holders_of_mode[mode.index()];
+            *n = n.saturating_sub(1);
+            if !entry.queue.is_empty() {
+                self.wake_waiters(entry);
+            }
+        }
+        if holder_gone {
+            self.forget(owner, tag);
+        }
+        part.discard_if_empty(tag);
+        true
+    }
+
+    /// Releases every lock `owner` holds (end of transaction) and wakes the waiters that can
+    /// now go. Releases what the owner holds when called; the owner must not acquire
+    /// concurrently (it is its own thread that ends it).
+    pub fn release_all(&self, owner: LockOwner) {
+        let mut tags = self.tags_of(owner);
+        // One visit per partition: the partition's mutex is taken once for all its tags.
+        tags.sort_unstable_by_key(tag_partition);
+        for group in tags.chunk_by(|a, b| tag_partition(a) == tag_partition(b)) {
+            let Some(first) = group.first() else {
+                continue;
+            };
+            let mut guard = self.partition(first);
+            let part = &mut *guard;
+            for &tag in group {
+                let Some(entry) = part.locks.get_mut(&tag) else {
+                    continue;
+                };
+                if entry.remove_holder(owner).is_some() {
+                    if !entry.queue.is_empty() {
+                        self.wake_waiters(entry);
+                    }
+                    self.forget(owner, tag);
+                }
+                part.discard_if_empty(tag);
+            }
+        }
+    }
+
+    /// PREPARE: every lock of `from` becomes `to`'s, atomically — every partition is held
+    /// throughout, so nothing is released in between and nobody can take a lock in the gap.
+    /// Holds merge with any `to` already has. A request `from` is waiting for stays `from`'s.
+    pub fn transfer_all(&self, from: LockOwner, to: LockOwner) {
+        if from == to {
+            return;
+        }
+        let mut guards = self.lock_all();
+        let tags = self.tags_of(from);
+        for tag in tags {
+            let part = &mut *guards[tag_partition(&tag)];
+            let Some(entry) = part.locks.get_mut(&tag) else {
+                continue;
+            };
+            let Some(hold) = entry.remove_holder(from) else {
+                continue; // `from` only waits here
+            };
+            let merged = entry.holders.entry(to).or_default();
+            for (m, &count) in hold.counts.iter().enumerate() {
+                if count == 0 {
+                    continue;
+                }
+                if merged.counts[m] == 0 {
+                    entry.holders_of_mode[m] += 1;
+                }
+                merged.counts[m] = merged.counts[m].saturating_add(count);
+            }
+            self.forget(from, tag);
+            if self.owner_part(to).entry_mut(to).tags.insert(tag) {
+                // Not reserve_entry: a transfer cannot fail; see "Capacity" in the header.
+                self.entries_used.fetch_add(1, Ordering::Relaxed);
+            }
+            // `to` may have been waiting for what `from` held.
+            if !entry.queue.is_empty() {
+                self.wake_waiters(entry);
+            }
+        }
+    }
+
+    /// The tags `owner` holds or waits on, as filed.
+    fn tags_of(&self, owner: LockOwner) -> Vec<LockTag> {
+        self.owner_part(owner)
+            .owners
+            .get(&owner)
+            .map(|e| e.tags.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether `owner` holds `mode` on `tag` (at least once).
+    pub fn holds(&self, owner: LockOwner, tag: LockTag, mode: LockMode) -> bool {
+        self.partition(&tag)
+            .locks
+            .get(&tag)
+            .and_then(|e| e.holders.get(&owner))
+            .is_some_and(|h| h.counts[mode.index()] > 0)
+    }
+
+    /// Every (tag, mode) `owner` holds, each held mode once, sorted. A snapshot taken one
+    /// partition at a time: exact when the owner is not changing meanwhile.
+    pub fn locks_of(&self, owner: LockOwner) -> Vec<(LockTag, LockMode)> {
+        let mut out = Vec::new();
+        for tag in self.tags_of(owner) {
+            let guard = self.partition(&tag);
+            if let Some(hold) = guard.locks.get(&tag).and_then(|e| e.holders.get(&owner)) {
+                out.extend(
+                    LockMode::ALL
+                        .iter()
+                        .filter(|m| hold.counts[m.index()] > 0)
+                        .map(|&m| (tag, m)),
+                );
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    /// Whether `owner` is queued waiting for a lock.
+    pub fn is_waiting(&self, owner: LockOwner) -> bool {
+        self.waiting_for(owner).is_some()
+    }
+
+    /// What `owner` is queued waiting for, if anything.
+    pub fn waiting_for(&self, owner: LockOwner) -> Option<(LockTag, LockMode)> {
+        self.owner_part(owner)
+            .owners
+            .get(&owner)
+            .and_then(|e| e.waiting)
+    }
+
+    /// (owner, tag) entries in use (the figure `capacity` bounds).
+    pub fn entries_in_use(&self) -> usize {
+        self.entries_used.load(Ordering::Relaxed)
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn stats(&self) -> &LockStats {
+        &self.stats
+    }
+
+    /// The deadlock check for `owner`, waiting on `tag` with `slot`. Returns the detail if
+    /// `owner` is the victim, having taken it out of the queue already (under the same locks,
+    /// so nobody sees the cycle after it was broken).
+    fn check_deadlock(
+        &self,
+        owner: LockOwner,
+        tag: LockTag,
+        slot: &Arc<WaitSlot>,
+    ) -> Option<String> {
+        let mut guards = self.lock_all();
+        self.stats.deadlock_checks.fetch_add(1, Ordering::Relaxed);
+        if slot.granted.load(Ordering::Relaxed) {
+            return None;
+        }
+        let cycle = self.find_cycle(&guards, owner)?;
+        let detail = cycle
+            .iter()
+            .map(|e| {
+                format!(
+                    "Process {} waits for {} on {}; blocked by process {}.",
+                    e.owner,
+                    e.mode.name(),
+                    e.tag,
+                    e.blocked_by
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        self.withdraw(&mut guards[tag_partition(&tag)], owner, tag, slot);
+        Some(detail)
+    }
+
+    /// A cycle of the wait-for graph through `start`, depth first. Every owner is expanded
+    /// once and every edge followed once, so the walk ends; the step limit, which that bound
+    /// never reaches, is there so that a bug cannot loop forever (it then reports no cycle,
+    /// and the next check looks again).
+    fn find_cycle(
+        &self,
+        parts: &[MutexGuard<'_, Partition>],
+        start: LockOwner,
+    ) -> Option<Vec<CycleEdge>> {
+        let frame_of = |owner: LockOwner| -> Option<Frame> {
+            let (tag, mode) = self.waiting_for(owner)?;
+            let blockers = parts
+                .get(tag_partition(&tag))?
+                .locks
+                .get(&tag)
+                .map(|e| e.blockers(owner, mode))
+                .unwrap_or_default();
+            Some(Frame {
+                owner,
+                tag,
+                mode,
+                blockers,
+                next: 0,
+            })
+        };
+        let mut stack = vec![frame_of(start)?];
+        let mut visited: FxHashSet<LockOwner> = FxHashSet::default();
+        visited.insert(start);
+        // Owners ≤ capacity, edges per owner ≤ capacity: steps ≤ capacity² + 2·capacity.
+        let step_limit = self
+            .capacity
+            .saturating_mul(self.capacity)
+            .saturating_add(self.capacity.saturating_mul(2))
+            .saturating_add(16);
+        for _ in 0..step_limit {
+            let top = stack.last_mut()?;
+            let Some(&next) = top.blockers.get(top.next) else {
+                stack.pop();
+                continue;
+            };
+            top.next += 1;
+            if next == start {
+                return Some(
+                    stack
+                        .iter()
+                        .map(|f| CycleEdge {
+                            owner: f.owner,
+                            tag: f.tag,
+                            mode: f.mode,
+                            blocked_by: f
+                                .next
+                                .checked_sub(1)
+                                .and_then(|at| f.blockers.get(at).copied())
+                                .expect("every frame on the stack was left through a blocker"),
+                        })
+                        .collect(),
+                );
+            }
+            if !visited.insert(next) {
+                continue;
+            }
+            if let Some(frame) = frame_of(next) {
+                stack.push(frame);
+            }
+        }
+        None
+    }
+
+    /// Checks the table under every partition lock: no two owners hold conflicting modes on a
+    /// tag; per-mode holder counts match the holds; no empty entry is kept; no queued request
+    /// could be granted (a lost wake-up); both maps agree; the capacity count matches. For
+    /// tests.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let guards = self.lock_all();
+        let mut table_entries = 0usize;
+        for (p, guard) in guards.iter().enumerate() {
+            for (tag, entry) in &guard.locks {
+                self.check_entry(p, *tag, entry)?;
+                let waiters_not_holding = entry
+                    .queue
+                    .iter()
+                    .filter(|w| !entry.holders.contains_key(&w.owner))
+                    .count();
+                table_entries += entry.holders.len() + waiters_not_holding;
+            }
+        }
+        let mut filed = 0usize;
+        for part in &self.owners {
+            let part = part.0.lock();
+            for (&owner, oe) in &part.owners {
+                if oe.is_empty() {
+                    return Err(format!("owner {owner}: an empty owner entry is kept"));
+                }
+                filed += oe.tags.len();
+                for tag in &oe.tags {
+                    let entry = guards[tag_partition(tag)].locks.get(tag);
+                    let holds = entry.is_some_and(|e| e.holders.contains_key(&owner));
+                    let waits = oe.waiting.is_some_and(|(t, _)| t == *tag);
+                    if !holds && !waits {
+                        return Err(format!(
+                            "owner {owner} files {tag} but neither holds nor waits there"
+                        ));
+                    }
+                }
+                if let Some((tag, mode)) = oe.waiting {
+                    let queued = guards[tag_partition(&tag)]
+                        .locks
+                        .get(&tag)
+                        .is_some_and(|e| {
+                            e.queue.iter().any(|w| w.owner == owner && w.mode == mode)
+                        });
+                    if !queued || !oe.tags.contains(&tag) {
+                        return Err(format!(
+                            "owner {owner} is filed as waiting for {mode} on {tag} but is not queued there"
+                        ));
+                    }
+                }
+            }
+        }
+        let used = self.entries_used.load(Ordering::Relaxed);
+        if table_entries != filed || filed != used {
+            return Err(format!(
+                "entry counts disagree: table {table_entries}, owner index {filed}, counter {used}"
+            ));
+        }
+        if used > self.capacity {
+            return Err(format!(
+                "{used} entries exceed the capacity {}",
+                self.capacity
+            ));
+        }
+        Ok(())
+    }
+
+    /// The per-entry part of [`LockManager::check_invariants`]; the caller holds every
+    /// partition, so it may lock owner partitions.
+    fn check_entry(&self, partition: usize, tag: LockTag, entry: &LockEntry) -> Result<(), String> {
+        if tag_partition(&tag) != partition {
+            return Err(format!("{tag} is in partition {partition}, not its own"));
+        }
+        if entry.is_empty() {
+            return Err(format!("{tag}: an empty entry is kept"));
+        }
+        let mut per_mode = [0usize; 8];
+        for (&owner, hold) in &entry.holders {
+            let mask = hold.mask();
+            if mask == 0 {
+                return Err(format!("{tag}: owner {owner} is a holder of nothing"));
+            }
+            for (m, n) in per_mode.iter_mut().enumerate() {
+                *n += usize::from(mask & (1 << m) != 0);
+            }
+            for (&other, other_hold) in &entry.holders {
+                if other != owner && masks_conflict(mask, other_hold.mask()) {
+                    return Err(format!(
+                        "{tag}: owners {owner} and {other} hold conflicting modes ({mask:#010b}, {:#010b})",
+                        other_hold.mask()
+                    ));
+                }
+            }
+            let filed = self
+                .owner_part(owner)
+                .owners
+                .get(&owner)
+                .is_some_and(|e| e.tags.contains(&tag));
+            if !filed {
+                return Err(format!("{tag}: holder {owner} does not file it"));
+            }
+        }
+        if per_mode != entry.holders_of_mode {
+            return Err(format!(
+                "{tag}: holders per mode {:?}, counted {per_mode:?}",
+                entry.holders_of_mode
+            ));
+        }
+        let mut ahead = 0u8;
+        let mut seen: FxHashSet<LockOwner> = FxHashSet::default();
+        for w in &entry.queue {
+            if !seen.insert(w.owner) {
+                return Err(format!("{tag}: owner {} is queued twice", w.owner));
+            }
+            if w.slot.granted.load(Ordering::Relaxed) {
+                return Err(format!(
+                    "{tag}: a granted request of {} is still queued",
+                    w.owner
+                ));
+            }
+            if !entry.blocked(w.owner, w.mode, ahead) {
+                return Err(format!(
+                    "{tag}: {} of owner {} could be granted but waits (lost wake-up)",
+                    w.mode.name(),
+                    w.owner
+                ));
+            }
+            ahead |= w.mode.bit();
+            if self.waiting_for(w.owner) != Some((tag, w.mode)) {
+                return Err(format!(
+                    "{tag}: owner {} is queued for {} but not filed as waiting",
+                    w.owner,
+                    w.mode.name()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `LockNotAvailable` for `mode` on `tag`, after `timeout_ms` if it was a timed wait.
+fn not_available(tag: LockTag, mode: LockMode, timeout_ms: Option<u64>) -> Error {
+    let what = match timeout_ms {
+        Some(ms) => format!("{} on {tag} within {ms} ms", mode.name()),
+        None => format!("{} on {tag}", mode.name()),
+    };
+    Error::LockNotAvailable { what }
+}
