@@ -14,6 +14,8 @@
 //! 6. [`checkpoint`]: the checkpointer, the control file.
 //! 7. [`clog`]: commit status and commit timestamps, on pages in the buffer pool.
 //! 8. [`txn`]: transaction ids, commit and abort.
+//! 9. [`fsm`]: the free-space map, a hint fork (not WAL-logged) of each heap block's free
+//!    space, so an insert finds a block with room without reading heap pages.
 //!
 //! [`Database`] opens a data directory (exclusively) with its storage manager and buffer
 //! pool; [`Config`] holds every setting; [`Error`] is the one error type of the library.
@@ -24,6 +26,7 @@ pub mod clog;
 pub mod config;
 mod db;
 pub mod error;
+pub mod fsm;
 mod hash;
 pub mod page;
 pub mod recovery;

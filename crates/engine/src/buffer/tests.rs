@@ -416,3 +416,46 @@ fn stress_concurrent_access_eviction_and_drops_indexed() {
 fn stress_concurrent_access_eviction_and_drops_full_scan() {
     stress(BufferDropMode::FullScan);
 }
+
+#[test]
+fn zero_on_error_zeroes_a_corrupt_or_missing_page_that_normal_reports() {
+    let f = fixture(16, BufferDropMode::Indexed);
+    let pool = f.pool();
+    populate(&pool, rel(1), 2);
+    pool.flush_all().unwrap();
+    drop(pool);
+    let path = f.smgr.segment_path(rel(1), Fork::Main, 0);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[PAGE_SIZE + 3000] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    let pool = f.pool();
+    let corrupt = BufferTag::new(rel(1), Fork::Main, 1);
+    // Normal first: a failed read leaves nothing cached, so the second mode reads again.
+    let err = pool.read_buffer(corrupt).err().expect("block 1 is corrupt");
+    assert!(matches!(err, Error::CorruptPage { block: 1, .. }), "{err}");
+    let buf = pool
+        .read_buffer_mode(corrupt, ReadMode::ZeroOnError)
+        .unwrap();
+    assert!(
+        buf.read().iter().all(|&b| b == 0),
+        "corrupt page not zeroed"
+    );
+    drop(buf);
+    // A good page is read as it is.
+    let good = BufferTag::new(rel(1), Fork::Main, 0);
+    let buf = pool.read_buffer_mode(good, ReadMode::ZeroOnError).unwrap();
+    assert_eq!(read_stamp(&buf.read()), (1, 0, 1));
+    drop(buf);
+    // Past the end of the file (within the last segment): Normal fails, ZeroOnError zeroes.
+    let past_end = BufferTag::new(rel(1), Fork::Main, 5);
+    assert!(matches!(
+        pool.read_buffer(past_end).err(),
+        Some(Error::ShortRead { block: 5, .. })
+    ));
+    let buf = pool
+        .read_buffer_mode(past_end, ReadMode::ZeroOnError)
+        .unwrap();
+    assert!(buf.read().iter().all(|&b| b == 0));
+    drop(buf);
+    pool.check_invariants().unwrap();
+}
