@@ -14,6 +14,7 @@
 //! 6. [`checkpoint`]: the checkpointer, the control file.
 //! 7. [`clog`]: commit status and commit timestamps, on pages in the buffer pool.
 //! 8. [`txn`]: transaction ids, commit and abort.
+//! 9. [`vacuum`]: lazy vacuum; today its dead-TID store (seed 004).
 //!
 //! [`Database`] opens a data directory (exclusively) with its storage manager and buffer
 //! pool; [`Config`] holds every setting; [`Error`] is the one error type of the library.
@@ -31,6 +32,7 @@ pub mod rng;
 pub mod smgr;
 pub mod sync;
 pub mod txn;
+pub mod vacuum;
 pub mod vfs;
 pub mod wal;
 
