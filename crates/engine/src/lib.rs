@@ -16,6 +16,7 @@
 //! 8. [`txn`]: transaction ids, commit and abort.
 //! 9. [`fsm`]: the free-space map, a hint fork (not WAL-logged) of each heap block's free
 //!    space, so an insert finds a block with room without reading heap pages.
+//! 9. [`vacuum`]: lazy vacuum; today its dead-TID store (seed 004).
 //!
 //! [`Database`] opens a data directory (exclusively) with its storage manager and buffer
 //! pool; [`Config`] holds every setting; [`Error`] is the one error type of the library.
@@ -34,6 +35,7 @@ pub mod rng;
 pub mod smgr;
 pub mod sync;
 pub mod txn;
+pub mod vacuum;
 pub mod vfs;
 pub mod wal;
 

@@ -7,6 +7,7 @@ mod buffer_drop;
 mod recovery;
 mod relsize;
 mod slru_sync;
+mod tidstore;
 mod wal;
 
 use std::fmt::Write as _;
@@ -57,6 +58,12 @@ pub struct BenchArgs {
     /// buffer-drop: repeat both modes at pool sizes 128 MiB, 1 GiB, 4 GiB and 16 GiB.
     #[arg(long)]
     pub sweep: bool,
+    /// tidstore: tables of 10,000,000 blocks instead of 1,000,000 (the seed's second run).
+    #[arg(long)]
+    pub x10: bool,
+    /// tidstore: shuffled lookups to time per structure (default 20,000,000; quick 1,000,000).
+    #[arg(long)]
+    pub lookups: Option<u64>,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +78,9 @@ pub enum BenchName {
     Recovery,
     /// Seed 001: commit-log fsyncs during recovery, immediate vs. via the checkpointer.
     SlruSync,
+    /// Seed 004: vacuum's dead-TID store against PostgreSQL's array (and roaring): memory,
+    /// build time, shuffled lookups.
+    Tidstore,
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -91,6 +101,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             BenchName::Wal => wal::run_bench(args, dir.path())?,
             BenchName::Recovery => recovery::run_bench(args, dir.path())?,
             BenchName::SlruSync => slru_sync::run_bench(args)?,
+            BenchName::Tidstore => tidstore::run_bench(args)?,
         };
         print!("{}", report.render());
         println!();
