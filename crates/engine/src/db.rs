@@ -1,25 +1,34 @@
 //! The engine as one object: a data directory opened exclusively, with its storage manager,
-//! buffer pool, WAL and checkpointer. [`Database::open`] is startup: it reads the control file
-//! and, unless the last stop was clean, redoes the WAL from the last checkpoint's redo point,
-//! then writes an end-of-recovery checkpoint. [`Database::close`] writes a shutdown checkpoint,
-//! so the next start replays nothing. Dropping a `Database` without closing it is a crash as
-//! far as the data directory is concerned.
+//! buffer pool, WAL, checkpointer, transactions, locks, catalog and prepared transactions.
+//! [`Database::open`] is startup: it reads the control file and, unless the last stop was
+//! clean, redoes the WAL from the last checkpoint's redo point; then it loads the catalog,
+//! brings back the prepared transactions (with their locks), and writes an end-of-recovery
+//! checkpoint. [`Database::close`] writes a shutdown checkpoint, so the next start replays
+//! nothing. Dropping a `Database` without closing it is a crash as far as the data directory
+//! is concerned.
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use crate::buffer::{BufferPool, BufferTag, WriteBackHook};
-use crate::checkpoint::{Checkpointer, ControlData, DbState};
-use crate::clog::{COMMIT_TS_LOG, STATUS_LOG};
+use crate::catalog::Catalog;
+use crate::checkpoint::{CheckpointHook, Checkpointer, ControlData, DbState};
+use crate::clog::{TxnStatus, COMMIT_TS_LOG, STATUS_LOG};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::recovery::{redo_all, RecoveryStats, RedoContext, Registry};
+use crate::session::{IsolationLevel, Transaction};
 use crate::smgr::Smgr;
-use crate::txn::{TransactionManager, FIRST_XID};
+use crate::txn::lock::{LockManager, LockWait};
+use crate::txn::twophase::{owner_of, PreparedXact, TwoPhase, TwoPhaseRedo};
+use crate::txn::{
+    drop_relation_files, TransactionManager, ABORT_PREPARED, COMMIT_PREPARED, FIRST_XID,
+};
 use crate::vfs::{DirLock, Vfs};
-use crate::wal::{Wal, WalReader, FIRST_LSN};
-use std::sync::atomic::AtomicU64;
+use crate::wal::{Lsn, Wal, WalReader, FIRST_LSN};
 
 /// The buffer pool's WAL rule, bound once the WAL is open. During redo it is unbound: every
 /// page redo dirties carries the LSN of WAL that is already durable.
@@ -35,15 +44,42 @@ impl WriteBackHook for LateWal {
     }
 }
 
+/// What every transaction of a data directory shares.
+pub(crate) struct Engine {
+    pub config: Config,
+    pub smgr: Arc<Smgr>,
+    pub pool: Arc<BufferPool>,
+    pub wal: Arc<Wal>,
+    pub txns: TransactionManager,
+    pub locks: LockManager,
+    pub catalog: Catalog,
+    pub twophase: TwoPhase,
+    pub next_oid: AtomicU64,
+}
+
+impl Engine {
+    /// A new oid (and relation file number): never reused, also across crashes (checkpoints
+    /// and relation-creation records carry the counter).
+    pub fn new_oid(&self) -> u64 {
+        self.next_oid.fetch_add(1, Ordering::AcqRel)
+    }
+}
+
+impl CheckpointHook for Engine {
+    fn at_checkpoint(&self, redo: Lsn) -> Result<()> {
+        self.twophase.checkpoint(redo, &self.wal).map(|_| ())
+    }
+
+    fn next_ids(&self) -> (u64, u64) {
+        (self.txns.next_xid(), self.next_oid.load(Ordering::Acquire))
+    }
+}
+
 /// An open data directory.
 pub struct Database {
     data_dir: PathBuf,
-    config: Config,
-    smgr: Arc<Smgr>,
-    pool: Arc<BufferPool>,
-    wal: Arc<Wal>,
+    engine: Arc<Engine>,
     checkpointer: Checkpointer,
-    txn: TransactionManager,
     recovery: RecoveryStats,
     // Dropped last: the directory stays locked until everything above is gone.
     _lock: Box<dyn DirLock>,
@@ -90,7 +126,9 @@ impl Database {
         };
         STATUS_LOG.ensure_created(&smgr)?;
         COMMIT_TS_LOG.ensure_created(&smgr)?;
-        let recovery = redo_all(&mut reader, &Registry::with_builtins(), &ctx)?;
+        let twophase_redo = Arc::new(TwoPhaseRedo::new(Arc::clone(vfs), data_dir));
+        let registry = Registry::with_builtins(Arc::clone(&twophase_redo));
+        let recovery = redo_all(&mut reader, &registry, &ctx)?;
         if recovery.records > 0 || !clean {
             tracing::info!(
                 records = recovery.records,
@@ -112,24 +150,44 @@ impl Database {
         if hook.0.set(Arc::clone(&wal)).is_err() {
             unreachable!("the hook is bound once, here");
         }
-        let next_xid = Arc::new(AtomicU64::new(recovery.next_xid.max(FIRST_XID)));
+        let txns = TransactionManager::new(
+            Arc::clone(&wal),
+            Arc::clone(&pool),
+            recovery.next_xid.max(FIRST_XID),
+            &config,
+        );
+        let (catalog, catalog_next_oid) = Catalog::load(&pool, &wal)?;
+        let next_oid = AtomicU64::new(recovery.next_oid.max(catalog_next_oid));
+        let engine = Arc::new(Engine {
+            locks: LockManager::new(
+                config.lock_table_capacity(),
+                Duration::from_millis(config.deadlock_timeout_ms),
+            ),
+            twophase: TwoPhase::new(
+                Arc::clone(vfs),
+                data_dir,
+                config.twophase_state,
+                config.max_prepared_transactions,
+            ),
+            config,
+            smgr,
+            pool,
+            wal,
+            txns,
+            catalog,
+            next_oid,
+        });
+        restore_prepared(&engine, &twophase_redo)?;
         let checkpointer = Checkpointer::new(
             Arc::clone(vfs),
             data_dir,
-            &config,
-            Arc::clone(&wal),
-            Arc::clone(&smgr),
-            Arc::clone(&pool),
-            Arc::clone(&next_xid),
+            &engine.config,
+            Arc::clone(&engine.wal),
+            Arc::clone(&engine.smgr),
+            Arc::clone(&engine.pool),
+            Arc::clone(&engine) as Arc<dyn CheckpointHook>,
         );
-        let txn = TransactionManager::new(
-            Arc::clone(&wal),
-            Arc::clone(&pool),
-            next_xid,
-            config.synchronous_commit,
-            config.track_commit_timestamp,
-        );
-        if clean && recovery.records == 0 {
+        if clean && recovery.records == 0 && engine.wal.inserted().0 == 0 {
             // Running again: a crash from now on must redo from the shutdown checkpoint.
             ControlData {
                 state: DbState::InProduction,
@@ -144,21 +202,63 @@ impl Database {
         checkpointer.start()?;
         Ok(Database {
             data_dir: data_dir.to_path_buf(),
-            config,
-            smgr,
-            pool,
-            wal,
+            engine,
             checkpointer,
-            txn,
             recovery,
             _lock: lock,
         })
     }
 
-    /// Writes the shutdown checkpoint and closes: the next open replays nothing.
+    /// Writes the shutdown checkpoint and closes: the next open replays nothing. Refused
+    /// while transactions are open (commit or roll them back first); prepared transactions
+    /// stay prepared.
     pub fn close(self) -> Result<()> {
+        let open = self.engine.txns.procs().sessions();
+        if open > 0 {
+            return Err(Error::InvalidTransactionState {
+                what: format!("cannot close the database: {open} transactions are still open"),
+            });
+        }
         self.checkpointer.shutdown()?;
         Ok(())
+    }
+
+    /// BEGIN: a new transaction at `isolation`.
+    pub fn begin(&self, isolation: IsolationLevel) -> Result<Transaction> {
+        Transaction::begin(Arc::clone(&self.engine), isolation)
+    }
+
+    /// COMMIT PREPARED `gid`.
+    pub fn commit_prepared(&self, gid: &str) -> Result<()> {
+        self.finish_prepared(gid, true)
+    }
+
+    /// ROLLBACK PREPARED `gid`.
+    pub fn rollback_prepared(&self, gid: &str) -> Result<()> {
+        self.finish_prepared(gid, false)
+    }
+
+    fn finish_prepared(&self, gid: &str, commit: bool) -> Result<()> {
+        let e = &self.engine;
+        let f = e.twophase.begin_finish(gid, &e.wal)?;
+        let (info, drops) = if commit {
+            (COMMIT_PREPARED, &f.state.commit_drops)
+        } else {
+            (ABORT_PREPARED, &f.state.abort_drops)
+        };
+        if let Err(err) = e.txns.end(f.xid, info, Some(gid), drops) {
+            e.twophase.finish_failed(gid);
+            return Err(err);
+        }
+        e.txns.procs().end_prepared(f.xid);
+        e.locks.release_all(owner_of(f.xid));
+        drop_relation_files(&e.pool, drops)?;
+        e.twophase.finished(gid)
+    }
+
+    /// The prepared transactions (PostgreSQL's `pg_prepared_xacts`), by gid.
+    pub fn prepared_transactions(&self) -> Vec<PreparedXact> {
+        self.engine.twophase.list()
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -166,34 +266,68 @@ impl Database {
     }
 
     pub fn config(&self) -> &Config {
-        &self.config
+        &self.engine.config
     }
 
     pub fn smgr(&self) -> &Arc<Smgr> {
-        &self.smgr
+        &self.engine.smgr
     }
 
     pub fn buffer_pool(&self) -> &Arc<BufferPool> {
-        &self.pool
+        &self.engine.pool
     }
 
     pub fn wal(&self) -> &Arc<Wal> {
-        &self.wal
+        &self.engine.wal
     }
 
     pub fn checkpointer(&self) -> &Checkpointer {
         &self.checkpointer
     }
 
-    /// Transaction ids, commit and abort.
+    /// Transaction ids, snapshots, commit-log lookups.
     pub fn transactions(&self) -> &TransactionManager {
-        &self.txn
+        &self.engine.txns
+    }
+
+    /// The table and transaction locks.
+    pub fn locks(&self) -> &LockManager {
+        &self.engine.locks
+    }
+
+    /// Switches `twophase_state` (seed 003) for transactions prepared from now on, so a
+    /// benchmark can run both behaviours on one open database.
+    pub fn set_twophase_state(&self, mode: crate::config::TwophaseStateMode) {
+        self.engine.twophase.set_mode(mode);
+    }
+
+    /// Prepared-transaction counters (seed 003's figures).
+    pub fn twophase_stats(&self) -> &crate::txn::twophase::TwoPhaseStats {
+        self.engine.twophase.stats()
     }
 
     /// What the startup redo did.
     pub fn recovery_stats(&self) -> RecoveryStats {
         self.recovery
     }
+}
+
+/// Brings back the prepared transactions that redo and the state files know: running again,
+/// holding their locks.
+fn restore_prepared(engine: &Engine, redo: &TwoPhaseRedo) -> Result<()> {
+    let prepared = engine.twophase.recover(redo.take(), |xid| {
+        Ok(engine.txns.status(xid)? != TxnStatus::InProgress)
+    })?;
+    for state in prepared {
+        engine.txns.procs().add_prepared(state.xid);
+        for (tag, mode) in &state.locks {
+            engine
+                .locks
+                .acquire(owner_of(state.xid), *tag, *mode, LockWait::NoWait)?;
+        }
+        tracing::info!(gid = %state.gid, xid = state.xid, "recovered a prepared transaction");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

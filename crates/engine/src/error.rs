@@ -157,6 +157,22 @@ pub enum Error {
 
     #[error("{what}")]
     InvalidParameter { what: String },
+
+    #[error("sorry, too many clients already (max_connections)")]
+    TooManyConnections,
+
+    #[error("invalid tuple {tid} in relation {rel}: {reason}")]
+    CorruptTuple {
+        rel: RelFileLocator,
+        tid: crate::page::Tid,
+        reason: String,
+    },
+
+    #[error("two-phase state file \"{path}\" is invalid: {reason}")]
+    TwoPhaseStateFile { path: PathBuf, reason: String },
+
+    #[error("{what}")]
+    DatatypeMismatch { what: String },
 }
 
 impl Error {
@@ -166,9 +182,9 @@ impl Error {
         match self {
             Error::CorruptPage { .. }
             | Error::PageUnrepairable { .. }
-            | Error::WalCorrupt { .. } => {
-                "XX001" // data_corrupted
-            }
+            | Error::WalCorrupt { .. }
+            | Error::CorruptTuple { .. }
+            | Error::TwoPhaseStateFile { .. } => "XX001", // data_corrupted
             Error::ShortRead { .. }
             | Error::BlockIo { .. }
             | Error::MissingSegment { .. }
@@ -194,6 +210,8 @@ impl Error {
             Error::NoSuchPreparedTransaction { .. } => "42704",
             Error::UndefinedTable { .. } => "42P01",
             Error::DuplicateTable { .. } => "42P07",
+            Error::TooManyConnections => "53300",
+            Error::DatatypeMismatch { .. } => "42804",
         }
     }
 

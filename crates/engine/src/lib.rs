@@ -13,15 +13,20 @@
 //!    [`sync`]: the sync-request queue; [`recovery`]: resource managers and redo.
 //! 6. [`checkpoint`]: the checkpointer, the control file.
 //! 7. [`clog`]: commit status and commit timestamps, on pages in the buffer pool.
-//! 8. [`txn`]: transaction ids, commit and abort.
-//! 9. [`fsm`]: the free-space map, a hint fork (not WAL-logged) of each heap block's free
-//!    space, so an insert finds a block with room without reading heap pages.
-//! 9. [`vacuum`]: lazy vacuum; today its dead-TID store (seed 004).
+//! 8. [`txn`]: transaction ids, snapshots, commit and abort, table and row-wait locks
+//!    ([`txn::lock`]), two-phase commit ([`txn::twophase`]).
+//! 9. access: [`heap`] (MVCC tables, [`value`] their data types), [`fsm`] (the free-space
+//!    map, a hint fork of each heap block's free space), [`vacuum`] (today its dead-TID
+//!    store, seed 004).
+//! 10. [`catalog`]: table definitions, stored transactionally in a system heap table.
 //!
-//! [`Database`] opens a data directory (exclusively) with its storage manager and buffer
-//! pool; [`Config`] holds every setting; [`Error`] is the one error type of the library.
+//! On top, the embedded API: [`Database`] opens a data directory (exclusively) and recovers
+//! it; [`Transaction`] ([`session`]) is one transaction's work (DDL, rows, locks, PREPARE).
+//! [`Config`] holds every setting; [`Error`] is the one error type of the library, each
+//! variant with its PostgreSQL SQLSTATE.
 
 pub mod buffer;
+pub mod catalog;
 pub mod checkpoint;
 pub mod clog;
 pub mod config;
@@ -29,19 +34,27 @@ mod db;
 pub mod error;
 pub mod fsm;
 mod hash;
+pub mod heap;
 pub mod page;
 pub mod recovery;
 pub mod rng;
+pub mod session;
 pub mod smgr;
 pub mod sync;
 pub mod txn;
 pub mod vacuum;
+pub mod value;
 pub mod vfs;
 pub mod wal;
 
+pub use catalog::{Column, TableDef, TableId};
 pub use config::{
     BufferDropMode, Config, DeadTidsMode, RelsizeCacheMode, SyncMode, TwophaseStateMode,
 };
 pub use db::Database;
 pub use error::{Error, Result};
+pub use page::Tid;
+pub use session::{Changed, IsolationLevel, Scan, Transaction};
 pub use smgr::{BlockNumber, Fork, RelFileLocator};
+pub use txn::lock::LockMode;
+pub use value::{Row, Type, Value};

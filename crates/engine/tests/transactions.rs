@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use quire_engine::clog::{TxnStatus, XIDS_PER_PAGE};
 use quire_engine::rng::XorShift64;
+use quire_engine::txn::{ProcId, TransactionManager};
 use quire_engine::vfs::{CrashOptions, SimVfs, Vfs};
 use quire_engine::{Config, Database};
 
@@ -20,8 +21,32 @@ fn config(synchronous_commit: bool) -> Config {
         checkpoint_timeout_s: 3600,
         synchronous_commit,
         track_commit_timestamp: true,
+        max_connections: 1000,
         ..Config::default()
     }
+}
+
+/// A transaction with an id: the commit log's view of a transaction, without table work.
+fn begin(t: &TransactionManager) -> (ProcId, u64) {
+    let proc = t.register().unwrap();
+    (proc, t.assign_xid(proc))
+}
+
+/// An id handed out to a transaction that then vanished without a record (as if its
+/// session died before writing anything).
+fn burn(t: &TransactionManager) -> u64 {
+    let (proc, xid) = begin(t);
+    t.procs().unregister(proc);
+    xid
+}
+
+fn end(t: &TransactionManager, proc: ProcId, xid: u64, commit: bool) {
+    if commit {
+        t.commit(proc, xid, &[]).unwrap();
+    } else {
+        t.abort(proc, xid, &[]).unwrap();
+    }
+    t.procs().unregister(proc);
 }
 
 fn open(vfs: &Arc<SimVfs>, sync: bool) -> Database {
@@ -37,16 +62,18 @@ fn statuses_across_pages_survive_a_clean_restart() {
     let t = db.transactions();
     let mut ended = Vec::new();
     for i in 0..(2 * XIDS_PER_PAGE + 10) {
-        let xid = t.begin();
+        let (proc, xid) = begin(t);
         if i % 10_000 == 0 {
-            t.commit(xid).unwrap();
+            end(t, proc, xid, true);
             ended.push((xid, TxnStatus::Committed));
         } else if i % 10_000 == 1 {
-            t.abort(xid).unwrap();
+            end(t, proc, xid, false);
             ended.push((xid, TxnStatus::Aborted));
+        } else {
+            t.procs().unregister(proc);
         }
     }
-    let last = t.begin();
+    let last = burn(t);
     assert_eq!(t.status(last).unwrap(), TxnStatus::InProgress);
     db.close().unwrap();
     let db = open(&vfs, true);
@@ -57,10 +84,7 @@ fn statuses_across_pages_survive_a_clean_restart() {
             "xid {xid}"
         );
     }
-    assert!(
-        db.transactions().begin() > last,
-        "an id was handed out twice"
-    );
+    assert!(burn(db.transactions()) > last, "an id was handed out twice");
 }
 
 /// What the workload did with each transaction.
@@ -82,16 +106,16 @@ fn crash_once(seed: u64, sync: bool) -> (usize, usize) {
         // Spread ids over many 512-byte sectors and several pages, so torn commit-log
         // pages mix old and new sectors.
         for _ in 0..rng.next() % 3000 {
-            t.begin();
+            burn(t);
         }
-        let xid = t.begin();
+        let (proc, xid) = begin(t);
         let fate = match rng.next() % 10 {
             0..=5 => {
-                t.commit(xid).unwrap();
+                end(t, proc, xid, true);
                 Fate::Committed { acked: sync }
             }
             6 | 7 => {
-                t.abort(xid).unwrap();
+                end(t, proc, xid, false);
                 Fate::Aborted
             }
             _ => Fate::Open,

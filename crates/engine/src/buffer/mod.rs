@@ -853,6 +853,11 @@ pub struct PageWriteGuard<'a> {
 }
 
 impl PageWriteGuard<'_> {
+    /// The page this buffer holds (stable: the guard's pin keeps it).
+    pub fn tag(&self) -> BufferTag {
+        self.pool.descs[self.id as usize].tag()
+    }
+
     /// Marks the buffer dirty: it will be written back before it is evicted. Only under the
     /// exclusive content lock, which this guard is.
     pub fn mark_dirty(&mut self) {

@@ -39,6 +39,18 @@ use crate::smgr::Smgr;
 use crate::vfs::Vfs;
 use crate::wal::{Lsn, Wal, WalRecord};
 
+/// What the checkpointer needs from the layers above it.
+pub trait CheckpointHook: Send + Sync {
+    /// Work to do at every checkpoint, after the buffers are written and the sync requests
+    /// done, before the checkpoint record (as PostgreSQL's `CheckPointGuts` calls
+    /// `CheckPointTwoPhase`): writing prepared transactions' state files. An error fails the
+    /// checkpoint, and stops the engine (it may be a failed fsync).
+    fn at_checkpoint(&self, redo: Lsn) -> Result<()>;
+    /// The next transaction id and the next oid, which the checkpoint record carries so that
+    /// recovery never hands out one used before the crash.
+    fn next_ids(&self) -> (u64, u64);
+}
+
 /// How often the background thread checks the WAL volume.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -58,7 +70,7 @@ struct Shared {
     wal: Arc<Wal>,
     smgr: Arc<Smgr>,
     pool: Arc<BufferPool>,
-    next_xid: Arc<AtomicU64>,
+    hook: Arc<dyn CheckpointHook>,
     timeout: Duration,
     max_wal_size_bytes: u64,
     completion_target: f64,
@@ -84,7 +96,7 @@ impl Checkpointer {
         wal: Arc<Wal>,
         smgr: Arc<Smgr>,
         pool: Arc<BufferPool>,
-        next_xid: Arc<AtomicU64>,
+        hook: Arc<dyn CheckpointHook>,
     ) -> Self {
         let last_redo = wal.redo_point();
         Checkpointer {
@@ -94,7 +106,7 @@ impl Checkpointer {
                 wal,
                 smgr,
                 pool,
-                next_xid,
+                hook,
                 timeout: Duration::from_secs(config.checkpoint_timeout_s),
                 max_wal_size_bytes: config.max_wal_size_bytes,
                 completion_target: config.checkpoint_completion_target,
@@ -221,8 +233,7 @@ impl Shared {
                 reason: "an earlier fsync failed; restart to recover".into(),
             });
         }
-        let redo = self.wal.insert_lsn();
-        self.wal.set_redo_point(redo);
+        let redo = self.wal.begin_checkpoint();
         let started = Instant::now();
         self.pool.flush_all_paced(|done, total| {
             if spread {
@@ -241,16 +252,21 @@ impl Shared {
         if let Err(e) = self.smgr.sync_dirs() {
             return Err(self.fail(&e));
         }
+        if let Err(e) = self.hook.at_checkpoint(redo) {
+            return Err(self.fail(&e));
+        }
         let info = if shutdown {
             xlog_info::CHECKPOINT_SHUTDOWN
         } else {
             xlog_info::CHECKPOINT_ONLINE
         };
-        // Main data: the redo point, then the next transaction id (recovery must not hand
-        // out an id from before the crash again).
-        let mut main = [0u8; 16];
+        // Main data: the redo point, then the next transaction id and the next oid (recovery
+        // must not hand out an id or a relation file number from before the crash again).
+        let (next_xid, next_oid) = self.hook.next_ids();
+        let mut main = [0u8; 24];
         main[..8].copy_from_slice(&redo.to_le_bytes());
-        main[8..].copy_from_slice(&self.next_xid.load(Ordering::Acquire).to_le_bytes());
+        main[8..16].copy_from_slice(&next_xid.to_le_bytes());
+        main[16..].copy_from_slice(&next_oid.to_le_bytes());
         let (start, end) = self.wal.insert(&WalRecord {
             xid: 0,
             rmid: rmid::XLOG,

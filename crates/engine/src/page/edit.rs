@@ -246,6 +246,13 @@ impl<'a> PageMut<'a> {
         }
     }
 
+    /// The bytes of live item `off`, writable in place (a tuple header's `xmax`, say); `None`
+    /// under the same conditions as [`Page::item`]. The length cannot change.
+    pub fn item_mut(self, off: OffsetNumber) -> Option<&'a mut [u8]> {
+        let range = self.as_page().item_range(off)?;
+        Some(&mut self.bytes[range])
+    }
+
     /// The special space, writable; `None` if `pd_special` is out of range (see
     /// [`Page::special_space`]).
     pub fn special_space_mut(&mut self) -> Option<&mut [u8]> {

@@ -153,11 +153,16 @@ impl<'a> Page<'a> {
     /// The bytes of live item `off`; `None` if it is out of range, not normal (unused, dead,
     /// redirect), or its line pointer is corrupt (see [`check_item`](Self::check_item)).
     pub fn item(self, off: OffsetNumber) -> Option<&'a [u8]> {
+        self.item_range(off).map(|range| &self.bytes[range])
+    }
+
+    /// Where live item `off` lies in the page (see [`item`](Self::item)).
+    pub(super) fn item_range(self, off: OffsetNumber) -> Option<Range<usize>> {
         let id = self.item_id(off)?;
         if id.state != ItemState::Normal {
             return None;
         }
-        self.storage(id).map(|range| &self.bytes[range])
+        self.storage(id)
     }
 
     /// Checks line pointer `off`: a normal item must have storage, and any storage (of a

@@ -36,8 +36,10 @@ pub mod rmid {
     pub const STORAGE: u8 = 1;
     /// Commit-log page images.
     pub const CLOG: u8 = 2;
-    /// Transaction commit and abort.
+    /// Transaction commit, abort, prepare and the ends of prepared transactions.
     pub const TXN: u8 = 3;
+    /// Heap tuples: insert, update, delete, row lock.
+    pub const HEAP: u8 = 4;
     /// Page-level byte changes, for crash tests and the torture tool.
     pub const TEST: u8 = 255;
 }
@@ -82,15 +84,17 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The resource managers of this engine build.
-    pub fn with_builtins() -> Self {
+    /// The resource managers of this engine build; prepared transactions that redo finds
+    /// are collected in `twophase`.
+    pub fn with_builtins(twophase: Arc<crate::txn::twophase::TwoPhaseRedo>) -> Self {
         let mut r = Registry {
             managers: (0..256).map(|_| None).collect(),
         };
         r.register(rmid::XLOG, Arc::new(Xlog));
         r.register(rmid::STORAGE, Arc::new(storage::Storage));
         r.register(rmid::TEST, Arc::new(testrm::TestRm));
-        let txn = Arc::new(crate::txn::TxnRedo::default());
+        r.register(rmid::HEAP, Arc::new(crate::heap::redo::HeapRedo));
+        let txn = Arc::new(crate::txn::TxnRedo::new(twophase));
         r.register(rmid::TXN, txn.clone());
         r.register(rmid::CLOG, txn);
         r
@@ -164,6 +168,23 @@ pub fn redo_buffer<'a>(
     Ok(RedoBuffer::Apply(buf))
 }
 
+/// Gets block `index` of a record that rebuilds its page from scratch (logged with
+/// [`LoggedPage::will_init`](crate::wal::LoggedPage::will_init)): the page is not read from
+/// disk, where a crash may have torn it, and the record is always applied — as PostgreSQL's
+/// redo does for `WILL_INIT` blocks. Later records then bring the page up to date.
+pub fn redo_buffer_init<'a>(
+    ctx: &RedoContext<'a>,
+    rec: &DecodedRecord,
+    index: usize,
+) -> Result<PinnedBuffer<'a>> {
+    let block = rec.blocks.get(index).ok_or_else(|| Error::WalCorrupt {
+        lsn: rec.lsn,
+        reason: format!("record has no block {index}"),
+    })?;
+    ensure_block_exists(ctx, block.tag)?;
+    ctx.pool.read_buffer_mode(block.tag, ReadMode::Zero)
+}
+
 /// Creates the fork and extends it with zero pages as needed so `tag.block` exists: a crash
 /// may have lost a file creation or an extension that the WAL describes.
 fn ensure_block_exists(ctx: &RedoContext<'_>, tag: BufferTag) -> Result<()> {
@@ -188,6 +209,8 @@ pub struct RecoveryStats {
     pub calls: crate::vfs::OpCounts,
     /// One past the largest transaction id the WAL mentions (records and checkpoints).
     pub next_xid: u64,
+    /// One past the largest oid the WAL mentions (relation creations and checkpoints).
+    pub next_oid: u64,
 }
 
 /// Redoes every record the reader returns.
@@ -205,6 +228,14 @@ pub fn redo_all(
         if rec.rmid == rmid::XLOG && rec.main.len() >= 16 {
             let next = u64::from_le_bytes(rec.main[8..16].try_into().expect("8 bytes"));
             stats.next_xid = stats.next_xid.max(next);
+        }
+        if rec.rmid == rmid::XLOG && rec.main.len() >= 24 {
+            let next = u64::from_le_bytes(rec.main[16..24].try_into().expect("8 bytes"));
+            stats.next_oid = stats.next_oid.max(next);
+        }
+        if rec.rmid == rmid::STORAGE && rec.info == storage::CREATE && rec.main.len() >= 12 {
+            let number = u64::from_le_bytes(rec.main[4..12].try_into().expect("8 bytes"));
+            stats.next_oid = stats.next_oid.max(number + 1);
         }
         // Checkpoint records change nothing: a clean restart, which reads only the shutdown
         // checkpoint, replays nothing.

@@ -7,7 +7,7 @@ use super::{redo_buffer, rmid, RedoBuffer, RedoContext, ResourceManager};
 use crate::buffer::PinnedBuffer;
 use crate::error::{Error, Result};
 use crate::page::{Page, PageMut, HEADER_SIZE, PAGE_SIZE};
-use crate::wal::{BlockRef, DecodedRecord, Lsn, Wal, WalRecord};
+use crate::wal::{DecodedRecord, LoggedPage, Lsn, Wal};
 
 pub const SET_BYTES: u8 = 1;
 
@@ -25,27 +25,19 @@ pub fn set_bytes(wal: &Wal, buf: &PinnedBuffer<'_>, offset: usize, bytes: &[u8])
         offset >= HEADER_SIZE && offset + bytes.len() <= PAGE_SIZE,
         "change outside the page body"
     );
-    let mut page = buf.write();
-    let needs_image = wal.needs_image(Page::new(&page).lsn());
-    apply(&mut page, offset, bytes);
     let mut main = Vec::with_capacity(4 + bytes.len());
     main.extend_from_slice(&(offset as u16).to_le_bytes());
     main.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
     main.extend_from_slice(bytes);
-    let blocks = [BlockRef {
-        tag: buf.tag(),
-        image: needs_image.then_some(&*page),
-    }];
-    let (_, end) = wal.insert(&WalRecord {
-        xid: 0,
-        rmid: rmid::TEST,
-        info: SET_BYTES,
-        blocks: &blocks,
-        main: &main,
-    })?;
-    PageMut::new(&mut page).set_lsn(end);
-    page.mark_dirty();
-    Ok(end)
+    let mut page = buf.write();
+    apply(&mut page, offset, bytes);
+    wal.log_page_change(
+        0,
+        rmid::TEST,
+        SET_BYTES,
+        &main,
+        &mut [LoggedPage::changed(&mut page)],
+    )
 }
 
 pub(super) struct TestRm;

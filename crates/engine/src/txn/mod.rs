@@ -1,18 +1,34 @@
-//! # txn — transaction ids, commit and abort
+//! # txn — transaction ids, snapshots, commit and abort, locks, two-phase commit
 //!
-//! Transaction ids are 64-bit and never wrap, so nothing is ever frozen. An id is handed out
-//! by [`TransactionManager::begin`]; [`TransactionManager::commit`] writes a commit record,
-//! waits for it to be durable when `synchronous_commit` is on (returns at once when off: a
-//! crash may then lose the last commits, never corrupt), and only then marks the transaction
-//! committed in the commit log, so nobody sees a commit that a crash could take back.
+//! Transaction ids are 64-bit and never wrap, so nothing is ever frozen. A transaction gets an
+//! id lazily, at its first write ([`TransactionManager::assign_xid`], PostgreSQL's
+//! `GetCurrentTransactionId`): read-only transactions consume none. The [`ProcArray`] knows
+//! which ids are running; a [`Snapshot`] taken from it says which ids a transaction must treat
+//! as running (MVCC). [`TransactionManager::commit`] writes a commit record, waits for it to be
+//! durable when `synchronous_commit` is on (returns at once when off: a crash may then lose the
+//! last commits, never corrupt), marks the transaction committed in the commit log, and only
+//! then removes it from the process array — so nobody sees a commit that a crash could take
+//! back, and no snapshot ever finds an id neither running nor finished in the commit log.
 //!
 //! ## Rules
 //! - Every WAL record carries its transaction's id, and checkpoints record the next id, so
 //!   recovery never hands out an id that a record before the crash used.
 //! - A transaction with no commit or abort record at a crash is aborted: it stays "in
-//!   progress" in the commit log, and nothing running has it.
+//!   progress" in the commit log, and nothing running has it. So: an id below the snapshot's
+//!   `xmax`, not running in it, and not committed in the commit log, is aborted.
+//! - Commit-log lookups go through a cache of final statuses ([`StatusCache`]): a status
+//!   never changes once final, so the cache needs no invalidation, and visibility checks
+//!   rarely touch the commit log (PostgreSQL uses hint bits on the tuples for this).
+//! - Commit and abort records list the relation files to drop (TRUNCATE gave the table a
+//!   new file, DROP TABLE, or an aborted CREATE): after the record, the files' buffers are
+//!   dropped through the buffer pool's fast path and the files unlinked; redo does the same.
+//! - The commit record and its commit-log bits are one section under
+//!   [`Wal::delay_checkpoint`]: a checkpoint never fixes its redo point between them.
+//! - Table and transaction locks are in [`lock`]; prepared transactions in [`twophase`].
 
 pub mod lock;
+mod snapshot;
+pub mod twophase;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -22,7 +38,9 @@ use crate::buffer::BufferPool;
 use crate::clog::{TxnStatus, XactLogRedo, COMMIT_TS_LOG, STATUS_LOG};
 use crate::error::{Error, Result};
 use crate::recovery::{rmid, RedoContext, ResourceManager};
+use crate::smgr::RelFileLocator;
 use crate::wal::{DecodedRecord, Lsn, Wal, WalRecord};
+pub use snapshot::{ProcArray, ProcId, Snapshot};
 
 /// The first id handed out (PostgreSQL keeps 0-2 for invalid, bootstrap and frozen).
 pub const FIRST_XID: u64 = 3;
@@ -30,36 +48,184 @@ pub const FIRST_XID: u64 = 3;
 /// Record types of the transaction resource manager.
 pub const COMMIT: u8 = 1;
 pub const ABORT: u8 = 2;
+pub const PREPARE: u8 = 3;
+pub const COMMIT_PREPARED: u8 = 4;
+pub const ABORT_PREPARED: u8 = 5;
 
-/// Hands out transaction ids and ends transactions.
+/// Entries of the status cache (a power of two).
+const STATUS_CACHE_ENTRIES: usize = 1 << 16;
+
+/// Counters of the transaction layer, for tests and benchmarks.
+#[derive(Debug, Default)]
+pub struct TxnStats {
+    /// Status lookups answered by the cache.
+    pub status_cache_hits: AtomicU64,
+    /// Status lookups that read the commit log.
+    pub clog_lookups: AtomicU64,
+    pub commits: AtomicU64,
+    pub aborts: AtomicU64,
+}
+
+/// Final statuses of recent transactions, direct-mapped by id: each entry holds
+/// `xid << 2 | status` (0 when empty). Lock-free; a collision just evicts.
+pub struct StatusCache {
+    entries: Box<[AtomicU64]>,
+}
+
+impl StatusCache {
+    fn new() -> Self {
+        StatusCache {
+            entries: (0..STATUS_CACHE_ENTRIES)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        }
+    }
+
+    fn slot(&self, xid: u64) -> &AtomicU64 {
+        &self.entries[(xid as usize) & (STATUS_CACHE_ENTRIES - 1)]
+    }
+
+    fn get(&self, xid: u64) -> Option<TxnStatus> {
+        let e = self.slot(xid).load(Ordering::Relaxed);
+        (e != 0 && e >> 2 == xid).then(|| TxnStatus::from_bits(e & 3))
+    }
+
+    fn put(&self, xid: u64, status: TxnStatus) {
+        debug_assert!(
+            status != TxnStatus::InProgress,
+            "only final statuses are cached"
+        );
+        self.slot(xid)
+            .store(xid << 2 | status as u64, Ordering::Relaxed);
+    }
+}
+
+/// What a commit or abort record says besides its type.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EndRecord {
+    /// Microseconds since 1970.
+    pub micros: u64,
+    /// Whether the commit timestamp is tracked.
+    pub track_ts: bool,
+    /// Relation files to drop.
+    pub drops: Vec<RelFileLocator>,
+    /// For the prepared-transaction records: the global id.
+    pub gid: Option<String>,
+}
+
+impl EndRecord {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.micros.to_le_bytes());
+        out.push(u8::from(self.track_ts));
+        encode_rels(&self.drops, out);
+        let gid = self.gid.as_deref().unwrap_or("");
+        out.extend_from_slice(&(gid.len() as u16).to_le_bytes());
+        out.extend_from_slice(gid.as_bytes());
+    }
+
+    pub fn decode(b: &[u8]) -> Option<EndRecord> {
+        let micros = u64::from_le_bytes(b.get(0..8)?.try_into().ok()?);
+        let track_ts = *b.get(8)? == 1;
+        let (drops, used) = decode_rels(b.get(9..)?)?;
+        let at = 9 + used;
+        let len = usize::from(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?));
+        let gid = std::str::from_utf8(b.get(at + 2..at + 2 + len)?).ok()?;
+        Some(EndRecord {
+            micros,
+            track_ts,
+            drops,
+            gid: (!gid.is_empty()).then(|| gid.to_string()),
+        })
+    }
+}
+
+/// A list of relation files: count (u32), then 12 bytes each (db oid u32, number u64).
+pub fn encode_rels(rels: &[RelFileLocator], out: &mut Vec<u8>) {
+    out.extend_from_slice(&(rels.len() as u32).to_le_bytes());
+    for r in rels {
+        out.extend_from_slice(&r.db_oid.to_le_bytes());
+        out.extend_from_slice(&r.rel_number.to_le_bytes());
+    }
+}
+
+/// Decodes [`encode_rels`]; returns the list and the bytes used. `None` on garbage.
+pub fn decode_rels(b: &[u8]) -> Option<(Vec<RelFileLocator>, usize)> {
+    let n = u32::from_le_bytes(b.get(0..4)?.try_into().ok()?) as usize;
+    let end = n.checked_mul(12)?.checked_add(4)?;
+    let body = b.get(4..end)?;
+    let rels = body
+        .chunks_exact(12)
+        .map(|c| {
+            RelFileLocator::new(
+                u32::from_le_bytes(c[..4].try_into().expect("4 bytes")),
+                u64::from_le_bytes(c[4..].try_into().expect("8 bytes")),
+            )
+        })
+        .collect();
+    Some((rels, end))
+}
+
+pub(crate) fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// Drops relation files whose drop a commit or abort (or its redo) decided: buffers first,
+/// through the pool's fast path, then the files (which also forgets their sync requests).
+pub(crate) fn drop_relation_files(pool: &BufferPool, rels: &[RelFileLocator]) -> Result<()> {
+    if rels.is_empty() {
+        return Ok(());
+    }
+    pool.drop_relations(rels);
+    for r in rels {
+        pool.smgr().unlink(*r)?;
+    }
+    Ok(())
+}
+
+/// Hands out transaction ids, takes snapshots, ends transactions, answers status questions.
 pub struct TransactionManager {
     wal: Arc<Wal>,
     pool: Arc<BufferPool>,
-    next_xid: Arc<AtomicU64>,
+    next_xid: AtomicU64,
+    procs: ProcArray,
+    cache: StatusCache,
     synchronous_commit: bool,
     track_commit_timestamp: bool,
+    stats: TxnStats,
 }
 
 impl TransactionManager {
     pub fn new(
         wal: Arc<Wal>,
         pool: Arc<BufferPool>,
-        next_xid: Arc<AtomicU64>,
-        synchronous_commit: bool,
-        track_commit_timestamp: bool,
+        next_xid: u64,
+        config: &crate::Config,
     ) -> Self {
         TransactionManager {
             wal,
             pool,
-            next_xid,
-            synchronous_commit,
-            track_commit_timestamp,
+            next_xid: AtomicU64::new(next_xid),
+            procs: ProcArray::new(config.max_connections),
+            cache: StatusCache::new(),
+            synchronous_commit: config.synchronous_commit,
+            track_commit_timestamp: config.track_commit_timestamp,
+            stats: TxnStats::default(),
         }
     }
 
-    /// A new transaction id.
-    pub fn begin(&self) -> u64 {
-        self.next_xid.fetch_add(1, Ordering::AcqRel)
+    pub fn stats(&self) -> &TxnStats {
+        &self.stats
+    }
+
+    pub fn procs(&self) -> &ProcArray {
+        &self.procs
+    }
+
+    /// A slot for a new transaction; refused beyond `max_connections`.
+    pub fn register(&self) -> Result<ProcId> {
+        self.procs.register().ok_or(Error::TooManyConnections)
     }
 
     /// The id the next transaction will get.
@@ -67,25 +233,68 @@ impl TransactionManager {
         self.next_xid.load(Ordering::Acquire)
     }
 
-    /// Commits `xid`, durably when `synchronous_commit` is on. Returns the record's end LSN.
-    pub fn commit(&self, xid: u64) -> Result<Lsn> {
-        self.end(xid, COMMIT, self.synchronous_commit)
+    /// Assigns `proc` a transaction id (at its first write).
+    pub fn assign_xid(&self, proc: ProcId) -> u64 {
+        self.procs
+            .assign_xid(proc, || self.next_xid.fetch_add(1, Ordering::AcqRel))
     }
 
-    /// Aborts `xid` (no flush: a lost abort record means the same as an abort).
-    pub fn abort(&self, xid: u64) -> Result<Lsn> {
-        self.end(xid, ABORT, false)
+    /// A snapshot for `proc`.
+    pub fn snapshot(&self, proc: ProcId) -> Snapshot {
+        self.procs
+            .snapshot(proc, || self.next_xid.load(Ordering::Acquire))
     }
 
-    fn end(&self, xid: u64, info: u8, flush: bool) -> Result<Lsn> {
-        let micros = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64);
-        let track_ts = info == COMMIT && self.track_commit_timestamp;
-        // Main data: the time in microseconds, then whether it is tracked.
-        let mut main = [0u8; 9];
-        main[..8].copy_from_slice(&micros.to_le_bytes());
-        main[8] = u8::from(track_ts);
+    /// Is `xid` running now (not per any snapshot)?
+    pub fn is_running(&self, xid: u64) -> bool {
+        self.procs.is_running(xid)
+    }
+
+    /// See [`ProcArray::global_xmin`].
+    pub fn global_xmin(&self) -> u64 {
+        self.procs.global_xmin(self.next_xid())
+    }
+
+    /// Commits `proc`'s transaction `xid`, durably when `synchronous_commit` is on, then drops
+    /// `drops`. Returns the record's end LSN.
+    pub fn commit(&self, proc: ProcId, xid: u64, drops: &[RelFileLocator]) -> Result<Lsn> {
+        let end = self.end(xid, COMMIT, None, drops)?;
+        self.procs.end_xid(proc);
+        self.stats.commits.fetch_add(1, Ordering::Relaxed);
+        drop_relation_files(&self.pool, drops)?;
+        Ok(end)
+    }
+
+    /// Aborts `proc`'s transaction `xid` (no flush: a lost abort record means the same as an
+    /// abort), then drops `drops`.
+    pub fn abort(&self, proc: ProcId, xid: u64, drops: &[RelFileLocator]) -> Result<Lsn> {
+        let end = self.end(xid, ABORT, None, drops)?;
+        self.procs.end_xid(proc);
+        self.stats.aborts.fetch_add(1, Ordering::Relaxed);
+        drop_relation_files(&self.pool, drops)?;
+        Ok(end)
+    }
+
+    /// Writes a commit or abort record (for a prepared transaction too: `gid`), flushes it if
+    /// it is a commit to be made durable, and sets the commit log — one section that delays
+    /// checkpoints (see the module header).
+    pub(crate) fn end(
+        &self,
+        xid: u64,
+        info: u8,
+        gid: Option<&str>,
+        drops: &[RelFileLocator],
+    ) -> Result<Lsn> {
+        let commit = matches!(info, COMMIT | COMMIT_PREPARED);
+        let rec = EndRecord {
+            micros: now_micros(),
+            track_ts: commit && self.track_commit_timestamp,
+            drops: drops.to_vec(),
+            gid: gid.map(str::to_string),
+        };
+        let mut main = Vec::with_capacity(32 + drops.len() * 12);
+        rec.encode(&mut main);
+        let _delay = self.wal.delay_checkpoint();
         let (_, end) = self.wal.insert(&WalRecord {
             xid,
             rmid: rmid::TXN,
@@ -93,24 +302,43 @@ impl TransactionManager {
             blocks: &[],
             main: &main,
         })?;
-        if flush {
+        // A prepared transaction's end, commit or rollback, is always durable at once, as
+        // PostgreSQL's is: the transaction manager that asked must be able to trust it, and
+        // its state file is removed next (a lost ROLLBACK PREPARED would bring it back).
+        let prepared_end = matches!(info, COMMIT_PREPARED | ABORT_PREPARED);
+        if (commit && self.synchronous_commit) || prepared_end {
             self.wal.flush(end)?;
         }
-        let status = if info == COMMIT {
+        let status = if commit {
             TxnStatus::Committed
         } else {
             TxnStatus::Aborted
         };
         STATUS_LOG.set(&self.wal, &self.pool, xid, status as u64, end)?;
-        if track_ts {
-            COMMIT_TS_LOG.set(&self.wal, &self.pool, xid, micros, end)?;
+        if rec.track_ts {
+            COMMIT_TS_LOG.set(&self.wal, &self.pool, xid, rec.micros, end)?;
         }
+        self.cache.put(xid, status);
         Ok(end)
     }
 
-    /// The status of a transaction.
+    /// The status of a transaction as the commit log has it.
     pub fn status(&self, xid: u64) -> Result<TxnStatus> {
-        Ok(TxnStatus::from_bits(STATUS_LOG.get(&self.pool, xid)?))
+        if let Some(s) = self.cache.get(xid) {
+            self.stats.status_cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(s);
+        }
+        self.stats.clog_lookups.fetch_add(1, Ordering::Relaxed);
+        let s = TxnStatus::from_bits(STATUS_LOG.get(&self.pool, xid)?);
+        if s != TxnStatus::InProgress {
+            self.cache.put(xid, s);
+        }
+        Ok(s)
+    }
+
+    /// Did `xid` commit? For an id the caller knows is not running (see the module header).
+    pub fn did_commit(&self, xid: u64) -> Result<bool> {
+        Ok(self.status(xid)? == TxnStatus::Committed)
     }
 
     /// When `xid` committed (microseconds since 1970), if commit timestamps were tracked.
@@ -121,9 +349,18 @@ impl TransactionManager {
 }
 
 /// Redo of transaction records and commit-log images.
-#[derive(Default)]
 pub struct TxnRedo {
     logs: XactLogRedo,
+    twophase: Arc<twophase::TwoPhaseRedo>,
+}
+
+impl TxnRedo {
+    pub fn new(twophase: Arc<twophase::TwoPhaseRedo>) -> Self {
+        TxnRedo {
+            logs: XactLogRedo::default(),
+            twophase,
+        }
+    }
 }
 
 impl ResourceManager for TxnRedo {
@@ -132,28 +369,74 @@ impl ResourceManager for TxnRedo {
     }
 
     fn redo(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
-        let status = match (rec.rmid, rec.info) {
-            (rmid::CLOG, _) => return self.logs.redo_image(ctx, rec),
-            (rmid::TXN, COMMIT) => TxnStatus::Committed,
-            (rmid::TXN, ABORT) => TxnStatus::Aborted,
-            _ => {
-                return Err(Error::WalCorrupt {
-                    lsn: rec.lsn,
-                    reason: format!("unknown transaction record type {}", rec.info),
-                })
-            }
+        let malformed = || Error::WalCorrupt {
+            lsn: rec.lsn,
+            reason: format!("malformed transaction record of type {}", rec.info),
         };
+        if rec.rmid == rmid::CLOG {
+            return self.logs.redo_image(ctx, rec);
+        }
+        if rec.info == PREPARE {
+            return self.twophase.redo_prepare(rec);
+        }
+        let status = match rec.info {
+            COMMIT | COMMIT_PREPARED => TxnStatus::Committed,
+            ABORT | ABORT_PREPARED => TxnStatus::Aborted,
+            _ => return Err(malformed()),
+        };
+        let end_rec = EndRecord::decode(&rec.main).ok_or_else(malformed)?;
         let end = rec.end_lsn;
         self.logs
             .set(ctx, STATUS_LOG, rec.xid, status as u64, end)?;
-        if rec.main.len() == 9 && rec.main[8] == 1 {
-            let micros = u64::from_le_bytes(rec.main[..8].try_into().expect("8 bytes"));
-            self.logs.set(ctx, COMMIT_TS_LOG, rec.xid, micros, end)?;
+        if end_rec.track_ts {
+            self.logs
+                .set(ctx, COMMIT_TS_LOG, rec.xid, end_rec.micros, end)?;
         }
-        Ok(())
+        if matches!(rec.info, COMMIT_PREPARED | ABORT_PREPARED) {
+            self.twophase.redo_finish(rec.xid)?;
+        }
+        drop_relation_files(ctx.pool, &end_rec.drops)
     }
 
     fn finish(&self, _ctx: &RedoContext<'_>) -> Result<()> {
         self.logs.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn end_records_round_trip_and_garbage_is_refused() {
+        let rec = EndRecord {
+            micros: 123,
+            track_ts: true,
+            drops: vec![RelFileLocator::new(1, 16384), RelFileLocator::new(1, 99)],
+            gid: Some("xa-1".into()),
+        };
+        let mut b = Vec::new();
+        rec.encode(&mut b);
+        assert_eq!(EndRecord::decode(&b), Some(rec));
+        for cut in 0..b.len() {
+            assert!(EndRecord::decode(&b[..cut]).is_none(), "cut at {cut}");
+        }
+        let mut huge = b.clone();
+        huge[9..13].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(EndRecord::decode(&huge).is_none());
+    }
+
+    #[test]
+    fn the_status_cache_keeps_final_statuses_and_evicts_on_collision() {
+        let c = StatusCache::new();
+        assert_eq!(c.get(5), None);
+        c.put(5, TxnStatus::Committed);
+        assert_eq!(c.get(5), Some(TxnStatus::Committed));
+        c.put(5 + STATUS_CACHE_ENTRIES as u64, TxnStatus::Aborted);
+        assert_eq!(c.get(5), None);
+        assert_eq!(
+            c.get(5 + STATUS_CACHE_ENTRIES as u64),
+            Some(TxnStatus::Aborted)
+        );
     }
 }

@@ -26,6 +26,18 @@
 //!   insertion slot → writer mutex. Nobody waits for an insertion while holding the writer.
 //! - A failed fsync is final: the WAL enters a failed state, every later insert and flush is
 //!   refused, and only a restart (recovery from what is durable) clears it.
+//! - **Logging a page change** ([`Wal::log_page_change`], the one way to do it): under the
+//!   page's exclusive content lock, change the page, then log. The page is marked dirty
+//!   *before* its record is reserved, so a checkpoint whose redo point follows the record
+//!   finds it dirty; the full-page-image decision is re-checked under the reservation mutex,
+//!   where [`Wal::begin_checkpoint`] moves the redo point, so no record after a redo point
+//!   lacks the image its page needs. An error after the page changed stops the WAL (the
+//!   page may hold a change no record describes), as PostgreSQL PANICs in a critical section.
+//! - **Delaying checkpoints** ([`Wal::delay_checkpoint`]): changes that are not page changes
+//!   under a content lock — a commit record and its commit-log bits, a prepare record and the
+//!   in-memory prepared transaction — hold the guard across both halves; the checkpointer
+//!   fixes its redo point only between such sections (PostgreSQL's `DELAY_CHKPT_START`), so a
+//!   half before the redo point never has its other half missed by the checkpoint.
 //! - Readers read only flushed WAL: first from the ring when the page is still there, else
 //!   from segment files kept open in a bounded cache (seed 003: COMMIT PREPARED reads its
 //!   prepare record without opening a file).
@@ -44,10 +56,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
+use crate::buffer::PageWriteGuard;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::page::{Page, PageMut};
 use crate::vfs::{OpenMode, Vfs, VfsFile};
 pub use reader::WalReader;
 pub use record::{
@@ -239,8 +253,41 @@ pub struct Wal {
     /// past it must log a full-page image.
     redo_point: AtomicU64,
     read_files: Mutex<Vec<(u64, Arc<dyn VfsFile>)>>,
+    /// Read-held by sections that must not straddle a redo point; write-held while the
+    /// checkpointer fixes one.
+    checkpoint_barrier: RwLock<()>,
     stats: WalStats,
 }
+
+/// A changed page to log with [`Wal::log_page_change`].
+pub struct LoggedPage<'a, 'g> {
+    page: &'a mut PageWriteGuard<'g>,
+    /// Redo rebuilds the page from the record alone (a freshly initialised page), so it
+    /// never needs a full-page image (PostgreSQL's `REGBUF_WILL_INIT`).
+    will_init: bool,
+}
+
+impl<'a, 'g> LoggedPage<'a, 'g> {
+    /// A page the record changes.
+    pub fn changed(page: &'a mut PageWriteGuard<'g>) -> Self {
+        LoggedPage {
+            page,
+            will_init: false,
+        }
+    }
+
+    /// A page the record initialises from scratch.
+    pub fn will_init(page: &'a mut PageWriteGuard<'g>) -> Self {
+        LoggedPage {
+            page,
+            will_init: true,
+        }
+    }
+}
+
+/// A checkpoint began between the image decision and the reservation this many times in a
+/// row: impossible unless checkpoints run back to back faster than one record is built.
+const MAX_IMAGE_RETRIES: usize = 1000;
 
 impl Wal {
     /// The WAL directory of a data directory.
@@ -297,6 +344,7 @@ impl Wal {
             redo_point: AtomicU64::new(end),
             opened_at: end,
             read_files: Mutex::new(Vec::new()),
+            checkpoint_barrier: RwLock::new(()),
             stats: WalStats::default(),
         }
     }
@@ -328,9 +376,28 @@ impl Wal {
         self.failed.store(true, Ordering::Release);
     }
 
-    /// Sets the redo point (the checkpointer does, at the start of each checkpoint).
+    /// Sets the redo point at startup, before anything is inserted.
     pub fn set_redo_point(&self, lsn: Lsn) {
         self.redo_point.store(lsn, Ordering::Release);
+    }
+
+    /// Starts a checkpoint: waits for the sections that delay checkpoints, then makes the
+    /// current insert position the redo point, under the reservation mutex (see the rules in
+    /// the module header). Returns the redo point.
+    pub fn begin_checkpoint(&self) -> Lsn {
+        let _no_delaying_sections = self.checkpoint_barrier.write();
+        let r = self.reserve.lock();
+        // Where the next record will start (after the page header when the insert position
+        // is a page boundary): redo begins by reading a record there.
+        let redo = pos_to_lsn(r.bytepos);
+        self.redo_point.store(redo, Ordering::Release);
+        redo
+    }
+
+    /// Holds off the start of a checkpoint while the guard lives (see the module header).
+    /// Hold it briefly: a checkpoint, and behind it every new holder, waits for it.
+    pub fn delay_checkpoint(&self) -> RwLockReadGuard<'_, ()> {
+        self.checkpoint_barrier.read()
     }
 
     pub fn redo_point(&self) -> Lsn {
@@ -382,6 +449,86 @@ impl Wal {
     /// Appends a record; returns (start LSN, end LSN). The record is durable once
     /// [`flush`](Self::flush) up to its end LSN returned.
     pub fn insert(&self, rec: &WalRecord<'_>) -> Result<(Lsn, Lsn)> {
+        Ok(self
+            .insert_if_redo(rec, None)?
+            .expect("an insert without a redo-point condition always happens"))
+    }
+
+    /// Logs a change already made to `pages`, each held under its exclusive content lock:
+    /// marks them dirty, inserts the record (with a full-page image of every page that needs
+    /// one), and sets their LSN to the record's end, which it returns. See the module header.
+    pub fn log_page_change(
+        &self,
+        xid: u64,
+        rmid: u8,
+        info: u8,
+        main: &[u8],
+        pages: &mut [LoggedPage<'_, '_>],
+    ) -> Result<Lsn> {
+        let worst_size_bytes = record::RECORD_HEADER_SIZE
+            + pages.len() * (record::BLOCK_REF_SIZE + crate::page::PAGE_SIZE)
+            + main.len();
+        if pages.len() > MAX_BLOCK_REFS || worst_size_bytes > MAX_RECORD_SIZE {
+            // Refused before anything is dirtied: the pages' changes must then be undone by
+            // the caller, which is why callers size their records beforehand.
+            return Err(Error::WalRecordTooLarge {
+                size_bytes: worst_size_bytes,
+                blocks: pages.len(),
+            });
+        }
+        for p in pages.iter_mut() {
+            p.page.mark_dirty();
+        }
+        for _ in 0..MAX_IMAGE_RETRIES {
+            let redo = self.redo_point();
+            let blocks: Vec<BlockRef<'_>> = pages
+                .iter()
+                .map(|p| {
+                    let page: &[u8; crate::page::PAGE_SIZE] = p.page;
+                    BlockRef {
+                        tag: p.page.tag(),
+                        image: (!p.will_init && Page::new(page).lsn() <= redo).then_some(page),
+                    }
+                })
+                .collect();
+            let rec = WalRecord {
+                xid,
+                rmid,
+                info,
+                blocks: &blocks,
+                main,
+            };
+            match self.insert_if_redo(&rec, Some(redo)) {
+                Ok(Some((_, end))) => {
+                    drop(blocks);
+                    for p in pages.iter_mut() {
+                        PageMut::new(p.page).set_lsn(end);
+                    }
+                    return Ok(end);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.fail(&format!(
+                        "logging a page change failed after the change: {e}"
+                    ));
+                    return Err(e);
+                }
+            }
+        }
+        let reason = "a page change could not be logged: the redo point kept moving";
+        self.fail(reason);
+        Err(Error::WalFailed {
+            reason: reason.into(),
+        })
+    }
+
+    /// Inserts `rec`; with `expect_redo`, only if the redo point is still that (else `None`,
+    /// nothing inserted): the caller decided its full-page images against it.
+    fn insert_if_redo(
+        &self,
+        rec: &WalRecord<'_>,
+        expect_redo: Option<Lsn>,
+    ) -> Result<Option<(Lsn, Lsn)>> {
         self.check_failed()?;
         if rec.blocks.len() > MAX_BLOCK_REFS || record::encoded_size(rec) > MAX_RECORD_SIZE {
             return Err(Error::WalRecordTooLarge {
@@ -395,6 +542,9 @@ impl Wal {
         let _slot_guard = slot.lock.lock();
         let (start, end, prev) = {
             let mut r = self.reserve.lock();
+            if expect_redo.is_some_and(|redo| redo != self.redo_point()) {
+                return Ok(None);
+            }
             let start_pos = r.bytepos;
             r.bytepos = start_pos + align8(bytes.len() as u64);
             let start = pos_to_lsn(start_pos);
@@ -410,7 +560,7 @@ impl Wal {
         let result = self.copy_into_ring(slot, start, &bytes);
         slot.inserting_at.store(IDLE, Ordering::Release);
         result?;
-        Ok((start, end))
+        Ok(Some((start, end)))
     }
 
     fn copy_into_ring(&self, slot: &InsertSlot, start: Lsn, bytes: &[u8]) -> Result<()> {
@@ -675,6 +825,39 @@ impl Wal {
             lsn,
             reason: reason.clone(),
         })
+    }
+
+    /// Reads the flushed record at `lsn` from its segment file, opened for this one read and
+    /// closed after, never from the WAL buffers: PostgreSQL's `XlogReadTwoPhaseData`, kept as
+    /// the old behaviour of seed 003 (`twophase_state = reread_wal`).
+    pub fn read_record_from_file(&self, lsn: Lsn) -> Result<DecodedRecord> {
+        let flushed = self.flushed_lsn();
+        if lsn >= flushed {
+            return Err(Error::WalCorrupt {
+                lsn,
+                reason: format!("record is not flushed yet (flushed up to {flushed})"),
+            });
+        }
+        let mut open: Option<(u64, Arc<dyn VfsFile>)> = None;
+        let result = reader::read_one(lsn, None, &mut |page_lsn| {
+            let segno = page_lsn / self.segment_size;
+            let file = match &open {
+                Some((s, f)) if *s == segno => Arc::clone(f),
+                _ => {
+                    let path = self.segment_path(segno);
+                    let f = match self.vfs.open(&path, OpenMode::Existing) {
+                        Ok(f) => f,
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                        Err(e) => return Err(Error::file("open WAL segment", path, e)),
+                    };
+                    open = Some((segno, Arc::clone(&f)));
+                    f
+                }
+            };
+            reader::read_page(file.as_ref(), page_lsn, self.segment_size)
+        })?;
+        self.stats.reads_from_files.fetch_add(1, Ordering::Relaxed);
+        result.map_err(|reason| Error::WalCorrupt { lsn, reason })
     }
 
     fn page_from_ring(&self, page_lsn: Lsn, flushed: Lsn) -> Option<Box<[u8; WAL_PAGE_SIZE]>> {

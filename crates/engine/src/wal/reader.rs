@@ -147,7 +147,13 @@ impl WalReader {
             vfs,
             dir: dir.to_path_buf(),
             segment_size,
-            next: start,
+            // A position at a page boundary means the first record of that page, which
+            // starts after its header.
+            next: if start.is_multiple_of(PAGE) {
+                start + HDR
+            } else {
+                start
+            },
             prev: None,
             end: start,
             done: false,

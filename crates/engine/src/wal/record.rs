@@ -19,7 +19,7 @@ use crate::smgr::{Fork, RelFileLocator};
 use super::Lsn;
 
 pub const RECORD_HEADER_SIZE: usize = 32;
-const BLOCK_REF_SIZE: usize = 20;
+pub const BLOCK_REF_SIZE: usize = 20;
 const HAS_IMAGE: u8 = 0x1;
 /// Block references per record, as PostgreSQL's `XLR_MAX_BLOCK_ID` (32) halved: quire's
 /// records are small, and the bound keeps a record well inside the WAL buffers.

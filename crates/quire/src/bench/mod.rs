@@ -8,6 +8,7 @@ mod recovery;
 mod relsize;
 mod slru_sync;
 mod tidstore;
+mod twophase;
 mod wal;
 
 use std::fmt::Write as _;
@@ -55,6 +56,15 @@ pub struct BenchArgs {
     /// Records or transactions to run (wal: records per insert run).
     #[arg(long)]
     pub transactions: Option<u64>,
+    /// Rows of the table (twophase).
+    #[arg(long)]
+    pub rows: Option<u64>,
+    /// twophase: rounds in which the modes take turns.
+    #[arg(long)]
+    pub rounds: Option<u64>,
+    /// twophase: run on the simulated file system with this cost per open().
+    #[arg(long)]
+    pub open_latency_ms: Option<f64>,
     /// buffer-drop: repeat both modes at pool sizes 128 MiB, 1 GiB, 4 GiB and 16 GiB.
     #[arg(long)]
     pub sweep: bool,
@@ -81,6 +91,8 @@ pub enum BenchName {
     /// Seed 004: vacuum's dead-TID store against PostgreSQL's array (and roaring): memory,
     /// build time, shuffled lookups.
     Tidstore,
+    /// Seed 003: COMMIT PREPARED with the prepared state in memory vs. re-read from WAL.
+    Twophase,
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -102,6 +114,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             BenchName::Recovery => recovery::run_bench(args, dir.path())?,
             BenchName::SlruSync => slru_sync::run_bench(args)?,
             BenchName::Tidstore => tidstore::run_bench(args)?,
+            BenchName::Twophase => twophase::run_bench(args, dir.path())?,
         };
         print!("{}", report.render());
         println!();

@@ -1,0 +1,528 @@
+//! # heap — MVCC heap tables
+//!
+//! A table is a relation whose main-fork pages hold tuples ([`tuple`]): each row version
+//! carries the id of the transaction that inserted it (`xmin`) and of the one that deleted,
+//! updated or locked it (`xmax`), and `ctid`, the address of the next version. An update
+//! writes a new version — on the same page when there is room (a HOT update: the new version
+//! is heap-only and indexes need no new entry when no indexed column changed) — and points
+//! the old one at it. A free-space map fork ([`crate::fsm`]) finds a page with room.
+//!
+//! This module makes single attempts: [`Heap::delete`], [`Heap::update`] and
+//! [`Heap::lock_row`] check the version with [`visibility::check_update`] under the page's
+//! exclusive lock and either make the change or return why not (being modified: wait for the
+//! holder's transaction; updated by a committed transaction: follow or fail). Waiting and the
+//! isolation rules are the caller's (the session layer).
+//!
+//! ## Rules
+//! - Every change is WAL-logged through [`Wal::log_page_change`] under the exclusive content
+//!   lock of every page it touches ([`redo`] replays it); two pages are locked in block order.
+//! - A page proposed by the free-space map (a hint) is re-checked under its lock; when it has
+//!   less room than recorded, the truth is recorded and the search goes on (bounded).
+//! - Reading a tuple never panics on page contents: a malformed tuple is
+//!   [`Error::CorruptTuple`] naming relation and tuple.
+//! - A tuple is at most [`MAX_TUPLE_BYTES`]; there is no TOAST, so larger rows are refused
+//!   (SQLSTATE 54000) before anything changes.
+
+pub mod redo;
+pub mod tuple;
+pub mod visibility;
+
+use crate::buffer::{BufferPool, BufferTag, PageWriteGuard, PinnedBuffer};
+use crate::error::{Error, Result};
+use crate::fsm;
+use crate::page::{
+    OffsetNumber, Page, PageMut, Tid, ALL_VISIBLE, FIRST_OFFSET_NUMBER, MAXALIGN, MAX_ITEM_SIZE,
+};
+use crate::recovery::rmid;
+use crate::smgr::{BlockNumber, Fork, RelFileLocator};
+use crate::value::{encode_row, encoded_row_len, Row, Value};
+use crate::wal::{LoggedPage, Wal};
+use tuple::{TupleHeader, HEADER_BYTES, HEAP_ONLY, HOT_UPDATED, XMAX_INVALID, XMAX_LOCK_ONLY};
+pub use visibility::{check_update, Looker, UpdateCheck, XidOracle};
+
+/// The largest tuple, header included (one item on an empty page).
+pub const MAX_TUPLE_BYTES: usize = MAX_ITEM_SIZE;
+/// Pages tried (hint, free-space map proposals) before extending the relation.
+const MAX_PAGE_TRIES: usize = 64;
+
+fn aligned(len: usize) -> usize {
+    len.div_ceil(MAXALIGN) * MAXALIGN
+}
+
+/// Does an item of `len` bytes fit on the page?
+fn fits(page: Page<'_>, len: usize) -> bool {
+    !page.is_new() && aligned(len) <= page.free_space_bytes()
+}
+
+/// A heap relation, as the operations on it see it.
+#[derive(Clone, Copy)]
+pub struct Heap<'a> {
+    pub pool: &'a BufferPool,
+    pub wal: &'a Wal,
+    pub rel: RelFileLocator,
+}
+
+/// A version read from the heap: its address, header and bytes (header included).
+#[derive(Clone, Debug)]
+pub struct HeapTuple {
+    pub tid: Tid,
+    pub header: TupleHeader,
+    pub bytes: Vec<u8>,
+}
+
+impl HeapTuple {
+    /// The row it holds.
+    pub fn row(&self, rel: RelFileLocator) -> Result<Row> {
+        tuple::row_of(&self.bytes).map_err(|e| Error::CorruptTuple {
+            rel,
+            tid: self.tid,
+            reason: e.to_string(),
+        })
+    }
+}
+
+/// Who changes a row: the transaction, its command, and how to ask about other
+/// transactions.
+#[derive(Clone, Copy)]
+pub struct Writer<'o> {
+    pub xid: u64,
+    pub cid: u32,
+    pub oracle: &'o dyn XidOracle,
+}
+
+/// The result of a change attempt: the check, and where the new version went (updates).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub check: UpdateCheck,
+    pub new_tid: Option<Tid>,
+}
+
+impl<'a> Heap<'a> {
+    pub fn new(pool: &'a BufferPool, wal: &'a Wal, rel: RelFileLocator) -> Self {
+        Heap { pool, wal, rel }
+    }
+
+    /// Creates the relation's main fork: the file first, then its WAL record (so a checkpoint
+    /// whose redo point follows the record has seen the directory entry to make durable).
+    pub fn create(&self) -> Result<()> {
+        self.pool.smgr().create(self.rel, Fork::Main)?;
+        crate::recovery::storage::log_create(self.wal, self.rel, Fork::Main)?;
+        Ok(())
+    }
+
+    pub fn nblocks(&self) -> Result<BlockNumber> {
+        self.pool.smgr().nblocks(self.rel, Fork::Main)
+    }
+
+    fn tag(&self, block: BlockNumber) -> BufferTag {
+        BufferTag::new(self.rel, Fork::Main, block)
+    }
+
+    fn corrupt(&self, tid: Tid, reason: impl Into<String>) -> Error {
+        Error::CorruptTuple {
+            rel: self.rel,
+            tid,
+            reason: reason.into(),
+        }
+    }
+
+    /// The encoded tuple for `row`, checked against the size limit.
+    fn encode(header: &TupleHeader, row: &[Value]) -> Result<Vec<u8>> {
+        let len = HEADER_BYTES + encoded_row_len(row);
+        if len > MAX_TUPLE_BYTES {
+            return Err(Error::ProgramLimitExceeded {
+                what: format!("row is too big: size {len}, maximum size {MAX_TUPLE_BYTES}"),
+            });
+        }
+        let natts = u16::try_from(row.len()).map_err(|_| Error::ProgramLimitExceeded {
+            what: format!("tables can have at most {} columns", u16::MAX),
+        })?;
+        let mut values = Vec::with_capacity(len - HEADER_BYTES);
+        encode_row(row, &mut values);
+        Ok(tuple::build(&TupleHeader { natts, ..*header }, &values))
+    }
+
+    // ------------------------------------------------------------------ finding room
+
+    /// A pinned page that had room for `len` bytes when looked at (not locked: the caller
+    /// locks and re-checks). Tries `hint` (the caller's last target), then the free-space
+    /// map, then extends the relation. Never returns block `avoid`.
+    fn page_with_room(
+        &self,
+        len: usize,
+        hint: &mut Option<BlockNumber>,
+        avoid: Option<BlockNumber>,
+    ) -> Result<PinnedBuffer<'a>> {
+        let nblocks = self.nblocks()?;
+        let mut candidate = hint
+            .filter(|&b| b < nblocks)
+            .or_else(|| nblocks.checked_sub(1));
+        for _ in 0..MAX_PAGE_TRIES {
+            let Some(block) = candidate.filter(|&b| Some(b) != avoid) else {
+                break;
+            };
+            let buf = self.pool.read_buffer(self.tag(block))?;
+            let (room, free) = {
+                let page = buf.read();
+                let p = Page::new(&page);
+                (p.is_new() || fits(p, len), p.free_space_bytes())
+            };
+            if room {
+                *hint = Some(block);
+                return Ok(buf);
+            }
+            drop(buf);
+            fsm::record(self.pool, self.rel, block, free)?;
+            let min_free = aligned(len);
+            candidate = fsm::search(self.pool, self.rel, min_free, block.saturating_add(1))?;
+            if candidate == Some(block) {
+                break;
+            }
+        }
+        let buf = self.pool.extend(self.rel, Fork::Main)?;
+        *hint = Some(buf.tag().block);
+        Ok(buf)
+    }
+
+    // ------------------------------------------------------------------ insert
+
+    /// Inserts `row` as a new version by `xid` in command `cid`. `hint` is the caller's
+    /// insertion target, updated to where the row went.
+    pub fn insert(
+        &self,
+        xid: u64,
+        cid: u32,
+        row: &[Value],
+        hint: &mut Option<BlockNumber>,
+    ) -> Result<Tid> {
+        let bytes = Self::encode(&TupleHeader::new(xid, cid, 0), row)?;
+        for _ in 0..MAX_PAGE_TRIES {
+            let buf = self.page_with_room(bytes.len(), hint, None)?;
+            let mut page = buf.write();
+            let is_new = Page::new(&page).is_new();
+            if is_new {
+                PageMut::new(&mut page).init(0);
+            } else if !fits(Page::new(&page), bytes.len()) {
+                continue; // filled meanwhile
+            }
+            return self.insert_locked(&mut page, is_new, xid, bytes);
+        }
+        Err(Error::NoFreeBuffers {
+            nbuffers: self.pool.nbuffers(),
+        })
+    }
+
+    fn insert_locked(
+        &self,
+        page: &mut PageWriteGuard<'_>,
+        init: bool,
+        xid: u64,
+        mut bytes: Vec<u8>,
+    ) -> Result<Tid> {
+        let tid = add_version(page, &mut bytes);
+        let main = redo::insert_record(tid.offset, init, &bytes);
+        let logged = if init {
+            LoggedPage::will_init(page)
+        } else {
+            LoggedPage::changed(page)
+        };
+        self.wal
+            .log_page_change(xid, rmid::HEAP, redo::INSERT, &main, &mut [logged])?;
+        Ok(tid)
+    }
+
+    // ------------------------------------------------------------------ reading
+
+    /// The version at `tid`, whatever its visibility; `None` if there is no live item there.
+    pub fn fetch(&self, tid: Tid) -> Result<Option<HeapTuple>> {
+        if tid.block >= self.nblocks()? {
+            return Ok(None);
+        }
+        let buf = self.pool.read_buffer(self.tag(tid.block))?;
+        let page = buf.read();
+        let Some(item) = Page::new(&page).item(tid.offset) else {
+            return Ok(None);
+        };
+        let header = TupleHeader::read(item).ok_or_else(|| self.corrupt(tid, "too short"))?;
+        Ok(Some(HeapTuple {
+            tid,
+            header,
+            bytes: item.to_vec(),
+        }))
+    }
+
+    /// Every live version of block `block`, visible or not.
+    pub fn all_in_block(&self, block: BlockNumber) -> Result<Vec<HeapTuple>> {
+        let mut out = Vec::new();
+        self.collect_block(block, &mut out, |_| Ok(true))?;
+        Ok(out)
+    }
+
+    /// The versions of block `block` that `looker` sees (copied out under the page's shared
+    /// lock), appended to `out`.
+    pub fn visible_in_block(
+        &self,
+        block: BlockNumber,
+        looker: &Looker<'_>,
+        oracle: &dyn XidOracle,
+        out: &mut Vec<HeapTuple>,
+    ) -> Result<()> {
+        self.collect_block(block, out, |h| looker.sees(h, oracle))
+    }
+
+    fn collect_block(
+        &self,
+        block: BlockNumber,
+        out: &mut Vec<HeapTuple>,
+        mut keep: impl FnMut(&TupleHeader) -> Result<bool>,
+    ) -> Result<()> {
+        let buf = self.pool.read_buffer(self.tag(block))?;
+        let page = buf.read();
+        let p = Page::new(&page);
+        for off in FIRST_OFFSET_NUMBER..=p.item_count() {
+            let Some(item) = p.item(off) else { continue };
+            let tid = Tid::new(block, off);
+            let header = TupleHeader::read(item).ok_or_else(|| self.corrupt(tid, "too short"))?;
+            if keep(&header)? {
+                out.push(HeapTuple {
+                    tid,
+                    header,
+                    bytes: item.to_vec(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ changes
+
+    /// Reads the header at `tid` on a locked page, or says the tuple is gone.
+    fn header_at(&self, page: &[u8; crate::page::PAGE_SIZE], tid: Tid) -> Result<TupleHeader> {
+        let item = Page::new(page)
+            .item(tid.offset)
+            .ok_or_else(|| self.corrupt(tid, "no live tuple at this address"))?;
+        TupleHeader::read(item).ok_or_else(|| self.corrupt(tid, "too short"))
+    }
+
+    /// Deletes the version at `tid` if `xid` (command `cid`) may; else says why not.
+    pub fn delete(&self, tid: Tid, w: &Writer<'_>) -> Result<UpdateCheck> {
+        let Writer { xid, cid, oracle } = *w;
+        let buf = self.pool.read_buffer(self.tag(tid.block))?;
+        let mut page = buf.write();
+        let h = self.header_at(&page, tid)?;
+        let check = check_update(&h, tid, xid, cid, oracle)?;
+        if check != UpdateCheck::Ok {
+            return Ok(check);
+        }
+        let new = set_xmax(&h, xid, cid, false);
+        write_header(&mut page, tid.offset, &new);
+        let main = redo::xmax_record(tid.offset, &new);
+        self.wal.log_page_change(
+            xid,
+            rmid::HEAP,
+            redo::DELETE,
+            &main,
+            &mut [LoggedPage::changed(&mut page)],
+        )?;
+        Ok(UpdateCheck::Ok)
+    }
+
+    /// Locks the version at `tid` for `xid` (SELECT ... FOR UPDATE) if it may; else says why.
+    pub fn lock_row(&self, tid: Tid, w: &Writer<'_>) -> Result<UpdateCheck> {
+        let Writer { xid, cid, oracle } = *w;
+        let buf = self.pool.read_buffer(self.tag(tid.block))?;
+        let mut page = buf.write();
+        let h = self.header_at(&page, tid)?;
+        let check = check_update(&h, tid, xid, cid, oracle)?;
+        if check != UpdateCheck::Ok || (h.xmax == xid && h.infomask & XMAX_INVALID == 0) {
+            return Ok(check); // not lockable, or locked or updated by us already
+        }
+        let new = set_xmax(&h, xid, h.cmax, true);
+        write_header(&mut page, tid.offset, &new);
+        let main = redo::xmax_record(tid.offset, &new);
+        self.wal.log_page_change(
+            xid,
+            rmid::HEAP,
+            redo::LOCK,
+            &main,
+            &mut [LoggedPage::changed(&mut page)],
+        )?;
+        Ok(UpdateCheck::Ok)
+    }
+
+    /// Replaces the version at `tid` by a new version holding `row`, if `xid` (command `cid`)
+    /// may; else says why not. `hot_ok`: no indexed column changed, so a same-page update may
+    /// be heap-only. `hint` is the caller's insertion target for a new page.
+    pub fn update(
+        &self,
+        tid: Tid,
+        row: &[Value],
+        w: &Writer<'_>,
+        hot_ok: bool,
+        hint: &mut Option<BlockNumber>,
+    ) -> Result<Outcome> {
+        let Writer { xid, cid, oracle } = *w;
+        let new_bytes = Self::encode(&TupleHeader::new(xid, cid, 0), row)?;
+        {
+            let buf = self.pool.read_buffer(self.tag(tid.block))?;
+            let mut page = buf.write();
+            let h = self.header_at(&page, tid)?;
+            let check = check_update(&h, tid, xid, cid, oracle)?;
+            if check != UpdateCheck::Ok {
+                return Ok(Outcome {
+                    check,
+                    new_tid: None,
+                });
+            }
+            if fits(Page::new(&page), new_bytes.len()) {
+                let new_tid = self.update_locked(&mut page, None, tid, &h, new_bytes, hot_ok)?;
+                return Ok(Outcome {
+                    check,
+                    new_tid: Some(new_tid),
+                });
+            }
+        }
+        // Another page: find one with room, then lock both in block order and look again.
+        for _ in 0..MAX_PAGE_TRIES {
+            let other = self.page_with_room(new_bytes.len(), hint, Some(tid.block))?;
+            let old = self.pool.read_buffer(self.tag(tid.block))?;
+            let (mut old_page, mut new_page) = if other.tag().block < tid.block {
+                let n = other.write();
+                (old.write(), n)
+            } else {
+                let o = old.write();
+                (o, other.write())
+            };
+            let h = self.header_at(&old_page, tid)?;
+            let check = check_update(&h, tid, xid, cid, oracle)?;
+            if check != UpdateCheck::Ok {
+                return Ok(Outcome {
+                    check,
+                    new_tid: None,
+                });
+            }
+            let is_new = Page::new(&new_page).is_new();
+            if is_new {
+                PageMut::new(&mut new_page).init(0);
+            } else if !fits(Page::new(&new_page), new_bytes.len()) {
+                continue;
+            }
+            let new_tid = self.update_locked(
+                &mut old_page,
+                Some((&mut new_page, is_new)),
+                tid,
+                &h,
+                new_bytes,
+                false,
+            )?;
+            return Ok(Outcome {
+                check,
+                new_tid: Some(new_tid),
+            });
+        }
+        Err(Error::NoFreeBuffers {
+            nbuffers: self.pool.nbuffers(),
+        })
+    }
+
+    /// The update itself, both pages locked (`new_page` `None`: the same page).
+    fn update_locked<'g>(
+        &self,
+        old_page: &mut PageWriteGuard<'g>,
+        new_page: Option<(&mut PageWriteGuard<'g>, bool)>,
+        tid: Tid,
+        old: &TupleHeader,
+        mut bytes: Vec<u8>,
+        hot_ok: bool,
+    ) -> Result<Tid> {
+        let new = TupleHeader::read(&bytes).expect("built above");
+        let hot = new_page.is_none() && hot_ok;
+        if hot {
+            TupleHeader {
+                infomask: new.infomask | HEAP_ONLY,
+                ..new
+            }
+            .write(&mut bytes);
+        }
+        let mut old_new = set_xmax(old, new.xmin, new.cmin, false);
+        if hot {
+            old_new.infomask |= HOT_UPDATED;
+        }
+        match new_page {
+            None => {
+                let new_tid = add_version(old_page, &mut bytes);
+                old_new.ctid = new_tid;
+                write_header(old_page, tid.offset, &old_new);
+                let main = redo::update_record(tid.offset, &old_new, new_tid.offset, false, &bytes);
+                self.wal.log_page_change(
+                    new.xmin,
+                    rmid::HEAP,
+                    redo::UPDATE,
+                    &main,
+                    &mut [LoggedPage::changed(old_page)],
+                )?;
+                Ok(new_tid)
+            }
+            Some((target, init)) => {
+                let new_tid = add_version(target, &mut bytes);
+                old_new.ctid = new_tid;
+                write_header(old_page, tid.offset, &old_new);
+                PageMut::new(old_page).set_flag(ALL_VISIBLE, false);
+                let main = redo::update_record(tid.offset, &old_new, new_tid.offset, init, &bytes);
+                let target = if init {
+                    LoggedPage::will_init(target)
+                } else {
+                    LoggedPage::changed(target)
+                };
+                self.wal.log_page_change(
+                    new.xmin,
+                    rmid::HEAP,
+                    redo::UPDATE,
+                    &main,
+                    &mut [LoggedPage::changed(old_page), target],
+                )?;
+                Ok(new_tid)
+            }
+        }
+    }
+}
+
+/// Adds a new version to a locked page that has room; sets its `ctid` to itself, in the page
+/// and in `bytes` (the copy the WAL record carries). Returns its address.
+fn add_version(page: &mut PageWriteGuard<'_>, bytes: &mut [u8]) -> Tid {
+    let block = page.tag().block;
+    let off = PageMut::new(page)
+        .add_item(bytes, None)
+        .expect("the page was checked for room under its lock");
+    let tid = Tid::new(block, off);
+    set_ctid(bytes, tid);
+    set_ctid(PageMut::new(page).item_mut(off).expect("just added"), tid);
+    PageMut::new(page).set_flag(ALL_VISIBLE, false);
+    tid
+}
+
+/// The header with `xmax` set to `xid` (deleter or updater, or only a locker).
+fn set_xmax(h: &TupleHeader, xid: u64, cmax: u32, lock_only: bool) -> TupleHeader {
+    let mut n = *h;
+    n.xmax = xid;
+    n.cmax = cmax;
+    n.infomask &= !(XMAX_INVALID | XMAX_LOCK_ONLY | tuple::XMAX_COMMITTED | HOT_UPDATED);
+    if lock_only {
+        n.infomask |= XMAX_LOCK_ONLY;
+    }
+    n
+}
+
+fn set_ctid(item: &mut [u8], tid: Tid) {
+    let mut h = TupleHeader::read(item).expect("a tuple has a header");
+    h.ctid = tid;
+    h.write(item);
+}
+
+/// Writes a new header over live item `off` of a locked page.
+fn write_header(page: &mut [u8; crate::page::PAGE_SIZE], off: OffsetNumber, h: &TupleHeader) {
+    let item = PageMut::new(page)
+        .item_mut(off)
+        .expect("the item was read under the same lock");
+    h.write(item);
+}

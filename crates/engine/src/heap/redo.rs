@@ -1,0 +1,252 @@
+//! Heap WAL records and their redo. Layouts of the main data (little-endian):
+//!
+//! ```text
+//! INSERT  | offset u16 | flags u8 | tuple bytes ...
+//! DELETE  | offset u16 | xmax u64 | cmax u32 | infomask u16 |
+//! LOCK    (as DELETE)
+//! UPDATE  | old offset u16 | xmax u64 | cmax u32 | infomask u16 | ctid block u32 | ctid
+//!           offset u16 | new offset u16 | flags u8 | new tuple bytes ...
+//! ```
+//! Block 0 is the page changed (for UPDATE the old version's page); an UPDATE whose new
+//! version went to another page has that page as block 1. Flag `INIT`: the page is new and
+//! redo formats it before adding the tuple (the record needs no page image for it).
+
+use super::tuple::TupleHeader;
+use crate::error::{Error, Result};
+use crate::page::{PageMut, Tid, ALL_VISIBLE};
+use crate::recovery::{redo_buffer, redo_buffer_init, RedoBuffer, RedoContext, ResourceManager};
+use crate::wal::DecodedRecord;
+
+pub const INSERT: u8 = 1;
+pub const DELETE: u8 = 2;
+pub const UPDATE: u8 = 3;
+pub const LOCK: u8 = 4;
+
+const INIT: u8 = 0x1;
+
+pub(super) fn insert_record(off: u16, init: bool, tuple: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(3 + tuple.len());
+    m.extend_from_slice(&off.to_le_bytes());
+    m.push(if init { INIT } else { 0 });
+    m.extend_from_slice(tuple);
+    m
+}
+
+fn put_xmax(m: &mut Vec<u8>, h: &TupleHeader) {
+    m.extend_from_slice(&h.xmax.to_le_bytes());
+    m.extend_from_slice(&h.cmax.to_le_bytes());
+    m.extend_from_slice(&h.infomask.to_le_bytes());
+}
+
+pub(super) fn xmax_record(off: u16, h: &TupleHeader) -> Vec<u8> {
+    let mut m = Vec::with_capacity(16);
+    m.extend_from_slice(&off.to_le_bytes());
+    put_xmax(&mut m, h);
+    m
+}
+
+pub(super) fn update_record(
+    old_off: u16,
+    old: &TupleHeader,
+    new_off: u16,
+    init: bool,
+    tuple: &[u8],
+) -> Vec<u8> {
+    let mut m = Vec::with_capacity(27 + tuple.len());
+    m.extend_from_slice(&old_off.to_le_bytes());
+    put_xmax(&mut m, old);
+    m.extend_from_slice(&old.ctid.block.to_le_bytes());
+    m.extend_from_slice(&old.ctid.offset.to_le_bytes());
+    m.extend_from_slice(&new_off.to_le_bytes());
+    m.push(if init { INIT } else { 0 });
+    m.extend_from_slice(tuple);
+    m
+}
+
+/// A cursor over main data that fails with the record's LSN instead of panicking.
+struct Cursor<'a> {
+    b: &'a [u8],
+    at: usize,
+    lsn: u64,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let s = self
+            .b
+            .get(self.at..self.at + n)
+            .ok_or_else(|| Error::WalCorrupt {
+                lsn: self.lsn,
+                reason: "heap record is too short".into(),
+            })?;
+        self.at += n;
+        Ok(s)
+    }
+    fn u16(&mut self) -> Result<u16> {
+        Ok(u16::from_le_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
+    }
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn rest(&mut self) -> &'a [u8] {
+        let s = &self.b[self.at.min(self.b.len())..];
+        self.at = self.b.len();
+        s
+    }
+}
+
+/// The fields an xmax change sets.
+struct XmaxChange {
+    xmax: u64,
+    cmax: u32,
+    infomask: u16,
+}
+
+impl XmaxChange {
+    fn read(c: &mut Cursor<'_>) -> Result<Self> {
+        Ok(XmaxChange {
+            xmax: c.u64()?,
+            cmax: c.u32()?,
+            infomask: c.u16()?,
+        })
+    }
+}
+
+fn corrupt(rec: &DecodedRecord, reason: &str) -> Error {
+    Error::WalCorrupt {
+        lsn: rec.lsn,
+        reason: format!("heap record: {reason}"),
+    }
+}
+
+fn apply_xmax(
+    rec: &DecodedRecord,
+    page: &mut [u8; crate::page::PAGE_SIZE],
+    off: u16,
+    x: &XmaxChange,
+    ctid: Option<Tid>,
+) -> Result<()> {
+    let item = PageMut::new(page)
+        .item_mut(off)
+        .ok_or_else(|| corrupt(rec, "no live tuple to change"))?;
+    let mut h = TupleHeader::read(item).ok_or_else(|| corrupt(rec, "tuple too short"))?;
+    h.xmax = x.xmax;
+    h.cmax = x.cmax;
+    h.infomask = x.infomask;
+    if let Some(t) = ctid {
+        h.ctid = t;
+    }
+    h.write(item);
+    PageMut::new(page).set_flag(ALL_VISIBLE, false);
+    Ok(())
+}
+
+fn apply_insert(
+    rec: &DecodedRecord,
+    page: &mut [u8; crate::page::PAGE_SIZE],
+    off: u16,
+    init: bool,
+    tuple: &[u8],
+) -> Result<()> {
+    let mut p = PageMut::new(page);
+    if init {
+        p.init(0);
+    }
+    if p.add_item(tuple, Some(off)) != Some(off) {
+        return Err(corrupt(rec, "the tuple does not go where the record says"));
+    }
+    p.set_flag(ALL_VISIBLE, false);
+    Ok(())
+}
+
+/// Applies `f` to block `index` unless the page already has the change; a block the record
+/// initialises (`init`) is rebuilt whatever is on disk.
+fn on_block(
+    ctx: &RedoContext<'_>,
+    rec: &DecodedRecord,
+    index: usize,
+    init: bool,
+    f: impl FnOnce(&mut [u8; crate::page::PAGE_SIZE]) -> Result<()>,
+) -> Result<()> {
+    let buf = if init {
+        redo_buffer_init(ctx, rec, index)?
+    } else {
+        match redo_buffer(ctx, rec, index)? {
+            RedoBuffer::Apply(buf) => buf,
+            RedoBuffer::Restored | RedoBuffer::AlreadyApplied => return Ok(()),
+        }
+    };
+    let mut page = buf.write();
+    f(&mut page)?;
+    PageMut::new(&mut page).set_lsn(rec.end_lsn);
+    page.mark_dirty();
+    Ok(())
+}
+
+/// The heap's resource manager.
+pub struct HeapRedo;
+
+impl ResourceManager for HeapRedo {
+    fn name(&self) -> &'static str {
+        "heap"
+    }
+
+    fn redo(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
+        let mut c = Cursor {
+            b: &rec.main,
+            at: 0,
+            lsn: rec.lsn,
+        };
+        match rec.info {
+            INSERT => {
+                let off = c.u16()?;
+                let init = c.u8()? & INIT != 0;
+                let tuple = c.rest();
+                on_block(ctx, rec, 0, init, |page| {
+                    apply_insert(rec, page, off, init, tuple)
+                })
+            }
+            DELETE | LOCK => {
+                let off = c.u16()?;
+                let x = XmaxChange::read(&mut c)?;
+                on_block(ctx, rec, 0, false, |page| {
+                    apply_xmax(rec, page, off, &x, None)
+                })
+            }
+            UPDATE => {
+                let old_off = c.u16()?;
+                let x = XmaxChange::read(&mut c)?;
+                let ctid = Tid::new(c.u32()?, c.u16()?);
+                let new_off = c.u16()?;
+                let init = c.u8()? & INIT != 0;
+                let tuple = c.rest();
+                if rec.blocks.len() == 1 {
+                    on_block(ctx, rec, 0, false, |page| {
+                        apply_insert(rec, page, new_off, false, tuple)?;
+                        apply_xmax(rec, page, old_off, &x, Some(ctid))
+                    })
+                } else {
+                    on_block(ctx, rec, 0, false, |page| {
+                        apply_xmax(rec, page, old_off, &x, Some(ctid))
+                    })?;
+                    on_block(ctx, rec, 1, init, |page| {
+                        apply_insert(rec, page, new_off, init, tuple)
+                    })
+                }
+            }
+            other => Err(corrupt(rec, &format!("unknown record type {other}"))),
+        }
+    }
+}

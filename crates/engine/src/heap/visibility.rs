@@ -1,0 +1,244 @@
+//! Tuple visibility: PostgreSQL's `HeapTupleSatisfiesMVCC` (may a snapshot see this
+//! version?) and `HeapTupleSatisfiesUpdate` (may this transaction change it now?).
+//!
+//! A transaction sees its own changes made by *earlier* commands only (`cmin < cid`): a scan
+//! started before an update in the same transaction does not see the update's new version,
+//! which is what keeps `UPDATE t SET x = x + 1` from updating its own output.
+
+use super::tuple::{TupleHeader, XMAX_LOCK_ONLY};
+use crate::error::Result;
+use crate::page::Tid;
+use crate::txn::{Snapshot, TransactionManager};
+
+/// Answers "did this transaction commit?" and "is it running now?".
+pub trait XidOracle {
+    /// For an id not running: did it commit (else it aborted or crashed)?
+    fn did_commit(&self, xid: u64) -> Result<bool>;
+    /// Is the transaction running now (a session's or a prepared one)?
+    fn is_running(&self, xid: u64) -> bool;
+}
+
+impl XidOracle for TransactionManager {
+    fn did_commit(&self, xid: u64) -> Result<bool> {
+        TransactionManager::did_commit(self, xid)
+    }
+    fn is_running(&self, xid: u64) -> bool {
+        TransactionManager::is_running(self, xid)
+    }
+}
+
+/// Who is looking: a snapshot, the looker's own transaction id (0 if it has none) and its
+/// current command id.
+#[derive(Clone, Copy, Debug)]
+pub struct Looker<'a> {
+    pub snapshot: &'a Snapshot,
+    pub xid: u64,
+    pub cid: u32,
+}
+
+impl Looker<'_> {
+    fn is_me(&self, xid: u64) -> bool {
+        self.xid != 0 && xid == self.xid
+    }
+
+    /// Is the version `h` visible?
+    pub fn sees(&self, h: &TupleHeader, oracle: &dyn XidOracle) -> Result<bool> {
+        if self.is_me(h.xmin) {
+            if h.cmin >= self.cid {
+                return Ok(false); // inserted by a later command
+            }
+        } else if self.snapshot.is_running(h.xmin) || !oracle.did_commit(h.xmin)? {
+            return Ok(false);
+        }
+        if !h.xmax_is_deleter() {
+            return Ok(true);
+        }
+        if self.is_me(h.xmax) {
+            return Ok(h.cmax >= self.cid); // deleted by a later command: still visible
+        }
+        if self.snapshot.is_running(h.xmax) {
+            return Ok(true);
+        }
+        Ok(!oracle.did_commit(h.xmax)?)
+    }
+}
+
+/// What a transaction may do with a version it wants to change (PostgreSQL's `TM_Result`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpdateCheck {
+    /// Free to change.
+    Ok,
+    /// Not a version this transaction may change (inserted by an aborted or running
+    /// transaction, by a later command of its own, or deleted by an earlier command of its
+    /// own).
+    Invisible,
+    /// Already changed by a later command of this transaction.
+    SelfModified,
+    /// Being changed or locked by a running transaction: wait for it, then look again.
+    BeingModified { xmax: u64 },
+    /// Updated by a committed transaction; the next version is at `next`.
+    Updated { xmax: u64, next: Tid },
+    /// Deleted by a committed transaction.
+    Deleted { xmax: u64 },
+}
+
+/// May the transaction `me` (with command id `cid`) change the version at `tid` with header
+/// `h` now?
+pub fn check_update(
+    h: &TupleHeader,
+    tid: Tid,
+    me: u64,
+    cid: u32,
+    oracle: &dyn XidOracle,
+) -> Result<UpdateCheck> {
+    if h.xmin == me {
+        if h.cmin >= cid {
+            return Ok(UpdateCheck::Invisible);
+        }
+    } else if oracle.is_running(h.xmin) || !oracle.did_commit(h.xmin)? {
+        return Ok(UpdateCheck::Invisible);
+    }
+    if h.xmax == 0 || h.infomask & super::tuple::XMAX_INVALID != 0 {
+        return Ok(UpdateCheck::Ok);
+    }
+    if h.infomask & XMAX_LOCK_ONLY != 0 {
+        if h.xmax != me && oracle.is_running(h.xmax) {
+            return Ok(UpdateCheck::BeingModified { xmax: h.xmax });
+        }
+        return Ok(UpdateCheck::Ok); // our own lock, or a finished locker's
+    }
+    if h.xmax == me {
+        return Ok(if h.cmax >= cid {
+            UpdateCheck::SelfModified
+        } else {
+            UpdateCheck::Invisible
+        });
+    }
+    if oracle.is_running(h.xmax) {
+        return Ok(UpdateCheck::BeingModified { xmax: h.xmax });
+    }
+    if !oracle.did_commit(h.xmax)? {
+        return Ok(UpdateCheck::Ok); // the deleter aborted
+    }
+    Ok(if h.is_updated(tid) {
+        UpdateCheck::Updated {
+            xmax: h.xmax,
+            next: h.ctid,
+        }
+    } else {
+        UpdateCheck::Deleted { xmax: h.xmax }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tuple::{XMAX_INVALID, XMAX_LOCK_ONLY};
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Committed: true/false; running: absent from the map and in `running`.
+    struct Oracle {
+        done: HashMap<u64, bool>,
+        running: Vec<u64>,
+    }
+
+    impl XidOracle for Oracle {
+        fn did_commit(&self, xid: u64) -> Result<bool> {
+            Ok(self.done.get(&xid).copied().unwrap_or(false))
+        }
+        fn is_running(&self, xid: u64) -> bool {
+            self.running.contains(&xid)
+        }
+    }
+
+    fn header(xmin: u64, xmax: u64, infomask: u16) -> TupleHeader {
+        TupleHeader {
+            xmin,
+            xmax,
+            cmin: 0,
+            cmax: 0,
+            ctid: Tid::new(0, 1),
+            infomask,
+            natts: 0,
+        }
+    }
+
+    #[test]
+    fn mvcc_rules() {
+        // 10 committed before the snapshot, 11 aborted, 12 running, 13 committed after it.
+        let oracle = Oracle {
+            done: HashMap::from([(10, true), (11, false), (13, true)]),
+            running: vec![12],
+        };
+        let snap = Snapshot {
+            xmin: 12,
+            xmax: 14,
+            xip: vec![12, 13],
+        };
+        let me = Looker {
+            snapshot: &snap,
+            xid: 20,
+            cid: 5,
+        };
+        let sees = |h: TupleHeader| me.sees(&h, &oracle).unwrap();
+        assert!(sees(header(10, 0, XMAX_INVALID)));
+        assert!(!sees(header(11, 0, XMAX_INVALID)));
+        assert!(!sees(header(12, 0, XMAX_INVALID)));
+        assert!(
+            !sees(header(13, 0, XMAX_INVALID)),
+            "committed after the snapshot"
+        );
+        assert!(!sees(header(10, 10, 0)), "deleted before the snapshot");
+        assert!(sees(header(10, 11, 0)), "deleter aborted");
+        assert!(sees(header(10, 13, 0)), "deleted after the snapshot");
+        assert!(sees(header(10, 12, XMAX_LOCK_ONLY)), "only locked");
+        // Own changes: visible from later commands only.
+        let mut own = header(20, 0, XMAX_INVALID);
+        own.cmin = 4;
+        assert!(sees(own));
+        own.cmin = 5;
+        assert!(!sees(own));
+        let mut deleted_by_me = header(10, 20, 0);
+        deleted_by_me.cmax = 5;
+        assert!(sees(deleted_by_me), "deleted by the current command");
+        deleted_by_me.cmax = 4;
+        assert!(!sees(deleted_by_me));
+    }
+
+    #[test]
+    fn update_rules() {
+        let oracle = Oracle {
+            done: HashMap::from([(10, true), (11, false), (13, true)]),
+            running: vec![12],
+        };
+        let tid = Tid::new(0, 1);
+        let check = |h: TupleHeader| check_update(&h, tid, 20, 5, &oracle).unwrap();
+        assert_eq!(check(header(10, 0, XMAX_INVALID)), UpdateCheck::Ok);
+        assert_eq!(check(header(10, 11, 0)), UpdateCheck::Ok);
+        assert_eq!(
+            check(header(10, 12, 0)),
+            UpdateCheck::BeingModified { xmax: 12 }
+        );
+        assert_eq!(
+            check(header(10, 12, XMAX_LOCK_ONLY)),
+            UpdateCheck::BeingModified { xmax: 12 }
+        );
+        assert_eq!(check(header(10, 13, XMAX_LOCK_ONLY)), UpdateCheck::Ok);
+        assert_eq!(check(header(10, 13, 0)), UpdateCheck::Deleted { xmax: 13 });
+        let mut updated = header(10, 13, 0);
+        updated.ctid = Tid::new(4, 2);
+        assert_eq!(
+            check(updated),
+            UpdateCheck::Updated {
+                xmax: 13,
+                next: Tid::new(4, 2)
+            }
+        );
+        assert_eq!(check(header(12, 0, XMAX_INVALID)), UpdateCheck::Invisible);
+        let mut mine = header(10, 20, 0);
+        mine.cmax = 5;
+        assert_eq!(check(mine), UpdateCheck::SelfModified);
+        mine.cmax = 4;
+        assert_eq!(check(mine), UpdateCheck::Invisible);
+    }
+}

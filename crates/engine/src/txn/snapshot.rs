@@ -1,0 +1,214 @@
+//! MVCC snapshots and the process array: which transactions are running, so that a snapshot
+//! can say which transaction ids it must treat as "in progress".
+
+use std::collections::{BTreeSet, HashMap};
+
+use parking_lot::Mutex;
+
+/// A transaction's view of which transactions had finished when it was taken (PostgreSQL's
+/// `SnapshotData`, with 64-bit ids). Every id below `xmin` had finished; every id at or above
+/// `xmax` had not started; in between, exactly the ids in `xip` were running.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    pub xmin: u64,
+    pub xmax: u64,
+    /// Running ids in `[xmin, xmax)`, sorted (prepared transactions included).
+    pub xip: Vec<u64>,
+}
+
+impl Snapshot {
+    /// Was `xid` running (or not yet started) when the snapshot was taken? Such a
+    /// transaction's effects are invisible to the snapshot, whatever it did later.
+    pub fn is_running(&self, xid: u64) -> bool {
+        xid >= self.xmax || (xid >= self.xmin && self.xip.binary_search(&xid).is_ok())
+    }
+}
+
+/// A session's (or an embedded transaction's) slot in the process array.
+pub type ProcId = u64;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Proc {
+    /// The transaction id, once assigned (0: none yet — read-only so far).
+    xid: u64,
+    /// The xmin of the transaction's first snapshot (0: none taken); vacuum keeps every
+    /// version this could still see.
+    xmin: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    procs: HashMap<ProcId, Proc>,
+    /// Prepared transactions: running, but owned by no session.
+    prepared: BTreeSet<u64>,
+    next_proc: ProcId,
+}
+
+/// The running transactions (PostgreSQL's `ProcArray`). One mutex: a transaction id is
+/// assigned, a snapshot taken and a transaction ended each under it, so a snapshot never
+/// misses a transaction that was assigned an id before it (the id would then be below the
+/// snapshot's `xmax` yet absent from `xip`, and its later commit would wrongly show).
+pub struct ProcArray {
+    inner: Mutex<Inner>,
+    max_procs: usize,
+}
+
+impl ProcArray {
+    pub fn new(max_procs: usize) -> Self {
+        ProcArray {
+            inner: Mutex::new(Inner {
+                next_proc: 1,
+                ..Inner::default()
+            }),
+            max_procs,
+        }
+    }
+
+    /// A new slot, or `None` when `max_procs` are in use.
+    pub fn register(&self) -> Option<ProcId> {
+        let mut g = self.inner.lock();
+        if g.procs.len() >= self.max_procs {
+            return None;
+        }
+        let id = g.next_proc;
+        g.next_proc += 1;
+        g.procs.insert(id, Proc::default());
+        Some(id)
+    }
+
+    /// Frees a slot (its transaction ended or was handed to a prepared transaction).
+    pub fn unregister(&self, proc: ProcId) {
+        self.inner.lock().procs.remove(&proc);
+    }
+
+    /// Assigns `proc` the id that `next_id` hands out, atomically with its appearance in
+    /// the array.
+    pub fn assign_xid(&self, proc: ProcId, next_id: impl FnOnce() -> u64) -> u64 {
+        let mut g = self.inner.lock();
+        let xid = next_id();
+        let p = g
+            .procs
+            .get_mut(&proc)
+            .expect("a transaction assigns an id only while registered");
+        debug_assert_eq!(p.xid, 0, "a transaction gets one id");
+        p.xid = xid;
+        xid
+    }
+
+    /// Takes a snapshot for `proc`; `next_xid` is read under the array's mutex.
+    pub fn snapshot(&self, proc: ProcId, next_xid: impl FnOnce() -> u64) -> Snapshot {
+        let mut g = self.inner.lock();
+        let xmax = next_xid();
+        let mut xip: Vec<u64> = g
+            .procs
+            .values()
+            .map(|p| p.xid)
+            .filter(|&x| x != 0 && x < xmax)
+            .chain(g.prepared.iter().copied().filter(|&x| x < xmax))
+            .collect();
+        xip.sort_unstable();
+        let xmin = xip.first().copied().unwrap_or(xmax);
+        if let Some(p) = g.procs.get_mut(&proc) {
+            if p.xmin == 0 {
+                p.xmin = xmin;
+            }
+        }
+        Snapshot { xmin, xmax, xip }
+    }
+
+    /// `proc`'s transaction ended: it no longer counts as running.
+    pub fn end_xid(&self, proc: ProcId) {
+        if let Some(p) = self.inner.lock().procs.get_mut(&proc) {
+            *p = Proc::default();
+        }
+    }
+
+    /// PREPARE: `proc`'s transaction id stays running, owned by no session.
+    pub fn prepare(&self, proc: ProcId, xid: u64) {
+        let mut g = self.inner.lock();
+        g.prepared.insert(xid);
+        if let Some(p) = g.procs.get_mut(&proc) {
+            *p = Proc::default();
+        }
+    }
+
+    /// A prepared transaction recovered at startup runs again.
+    pub fn add_prepared(&self, xid: u64) {
+        self.inner.lock().prepared.insert(xid);
+    }
+
+    /// COMMIT/ROLLBACK PREPARED: the prepared transaction no longer runs.
+    pub fn end_prepared(&self, xid: u64) {
+        self.inner.lock().prepared.remove(&xid);
+    }
+
+    /// Is `xid` running now (a session's or a prepared transaction)?
+    pub fn is_running(&self, xid: u64) -> bool {
+        let g = self.inner.lock();
+        g.prepared.contains(&xid) || g.procs.values().any(|p| p.xid == xid)
+    }
+
+    /// The oldest id any running transaction or snapshot may still care about: versions
+    /// deleted by transactions that committed below it are dead to everyone.
+    pub fn global_xmin(&self, next_xid: u64) -> u64 {
+        let g = self.inner.lock();
+        let procs = g
+            .procs
+            .values()
+            .flat_map(|p| [p.xid, p.xmin])
+            .filter(|&x| x != 0);
+        procs
+            .chain(g.prepared.iter().copied())
+            .min()
+            .unwrap_or(next_xid)
+            .min(next_xid)
+    }
+
+    /// Sessions registered now.
+    pub fn sessions(&self) -> usize {
+        self.inner.lock().procs.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_sees_running_and_prepared_ids_as_running() {
+        let pa = ProcArray::new(10);
+        let a = pa.register().unwrap();
+        let b = pa.register().unwrap();
+        let mut next = 10;
+        let xa = pa.assign_xid(a, || {
+            next += 1;
+            next - 1
+        });
+        let xb = pa.assign_xid(b, || {
+            next += 1;
+            next - 1
+        });
+        pa.prepare(b, xb);
+        let s = pa.snapshot(a, || next);
+        assert_eq!((s.xmin, s.xmax, s.xip.clone()), (10, 12, vec![10, 11]));
+        assert!(s.is_running(xa) && s.is_running(xb) && s.is_running(12));
+        assert!(!s.is_running(9));
+        // Vacuum's horizon: the oldest running id or snapshot xmin.
+        assert_eq!(pa.global_xmin(next), 10);
+        pa.end_xid(a);
+        pa.end_prepared(xb);
+        let s = pa.snapshot(a, || next);
+        assert!(s.xip.is_empty() && !s.is_running(10) && !s.is_running(11));
+        assert_eq!(pa.global_xmin(next), 12, "nothing older is running");
+    }
+
+    #[test]
+    fn registration_is_bounded() {
+        let pa = ProcArray::new(2);
+        let a = pa.register().unwrap();
+        pa.register().unwrap();
+        assert!(pa.register().is_none());
+        pa.unregister(a);
+        assert!(pa.register().is_some());
+    }
+}

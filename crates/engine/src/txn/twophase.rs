@@ -1,0 +1,649 @@
+//! Prepared transactions (two-phase commit, seed 003).
+//!
+//! `PREPARE TRANSACTION 'gid'` writes a prepare record holding everything needed to finish
+//! the transaction later — its locks, the relation files to drop at commit and at abort —
+//! flushes it, and hands the transaction's locks and running id to a [`GlobalTxn`] owned by
+//! no session. The transaction survives crashes and restarts still holding its locks, until
+//! `COMMIT PREPARED` or `ROLLBACK PREPARED`.
+//!
+//! ## Where the state is found when the transaction is finished
+//! - `twophase_state = memory` (default): the decoded state stays in memory from PREPARE to
+//!   the end, so COMMIT PREPARED opens no file and reads no WAL. Memory is bounded by
+//!   `max_prepared_transactions` × the largest prepare record ([`MAX_STATE_BYTES`]).
+//! - `twophase_state = reread_wal`: PostgreSQL's behaviour — the state is re-read from the
+//!   prepare record, in the WAL segment file opened for the purpose, at every COMMIT/ROLLBACK
+//!   PREPARED (PostgreSQL's `XlogReadTwoPhaseData`).
+//! - Either way, a checkpoint writes a state file (`pg_twophase/<xid in hex>`, written to a
+//!   temporary name, fsynced, renamed, directory fsynced) for every prepared transaction whose
+//!   prepare record lies before its redo point, so that the WAL holding the record can be
+//!   recycled; from then on `reread_wal` reads the file, as PostgreSQL does.
+//!
+//! ## Rules
+//! - The prepare record and the registration of the [`GlobalTxn`] are one section under
+//!   [`Wal::delay_checkpoint`], so a checkpoint whose redo point follows the record always
+//!   finds the transaction and writes its state file.
+//! - A state file of a transaction the commit log says has finished is stale (a crash between
+//!   the finishing record and the file's removal) and is removed at startup.
+//! - A transaction is finished by one caller at a time (`busy`); others get SQLSTATE 55000.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::lock::{LockMode, LockTag};
+use super::{decode_rels, encode_rels};
+use crate::config::TwophaseStateMode;
+use crate::error::{Error, Result};
+use crate::smgr::RelFileLocator;
+use crate::vfs::{OpenMode, Vfs};
+use crate::wal::{DecodedRecord, Lsn, Wal, MAX_RECORD_SIZE};
+
+/// PostgreSQL's limit on a global transaction id (`GIDSIZE` is 200 bytes).
+pub const MAX_GID_BYTES: usize = 200;
+/// The largest prepared state: it must fit in one WAL record.
+pub const MAX_STATE_BYTES: usize = MAX_RECORD_SIZE - 1024;
+const STATE_FILE_MAGIC: u32 = 0x5154_5350; // "PSTQ"
+const STATE_FILE_HEADER_BYTES: usize = 12;
+
+/// Lock owners of prepared transactions: high bit set, so they never collide with sessions'.
+pub fn owner_of(xid: u64) -> u64 {
+    1 << 63 | xid
+}
+
+/// What a prepare record (and a state file) holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreparedState {
+    pub xid: u64,
+    pub gid: String,
+    /// Microseconds since 1970.
+    pub prepared_at_micros: u64,
+    pub locks: Vec<(LockTag, LockMode)>,
+    pub commit_drops: Vec<RelFileLocator>,
+    pub abort_drops: Vec<RelFileLocator>,
+}
+
+impl PreparedState {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + self.locks.len() * 16);
+        out.extend_from_slice(&self.xid.to_le_bytes());
+        out.extend_from_slice(&self.prepared_at_micros.to_le_bytes());
+        out.extend_from_slice(&(self.gid.len() as u16).to_le_bytes());
+        out.extend_from_slice(self.gid.as_bytes());
+        out.extend_from_slice(&(self.locks.len() as u32).to_le_bytes());
+        for (tag, mode) in &self.locks {
+            tag.encode(&mut out);
+            out.push(mode.to_u8());
+        }
+        encode_rels(&self.commit_drops, &mut out);
+        encode_rels(&self.abort_drops, &mut out);
+        out
+    }
+
+    /// Decodes [`encode`](Self::encode); `None` on anything malformed (never panics).
+    pub fn decode(b: &[u8]) -> Option<PreparedState> {
+        let u64_at = |at: usize| Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?));
+        let xid = u64_at(0)?;
+        let prepared_at_micros = u64_at(8)?;
+        let gid_len = usize::from(u16::from_le_bytes(b.get(16..18)?.try_into().ok()?));
+        let gid = std::str::from_utf8(b.get(18..18 + gid_len)?)
+            .ok()?
+            .to_string();
+        let mut at = 18 + gid_len;
+        let nlocks = u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize;
+        at += 4;
+        // Bounded by the input: each lock takes at least one byte.
+        if nlocks > b.len() {
+            return None;
+        }
+        let mut locks = Vec::with_capacity(nlocks);
+        for _ in 0..nlocks {
+            let (tag, used) = LockTag::decode(b.get(at..)?)?;
+            at += used;
+            let mode = LockMode::from_u8(*b.get(at)?)?;
+            at += 1;
+            locks.push((tag, mode));
+        }
+        let (commit_drops, used) = decode_rels(b.get(at..)?)?;
+        at += used;
+        let (abort_drops, used) = decode_rels(b.get(at..)?)?;
+        (at + used == b.len()).then_some(PreparedState {
+            xid,
+            gid,
+            prepared_at_micros,
+            locks,
+            commit_drops,
+            abort_drops,
+        })
+    }
+}
+
+/// A prepared transaction, as listed (PostgreSQL's `pg_prepared_xacts`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreparedXact {
+    pub gid: String,
+    pub xid: u64,
+    pub prepared_at_micros: u64,
+}
+
+/// A prepared transaction in memory.
+struct GlobalTxn {
+    xid: u64,
+    prepared_at_micros: u64,
+    /// Where its prepare record lies.
+    prepare_lsn: Lsn,
+    prepare_end: Lsn,
+    /// The decoded state (`twophase_state = memory`, or always while recovering).
+    state: Option<Arc<PreparedState>>,
+    /// A state file exists.
+    on_disk: bool,
+    /// Someone is finishing it.
+    busy: bool,
+}
+
+/// Counters of the prepared-transaction machinery (seed 003's figures).
+#[derive(Debug, Default)]
+pub struct TwoPhaseStats {
+    pub prepared: AtomicU64,
+    pub finished: AtomicU64,
+    /// States re-read from WAL at COMMIT/ROLLBACK PREPARED.
+    pub state_reads_from_wal: AtomicU64,
+    /// States read from state files.
+    pub state_reads_from_files: AtomicU64,
+    pub state_files_written: AtomicU64,
+}
+
+/// A transaction being finished: what the finisher needs.
+pub struct Finishing {
+    pub gid: String,
+    pub xid: u64,
+    pub state: Arc<PreparedState>,
+}
+
+/// The prepared transactions of a data directory.
+pub struct TwoPhase {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    /// `twophase_state = reread_wal`; a switch a benchmark may flip while running.
+    reread_wal: AtomicBool,
+    max_prepared: usize,
+    gxacts: Mutex<HashMap<String, GlobalTxn>>,
+    stats: TwoPhaseStats,
+}
+
+impl TwoPhase {
+    pub fn dir_of(data_dir: &Path) -> PathBuf {
+        data_dir.join("pg_twophase")
+    }
+
+    pub fn new(
+        vfs: Arc<dyn Vfs>,
+        data_dir: &Path,
+        mode: TwophaseStateMode,
+        max_prepared: usize,
+    ) -> Self {
+        TwoPhase {
+            vfs,
+            dir: Self::dir_of(data_dir),
+            reread_wal: AtomicBool::new(mode == TwophaseStateMode::RereadWal),
+            max_prepared,
+            gxacts: Mutex::new(HashMap::new()),
+            stats: TwoPhaseStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> &TwoPhaseStats {
+        &self.stats
+    }
+
+    /// Switches `twophase_state` for transactions prepared from now on.
+    pub fn set_mode(&self, mode: TwophaseStateMode) {
+        self.reread_wal
+            .store(mode == TwophaseStateMode::RereadWal, Ordering::Relaxed);
+    }
+
+    fn keeps_state(&self) -> bool {
+        !self.reread_wal.load(Ordering::Relaxed)
+    }
+
+    /// Checks that `gid` can be prepared now and reserves it (busy, not yet listed as
+    /// prepared). Undo with [`TwoPhase::unreserve`] if the prepare fails before its record.
+    pub fn reserve(&self, gid: &str) -> Result<()> {
+        if self.max_prepared == 0 {
+            return Err(Error::NotInPrerequisiteState {
+                what: "prepared transactions are disabled (hint: set max_prepared_transactions to a nonzero value)".into(),
+            });
+        }
+        if gid.len() > MAX_GID_BYTES {
+            return Err(Error::InvalidParameter {
+                what: format!("transaction identifier \"{gid}\" is too long"),
+            });
+        }
+        let mut g = self.gxacts.lock();
+        if g.contains_key(gid) {
+            return Err(Error::DuplicateGid { gid: gid.into() });
+        }
+        if g.len() >= self.max_prepared {
+            return Err(Error::OutOfSharedMemory {
+                what: "maximum number of prepared transactions reached".into(),
+                hint: format!(
+                    "Increase max_prepared_transactions (currently {}).",
+                    self.max_prepared
+                ),
+            });
+        }
+        g.insert(
+            gid.to_string(),
+            GlobalTxn {
+                xid: 0,
+                prepared_at_micros: 0,
+                prepare_lsn: 0,
+                prepare_end: 0,
+                state: None,
+                on_disk: false,
+                busy: true,
+            },
+        );
+        Ok(())
+    }
+
+    /// Gives back a reservation whose prepare failed.
+    pub fn unreserve(&self, gid: &str) {
+        let mut g = self.gxacts.lock();
+        if g.get(gid).is_some_and(|t| t.xid == 0) {
+            g.remove(gid);
+        }
+    }
+
+    /// The prepare record of a reserved `gid` is in the WAL at `[lsn, end)`: it is prepared
+    /// (listed, and written out by checkpoints) but stays busy until [`TwoPhase::ready`], once
+    /// its locks and running id have been handed over. Called in the same checkpoint-delaying
+    /// section as the record's insertion.
+    pub fn prepared(&self, state: PreparedState, lsn: Lsn, end: Lsn) {
+        let mut g = self.gxacts.lock();
+        let t = g
+            .get_mut(&state.gid)
+            .expect("a gid is reserved before its prepare record is written");
+        t.xid = state.xid;
+        t.prepared_at_micros = state.prepared_at_micros;
+        t.prepare_lsn = lsn;
+        t.prepare_end = end;
+        t.state = self.keeps_state().then(|| Arc::new(state));
+        self.stats.prepared.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The preparing session has handed over: COMMIT/ROLLBACK PREPARED may now finish `gid`.
+    pub fn ready(&self, gid: &str) {
+        if let Some(t) = self.gxacts.lock().get_mut(gid) {
+            t.busy = false;
+        }
+    }
+
+    /// The prepared transactions, sorted by gid.
+    pub fn list(&self) -> Vec<PreparedXact> {
+        let g = self.gxacts.lock();
+        let mut v: Vec<PreparedXact> = g
+            .iter()
+            .filter(|(_, t)| t.xid != 0)
+            .map(|(gid, t)| PreparedXact {
+                gid: gid.clone(),
+                xid: t.xid,
+                prepared_at_micros: t.prepared_at_micros,
+            })
+            .collect();
+        v.sort_by(|a, b| a.gid.cmp(&b.gid));
+        v
+    }
+
+    /// Starts finishing `gid`: marks it busy and gets its state (from memory, a state file,
+    /// or the WAL, by the rules of the module header). Undo with
+    /// [`TwoPhase::finish_failed`], complete with [`TwoPhase::finished`].
+    pub fn begin_finish(&self, gid: &str, wal: &Wal) -> Result<Finishing> {
+        let (xid, state, on_disk, lsn) = {
+            let mut g = self.gxacts.lock();
+            let t = g
+                .get_mut(gid)
+                .filter(|t| t.xid != 0)
+                .ok_or_else(|| Error::NoSuchPreparedTransaction { gid: gid.into() })?;
+            if t.busy {
+                return Err(Error::NotInPrerequisiteState {
+                    what: format!("prepared transaction with identifier \"{gid}\" is busy"),
+                });
+            }
+            t.busy = true;
+            (t.xid, t.state.clone(), t.on_disk, t.prepare_lsn)
+        };
+        let state = match state {
+            Some(s) => Ok(s),
+            None if on_disk => self.read_state_file(xid).map(Arc::new),
+            None => self.read_state_from_wal(wal, lsn).map(Arc::new),
+        };
+        let state = state.and_then(|s| {
+            if s.xid == xid && s.gid == gid {
+                Ok(s)
+            } else {
+                Err(Error::WalCorrupt {
+                    lsn,
+                    reason: format!(
+                        "the prepare record holds transaction {} \"{}\", expected {xid} \"{gid}\"",
+                        s.xid, s.gid
+                    ),
+                })
+            }
+        });
+        match state {
+            Ok(state) => Ok(Finishing {
+                gid: gid.to_string(),
+                xid,
+                state,
+            }),
+            Err(e) => {
+                self.finish_failed(gid);
+                Err(e)
+            }
+        }
+    }
+
+    /// A finish that failed before its record: the transaction stays prepared.
+    pub fn finish_failed(&self, gid: &str) {
+        if let Some(t) = self.gxacts.lock().get_mut(gid) {
+            t.busy = false;
+        }
+    }
+
+    /// The finishing record of `gid` is written: forget it and remove its state file.
+    pub fn finished(&self, gid: &str) -> Result<()> {
+        let removed = self.gxacts.lock().remove(gid);
+        self.stats.finished.fetch_add(1, Ordering::Relaxed);
+        match removed {
+            Some(t) if t.on_disk => self.remove_state_file(t.xid),
+            _ => Ok(()),
+        }
+    }
+
+    fn read_state_from_wal(&self, wal: &Wal, lsn: Lsn) -> Result<PreparedState> {
+        self.stats
+            .state_reads_from_wal
+            .fetch_add(1, Ordering::Relaxed);
+        let rec = wal.read_record_from_file(lsn)?;
+        PreparedState::decode(&rec.main).ok_or_else(|| Error::WalCorrupt {
+            lsn,
+            reason: "malformed prepare record".into(),
+        })
+    }
+
+    fn state_path(&self, xid: u64) -> PathBuf {
+        self.dir.join(format!("{xid:016X}"))
+    }
+
+    fn read_state_file(&self, xid: u64) -> Result<PreparedState> {
+        self.stats
+            .state_reads_from_files
+            .fetch_add(1, Ordering::Relaxed);
+        let path = self.state_path(xid);
+        let bad = |reason: &str| Error::TwoPhaseStateFile {
+            path: path.clone(),
+            reason: reason.into(),
+        };
+        let f = self
+            .vfs
+            .open(&path, OpenMode::Existing)
+            .map_err(|e| Error::file("open two-phase state file", &path, e))?;
+        let len = f
+            .size()
+            .map_err(|e| Error::file("size two-phase state file", &path, e))?;
+        if len > (MAX_STATE_BYTES + STATE_FILE_HEADER_BYTES) as u64 {
+            return Err(bad("too large"));
+        }
+        let mut bytes = vec![0u8; len as usize];
+        let n = f
+            .read_at(&mut bytes, 0)
+            .map_err(|e| Error::file("read two-phase state file", &path, e))?;
+        if n != bytes.len() || n < STATE_FILE_HEADER_BYTES {
+            return Err(bad("short file"));
+        }
+        let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        if word(0) != STATE_FILE_MAGIC {
+            return Err(bad("bad magic number"));
+        }
+        let body = &bytes[STATE_FILE_HEADER_BYTES..];
+        if word(4) as usize != body.len() {
+            return Err(bad("length mismatch"));
+        }
+        if word(8) != crc32c::crc32c(body) {
+            return Err(bad("checksum mismatch"));
+        }
+        let state = PreparedState::decode(body).ok_or_else(|| bad("malformed state"))?;
+        if state.xid != xid {
+            return Err(bad("holds another transaction"));
+        }
+        Ok(state)
+    }
+
+    fn write_state_file(&self, state: &PreparedState) -> Result<()> {
+        let body = state.encode();
+        let mut bytes = Vec::with_capacity(STATE_FILE_HEADER_BYTES + body.len());
+        bytes.extend_from_slice(&STATE_FILE_MAGIC.to_le_bytes());
+        bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+        bytes.extend_from_slice(&body);
+        let path = self.state_path(state.xid);
+        let tmp = path.with_extension("tmp");
+        self.vfs
+            .create_dir_all(&self.dir)
+            .map_err(|e| Error::file("create directory", &self.dir, e))?;
+        let f = self
+            .vfs
+            .open(&tmp, OpenMode::CreateIfMissing)
+            .map_err(|e| Error::file("create two-phase state file", &tmp, e))?;
+        let written = f
+            .set_len(0)
+            .and_then(|()| f.write_at(&bytes, 0))
+            .and_then(|()| f.sync_all());
+        written.map_err(|e| Error::file("write and fsync two-phase state file", &tmp, e))?;
+        drop(f);
+        self.vfs
+            .rename(&tmp, &path)
+            .map_err(|e| Error::file("rename two-phase state file", &path, e))?;
+        self.vfs
+            .sync_dir(&self.dir)
+            .map_err(|e| Error::file("fsync directory", &self.dir, e))?;
+        self.stats
+            .state_files_written
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn remove_state_file(&self, xid: u64) -> Result<()> {
+        let path = self.state_path(xid);
+        match self.vfs.remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::file("remove two-phase state file", path, e)),
+        }
+    }
+
+    /// At a checkpoint with redo point `redo`: writes the state file of every prepared
+    /// transaction whose prepare record lies before it (its WAL may be recycled after this
+    /// checkpoint). Errors fail the checkpoint.
+    pub fn checkpoint(&self, redo: Lsn, wal: &Wal) -> Result<usize> {
+        let due: Vec<(String, u64, Lsn, Option<Arc<PreparedState>>)> = self
+            .gxacts
+            .lock()
+            .iter()
+            .filter(|(_, t)| t.xid != 0 && !t.on_disk && t.prepare_end <= redo)
+            .map(|(gid, t)| (gid.clone(), t.xid, t.prepare_lsn, t.state.clone()))
+            .collect();
+        let mut written = 0;
+        for (gid, xid, lsn, state) in due {
+            let state = match state {
+                Some(s) => s,
+                None => Arc::new(self.read_state_from_wal(wal, lsn)?),
+            };
+            self.write_state_file(&state)?;
+            written += 1;
+            let mut g = self.gxacts.lock();
+            match g.get_mut(&gid) {
+                Some(t) if t.xid == xid => t.on_disk = true,
+                // Finished meanwhile: its file must not outlive it.
+                _ => {
+                    drop(g);
+                    self.remove_state_file(xid)?;
+                }
+            }
+        }
+        Ok(written)
+    }
+
+    /// At startup, after redo: the prepared transactions that redo found (`from_wal`) and
+    /// those whose state files hold them, minus those the commit log says finished (their
+    /// files are stale and removed). `finished(xid)` asks the commit log. Registers them and
+    /// returns their states, for the caller to restore their running ids and locks.
+    pub fn recover(
+        &self,
+        from_wal: Vec<(PreparedState, Lsn, Lsn)>,
+        finished: impl Fn(u64) -> Result<bool>,
+    ) -> Result<Vec<Arc<PreparedState>>> {
+        let mut found: HashMap<u64, (PreparedState, Lsn, Lsn, bool)> = from_wal
+            .into_iter()
+            .map(|(s, lsn, end)| (s.xid, (s, lsn, end, false)))
+            .collect();
+        let names = match self.vfs.list_dir(&self.dir) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(Error::file("list", &self.dir, e)),
+        };
+        for name in names {
+            let Some(name) = name.to_str() else { continue };
+            if Path::new(name).extension().is_some() {
+                // A temporary file of a checkpoint that did not finish.
+                self.vfs
+                    .remove_file(&self.dir.join(name))
+                    .map_err(|e| Error::file("remove", self.dir.join(name), e))?;
+                continue;
+            }
+            let Ok(xid) = u64::from_str_radix(name, 16) else {
+                continue;
+            };
+            if let Some(entry) = found.get_mut(&xid) {
+                entry.3 = true;
+                continue;
+            }
+            if finished(xid)? {
+                tracing::info!(xid, "removing stale two-phase state file");
+                self.remove_state_file(xid)?;
+                continue;
+            }
+            let state = self.read_state_file(xid)?;
+            found.insert(xid, (state, 0, 0, true));
+        }
+        let mut out = Vec::new();
+        let mut g = self.gxacts.lock();
+        for (xid, (state, lsn, end, on_disk)) in found {
+            if finished(xid)? {
+                continue;
+            }
+            let state = Arc::new(state);
+            g.insert(
+                state.gid.clone(),
+                GlobalTxn {
+                    xid,
+                    prepared_at_micros: state.prepared_at_micros,
+                    prepare_lsn: lsn,
+                    prepare_end: end,
+                    state: (self.keeps_state() || lsn == 0).then(|| Arc::clone(&state)),
+                    on_disk,
+                    busy: false,
+                },
+            );
+            out.push(state);
+        }
+        Ok(out)
+    }
+}
+
+/// Redo's view of prepared transactions: prepared by a record redo saw, not yet finished.
+pub struct TwoPhaseRedo {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    pending: Mutex<HashMap<u64, (PreparedState, Lsn, Lsn)>>,
+}
+
+impl TwoPhaseRedo {
+    pub fn new(vfs: Arc<dyn Vfs>, data_dir: &Path) -> Self {
+        TwoPhaseRedo {
+            vfs,
+            dir: TwoPhase::dir_of(data_dir),
+            pending: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(super) fn redo_prepare(&self, rec: &DecodedRecord) -> Result<()> {
+        let state = PreparedState::decode(&rec.main)
+            .filter(|s| s.xid == rec.xid)
+            .ok_or_else(|| Error::WalCorrupt {
+                lsn: rec.lsn,
+                reason: "malformed prepare record".into(),
+            })?;
+        self.pending
+            .lock()
+            .insert(rec.xid, (state, rec.lsn, rec.end_lsn));
+        Ok(())
+    }
+
+    pub(super) fn redo_finish(&self, xid: u64) -> Result<()> {
+        self.pending.lock().remove(&xid);
+        let path = self.dir.join(format!("{xid:016X}"));
+        match self.vfs.remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::file("remove two-phase state file", path, e)),
+        }
+    }
+
+    /// What redo found still prepared at the end of the WAL.
+    pub fn take(&self) -> Vec<(PreparedState, Lsn, Lsn)> {
+        self.pending.lock().drain().map(|(_, v)| v).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> PreparedState {
+        PreparedState {
+            xid: 77,
+            gid: "xa:1".into(),
+            prepared_at_micros: 5,
+            locks: vec![
+                (
+                    LockTag::Relation {
+                        db_oid: 1,
+                        rel_oid: 16384,
+                    },
+                    LockMode::RowExclusive,
+                ),
+                (LockTag::Transaction { xid: 77 }, LockMode::Exclusive),
+            ],
+            commit_drops: vec![RelFileLocator::new(1, 16390)],
+            abort_drops: vec![RelFileLocator::new(1, 16391)],
+        }
+    }
+
+    #[test]
+    fn prepared_state_round_trips_and_every_truncation_is_refused() {
+        let s = state();
+        let b = s.encode();
+        assert_eq!(PreparedState::decode(&b), Some(s));
+        for cut in 0..b.len() {
+            assert!(PreparedState::decode(&b[..cut]).is_none(), "cut at {cut}");
+        }
+        let mut longer = b.clone();
+        longer.push(0);
+        assert!(PreparedState::decode(&longer).is_none());
+    }
+}
