@@ -482,8 +482,11 @@ impl Transaction {
     /// The rows this transaction sees, streamed a page at a time.
     pub fn scan(&self, table: TableId) -> Result<Scan<'_>> {
         self.call(|| {
-            let (snapshot, cid) = self.command();
+            // The lock first, then the snapshot (PostgreSQL locks while parsing and takes
+            // the execution snapshot after): a READ COMMITTED scan that waited for a TRUNCATE
+            // or another lock holder sees what it committed.
             self.lock_table_mode(table, LockMode::AccessShare, LockWait::Block)?;
+            let (snapshot, cid) = self.command();
             let (_, def) = self.def(table)?;
             let nblocks = self.heap(def.rel).nblocks()?;
             Ok(Scan {
@@ -503,8 +506,9 @@ impl Transaction {
     /// The row at `tid`, if this transaction sees that version.
     pub fn fetch(&self, table: TableId, tid: Tid) -> Result<Option<Row>> {
         self.call(|| {
-            let (snapshot, cid) = self.command();
+            // The lock first, then the snapshot: see `scan`.
             self.lock_table_mode(table, LockMode::AccessShare, LockWait::Block)?;
+            let (snapshot, cid) = self.command();
             let (_, def) = self.def(table)?;
             let looker = Looker {
                 snapshot: &snapshot,
