@@ -55,6 +55,9 @@ pub(crate) struct Engine {
     pub catalog: Catalog,
     pub twophase: TwoPhase,
     pub next_oid: AtomicU64,
+    /// The data directory's lock, held while anything of the engine lives — an open
+    /// transaction outliving its `Database` included — and dropped last.
+    pub _dir_lock: Box<dyn DirLock>,
 }
 
 impl Engine {
@@ -81,8 +84,6 @@ pub struct Database {
     engine: Arc<Engine>,
     checkpointer: Checkpointer,
     recovery: RecoveryStats,
-    // Dropped last: the directory stays locked until everything above is gone.
-    _lock: Box<dyn DirLock>,
 }
 
 impl Database {
@@ -176,6 +177,7 @@ impl Database {
             txns,
             catalog,
             next_oid,
+            _dir_lock: lock,
         });
         restore_prepared(&engine, &twophase_redo)?;
         let checkpointer = Checkpointer::new(
@@ -205,15 +207,16 @@ impl Database {
             engine,
             checkpointer,
             recovery,
-            _lock: lock,
         })
     }
 
-    /// Writes the shutdown checkpoint and closes: the next open replays nothing. Refused
-    /// while transactions are open (commit or roll them back first); prepared transactions
-    /// stay prepared.
+    /// Writes the shutdown checkpoint and closes: the next open replays nothing. Prepared
+    /// transactions stay prepared. Refused while transactions are open (end them first,
+    /// see [`Database::open_transactions`]): the `Database` is then dropped without a
+    /// shutdown checkpoint — a crash as far as the directory is concerned — and the
+    /// directory stays locked until the last of those transactions has ended.
     pub fn close(self) -> Result<()> {
-        let open = self.engine.txns.procs().sessions();
+        let open = self.open_transactions();
         if open > 0 {
             return Err(Error::InvalidTransactionState {
                 what: format!("cannot close the database: {open} transactions are still open"),
@@ -221,6 +224,11 @@ impl Database {
         }
         self.checkpointer.shutdown()?;
         Ok(())
+    }
+
+    /// Transactions begun and not yet ended.
+    pub fn open_transactions(&self) -> usize {
+        self.engine.txns.procs().sessions()
     }
 
     /// BEGIN: a new transaction at `isolation`.

@@ -24,6 +24,53 @@
 //! it; [`Transaction`] ([`session`]) is one transaction's work (DDL, rows, locks, PREPARE).
 //! [`Config`] holds every setting; [`Error`] is the one error type of the library, each
 //! variant with its PostgreSQL SQLSTATE.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use quire_engine::vfs::{OsVfs, Vfs};
+//! use quire_engine::{Column, Config, Database, IsolationLevel, Type, Value};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
+//! let config = Config { max_prepared_transactions: 10, ..Config::default() };
+//! let db = Database::open(&vfs, dir.path(), config)?; // creates or recovers the directory
+//!
+//! // CREATE TABLE and INSERT, in one transaction.
+//! let tx = db.begin(IsolationLevel::ReadCommitted)?;
+//! let accounts = tx.create_table(
+//!     "accounts",
+//!     &[Column::new("id", Type::Int), Column::new("balance", Type::Int)],
+//! )?;
+//! let alice = tx.insert(accounts, &[Value::Int(1), Value::Int(100)])?;
+//! tx.insert(accounts, &[Value::Int(2), Value::Int(50)])?;
+//! tx.commit()?;
+//!
+//! // UPDATE accounts SET balance = balance - 30 WHERE id = 1: the new value is computed
+//! // from the row's current version (READ COMMITTED re-evaluates it after a concurrent
+//! // update; REPEATABLE READ fails with SQLSTATE 40001 instead).
+//! let tx = db.begin(IsolationLevel::RepeatableRead)?;
+//! tx.update_with(accounts, alice, |row| {
+//!     Some(vec![row[0].clone(), Value::Int(row[1].as_int()? - 30)])
+//! })?;
+//! // PREPARE TRANSACTION; COMMIT PREPARED may come from any session, even after a crash.
+//! tx.prepare("transfer-42")?;
+//! assert_eq!(db.prepared_transactions()[0].gid, "transfer-42");
+//! db.commit_prepared("transfer-42")?;
+//!
+//! // SELECT: a sequential scan under the transaction's snapshot.
+//! let tx = db.begin(IsolationLevel::ReadCommitted)?;
+//! let mut balances = Vec::new();
+//! for row in tx.scan(accounts)? {
+//!     let (_tid, row) = row?;
+//!     balances.push((row[0].as_int(), row[1].as_int()));
+//! }
+//! balances.sort();
+//! assert_eq!(balances, [(Some(1), Some(70)), (Some(2), Some(50))]);
+//! tx.truncate(accounts)?; // a new, empty relation file; the old one is dropped at commit
+//! tx.rollback()?; // ... or not: the rows are back
+//! db.close()?; // a shutdown checkpoint: the next open replays nothing
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod buffer;
 pub mod catalog;

@@ -542,7 +542,7 @@ impl Transaction {
             let xid = self.ensure_xid()?;
             let heap = self.heap(def.rel);
             let mut hint = self.st.borrow().targets.get(&def.rel).copied().flatten();
-            let r = self.change_loop(&heap, tid, cid, |t| {
+            let r = self.change_loop(&heap, tid, |t| {
                 let current = t.row(def.rel)?;
                 let Some(row) = new_row(&current) else {
                     return Ok(Step::Declined);
@@ -577,7 +577,7 @@ impl Transaction {
             let (_, def) = self.def(table)?;
             let xid = self.ensure_xid()?;
             let heap = self.heap(def.rel);
-            let r = self.change_loop(&heap, tid, cid, |t| {
+            let r = self.change_loop(&heap, tid, |t| {
                 let current = t.row(def.rel)?;
                 if !keep_going(&current) {
                     return Ok(Step::Declined);
@@ -599,7 +599,7 @@ impl Transaction {
             let (_, def) = self.def(table)?;
             let xid = self.ensure_xid()?;
             let heap = self.heap(def.rel);
-            let r = self.change_loop(&heap, tid, cid, |t| {
+            let r = self.change_loop(&heap, tid, |t| {
                 let current = t.row(def.rel)?;
                 let check = heap.lock_row(t.tid, &self.writer(xid, cid))?;
                 Ok(Step::Tried(check, Some((t.tid, current))))
@@ -616,7 +616,6 @@ impl Transaction {
         &self,
         heap: &Heap<'_>,
         mut tid: Tid,
-        cid: u32,
         mut attempt: impl FnMut(&HeapTuple) -> Result<Step>,
     ) -> Result<Changed> {
         for _ in 0..MAX_CHANGE_ROUNDS {
@@ -632,14 +631,10 @@ impl Transaction {
                     let (tid, row) = done.expect("a change that went through says where");
                     return Ok(Changed::Done(tid, row));
                 }
-                UpdateCheck::SelfModified => return Ok(Changed::Skipped),
-                UpdateCheck::Invisible => {
-                    return Err(Error::InvalidParameter {
-                        what: format!(
-                            "tuple {tid} is not a row version this transaction can change (command {cid})"
-                        ),
-                    })
-                }
+                // Changed by this very command, or not a version this transaction sees (it
+                // deleted it itself earlier, say): nothing to do, as PostgreSQL's
+                // `DELETE ... WHERE ctid = ...` reports DELETE 0.
+                UpdateCheck::SelfModified | UpdateCheck::Invisible => return Ok(Changed::Skipped),
                 UpdateCheck::BeingModified { xmax } => self.wait_for(xmax)?,
                 UpdateCheck::Updated { next, .. } => {
                     if self.isolation == IsolationLevel::RepeatableRead {
@@ -770,6 +765,15 @@ impl Transaction {
         e.txns.procs().unregister(self.proc);
         e.twophase.ready(gid);
         Ok(())
+    }
+}
+
+impl Transaction {
+    /// The transaction vanishes without ending, as if its process died: nothing is written,
+    /// nothing is released. For crash tests, which then crash the simulated file system and
+    /// reopen (recovery aborts it); a real program rolls back instead.
+    pub fn vanish(self) {
+        self.st.borrow_mut().finished = true;
     }
 }
 

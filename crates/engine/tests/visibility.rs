@@ -361,7 +361,7 @@ fn transactions_open_at_a_crash_are_aborted_by_it() {
     db.buffer_pool().flush_all().unwrap();
     db.checkpointer().checkpoint().unwrap();
     // A crash: the transaction never ends.
-    std::mem::forget(open_tx);
+    open_tx.vanish();
     crash(db, &vfs);
 
     let db = open(&vfs);

@@ -158,25 +158,25 @@ impl<'a> Heap<'a> {
             .filter(|&b| b < nblocks)
             .or_else(|| nblocks.checked_sub(1));
         for _ in 0..MAX_PAGE_TRIES {
-            let Some(block) = candidate.filter(|&b| Some(b) != avoid) else {
-                break;
-            };
-            let buf = self.pool.read_buffer(self.tag(block))?;
-            let (room, free) = {
-                let page = buf.read();
-                let p = Page::new(&page);
-                (p.is_new() || fits(p, len), p.free_space_bytes())
-            };
-            if room {
-                *hint = Some(block);
-                return Ok(buf);
+            let Some(block) = candidate else { break };
+            if Some(block) != avoid {
+                let buf = self.pool.read_buffer(self.tag(block))?;
+                let (room, free) = {
+                    let page = buf.read();
+                    let p = Page::new(&page);
+                    (p.is_new() || fits(p, len), p.free_space_bytes())
+                };
+                if room {
+                    *hint = Some(block);
+                    return Ok(buf);
+                }
+                drop(buf);
+                // The map was wrong (or never told): tell it the truth.
+                fsm::record(self.pool, self.rel, block, free)?;
             }
-            drop(buf);
-            fsm::record(self.pool, self.rel, block, free)?;
-            let min_free = aligned(len);
-            candidate = fsm::search(self.pool, self.rel, min_free, block.saturating_add(1))?;
+            candidate = fsm::search(self.pool, self.rel, aligned(len), block.saturating_add(1))?;
             if candidate == Some(block) {
-                break;
+                break; // the only block with room by the map is the one to avoid
             }
         }
         let buf = self.pool.extend(self.rel, Fork::Main)?;
