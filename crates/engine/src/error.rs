@@ -173,6 +173,16 @@ pub enum Error {
 
     #[error("{what}")]
     DatatypeMismatch { what: String },
+
+    #[error("duplicate key value violates unique constraint \"{index}\" (Key ({key}) already exists)")]
+    UniqueViolation { index: String, key: String },
+
+    #[error("invalid index entry in block {block} of index {rel}: {reason}")]
+    CorruptIndex {
+        rel: RelFileLocator,
+        block: BlockNumber,
+        reason: String,
+    },
 }
 
 impl Error {
@@ -184,7 +194,8 @@ impl Error {
             | Error::PageUnrepairable { .. }
             | Error::WalCorrupt { .. }
             | Error::CorruptTuple { .. }
-            | Error::TwoPhaseStateFile { .. } => "XX001", // data_corrupted
+            | Error::TwoPhaseStateFile { .. }
+            | Error::CorruptIndex { .. } => "XX001", // data_corrupted
             Error::ShortRead { .. }
             | Error::BlockIo { .. }
             | Error::MissingSegment { .. }
@@ -212,6 +223,7 @@ impl Error {
             Error::DuplicateTable { .. } => "42P07",
             Error::TooManyConnections => "53300",
             Error::DatatypeMismatch { .. } => "42804",
+            Error::UniqueViolation { .. } => "23505",
         }
     }
 
