@@ -236,6 +236,73 @@ impl Database {
         Transaction::begin(Arc::clone(&self.engine), isolation)
     }
 
+    /// VACUUM of one table: removes the versions no snapshot can see any more, frees their
+    /// line pointers (and index entries), records free space, marks all-visible pages, and
+    /// cuts empty pages off the end of the table when ACCESS EXCLUSIVE can be had at once
+    /// (else it leaves them, as PostgreSQL does). Runs alongside reads and writes.
+    pub fn vacuum(&self, table: crate::TableId) -> Result<crate::vacuum::VacuumStats> {
+        use crate::txn::lock::{LockMode, LockTag};
+        let e = &self.engine;
+        let tx = self.begin(IsolationLevel::ReadCommitted)?;
+        tx.lock_table(table, LockMode::ShareUpdateExclusive, false)?;
+        let def = tx.table_def(table)?;
+        let heap = crate::heap::Heap::new(&e.pool, &e.wal, def.rel);
+        let horizon = e.txns.global_xmin();
+        let mut stats = crate::vacuum::lazy::vacuum_heap(
+            &heap,
+            &e.txns,
+            horizon,
+            e.config.dead_tids,
+            e.config.maintenance_work_mem_bytes,
+            &[],
+        )?;
+        let started = std::time::Instant::now();
+        if crate::vacuum::lazy::nonempty_length(&heap)? < heap.nblocks()? {
+            let tag = LockTag::Relation {
+                db_oid: crate::catalog::USER_DB,
+                rel_oid: table,
+            };
+            // Conditional, as PostgreSQL's: a busy table keeps its empty tail for now.
+            if e.locks
+                .acquire(
+                    tx.session_id(),
+                    tag,
+                    LockMode::AccessExclusive,
+                    LockWait::NoWait,
+                )
+                .is_ok()
+            {
+                stats.pages_truncated =
+                    crate::vacuum::lazy::truncate_empty_tail(&heap, &e.wal, &e.pool)?;
+                e.locks
+                    .release(tx.session_id(), tag, LockMode::AccessExclusive);
+            }
+        }
+        stats.duration += started.elapsed();
+        tx.commit()?;
+        Ok(stats)
+    }
+
+    /// VACUUM of every table.
+    pub fn vacuum_all(&self) -> Result<Vec<(String, crate::vacuum::VacuumStats)>> {
+        let tables = {
+            let tx = self.begin(IsolationLevel::ReadCommitted)?;
+            let t = tx.tables()?;
+            tx.commit()?;
+            t
+        };
+        let mut out = Vec::with_capacity(tables.len());
+        for t in tables {
+            match self.vacuum(t.oid) {
+                Ok(s) => out.push((t.name, s)),
+                // Dropped meanwhile: nothing to vacuum.
+                Err(Error::UndefinedTable { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
     /// COMMIT PREPARED `gid`.
     pub fn commit_prepared(&self, gid: &str) -> Result<()> {
         self.finish_prepared(gid, true)

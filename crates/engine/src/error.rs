@@ -174,7 +174,9 @@ pub enum Error {
     #[error("{what}")]
     DatatypeMismatch { what: String },
 
-    #[error("duplicate key value violates unique constraint \"{index}\" (Key ({key}) already exists)")]
+    #[error(
+        "duplicate key value violates unique constraint \"{index}\" (Key ({key}) already exists)"
+    )]
     UniqueViolation { index: String, key: String },
 
     #[error("invalid index entry in block {block} of index {rel}: {reason}")]

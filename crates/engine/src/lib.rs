@@ -82,6 +82,7 @@ pub mod error;
 pub mod fsm;
 mod hash;
 pub mod heap;
+mod hintfork;
 pub mod page;
 pub mod recovery;
 pub mod rng;
@@ -92,6 +93,7 @@ pub mod txn;
 pub mod vacuum;
 pub mod value;
 pub mod vfs;
+pub mod vm;
 pub mod wal;
 
 pub use catalog::{Column, TableDef, TableId};

@@ -1,7 +1,7 @@
 //! Transactions on heap tables under power loss: a seeded workload of concurrent transactions
 //! (inserts, updates, deletes, TRUNCATE, CREATE and DROP TABLE; ended by commit, rollback,
-//! PREPARE TRANSACTION, or not at all), with checkpoints and buffer write-back at random
-//! moments, then a simulated power loss (unsynced writes lost, kept, or torn), then recovery:
+//! PREPARE TRANSACTION, or not at all), with VACUUM (pruning, freeing, truncation),
+//! checkpoints and buffer write-back at random moments, then a simulated power loss (unsynced writes lost, kept, or torn), then recovery:
 //!
 //! - every committed transaction's changes are there, exactly;
 //! - nothing of an aborted, open or rolled-back-prepared transaction is;
@@ -180,7 +180,7 @@ fn apply(model: &mut Model, tables: &[Option<(TableId, Rows)>; TABLES], touched:
     }
 }
 
-fn crash_once(seed: u64) -> (usize, usize) {
+fn crash_once(seed: u64) -> (usize, usize, u64) {
     let vfs = Arc::new(SimVfs::new(seed));
     let mut rng = XorShift64::new(seed * 31 + 7);
     let mut model = Model::default();
@@ -192,6 +192,7 @@ fn crash_once(seed: u64) -> (usize, usize) {
     // they hold.
     let mut open_txns: Vec<Transaction> = Vec::new();
     let mut held = [false; TABLES];
+    let mut vacuumed = 0;
     let rounds = 20 + rng.next() % 80;
     for round in 0..rounds {
         let busy: Vec<bool> = (0..TABLES)
@@ -242,6 +243,17 @@ fn crash_once(seed: u64) -> (usize, usize) {
                     held[slot] |= *t;
                 }
                 open_txns.push(tx);
+            }
+        }
+        if rng.next().is_multiple_of(4) {
+            // VACUUM of a table no open or prepared transaction holds (it would wait for
+            // their locks, and this test is one thread).
+            let held_now: Vec<bool> = (0..TABLES)
+                .map(|s| held[s] || prepared.iter().any(|p| p.touched[s]))
+                .collect();
+            let slot = (rng.next() % TABLES as u64) as usize;
+            if let (false, Some((oid, _))) = (held_now[slot], &model.tables[slot]) {
+                vacuumed += db.vacuum(*oid).unwrap().dead_tuples_removed;
             }
         }
         if rng.next().is_multiple_of(8) {
@@ -321,7 +333,7 @@ fn crash_once(seed: u64) -> (usize, usize) {
     assert!(db.prepared_transactions().is_empty(), "seed {seed}");
     db.buffer_pool().check_invariants().unwrap();
     db.close().unwrap();
-    (committed, n_prepared)
+    (committed, n_prepared, vacuumed)
 }
 
 #[test]
@@ -330,17 +342,18 @@ fn transactions_and_prepared_transactions_survive_power_loss() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(400);
-    let (mut committed, mut prepared) = (0, 0);
+    let (mut committed, mut prepared, mut vacuumed) = (0, 0, 0);
     let only: Option<u64> = std::env::var("QUIRE_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok());
     for seed in only.map_or(0..seeds, |s| s..s + 1) {
-        let (c, p) = crash_once(seed);
+        let (c, p, v) = crash_once(seed);
         committed += c;
         prepared += p;
+        vacuumed += v;
     }
     eprintln!(
-        "{seeds} power losses: {committed} committed transactions verified, {prepared} prepared transactions recovered with their locks"
+        "{seeds} power losses: {committed} committed transactions verified, {prepared} prepared transactions recovered with their locks, {vacuumed} dead tuples vacuumed"
     );
     assert!(committed > 0);
     assert!(only.is_some() || prepared > 0);

@@ -717,12 +717,18 @@ impl BufferPool {
 
     /// How many buffers hold a page of `rel` (any fork); for tests and benchmarks.
     pub fn cached_buffers_of(&self, rel: RelFileLocator) -> usize {
+        Fork::ALL
+            .into_iter()
+            .map(|f| self.cached_buffers_of_fork(rel, f))
+            .sum()
+    }
+
+    /// How many buffers hold a page of one fork of `rel`; for tests and benchmarks.
+    pub fn cached_buffers_of_fork(&self, rel: RelFileLocator, fork: Fork) -> usize {
         self.rel_index[Self::index_partition(rel)]
             .lock()
-            .iter()
-            .filter(|((r, _), _)| *r == rel)
-            .map(|(_, m)| m.len())
-            .sum()
+            .get(&(rel, fork))
+            .map_or(0, BTreeMap::len)
     }
 }
 

@@ -231,9 +231,10 @@ impl Catalog {
                 continue;
             }
             let def = TableDef::from_row(&t.row(CATALOG_REL)?);
-            // A line pointer reused by another table's row is not ours.
+            // A line pointer reused by another table's row is not ours. The address is the
+            // version's own (a redirect left by pruning leads to it).
             if let Some(def) = def.filter(|d| d.oid == oid) {
-                return Ok(Some((tid, def)));
+                return Ok(Some((t.tid, def)));
             }
         }
         Ok(None)

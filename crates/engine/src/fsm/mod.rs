@@ -81,8 +81,9 @@
 #[cfg(test)]
 mod tests;
 
-use crate::buffer::{BufferPool, BufferTag, PinnedBuffer, ReadMode};
-use crate::error::{Error, Result};
+use crate::buffer::{BufferPool, PinnedBuffer};
+use crate::error::Result;
+use crate::hintfork;
 use crate::page::{Page, PageMut, HEADER_SIZE, PAGE_SIZE};
 use crate::smgr::{BlockNumber, Fork, RelFileLocator};
 
@@ -136,11 +137,7 @@ fn heap_block(leaf: usize, entry: usize) -> BlockNumber {
 
 /// The FSM fork's size in blocks; 0 if it does not exist.
 fn fsm_nblocks(pool: &BufferPool, rel: RelFileLocator) -> Result<BlockNumber> {
-    match pool.smgr().nblocks(rel, Fork::Fsm) {
-        Ok(n) => Ok(n),
-        Err(Error::NoSuchRelation { .. }) => Ok(0),
-        Err(e) => Err(e),
-    }
+    hintfork::nblocks(pool, rel, Fork::Fsm)
 }
 
 /// How many leaves a fork of `fsm_nblocks` blocks holds (extra blocks past the last leaf the
@@ -152,7 +149,7 @@ fn leaves_in(fsm_nblocks: BlockNumber) -> usize {
 /// Pins an FSM page that exists (the caller checked the fork's size): an unreadable page
 /// comes back zeroed, i.e. new.
 fn pin(pool: &BufferPool, rel: RelFileLocator, block: BlockNumber) -> Result<PinnedBuffer<'_>> {
-    pool.read_buffer_mode(BufferTag::new(rel, Fork::Fsm, block), ReadMode::ZeroOnError)
+    hintfork::pin(pool, rel, Fork::Fsm, block)
 }
 
 /// The entries of an FSM page.
@@ -342,26 +339,7 @@ pub fn record(
 /// `BufferPool::extend` would race: a concurrent extender could add a leaf and raise an entry
 /// in between, and the late "all zeros" would hide it.)
 fn extend_to(pool: &BufferPool, rel: RelFileLocator, fsm_block: BlockNumber) -> Result<bool> {
-    let smgr = pool.smgr();
-    if !smgr.exists(rel, Fork::Fsm)? {
-        match smgr.create(rel, Fork::Fsm) {
-            Ok(()) | Err(Error::RelationExists { .. }) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    let mut empty = [0u8; PAGE_SIZE];
-    PageMut::new(&mut empty).init(0);
-    // Bounded: every extension adds a block (ours or a concurrent extender's), so at most
-    // `fsm_block + 1` passes reach it.
-    for _ in 0..=fsm_block {
-        if smgr.nblocks(rel, Fork::Fsm)? > fsm_block {
-            return Ok(true);
-        }
-        // No buffer holds a block past the end (we never read one), so the next read of it
-        // comes from the file.
-        smgr.extend(rel, Fork::Fsm, &empty)?;
-    }
-    Ok(smgr.nblocks(rel, Fork::Fsm)? > fsm_block)
+    hintfork::extend_to(pool, rel, Fork::Fsm, fsm_block)
 }
 
 /// The free space recorded for heap block `block`, rounded down to its category
@@ -504,12 +482,7 @@ pub fn truncate(pool: &BufferPool, rel: RelFileLocator, heap_nblocks: BlockNumbe
             page.mark_dirty();
         }
     }
-    let keep_blocks = leaf_block(first_gone_leaf);
-    if keep_blocks < nblocks {
-        pool.drop_relation_buffers(rel, Fork::Fsm, keep_blocks);
-        pool.smgr().truncate(rel, Fork::Fsm, keep_blocks)?;
-    }
-    Ok(())
+    hintfork::truncate(pool, rel, Fork::Fsm, leaf_block(first_gone_leaf))
 }
 
 /// Recomputes every root entry from its leaf (PostgreSQL's `FreeSpaceMapVacuum`), for the

@@ -23,6 +23,7 @@
 //! - A tuple is at most [`MAX_TUPLE_BYTES`]; there is no TOAST, so larger rows are refused
 //!   (SQLSTATE 54000) before anything changes.
 
+pub mod prune;
 pub mod redo;
 pub mod tuple;
 pub mod visibility;
@@ -36,6 +37,7 @@ use crate::page::{
 use crate::recovery::rmid;
 use crate::smgr::{BlockNumber, Fork, RelFileLocator};
 use crate::value::{encode_row, encoded_row_len, Row, Value};
+use crate::vm;
 use crate::wal::{LoggedPage, Wal};
 use tuple::{TupleHeader, HEADER_BYTES, HEAP_ONLY, HOT_UPDATED, XMAX_INVALID, XMAX_LOCK_ONLY};
 pub use visibility::{check_update, Looker, UpdateCheck, XidOracle};
@@ -79,6 +81,19 @@ impl HeapTuple {
             reason: e.to_string(),
         })
     }
+}
+
+/// What vacuum's first pass found on a page.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PageCensus {
+    /// Versions visible to someone, not deleted.
+    pub live: usize,
+    /// Deleted versions some snapshot may still see.
+    pub recently_dead: usize,
+    /// Line pointers pruning changed.
+    pub pruned_versions: usize,
+    pub free_bytes: usize,
+    pub set_all_visible: bool,
 }
 
 /// Who changes a row: the transaction, its command, and how to ask about other
@@ -159,7 +174,10 @@ impl<'a> Heap<'a> {
             .or_else(|| nblocks.checked_sub(1));
         for _ in 0..MAX_PAGE_TRIES {
             let Some(block) = candidate else { break };
-            if Some(block) != avoid {
+            if block >= nblocks {
+                // The map outlived a truncation (it is not WAL-logged): correct it.
+                fsm::record(self.pool, self.rel, block, 0)?;
+            } else if Some(block) != avoid {
                 let buf = self.pool.read_buffer(self.tag(block))?;
                 let (room, free) = {
                     let page = buf.read();
@@ -219,6 +237,7 @@ impl<'a> Heap<'a> {
         xid: u64,
         mut bytes: Vec<u8>,
     ) -> Result<Tid> {
+        let clear_vm = unset_all_visible(page, init);
         let tid = add_version(page, &mut bytes);
         let main = redo::insert_record(tid.offset, init, &bytes);
         let logged = if init {
@@ -228,19 +247,29 @@ impl<'a> Heap<'a> {
         };
         self.wal
             .log_page_change(xid, rmid::HEAP, redo::INSERT, &main, &mut [logged])?;
+        self.after_change(tid.block, clear_vm)?;
         Ok(tid)
     }
 
     // ------------------------------------------------------------------ reading
 
-    /// The version at `tid`, whatever its visibility; `None` if there is no live item there.
+    /// The version at `tid`, whatever its visibility (at a redirect: the version it points
+    /// at); `None` if there is no live item there.
     pub fn fetch(&self, tid: Tid) -> Result<Option<HeapTuple>> {
         if tid.block >= self.nblocks()? {
             return Ok(None);
         }
         let buf = self.pool.read_buffer(self.tag(tid.block))?;
         let page = buf.read();
-        let Some(item) = Page::new(&page).item(tid.offset) else {
+        let p = Page::new(&page);
+        // A redirect (left by pruning) stands for the first live version of its chain.
+        let tid = match p.item_id(tid.offset) {
+            Some(id) if id.state == crate::page::ItemState::Redirect => {
+                Tid::new(tid.block, id.offset)
+            }
+            _ => tid,
+        };
+        let Some(item) = p.item(tid.offset) else {
             return Ok(None);
         };
         let header = TupleHeader::read(item).ok_or_else(|| self.corrupt(tid, "too short"))?;
@@ -249,6 +278,50 @@ impl<'a> Heap<'a> {
             header,
             bytes: item.to_vec(),
         }))
+    }
+
+    /// The version of the HOT chain at `root` (an address an index gave) that `looker` sees,
+    /// following a redirect and the chain's heap-only versions on the page.
+    pub fn fetch_chain(
+        &self,
+        root: Tid,
+        looker: &Looker<'_>,
+        oracle: &dyn XidOracle,
+    ) -> Result<Option<HeapTuple>> {
+        if root.block >= self.nblocks()? {
+            return Ok(None);
+        }
+        let buf = self.pool.read_buffer(self.tag(root.block))?;
+        let page = buf.read();
+        let p = Page::new(&page);
+        let mut off = match p.item_id(root.offset) {
+            Some(id) if id.state == crate::page::ItemState::Redirect => id.offset,
+            Some(id) if id.state == crate::page::ItemState::Normal => root.offset,
+            _ => return Ok(None),
+        };
+        let mut prev_xmax = None;
+        // Bounded: a chain visits each item of the page at most once.
+        for _ in 0..=p.item_count() {
+            let Some(item) = p.item(off) else { break };
+            let tid = Tid::new(root.block, off);
+            let header = TupleHeader::read(item).ok_or_else(|| self.corrupt(tid, "too short"))?;
+            if prev_xmax.is_some_and(|x| x != header.xmin) {
+                break; // not the successor: the slot was reused
+            }
+            if looker.sees(&header, oracle)? {
+                return Ok(Some(HeapTuple {
+                    tid,
+                    header,
+                    bytes: item.to_vec(),
+                }));
+            }
+            if header.infomask & HOT_UPDATED == 0 || header.ctid.block != root.block {
+                break;
+            }
+            prev_xmax = Some(header.xmax);
+            off = header.ctid.offset;
+        }
+        Ok(None)
     }
 
     /// Every live version of block `block`, visible or not.
@@ -294,6 +367,162 @@ impl<'a> Heap<'a> {
         Ok(())
     }
 
+    /// After a logged change of `block`: clears its visibility-map bit when the change made
+    /// an all-visible page otherwise (see [`crate::vm`]).
+    fn after_change(&self, block: BlockNumber, clear_vm: bool) -> Result<()> {
+        if clear_vm {
+            vm::clear(self.pool, self.rel, block)?;
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ pruning
+
+    /// Prunes a page held exclusively (see [`prune`]): removes the versions dead to all
+    /// below `horizon`, WAL-logged. Returns what it changed (nothing logged if nothing).
+    pub fn prune_page(
+        &self,
+        page: &mut PageWriteGuard<'_>,
+        horizon: u64,
+        oracle: &dyn XidOracle,
+    ) -> Result<prune::Prune> {
+        let block = page.tag().block;
+        let decision = prune::decide(page, block, oracle, horizon)?;
+        if decision.is_empty() {
+            return Ok(decision);
+        }
+        if !prune::apply(page, &decision) {
+            return Err(Error::PageUnrepairable {
+                rel: self.rel,
+                fork: Fork::Main,
+                block,
+                reason: "its line pointers do not allow the pruning they call for".into(),
+            });
+        }
+        let mut main = Vec::new();
+        prune::encode(&decision, &mut main);
+        self.wal.log_page_change(
+            0,
+            rmid::HEAP,
+            redo::PRUNE,
+            &main,
+            &mut [LoggedPage::changed(page)],
+        )?;
+        Ok(decision)
+    }
+
+    // ------------------------------------------------------------------ vacuum
+
+    /// Vacuum's first pass over one page: prunes it, appends its dead line pointers to
+    /// `dead` (sorted), and marks it all-visible (page flag, WAL record, visibility map) when
+    /// every tuple on it is visible to every snapshot.
+    pub fn vacuum_scan_page(
+        &self,
+        block: BlockNumber,
+        horizon: u64,
+        oracle: &dyn XidOracle,
+        dead: &mut Vec<OffsetNumber>,
+    ) -> Result<PageCensus> {
+        let buf = self.pool.read_buffer(self.tag(block))?;
+        let mut page = buf.write();
+        if Page::new(&page).is_new() {
+            // Extended but never initialised (a crash after the extension): empty.
+            return Ok(PageCensus {
+                free_bytes: crate::page::PAGE_SIZE - crate::page::HEADER_SIZE,
+                ..PageCensus::default()
+            });
+        }
+        let pruned = self.prune_page(&mut page, horizon, oracle)?;
+        let mut census = PageCensus {
+            pruned_versions: pruned.unused.len() + pruned.dead.len() + pruned.redirected.len(),
+            ..PageCensus::default()
+        };
+        let mut all_visible = true;
+        let p = Page::new(&page);
+        for off in FIRST_OFFSET_NUMBER..=p.item_count() {
+            let Some(id) = p.item_id(off) else { break };
+            match id.state {
+                crate::page::ItemState::Dead => {
+                    dead.push(off);
+                    all_visible = false;
+                }
+                crate::page::ItemState::Normal => {
+                    let tid = Tid::new(block, off);
+                    let h = p
+                        .item(off)
+                        .and_then(TupleHeader::read)
+                        .ok_or_else(|| self.corrupt(tid, "too short"))?;
+                    // Pruning left no version dead to all; a committed deleter here is above
+                    // the horizon: some snapshot may still see the version.
+                    let deleted = h.xmax_is_deleter() && oracle.did_commit(h.xmax)?;
+                    if deleted {
+                        census.recently_dead += 1;
+                    } else {
+                        census.live += 1;
+                    }
+                    // Visible to all: inserted below the horizon by a committed transaction,
+                    // and not deleted (or by a transaction below the horizon that aborted).
+                    let undeleted_for_all = !h.xmax_is_deleter() || (!deleted && h.xmax < horizon);
+                    all_visible &=
+                        h.xmin < horizon && undeleted_for_all && oracle.did_commit(h.xmin)?;
+                }
+                crate::page::ItemState::Redirect | crate::page::ItemState::Unused => {}
+            }
+        }
+        census.free_bytes = p.free_space_bytes();
+        if all_visible && !p.has_flag(ALL_VISIBLE) && p.item_count() > 0 {
+            PageMut::new(&mut page).set_flag(ALL_VISIBLE, true);
+            let lsn = self.wal.log_page_change(
+                0,
+                rmid::HEAP,
+                redo::VISIBLE,
+                &[],
+                &mut [LoggedPage::changed(&mut page)],
+            )?;
+            vm::set(self.pool, self.rel, block, lsn)?;
+            census.set_all_visible = true;
+        }
+        Ok(census)
+    }
+
+    /// Vacuum's second pass over one page: its dead line pointers `offsets`, whose index
+    /// entries are gone, become unused. Returns the page's free space after.
+    pub fn vacuum_free_page(&self, block: BlockNumber, offsets: &[OffsetNumber]) -> Result<usize> {
+        let buf = self.pool.read_buffer(self.tag(block))?;
+        let mut page = buf.write();
+        let mut main = Vec::with_capacity(2 + 2 * offsets.len());
+        main.extend_from_slice(&(offsets.len() as u16).to_le_bytes());
+        for off in offsets {
+            main.extend_from_slice(&off.to_le_bytes());
+        }
+        if !redo::apply_free(&mut page, offsets) {
+            return Err(Error::PageUnrepairable {
+                rel: self.rel,
+                fork: Fork::Main,
+                block,
+                reason: "a line pointer vacuum collected as dead is not dead any more".into(),
+            });
+        }
+        self.wal.log_page_change(
+            0,
+            rmid::HEAP,
+            redo::FREE,
+            &main,
+            &mut [LoggedPage::changed(&mut page)],
+        )?;
+        Ok(Page::new(&page).free_space_bytes())
+    }
+
+    /// Is block `block` empty (no line pointer in use, or never initialised)?
+    pub fn page_is_empty(&self, block: BlockNumber) -> Result<bool> {
+        let buf = self.pool.read_buffer(self.tag(block))?;
+        let page = buf.read();
+        let p = Page::new(&page);
+        Ok(p.is_new()
+            || (FIRST_OFFSET_NUMBER..=p.item_count())
+                .all(|off| p.item_id(off).is_some_and(|id| !id.is_used())))
+    }
+
     // ------------------------------------------------------------------ changes
 
     /// Reads the header at `tid` on a locked page, or says the tuple is gone.
@@ -315,6 +544,7 @@ impl<'a> Heap<'a> {
             return Ok(check);
         }
         let new = set_xmax(&h, xid, cid, false);
+        let clear_vm = unset_all_visible(&mut page, false);
         write_header(&mut page, tid.offset, &new);
         let main = redo::xmax_record(tid.offset, &new);
         self.wal.log_page_change(
@@ -324,6 +554,7 @@ impl<'a> Heap<'a> {
             &main,
             &mut [LoggedPage::changed(&mut page)],
         )?;
+        self.after_change(tid.block, clear_vm)?;
         Ok(UpdateCheck::Ok)
     }
 
@@ -338,6 +569,7 @@ impl<'a> Heap<'a> {
             return Ok(check); // not lockable, or locked or updated by us already
         }
         let new = set_xmax(&h, xid, h.cmax, true);
+        let clear_vm = unset_all_visible(&mut page, false);
         write_header(&mut page, tid.offset, &new);
         let main = redo::xmax_record(tid.offset, &new);
         self.wal.log_page_change(
@@ -347,6 +579,7 @@ impl<'a> Heap<'a> {
             &main,
             &mut [LoggedPage::changed(&mut page)],
         )?;
+        self.after_change(tid.block, clear_vm)?;
         Ok(UpdateCheck::Ok)
     }
 
@@ -373,6 +606,11 @@ impl<'a> Heap<'a> {
                     check,
                     new_tid: None,
                 });
+            }
+            if !fits(Page::new(&page), new_bytes.len()) {
+                // Full: versions no snapshot sees any more may be in the way (PostgreSQL's
+                // opportunistic `heap_page_prune_opt`), which keeps HOT chains on one page.
+                self.prune_page(&mut page, oracle.horizon(), oracle)?;
             }
             if fits(Page::new(&page), new_bytes.len()) {
                 let new_tid = self.update_locked(&mut page, None, tid, &h, new_bytes, hot_ok)?;
@@ -448,6 +686,7 @@ impl<'a> Heap<'a> {
         if hot {
             old_new.infomask |= HOT_UPDATED;
         }
+        let clear_old = unset_all_visible(old_page, false);
         match new_page {
             None => {
                 let new_tid = add_version(old_page, &mut bytes);
@@ -461,13 +700,14 @@ impl<'a> Heap<'a> {
                     &main,
                     &mut [LoggedPage::changed(old_page)],
                 )?;
+                self.after_change(tid.block, clear_old)?;
                 Ok(new_tid)
             }
             Some((target, init)) => {
+                let clear_new = unset_all_visible(target, init);
                 let new_tid = add_version(target, &mut bytes);
                 old_new.ctid = new_tid;
                 write_header(old_page, tid.offset, &old_new);
-                PageMut::new(old_page).set_flag(ALL_VISIBLE, false);
                 let main = redo::update_record(tid.offset, &old_new, new_tid.offset, init, &bytes);
                 let target = if init {
                     LoggedPage::will_init(target)
@@ -481,6 +721,8 @@ impl<'a> Heap<'a> {
                     &main,
                     &mut [LoggedPage::changed(old_page), target],
                 )?;
+                self.after_change(tid.block, clear_old)?;
+                self.after_change(new_tid.block, clear_new)?;
                 Ok(new_tid)
             }
         }
@@ -497,8 +739,18 @@ fn add_version(page: &mut PageWriteGuard<'_>, bytes: &mut [u8]) -> Tid {
     let tid = Tid::new(block, off);
     set_ctid(bytes, tid);
     set_ctid(PageMut::new(page).item_mut(off).expect("just added"), tid);
-    PageMut::new(page).set_flag(ALL_VISIBLE, false);
     tid
+}
+
+/// Clears the page's all-visible flag before a change; returns whether the visibility map's
+/// bit must be cleared after it (the page was all-visible, or is being initialised and the
+/// map may hold a stale bit of a block that was cut off and grew back).
+fn unset_all_visible(page: &mut [u8; crate::page::PAGE_SIZE], init: bool) -> bool {
+    let was = Page::new(page).has_flag(ALL_VISIBLE);
+    if was {
+        PageMut::new(page).set_flag(ALL_VISIBLE, false);
+    }
+    was || init
 }
 
 /// The header with `xmax` set to `xid` (deleter or updater, or only a locker).

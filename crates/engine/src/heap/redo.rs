@@ -4,6 +4,9 @@
 //! INSERT  | offset u16 | flags u8 | tuple bytes ...
 //! DELETE  | offset u16 | xmax u64 | cmax u32 | infomask u16 |
 //! LOCK    (as DELETE)
+//! PRUNE   | n u16 | n × (root u16, target u16) | n u16 | n × dead u16 | n u16 | n × unused u16 |
+//! VISIBLE | (nothing) |   the page is all-visible; redo also sets the visibility map's bit
+//! FREE    | n u16 | n × offset u16 |   dead line pointers become unused (vacuum's 2nd pass)
 //! UPDATE  | old offset u16 | xmax u64 | cmax u32 | infomask u16 | ctid block u32 | ctid
 //!           offset u16 | new offset u16 | flags u8 | new tuple bytes ...
 //! ```
@@ -21,6 +24,24 @@ pub const INSERT: u8 = 1;
 pub const DELETE: u8 = 2;
 pub const UPDATE: u8 = 3;
 pub const LOCK: u8 = 4;
+pub const PRUNE: u8 = 5;
+pub const VISIBLE: u8 = 6;
+pub const FREE: u8 = 7;
+
+/// Vacuum's second heap pass on a page: the dead line pointers `offsets` (whose index
+/// entries are gone) become unused, and unused pointers at the end of the array go. `false`
+/// if one is not dead. The same for the primary and redo.
+pub fn apply_free(page: &mut [u8; crate::page::PAGE_SIZE], offsets: &[u16]) -> bool {
+    let mut p = PageMut::new(page);
+    for &off in offsets {
+        if p.as_page().item_id(off).map(|id| id.state) != Some(crate::page::ItemState::Dead) {
+            return false;
+        }
+        p.mark_unused(off);
+    }
+    p.truncate_line_pointers();
+    true
+}
 
 const INIT: u8 = 0x1;
 
@@ -204,49 +225,93 @@ impl ResourceManager for HeapRedo {
     }
 
     fn redo(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
-        let mut c = Cursor {
-            b: &rec.main,
-            at: 0,
-            lsn: rec.lsn,
-        };
-        match rec.info {
-            INSERT => {
-                let off = c.u16()?;
-                let init = c.u8()? & INIT != 0;
-                let tuple = c.rest();
-                on_block(ctx, rec, 0, init, |page| {
-                    apply_insert(rec, page, off, init, tuple)
-                })
-            }
-            DELETE | LOCK => {
-                let off = c.u16()?;
-                let x = XmaxChange::read(&mut c)?;
-                on_block(ctx, rec, 0, false, |page| {
-                    apply_xmax(rec, page, off, &x, None)
-                })
-            }
-            UPDATE => {
-                let old_off = c.u16()?;
-                let x = XmaxChange::read(&mut c)?;
-                let ctid = Tid::new(c.u32()?, c.u16()?);
-                let new_off = c.u16()?;
-                let init = c.u8()? & INIT != 0;
-                let tuple = c.rest();
-                if rec.blocks.len() == 1 {
-                    on_block(ctx, rec, 0, false, |page| {
-                        apply_insert(rec, page, new_off, false, tuple)?;
-                        apply_xmax(rec, page, old_off, &x, Some(ctid))
-                    })
-                } else {
-                    on_block(ctx, rec, 0, false, |page| {
-                        apply_xmax(rec, page, old_off, &x, Some(ctid))
-                    })?;
-                    on_block(ctx, rec, 1, init, |page| {
-                        apply_insert(rec, page, new_off, init, tuple)
-                    })
-                }
-            }
-            other => Err(corrupt(rec, &format!("unknown record type {other}"))),
+        if rec.info == VISIBLE {
+            return redo_visible(ctx, rec);
         }
+        redo_change(ctx, rec)?;
+        // Whatever the page's state, a changed block is not all-visible (see `crate::vm`).
+        for b in &rec.blocks {
+            crate::vm::clear(ctx.pool, b.tag.rel, b.tag.block)?;
+        }
+        Ok(())
+    }
+}
+
+/// Redo of VISIBLE: the page is all-visible, and so says the map.
+fn redo_visible(ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
+    on_block(ctx, rec, 0, false, |page| {
+        PageMut::new(page).set_flag(ALL_VISIBLE, true);
+        Ok(())
+    })?;
+    let tag = rec.blocks[0].tag;
+    crate::vm::set(ctx.pool, tag.rel, tag.block, rec.end_lsn)
+}
+
+/// Redo of the records that change tuples or line pointers.
+fn redo_change(ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
+    let mut c = Cursor {
+        b: &rec.main,
+        at: 0,
+        lsn: rec.lsn,
+    };
+    match rec.info {
+        INSERT => {
+            let off = c.u16()?;
+            let init = c.u8()? & INIT != 0;
+            let tuple = c.rest();
+            on_block(ctx, rec, 0, init, |page| {
+                apply_insert(rec, page, off, init, tuple)
+            })
+        }
+        DELETE | LOCK => {
+            let off = c.u16()?;
+            let x = XmaxChange::read(&mut c)?;
+            on_block(ctx, rec, 0, false, |page| {
+                apply_xmax(rec, page, off, &x, None)
+            })
+        }
+        UPDATE => {
+            let old_off = c.u16()?;
+            let x = XmaxChange::read(&mut c)?;
+            let ctid = Tid::new(c.u32()?, c.u16()?);
+            let new_off = c.u16()?;
+            let init = c.u8()? & INIT != 0;
+            let tuple = c.rest();
+            if rec.blocks.len() == 1 {
+                on_block(ctx, rec, 0, false, |page| {
+                    apply_insert(rec, page, new_off, false, tuple)?;
+                    apply_xmax(rec, page, old_off, &x, Some(ctid))
+                })
+            } else {
+                on_block(ctx, rec, 0, false, |page| {
+                    apply_xmax(rec, page, old_off, &x, Some(ctid))
+                })?;
+                on_block(ctx, rec, 1, init, |page| {
+                    apply_insert(rec, page, new_off, init, tuple)
+                })
+            }
+        }
+        FREE => {
+            let offsets: Vec<u16> = (0..c.u16()?).map(|_| c.u16()).collect::<Result<_>>()?;
+            on_block(ctx, rec, 0, false, |page| {
+                if apply_free(page, &offsets) {
+                    Ok(())
+                } else {
+                    Err(corrupt(rec, "a line pointer to free is not dead"))
+                }
+            })
+        }
+        PRUNE => {
+            let decision =
+                super::prune::decode(&rec.main).ok_or_else(|| corrupt(rec, "bad pruning"))?;
+            on_block(ctx, rec, 0, false, |page| {
+                if super::prune::apply(page, &decision) {
+                    Ok(())
+                } else {
+                    Err(corrupt(rec, "the pruning does not fit the page"))
+                }
+            })
+        }
+        other => Err(corrupt(rec, &format!("unknown record type {other}"))),
     }
 }

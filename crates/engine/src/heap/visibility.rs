@@ -16,6 +16,9 @@ pub trait XidOracle {
     fn did_commit(&self, xid: u64) -> Result<bool>;
     /// Is the transaction running now (a session's or a prepared one)?
     fn is_running(&self, xid: u64) -> bool;
+    /// The oldest transaction id any running transaction or snapshot may still treat as
+    /// running: versions deleted by committed transactions below it are dead to all.
+    fn horizon(&self) -> u64;
 }
 
 impl XidOracle for TransactionManager {
@@ -24,6 +27,9 @@ impl XidOracle for TransactionManager {
     }
     fn is_running(&self, xid: u64) -> bool {
         TransactionManager::is_running(self, xid)
+    }
+    fn horizon(&self) -> u64 {
+        self.global_xmin()
     }
 }
 
@@ -148,6 +154,9 @@ mod tests {
         }
         fn is_running(&self, xid: u64) -> bool {
             self.running.contains(&xid)
+        }
+        fn horizon(&self) -> u64 {
+            self.running.iter().copied().min().unwrap_or(u64::MAX)
         }
     }
 

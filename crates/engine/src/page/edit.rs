@@ -170,6 +170,70 @@ impl<'a> PageMut<'a> {
         }
     }
 
+    /// Makes line pointer `off` a redirect to item `target` of the same page (as
+    /// `ItemIdSetRedirect`, left by pruning a HOT chain whose first versions are dead): its
+    /// storage, if any, is reclaimed by the next repair. `false` if `off` or `target` is out of
+    /// range or `off` is unused.
+    pub fn set_redirect(&mut self, off: OffsetNumber, target: OffsetNumber) -> bool {
+        let page = self.as_page();
+        match (page.item_id(off), page.item_id(target)) {
+            (Some(id), Some(_)) if id.is_used() && off != target => {
+                self.set_item_id(
+                    off,
+                    ItemId {
+                        offset: target,
+                        state: ItemState::Redirect,
+                        len_bytes: 0,
+                    },
+                );
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Marks line pointer `off` dead without storage, whatever its state (a redirect whose
+    /// chain died, say): `false` if out of range or unused.
+    pub fn set_dead(&mut self, off: OffsetNumber) -> bool {
+        match self.as_page().item_id(off) {
+            Some(id) if id.is_used() => {
+                let storage = if id.state == ItemState::Normal {
+                    (id.offset, id.len_bytes)
+                } else {
+                    (0, 0)
+                };
+                self.set_item_id(
+                    off,
+                    ItemId {
+                        offset: storage.0,
+                        state: ItemState::Dead,
+                        len_bytes: storage.1,
+                    },
+                );
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Drops unused line pointers at the end of the array (PostgreSQL's
+    /// `PageTruncateLinePointerArray`), so a page whose items are all gone is empty again.
+    pub fn truncate_line_pointers(&mut self) {
+        let mut n = self.as_page().item_count();
+        // Bounded by the item count.
+        while n > 0 && self.as_page().item_id(n).is_some_and(|id| !id.is_used()) {
+            n -= 1;
+        }
+        let lower = HEADER_SIZE + usize::from(n) * LINE_POINTER_SIZE;
+        let old_lower = usize::from(self.as_page().lower());
+        if lower < old_lower {
+            self.bytes[lower..old_lower].fill(0);
+            write_u16(self.bytes, LOWER_AT, lower as u16);
+            let has_unused = self.as_page().has_unused_line_pointer();
+            self.set_flag(HAS_FREE_LINES, has_unused);
+        }
+    }
+
     /// Compacts the live items towards the special space, reclaiming the storage of dead
     /// items and of pointers marked unused, as PostgreSQL's `PageRepairFragmentation`. Item
     /// numbers do not change (line pointers are never removed or renumbered), the items keep

@@ -894,3 +894,40 @@ fn flags_set_and_clear_independently() {
     assert_eq!(page.as_page().flags(), ALL_VISIBLE);
     assert!(page.as_page().has_flag(ALL_VISIBLE) && !page.as_page().has_flag(PAGE_FULL));
 }
+
+#[test]
+fn redirects_dead_pointers_and_truncation_of_the_pointer_array() {
+    let mut page = new_page(0);
+    let mut p = PageMut::new(&mut page);
+    for i in 0..4u8 {
+        assert_eq!(p.add_item(&[i; 40], None), Some(OffsetNumber::from(i) + 1));
+    }
+    assert!(p.set_redirect(1, 3));
+    assert!(!p.set_redirect(1, 9), "target out of range");
+    assert!(p.set_dead(2));
+    assert!(p.mark_unused(4));
+    p.repair_fragmentation().unwrap();
+    let page_ro = p.as_page();
+    let redirect = page_ro.item_id(1).unwrap();
+    assert_eq!(
+        (redirect.state, redirect.offset, redirect.len_bytes),
+        (ItemState::Redirect, 3, 0)
+    );
+    assert_eq!(page_ro.item_id(2).unwrap().state, ItemState::Dead);
+    assert!(
+        !page_ro.item_id(2).unwrap().has_storage(),
+        "repair drops dead storage"
+    );
+    assert_eq!(page_ro.item(3), Some(&[2u8; 40][..]));
+    assert_eq!(page_ro.item(1), None, "a redirect has no item");
+    // Only trailing unused pointers go.
+    p.truncate_line_pointers();
+    assert_eq!(p.as_page().item_count(), 3);
+    assert!(p.mark_unused(3) && p.mark_unused(2) && p.mark_unused(1));
+    p.truncate_line_pointers();
+    assert_eq!(p.as_page().item_count(), 0);
+    assert_eq!(usize::from(p.as_page().lower()), HEADER_SIZE);
+    assert!(!p.as_page().has_flag(HAS_FREE_LINES));
+    p.repair_fragmentation().unwrap();
+    assert!(p.as_page().check_items().is_ok());
+}

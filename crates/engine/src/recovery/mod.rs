@@ -42,8 +42,6 @@ pub mod rmid {
     pub const HEAP: u8 = 4;
     /// B+tree indexes.
     pub const BTREE: u8 = 5;
-    /// Lazy vacuum: pruning, freeing line pointers, truncation, the visibility map.
-    pub const VACUUM: u8 = 6;
     /// Page-level byte changes, for crash tests and the torture tool.
     pub const TEST: u8 = 255;
 }

@@ -1,9 +1,9 @@
 //! # vacuum — lazy vacuum
 //!
-//! This layer will hold lazy vacuum (prune, collect dead tuple ids, bulk-delete them from each
-//! index, the second heap pass, truncation of empty tail pages). Today it holds the piece that
-//! seed 004 is about: the store of dead tuple ids ([`tidstore`]) that the first heap pass
-//! fills and the index pass probes.
+//! Lazy vacuum ([`lazy`]): prune, collect dead tuple ids, bulk-delete them from each index,
+//! the second heap pass, truncation of empty tail pages. And the piece that seed 004 is
+//! about: the store of dead tuple ids ([`tidstore`]) that the first heap pass fills and the
+//! index pass probes.
 //!
 //! ## Rules
 //!
@@ -19,8 +19,10 @@
 //! - **Old behaviour behind the switch.** `dead_tids = array` selects PostgreSQL's sorted
 //!   array ([`TidArray`]), capped at 1 GB like PostgreSQL's; the default is [`TidStore`].
 
+pub mod lazy;
 pub mod tidstore;
 
+pub use lazy::{IndexCleaner, VacuumStats};
 pub use tidstore::{
     new_dead_tids, BlockCursor, DeadTids, TidArray, TidStore, TidStoreError, MAX_ALLOC_SIZE,
 };

@@ -1,0 +1,238 @@
+//! Pruning a heap page: removing the versions no snapshot can see any more (PostgreSQL's
+//! `heap_page_prune`).
+//!
+//! A version is *dead to all* when its inserter aborted, or when a committed transaction
+//! below the horizon (the oldest transaction any snapshot may still treat as running) deleted
+//! or updated it. Versions are removed chain by chain. A HOT chain starts at a *root* — a
+//! version indexes point at, or a redirect left by an earlier pruning — and continues through
+//! heap-only versions on the same page. When the chain's first versions are dead:
+//!
+//! - all of it dead: the root's line pointer becomes *dead* (no storage; vacuum's index pass
+//!   removes the index entries pointing at it, then marks it unused), its heap-only versions
+//!   become unused at once (no index points at them);
+//! - a dead prefix: the root becomes a *redirect* to the first live version, so index
+//!   entries keep working; the dead heap-only versions become unused.
+//!
+//! Heap-only versions no chain reaches (the new version of an update that aborted) become
+//! unused when dead. Then the page is compacted; item numbers never change.
+//!
+//! ## Rules
+//! - Under the page's exclusive content lock. No cleanup lock (PostgreSQL's) is needed:
+//!   quire's readers copy what they need out of a page before releasing its content lock,
+//!   and nobody keeps a pointer into a heap page.
+//! - The changes are decided first ([`Prune`]), then applied by [`apply`], the same function
+//!   redo runs, so the page redo rebuilds is the same byte for byte.
+
+use super::tuple::{TupleHeader, HEAP_ONLY, HOT_UPDATED};
+use super::XidOracle;
+use crate::error::Result;
+use crate::page::{ItemState, OffsetNumber, Page, PageMut, PAGE_SIZE};
+
+/// What pruning a page changes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Prune {
+    /// (root, first live version): the root becomes a redirect.
+    pub redirected: Vec<(OffsetNumber, OffsetNumber)>,
+    /// Roots whose whole chain died: their line pointers become dead.
+    pub dead: Vec<OffsetNumber>,
+    /// Heap-only versions that died: their line pointers become unused.
+    pub unused: Vec<OffsetNumber>,
+}
+
+impl Prune {
+    pub fn is_empty(&self) -> bool {
+        self.redirected.is_empty() && self.dead.is_empty() && self.unused.is_empty()
+    }
+}
+
+/// Whether transactions have finished, and how, as seen from `horizon`.
+struct Judge<'a> {
+    oracle: &'a dyn XidOracle,
+    horizon: u64,
+}
+
+impl Judge<'_> {
+    /// `Some(committed)` for a finished transaction, `None` for a running one. Below the
+    /// horizon nothing runs, so the process array is asked only above it.
+    fn finished(&self, xid: u64) -> Result<Option<bool>> {
+        if xid >= self.horizon && self.oracle.is_running(xid) {
+            return Ok(None);
+        }
+        Ok(Some(self.oracle.did_commit(xid)?))
+    }
+
+    fn dead_to_all(&self, h: &TupleHeader) -> Result<bool> {
+        match self.finished(h.xmin)? {
+            None => return Ok(false),
+            Some(false) => return Ok(true), // inserted by an aborted transaction
+            Some(true) => {}
+        }
+        if !h.xmax_is_deleter() || h.xmax >= self.horizon {
+            return Ok(false);
+        }
+        Ok(self.finished(h.xmax)? == Some(true))
+    }
+
+    /// Did the updater of `h` abort (so its new version is garbage, not a chain member)?
+    fn updater_aborted(&self, h: &TupleHeader) -> Result<bool> {
+        Ok(self.finished(h.xmax)? == Some(false))
+    }
+}
+
+fn header(page: Page<'_>, off: OffsetNumber) -> Option<TupleHeader> {
+    page.item(off).and_then(TupleHeader::read)
+}
+
+/// The versions of the chain whose root line pointer is `root`, in order.
+fn chain(
+    page: Page<'_>,
+    block: u32,
+    root: OffsetNumber,
+    judge: &Judge<'_>,
+) -> Result<Vec<OffsetNumber>> {
+    let Some(id) = page.item_id(root) else {
+        return Ok(Vec::new());
+    };
+    let mut cur = match id.state {
+        ItemState::Redirect => id.offset,
+        ItemState::Normal => root,
+        ItemState::Dead | ItemState::Unused => return Ok(Vec::new()),
+    };
+    let mut out = Vec::new();
+    // Bounded: a chain visits each item of the page at most once.
+    for _ in 0..=page.item_count() {
+        let Some(h) = header(page, cur) else { break };
+        let is_member = if cur == root {
+            h.infomask & HEAP_ONLY == 0
+        } else {
+            h.infomask & HEAP_ONLY != 0
+        };
+        if !is_member || out.contains(&cur) {
+            break;
+        }
+        out.push(cur);
+        if h.infomask & HOT_UPDATED == 0 || h.ctid.block != block || judge.updater_aborted(&h)? {
+            break;
+        }
+        let next = h.ctid.offset;
+        match header(page, next) {
+            Some(n) if n.xmin == h.xmax => cur = next,
+            _ => break,
+        }
+    }
+    Ok(out)
+}
+
+/// Decides what pruning page `block` removes, given the horizon.
+pub fn decide(
+    page: &[u8; PAGE_SIZE],
+    block: u32,
+    oracle: &dyn XidOracle,
+    horizon: u64,
+) -> Result<Prune> {
+    let page = Page::new(page);
+    let judge = Judge { oracle, horizon };
+    let n = page.item_count();
+    let mut reached = vec![false; usize::from(n) + 1];
+    let mut prune = Prune::default();
+    for off in 1..=n {
+        let Some(id) = page.item_id(off) else { break };
+        let is_root = match id.state {
+            ItemState::Redirect => true,
+            ItemState::Normal => header(page, off).is_some_and(|h| h.infomask & HEAP_ONLY == 0),
+            ItemState::Dead | ItemState::Unused => false,
+        };
+        if !is_root {
+            continue;
+        }
+        let members = chain(page, block, off, &judge)?;
+        for &m in &members {
+            reached[usize::from(m)] = true;
+        }
+        let mut dead_prefix = 0;
+        for &m in &members {
+            let h = header(page, m).expect("chain members are tuples");
+            if !judge.dead_to_all(&h)? {
+                break;
+            }
+            dead_prefix += 1;
+        }
+        if members.is_empty() {
+            // A redirect whose target vanished: nothing lives behind it any more.
+            prune.dead.push(off);
+            continue;
+        }
+        if dead_prefix == 0 {
+            continue;
+        }
+        let heap_only_dead = members[..dead_prefix].iter().filter(|&&m| m != off);
+        prune.unused.extend(heap_only_dead);
+        if dead_prefix == members.len() {
+            prune.dead.push(off);
+        } else if members[dead_prefix] != off {
+            prune.redirected.push((off, members[dead_prefix]));
+        }
+    }
+    // Heap-only versions no chain reached: leftovers of aborted updates.
+    for off in 1..=n {
+        if reached[usize::from(off)] {
+            continue;
+        }
+        if let Some(h) = header(page, off) {
+            if h.infomask & HEAP_ONLY != 0 && judge.dead_to_all(&h)? {
+                prune.unused.push(off);
+            }
+        }
+    }
+    Ok(prune)
+}
+
+/// Applies a pruning decision to a page and compacts it; the same for the primary and redo.
+/// `false` if the decision does not fit the page (a malformed record).
+pub fn apply(page: &mut [u8; PAGE_SIZE], prune: &Prune) -> bool {
+    let mut p = PageMut::new(page);
+    let ok = prune
+        .redirected
+        .iter()
+        .all(|&(from, to)| p.set_redirect(from, to))
+        && prune.dead.iter().all(|&off| p.set_dead(off))
+        && prune.unused.iter().all(|&off| p.mark_unused(off));
+    ok && p.repair_fragmentation().is_ok()
+}
+
+/// The WAL form of a decision: three counted lists of item numbers.
+pub fn encode(prune: &Prune, out: &mut Vec<u8>) {
+    out.extend_from_slice(&(prune.redirected.len() as u16).to_le_bytes());
+    for (from, to) in &prune.redirected {
+        out.extend_from_slice(&from.to_le_bytes());
+        out.extend_from_slice(&to.to_le_bytes());
+    }
+    for list in [&prune.dead, &prune.unused] {
+        out.extend_from_slice(&(list.len() as u16).to_le_bytes());
+        for off in list {
+            out.extend_from_slice(&off.to_le_bytes());
+        }
+    }
+}
+
+/// Decodes [`encode`]; `None` on anything malformed.
+pub fn decode(b: &[u8]) -> Option<Prune> {
+    let mut at = 0;
+    let mut u16_next = || {
+        let v = u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?);
+        at += 2;
+        Some(v)
+    };
+    let mut prune = Prune::default();
+    let n = u16_next()?;
+    for _ in 0..n {
+        prune.redirected.push((u16_next()?, u16_next()?));
+    }
+    for list in [&mut prune.dead, &mut prune.unused] {
+        let n = u16_next()?;
+        for _ in 0..n {
+            list.push(u16_next()?);
+        }
+    }
+    (at == b.len()).then_some(prune)
+}

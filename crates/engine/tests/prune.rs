@@ -1,0 +1,210 @@
+//! Pruning heap pages (`heap::prune`): HOT chains collapse to redirects, dead roots become
+//! dead line pointers, leftovers of aborted updates become unused, nothing an open snapshot
+//! can see is removed, redo rebuilds the same page, and a row updated thousands of times
+//! stays on its page.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use quire_engine::buffer::BufferTag;
+use quire_engine::heap::Heap;
+use quire_engine::page::{ItemState, Page};
+use quire_engine::vfs::{CrashOptions, SimVfs, Vfs};
+use quire_engine::{
+    Changed, Column, Config, Database, Fork, IsolationLevel::ReadCommitted,
+    IsolationLevel::RepeatableRead, RelFileLocator, TableId, Tid, Type, Value,
+};
+
+fn open(vfs: &Arc<SimVfs>) -> Database {
+    let vfs: Arc<dyn Vfs> = Arc::clone(vfs) as Arc<dyn Vfs>;
+    Database::open(&vfs, Path::new("/data"), Config::default()).unwrap()
+}
+
+fn table(db: &Database) -> (TableId, RelFileLocator, Tid) {
+    let tx = db.begin(ReadCommitted).unwrap();
+    let t = tx
+        .create_table(
+            "t",
+            &[Column::new("id", Type::Int), Column::new("v", Type::Int)],
+        )
+        .unwrap();
+    let tid = tx.insert(t, &[Value::Int(1), Value::Int(0)]).unwrap();
+    let rel = tx.table_def(t).unwrap().rel;
+    tx.commit().unwrap();
+    (t, rel, tid)
+}
+
+/// Updates the row at `tid` in its own transaction; returns the new version's address.
+fn bump(db: &Database, t: TableId, tid: Tid, commit: bool) -> Tid {
+    let tx = db.begin(ReadCommitted).unwrap();
+    let Changed::Done(new, _) = tx
+        .update_with(t, tid, |row| {
+            Some(vec![row[0].clone(), Value::Int(row[1].as_int()? + 1)])
+        })
+        .unwrap()
+    else {
+        panic!("update skipped")
+    };
+    if commit {
+        tx.commit().unwrap();
+    } else {
+        tx.rollback().unwrap();
+    }
+    new
+}
+
+fn prune(db: &Database, rel: RelFileLocator) -> quire_engine::heap::prune::Prune {
+    let heap = Heap::new(db.buffer_pool(), db.wal(), rel);
+    let buf = db
+        .buffer_pool()
+        .read_buffer(BufferTag::new(rel, Fork::Main, 0))
+        .unwrap();
+    let mut page = buf.write();
+    let horizon = db.transactions().global_xmin();
+    heap.prune_page(&mut page, horizon, db.transactions())
+        .unwrap()
+}
+
+/// (state, redirect target or item length) of every line pointer of block 0.
+fn pointers(db: &Database, rel: RelFileLocator) -> Vec<(ItemState, u16)> {
+    let buf = db
+        .buffer_pool()
+        .read_buffer(BufferTag::new(rel, Fork::Main, 0))
+        .unwrap();
+    let page = buf.read();
+    let p = Page::new(&page);
+    (1..=p.item_count())
+        .map(|off| {
+            let id = p.item_id(off).unwrap();
+            match id.state {
+                ItemState::Redirect => (id.state, id.offset),
+                _ => (id.state, u16::from(id.len_bytes > 0)),
+            }
+        })
+        .collect()
+}
+
+fn value(db: &Database, t: TableId) -> Vec<i64> {
+    let tx = db.begin(ReadCommitted).unwrap();
+    let v = tx
+        .scan(t)
+        .unwrap()
+        .map(|r| r.unwrap().1[1].as_int().unwrap())
+        .collect();
+    tx.commit().unwrap();
+    v
+}
+
+#[test]
+fn a_hot_chain_collapses_to_a_redirect_and_redo_rebuilds_it() {
+    let vfs = Arc::new(SimVfs::new(1));
+    let db = open(&vfs);
+    let (t, rel, root) = table(&db);
+    let mut tid = root;
+    for _ in 0..3 {
+        tid = bump(&db, t, tid, true);
+    }
+    assert_eq!(tid, Tid::new(0, 4), "HOT: every version on the same page");
+    let p = prune(&db, rel);
+    assert_eq!(p.redirected, vec![(1, 4)]);
+    assert_eq!(p.unused, vec![2, 3]);
+    assert!(p.dead.is_empty());
+    let expected = vec![
+        (ItemState::Redirect, 4),
+        (ItemState::Unused, 0),
+        (ItemState::Unused, 0),
+        (ItemState::Normal, 1),
+    ];
+    assert_eq!(pointers(&db, rel), expected);
+    // An index's address (the root) still leads to the row.
+    let heap = Heap::new(db.buffer_pool(), db.wal(), rel);
+    let snap = db.transactions().snapshot(0);
+    let looker = quire_engine::heap::Looker {
+        snapshot: &snap,
+        xid: 0,
+        cid: 0,
+    };
+    let found = heap.fetch_chain(root, &looker, db.transactions()).unwrap();
+    assert_eq!(found.map(|h| h.tid), Some(Tid::new(0, 4)));
+    assert_eq!(value(&db, t), vec![3]);
+    // Redo of the pruning record rebuilds the same line pointers.
+    db.wal().flush(db.wal().insert_lsn()).unwrap();
+    drop(db);
+    vfs.crash(&CrashOptions::default());
+    let db = open(&vfs);
+    assert_eq!(pointers(&db, rel), expected);
+    assert_eq!(value(&db, t), vec![3]);
+    // Pruning again changes nothing.
+    assert!(prune(&db, rel).is_empty());
+}
+
+#[test]
+fn nothing_an_open_snapshot_can_see_is_pruned() {
+    let vfs = Arc::new(SimVfs::new(2));
+    let db = open(&vfs);
+    let (t, rel, root) = table(&db);
+    let old = db.begin(RepeatableRead).unwrap();
+    assert_eq!(old.scan(t).unwrap().count(), 1); // takes its snapshot
+    let mut tid = root;
+    for _ in 0..3 {
+        tid = bump(&db, t, tid, true);
+    }
+    assert!(
+        prune(&db, rel).is_empty(),
+        "the old snapshot still sees version 1"
+    );
+    let seen: Vec<i64> = old
+        .scan(t)
+        .unwrap()
+        .map(|r| r.unwrap().1[1].as_int().unwrap())
+        .collect();
+    assert_eq!(seen, vec![0]);
+    old.commit().unwrap();
+    let p = prune(&db, rel);
+    assert_eq!(p.redirected, vec![(1, 4)]);
+}
+
+#[test]
+fn dead_roots_and_aborted_versions() {
+    let vfs = Arc::new(SimVfs::new(3));
+    let db = open(&vfs);
+    let (t, rel, root) = table(&db);
+    // An aborted insert, a committed delete, and an aborted HOT update of the first row.
+    let tx = db.begin(ReadCommitted).unwrap();
+    tx.insert(t, &[Value::Int(2), Value::Int(0)]).unwrap();
+    tx.rollback().unwrap();
+    let tx = db.begin(ReadCommitted).unwrap();
+    let doomed = tx.insert(t, &[Value::Int(3), Value::Int(0)]).unwrap();
+    tx.commit().unwrap();
+    let tx = db.begin(ReadCommitted).unwrap();
+    tx.delete(t, doomed).unwrap();
+    tx.commit().unwrap();
+    let aborted_version = bump(&db, t, root, false);
+    assert_eq!(aborted_version, Tid::new(0, 4));
+    let p = prune(&db, rel);
+    assert_eq!(p.dead, vec![2, 3], "aborted insert and committed delete");
+    assert_eq!(p.unused, vec![4], "the aborted update's new version");
+    assert!(p.redirected.is_empty());
+    assert_eq!(value(&db, t), vec![0]);
+    // The first row is still updatable through its root.
+    assert_eq!(bump(&db, t, root, true), Tid::new(0, 4), "slot 4 is reused");
+    assert_eq!(value(&db, t), vec![1]);
+}
+
+#[test]
+fn a_row_updated_thousands_of_times_stays_on_its_page() {
+    let vfs = Arc::new(SimVfs::new(4));
+    let db = open(&vfs);
+    let (t, rel, root) = table(&db);
+    let mut tid = root;
+    for _ in 0..5_000 {
+        tid = bump(&db, t, tid, true);
+    }
+    assert_eq!(value(&db, t), vec![5_000]);
+    assert_eq!(
+        db.smgr().nblocks(rel, Fork::Main).unwrap(),
+        1,
+        "pruning on a full page made room for every new version"
+    );
+    assert_eq!(tid.block, 0);
+}
