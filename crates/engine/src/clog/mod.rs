@@ -26,7 +26,7 @@ use parking_lot::Mutex;
 use crate::buffer::{BufferPool, BufferTag, PinnedBuffer, ReadMode};
 use crate::error::{Error, Result};
 use crate::page::{Page, PageMut, HEADER_SIZE, PAGE_SIZE};
-use crate::recovery::{redo_buffer, rmid, RedoContext};
+use crate::recovery::{rmid, RedoContext};
 use crate::smgr::{BlockNumber, Fork, RelFileLocator, Smgr};
 use crate::wal::{BlockRef, DecodedRecord, Lsn, Wal, WalRecord};
 
@@ -259,17 +259,29 @@ impl XactLogRedo {
             .ok_or_else(|| malformed("no page image"))?;
         log.ensure_created(ctx.smgr)?;
         let held = self.held.lock().remove(&tag);
-        if held.is_some() {
-            // The page on disk is unreadable: restore it whole.
-            let buf = ctx.pool.read_buffer_mode(tag, ReadMode::Zero)?;
+        if held.is_none() {
+            match log.page(ctx.pool, tag.block) {
+                // Readable: it already holds every value set before the redo point, and redo
+                // sets every later one from its own record. The image must not be restored:
+                // it was taken by the first transaction to change the page after a redo
+                // point, and may lack the value of a transaction whose record precedes it
+                // but which set its value after the image was taken (records are inserted
+                // before the page is locked), so restoring it would lose that value.
+                Ok(_) => return Ok(()),
+                Err(Error::CorruptPage { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        // The page on disk is unreadable: restore it whole, then every change since the redo
+        // point (held back) again, since the image may lack some (see above).
+        let buf = ctx.pool.read_buffer_mode(tag, ReadMode::Zero)?;
+        {
             let mut page = buf.write();
             page.copy_from_slice(&image[..]);
             PageMut::new(&mut page).set_lsn(rec.end_lsn);
             page.mark_dirty();
-        } else {
-            // Restores the image (a record with an image is never "applied").
-            redo_buffer(ctx, rec, 0)?;
         }
+        drop(buf);
         for (xid, value, end) in held.into_iter().flatten() {
             apply(log, &log.page(ctx.pool, tag.block)?, xid, value, end);
         }

@@ -708,10 +708,23 @@ impl Wal {
                 w.dir_dirty = true;
                 f
             }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => self
-                .vfs
-                .open(&path, OpenMode::Existing)
-                .map_err(|e| Error::file("open WAL segment", &path, e))?,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let f = self
+                    .vfs
+                    .open(&path, OpenMode::Existing)
+                    .map_err(|e| Error::file("open WAL segment", &path, e))?;
+                // A crash between the creation and the sizing above leaves a short file, and
+                // the reader reads whole pages only: records written into a partial last page
+                // of it would be invisible to the next startup. Size it now.
+                let size = f
+                    .size()
+                    .map_err(|e| Error::file("size WAL segment", &path, e))?;
+                if size < self.segment_size {
+                    f.set_len(self.segment_size)
+                        .map_err(|e| Error::file("size WAL segment", &path, e))?;
+                }
+                f
+            }
             Err(e) => return Err(Error::file("create WAL segment", &path, e)),
         };
         w.open.insert(segno, Arc::clone(&file));
