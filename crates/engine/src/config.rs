@@ -137,6 +137,17 @@ pub struct Config {
     pub maintenance_work_mem_bytes: u64,
     /// Seed 004 switch: `store` (default) or `array` (PostgreSQL's old dead-TID array).
     pub dead_tids: DeadTidsMode,
+    /// `autovacuum`: run the autovacuum worker. PostgreSQL's default, on.
+    pub autovacuum: bool,
+    /// `autovacuum_naptime`: time between the worker's rounds, in milliseconds. PostgreSQL's
+    /// default, 1 min.
+    pub autovacuum_naptime_ms: u64,
+    /// `autovacuum_vacuum_threshold`: dead tuples a table needs, beyond the scaled part,
+    /// before the worker vacuums it. PostgreSQL's default, 50.
+    pub autovacuum_vacuum_threshold: u64,
+    /// `autovacuum_vacuum_scale_factor`: the share of live tuples added to the threshold.
+    /// PostgreSQL's default, 0.2.
+    pub autovacuum_vacuum_scale_factor: f64,
 }
 
 impl Default for Config {
@@ -162,6 +173,10 @@ impl Default for Config {
             twophase_state: TwophaseStateMode::Memory,
             maintenance_work_mem_bytes: 64 * 1024 * 1024,
             dead_tids: DeadTidsMode::Store,
+            autovacuum: true,
+            autovacuum_naptime_ms: 60_000,
+            autovacuum_vacuum_threshold: 50,
+            autovacuum_vacuum_scale_factor: 0.2,
         }
     }
 }
@@ -262,6 +277,24 @@ impl Config {
             "maintenance_work_mem" => {
                 self.maintenance_work_mem_bytes = parse_bytes(value).map_err(bad)?;
             }
+            "autovacuum" => self.autovacuum = parse_on_off(value).map_err(bad)?,
+            "autovacuum_naptime" => {
+                // PostgreSQL's unit for a bare number is seconds here.
+                self.autovacuum_naptime_ms = if value.trim().bytes().all(|b| b.is_ascii_digit()) {
+                    parse_seconds(value).map_err(bad)? * 1000
+                } else {
+                    parse_millis(value).map_err(bad)?
+                };
+            }
+            "autovacuum_vacuum_threshold" => {
+                self.autovacuum_vacuum_threshold = parse_count(value).map_err(bad)? as u64;
+            }
+            "autovacuum_vacuum_scale_factor" => {
+                self.autovacuum_vacuum_scale_factor = value
+                    .trim()
+                    .parse()
+                    .map_err(|e| bad(format!("\"{value}\" is not a number: {e}")))?;
+            }
             "dead_tids" => {
                 self.dead_tids = match value.trim() {
                     "store" => DeadTidsMode::Store,
@@ -357,6 +390,18 @@ impl Config {
         }
         if self.deadlock_timeout_ms == 0 {
             return bad("deadlock_timeout", "must be at least 1ms".to_string());
+        }
+        if self.autovacuum_naptime_ms == 0 {
+            return bad("autovacuum_naptime", "must be at least 1ms".to_string());
+        }
+        if !(0.0..=100.0).contains(&self.autovacuum_vacuum_scale_factor) {
+            return bad(
+                "autovacuum_vacuum_scale_factor",
+                format!(
+                    "{} is not between 0 and 100",
+                    self.autovacuum_vacuum_scale_factor
+                ),
+            );
         }
         if self.maintenance_work_mem_bytes < 1024 * 1024 {
             return bad(
@@ -490,6 +535,13 @@ mod tests {
         c.set("maintenance_work_mem", "1GB").unwrap();
         assert_eq!(c.maintenance_work_mem_bytes, 1 << 30);
         assert_eq!(c.lock_table_capacity(), 64 * 110);
+        c.set("autovacuum_naptime", "2").unwrap();
+        assert_eq!(c.autovacuum_naptime_ms, 2000);
+        c.set("autovacuum_naptime", "150ms").unwrap();
+        assert_eq!(c.autovacuum_naptime_ms, 150);
+        c.set("autovacuum", "off").unwrap();
+        assert!(!c.autovacuum);
+        assert!(c.set("autovacuum_vacuum_scale_factor", "-1").is_err());
         assert!(c.set("twophase_state", "disk").is_err());
         assert!(c.set("deadlock_timeout", "0").is_err());
         assert!(c.set("max_locks_per_transaction", "-1").is_err());

@@ -55,6 +55,7 @@ pub(crate) struct Engine {
     pub catalog: Catalog,
     pub twophase: TwoPhase,
     pub next_oid: AtomicU64,
+    pub table_stats: crate::vacuum::auto::StatsRegistry,
     /// The data directory's lock, held while anything of the engine lives — an open
     /// transaction outliving its `Database` included — and dropped last.
     pub _dir_lock: Box<dyn DirLock>,
@@ -83,6 +84,7 @@ pub struct Database {
     data_dir: PathBuf,
     engine: Arc<Engine>,
     checkpointer: Checkpointer,
+    autovacuum: Option<crate::vacuum::auto::Autovacuum>,
     recovery: RecoveryStats,
 }
 
@@ -177,6 +179,7 @@ impl Database {
             txns,
             catalog,
             next_oid,
+            table_stats: crate::vacuum::auto::StatsRegistry::default(),
             _dir_lock: lock,
         });
         restore_prepared(&engine, &twophase_redo)?;
@@ -202,10 +205,16 @@ impl Database {
             checkpointer.checkpoint()?;
         }
         checkpointer.start()?;
+        let autovacuum = if engine.config.autovacuum {
+            Some(crate::vacuum::auto::Autovacuum::start(Arc::clone(&engine))?)
+        } else {
+            None
+        };
         Ok(Database {
             data_dir: data_dir.to_path_buf(),
             engine,
             checkpointer,
+            autovacuum,
             recovery,
         })
     }
@@ -215,7 +224,9 @@ impl Database {
     /// see [`Database::open_transactions`]): the `Database` is then dropped without a
     /// shutdown checkpoint — a crash as far as the directory is concerned — and the
     /// directory stays locked until the last of those transactions has ended.
-    pub fn close(self) -> Result<()> {
+    pub fn close(mut self) -> Result<()> {
+        // The worker ends first: a vacuum it runs is a transaction too.
+        drop(self.autovacuum.take());
         let open = self.open_transactions();
         if open > 0 {
             return Err(Error::InvalidTransactionState {
@@ -241,46 +252,14 @@ impl Database {
     /// cuts empty pages off the end of the table when ACCESS EXCLUSIVE can be had at once
     /// (else it leaves them, as PostgreSQL does). Runs alongside reads and writes.
     pub fn vacuum(&self, table: crate::TableId) -> Result<crate::vacuum::VacuumStats> {
-        use crate::txn::lock::{LockMode, LockTag};
-        let e = &self.engine;
-        let tx = self.begin(IsolationLevel::ReadCommitted)?;
-        tx.lock_table(table, LockMode::ShareUpdateExclusive, false)?;
-        let def = tx.table_def(table)?;
-        let heap = crate::heap::Heap::new(&e.pool, &e.wal, def.rel);
-        let horizon = e.txns.global_xmin();
-        let mut stats = crate::vacuum::lazy::vacuum_heap(
-            &heap,
-            &e.txns,
-            horizon,
-            e.config.dead_tids,
-            e.config.maintenance_work_mem_bytes,
-            &[],
-        )?;
-        let started = std::time::Instant::now();
-        if crate::vacuum::lazy::nonempty_length(&heap)? < heap.nblocks()? {
-            let tag = LockTag::Relation {
-                db_oid: crate::catalog::USER_DB,
-                rel_oid: table,
-            };
-            // Conditional, as PostgreSQL's: a busy table keeps its empty tail for now.
-            if e.locks
-                .acquire(
-                    tx.session_id(),
-                    tag,
-                    LockMode::AccessExclusive,
-                    LockWait::NoWait,
-                )
-                .is_ok()
-            {
-                stats.pages_truncated =
-                    crate::vacuum::lazy::truncate_empty_tail(&heap, &e.wal, &e.pool)?;
-                e.locks
-                    .release(tx.session_id(), tag, LockMode::AccessExclusive);
-            }
-        }
-        stats.duration += started.elapsed();
-        tx.commit()?;
-        Ok(stats)
+        let stats = crate::vacuum::command::vacuum_table(&self.engine, table, true)?;
+        Ok(stats.expect("a vacuum that waits for its lock always runs"))
+    }
+
+    /// What is known of a table's tuples (PostgreSQL's `pg_stat_user_tables`): estimates
+    /// since the start, exact after a vacuum. `None` for a table nothing was counted for.
+    pub fn table_stats(&self, table: crate::TableId) -> Option<crate::vacuum::TableStats> {
+        self.engine.table_stats.get(table)
     }
 
     /// VACUUM of every table.

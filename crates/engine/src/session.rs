@@ -38,6 +38,7 @@ use crate::smgr::{BlockNumber, RelFileLocator};
 use crate::txn::lock::{LockMode, LockTag, LockWait};
 use crate::txn::twophase::{owner_of, PreparedState, MAX_STATE_BYTES};
 use crate::txn::{now_micros, ProcId, Snapshot, PREPARE};
+use crate::vacuum::auto::TableChanges;
 use crate::value::{Row, Value};
 use crate::wal::WalRecord;
 
@@ -78,6 +79,8 @@ struct State {
     targets: HashMap<RelFileLocator, Option<BlockNumber>>,
     drop_at_commit: Vec<RelFileLocator>,
     drop_at_abort: Vec<RelFileLocator>,
+    /// Row changes by table, published to the statistics when the transaction ends.
+    changes: HashMap<TableId, TableChanges>,
 }
 
 /// One transaction. Not shared between threads (it is `Send`, not `Sync`); many may run at
@@ -475,6 +478,7 @@ impl Transaction {
             let mut st = self.st.borrow_mut();
             st.targets.insert(def.rel, hint);
             st.cid_used = true;
+            st.changes.entry(table).or_default().inserted += 1;
             Ok(tid)
         })
     }
@@ -554,6 +558,9 @@ impl Transaction {
             let mut st = self.st.borrow_mut();
             st.targets.insert(def.rel, hint);
             st.cid_used = true;
+            if let Ok(Changed::Done(..)) = r {
+                st.changes.entry(table).or_default().updated += 1;
+            }
             r
         })
     }
@@ -585,7 +592,11 @@ impl Transaction {
                 let check = heap.delete(t.tid, &self.writer(xid, cid))?;
                 Ok(Step::Tried(check, Some((t.tid, current))))
             });
-            self.st.borrow_mut().cid_used = true;
+            let mut st = self.st.borrow_mut();
+            st.cid_used = true;
+            if let Ok(Changed::Done(..)) = r {
+                st.changes.entry(table).or_default().deleted += 1;
+            }
             r
         })
     }
@@ -676,7 +687,7 @@ impl Transaction {
     }
 
     fn finish(&self, commit: bool) -> Result<()> {
-        let (xid, drops) = {
+        let (xid, drops, changes) = {
             let mut st = self.st.borrow_mut();
             if st.finished {
                 return Ok(());
@@ -687,7 +698,7 @@ impl Transaction {
             } else {
                 std::mem::take(&mut st.drop_at_abort)
             };
-            (st.xid, drops)
+            (st.xid, drops, std::mem::take(&mut st.changes))
         };
         let result = if xid == 0 {
             Ok(())
@@ -698,6 +709,9 @@ impl Transaction {
         };
         self.engine.locks.release_all(self.owner());
         self.engine.txns.procs().unregister(self.proc);
+        self.engine
+            .table_stats
+            .report(&changes, commit && result.is_ok());
         result
     }
 
@@ -764,6 +778,9 @@ impl Transaction {
         e.locks.transfer_all(self.owner(), owner_of(xid));
         e.txns.procs().unregister(self.proc);
         e.twophase.ready(gid);
+        // Counted as committed: most prepared transactions are (an estimate either way).
+        let changes = std::mem::take(&mut self.st.borrow_mut().changes);
+        e.table_stats.report(&changes, true);
         Ok(())
     }
 }

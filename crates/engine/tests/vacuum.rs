@@ -298,3 +298,73 @@ fn snapshots_see_the_same_rows_before_and_after_vacuum() {
         }
     }
 }
+
+#[test]
+fn autovacuum_vacuums_a_table_past_its_threshold_and_only_then() {
+    let vfs = Arc::new(SimVfs::new(7));
+    let config = Config {
+        autovacuum_naptime_ms: 20,
+        autovacuum_vacuum_threshold: 100,
+        autovacuum_vacuum_scale_factor: 0.0,
+        ..Config::default()
+    };
+    let db = open_with(&vfs, config);
+    let (t, tids) = filled(&db, 300);
+    let rel = rel_of(&db, t);
+    // 50 dead tuples: below the threshold.
+    let tx = db.begin(ReadCommitted).unwrap();
+    for tid in &tids[..50] {
+        tx.delete(t, *tid).unwrap();
+    }
+    tx.commit().unwrap();
+    let stats = db.table_stats(t).unwrap();
+    assert_eq!((stats.live_tuples, stats.dead_tuples), (250, 50));
+    // An aborted transaction's inserts are dead tuples too: 60 more.
+    let tx = db.begin(ReadCommitted).unwrap();
+    for i in 0..60 {
+        tx.insert(
+            t,
+            &[
+                Value::Int(1000 + i),
+                Value::Int(0),
+                Value::Text(String::new()),
+            ],
+        )
+        .unwrap();
+    }
+    tx.rollback().unwrap();
+    assert_eq!(db.table_stats(t).unwrap().dead_tuples, 110);
+    // Bounded wait for the worker (it naps 20 ms).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while db.table_stats(t).unwrap().autovacuum_count == 0 {
+        assert!(std::time::Instant::now() < deadline, "autovacuum never ran");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let stats = db.table_stats(t).unwrap();
+    assert_eq!((stats.live_tuples, stats.dead_tuples), (250, 0));
+    assert_eq!(stats.vacuum_count, 0);
+    let tx = db.begin(ReadCommitted).unwrap();
+    assert_eq!(rows(&tx, t).len(), 250);
+    tx.commit().unwrap();
+    assert!(db.smgr().nblocks(rel, Fork::Main).unwrap() > 0);
+    db.close().unwrap();
+}
+
+#[test]
+fn autovacuum_off_never_vacuums() {
+    let vfs = Arc::new(SimVfs::new(8));
+    let config = Config {
+        autovacuum: false,
+        autovacuum_naptime_ms: 1,
+        autovacuum_vacuum_threshold: 0,
+        ..Config::default()
+    };
+    let db = open_with(&vfs, config);
+    let (t, _) = filled(&db, 100);
+    delete_all(&db, t);
+    // Far longer than a nap: nothing may happen.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let stats = db.table_stats(t).unwrap();
+    assert_eq!((stats.dead_tuples, stats.autovacuum_count), (100, 0));
+    db.close().unwrap();
+}

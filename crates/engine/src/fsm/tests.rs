@@ -360,28 +360,48 @@ fn vacuum_repairs_a_root_lower_than_its_leaves() {
 }
 
 #[test]
-fn truncate_forgets_the_tail_and_cuts_fsm_pages() {
+fn truncate_forgets_the_tail_zeroing_few_pages_and_cutting_many() {
     let pool = pool(32);
     for b in [10, LEAF - 1, LEAF, LEAF + 500, 2 * LEAF + 1, 3 * LEAF + 1] {
         record(&pool, rel(), b, 1000).unwrap();
     }
     assert_eq!(fsm_blocks(&pool), 5);
     truncate(&pool, rel(), LEAF + 500).unwrap();
-    assert_eq!(fsm_blocks(&pool), 3, "leaves 2 and 3 cut");
+    // Two leaves go: few enough to be zeroed in place rather than cut (no file truncation).
+    assert_eq!(fsm_blocks(&pool), 5, "leaves 2 and 3 zeroed, not cut");
+    assert_eq!(
+        root_and_leaf_max(&pool),
+        vec![(31, 31), (31, 31), (0, 0), (0, 0)]
+    );
     assert_eq!(free_bytes(&pool, rel(), LEAF + 500).unwrap(), 0);
+    assert_eq!(free_bytes(&pool, rel(), 3 * LEAF + 1).unwrap(), 0);
     assert_eq!(free_bytes(&pool, rel(), LEAF).unwrap(), 992);
     assert_eq!(search(&pool, rel(), 500, LEAF + 1).unwrap(), Some(10));
     truncate(&pool, rel(), LEAF).unwrap();
-    assert_eq!(fsm_blocks(&pool), 2, "a leaf cut at its first entry goes");
-    assert_eq!(root_and_leaf_max(&pool), vec![(31, 31)]);
-    // Growing again: the re-created leaf starts empty, and its old root entry was cleared.
+    assert_eq!(
+        root_and_leaf_max(&pool),
+        vec![(31, 31), (0, 0), (0, 0), (0, 0)]
+    );
+    // Growing again: the leaf starts empty, and its old root entry was cleared.
     record(&pool, rel(), 2 * LEAF + 3, 64).unwrap();
-    assert_eq!(fsm_blocks(&pool), 4);
     assert_eq!(free_bytes(&pool, rel(), LEAF).unwrap(), 0);
     assert_eq!(free_bytes(&pool, rel(), 2 * LEAF + 1).unwrap(), 0);
-    assert_eq!(root_and_leaf_max(&pool), vec![(31, 31), (0, 0), (2, 2)]);
+    assert_eq!(
+        root_and_leaf_max(&pool),
+        vec![(31, 31), (0, 0), (2, 2), (0, 0)]
+    );
     truncate(&pool, rel(), 0).unwrap();
-    assert_eq!(fsm_blocks(&pool), 1, "the root stays");
+    assert_eq!(search(&pool, rel(), 1, 0).unwrap(), None);
+    // Many leaves go: the file is cut, the root stays.
+    for leaf in 0..12 {
+        record(&pool, rel(), leaf * LEAF + 1, 1000).unwrap();
+    }
+    assert_eq!(fsm_blocks(&pool), 13);
+    truncate(&pool, rel(), 2 * LEAF).unwrap();
+    assert_eq!(fsm_blocks(&pool), 3, "ten leaves cut");
+    assert_eq!(search(&pool, rel(), 500, 2 * LEAF).unwrap(), Some(1));
+    truncate(&pool, rel(), 0).unwrap();
+    assert_eq!(fsm_blocks(&pool), 3, "two leaves zeroed");
     assert_eq!(search(&pool, rel(), 1, 0).unwrap(), None);
     pool.check_invariants().unwrap();
 }

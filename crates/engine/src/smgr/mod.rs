@@ -202,7 +202,10 @@ impl Smgr {
         let file = match self.vfs.open(&path, OpenMode::CreateNew) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                return Err(Error::RelationExists { rel, fork })
+                // A concurrent creator may not have recorded its size yet, and a probe that
+                // ran before its file existed may have cached "missing": forget that.
+                self.sizes.forget_missing(rel, fork);
+                return Err(Error::RelationExists { rel, fork });
             }
             Err(e) => return Err(Error::file("create", path, e)),
         };
@@ -214,8 +217,13 @@ impl Smgr {
 
     /// Does the fork exist? No system call if its size is cached.
     pub fn exists(&self, rel: RelFileLocator, fork: Fork) -> Result<bool> {
-        if self.relsize_mode == RelsizeCacheMode::On && self.sizes.get(rel, fork).is_some() {
-            return Ok(true);
+        if self.relsize_mode == RelsizeCacheMode::On {
+            // Through the cache, which remembers missing forks too.
+            return match self.nblocks(rel, fork) {
+                Ok(_) => Ok(true),
+                Err(Error::NoSuchRelation { .. }) => Ok(false),
+                Err(e) => Err(e),
+            };
         }
         Ok(self.segment(rel, fork, 0, OpenMode::Existing)?.is_some())
     }
@@ -223,12 +231,20 @@ impl Smgr {
     /// The size of a fork in blocks.
     pub fn nblocks(&self, rel: RelFileLocator, fork: Fork) -> Result<BlockNumber> {
         if self.relsize_mode == RelsizeCacheMode::On {
-            if let Some(n) = self.sizes.get(rel, fork) {
-                return Ok(n);
+            let n = if let Some(n) = self.sizes.get(rel, fork) {
+                n
+            } else {
+                let probed = match self.probe_nblocks(rel, fork) {
+                    Err(Error::NoSuchRelation { .. }) => relsize::MISSING,
+                    other => other?,
+                };
+                self.sizes.insert_probed(rel, fork, probed);
+                self.sizes.get(rel, fork).unwrap_or(probed)
+            };
+            if n == relsize::MISSING {
+                return Err(Error::NoSuchRelation { rel, fork });
             }
-            let n = self.probe_nblocks(rel, fork)?;
-            self.sizes.insert_probed(rel, fork, n);
-            return Ok(self.sizes.get(rel, fork).unwrap_or(n));
+            return Ok(n);
         }
         self.probe_nblocks(rel, fork)
     }

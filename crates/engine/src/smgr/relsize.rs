@@ -1,6 +1,9 @@
 //! The relation-size cache (seed 002): the size of every open fork, in blocks, kept in shared
 //! memory so that `nblocks()` makes no system call.
 //!
+//! A fork found missing is cached too ([`MISSING`]), so asking again about a fork that does not
+//! exist (a table without a visibility map, say) makes no system call either.
+//!
 //! Exactness rule: an entry is only ever *changed* by the paths that change the file (extend,
 //! truncate, unlink, create), each while it holds the relation's extension lock (extend) or
 //! while the caller holds the relation exclusively (truncate, unlink). A size learned by
@@ -13,6 +16,10 @@ use super::{BlockNumber, Fork, RelFileLocator};
 use crate::hash::{hash_one, FxHashMap};
 
 const PARTITIONS: usize = 64;
+
+/// The cached "size" of a fork that does not exist (no real fork reaches it: block numbers
+/// stop below `u32::MAX`).
+pub(super) const MISSING: BlockNumber = BlockNumber::MAX;
 
 type Key = (RelFileLocator, Fork);
 
@@ -49,6 +56,16 @@ impl RelsizeCache {
     pub(super) fn set(&self, rel: RelFileLocator, fork: Fork, nblocks: BlockNumber) {
         let key = (rel, fork);
         self.partition(&key).write().insert(key, nblocks);
+    }
+
+    /// Drops a cached "missing" (the fork was found to exist after all: a probe raced with
+    /// its creation), keeping any real size.
+    pub(super) fn forget_missing(&self, rel: RelFileLocator, fork: Fork) {
+        let key = (rel, fork);
+        let mut g = self.partition(&key).write();
+        if g.get(&key) == Some(&MISSING) {
+            g.remove(&key);
+        }
     }
 
     pub(super) fn remove(&self, rel: RelFileLocator, fork: Fork) {

@@ -162,17 +162,21 @@ pub fn nonempty_length(heap: &Heap<'_>) -> Result<BlockNumber> {
 }
 
 /// Step 4: cuts the empty pages at the end of the table. The caller holds ACCESS EXCLUSIVE on
-/// it (nobody else touches it). The truncation is WAL-logged and the record flushed before the
-/// file is cut; buffers of the cut blocks are dropped through the pool's fast path (seed 000).
-/// Returns the number of blocks cut.
+/// it (nobody else touches it). The truncation is WAL-logged; buffers of the cut blocks are
+/// dropped through the pool's fast path (seed 000). Returns the number of blocks cut.
+///
+/// Unlike PostgreSQL, the record is not flushed before the file is cut: PostgreSQL flushes so
+/// that a crash cannot leave a cut heap with a map (FSM, VM) describing the lost pages, which
+/// quire's maps tolerate (see [`crate::vm`], [`crate::fsm`]); and if the file is cut but the
+/// record lost, redo re-extends the file for the earlier records of those pages, each page's
+/// first one after the redo point carrying its full image, and they end empty again.
 pub fn truncate_empty_tail(heap: &Heap<'_>, wal: &Wal, pool: &BufferPool) -> Result<BlockNumber> {
     let old = heap.nblocks()?;
     let keep = nonempty_length(heap)?;
     if keep >= old {
         return Ok(0);
     }
-    let end = storage::log_truncate(wal, heap.rel, Fork::Main, keep)?;
-    wal.flush(end)?;
+    storage::log_truncate(wal, heap.rel, Fork::Main, keep)?;
     pool.drop_relation_buffers(heap.rel, Fork::Main, keep);
     pool.smgr().truncate(heap.rel, Fork::Main, keep)?;
     fsm::truncate(pool, heap.rel, keep)?;

@@ -19,9 +19,12 @@
 //! - **Old behaviour behind the switch.** `dead_tids = array` selects PostgreSQL's sorted
 //!   array ([`TidArray`]), capped at 1 GB like PostgreSQL's; the default is [`TidStore`].
 
+pub mod auto;
+pub(crate) mod command;
 pub mod lazy;
 pub mod tidstore;
 
+pub use auto::TableStats;
 pub use lazy::{IndexCleaner, VacuumStats};
 pub use tidstore::{
     new_dead_tids, BlockCursor, DeadTids, TidArray, TidStore, TidStoreError, MAX_ALLOC_SIZE,

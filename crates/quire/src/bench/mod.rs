@@ -8,6 +8,7 @@ mod recovery;
 mod relsize;
 mod slru_sync;
 mod tidstore;
+mod truncate_recovery;
 mod twophase;
 mod wal;
 
@@ -21,6 +22,7 @@ use serde_json::{json, Map, Value};
 
 /// Flags every benchmark accepts, plus the experiment-specific ones.
 #[derive(Args, Debug, Clone)]
+#[allow(clippy::struct_excessive_bools)] // command-line switches, each its own flag
 pub struct BenchArgs {
     /// Which experiment; without one, every experiment runs in turn.
     #[arg(value_enum)]
@@ -62,6 +64,10 @@ pub struct BenchArgs {
     /// twophase: rounds in which the modes take turns.
     #[arg(long)]
     pub rounds: Option<u64>,
+    /// truncate-recovery: run on the real file system (in --data-dir) instead of the
+    /// simulated one.
+    #[arg(long)]
+    pub real_fs: bool,
     /// twophase: run on the simulated file system with this cost per open().
     #[arg(long)]
     pub open_latency_ms: Option<f64>,
@@ -93,6 +99,8 @@ pub enum BenchName {
     Tidstore,
     /// Seed 003: COMMIT PREPARED with the prepared state in memory vs. re-read from WAL.
     Twophase,
+    /// Seed 000 end to end: VACUUM truncating thousands of tables, then crash recovery.
+    TruncateRecovery,
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -115,6 +123,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             BenchName::SlruSync => slru_sync::run_bench(args)?,
             BenchName::Tidstore => tidstore::run_bench(args)?,
             BenchName::Twophase => twophase::run_bench(args, dir.path())?,
+            BenchName::TruncateRecovery => truncate_recovery::run_bench(args, dir.path())?,
         };
         print!("{}", report.render());
         println!();

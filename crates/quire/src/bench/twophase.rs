@@ -32,6 +32,8 @@ fn config() -> Config {
     Config {
         shared_buffers_bytes: 256 << 20,
         max_prepared_transactions: 10,
+        // Reproducible runs: no background vacuum in the timed loop.
+        autovacuum: false,
         ..Config::default()
     }
 }
