@@ -377,7 +377,7 @@ impl Transaction {
         Ok(self
             .engine
             .catalog
-            .by_name(&self.catalog_heap(), name, &looker, &self.engine.txns)?
+            .entry_by_name(&self.catalog_heap(), name, &looker, &self.engine.txns)?
             .is_some())
     }
 

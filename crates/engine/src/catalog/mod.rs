@@ -144,6 +144,116 @@ impl TableDef {
     }
 }
 
+/// An index's identity: its oid.
+pub type IndexId = u64;
+
+/// An index's definition: a B+tree over some columns of a table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexDef {
+    pub oid: IndexId,
+    pub name: String,
+    /// Where its pages are now.
+    pub rel: RelFileLocator,
+    pub table: TableId,
+    /// The key: positions of the table's columns, in key order.
+    pub columns: Vec<u16>,
+    pub unique: bool,
+}
+
+const INDEX_UNIQUE: u8 = 0x1;
+
+impl IndexDef {
+    /// The catalog row of this definition (five values: tables have four).
+    pub fn to_row(&self) -> Row {
+        let mut spec = vec![if self.unique { INDEX_UNIQUE } else { 0 }];
+        for c in &self.columns {
+            spec.extend_from_slice(&c.to_le_bytes());
+        }
+        vec![
+            Value::Int(self.oid.cast_signed()),
+            Value::Text(self.name.clone()),
+            Value::Int(self.rel.rel_number.cast_signed()),
+            Value::Int(self.table.cast_signed()),
+            Value::Bytea(spec),
+        ]
+    }
+
+    /// Decodes a catalog row; `None` if it is not an index's.
+    pub fn from_row(row: &[Value]) -> Option<IndexDef> {
+        let [Value::Int(oid), Value::Text(name), Value::Int(number), Value::Int(table), Value::Bytea(spec)] =
+            row
+        else {
+            return None;
+        };
+        let (flags, cols) = spec.split_first()?;
+        if cols.len() % 2 != 0 || cols.is_empty() {
+            return None;
+        }
+        Some(IndexDef {
+            oid: u64::try_from(*oid).ok()?,
+            name: name.clone(),
+            rel: RelFileLocator::new(USER_DB, u64::try_from(*number).ok()?),
+            table: u64::try_from(*table).ok()?,
+            columns: cols
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect(),
+            unique: flags & INDEX_UNIQUE != 0,
+        })
+    }
+
+    /// The key of `row` (a row of the table) in this index.
+    pub fn key_of(&self, row: &[Value]) -> Vec<Value> {
+        self.columns
+            .iter()
+            .map(|&c| row.get(usize::from(c)).cloned().unwrap_or(Value::Null))
+            .collect()
+    }
+}
+
+/// A catalog row: a table's or an index's definition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry {
+    Table(TableDef),
+    Index(IndexDef),
+}
+
+impl Entry {
+    pub fn from_row(row: &[Value]) -> Option<Entry> {
+        TableDef::from_row(row)
+            .map(Entry::Table)
+            .or_else(|| IndexDef::from_row(row).map(Entry::Index))
+    }
+
+    pub fn oid(&self) -> u64 {
+        match self {
+            Entry::Table(t) => t.oid,
+            Entry::Index(i) => i.oid,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            Entry::Table(t) => &t.name,
+            Entry::Index(i) => &i.name,
+        }
+    }
+
+    fn rel(&self) -> RelFileLocator {
+        match self {
+            Entry::Table(t) => t.rel,
+            Entry::Index(i) => i.rel,
+        }
+    }
+
+    pub fn to_row(&self) -> Row {
+        match self {
+            Entry::Table(t) => t.to_row(),
+            Entry::Index(i) => i.to_row(),
+        }
+    }
+}
+
 /// The lock that serialises creating and dropping one table name.
 pub fn name_lock(name: &str) -> LockTag {
     LockTag::Relation {
@@ -154,8 +264,10 @@ pub fn name_lock(name: &str) -> LockTag {
 
 #[derive(Default)]
 struct Index {
-    by_oid: HashMap<TableId, Vec<Tid>>,
-    by_name: HashMap<String, Vec<TableId>>,
+    versions: HashMap<u64, Vec<Tid>>,
+    names: HashMap<String, Vec<u64>>,
+    /// A table's indexes (every oid ever noted; visibility decides at lookup).
+    table_indexes: HashMap<TableId, Vec<IndexId>>,
 }
 
 /// The catalog's in-memory index.
@@ -183,45 +295,58 @@ impl Catalog {
         let mut next_oid = FIRST_USER_OID;
         for block in 0..heap.nblocks()? {
             for t in heap.all_in_block(block)? {
-                let def = TableDef::from_row(&t.row(CATALOG_REL)?).ok_or_else(|| {
-                    Error::CorruptTuple {
+                let entry =
+                    Entry::from_row(&t.row(CATALOG_REL)?).ok_or_else(|| Error::CorruptTuple {
                         rel: CATALOG_REL,
                         tid: t.tid,
                         reason: "not a catalog row".into(),
-                    }
-                })?;
-                next_oid = next_oid.max(def.oid + 1).max(def.rel.rel_number + 1);
-                catalog.note(t.tid, &def);
+                    })?;
+                next_oid = next_oid
+                    .max(entry.oid() + 1)
+                    .max(entry.rel().rel_number + 1);
+                catalog.note_entry(t.tid, &entry);
             }
         }
         Ok((catalog, next_oid))
     }
 
-    /// Records that a version of `def`'s definition lies at `tid`.
+    /// Records that a version of a table's definition lies at `tid`.
     pub fn note(&self, tid: Tid, def: &TableDef) {
+        self.note_entry(tid, &Entry::Table(def.clone()));
+    }
+
+    /// Records that a version of a definition lies at `tid`.
+    pub fn note_entry(&self, tid: Tid, entry: &Entry) {
         let mut g = self.index.write();
-        let tids = g.by_oid.entry(def.oid).or_default();
+        let oid = entry.oid();
+        let tids = g.versions.entry(oid).or_default();
         if !tids.contains(&tid) {
             tids.push(tid);
         }
-        let oids = g.by_name.entry(def.name.clone()).or_default();
-        if !oids.contains(&def.oid) {
-            oids.push(def.oid);
+        let oids = g.names.entry(entry.name().to_string()).or_default();
+        if !oids.contains(&oid) {
+            oids.push(oid);
+        }
+        if let Entry::Index(i) = entry {
+            let of_table = g.table_indexes.entry(i.table).or_default();
+            if !of_table.contains(&oid) {
+                of_table.push(oid);
+            }
         }
     }
 
-    /// The definition of `oid` that `looker` sees, with its catalog address.
-    pub fn by_oid(
+    /// The definition (table or index) of `oid` that `looker` sees, with its address.
+    pub fn entry(
         &self,
         heap: &Heap<'_>,
-        oid: TableId,
+        oid: u64,
         looker: &Looker<'_>,
         oracle: &dyn XidOracle,
-    ) -> Result<Option<(Tid, TableDef)>> {
+    ) -> Result<Option<(Tid, Entry)>> {
         let tids = self
             .index
             .read()
-            .by_oid
+            .versions
             .get(&oid)
             .cloned()
             .unwrap_or_default();
@@ -230,17 +355,81 @@ impl Catalog {
             if !looker.sees(&t.header, oracle)? {
                 continue;
             }
-            let def = TableDef::from_row(&t.row(CATALOG_REL)?);
-            // A line pointer reused by another table's row is not ours. The address is the
-            // version's own (a redirect left by pruning leads to it).
-            if let Some(def) = def.filter(|d| d.oid == oid) {
-                return Ok(Some((t.tid, def)));
+            // A line pointer reused by another relation's row is not ours. The address is
+            // the version's own (a redirect left by pruning leads to it).
+            if let Some(e) = Entry::from_row(&t.row(CATALOG_REL)?).filter(|e| e.oid() == oid) {
+                return Ok(Some((t.tid, e)));
             }
         }
         Ok(None)
     }
 
-    /// The definition named `name` that `looker` sees.
+    /// The indexes of `table` that `looker` sees, with their addresses.
+    pub fn indexes_of(
+        &self,
+        heap: &Heap<'_>,
+        table: TableId,
+        looker: &Looker<'_>,
+        oracle: &dyn XidOracle,
+    ) -> Result<Vec<(Tid, IndexDef)>> {
+        let oids = self
+            .index
+            .read()
+            .table_indexes
+            .get(&table)
+            .cloned()
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        for oid in oids {
+            if let Some((tid, Entry::Index(i))) = self.entry(heap, oid, looker, oracle)? {
+                out.push((tid, i));
+            }
+        }
+        out.sort_by_key(|(_, i)| i.oid);
+        Ok(out)
+    }
+
+    /// The definition of table `oid` that `looker` sees, with its catalog address.
+    pub fn by_oid(
+        &self,
+        heap: &Heap<'_>,
+        oid: TableId,
+        looker: &Looker<'_>,
+        oracle: &dyn XidOracle,
+    ) -> Result<Option<(Tid, TableDef)>> {
+        Ok(match self.entry(heap, oid, looker, oracle)? {
+            Some((tid, Entry::Table(t))) => Some((tid, t)),
+            _ => None,
+        })
+    }
+
+    /// The definition (table or index: they share one namespace, as in PostgreSQL) named
+    /// `name` that `looker` sees.
+    pub fn entry_by_name(
+        &self,
+        heap: &Heap<'_>,
+        name: &str,
+        looker: &Looker<'_>,
+        oracle: &dyn XidOracle,
+    ) -> Result<Option<(Tid, Entry)>> {
+        let oids = self
+            .index
+            .read()
+            .names
+            .get(name)
+            .cloned()
+            .unwrap_or_default();
+        for oid in oids {
+            if let Some((tid, e)) = self.entry(heap, oid, looker, oracle)? {
+                if e.name() == name {
+                    return Ok(Some((tid, e)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The table named `name` that `looker` sees.
     pub fn by_name(
         &self,
         heap: &Heap<'_>,
@@ -248,21 +437,10 @@ impl Catalog {
         looker: &Looker<'_>,
         oracle: &dyn XidOracle,
     ) -> Result<Option<(Tid, TableDef)>> {
-        let oids = self
-            .index
-            .read()
-            .by_name
-            .get(name)
-            .cloned()
-            .unwrap_or_default();
-        for oid in oids {
-            if let Some((tid, def)) = self.by_oid(heap, oid, looker, oracle)? {
-                if def.name == name {
-                    return Ok(Some((tid, def)));
-                }
-            }
-        }
-        Ok(None)
+        Ok(match self.entry_by_name(heap, name, looker, oracle)? {
+            Some((tid, Entry::Table(t))) => Some((tid, t)),
+            _ => None,
+        })
     }
 
     /// Every definition `looker` sees, by name.
@@ -272,7 +450,7 @@ impl Catalog {
         looker: &Looker<'_>,
         oracle: &dyn XidOracle,
     ) -> Result<Vec<TableDef>> {
-        let oids: Vec<TableId> = self.index.read().by_oid.keys().copied().collect();
+        let oids: Vec<TableId> = self.index.read().versions.keys().copied().collect();
         let mut out = Vec::new();
         for oid in oids {
             if let Some((_, def)) = self.by_oid(heap, oid, looker, oracle)? {
@@ -287,6 +465,29 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn index_definitions_round_trip_and_differ_from_tables() {
+        let def = IndexDef {
+            oid: 16500,
+            name: "accounts_pkey".into(),
+            rel: RelFileLocator::new(USER_DB, 16501),
+            table: 16400,
+            columns: vec![0, 2],
+            unique: true,
+        };
+        let row = def.to_row();
+        assert_eq!(IndexDef::from_row(&row), Some(def.clone()));
+        assert_eq!(TableDef::from_row(&row), None);
+        assert_eq!(Entry::from_row(&row), Some(Entry::Index(def.clone())));
+        assert_eq!(
+            def.key_of(&[Value::Int(1), Value::Null, Value::Text("x".into())]),
+            vec![Value::Int(1), Value::Text("x".into())]
+        );
+        let mut bad = row.clone();
+        bad[4] = Value::Bytea(vec![1, 0]);
+        assert_eq!(IndexDef::from_row(&bad), None, "an odd column list");
+    }
 
     #[test]
     fn definitions_round_trip_through_catalog_rows() {
