@@ -16,8 +16,9 @@
 //! 8. [`txn`]: transaction ids, snapshots, commit and abort, table and row-wait locks
 //!    ([`txn::lock`]), two-phase commit ([`txn::twophase`]).
 //! 9. access: [`heap`] (MVCC tables, [`value`] their data types), [`fsm`] (the free-space
-//!    map, a hint fork of each heap block's free space), [`vacuum`] (today its dead-TID
-//!    store, seed 004).
+//!    map, a hint fork of each heap block's free space), [`btree`] (B+tree indexes:
+//!    Lehman-Yao, unique checks, bulk delete, bottom-up build), [`vacuum`] (today its
+//!    dead-TID store, seed 004).
 //! 10. [`catalog`]: table definitions, stored transactionally in a system heap table.
 //!
 //! On top, the embedded API: [`Database`] opens a data directory (exclusively) and recovers
@@ -72,6 +73,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod btree;
 pub mod buffer;
 pub mod catalog;
 pub mod checkpoint;

@@ -9,7 +9,10 @@
 //! the buffer holds the page you asked for. A pin is *not* a lock on the content: read the
 //! page under [`PinnedBuffer::read`] (shared) and change it only under
 //! [`PinnedBuffer::write`] (exclusive), then [`PageWriteGuard::mark_dirty`]. Pins are released
-//! when the guard drops; hold them briefly.
+//! when the guard drops; hold them briefly. A *cleanup lock*
+//! ([`PinnedBuffer::lock_for_cleanup`]) is the exclusive lock held while being the only
+//! pinner: an index scan keeps its pin on a leaf while it returns entries copied from it, and
+//! vacuum removes entries only under a cleanup lock.
 //!
 //! ## Lock order
 //! mapping partition(s) (ascending index) → relation-index partition(s) (ascending) →
@@ -45,7 +48,7 @@ use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -217,7 +220,9 @@ impl BufferPool {
                 n
             }
         });
-        if refcount(old) == 1 && old & PIN_WAITER != 0 {
+        // Waiters want the count at 0 (a drop) or at 1 (a cleanup lock, whose own pin
+        // remains): wake them at both; each re-checks its own condition.
+        if refcount(old) <= 2 && old & PIN_WAITER != 0 {
             self.wake(id);
         }
     }
@@ -239,6 +244,24 @@ impl BufferPool {
         let mut g = m.lock();
         while !done(d.state.load(Ordering::Acquire)) {
             cv.wait_for(&mut g, WAIT_RECHECK);
+        }
+    }
+
+    /// Waits until `done(state)` holds for buffer `id` or `deadline` passes; returns whether
+    /// `done` held.
+    fn wait_until_deadline(&self, id: u32, done: impl Fn(u64) -> bool, deadline: Instant) -> bool {
+        let d = &self.descs[id as usize];
+        let (m, cv) = self.wait_shard(id);
+        let mut g = m.lock();
+        loop {
+            if done(d.state.load(Ordering::Acquire)) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            cv.wait_for(&mut g, WAIT_RECHECK.min(deadline - now));
         }
     }
 
@@ -829,6 +852,42 @@ impl PinnedBuffer<'_> {
             guard: self.pool.descs[self.id as usize].content.write(),
             pool: self.pool,
             id: self.id,
+        }
+    }
+
+    /// Takes a *cleanup lock* (PostgreSQL's `LockBufferForCleanup`): the content lock
+    /// exclusive while this pin is the buffer's only one. Nobody else can then be looking at
+    /// items copied from the page under an earlier lock (a scan keeps its pin while it returns
+    /// them), so items may be removed. Pins taken after the lock is granted wait for the
+    /// content lock like any reader. Waits (sleeping on the pool's wait machinery, woken by
+    /// unpins) at most `max_wait`, then fails with [`Error::LockNotAvailable`] — a waiter that
+    /// itself holds a second pin on the buffer would otherwise wait forever.
+    pub fn lock_for_cleanup(&self, max_wait: Duration) -> Result<PageWriteGuard<'_>> {
+        let deadline = Instant::now() + max_wait;
+        let d = &self.pool.descs[self.id as usize];
+        // Bounded by the deadline: each turn ends in success, a wait, or the error.
+        loop {
+            let guard = self.write();
+            let s = d.lock_header();
+            if refcount(s) == 1 {
+                d.unlock_header(s);
+                return Ok(guard);
+            }
+            d.unlock_header(s | PIN_WAITER);
+            drop(guard);
+            if !self
+                .pool
+                .wait_until_deadline(self.id, |s| refcount(s) <= 1, deadline)
+            {
+                return Err(Error::LockNotAvailable {
+                    what: format!(
+                        "cleanup lock on block {} of relation {} within {max_wait:?}: \
+                         the page stayed pinned",
+                        self.tag().block,
+                        self.tag().rel
+                    ),
+                });
+            }
         }
     }
 }

@@ -108,6 +108,103 @@ impl<'a> PageMut<'a> {
         Some(off)
     }
 
+    /// Inserts an item as number `at`, moving the line pointers from `at` on up by one (their
+    /// items are renumbered `+1`), as PostgreSQL's `PageAddItem` without `overwrite` does for
+    /// index pages, whose line pointers are kept in key order. `at` may be one past the last
+    /// item (an append). Returns `at`.
+    ///
+    /// `None`, with the page unchanged, if the item and its new line pointer do not fit, `data`
+    /// is empty or longer than [`MAX_ITEM_SIZE`], `at` is 0 or beyond one past the last item,
+    /// or the page header is inconsistent.
+    pub fn insert_item(&mut self, data: &[u8], at: OffsetNumber) -> Option<OffsetNumber> {
+        let page = self.as_page();
+        page.check_bounds().ok()?;
+        let count = page.item_count();
+        if data.is_empty() || data.len() > MAX_ITEM_SIZE || at < FIRST_OFFSET_NUMBER {
+            return None;
+        }
+        if at > count + 1 || usize::from(count) + 1 > MAX_ITEM_COUNT {
+            return None;
+        }
+        let old_lower = usize::from(page.lower());
+        let lower = old_lower + LINE_POINTER_SIZE;
+        let upper = usize::from(page.upper()).checked_sub(max_align(data.len()))?;
+        if lower > upper {
+            return None;
+        }
+        self.write_item_bytes(upper, data);
+        let from = line_pointer_at(at);
+        // The pointers at and after `at` move up one slot; the gap is then overwritten.
+        self.bytes
+            .copy_within(from..old_lower, from + LINE_POINTER_SIZE);
+        self.set_item_id(at, ItemId::normal(upper as u16, data.len() as u16));
+        write_u16(self.bytes, LOWER_AT, lower as u16);
+        write_u16(self.bytes, UPPER_AT, upper as u16);
+        debug_assert!(self.as_page().check_bounds().is_ok());
+        Some(at)
+    }
+
+    /// Removes the line pointers `offs` (any order; repeats count once) and their items,
+    /// renumbering the items after each removed one down, and compacts the remaining items
+    /// towards the special space, as PostgreSQL's `PageIndexMultiDelete`. The remaining items
+    /// keep their relative order and their line pointers their states. For index pages, which
+    /// have no redirect pointers: a redirect's target number is not renumbered.
+    ///
+    /// Fails, with the page unchanged, if an offset names no line pointer, the header is
+    /// inconsistent, or a line pointer is corrupt or overlaps another (moving those would
+    /// spread the damage).
+    pub fn delete_items(&mut self, offs: &[OffsetNumber]) -> Result<(), PageError> {
+        let page = self.as_page();
+        page.check_items()?;
+        let count = page.item_count();
+        let mut remove = [false; MAX_ITEM_COUNT + 1];
+        for &off in offs {
+            if off < FIRST_OFFSET_NUMBER || off > count {
+                return Err(PageError::NoSuchItem {
+                    offset_number: off,
+                    item_count: count,
+                });
+            }
+            remove[usize::from(off)] = true;
+        }
+        let old: [u8; PAGE_SIZE] = *self.bytes;
+        let old_page = Page::new(&old);
+        let old_lower = usize::from(old_page.lower());
+        let mut upper = usize::from(old_page.special());
+        let mut kept: OffsetNumber = 0;
+        for off in FIRST_OFFSET_NUMBER..=count {
+            if remove[usize::from(off)] {
+                continue;
+            }
+            let id = old_page.item_id(off).unwrap_or(ItemId::UNUSED);
+            kept += 1;
+            let moved = match old_page.storage(id) {
+                Some(range) if matches!(id.state, ItemState::Normal | ItemState::Dead) => {
+                    upper -= max_align(range.len());
+                    self.write_item_bytes(upper, &old[range]);
+                    ItemId {
+                        offset: upper as u16,
+                        ..id
+                    }
+                }
+                _ => id,
+            };
+            self.set_item_id(kept, moved);
+        }
+        let lower = HEADER_SIZE + usize::from(kept) * LINE_POINTER_SIZE;
+        // Freed pointers and bytes are zeroed, so the page depends only on its items. (The
+        // compacted items take no more room than before, so upper did not move below the old
+        // lower: this covers the freed pointers too.)
+        debug_assert!(upper >= old_lower);
+        self.bytes[lower..upper].fill(0);
+        write_u16(self.bytes, LOWER_AT, lower as u16);
+        write_u16(self.bytes, UPPER_AT, upper as u16);
+        let has_unused = self.as_page().has_unused_line_pointer();
+        self.set_flag(HAS_FREE_LINES, has_unused);
+        debug_assert!(self.as_page().check_items().is_ok());
+        Ok(())
+    }
+
     /// The line pointer an item added with `at` goes to, if `at` is usable.
     fn choose_line_pointer(&self, at: Option<OffsetNumber>) -> Option<OffsetNumber> {
         let page = self.as_page();

@@ -198,6 +198,12 @@ pub enum PageError {
         offset_number: OffsetNumber,
         other: OffsetNumber,
     },
+
+    #[error("item {offset_number} does not exist (the page has {item_count} line pointers)")]
+    NoSuchItem {
+        offset_number: OffsetNumber,
+        item_count: OffsetNumber,
+    },
 }
 
 /// Rounds `len` up to a multiple of [`MAXALIGN`]. `len` is at most a page, so no overflow.

@@ -412,6 +412,8 @@ fn exercise_everything(bytes: &mut [u8; PAGE_SIZE], block: u32) {
     let mut page = PageMut::new(&mut copy);
     let _ = page.add_item(&[7; 100], None);
     let _ = page.add_item(&[7; 8], Some(3));
+    let _ = page.insert_item(&[9; 24], 2);
+    let _ = page.delete_items(&[1, 3]);
     let _ = (
         page.mark_dead(1),
         page.mark_unused(2),
@@ -930,4 +932,151 @@ fn redirects_dead_pointers_and_truncation_of_the_pointer_array() {
     assert!(!p.as_page().has_flag(HAS_FREE_LINES));
     p.repair_fragmentation().unwrap();
     assert!(p.as_page().check_items().is_ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Index-page primitives: insert with shifting, multi-delete with compaction.
+
+#[derive(Clone, Debug)]
+enum IndexOp {
+    /// Insert `len` bytes at a position selected modulo `count + 2` (0 is invalid).
+    Insert { len: usize, seed: u8, at: u16 },
+    /// Delete the items selected modulo `count + 2` (0 and `count + 1` name nothing).
+    Delete(Vec<u16>),
+}
+
+fn index_op_strategy() -> impl Strategy<Value = IndexOp> {
+    let len = prop_oneof![1usize..=24, 1usize..=1500];
+    prop_oneof![
+        6 => (len, any::<u8>(), any::<u16>()).prop_map(|(len, seed, at)| IndexOp::Insert { len, seed, at }),
+        1 => proptest::collection::vec(any::<u16>(), 0..20).prop_map(IndexOp::Delete),
+    ]
+}
+
+/// The page must hold exactly `model`'s items, in order, compactly stored.
+fn check_index_page(
+    bytes: &[u8; PAGE_SIZE],
+    model: &[Vec<u8>],
+    special: usize,
+) -> Result<(), TestCaseError> {
+    let page = Page::new(bytes);
+    prop_assert_eq!(page.check_header(), Ok(()));
+    prop_assert_eq!(page.check_items(), Ok(()));
+    prop_assert_eq!(usize::from(page.item_count()), model.len());
+    prop_assert_eq!(
+        usize::from(page.lower()),
+        HEADER_SIZE + model.len() * LINE_POINTER_SIZE
+    );
+    let stored: usize = model.iter().map(|d| max_align(d.len())).sum();
+    prop_assert_eq!(
+        special - usize::from(page.upper()),
+        stored,
+        "storage is compact"
+    );
+    for (index, data) in model.iter().enumerate() {
+        prop_assert_eq!(
+            page.item(index as OffsetNumber + 1),
+            Some(&data[..]),
+            "item {}",
+            index + 1
+        );
+    }
+    // Free space is zeroed: the page bytes depend only on the items.
+    prop_assert!(bytes[usize::from(page.lower())..usize::from(page.upper())]
+        .iter()
+        .all(|&b| b == 0));
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn insert_and_delete_items_keep_order_and_compact_storage(
+        special_size in prop_oneof![Just(0usize), Just(16usize)],
+        ops in proptest::collection::vec(index_op_strategy(), 1..150),
+    ) {
+        let mut bytes = new_page(special_size);
+        let special = PAGE_SIZE - max_align(special_size);
+        let mut model: Vec<Vec<u8>> = Vec::new();
+        for op in ops {
+            let before = *bytes;
+            match op {
+                IndexOp::Insert { len, seed, at } => {
+                    let at = at % (model.len() as u16 + 2);
+                    let data = item_bytes(len, seed);
+                    let page = Page::new(&bytes);
+                    let fits = usize::from(page.lower()) + LINE_POINTER_SIZE + max_align(len)
+                        <= usize::from(page.upper());
+                    let valid = at >= 1 && usize::from(at) <= model.len() + 1;
+                    let got = PageMut::new(&mut bytes).insert_item(&data, at);
+                    prop_assert_eq!(got, (fits && valid).then_some(at));
+                    if got.is_some() {
+                        model.insert(usize::from(at) - 1, data);
+                    } else {
+                        prop_assert_eq!(&bytes[..], &before[..], "a refused insert changes nothing");
+                    }
+                }
+                IndexOp::Delete(selectors) => {
+                    let offs: Vec<OffsetNumber> =
+                        selectors.iter().map(|s| s % (model.len() as u16 + 2)).collect();
+                    let valid = offs.iter().all(|&o| o >= 1 && usize::from(o) <= model.len());
+                    let got = PageMut::new(&mut bytes).delete_items(&offs);
+                    if valid {
+                        prop_assert_eq!(got, Ok(()));
+                        let mut index = 0;
+                        model.retain(|_| {
+                            index += 1;
+                            !offs.contains(&index)
+                        });
+                    } else {
+                        prop_assert!(matches!(got, Err(PageError::NoSuchItem { .. })), "{:?}", got);
+                        prop_assert_eq!(&bytes[..], &before[..], "a refused delete changes nothing");
+                    }
+                }
+            }
+            check_index_page(&bytes, &model, special)?;
+        }
+    }
+}
+
+#[test]
+fn delete_items_refuses_a_corrupt_page_and_leaves_it_unchanged() {
+    let mut bytes = new_page(16);
+    let mut page = PageMut::new(&mut bytes);
+    page.insert_item(&[1; 40], 1).unwrap();
+    page.insert_item(&[2; 40], 2).unwrap();
+    page.insert_item(&[3; 40], 3).unwrap();
+    // Item 2's pointer now claims item 1's bytes: the items overlap.
+    let first = Page::new(&bytes).item_id(1).unwrap();
+    write_u32(
+        &mut bytes,
+        line_pointer_at(2),
+        ItemId::normal(first.offset, 40).to_raw(),
+    );
+    let before = *bytes;
+    let got = PageMut::new(&mut bytes).delete_items(&[3]);
+    assert!(
+        matches!(got, Err(PageError::ItemsOverlap { .. })),
+        "{got:?}"
+    );
+    assert_eq!(&bytes[..], &before[..]);
+}
+
+#[test]
+fn insert_item_shifts_the_following_items_up() {
+    let mut bytes = new_page(16);
+    let mut page = PageMut::new(&mut bytes);
+    assert_eq!(page.insert_item(b"b", 1), Some(1));
+    assert_eq!(page.insert_item(b"d", 2), Some(2));
+    assert_eq!(page.insert_item(b"a", 1), Some(1));
+    assert_eq!(page.insert_item(b"c", 3), Some(3));
+    assert_eq!(page.insert_item(b"x", 6), None, "two past the end");
+    assert_eq!(page.insert_item(b"x", 0), None);
+    let items: Vec<&[u8]> = (1..=4).map(|o| page.as_page().item(o).unwrap()).collect();
+    assert_eq!(items, [b"a", b"b", b"c", b"d"]);
+    page.delete_items(&[1, 3, 3]).unwrap();
+    let items: Vec<&[u8]> = (1..=2).map(|o| page.as_page().item(o).unwrap()).collect();
+    assert_eq!(items, [b"b", b"d"]);
+    assert_eq!(page.as_page().item_count(), 2);
 }

@@ -237,7 +237,7 @@ impl<'a> Page<'a> {
     }
 
     /// The byte range of an item's storage, if the line pointer is sane.
-    fn storage(self, id: ItemId) -> Option<Range<usize>> {
+    pub(super) fn storage(self, id: ItemId) -> Option<Range<usize>> {
         let start = usize::from(id.offset);
         let end = start + usize::from(id.len_bytes);
         // Items live in [pd_upper, pd_special); the max/min also keep a garbage header from

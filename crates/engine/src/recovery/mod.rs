@@ -96,6 +96,7 @@ impl Registry {
         r.register(rmid::STORAGE, Arc::new(storage::Storage));
         r.register(rmid::TEST, Arc::new(testrm::TestRm));
         r.register(rmid::HEAP, Arc::new(crate::heap::redo::HeapRedo));
+        r.register(rmid::BTREE, Arc::new(crate::btree::redo::BTreeRedo));
         let txn = Arc::new(crate::txn::TxnRedo::new(twophase));
         r.register(rmid::TXN, txn.clone());
         r.register(rmid::CLOG, txn);

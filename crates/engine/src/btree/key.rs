@@ -1,0 +1,358 @@
+//! Keys: comparing search keys with encoded tuples without decoding them into [`Value`]s (no
+//! allocation on the descent path), in exactly the order of [`Value::compare`].
+
+use std::cmp::Ordering;
+
+use super::page::Tuple;
+use crate::page::Tid;
+use crate::value::{Type, Value};
+
+/// A key value borrowed from encoded bytes (the encoding of [`crate::value`]).
+#[derive(Clone, Copy, Debug)]
+pub enum KeyRef<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    /// UTF-8 bytes: byte order is `String` order.
+    Text(&'a [u8]),
+    Bytea(&'a [u8]),
+    Timestamp(i64),
+}
+
+impl KeyRef<'_> {
+    /// The rank [`Value::compare`] orders different types by (NULL last).
+    fn rank(&self) -> u8 {
+        match self {
+            KeyRef::Null => u8::MAX,
+            KeyRef::Bool(_) => Type::Bool.to_u8(),
+            KeyRef::Int(_) => Type::Int.to_u8(),
+            KeyRef::Float(_) => Type::Float.to_u8(),
+            KeyRef::Text(_) => Type::Text.to_u8(),
+            KeyRef::Bytea(_) => Type::Bytea.to_u8(),
+            KeyRef::Timestamp(_) => Type::Timestamp.to_u8(),
+        }
+    }
+
+    fn compare(&self, other: &KeyRef<'_>) -> Ordering {
+        match (self, other) {
+            (KeyRef::Null, KeyRef::Null) => Ordering::Equal,
+            (KeyRef::Bool(a), KeyRef::Bool(b)) => a.cmp(b),
+            (KeyRef::Int(a), KeyRef::Int(b)) | (KeyRef::Timestamp(a), KeyRef::Timestamp(b)) => {
+                a.cmp(b)
+            }
+            (KeyRef::Float(a), KeyRef::Float(b)) => a.total_cmp(b),
+            (KeyRef::Text(a), KeyRef::Text(b)) | (KeyRef::Bytea(a), KeyRef::Bytea(b)) => a.cmp(b),
+            (a, b) => a.rank().cmp(&b.rank()),
+        }
+    }
+}
+
+/// Borrows a [`Value`] as a [`KeyRef`].
+pub fn key_ref(v: &Value) -> KeyRef<'_> {
+    match v {
+        Value::Null => KeyRef::Null,
+        Value::Bool(b) => KeyRef::Bool(*b),
+        Value::Int(i) => KeyRef::Int(*i),
+        Value::Float(f) => KeyRef::Float(*f),
+        Value::Text(s) => KeyRef::Text(s.as_bytes()),
+        Value::Bytea(b) => KeyRef::Bytea(b),
+        Value::Timestamp(t) => KeyRef::Timestamp(*t),
+    }
+}
+
+/// Reads encoded key values one at a time; `None` on malformed bytes (never panics).
+pub struct KeyReader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> KeyReader<'a> {
+    pub fn new(b: &'a [u8]) -> Self {
+        KeyReader { b, at: 0 }
+    }
+
+    fn word(&mut self) -> Option<[u8; 8]> {
+        let w = self.b.get(self.at + 1..self.at + 9)?.try_into().ok()?;
+        self.at += 9;
+        Some(w)
+    }
+
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let mut len = 0usize;
+        let mut used = 0;
+        // LEB128, at most 5 bytes (values are far shorter than 2^32 bytes).
+        for i in 0..5 {
+            let byte = *self.b.get(self.at + 1 + i)?;
+            len |= usize::from(byte & 0x7F) << (7 * i);
+            used = i + 1;
+            if byte & 0x80 == 0 {
+                break;
+            }
+            if i == 4 {
+                return None;
+            }
+        }
+        let start = self.at + 1 + used;
+        let body = self.b.get(start..start.checked_add(len)?)?;
+        self.at = start + len;
+        Some(body)
+    }
+
+    /// The next value.
+    pub fn next_value(&mut self) -> Option<KeyRef<'a>> {
+        let tag = *self.b.get(self.at)?;
+        Some(match tag {
+            0..=2 => {
+                self.at += 1;
+                match tag {
+                    0 => KeyRef::Null,
+                    1 => KeyRef::Bool(false),
+                    _ => KeyRef::Bool(true),
+                }
+            }
+            3 => KeyRef::Int(i64::from_le_bytes(self.word()?)),
+            4 => KeyRef::Float(f64::from_bits(u64::from_le_bytes(self.word()?))),
+            7 => KeyRef::Timestamp(i64::from_le_bytes(self.word()?)),
+            5 => {
+                let body = self.bytes()?;
+                std::str::from_utf8(body).ok()?;
+                KeyRef::Text(body)
+            }
+            6 => KeyRef::Bytea(self.bytes()?),
+            _ => return None,
+        })
+    }
+
+    /// Whether every byte was read.
+    pub fn at_end(&self) -> bool {
+        self.at == self.b.len()
+    }
+}
+
+/// Why a comparison failed: the tuple's key bytes are malformed.
+#[derive(Debug)]
+pub struct BadKey;
+
+/// A position to search for: a key prefix (the first `cols.len()` columns), optionally a heap
+/// TID (only with every column), and what equality means.
+#[derive(Clone, Copy, Debug)]
+pub struct SearchKey<'k> {
+    pub cols: &'k [Value],
+    pub tid: Option<Tid>,
+    /// Treat a tuple equal to the key as *less* than it, so the search goes past equal
+    /// tuples: PostgreSQL's `nextkey`. Inserting (a tuple equal to a pivot belongs right of
+    /// it) and a lower bound that excludes its value use it.
+    pub equal_goes_right: bool,
+}
+
+impl SearchKey<'_> {
+    /// Compares the key with a tuple (`Greater`: the tuple sorts before the key), with
+    /// equality adjusted by `equal_goes_right`. Minus infinity is less than every key.
+    pub fn compare(&self, t: &Tuple<'_>) -> Result<Ordering, BadKey> {
+        let ord = self.compare_raw(t)?;
+        Ok(if ord == Ordering::Equal && self.equal_goes_right {
+            Ordering::Greater
+        } else {
+            ord
+        })
+    }
+
+    /// The comparison without the adjustment: `Equal` when the tuple matches the key's
+    /// columns (and its TID, if the key has one).
+    pub fn compare_raw(&self, t: &Tuple<'_>) -> Result<Ordering, BadKey> {
+        if t.is_minus_infinity() {
+            return Ok(Ordering::Greater);
+        }
+        if usize::from(t.natts) < self.cols.len() {
+            return Err(BadKey);
+        }
+        let mut r = KeyReader::new(t.key);
+        for v in self.cols {
+            let k = r.next_value().ok_or(BadKey)?;
+            match key_ref(v).compare(&k) {
+                Ordering::Equal => {}
+                other => return Ok(other),
+            }
+        }
+        if self.cols.len() < usize::from(t.natts) {
+            return Ok(Ordering::Equal);
+        }
+        Ok(self.tid.map_or(Ordering::Equal, |tid| tid.cmp(&t.tid)))
+    }
+}
+
+/// Compares the first `ncols` key columns of two tuples (minus infinity first).
+pub fn compare_keys(a: &Tuple<'_>, b: &Tuple<'_>, ncols: usize) -> Result<Ordering, BadKey> {
+    match (a.is_minus_infinity(), b.is_minus_infinity()) {
+        (true, true) => return Ok(Ordering::Equal),
+        (true, false) => return Ok(Ordering::Less),
+        (false, true) => return Ok(Ordering::Greater),
+        (false, false) => {}
+    }
+    let (mut ra, mut rb) = (KeyReader::new(a.key), KeyReader::new(b.key));
+    for _ in 0..ncols {
+        let (x, y) = (
+            ra.next_value().ok_or(BadKey)?,
+            rb.next_value().ok_or(BadKey)?,
+        );
+        match x.compare(&y) {
+            Ordering::Equal => {}
+            other => return Ok(other),
+        }
+    }
+    Ok(Ordering::Equal)
+}
+
+/// Compares two tuples by (key, TID): the order of entries and pivots.
+pub fn compare_tuples(a: &Tuple<'_>, b: &Tuple<'_>, ncols: usize) -> Result<Ordering, BadKey> {
+    if a.is_minus_infinity() || b.is_minus_infinity() {
+        return compare_keys(a, b, ncols);
+    }
+    Ok(compare_keys(a, b, ncols)?.then(a.tid.cmp(&b.tid)))
+}
+
+/// Whether the tuple's first `prefix.len()` columns compare `Less`, `Equal` or `Greater`
+/// than `prefix` (for scan bounds).
+pub fn compare_prefix(t: &Tuple<'_>, prefix: &[Value]) -> Result<Ordering, BadKey> {
+    let sk = SearchKey {
+        cols: prefix,
+        tid: None,
+        equal_goes_right: false,
+    };
+    Ok(sk.compare_raw(t)?.reverse())
+}
+
+/// Checks a tuple's key: exactly `ncols` well-formed values of the index's types (or NULL).
+pub fn check_key(t: &Tuple<'_>, key_types: &[Type]) -> Result<(), String> {
+    if usize::from(t.natts) != key_types.len() {
+        return Err(format!(
+            "{} key columns, expected {}",
+            t.natts,
+            key_types.len()
+        ));
+    }
+    let mut r = KeyReader::new(t.key);
+    for (i, ty) in key_types.iter().enumerate() {
+        let v = r
+            .next_value()
+            .ok_or_else(|| format!("key column {} is malformed", i + 1))?;
+        let ok = match v {
+            KeyRef::Null => true,
+            KeyRef::Bool(_) => *ty == Type::Bool,
+            KeyRef::Int(_) => *ty == Type::Int,
+            KeyRef::Float(_) => *ty == Type::Float,
+            KeyRef::Text(_) => *ty == Type::Text,
+            KeyRef::Bytea(_) => *ty == Type::Bytea,
+            KeyRef::Timestamp(_) => *ty == Type::Timestamp,
+        };
+        if !ok {
+            return Err(format!("key column {} is not of type {}", i + 1, ty.name()));
+        }
+    }
+    if !r.at_end() {
+        return Err("bytes follow the last key column".into());
+    }
+    Ok(())
+}
+
+/// Formats a key as PostgreSQL's unique-violation detail does (values separated by ", ").
+pub fn display_key(key: &[Value]) -> String {
+    key.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btree::page::encode_tuple;
+    use proptest::prelude::*;
+
+    fn value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::Int),
+            any::<f64>().prop_map(Value::Float),
+            ".{0,20}".prop_map(Value::Text),
+            proptest::collection::vec(any::<u8>(), 0..20).prop_map(Value::Bytea),
+            any::<i64>().prop_map(Value::Timestamp),
+        ]
+    }
+
+    fn tuple_of(vals: &[Value], tid: Tid) -> Vec<u8> {
+        let mut key = Vec::new();
+        crate::value::encode_row(vals, &mut key);
+        encode_tuple(tid, vals.len() as u8, u32::MAX, &key)
+    }
+
+    proptest! {
+        #[test]
+        fn encoded_comparison_agrees_with_value_compare(
+            a in proptest::collection::vec(value(), 1..4),
+            b in proptest::collection::vec(value(), 1..4),
+        ) {
+            let n = a.len().min(b.len());
+            let (a, b) = (&a[..n], &b[..n]);
+            let expected = a.iter().zip(b).map(|(x, y)| x.compare(y)).find(|o| o.is_ne()).unwrap_or(Ordering::Equal);
+            let tb = tuple_of(b, Tid::new(1, 1));
+            let t = Tuple::parse(&tb).unwrap();
+            let sk = SearchKey { cols: a, tid: None, equal_goes_right: false };
+            prop_assert_eq!(sk.compare_raw(&t).unwrap(), expected);
+            let ta = tuple_of(a, Tid::new(1, 1));
+            prop_assert_eq!(compare_keys(&Tuple::parse(&ta).unwrap(), &t, n).unwrap(), expected);
+        }
+
+        #[test]
+        fn garbage_keys_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64), natts in 0u8..4) {
+            let tb = encode_tuple(Tid::new(0, 1), natts, 0, &bytes);
+            let t = Tuple::parse(&tb).unwrap();
+            let cols = [Value::Int(1), Value::Text("x".into()), Value::Null];
+            let sk = SearchKey { cols: &cols[..usize::from(natts).min(3)], tid: Some(Tid::new(0, 1)), equal_goes_right: true };
+            let _ = sk.compare(&t);
+            let _ = compare_tuples(&t, &t, usize::from(natts));
+            let _ = check_key(&t, &[Type::Int, Type::Text]);
+        }
+    }
+
+    #[test]
+    fn ties_break_on_the_tid_and_prefixes_match_every_tid() {
+        let cols = [Value::Int(5), Value::Text("a".into())];
+        let tb = tuple_of(&cols, Tid::new(3, 7));
+        let t = Tuple::parse(&tb).unwrap();
+        let exact = |tid, right| SearchKey {
+            cols: &cols,
+            tid: Some(tid),
+            equal_goes_right: right,
+        };
+        assert_eq!(
+            exact(Tid::new(3, 7), false).compare(&t).unwrap(),
+            Ordering::Equal
+        );
+        assert_eq!(
+            exact(Tid::new(3, 7), true).compare(&t).unwrap(),
+            Ordering::Greater
+        );
+        assert_eq!(
+            exact(Tid::new(3, 6), false).compare(&t).unwrap(),
+            Ordering::Less
+        );
+        let prefix = SearchKey {
+            cols: &cols[..1],
+            tid: None,
+            equal_goes_right: false,
+        };
+        assert_eq!(prefix.compare(&t).unwrap(), Ordering::Equal);
+        assert_eq!(
+            compare_prefix(&t, &[Value::Int(6)]).unwrap(),
+            Ordering::Less
+        );
+        let minus_inf = encode_tuple(Tid::new(0, 0), 0, 9, &[]);
+        assert_eq!(
+            prefix.compare(&Tuple::parse(&minus_inf).unwrap()).unwrap(),
+            Ordering::Greater
+        );
+    }
+}
