@@ -179,6 +179,9 @@ pub enum Error {
     )]
     UniqueViolation { index: String, key: String },
 
+    #[error("column \"{name}\" does not exist")]
+    UndefinedColumn { name: String },
+
     #[error("invalid index entry in block {block} of index {rel}: {reason}")]
     CorruptIndex {
         rel: RelFileLocator,
@@ -226,6 +229,7 @@ impl Error {
             Error::TooManyConnections => "53300",
             Error::DatatypeMismatch { .. } => "42804",
             Error::UniqueViolation { .. } => "23505",
+            Error::UndefinedColumn { .. } => "42703",
         }
     }
 

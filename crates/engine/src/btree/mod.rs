@@ -114,12 +114,13 @@ pub struct IndexDesc {
     pub key_types: Vec<Type>,
 }
 
-/// One index, as the operations on it see it.
-#[derive(Clone, Copy)]
+/// One index, as the operations on it see it. The definition is shared (`Arc`), so that a
+/// scan can own what it reads by.
+#[derive(Clone)]
 pub struct BTree<'a> {
     pub pool: &'a BufferPool,
     pub wal: &'a Wal,
-    pub desc: &'a IndexDesc,
+    pub desc: std::sync::Arc<IndexDesc>,
 }
 
 /// What the heap says about the row an existing entry points at (for unique checks).
@@ -200,7 +201,7 @@ enum Step {
 }
 
 impl<'a> BTree<'a> {
-    pub fn new(pool: &'a BufferPool, wal: &'a Wal, desc: &'a IndexDesc) -> Self {
+    pub fn new(pool: &'a BufferPool, wal: &'a Wal, desc: std::sync::Arc<IndexDesc>) -> Self {
         BTree { pool, wal, desc }
     }
 

@@ -53,7 +53,7 @@ impl<'a> BTree<'a> {
         };
         let (buf, _) = self.descend(&sk, 0)?;
         Ok(IndexScan {
-            tree: *self,
+            tree: self.clone(),
             lower: lower.map(<[Value]>::to_vec),
             upper: upper.map(<[Value]>::to_vec),
             batch: VecDeque::new(),

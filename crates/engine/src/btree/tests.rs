@@ -58,7 +58,11 @@ impl Env {
     }
 
     pub fn tree(&self) -> BTree<'_> {
-        BTree::new(self.db.buffer_pool(), self.db.wal(), &self.desc)
+        BTree::new(
+            self.db.buffer_pool(),
+            self.db.wal(),
+            std::sync::Arc::new(self.desc.clone()),
+        )
     }
 }
 
@@ -570,6 +574,7 @@ fn concurrent_writers_and_readers_keep_the_tree_consistent() {
     const PER_WRITER: u64 = 12_000;
     let env = Env::new(false, vec![Type::Int]);
     let tree = env.tree();
+    let tree = &tree;
     let done = AtomicBool::new(false);
     let mut inserted: Vec<(i64, Tid)> = Vec::new();
     std::thread::scope(|s| {
@@ -634,7 +639,7 @@ fn concurrent_writers_and_readers_keep_the_tree_consistent() {
         }
     });
     inserted.sort_unstable();
-    let found: Vec<(i64, Tid)> = all_entries(&tree)
+    let found: Vec<(i64, Tid)> = all_entries(tree)
         .into_iter()
         .map(|(k, t)| (k[0].as_int().unwrap(), t))
         .collect();
@@ -653,6 +658,7 @@ fn concurrent_writers_and_readers_keep_the_tree_consistent() {
 fn concurrent_unique_inserters_of_one_key_let_exactly_one_in() {
     let env = Env::new(true, vec![Type::Int]);
     let tree = env.tree();
+    let tree = &tree;
     let heap = FakeHeap::default(); // every existing entry is live
     let ok = std::sync::atomic::AtomicU64::new(0);
     std::thread::scope(|s| {
@@ -672,7 +678,7 @@ fn concurrent_unique_inserters_of_one_key_let_exactly_one_in() {
         }
     });
     assert_eq!(ok.load(AtomicOrdering::Relaxed), 2000, "one winner per key");
-    let keys: Vec<i64> = all_entries(&tree)
+    let keys: Vec<i64> = all_entries(tree)
         .iter()
         .map(|(k, _)| k[0].as_int().unwrap())
         .collect();
@@ -815,7 +821,11 @@ fn bulk_delete_waits_for_a_scan_that_holds_copies_of_the_entries() {
 fn build_with_an_external_sort_equals_inserts() {
     let env = Env::new(false, vec![Type::Int, Type::Text]);
     let by_inserts = desc(900_002, false, vec![Type::Int, Type::Text]);
-    let other = BTree::new(env.db.buffer_pool(), env.db.wal(), &by_inserts);
+    let other = BTree::new(
+        env.db.buffer_pool(),
+        env.db.wal(),
+        std::sync::Arc::new(by_inserts.clone()),
+    );
     other.create().unwrap();
     let mut rng = XorShift64::new(99);
     let entries: Vec<(Vec<Value>, Tid)> = (0..200_000u32)

@@ -65,7 +65,7 @@ fn crash_once(seed: u64) -> (usize, u64) {
     };
     let d = desc(900_100 + seed, false, types);
     let db = open(&vfs, config());
-    let tree = BTree::new(db.buffer_pool(), db.wal(), &d);
+    let tree = BTree::new(db.buffer_pool(), db.wal(), std::sync::Arc::new(d.clone()));
     tree.create().unwrap();
     db.wal().flush(db.wal().insert_lsn()).unwrap();
     let mut fates: BTreeMap<(u64, Tid), (Vec<Value>, Fate)> = BTreeMap::new();
@@ -130,7 +130,7 @@ fn crash_once(seed: u64) -> (usize, u64) {
     crash(&vfs, seed);
 
     let db = open(&vfs, config());
-    let tree = BTree::new(db.buffer_pool(), db.wal(), &d);
+    let tree = BTree::new(db.buffer_pool(), db.wal(), std::sync::Arc::new(d.clone()));
     let report = tree
         .verify()
         .unwrap_or_else(|e| panic!("seed {seed}: verify after the crash: {e}"));
@@ -245,7 +245,7 @@ fn a_crash_between_a_split_and_its_downlink_leaves_a_searchable_tree() {
     let vfs = Arc::new(SimVfs::new(42));
     let d = desc(900_200, false, vec![Type::Int]);
     let db = open(&vfs, config());
-    let tree = BTree::new(db.buffer_pool(), db.wal(), &d);
+    let tree = BTree::new(db.buffer_pool(), db.wal(), std::sync::Arc::new(d.clone()));
     tree.create().unwrap();
     // Every other key now, the rest later: later inserts land inside existing leaves.
     for k in 0..3000i64 {
@@ -266,7 +266,7 @@ fn a_crash_between_a_split_and_its_downlink_leaves_a_searchable_tree() {
     crash(&vfs, 1);
 
     let db = open(&vfs, config());
-    let tree = BTree::new(db.buffer_pool(), db.wal(), &d);
+    let tree = BTree::new(db.buffer_pool(), db.wal(), std::sync::Arc::new(d.clone()));
     let report = tree.verify().unwrap();
     assert_eq!(report.missing_downlinks, 3, "{report:?}");
     let keys: Vec<i64> = all_entries(&tree)
@@ -299,7 +299,7 @@ fn a_built_index_survives_a_crash_after_its_wal_is_flushed() {
     let vfs = Arc::new(SimVfs::new(7));
     let d = desc(900_300, false, vec![Type::Int, Type::Text]);
     let db = open(&vfs, config());
-    let tree = BTree::new(db.buffer_pool(), db.wal(), &d);
+    let tree = BTree::new(db.buffer_pool(), db.wal(), std::sync::Arc::new(d.clone()));
     tree.create().unwrap();
     let mut rng = XorShift64::new(3);
     let entries: Vec<(Vec<Value>, Tid)> = (0..30_000u32)
@@ -323,7 +323,7 @@ fn a_built_index_survives_a_crash_after_its_wal_is_flushed() {
     crash(&vfs, 3);
 
     let db = open(&vfs, config());
-    let tree = BTree::new(db.buffer_pool(), db.wal(), &d);
+    let tree = BTree::new(db.buffer_pool(), db.wal(), std::sync::Arc::new(d.clone()));
     tree.verify().unwrap();
     assert_eq!(all_entries(&tree), before);
     // And it grows like any other tree.

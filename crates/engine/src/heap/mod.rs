@@ -110,6 +110,8 @@ pub struct Writer<'o> {
 pub struct Outcome {
     pub check: UpdateCheck,
     pub new_tid: Option<Tid>,
+    /// The new version is heap-only (HOT): indexes need no entry for it.
+    pub hot: bool,
 }
 
 impl<'a> Heap<'a> {
@@ -322,6 +324,79 @@ impl<'a> Heap<'a> {
             off = header.ctid.offset;
         }
         Ok(None)
+    }
+
+    /// The HOT chains of block `block` with the versions of each that some snapshot may
+    /// still see (not dead to all below `horizon`), as (chain root, versions): what an index
+    /// built now must point at — every root once per distinct key of those versions.
+    pub fn chains_in_block(
+        &self,
+        block: BlockNumber,
+        horizon: u64,
+        oracle: &dyn XidOracle,
+    ) -> Result<Vec<(Tid, Vec<HeapTuple>)>> {
+        let buf = self.pool.read_buffer(self.tag(block))?;
+        let page = buf.read();
+        let chains = prune::live_chains(&page, block, oracle, horizon)?;
+        let p = Page::new(&page);
+        let mut out = Vec::with_capacity(chains.len());
+        for (root, members) in chains {
+            let mut versions = Vec::with_capacity(members.len());
+            for off in members {
+                let tid = Tid::new(block, off);
+                let item = p.item(off).ok_or_else(|| self.corrupt(tid, "no item"))?;
+                let header =
+                    TupleHeader::read(item).ok_or_else(|| self.corrupt(tid, "too short"))?;
+                versions.push(HeapTuple {
+                    tid,
+                    header,
+                    bytes: item.to_vec(),
+                });
+            }
+            out.push((Tid::new(block, root), versions));
+        }
+        Ok(out)
+    }
+
+    /// Every version of the HOT chain whose root is `root` (an index's address), whatever
+    /// their visibility, in chain order.
+    pub fn chain_versions(&self, root: Tid) -> Result<Vec<HeapTuple>> {
+        if root.block >= self.nblocks()? {
+            return Ok(Vec::new());
+        }
+        let buf = self.pool.read_buffer(self.tag(root.block))?;
+        let page = buf.read();
+        let p = Page::new(&page);
+        let mut off = match p.item_id(root.offset) {
+            Some(id) if id.state == crate::page::ItemState::Redirect => id.offset,
+            Some(id) if id.state == crate::page::ItemState::Normal => root.offset,
+            _ => return Ok(Vec::new()),
+        };
+        let mut out: Vec<HeapTuple> = Vec::new();
+        // Bounded: a chain visits each item of the page at most once.
+        for _ in 0..=p.item_count() {
+            let Some(item) = p.item(off) else { break };
+            let tid = Tid::new(root.block, off);
+            let header = TupleHeader::read(item).ok_or_else(|| self.corrupt(tid, "too short"))?;
+            if out
+                .last()
+                .is_some_and(|prev| prev.header.xmax != header.xmin)
+            {
+                break; // not the successor: the slot was reused
+            }
+            let next = (header.infomask & HOT_UPDATED != 0 && header.ctid.block == root.block)
+                .then_some(header.ctid.offset);
+            out.push(HeapTuple {
+                tid,
+                header,
+                bytes: item.to_vec(),
+            });
+            match next {
+                Some(n) if !out.iter().any(|v| v.tid.offset == n) => off = n,
+                _ => break,
+            }
+        }
+        Ok(out)
     }
 
     /// Every live version of block `block`, visible or not.
@@ -605,6 +680,7 @@ impl<'a> Heap<'a> {
                 return Ok(Outcome {
                     check,
                     new_tid: None,
+                    hot: false,
                 });
             }
             if !fits(Page::new(&page), new_bytes.len()) {
@@ -617,6 +693,7 @@ impl<'a> Heap<'a> {
                 return Ok(Outcome {
                     check,
                     new_tid: Some(new_tid),
+                    hot: hot_ok,
                 });
             }
         }
@@ -637,6 +714,7 @@ impl<'a> Heap<'a> {
                 return Ok(Outcome {
                     check,
                     new_tid: None,
+                    hot: false,
                 });
             }
             let is_new = Page::new(&new_page).is_new();
@@ -656,6 +734,7 @@ impl<'a> Heap<'a> {
             return Ok(Outcome {
                 check,
                 new_tid: Some(new_tid),
+                hot: false,
             });
         }
         Err(Error::NoFreeBuffers {

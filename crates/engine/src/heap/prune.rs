@@ -123,6 +123,41 @@ fn chain(
     Ok(out)
 }
 
+/// Every chain root of page `block` with its versions not dead to all below `horizon`
+/// (those some snapshot may still see), in chain order; chains with none are left out.
+pub fn live_chains(
+    page: &[u8; PAGE_SIZE],
+    block: u32,
+    oracle: &dyn XidOracle,
+    horizon: u64,
+) -> Result<Vec<(OffsetNumber, Vec<OffsetNumber>)>> {
+    let page = Page::new(page);
+    let judge = Judge { oracle, horizon };
+    let mut out = Vec::new();
+    for off in 1..=page.item_count() {
+        let Some(id) = page.item_id(off) else { break };
+        let is_root = match id.state {
+            ItemState::Redirect => true,
+            ItemState::Normal => header(page, off).is_some_and(|h| h.infomask & HEAP_ONLY == 0),
+            ItemState::Dead | ItemState::Unused => false,
+        };
+        if !is_root {
+            continue;
+        }
+        let mut live = Vec::new();
+        for m in chain(page, block, off, &judge)? {
+            let h = header(page, m).expect("chain members are tuples");
+            if !judge.dead_to_all(&h)? {
+                live.push(m);
+            }
+        }
+        if !live.is_empty() {
+            out.push((off, live));
+        }
+    }
+    Ok(out)
+}
+
 /// Decides what pruning page `block` removes, given the horizon.
 pub fn decide(
     page: &[u8; PAGE_SIZE],

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::lazy::{nonempty_length, truncate_empty_tail, vacuum_heap, VacuumStats};
+use super::lazy::{nonempty_length, truncate_empty_tail, vacuum_heap, IndexCleaner, VacuumStats};
+use super::DeadTids;
+use crate::btree::BTree;
 use crate::catalog::{TableId, USER_DB};
 use crate::db::Engine;
 use crate::error::Result;
@@ -40,6 +42,8 @@ pub(crate) fn vacuum_table(
         return Ok(None);
     }
     let def = tx.table_def(table)?;
+    let trees = tx.index_btrees(table)?;
+    let cleaners: Vec<&dyn IndexCleaner> = trees.iter().map(|t| t as &dyn IndexCleaner).collect();
     let heap = Heap::new(&engine.pool, &engine.wal, def.rel);
     let horizon = engine.txns.global_xmin();
     let mut stats = vacuum_heap(
@@ -48,7 +52,7 @@ pub(crate) fn vacuum_table(
         horizon,
         engine.config.dead_tids,
         engine.config.maintenance_work_mem_bytes,
-        &[],
+        &cleaners,
     )?;
     let started = Instant::now();
     // Conditional, as PostgreSQL's: a busy table keeps its empty tail for now.
@@ -72,4 +76,15 @@ pub(crate) fn vacuum_table(
     tx.commit()?;
     engine.table_stats.vacuumed(table, &stats, !wait);
     Ok(Some(stats))
+}
+
+/// A B+tree as vacuum's index pass sees it.
+impl IndexCleaner for BTree<'_> {
+    fn name(&self) -> &str {
+        &self.desc.name
+    }
+
+    fn bulk_delete(&self, dead: &dyn DeadTids) -> Result<u64> {
+        Ok(BTree::bulk_delete(self, dead)?.entries_removed)
+    }
 }

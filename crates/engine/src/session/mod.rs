@@ -24,11 +24,13 @@
 //! - Any error aborts the transaction (as in PostgreSQL): later calls fail with SQLSTATE
 //!   25P02 until rollback. Dropping an unfinished transaction rolls it back.
 
+mod index;
+
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use crate::catalog::{name_lock, Catalog, Column, TableDef, TableId, USER_DB};
+use crate::catalog::{name_lock, Catalog, Column, Entry, IndexDef, TableDef, TableId, USER_DB};
 use crate::db::Engine;
 use crate::error::{Error, Result};
 use crate::heap::{Heap, HeapTuple, Looker, UpdateCheck, Writer};
@@ -41,6 +43,7 @@ use crate::txn::{now_micros, ProcId, Snapshot, PREPARE};
 use crate::vacuum::auto::TableChanges;
 use crate::value::{Row, Value};
 use crate::wal::WalRecord;
+pub use index::IndexRows;
 
 /// Transaction isolation levels (READ UNCOMMITTED behaves as READ COMMITTED, and
 /// SERIALIZABLE is not provided, as its predicate locks are not built).
@@ -81,6 +84,8 @@ struct State {
     drop_at_abort: Vec<RelFileLocator>,
     /// Row changes by table, published to the statistics when the transaction ends.
     changes: HashMap<TableId, TableChanges>,
+    /// The indexes of each table used, by table.
+    index_defs: HashMap<TableId, Vec<IndexDef>>,
 }
 
 /// One transaction. Not shared between threads (it is `Send`, not `Sync`); many may run at
@@ -277,6 +282,42 @@ impl Transaction {
 
     // ------------------------------------------------------------------ DDL
 
+    /// A looker for catalog lookups: a fresh snapshot, and this transaction's own changes.
+    fn catalog_lookup<T>(&self, f: impl FnOnce(&Looker<'_>) -> Result<T>) -> Result<T> {
+        let snap = self.catalog_looker_snapshot();
+        let (xid, cid) = {
+            let st = self.st.borrow();
+            (st.xid, st.cid)
+        };
+        f(&Looker {
+            snapshot: &snap,
+            xid,
+            cid: cid + 1,
+        })
+    }
+
+    /// The relation (table or index) named `name`.
+    fn lookup_name(&self, name: &str) -> Result<Option<Entry>> {
+        self.catalog_lookup(|looker| {
+            let e = self.engine.catalog.entry_by_name(
+                &self.catalog_heap(),
+                name,
+                looker,
+                &self.engine.txns,
+            )?;
+            Ok(e.map(|(_, e)| e))
+        })
+    }
+
+    /// The relation (table or index) `oid`, with its catalog address.
+    fn lookup_oid(&self, oid: u64) -> Result<Option<(Tid, Entry)>> {
+        self.catalog_lookup(|looker| {
+            self.engine
+                .catalog
+                .entry(&self.catalog_heap(), oid, looker, &self.engine.txns)
+        })
+    }
+
     /// The table named `name`, as this transaction sees the catalog now.
     pub fn table(&self, name: &str) -> Result<TableId> {
         self.call(|| {
@@ -364,39 +405,32 @@ impl Transaction {
     }
 
     fn visible_name(&self, name: &str) -> Result<bool> {
-        let snap = self.catalog_looker_snapshot();
-        let (xid, cid) = {
-            let st = self.st.borrow();
-            (st.xid, st.cid)
-        };
-        let looker = Looker {
-            snapshot: &snap,
-            xid,
-            cid: cid + 1,
-        };
-        Ok(self
-            .engine
-            .catalog
-            .entry_by_name(&self.catalog_heap(), name, &looker, &self.engine.txns)?
-            .is_some())
+        Ok(self.lookup_name(name)?.is_some())
     }
 
-    /// Replaces the catalog row of `old` (at `tid`) by `new`'s, under ACCESS EXCLUSIVE.
-    fn rewrite_def(&self, tid: Tid, new: Option<&TableDef>) -> Result<()> {
+    /// Replaces the catalog row at `tid` by `new`'s (or deletes it), under ACCESS EXCLUSIVE.
+    fn rewrite_entry(&self, tid: Tid, new: Option<&Entry>) -> Result<()> {
         let xid = self.ensure_xid()?;
         let cid = self.st.borrow().cid;
         let heap = self.catalog_heap();
         let check = match new {
-            Some(def) => {
+            Some(entry) => {
                 let mut hint = None;
-                let out =
-                    heap.update(tid, &def.to_row(), &self.writer(xid, cid), true, &mut hint)?;
+                let out = heap.update(
+                    tid,
+                    &entry.to_row(),
+                    &self.writer(xid, cid),
+                    true,
+                    &mut hint,
+                )?;
                 if let Some(new_tid) = out.new_tid {
-                    self.engine.catalog.note(new_tid, def);
-                    self.st
-                        .borrow_mut()
-                        .defs
-                        .insert(def.oid, (new_tid, def.clone()));
+                    self.engine.catalog.note_entry(new_tid, entry);
+                    if let Entry::Table(def) = entry {
+                        self.st
+                            .borrow_mut()
+                            .defs
+                            .insert(def.oid, (new_tid, def.clone()));
+                    }
                 }
                 out.check
             }
@@ -406,7 +440,7 @@ impl Transaction {
         match check {
             UpdateCheck::Ok => Ok(()),
             other => Err(Error::SerializationFailure {
-                reason: format!("a concurrent change of the table definition ({other:?})"),
+                reason: format!("a concurrent change of a relation's definition ({other:?})"),
             }),
         }
     }
@@ -426,7 +460,8 @@ impl Transaction {
                 rel: new_rel,
                 ..def.clone()
             };
-            self.rewrite_def(tid, Some(&new_def))?;
+            self.rewrite_entry(tid, Some(&Entry::Table(new_def.clone())))?;
+            self.truncate_indexes(&new_def)?;
             let mut st = self.st.borrow_mut();
             st.drop_at_commit.push(def.rel);
             st.targets.remove(&def.rel);
@@ -441,7 +476,8 @@ impl Transaction {
             self.lock_table_mode(table, LockMode::AccessExclusive, LockWait::Block)?;
             let (tid, def) = self.def(table)?;
             self.lock(name_lock(&def.name), LockMode::Exclusive, LockWait::Block)?;
-            self.rewrite_def(tid, None)?;
+            self.drop_indexes(table)?;
+            self.rewrite_entry(tid, None)?;
             let mut st = self.st.borrow_mut();
             st.drop_at_commit.push(def.rel);
             st.defs.remove(&table);
@@ -473,12 +509,16 @@ impl Transaction {
             let (_, def) = self.def(table)?;
             def.check_row(row)?;
             let xid = self.ensure_xid()?;
+            let indexes = self.indexes(table)?;
             let mut hint = self.st.borrow().targets.get(&def.rel).copied().flatten();
             let tid = self.heap(def.rel).insert(xid, cid, row, &mut hint)?;
-            let mut st = self.st.borrow_mut();
-            st.targets.insert(def.rel, hint);
-            st.cid_used = true;
-            st.changes.entry(table).or_default().inserted += 1;
+            {
+                let mut st = self.st.borrow_mut();
+                st.targets.insert(def.rel, hint);
+                st.cid_used = true;
+                st.changes.entry(table).or_default().inserted += 1;
+            }
+            self.add_index_entries(&def, &indexes, row, tid, xid)?;
             Ok(tid)
         })
     }
@@ -544,6 +584,7 @@ impl Transaction {
             self.lock_table_mode(table, LockMode::RowExclusive, LockWait::Block)?;
             let (_, def) = self.def(table)?;
             let xid = self.ensure_xid()?;
+            let indexes = self.indexes(table)?;
             let heap = self.heap(def.rel);
             let mut hint = self.st.borrow().targets.get(&def.rel).copied().flatten();
             let r = self.change_loop(&heap, tid, |t| {
@@ -552,7 +593,14 @@ impl Transaction {
                     return Ok(Step::Declined);
                 };
                 def.check_row(&row)?;
-                let out = heap.update(t.tid, &row, &self.writer(xid, cid), true, &mut hint)?;
+                // HOT only if no indexed column changes: then no index needs an entry.
+                let hot_ok = indexes
+                    .iter()
+                    .all(|i| index::same_key(&i.key_of(&current), &i.key_of(&row)));
+                let out = heap.update(t.tid, &row, &self.writer(xid, cid), hot_ok, &mut hint)?;
+                if let (UpdateCheck::Ok, Some(new_tid), false) = (out.check, out.new_tid, out.hot) {
+                    self.add_index_entries(&def, &indexes, &row, new_tid, xid)?;
+                }
                 Ok(Step::Tried(out.check, out.new_tid.map(|n| (n, row))))
             });
             let mut st = self.st.borrow_mut();
