@@ -30,6 +30,7 @@
 //! use std::sync::Arc;
 //! use quire_engine::vfs::{OsVfs, Vfs};
 //! use quire_engine::{Column, Config, Database, IsolationLevel, Type, Value};
+//! use std::ops::Bound::Included;
 //!
 //! let dir = tempfile::tempdir()?;
 //! let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
@@ -42,6 +43,7 @@
 //!     "accounts",
 //!     &[Column::new("id", Type::Int), Column::new("balance", Type::Int)],
 //! )?;
+//! let pkey = tx.create_index("accounts_pkey", accounts, &["id"], true)?; // UNIQUE
 //! let alice = tx.insert(accounts, &[Value::Int(1), Value::Int(100)])?;
 //! tx.insert(accounts, &[Value::Int(2), Value::Int(50)])?;
 //! tx.commit()?;
@@ -67,8 +69,19 @@
 //! }
 //! balances.sort();
 //! assert_eq!(balances, [(Some(1), Some(70)), (Some(2), Some(50))]);
+//! // WHERE id = 2, through the index (the row is checked in the heap, as PostgreSQL does).
+//! let key = [Value::Int(2)];
+//! let by_key: Vec<_> = tx.index_scan(pkey, Included(&key[..]), Included(&key[..]))?.collect();
+//! assert_eq!(by_key.len(), 1);
+//! // A duplicate key: SQLSTATE 23505, and the transaction is aborted.
+//! let err = tx.insert(accounts, &[Value::Int(2), Value::Int(0)]).unwrap_err();
+//! assert_eq!(err.sqlstate(), "23505");
+//! tx.rollback()?;
+//!
+//! let tx = db.begin(IsolationLevel::ReadCommitted)?;
 //! tx.truncate(accounts)?; // a new, empty relation file; the old one is dropped at commit
 //! tx.rollback()?; // ... or not: the rows are back
+//! db.vacuum(accounts)?; // VACUUM (autovacuum also runs in the background)
 //! db.close()?; // a shutdown checkpoint: the next open replays nothing
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

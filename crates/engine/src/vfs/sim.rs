@@ -56,7 +56,7 @@
 //! - Like `OsVfs`, `lock_dir` creates an empty `quire.lock` in the directory (never synced).
 //! - Memory: every unsynced write is kept in the log until the next fsync or crash.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -118,20 +118,150 @@ struct State {
     next_inode: InodeId,
     /// Existing directories, except the roots (`/` and the empty path), which always exist.
     dirs: BTreeSet<PathBuf>,
-    current: BTreeMap<PathBuf, InodeId>,
-    durable: BTreeMap<PathBuf, InodeId>,
+    current: Names,
+    durable: Names,
     /// Ordered by id, i.e. by creation, which makes crashes deterministic.
     inodes: BTreeMap<InodeId, Inode>,
     /// Pending injected fsync failures, each a path filter (`None`: any file), used once.
     fsync_failures: Vec<Option<String>>,
 }
 
+/// A directory tree's names: path → inode, with each inode's link count kept alongside, so
+/// that "does any name still lead to this inode?" costs O(1), not a scan of every name (which
+/// made a workload of thousands of files quadratic).
+#[derive(Clone, Default)]
+struct Names {
+    map: BTreeMap<PathBuf, InodeId>,
+    links: HashMap<InodeId, usize>,
+}
+
+impl Names {
+    fn insert(&mut self, path: PathBuf, id: InodeId) -> Option<InodeId> {
+        *self.links.entry(id).or_default() += 1;
+        let old = self.map.insert(path, id);
+        if let Some(o) = old {
+            self.unlink(o);
+        }
+        old
+    }
+
+    fn remove(&mut self, path: &Path) -> Option<InodeId> {
+        let old = self.map.remove(path);
+        if let Some(o) = old {
+            self.unlink(o);
+        }
+        old
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&PathBuf, &mut InodeId) -> bool) {
+        let links = &mut self.links;
+        self.map.retain(|name, id| {
+            let kept = keep(name, id);
+            if !kept {
+                if let Some(n) = links.get_mut(id) {
+                    *n -= 1;
+                    if *n == 0 {
+                        links.remove(id);
+                    }
+                }
+            }
+            kept
+        });
+    }
+
+    fn unlink(&mut self, id: InodeId) {
+        if let Some(n) = self.links.get_mut(&id) {
+            *n -= 1;
+            if *n == 0 {
+                self.links.remove(&id);
+            }
+        }
+    }
+
+    fn links_to(&self, id: InodeId) -> bool {
+        self.links.contains_key(&id)
+    }
+}
+
+impl std::ops::Deref for Names {
+    type Target = BTreeMap<PathBuf, InodeId>;
+    fn deref(&self) -> &Self::Target {
+        &self.map
+    }
+}
+
+/// A file's bytes: stored up to `data.len()`, zeros from there to `len` — a sparse tail, as
+/// a file system leaves when `set_len` grows a file without writing (a new 16 MB WAL segment
+/// costs no memory until written, as on disk it costs no blocks). Invariant: `data.len() <= len`.
+#[derive(Clone, Debug, Default)]
+struct FileBytes {
+    data: Vec<u8>,
+    len: usize,
+}
+
+impl FileBytes {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn set_len(&mut self, len: usize) {
+        self.data.truncate(len);
+        self.len = len;
+    }
+
+    /// pwrite: copies `bytes` at `offset`; any gap past the end reads as zeros.
+    fn write(&mut self, offset: usize, bytes: &[u8]) {
+        let end = offset + bytes.len();
+        if self.data.len() < end {
+            self.data.resize(end, 0);
+        }
+        self.data[offset..end].copy_from_slice(bytes);
+        self.len = self.len.max(end);
+        debug_assert!(
+            self.data.len() <= self.len,
+            "stored bytes past the file's end"
+        );
+    }
+
+    /// pread: fills `buf` from `offset`; returns how many bytes the file had there.
+    fn read(&self, offset: usize, buf: &mut [u8]) -> usize {
+        if offset >= self.len {
+            return 0;
+        }
+        let n = buf.len().min(self.len - offset);
+        // Bytes past `data.len()` (but within `len`) were never written: zeros.
+        let stored = self.data.len().saturating_sub(offset).min(n);
+        if stored > 0 {
+            buf[..stored].copy_from_slice(&self.data[offset..offset + stored]);
+        }
+        buf[stored..n].fill(0);
+        n
+    }
+
+    /// The byte at `offset`, made concrete; `None` past the end.
+    fn byte_mut(&mut self, offset: usize) -> Option<&mut u8> {
+        if offset >= self.len {
+            return None;
+        }
+        if self.data.len() <= offset {
+            self.data.resize(offset + 1, 0);
+        }
+        self.data.get_mut(offset)
+    }
+
+    fn to_vec(&self) -> Vec<u8> {
+        let mut v = self.data.clone();
+        v.resize(self.len, 0);
+        v
+    }
+}
+
 #[derive(Default)]
 struct Inode {
     /// What reads see.
-    data: Vec<u8>,
+    data: FileBytes,
     /// What is on the disk.
-    durable: Vec<u8>,
+    durable: FileBytes,
     /// Operations since the last fsync, in order. Outside failed fsyncs,
     /// `data == durable + unsynced`.
     unsynced: Vec<PendingOp>,
@@ -179,8 +309,8 @@ impl SimVfs {
                     epoch: 0,
                     next_inode: 1,
                     dirs: BTreeSet::new(),
-                    current: BTreeMap::new(),
-                    durable: BTreeMap::new(),
+                    current: Names::default(),
+                    durable: Names::default(),
                     inodes: BTreeMap::new(),
                     fsync_failures: Vec::new(),
                 }),
@@ -213,7 +343,7 @@ impl SimVfs {
                     continue;
                 }
                 match op {
-                    PendingOp::SetLen(size_bytes) => image.resize(size_bytes, 0),
+                    PendingOp::SetLen(size_bytes) => image.set_len(size_bytes),
                     PendingOp::Write { offset, bytes } if options.tear_writes => {
                         apply_torn_write(&mut image, offset, &bytes, &mut state.rng);
                     }
@@ -272,8 +402,10 @@ impl SimVfs {
                 )
             })?;
         let mask = 1u8 << bit;
-        inode.data[offset] ^= mask;
-        if let Some(byte) = inode.durable.get_mut(offset) {
+        if let Some(byte) = inode.data.byte_mut(offset) {
+            *byte ^= mask;
+        }
+        if let Some(byte) = inode.durable.byte_mut(offset) {
             *byte ^= mask;
         }
         for op in &mut inode.unsynced {
@@ -305,7 +437,7 @@ impl SimVfs {
     pub fn contents(&self, path: &Path) -> Option<Vec<u8>> {
         let state = self.shared.state.lock();
         let id = state.current.get(&normalize(path))?;
-        state.inodes.get(id).map(|inode| inode.data.clone())
+        state.inodes.get(id).map(|inode| inode.data.to_vec())
     }
 
     /// The durable contents of a file (what a crash with default options would leave), for
@@ -313,7 +445,7 @@ impl SimVfs {
     pub fn durable_contents(&self, path: &Path) -> Option<Vec<u8>> {
         let state = self.shared.state.lock();
         let id = state.durable.get(&normalize(path))?;
-        state.inodes.get(id).map(|inode| inode.durable.clone())
+        state.inodes.get(id).map(|inode| inode.durable.to_vec())
     }
 }
 
@@ -394,10 +526,7 @@ impl State {
             .inodes
             .get(&id)
             .is_some_and(|inode| inode.open_handles > 0);
-        if !open
-            && !self.current.values().any(|&other| other == id)
-            && !self.durable.values().any(|&other| other == id)
-        {
+        if !open && !self.current.links_to(id) && !self.durable.links_to(id) {
             self.inodes.remove(&id);
         }
     }
@@ -455,7 +584,7 @@ impl SimFile {
                 PendingOp::Write { offset, bytes } => {
                     apply_write(&mut inode.durable, offset, &bytes);
                 }
-                PendingOp::SetLen(size_bytes) => inode.durable.resize(size_bytes, 0),
+                PendingOp::SetLen(size_bytes) => inode.durable.set_len(size_bytes),
             }
         }
         Ok(())
@@ -480,15 +609,10 @@ impl VfsFile for SimFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.shared.begin(OpKind::Read);
         self.with_inode(|inode| {
-            let Some(start) = usize::try_from(offset)
-                .ok()
-                .filter(|&start| start < inode.data.len())
-            else {
+            let Ok(start) = usize::try_from(offset) else {
                 return Ok(0);
             };
-            let n = buf.len().min(inode.data.len() - start);
-            buf[..n].copy_from_slice(&inode.data[start..start + n]);
-            Ok(n)
+            Ok(inode.data.read(start, buf))
         })
     }
 
@@ -525,7 +649,7 @@ impl VfsFile for SimFile {
         self.shared.begin(OpKind::Truncate);
         let size_bytes = checked_range(size_bytes, 0, &self.path)?;
         self.with_inode(|inode| {
-            inode.data.resize(size_bytes, 0);
+            inode.data.set_len(size_bytes);
             inode.unsynced.push(PendingOp::SetLen(size_bytes));
             Ok(())
         })
@@ -688,7 +812,7 @@ impl Vfs for SimVfs {
             }
             keep
         });
-        for (name, &id) in &state.current {
+        for (name, &id) in state.current.iter() {
             if in_dir(name) {
                 state.durable.insert(name.clone(), id);
             }
@@ -795,16 +919,12 @@ fn checked_range(offset: u64, len: usize, path: &Path) -> io::Result<usize> {
 }
 
 /// pwrite: copies `bytes` at `offset`, zero-filling any gap past the end.
-fn apply_write(image: &mut Vec<u8>, offset: usize, bytes: &[u8]) {
-    let end = offset + bytes.len();
-    if image.len() < end {
-        image.resize(end, 0);
-    }
-    image[offset..end].copy_from_slice(bytes);
+fn apply_write(image: &mut FileBytes, offset: usize, bytes: &[u8]) {
+    image.write(offset, bytes);
 }
 
 /// Applies a random subset of the 512-byte sectors (aligned to file offsets) of a write.
-fn apply_torn_write(image: &mut Vec<u8>, offset: usize, bytes: &[u8], rng: &mut SplitMix64) {
+fn apply_torn_write(image: &mut FileBytes, offset: usize, bytes: &[u8], rng: &mut SplitMix64) {
     let end = offset + bytes.len();
     let mut start = offset;
     while start < end {
@@ -1405,5 +1525,33 @@ mod tests {
         vfs.crash(&CrashOptions::default());
         assert!(vfs.exists(p("./rel")).unwrap());
         assert_eq!(vfs.list_dir(p("")).unwrap(), vec![PathBuf::from("rel")]);
+    }
+
+    #[test]
+    fn a_grown_file_reads_zeros_in_its_tail_and_a_crash_keeps_what_was_synced() {
+        let vfs = SimVfs::new(3);
+        vfs.create_dir_all(p("/d")).unwrap();
+        let f = vfs.open(p("/d/f"), OpenMode::CreateNew).unwrap();
+        f.write_at(b"abc", 0).unwrap();
+        f.set_len(1 << 24).unwrap();
+        assert_eq!(f.size().unwrap(), 1 << 24);
+        let mut buf = [9u8; 6];
+        assert_eq!(f.read_at(&mut buf, 1).unwrap(), 6);
+        assert_eq!(&buf, b"bc\0\0\0\0");
+        assert_eq!(f.read_at(&mut buf, (1 << 24) - 2).unwrap(), 2);
+        assert_eq!(f.read_at(&mut buf, 1 << 24).unwrap(), 0);
+        f.write_at(b"xy", 100).unwrap();
+        f.sync_data().unwrap();
+        f.set_len(50).unwrap();
+        f.set_len(200).unwrap();
+        assert_eq!(f.read_at(&mut buf[..2], 100).unwrap(), 2);
+        assert_eq!(&buf[..2], b"\0\0", "cut, then grown: zeros");
+        drop(f);
+        vfs.sync_dir(p("/d")).unwrap();
+        vfs.crash(&CrashOptions::default());
+        let durable = vfs.contents(p("/d/f")).unwrap();
+        assert_eq!(durable.len(), 1 << 24, "the synced length");
+        assert_eq!(&durable[..3], b"abc");
+        assert_eq!(&durable[100..102], b"xy");
     }
 }
