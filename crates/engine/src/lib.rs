@@ -111,7 +111,7 @@ pub mod vfs;
 pub mod vm;
 pub mod wal;
 
-pub use catalog::{Column, TableDef, TableId};
+pub use catalog::{Column, IndexDef, IndexId, TableDef, TableId};
 pub use config::{
     BufferDropMode, Config, DeadTidsMode, RelsizeCacheMode, SyncMode, TwophaseStateMode,
 };
