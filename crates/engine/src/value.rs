@@ -316,21 +316,35 @@ fn get_len(b: &[u8]) -> Option<(usize, usize)> {
     None
 }
 
+/// Property-test generators for values, shared by the tests of every layer that stores them.
+#[cfg(test)]
+pub(crate) mod strategy {
+    use super::Value;
+    use proptest::prelude::*;
+
+    /// Any value of any type; texts and byte strings up to `max_len` long.
+    pub(crate) fn value(max_len: usize) -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::Int),
+            any::<f64>().prop_map(Value::Float),
+            proptest::string::string_regex(&format!(".{{0,{max_len}}}"))
+                .expect("a valid regex")
+                .prop_map(Value::Text),
+            proptest::collection::vec(any::<u8>(), 0..=max_len).prop_map(Value::Bytea),
+            any::<i64>().prop_map(Value::Timestamp),
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
     fn value() -> impl Strategy<Value = Value> {
-        prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(Value::Int),
-            any::<f64>().prop_map(Value::Float),
-            ".{0,300}".prop_map(Value::Text),
-            proptest::collection::vec(any::<u8>(), 0..300).prop_map(Value::Bytea),
-            any::<i64>().prop_map(Value::Timestamp),
-        ]
+        strategy::value(300)
     }
 
     proptest! {

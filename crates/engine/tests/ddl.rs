@@ -16,18 +16,20 @@
 //! Blocked statements run on their own thread; the test waits until the lock manager reports
 //! the session waiting (bounded poll), never on a sleep.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+mod common;
 
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use common::{blocks_until, crash, exists, file_of, rel_of};
 use quire_engine::heap::tuple::HEADER_BYTES;
 use quire_engine::heap::MAX_TUPLE_BYTES;
 use quire_engine::sync::SyncTarget;
 use quire_engine::value::encoded_row_len;
-use quire_engine::vfs::{CrashOptions, SimVfs, Vfs};
+use quire_engine::vfs::{SimVfs, Vfs};
 use quire_engine::{
-    Changed, Column, Config, Database, Fork, IsolationLevel::*, LockMode, RelFileLocator, TableId,
+    Changed, Column, Config, Database, IsolationLevel::*, LockMode, RelFileLocator, TableId,
     Transaction, Type, Value,
 };
 
@@ -42,14 +44,6 @@ fn config() -> Config {
 fn open(vfs: &Arc<SimVfs>) -> Database {
     let vfs: Arc<dyn Vfs> = Arc::clone(vfs) as Arc<dyn Vfs>;
     Database::open(&vfs, Path::new("/data"), config()).unwrap_or_else(|e| panic!("open: {e}"))
-}
-
-fn crash(db: Database, vfs: &SimVfs) {
-    drop(db);
-    vfs.crash(&CrashOptions {
-        keep_unsynced_probability: 0.0,
-        tear_writes: false,
-    });
 }
 
 fn columns() -> Vec<Column> {
@@ -92,56 +86,12 @@ fn committed_ids(db: &Database, t: TableId) -> Vec<i64> {
     ids
 }
 
-fn rel_of(db: &Database, t: TableId) -> RelFileLocator {
-    let tx = db.begin(ReadCommitted).unwrap();
-    let rel = tx.table_def(t).unwrap().rel;
-    tx.commit().unwrap();
-    rel
-}
-
-fn file_of(db: &Database, rel: RelFileLocator) -> PathBuf {
-    db.smgr().segment_path(rel, Fork::Main, 0)
-}
-
-fn exists(vfs: &SimVfs, path: &Path) -> bool {
-    vfs.exists(path).unwrap()
-}
-
 /// The SQLSTATE of looking `name` up in a transaction of its own (None: found).
 fn lookup_error(db: &Database, name: &str) -> Option<&'static str> {
     let tx = db.begin(ReadCommitted).unwrap();
     let r = tx.table(name);
     tx.rollback().unwrap();
     r.err().map(|e| e.sqlstate())
-}
-
-/// Waits (bounded) until session `id` waits for a lock.
-fn wait_until_blocked(db: &Database, id: u64) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !db.locks().is_waiting(id) {
-        assert!(Instant::now() < deadline, "session {id} never blocked");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-/// Runs `blocked` in `tx` on another thread, checks that it blocks, runs `unblock` on this
-/// thread, and returns `tx` with the blocked statement's result.
-fn blocks_until<T: Send>(
-    db: &Database,
-    tx: Transaction,
-    blocked: impl FnOnce(&Transaction) -> T + Send,
-    unblock: impl FnOnce(),
-) -> (Transaction, T) {
-    let id = tx.session_id();
-    std::thread::scope(|s| {
-        let h = s.spawn(move || {
-            let r = blocked(&tx);
-            (tx, r)
-        });
-        wait_until_blocked(db, id);
-        unblock();
-        h.join().expect("the blocked statement panicked")
-    })
 }
 
 // ---------------------------------------------------------------------------- CREATE

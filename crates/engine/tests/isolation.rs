@@ -19,10 +19,12 @@
 //! (2, 20). A statement that blocks runs on its own thread; the test waits until the lock
 //! manager reports that session waiting before it goes on, so nothing relies on timing.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
+use common::blocks_until;
 use quire_engine::vfs::{SimVfs, Vfs};
 use quire_engine::{
     Changed, Column, Config, Database, IsolationLevel, IsolationLevel::*, Result, Row, TableId,
@@ -125,35 +127,6 @@ fn delete_where(tx: &Transaction, t: TableId, pred: impl Fn(i64, i64) -> bool) -
         n += usize::from(matches!(changed, Changed::Done(..)));
     }
     Ok(n)
-}
-
-/// Waits (bounded) until session `id` waits for a lock.
-fn wait_until_blocked(db: &Database, id: u64) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !db.locks().is_waiting(id) {
-        assert!(Instant::now() < deadline, "session {id} never blocked");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-/// Runs `blocked` in `t2` on another thread, checks that it blocks, runs `unblock` (which
-/// ends the blocker), and returns `t2` with the blocked statement's result.
-fn blocks_until<T: Send>(
-    db: &Database,
-    t2: Transaction,
-    blocked: impl FnOnce(&Transaction) -> T + Send,
-    unblock: impl FnOnce(),
-) -> (Transaction, T) {
-    let id = t2.session_id();
-    std::thread::scope(|s| {
-        let h = s.spawn(move || {
-            let r = blocked(&t2);
-            (t2, r)
-        });
-        wait_until_blocked(db, id);
-        unblock();
-        h.join().expect("the blocked statement panicked")
-    })
 }
 
 fn is_serialization_failure<T: std::fmt::Debug>(r: &Result<T>) -> bool {

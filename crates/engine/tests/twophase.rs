@@ -20,16 +20,18 @@
 //! Blocked statements run on their own thread; the test waits until the lock manager reports
 //! the session waiting (bounded poll), never on a sleep.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
+use common::{blocks_until, crash, exists, file_of, open_db as open, rel_of};
 use quire_engine::config::TwophaseStateMode;
-use quire_engine::vfs::{CrashOptions, OpKind, SimVfs, Vfs};
+use quire_engine::vfs::{OpKind, SimVfs, Vfs};
 use quire_engine::{
-    Changed, Column, Config, Database, Error, Fork, IsolationLevel, IsolationLevel::*, LockMode,
-    RelFileLocator, Result, TableId, Tid, Transaction, Type, Value,
+    Changed, Column, Config, Database, Error, IsolationLevel, IsolationLevel::*, LockMode, Result,
+    TableId, Tid, Transaction, Type, Value,
 };
 
 fn config(max_prepared: usize) -> Config {
@@ -39,20 +41,6 @@ fn config(max_prepared: usize) -> Config {
         max_prepared_transactions: max_prepared,
         ..Config::default()
     }
-}
-
-fn open(vfs: &Arc<SimVfs>, config: Config) -> Database {
-    let vfs: Arc<dyn Vfs> = Arc::clone(vfs) as Arc<dyn Vfs>;
-    Database::open(&vfs, Path::new("/data"), config).unwrap_or_else(|e| panic!("open: {e}"))
-}
-
-/// A crash: the engine vanishes, and so does every write that was not fsynced.
-fn crash(db: Database, vfs: &SimVfs) {
-    drop(db);
-    vfs.crash(&CrashOptions {
-        keep_unsynced_probability: 0.0,
-        tear_writes: false,
-    });
 }
 
 /// Creates `accounts (id, balance)` holding (1, 100), (2, 200), (3, 300); returns the table
@@ -97,22 +85,6 @@ fn committed(db: &Database, t: TableId) -> Vec<(i64, i64)> {
     rows
 }
 
-/// The relation file (main fork, segment 0) of table `t` now.
-fn rel_of(db: &Database, t: TableId) -> RelFileLocator {
-    let tx = db.begin(ReadCommitted).unwrap();
-    let rel = tx.table_def(t).unwrap().rel;
-    tx.commit().unwrap();
-    rel
-}
-
-fn file_of(db: &Database, rel: RelFileLocator) -> PathBuf {
-    db.smgr().segment_path(rel, Fork::Main, 0)
-}
-
-fn exists(vfs: &SimVfs, path: &Path) -> bool {
-    vfs.exists(path).unwrap()
-}
-
 fn state_file(xid: u64) -> PathBuf {
     PathBuf::from(format!("/data/pg_twophase/{xid:016X}"))
 }
@@ -138,35 +110,6 @@ fn table_is_locked(db: &Database, t: TableId) -> bool {
             true
         }
     }
-}
-
-/// Waits (bounded) until session `id` waits for a lock.
-fn wait_until_blocked(db: &Database, id: u64) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !db.locks().is_waiting(id) {
-        assert!(Instant::now() < deadline, "session {id} never blocked");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-/// Runs `blocked` in `tx` on another thread, checks that it blocks, runs `unblock` on this
-/// thread, and returns `tx` with the blocked statement's result.
-fn blocks_until<T: Send>(
-    db: &Database,
-    tx: Transaction,
-    blocked: impl FnOnce(&Transaction) -> T + Send,
-    unblock: impl FnOnce(),
-) -> (Transaction, T) {
-    let id = tx.session_id();
-    std::thread::scope(|s| {
-        let h = s.spawn(move || {
-            let r = blocked(&tx);
-            (tx, r)
-        });
-        wait_until_blocked(db, id);
-        unblock();
-        h.join().expect("the blocked statement panicked")
-    })
 }
 
 fn add(tx: &Transaction, t: TableId, tid: Tid, delta: i64) -> Result<Changed> {

@@ -2,9 +2,12 @@
 //! truncates an emptied table (dropping its buffers), marks pages all-visible and then skips
 //! them, runs as many index passes as its memory needs, and survives crashes.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 
+use common::rel_of;
 use quire_engine::rng::XorShift64;
 use quire_engine::vfs::{CrashOptions, SimVfs, Vfs};
 use quire_engine::{
@@ -67,13 +70,6 @@ fn delete_all(db: &Database, t: TableId) {
         tx.delete(t, tid).unwrap();
     }
     tx.commit().unwrap();
-}
-
-fn rel_of(db: &Database, t: TableId) -> quire_engine::RelFileLocator {
-    let tx = db.begin(ReadCommitted).unwrap();
-    let rel = tx.table_def(t).unwrap().rel;
-    tx.commit().unwrap();
-    rel
 }
 
 #[test]

@@ -15,13 +15,15 @@
 //! Blocked statements run on their own thread; the test waits until the lock manager reports
 //! the session waiting (bounded poll), never on a sleep.
 
+mod common;
+
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
+use common::{blocks_until, crash};
 use quire_engine::clog::TxnStatus;
-use quire_engine::vfs::{CrashOptions, SimVfs, Vfs};
+use quire_engine::vfs::{SimVfs, Vfs};
 use quire_engine::{
     Changed, Column, Config, Database, IsolationLevel::*, TableId, Tid, Transaction, Type, Value,
 };
@@ -37,14 +39,6 @@ fn config() -> Config {
 fn open(vfs: &Arc<SimVfs>) -> Database {
     let vfs: Arc<dyn Vfs> = Arc::clone(vfs) as Arc<dyn Vfs>;
     Database::open(&vfs, Path::new("/data"), config()).unwrap_or_else(|e| panic!("open: {e}"))
-}
-
-fn crash(db: Database, vfs: &SimVfs) {
-    drop(db);
-    vfs.crash(&CrashOptions {
-        keep_unsynced_probability: 0.0,
-        tear_writes: false,
-    });
 }
 
 fn columns() -> Vec<Column> {
@@ -81,32 +75,6 @@ fn setup(db: &Database, n: i64) -> (TableId, Vec<Tid>) {
         .collect();
     tx.commit().unwrap();
     (t, tids)
-}
-
-fn wait_until_blocked(db: &Database, id: u64) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !db.locks().is_waiting(id) {
-        assert!(Instant::now() < deadline, "session {id} never blocked");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-fn blocks_until<T: Send>(
-    db: &Database,
-    tx: Transaction,
-    blocked: impl FnOnce(&Transaction) -> T + Send,
-    unblock: impl FnOnce(),
-) -> (Transaction, T) {
-    let id = tx.session_id();
-    std::thread::scope(|s| {
-        let h = s.spawn(move || {
-            let r = blocked(&tx);
-            (tx, r)
-        });
-        wait_until_blocked(db, id);
-        unblock();
-        h.join().expect("the blocked statement panicked")
-    })
 }
 
 /// (commit-log lookups, status-cache hits) so far.

@@ -271,15 +271,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn value() -> impl Strategy<Value = Value> {
-        prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(Value::Int),
-            any::<f64>().prop_map(Value::Float),
-            ".{0,20}".prop_map(Value::Text),
-            proptest::collection::vec(any::<u8>(), 0..20).prop_map(Value::Bytea),
-            any::<i64>().prop_map(Value::Timestamp),
-        ]
+        crate::value::strategy::value(20)
     }
 
     fn tuple_of(vals: &[Value], tid: Tid) -> Vec<u8> {

@@ -25,7 +25,9 @@ use super::page::{
 };
 use crate::error::{Error, Result};
 use crate::page::{PageMut, PAGE_SIZE};
-use crate::recovery::{redo_buffer, redo_buffer_init, RedoBuffer, RedoContext, ResourceManager};
+use crate::recovery::{
+    redo_buffer, redo_buffer_init, RecordCursor, RedoBuffer, RedoContext, ResourceManager,
+};
 use crate::smgr::{BlockNumber, RelFileLocator};
 use crate::wal::DecodedRecord;
 
@@ -88,7 +90,7 @@ impl SplitPlan {
         m
     }
 
-    fn decode(c: &mut Cursor<'_>) -> Result<SplitPlan> {
+    fn decode(c: &mut RecordCursor<'_>) -> Result<SplitPlan> {
         let flags = c.u8()?;
         let level = c.u16()?;
         let new_index = c.u16()?;
@@ -206,59 +208,6 @@ pub fn delete_record(offsets: &[u16]) -> Vec<u8> {
     m
 }
 
-/// A cursor over main data that fails with the record's LSN instead of panicking.
-struct Cursor<'a> {
-    b: &'a [u8],
-    at: usize,
-    lsn: u64,
-}
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let s = self
-            .b
-            .get(self.at..self.at + n)
-            .ok_or_else(|| Error::WalCorrupt {
-                lsn: self.lsn,
-                reason: "B-tree record is too short".into(),
-            })?;
-        self.at += n;
-        Ok(s)
-    }
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> Result<u16> {
-        Ok(u16::from_le_bytes(
-            self.take(2)?.try_into().expect("2 bytes"),
-        ))
-    }
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
-    }
-    fn bytes(&mut self) -> Result<&'a [u8]> {
-        let n = self.u16()?;
-        self.take(usize::from(n))
-    }
-    fn rest(&mut self) -> &'a [u8] {
-        let s = &self.b[self.at.min(self.b.len())..];
-        self.at = self.b.len();
-        s
-    }
-    fn done(&self) -> Result<()> {
-        if self.at == self.b.len() {
-            Ok(())
-        } else {
-            Err(Error::WalCorrupt {
-                lsn: self.lsn,
-                reason: "B-tree record has trailing bytes".into(),
-            })
-        }
-    }
-}
-
 fn corrupt(rec: &DecodedRecord, reason: &str) -> Error {
     Error::WalCorrupt {
         lsn: rec.lsn,
@@ -360,11 +309,7 @@ impl ResourceManager for BTreeRedo {
     }
 
     fn redo(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
-        let mut c = Cursor {
-            b: &rec.main,
-            at: 0,
-            lsn: rec.lsn,
-        };
+        let mut c = RecordCursor::new(rec, "B-tree");
         match rec.info {
             CREATE => {
                 redo_meta(ctx, rec, 0)?;

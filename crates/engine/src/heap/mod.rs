@@ -114,6 +114,17 @@ pub struct Outcome {
     pub hot: bool,
 }
 
+impl Outcome {
+    /// The change was not made: `check` says why.
+    fn refused(check: UpdateCheck) -> Self {
+        Outcome {
+            check,
+            new_tid: None,
+            hot: false,
+        }
+    }
+}
+
 impl<'a> Heap<'a> {
     pub fn new(pool: &'a BufferPool, wal: &'a Wal, rel: RelFileLocator) -> Self {
         Heap { pool, wal, rel }
@@ -600,6 +611,29 @@ impl<'a> Heap<'a> {
 
     // ------------------------------------------------------------------ changes
 
+    /// Replaces the header at `tid` on a locked page (an xmax change: DELETE or LOCK), with
+    /// its WAL record, and clears the page's all-visible bits.
+    fn set_header(
+        &self,
+        page: &mut PageWriteGuard<'_>,
+        tid: Tid,
+        new: &TupleHeader,
+        info: u8,
+        xid: u64,
+    ) -> Result<()> {
+        let clear_vm = unset_all_visible(page, false);
+        write_header(page, tid.offset, new);
+        let main = redo::xmax_record(tid.offset, new);
+        self.wal.log_page_change(
+            xid,
+            rmid::HEAP,
+            info,
+            &main,
+            &mut [LoggedPage::changed(page)],
+        )?;
+        self.after_change(tid.block, clear_vm)
+    }
+
     /// Reads the header at `tid` on a locked page, or says the tuple is gone.
     fn header_at(&self, page: &[u8; crate::page::PAGE_SIZE], tid: Tid) -> Result<TupleHeader> {
         let item = Page::new(page)
@@ -619,17 +653,7 @@ impl<'a> Heap<'a> {
             return Ok(check);
         }
         let new = set_xmax(&h, xid, cid, false);
-        let clear_vm = unset_all_visible(&mut page, false);
-        write_header(&mut page, tid.offset, &new);
-        let main = redo::xmax_record(tid.offset, &new);
-        self.wal.log_page_change(
-            xid,
-            rmid::HEAP,
-            redo::DELETE,
-            &main,
-            &mut [LoggedPage::changed(&mut page)],
-        )?;
-        self.after_change(tid.block, clear_vm)?;
+        self.set_header(&mut page, tid, &new, redo::DELETE, xid)?;
         Ok(UpdateCheck::Ok)
     }
 
@@ -644,17 +668,7 @@ impl<'a> Heap<'a> {
             return Ok(check); // not lockable, or locked or updated by us already
         }
         let new = set_xmax(&h, xid, h.cmax, true);
-        let clear_vm = unset_all_visible(&mut page, false);
-        write_header(&mut page, tid.offset, &new);
-        let main = redo::xmax_record(tid.offset, &new);
-        self.wal.log_page_change(
-            xid,
-            rmid::HEAP,
-            redo::LOCK,
-            &main,
-            &mut [LoggedPage::changed(&mut page)],
-        )?;
-        self.after_change(tid.block, clear_vm)?;
+        self.set_header(&mut page, tid, &new, redo::LOCK, xid)?;
         Ok(UpdateCheck::Ok)
     }
 
@@ -677,11 +691,7 @@ impl<'a> Heap<'a> {
             let h = self.header_at(&page, tid)?;
             let check = check_update(&h, tid, xid, cid, oracle)?;
             if check != UpdateCheck::Ok {
-                return Ok(Outcome {
-                    check,
-                    new_tid: None,
-                    hot: false,
-                });
+                return Ok(Outcome::refused(check));
             }
             if !fits(Page::new(&page), new_bytes.len()) {
                 // Full: versions no snapshot sees any more may be in the way (PostgreSQL's
@@ -711,11 +721,7 @@ impl<'a> Heap<'a> {
             let h = self.header_at(&old_page, tid)?;
             let check = check_update(&h, tid, xid, cid, oracle)?;
             if check != UpdateCheck::Ok {
-                return Ok(Outcome {
-                    check,
-                    new_tid: None,
-                    hot: false,
-                });
+                return Ok(Outcome::refused(check));
             }
             let is_new = Page::new(&new_page).is_new();
             if is_new {

@@ -17,7 +17,9 @@
 use super::tuple::TupleHeader;
 use crate::error::{Error, Result};
 use crate::page::{PageMut, Tid, ALL_VISIBLE};
-use crate::recovery::{redo_buffer, redo_buffer_init, RedoBuffer, RedoContext, ResourceManager};
+use crate::recovery::{
+    redo_buffer, redo_buffer_init, RecordCursor, RedoBuffer, RedoContext, ResourceManager,
+};
 use crate::wal::DecodedRecord;
 
 pub const INSERT: u8 = 1;
@@ -84,50 +86,6 @@ pub(super) fn update_record(
     m
 }
 
-/// A cursor over main data that fails with the record's LSN instead of panicking.
-struct Cursor<'a> {
-    b: &'a [u8],
-    at: usize,
-    lsn: u64,
-}
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let s = self
-            .b
-            .get(self.at..self.at + n)
-            .ok_or_else(|| Error::WalCorrupt {
-                lsn: self.lsn,
-                reason: "heap record is too short".into(),
-            })?;
-        self.at += n;
-        Ok(s)
-    }
-    fn u16(&mut self) -> Result<u16> {
-        Ok(u16::from_le_bytes(
-            self.take(2)?.try_into().expect("2 bytes"),
-        ))
-    }
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
-    }
-    fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
-    }
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
-    }
-    fn rest(&mut self) -> &'a [u8] {
-        let s = &self.b[self.at.min(self.b.len())..];
-        self.at = self.b.len();
-        s
-    }
-}
-
 /// The fields an xmax change sets.
 struct XmaxChange {
     xmax: u64,
@@ -136,7 +94,7 @@ struct XmaxChange {
 }
 
 impl XmaxChange {
-    fn read(c: &mut Cursor<'_>) -> Result<Self> {
+    fn read(c: &mut RecordCursor<'_>) -> Result<Self> {
         Ok(XmaxChange {
             xmax: c.u64()?,
             cmax: c.u32()?,
@@ -249,11 +207,7 @@ fn redo_visible(ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
 
 /// Redo of the records that change tuples or line pointers.
 fn redo_change(ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
-    let mut c = Cursor {
-        b: &rec.main,
-        at: 0,
-        lsn: rec.lsn,
-    };
+    let mut c = RecordCursor::new(rec, "heap");
     match rec.info {
         INSERT => {
             let off = c.u16()?;

@@ -16,6 +16,8 @@
 //! - Redo never fsyncs: dirtied pages are written and synced by the end-of-recovery
 //!   checkpoint.
 
+mod cursor;
+pub(crate) use cursor::RecordCursor;
 pub mod storage;
 pub mod testrm;
 

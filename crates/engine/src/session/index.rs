@@ -126,20 +126,15 @@ impl Transaction {
         if let Some(v) = self.st.borrow().index_defs.get(&table) {
             return Ok(v.clone());
         }
-        let snap = self.catalog_looker_snapshot();
-        let (xid, cid) = {
-            let st = self.st.borrow();
-            (st.xid, st.cid)
-        };
-        let looker = Looker {
-            snapshot: &snap,
-            xid,
-            cid: cid + 1,
-        };
         let found: Vec<IndexDef> = self
-            .engine
-            .catalog
-            .indexes_of(&self.catalog_heap(), table, &looker, &self.engine.txns)?
+            .catalog_lookup(|looker| {
+                self.engine.catalog.indexes_of(
+                    &self.catalog_heap(),
+                    table,
+                    looker,
+                    &self.engine.txns,
+                )
+            })?
             .into_iter()
             .map(|(_, d)| d)
             .collect();
@@ -346,21 +341,22 @@ impl Transaction {
     /// A unique index just built: no two rows visible now (or being written by this
     /// transaction) may share a key without NULLs.
     fn check_unique(&self, table: &TableDef, def: &IndexDef, tree: &BTree<'_>) -> Result<()> {
-        let snap = self.catalog_looker_snapshot();
-        let (xid, cid) = {
-            let st = self.st.borrow();
-            (st.xid, st.cid)
-        };
-        let looker = Looker {
-            snapshot: &snap,
-            xid,
-            cid: cid + 1,
-        };
+        self.catalog_lookup(|looker| self.check_unique_as(table, def, tree, looker))
+    }
+
+    /// [`Self::check_unique`] with the rows `looker` sees.
+    fn check_unique_as(
+        &self,
+        table: &TableDef,
+        def: &IndexDef,
+        tree: &BTree<'_>,
+        looker: &Looker<'_>,
+    ) -> Result<()> {
         let heap = self.heap(table.rel);
         let mut last: Option<Vec<Value>> = None;
         for entry in tree.scan(Bound::Unbounded, Bound::Unbounded)? {
             let (key, root) = entry?;
-            let Some(t) = heap.fetch_chain(root, &looker, &self.engine.txns)? else {
+            let Some(t) = heap.fetch_chain(root, looker, &self.engine.txns)? else {
                 continue;
             };
             if !same_key(&def.key_of(&t.row(table.rel)?), &key) {

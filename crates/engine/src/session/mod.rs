@@ -216,30 +216,16 @@ impl Transaction {
         Ok(())
     }
 
-    /// A catalog lookup snapshot: the latest committed state plus this transaction's own.
-    fn catalog_looker_snapshot(&self) -> Snapshot {
-        self.engine.txns.snapshot(self.proc)
-    }
-
     /// The definition of table `oid` (the caller holds a lock on it).
     fn def(&self, oid: TableId) -> Result<(Tid, TableDef)> {
         if let Some(d) = self.st.borrow().defs.get(&oid) {
             return Ok(d.clone());
         }
-        let snap = self.catalog_looker_snapshot();
-        let (xid, cid) = {
-            let st = self.st.borrow();
-            (st.xid, st.cid)
-        };
-        let looker = Looker {
-            snapshot: &snap,
-            xid,
-            cid: cid + 1,
-        };
-        let found =
+        let found = self.catalog_lookup(|looker| {
             self.engine
                 .catalog
-                .by_oid(&self.catalog_heap(), oid, &looker, &self.engine.txns)?;
+                .by_oid(&self.catalog_heap(), oid, looker, &self.engine.txns)
+        })?;
         let found = found.ok_or_else(|| Error::UndefinedTable {
             name: format!("with oid {oid}"),
         })?;
@@ -282,9 +268,11 @@ impl Transaction {
 
     // ------------------------------------------------------------------ DDL
 
-    /// A looker for catalog lookups: a fresh snapshot, and this transaction's own changes.
+    /// A looker for catalog lookups: a fresh snapshot (the latest committed state, whatever
+    /// the isolation level, as PostgreSQL's catalog scans use), and this transaction's own
+    /// changes up to its current command.
     fn catalog_lookup<T>(&self, f: impl FnOnce(&Looker<'_>) -> Result<T>) -> Result<T> {
-        let snap = self.catalog_looker_snapshot();
+        let snap = self.engine.txns.snapshot(self.proc);
         let (xid, cid) = {
             let st = self.st.borrow();
             (st.xid, st.cid)
@@ -321,22 +309,11 @@ impl Transaction {
     /// The table named `name`, as this transaction sees the catalog now.
     pub fn table(&self, name: &str) -> Result<TableId> {
         self.call(|| {
-            let snap = self.catalog_looker_snapshot();
-            let (xid, cid) = {
-                let st = self.st.borrow();
-                (st.xid, st.cid)
-            };
-            let looker = Looker {
-                snapshot: &snap,
-                xid,
-                cid: cid + 1,
-            };
-            let found = self.engine.catalog.by_name(
-                &self.catalog_heap(),
-                name,
-                &looker,
-                &self.engine.txns,
-            )?;
+            let found = self.catalog_lookup(|looker| {
+                self.engine
+                    .catalog
+                    .by_name(&self.catalog_heap(), name, looker, &self.engine.txns)
+            })?;
             found
                 .map(|(_, d)| d.oid)
                 .ok_or_else(|| Error::UndefinedTable {
@@ -356,19 +333,11 @@ impl Transaction {
     /// Every table this transaction can see, by name.
     pub fn tables(&self) -> Result<Vec<TableDef>> {
         self.call(|| {
-            let snap = self.catalog_looker_snapshot();
-            let (xid, cid) = {
-                let st = self.st.borrow();
-                (st.xid, st.cid)
-            };
-            let looker = Looker {
-                snapshot: &snap,
-                xid,
-                cid: cid + 1,
-            };
-            self.engine
-                .catalog
-                .list(&self.catalog_heap(), &looker, &self.engine.txns)
+            self.catalog_lookup(|looker| {
+                self.engine
+                    .catalog
+                    .list(&self.catalog_heap(), looker, &self.engine.txns)
+            })
         })
     }
 

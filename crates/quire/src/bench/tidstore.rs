@@ -390,23 +390,8 @@ trait Subject {
     fn own_bytes(&self) -> Option<usize>;
 }
 
-impl Subject for TidStore {
-    fn add(&mut self, block: u32, offsets: &[OffsetNumber]) -> anyhow::Result<()> {
-        Ok(self.add_block(block, offsets)?)
-    }
-    #[inline]
-    fn contains(&self, tid: Tid) -> bool {
-        DeadTids::contains(self, tid)
-    }
-    fn tids(&self) -> u64 {
-        self.num_tids()
-    }
-    fn own_bytes(&self) -> Option<usize> {
-        Some(self.memory_bytes())
-    }
-}
-
-impl Subject for TidArray {
+/// Both of the engine's structures, through the interface vacuum uses.
+impl<T: DeadTids> Subject for T {
     fn add(&mut self, block: u32, offsets: &[OffsetNumber]) -> anyhow::Result<()> {
         Ok(self.add_block(block, offsets)?)
     }
