@@ -148,6 +148,16 @@ pub struct Config {
     /// `autovacuum_vacuum_scale_factor`: the share of live tuples added to the threshold.
     /// PostgreSQL's default, 0.2.
     pub autovacuum_vacuum_scale_factor: f64,
+    /// `autovacuum_freeze_max_age`: when the oldest commit status kept is this many
+    /// transactions behind the next id, the worker vacuums the whole database so that the
+    /// commit logs can drop their old segments. With 64-bit ids nothing wraps: this bounds
+    /// the logs' size (at PostgreSQL's default, 200,000,000: 48 MiB of statuses).
+    pub autovacuum_freeze_max_age: u64,
+    /// `vacuum_freeze_min_age`: the commit logs keep at least the statuses (and commit
+    /// timestamps) of this many recent transactions, whatever vacuum froze. PostgreSQL's
+    /// default, 50,000,000; at most half of `autovacuum_freeze_max_age` takes effect, as in
+    /// PostgreSQL.
+    pub vacuum_freeze_min_age: u64,
 }
 
 impl Default for Config {
@@ -177,6 +187,8 @@ impl Default for Config {
             autovacuum_naptime_ms: 60_000,
             autovacuum_vacuum_threshold: 50,
             autovacuum_vacuum_scale_factor: 0.2,
+            autovacuum_freeze_max_age: 200_000_000,
+            vacuum_freeze_min_age: 50_000_000,
         }
     }
 }
@@ -185,6 +197,13 @@ impl Default for Config {
 const MAX_SHARED_BUFFERS_BYTES: u64 = (1 << 30) * PAGE_SIZE as u64;
 
 impl Config {
+    /// The recent transactions whose statuses the commit logs keep: `vacuum_freeze_min_age`,
+    /// at most half of `autovacuum_freeze_max_age` (PostgreSQL clamps it the same way).
+    pub fn effective_freeze_min_age(&self) -> u64 {
+        self.vacuum_freeze_min_age
+            .min(self.autovacuum_freeze_max_age / 2)
+    }
+
     /// The number of buffers in the pool.
     pub fn nbuffers(&self) -> usize {
         (self.shared_buffers_bytes / PAGE_SIZE as u64) as usize
@@ -288,6 +307,12 @@ impl Config {
             }
             "autovacuum_vacuum_threshold" => {
                 self.autovacuum_vacuum_threshold = parse_count(value).map_err(bad)? as u64;
+            }
+            "vacuum_freeze_min_age" => {
+                self.vacuum_freeze_min_age = parse_count(value).map_err(bad)? as u64;
+            }
+            "autovacuum_freeze_max_age" => {
+                self.autovacuum_freeze_max_age = parse_count(value).map_err(bad)? as u64;
             }
             "autovacuum_vacuum_scale_factor" => {
                 self.autovacuum_vacuum_scale_factor = value
@@ -401,6 +426,21 @@ impl Config {
                     "{} is not between 0 and 100",
                     self.autovacuum_vacuum_scale_factor
                 ),
+            );
+        }
+        if !(100_000..=2_000_000_000).contains(&self.autovacuum_freeze_max_age) {
+            return bad(
+                "autovacuum_freeze_max_age",
+                format!(
+                    "{} is not between 100000 and 2000000000",
+                    self.autovacuum_freeze_max_age
+                ),
+            );
+        }
+        if self.vacuum_freeze_min_age > 1_000_000_000 {
+            return bad(
+                "vacuum_freeze_min_age",
+                format!("{} is more than 1000000000", self.vacuum_freeze_min_age),
             );
         }
         if self.maintenance_work_mem_bytes < 1024 * 1024 {

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use crate::buffer::{BufferPool, BufferTag, WriteBackHook};
 use crate::catalog::Catalog;
-use crate::checkpoint::{CheckpointHook, Checkpointer, ControlData, DbState};
-use crate::clog::{TxnStatus, COMMIT_TS_LOG, STATUS_LOG};
+use crate::checkpoint::{CheckpointHook, CheckpointIds, Checkpointer, ControlData, DbState};
+use crate::clog::TxnStatus;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::recovery::{redo_all, RecoveryStats, RedoContext, Registry};
@@ -74,8 +74,12 @@ impl CheckpointHook for Engine {
         self.twophase.checkpoint(redo, &self.wal).map(|_| ())
     }
 
-    fn next_ids(&self) -> (u64, u64) {
-        (self.txns.next_xid(), self.next_oid.load(Ordering::Acquire))
+    fn ids(&self) -> CheckpointIds {
+        CheckpointIds {
+            next_xid: self.txns.next_xid(),
+            next_oid: self.next_oid.load(Ordering::Acquire),
+            oldest_xid: self.txns.oldest_xid(),
+        }
     }
 }
 
@@ -127,8 +131,6 @@ impl Database {
             smgr: &smgr,
             pool: &pool,
         };
-        STATUS_LOG.ensure_created(&smgr)?;
-        COMMIT_TS_LOG.ensure_created(&smgr)?;
         let twophase_redo = Arc::new(TwoPhaseRedo::new(Arc::clone(vfs), data_dir));
         let registry = Registry::with_builtins(Arc::clone(&twophase_redo));
         let recovery = redo_all(&mut reader, &registry, &ctx)?;
@@ -156,7 +158,11 @@ impl Database {
         let txns = TransactionManager::new(
             Arc::clone(&wal),
             Arc::clone(&pool),
-            recovery.next_xid.max(FIRST_XID),
+            // An id at or above the oldest kept one may never have reached the WAL (ids
+            // skipped, or a transaction that failed before writing): never hand one out
+            // again below it.
+            recovery.next_xid.max(recovery.oldest_xid).max(FIRST_XID),
+            recovery.oldest_xid.max(FIRST_XID),
             &config,
         );
         let (catalog, catalog_next_oid) = Catalog::load(&pool, &wal)?;
@@ -262,24 +268,11 @@ impl Database {
         self.engine.table_stats.get(table)
     }
 
-    /// VACUUM of every table.
-    pub fn vacuum_all(&self) -> Result<Vec<(String, crate::vacuum::VacuumStats)>> {
-        let tables = {
-            let tx = self.begin(IsolationLevel::ReadCommitted)?;
-            let t = tx.tables()?;
-            tx.commit()?;
-            t
-        };
-        let mut out = Vec::with_capacity(tables.len());
-        for t in tables {
-            match self.vacuum(t.oid) {
-                Ok(s) => out.push((t.name, s)),
-                // Dropped meanwhile: nothing to vacuum.
-                Err(Error::UndefinedTable { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(out)
+    /// VACUUM of every table and of the catalog (PostgreSQL's database-wide `VACUUM`), then
+    /// the commit logs drop the statuses no table needs any more (their old segments are
+    /// removed). Waits for each table's lock.
+    pub fn vacuum_all(&self) -> Result<crate::vacuum::DatabaseVacuum> {
+        crate::vacuum::command::vacuum_database(&self.engine, true)
     }
 
     /// COMMIT PREPARED `gid`.
@@ -369,8 +362,9 @@ impl Database {
 /// Brings back the prepared transactions that redo and the state files know: running again,
 /// holding their locks.
 fn restore_prepared(engine: &Engine, redo: &TwoPhaseRedo) -> Result<()> {
+    // Below the oldest kept status nothing runs: a state file there is stale.
     let prepared = engine.twophase.recover(redo.take(), |xid| {
-        Ok(engine.txns.status(xid)? != TxnStatus::InProgress)
+        Ok(xid < engine.txns.oldest_xid() || engine.txns.status(xid)? != TxnStatus::InProgress)
     })?;
     for state in prepared {
         engine.txns.procs().add_prepared(state.xid);

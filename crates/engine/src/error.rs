@@ -168,6 +168,12 @@ pub enum Error {
         reason: String,
     },
 
+    #[error(
+        "could not access status of transaction {xid}: statuses below {oldest} were removed \
+         (a tuple naming it lacks the hint vacuum sets)"
+    )]
+    TransactionStatusRemoved { xid: u64, oldest: u64 },
+
     #[error("two-phase state file \"{path}\" is invalid: {reason}")]
     TwoPhaseStateFile { path: PathBuf, reason: String },
 
@@ -200,6 +206,7 @@ impl Error {
             | Error::WalCorrupt { .. }
             | Error::CorruptTuple { .. }
             | Error::TwoPhaseStateFile { .. }
+            | Error::TransactionStatusRemoved { .. }
             | Error::CorruptIndex { .. } => "XX001", // data_corrupted
             Error::ShortRead { .. }
             | Error::BlockIo { .. }

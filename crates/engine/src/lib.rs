@@ -82,6 +82,8 @@
 //! tx.truncate(accounts)?; // a new, empty relation file; the old one is dropped at commit
 //! tx.rollback()?; // ... or not: the rows are back
 //! db.vacuum(accounts)?; // VACUUM (autovacuum also runs in the background)
+//! let all = db.vacuum_all()?; // VACUUM with no table: all tables, the catalog, the commit logs
+//! assert_eq!(all.skipped, 0); // it waits for locks (autovacuum skips busy tables instead)
 //! db.close()?; // a shutdown checkpoint: the next open replays nothing
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

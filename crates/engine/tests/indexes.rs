@@ -4,11 +4,13 @@
 //! TRUNCATE and DROP carry indexes along, crashes lose nothing — and after all of it, every
 //! version has its entries and every index is sound (`verify_indexes`).
 
+mod common;
+
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
+use common::wait_until_blocked;
 use quire_engine::rng::XorShift64;
 use quire_engine::vfs::{CrashOptions, SimVfs, Vfs};
 use quire_engine::{
@@ -145,14 +147,7 @@ fn a_unique_index_refuses_duplicates_and_waits_for_an_undecided_one() {
                 let r = t2.insert(t, &row(key, 2));
                 (r, t2)
             });
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while !db.locks().is_waiting(id) {
-                assert!(
-                    Instant::now() < deadline,
-                    "the second inserter never waited"
-                );
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            wait_until_blocked(&db, id);
             if first_commits {
                 t1.commit().unwrap();
             } else {

@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use common::{blocks_until, crash, exists, file_of, open_db as open, rel_of};
+use common::{blocks_until, crash, create_accounts, exists, file_of, open_db as open, rel_of};
 use quire_engine::config::TwophaseStateMode;
 use quire_engine::vfs::{OpKind, SimVfs, Vfs};
 use quire_engine::{
@@ -47,21 +47,7 @@ fn config(max_prepared: usize) -> Config {
 /// and the rows' addresses by id.
 fn setup(db: &Database) -> (TableId, Vec<Tid>) {
     let tx = db.begin(ReadCommitted).unwrap();
-    let t = tx
-        .create_table(
-            "accounts",
-            &[
-                Column::new("id", Type::Int),
-                Column::new("balance", Type::Int),
-            ],
-        )
-        .unwrap();
-    let tids = (1..=3)
-        .map(|id| {
-            tx.insert(t, &[Value::Int(id), Value::Int(id * 100)])
-                .unwrap()
-        })
-        .collect();
+    let (t, tids) = create_accounts(&tx, 3);
     tx.commit().unwrap();
     (t, tids)
 }

@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::rel_of;
+use common::{rel_of, wait_for};
 use quire_engine::rng::XorShift64;
 use quire_engine::vfs::{CrashOptions, SimVfs, Vfs};
 use quire_engine::{
@@ -330,12 +330,10 @@ fn autovacuum_vacuums_a_table_past_its_threshold_and_only_then() {
     }
     tx.rollback().unwrap();
     assert_eq!(db.table_stats(t).unwrap().dead_tuples, 110);
-    // Bounded wait for the worker (it naps 20 ms).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while db.table_stats(t).unwrap().autovacuum_count == 0 {
-        assert!(std::time::Instant::now() < deadline, "autovacuum never ran");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    // The worker naps 20 ms.
+    wait_for("autovacuum", || {
+        db.table_stats(t).unwrap().autovacuum_count > 0
+    });
     let stats = db.table_stats(t).unwrap();
     assert_eq!((stats.live_tuples, stats.dead_tuples), (250, 0));
     assert_eq!(stats.vacuum_count, 0);

@@ -15,9 +15,11 @@
 //!   rolls back, or (every [`PREPARE_EVERY`]-th) is PREPAREd as `t-<client>-<i>` and
 //!   finished by COMMIT PREPARED or ROLLBACK PREPARED a few (sometimes dozens of)
 //!   transactions later. A thread forces checkpoints every few milliseconds, so kills land
-//!   in them and prepared transactions cross redo points and get state files. `run` wants a
-//!   new directory (the plans start from an empty table). Printed, each line once the step
-//!   it names has returned (so it is durable: `synchronous_commit` is on):
+//!   in them and prepared transactions cross redo points and get state files, and now and
+//!   then a VACUUM of the whole database that freezes the table and removes commit-log
+//!   segments (the ids are first moved on to the next segment). `run` wants a new directory
+//!   (the plans start from an empty table). Printed, each line once the step it names has
+//!   returned (so it is durable: `synchronous_commit` is on):
 //!
 //!   ```text
 //!   created                                   the table exists
@@ -26,6 +28,7 @@
 //!   prepared <client> <i> <gid>               transaction i prepared
 //!   finished <client> <i> <gid> commit|rollback   the prepared transaction i was finished
 //!   checkpoint <n>                            a forced checkpoint completed
+//!   vacuum <n> oldest_xid=<x> segments_removed=<k>   a database-wide VACUUM completed
 //!   closed                                    a run with --ops ended and closed cleanly
 //!   ```
 //!
@@ -481,6 +484,10 @@ fn txn_config(seed: u64) -> Config {
         wal_buffers_bytes: 1024 * 1024,
         checkpoint_timeout_s: 1,
         max_prepared_transactions: 64,
+        // Database-wide vacuums (see force_checkpoints) remove commit-log segments of both
+        // logs as soon as nothing needs them.
+        track_commit_timestamp: true,
+        vacuum_freeze_min_age: 0,
         // Both ways of finding a prepared transaction's state, by seed.
         twophase_state: if seed.is_multiple_of(2) {
             TwophaseStateMode::Memory
@@ -553,18 +560,33 @@ fn create_table(db: &Database) -> anyhow::Result<TableId> {
 }
 
 /// Forces a checkpoint every 5 to 50 ms, so kills land in the middle of checkpoints and
-/// prepared transactions cross redo points (and get state files).
+/// prepared transactions cross redo points (and get state files); one time in eight, a
+/// VACUUM of the whole database instead, after moving the transaction ids on to the next
+/// commit-log segment, so that kills land in the middle of freezing and of commit-log
+/// truncations too.
 fn force_checkpoints(db: &Database, seed: u64, stop: &AtomicBool) -> anyhow::Result<()> {
     let mut rng = XorShift64::new(mix(seed, u64::MAX, 0));
-    let mut n = 0u64;
+    let (mut checkpoints, mut vacuums) = (0u64, 0u64);
     while !stop.load(Ordering::Acquire) {
         std::thread::sleep(Duration::from_millis(5 + rng.next() % 45));
         if stop.load(Ordering::Acquire) {
             break;
         }
-        db.checkpointer().checkpoint().context("checkpoint")?;
-        n += 1;
-        say(&format!("checkpoint {n}"))?;
+        if rng.next().is_multiple_of(8) {
+            let t = db.transactions();
+            let per_segment = quire_engine::clog::STATUS_LOG.per_segment();
+            t.skip_xids(per_segment - t.next_xid() % per_segment);
+            let done = db.vacuum_all().context("vacuum")?;
+            vacuums += 1;
+            say(&format!(
+                "vacuum {vacuums} oldest_xid={} segments_removed={}",
+                done.oldest_xid, done.log_segments_removed
+            ))?;
+        } else {
+            db.checkpointer().checkpoint().context("checkpoint")?;
+            checkpoints += 1;
+            say(&format!("checkpoint {checkpoints}"))?;
+        }
     }
     Ok(())
 }
@@ -672,6 +694,9 @@ struct Acks {
     /// Each client's step lines, in order.
     steps: Vec<Vec<String>>,
     checkpoints: u64,
+    vacuums: u64,
+    /// Commit-log segments the acknowledged vacuums removed.
+    segments_removed: u64,
 }
 
 fn read_acks(path: &Path, clients: u32) -> anyhow::Result<Acks> {
@@ -683,6 +708,8 @@ fn read_acks(path: &Path, clients: u32) -> anyhow::Result<Acks> {
         created: false,
         steps: vec![Vec::new(); clients as usize],
         checkpoints: 0,
+        vacuums: 0,
+        segments_removed: 0,
     };
     for (n, line) in complete.lines().enumerate() {
         let where_ = || format!("{}:{}", path.display(), n + 1);
@@ -690,6 +717,13 @@ fn read_acks(path: &Path, clients: u32) -> anyhow::Result<Acks> {
         match words.next() {
             Some("created") => acks.created = true,
             Some("checkpoint") => acks.checkpoints += 1,
+            Some("vacuum") => {
+                acks.vacuums += 1;
+                acks.segments_removed += words
+                    .find_map(|w| w.strip_prefix("segments_removed="))
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .ok_or_else(|| anyhow!("{}: {line:?} has no segments_removed", where_()))?;
+            }
             Some("closed") => {}
             Some("committed" | "rolledback" | "prepared" | "finished") => {
                 let c = words
@@ -1052,7 +1086,7 @@ fn verify_txn(dir: &Path, seed: u64, clients: u32, acked: &Path) -> anyhow::Resu
          in_flight_commits={} in_flight_committed={} in_flight_prepares={} in_flight_prepared={} \
          in_flight_finishes={} in_flight_finished={} prepared_recovered={} state_files={state_files} \
          prepared_committed={prepared_committed} prepared_rolled_back={prepared_rolled_back} \
-         rows={} checkpoints={} redo_records={redo_records}",
+         rows={} checkpoints={} vacuums={} segments_removed={} redo_records={redo_records}",
         sum(|e| e.commits),
         sum(|e| e.rollbacks),
         sum(|e| e.prepares),
@@ -1066,6 +1100,8 @@ fn verify_txn(dir: &Path, seed: u64, clients: u32, acked: &Path) -> anyhow::Resu
         listed.len(),
         model.iter().map(BTreeMap::len).sum::<usize>(),
         acks.checkpoints,
+        acks.vacuums,
+        acks.segments_removed,
     );
     Ok(())
 }

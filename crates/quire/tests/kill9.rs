@@ -211,7 +211,7 @@ fn kill_9_keeps_every_acknowledged_transaction() {
          prepares verified; in flight at the kill: {} commits ({} had committed), {} prepares \
          ({} had prepared), {} finishes ({} had finished); {} prepared transactions recovered \
          with their locks ({} from state files; then {} committed, {} rolled back); {} forced \
-         checkpoints acknowledged",
+         checkpoints and {} database-wide vacuums ({} commit-log segments removed) acknowledged",
         rounds.len(),
         get("acknowledged_steps"),
         get("committed"),
@@ -227,12 +227,18 @@ fn kill_9_keeps_every_acknowledged_transaction() {
         get("prepared_committed"),
         get("prepared_rolled_back"),
         get("checkpoints"),
+        get("vacuums"),
+        get("segments_removed"),
     );
     // Low bars: a slow disk makes every round stop at MAX_ROUND, with fewer commits.
     assert!(get("committed") > 100, "too few commits: {total:?}");
     assert!(
         get("prepared_recovered") > 0,
         "no kill left a prepared transaction to recover: {total:?}"
+    );
+    assert!(
+        get("vacuums") > 0,
+        "no database-wide vacuum before a kill: {total:?}"
     );
 }
 

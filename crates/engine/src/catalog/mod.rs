@@ -335,6 +335,53 @@ impl Catalog {
         }
     }
 
+    /// After a vacuum of the catalog: forgets the addresses that no longer lead to a version
+    /// of their definition (vacuum freed them; a new row may reuse them), and the oids left
+    /// with none, so that the index holds no more than the catalog does. Returns how many
+    /// addresses it forgot and how many it keeps.
+    pub fn forget_vacuumed(&self, heap: &Heap<'_>) -> Result<(usize, usize)> {
+        // Under the write lock throughout: a definition noted meanwhile could otherwise reuse
+        // an address judged stale. DDL notes after its heap change, never holding a page.
+        let mut g = self.index.write();
+        let mut kept: HashMap<u64, Vec<Tid>> = HashMap::with_capacity(g.versions.len());
+        let mut forgotten = 0;
+        for (&oid, tids) in &g.versions {
+            let mut keep = Vec::with_capacity(tids.len());
+            for &tid in tids {
+                let holds_oid = match heap.fetch(tid)? {
+                    Some(t) => {
+                        Entry::from_row(&t.row(CATALOG_REL)?).is_some_and(|e| e.oid() == oid)
+                    }
+                    None => false,
+                };
+                if holds_oid {
+                    keep.push(tid);
+                } else {
+                    forgotten += 1;
+                }
+            }
+            if !keep.is_empty() {
+                kept.insert(oid, keep);
+            }
+        }
+        let kept_addresses = kept.values().map(Vec::len).sum();
+        g.versions = kept;
+        let Index {
+            versions,
+            names,
+            table_indexes,
+        } = &mut *g;
+        for oids in names.values_mut() {
+            oids.retain(|oid| versions.contains_key(oid));
+        }
+        names.retain(|_, oids| !oids.is_empty());
+        for oids in table_indexes.values_mut() {
+            oids.retain(|oid| versions.contains_key(oid));
+        }
+        table_indexes.retain(|table, oids| !oids.is_empty() && versions.contains_key(table));
+        Ok((forgotten, kept_addresses))
+    }
+
     /// The definition (table or index) of `oid` that `looker` sees, with its address.
     pub fn entry(
         &self,

@@ -46,9 +46,18 @@ pub trait CheckpointHook: Send + Sync {
     /// `CheckPointTwoPhase`): writing prepared transactions' state files. An error fails the
     /// checkpoint, and stops the engine (it may be a failed fsync).
     fn at_checkpoint(&self, redo: Lsn) -> Result<()>;
-    /// The next transaction id and the next oid, which the checkpoint record carries so that
-    /// recovery never hands out one used before the crash.
-    fn next_ids(&self) -> (u64, u64);
+    /// The ids the checkpoint record carries.
+    fn ids(&self) -> CheckpointIds;
+}
+
+/// What a checkpoint record carries besides its redo point: the next transaction id and the
+/// next oid, so that recovery never hands out one used before the crash, and the oldest
+/// transaction id whose commit status is kept (PostgreSQL's `oldestXid`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CheckpointIds {
+    pub next_xid: u64,
+    pub next_oid: u64,
+    pub oldest_xid: u64,
 }
 
 /// How often the background thread checks the WAL volume.
@@ -260,13 +269,13 @@ impl Shared {
         } else {
             xlog_info::CHECKPOINT_ONLINE
         };
-        // Main data: the redo point, then the next transaction id and the next oid (recovery
-        // must not hand out an id or a relation file number from before the crash again).
-        let (next_xid, next_oid) = self.hook.next_ids();
-        let mut main = [0u8; 24];
+        // Main data: the redo point, then the ids (see CheckpointIds).
+        let ids = self.hook.ids();
+        let mut main = [0u8; 32];
         main[..8].copy_from_slice(&redo.to_le_bytes());
-        main[8..16].copy_from_slice(&next_xid.to_le_bytes());
-        main[16..].copy_from_slice(&next_oid.to_le_bytes());
+        main[8..16].copy_from_slice(&ids.next_xid.to_le_bytes());
+        main[16..24].copy_from_slice(&ids.next_oid.to_le_bytes());
+        main[24..].copy_from_slice(&ids.oldest_xid.to_le_bytes());
         let (start, end) = self.wal.insert(&WalRecord {
             xid: 0,
             rmid: rmid::XLOG,

@@ -1,12 +1,19 @@
 //! # clog — per-transaction logs: commit status and commit timestamps
 //!
-//! Two logs indexed by transaction id, each on ordinary 8 KiB pages of a special relation
-//! that lives in the main buffer pool: the commit status (2 bits per transaction: in
-//! progress, committed, aborted) and, with `track_commit_timestamp`, the commit time (8 bytes
-//! per transaction, microseconds since 1970). Unlike PostgreSQL's SLRU pages, these pages
-//! carry an LSN and a checksum, are written back by the buffer pool, and become durable
-//! through the sync-request queue at the next checkpoint (seed 001): setting a value never
-//! fsyncs, in the foreground or in redo (unless `sync = immediate`, the old behaviour).
+//! Two logs indexed by transaction id, each on ordinary 8 KiB pages in the main buffer pool:
+//! the commit status (2 bits per transaction: in progress, committed, aborted) and, with
+//! `track_commit_timestamp`, the commit time (8 bytes per transaction, microseconds since
+//! 1970). Unlike PostgreSQL's SLRU pages, these pages carry an LSN and a checksum, are written
+//! back by the buffer pool, and become durable through the sync-request queue at the next
+//! checkpoint (seed 001): setting a value never fsyncs, in the foreground or in redo (unless
+//! `sync = immediate`, the old behaviour).
+//!
+//! Each log is cut into *segments* of [`PAGES_PER_SEGMENT`] pages (256 KiB, as PostgreSQL's
+//! `pg_xact` files), each segment a relation of its own in the log's reserved database:
+//! `base/2/<segment>` for the status log, `base/3/<segment>` for commit timestamps. A segment
+//! is created when a transaction of its range first ends, and removed whole (its buffers
+//! dropped through the pool's fast path, its sync requests forgotten) once every id in it is
+//! below the oldest id whose status is kept ([`remove_segments_below`]).
 //!
 //! ## Rules
 //! - A value is set only after the commit or abort record is in the WAL; the page LSN is
@@ -16,8 +23,10 @@
 //!   (after the change), because a torn write of a page with a checksum would make it
 //!   unreadable. Redo holds back changes aimed at a page it cannot read until the page's
 //!   image restores it; a change still held back at the end of redo is corruption.
-//! - Relation numbers below 16384 are reserved for the engine: the status log is number 1,
-//!   the commit-timestamp log number 2.
+//! - Segments are removed only below the oldest kept id, which only vacuum raises (see
+//!   [`crate::txn`]): nobody asks for a status there, every tuple's hint answers instead.
+//! - Database oids 2 and 3 are the logs'; user tables live in database 1, the engine's own
+//!   relations (the catalog) in database 0.
 
 use std::collections::HashMap;
 
@@ -27,11 +36,17 @@ use crate::buffer::{BufferPool, BufferTag, PinnedBuffer, ReadMode};
 use crate::error::{Error, Result};
 use crate::page::{Page, PageMut, HEADER_SIZE, PAGE_SIZE};
 use crate::recovery::{rmid, RedoContext};
-use crate::smgr::{BlockNumber, Fork, RelFileLocator, Smgr};
+use crate::smgr::{Fork, RelFileLocator, Smgr};
 use crate::wal::{BlockRef, DecodedRecord, Lsn, Wal, WalRecord};
 
 /// Record type of the logs' resource manager: a page image.
 pub const XACT_LOG_IMAGE: u8 = 1;
+/// Record type of the logs' resource manager: statuses below an id are no longer kept (main
+/// data: that id, u64), so the segments wholly below it are removed.
+pub const XACT_LOG_TRUNCATE: u8 = 2;
+
+/// Pages per segment of either log.
+pub const PAGES_PER_SEGMENT: u32 = 32;
 
 /// A transaction's status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,26 +69,21 @@ impl TxnStatus {
 /// A log of one fixed-width value per transaction id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct XactLog {
-    pub rel: RelFileLocator,
+    /// The reserved database whose relations are the log's segments.
+    pub db_oid: u32,
     /// 2 (a status) or 64 (a timestamp).
     pub bits_per_xid: u32,
 }
 
 /// The commit status log.
 pub const STATUS_LOG: XactLog = XactLog {
-    rel: RelFileLocator {
-        db_oid: 0,
-        rel_number: 1,
-    },
+    db_oid: 2,
     bits_per_xid: 2,
 };
 
 /// The commit timestamp log.
 pub const COMMIT_TS_LOG: XactLog = XactLog {
-    rel: RelFileLocator {
-        db_oid: 0,
-        rel_number: 2,
-    },
+    db_oid: 3,
     bits_per_xid: 64,
 };
 
@@ -81,23 +91,41 @@ pub const COMMIT_TS_LOG: XactLog = XactLog {
 pub const XIDS_PER_PAGE: u64 = STATUS_LOG.per_page();
 
 impl XactLog {
-    pub const fn per_page(&self) -> u64 {
+    pub const fn per_page(self) -> u64 {
         ((PAGE_SIZE - HEADER_SIZE) * 8) as u64 / self.bits_per_xid as u64
     }
 
-    /// (block, bit position in the page) of a transaction's value.
-    fn locate(&self, xid: u64) -> (BlockNumber, usize) {
-        let block =
-            u32::try_from(xid / self.per_page()).expect("2^32 pages hold every 64-bit xid in use");
+    /// Transactions per segment.
+    pub const fn per_segment(self) -> u64 {
+        self.per_page() * PAGES_PER_SEGMENT as u64
+    }
+
+    /// The segment holding `xid`'s value.
+    pub const fn segment_of(self, xid: u64) -> u64 {
+        xid / self.per_segment()
+    }
+
+    /// The relation of segment `segno`.
+    pub const fn segment_rel(self, segno: u64) -> RelFileLocator {
+        RelFileLocator {
+            db_oid: self.db_oid,
+            rel_number: segno,
+        }
+    }
+
+    /// (page, bit position in the page) of a transaction's value.
+    fn locate(self, xid: u64) -> (BufferTag, usize) {
+        let block = (xid % self.per_segment()) / self.per_page();
         let bit = HEADER_SIZE * 8 + (xid % self.per_page()) as usize * self.bits_per_xid as usize;
-        (block, bit)
+        let tag = BufferTag::new(
+            self.segment_rel(self.segment_of(xid)),
+            Fork::Main,
+            u32::try_from(block).expect("a segment has PAGES_PER_SEGMENT pages"),
+        );
+        (tag, bit)
     }
 
-    fn tag(&self, block: BlockNumber) -> BufferTag {
-        BufferTag::new(self.rel, Fork::Main, block)
-    }
-
-    fn write_value(&self, page: &mut [u8; PAGE_SIZE], xid: u64, value: u64) {
+    fn write_value(self, page: &mut [u8; PAGE_SIZE], xid: u64, value: u64) {
         if Page::new(page).is_new() {
             PageMut::new(page).init(0);
         }
@@ -111,7 +139,7 @@ impl XactLog {
         }
     }
 
-    fn read_value(&self, page: &[u8; PAGE_SIZE], xid: u64) -> u64 {
+    fn read_value(self, page: &[u8; PAGE_SIZE], xid: u64) -> u64 {
         let (_, bit) = self.locate(xid);
         if self.bits_per_xid == 64 {
             u64::from_le_bytes(page[bit / 8..bit / 8 + 8].try_into().expect("8 bytes"))
@@ -121,30 +149,43 @@ impl XactLog {
         }
     }
 
-    /// Creates the log's file if it does not exist.
-    pub fn ensure_created(&self, smgr: &Smgr) -> Result<()> {
-        if !smgr.exists(self.rel, Fork::Main)? {
-            smgr.create(self.rel, Fork::Main)?;
+    /// Creates a segment's relation if it does not exist (two transactions ending at once
+    /// may both try: the loser finds it made).
+    fn ensure_segment(smgr: &Smgr, rel: RelFileLocator) -> Result<()> {
+        if smgr.exists(rel, Fork::Main)? {
+            return Ok(());
         }
-        Ok(())
+        match smgr.create(rel, Fork::Main) {
+            Ok(()) | Err(Error::RelationExists { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
-    fn page<'a>(&self, pool: &'a BufferPool, block: BlockNumber) -> Result<PinnedBuffer<'a>> {
+    /// The page `tag`, its segment created and extended to it if needed.
+    fn page(pool: &BufferPool, tag: BufferTag) -> Result<PinnedBuffer<'_>> {
         let smgr = pool.smgr();
-        // Bounded: one extension per missing page.
-        while smgr.nblocks(self.rel, Fork::Main)? <= block {
-            drop(pool.extend(self.rel, Fork::Main)?);
+        Self::ensure_segment(smgr, tag.rel)?;
+        // Bounded: at most PAGES_PER_SEGMENT extensions (a concurrent extender may add one
+        // page past the one needed; it stays zero, which reads as "in progress" = never set).
+        while smgr.nblocks(tag.rel, Fork::Main)? <= tag.block {
+            drop(pool.extend(tag.rel, Fork::Main)?);
         }
-        pool.read_buffer(self.tag(block))
+        pool.read_buffer(tag)
     }
 
     /// The value for `xid` (0 if never set).
-    pub fn get(&self, pool: &BufferPool, xid: u64) -> Result<u64> {
-        let (block, _) = self.locate(xid);
-        if block >= pool.smgr().nblocks(self.rel, Fork::Main)? {
+    pub fn get(self, pool: &BufferPool, xid: u64) -> Result<u64> {
+        let (tag, _) = self.locate(xid);
+        let nblocks = match pool.smgr().nblocks(tag.rel, Fork::Main) {
+            Ok(n) => n,
+            // No transaction of this segment's range has ended yet.
+            Err(Error::NoSuchRelation { .. }) => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        if tag.block >= nblocks {
             return Ok(0);
         }
-        let buf = pool.read_buffer(self.tag(block))?;
+        let buf = pool.read_buffer(tag)?;
         let page = buf.read();
         Ok(self.read_value(&page, xid))
     }
@@ -158,15 +199,15 @@ impl XactLog {
         value: u64,
         record_end: Lsn,
     ) -> Result<()> {
-        let (block, _) = self.locate(xid);
-        let buf = self.page(pool, block)?;
+        let (tag, _) = self.locate(xid);
+        let buf = Self::page(pool, tag)?;
         let mut page = buf.write();
         let needs_image = wal.needs_image(Page::new(&page).lsn());
         self.write_value(&mut page, xid, value);
         let mut lsn = record_end.max(Page::new(&page).lsn());
         if needs_image {
             let blocks = [BlockRef {
-                tag: self.tag(block),
+                tag,
                 image: Some(&*page),
             }];
             let (_, end) = wal.insert(&WalRecord {
@@ -186,8 +227,51 @@ impl XactLog {
     fn of(rel: RelFileLocator) -> Option<XactLog> {
         [STATUS_LOG, COMMIT_TS_LOG]
             .into_iter()
-            .find(|l| l.rel == rel)
+            .find(|l| l.db_oid == rel.db_oid)
     }
+}
+
+/// Removes the segments of both logs whose every id is below `oldest`, from segment
+/// `from_segment` of the status log on (those before are gone already): their buffers are
+/// dropped and their files unlinked, with their sync requests. Segments never created are
+/// skipped. Returns how many segment files were removed.
+pub fn remove_segments_below(pool: &BufferPool, from_xid: u64, oldest: u64) -> Result<usize> {
+    let mut rels = Vec::new();
+    for log in [STATUS_LOG, COMMIT_TS_LOG] {
+        // Segment k is wholly below `oldest` when (k + 1) * per_segment <= oldest.
+        let first = log.segment_of(from_xid);
+        let end = log.segment_of(oldest);
+        for segno in first..end {
+            let rel = log.segment_rel(segno);
+            if pool.smgr().exists(rel, Fork::Main)? {
+                rels.push(rel);
+            }
+        }
+    }
+    crate::txn::drop_relation_files(pool, &rels)?;
+    Ok(rels.len())
+}
+
+/// The oldest kept id a truncation record sets, if `rec` is one.
+pub fn truncation_of(rec: &DecodedRecord) -> Option<u64> {
+    if rec.rmid != rmid::CLOG || rec.info != XACT_LOG_TRUNCATE {
+        return None;
+    }
+    Some(u64::from_le_bytes(rec.main.as_slice().try_into().ok()?))
+}
+
+/// Writes the truncation record for `oldest` and flushes it: the removal of the segments
+/// below must never reach the disk before the record (and the tuple hints that vacuum logged
+/// before it) do.
+pub fn log_truncation(wal: &Wal, oldest: u64) -> Result<()> {
+    let (_, end) = wal.insert(&WalRecord {
+        xid: 0,
+        rmid: rmid::CLOG,
+        info: XACT_LOG_TRUNCATE,
+        blocks: &[],
+        main: &oldest.to_le_bytes(),
+    })?;
+    wal.flush(end)
 }
 
 /// A change waiting for its page: (xid, value, end LSN of its record).
@@ -198,6 +282,8 @@ type HeldChange = (u64, u64, Lsn);
 pub struct XactLogRedo {
     /// Changes for pages that could not be read, by page.
     held: Mutex<HashMap<BufferTag, Vec<HeldChange>>>,
+    /// The segments below this id are removed already (by an earlier truncation record).
+    removed_below: Mutex<u64>,
 }
 
 fn apply(log: XactLog, buf: &PinnedBuffer<'_>, xid: u64, value: u64, end: Lsn) {
@@ -218,13 +304,12 @@ impl XactLogRedo {
         value: u64,
         end: Lsn,
     ) -> Result<()> {
-        let (block, _) = log.locate(xid);
-        if let Some(held) = self.held.lock().get_mut(&log.tag(block)) {
+        let (tag, _) = log.locate(xid);
+        if let Some(held) = self.held.lock().get_mut(&tag) {
             held.push((xid, value, end));
             return Ok(());
         }
-        log.ensure_created(ctx.smgr)?;
-        match log.page(ctx.pool, block) {
+        match XactLog::page(ctx.pool, tag) {
             Ok(buf) => {
                 apply(log, &buf, xid, value, end);
                 Ok(())
@@ -233,7 +318,7 @@ impl XactLogRedo {
                 // Torn by the crash: its image record comes later in the WAL.
                 self.held
                     .lock()
-                    .entry(log.tag(block))
+                    .entry(tag)
                     .or_default()
                     .push((xid, value, end));
                 Ok(())
@@ -242,8 +327,28 @@ impl XactLogRedo {
         }
     }
 
+    /// Redoes a record of the logs' resource manager: a page image or a truncation.
+    pub fn redo(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
+        if rec.info != XACT_LOG_TRUNCATE {
+            return self.redo_image(ctx, rec);
+        }
+        let oldest = truncation_of(rec).ok_or_else(|| Error::WalCorrupt {
+            lsn: rec.lsn,
+            reason: "malformed commit-log truncation record".into(),
+        })?;
+        let mut removed_below = self.removed_below.lock();
+        // Changes held back for removed segments are moot: their ids are all below `oldest`.
+        self.held.lock().retain(|tag, _| {
+            XactLog::of(tag.rel)
+                .is_none_or(|log| (tag.rel.rel_number + 1) * log.per_segment() > oldest)
+        });
+        remove_segments_below(ctx.pool, *removed_below, oldest)?;
+        *removed_below = (*removed_below).max(oldest);
+        Ok(())
+    }
+
     /// Redoes a page-image record.
-    pub fn redo_image(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
+    fn redo_image(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
         let malformed = |reason: &str| Error::WalCorrupt {
             lsn: rec.lsn,
             reason: format!("malformed transaction-log record: {reason}"),
@@ -257,10 +362,10 @@ impl XactLogRedo {
             .image
             .as_ref()
             .ok_or_else(|| malformed("no page image"))?;
-        log.ensure_created(ctx.smgr)?;
+        XactLog::ensure_segment(ctx.smgr, tag.rel)?;
         let held = self.held.lock().remove(&tag);
         if held.is_none() {
-            match log.page(ctx.pool, tag.block) {
+            match XactLog::page(ctx.pool, tag) {
                 // Readable: it already holds every value set before the redo point, and redo
                 // sets every later one from its own record. The image must not be restored:
                 // it was taken by the first transaction to change the page after a redo
@@ -283,7 +388,7 @@ impl XactLogRedo {
         }
         drop(buf);
         for (xid, value, end) in held.into_iter().flatten() {
-            apply(log, &log.page(ctx.pool, tag.block)?, xid, value, end);
+            apply(log, &XactLog::page(ctx.pool, tag)?, xid, value, end);
         }
         Ok(())
     }
@@ -303,5 +408,98 @@ impl XactLogRedo {
             }),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_map_to_segments_pages_and_bits_without_overlap() {
+        // 32 pages of 8168 bytes: 32,672 statuses or 1,021 timestamps a page.
+        assert_eq!(STATUS_LOG.per_page(), 32_672);
+        assert_eq!(STATUS_LOG.per_segment(), 32 * 32_672);
+        assert_eq!(COMMIT_TS_LOG.per_page(), 1_021);
+        for log in [STATUS_LOG, COMMIT_TS_LOG] {
+            let per = log.per_segment();
+            for xid in [
+                0,
+                1,
+                log.per_page() - 1,
+                log.per_page(),
+                per - 1,
+                per,
+                7 * per + 5,
+            ] {
+                let (tag, bit) = log.locate(xid);
+                assert_eq!(tag.rel, log.segment_rel(xid / per));
+                assert_eq!(u64::from(tag.block), (xid % per) / log.per_page());
+                assert!(tag.block < PAGES_PER_SEGMENT);
+                let last_bit = bit + log.bits_per_xid as usize;
+                assert!(bit >= HEADER_SIZE * 8 && last_bit <= PAGE_SIZE * 8, "{xid}");
+                assert_eq!(XactLog::of(tag.rel), Some(log));
+            }
+        }
+        assert_eq!(XactLog::of(RelFileLocator::new(1, 0)), None);
+    }
+
+    #[test]
+    fn values_round_trip_on_a_page_and_neighbours_are_untouched() {
+        let mut page = [0u8; PAGE_SIZE];
+        for xid in [0, 1, 2, 3, 4, 32_671] {
+            STATUS_LOG.write_value(&mut page, xid, xid % 3);
+        }
+        for xid in [0, 1, 2, 3, 4, 32_671] {
+            assert_eq!(STATUS_LOG.read_value(&page, xid), xid % 3, "{xid}");
+        }
+        assert_eq!(STATUS_LOG.read_value(&page, 5), 0);
+        let mut page = [0u8; PAGE_SIZE];
+        COMMIT_TS_LOG.write_value(&mut page, 1_020, u64::MAX - 1);
+        assert_eq!(COMMIT_TS_LOG.read_value(&page, 1_020), u64::MAX - 1);
+        assert_eq!(COMMIT_TS_LOG.read_value(&page, 1_019), 0);
+    }
+
+    #[test]
+    fn truncation_records_are_recognised_and_garbage_is_not() {
+        let rec = |rmid: u8, info: u8, main: Vec<u8>| DecodedRecord {
+            lsn: 100,
+            end_lsn: 140,
+            prev: 0,
+            xid: 0,
+            rmid,
+            info,
+            blocks: Vec::new(),
+            main,
+        };
+        let oldest = 1_234_567u64;
+        assert_eq!(
+            truncation_of(&rec(
+                rmid::CLOG,
+                XACT_LOG_TRUNCATE,
+                oldest.to_le_bytes().to_vec()
+            )),
+            Some(oldest)
+        );
+        assert_eq!(
+            truncation_of(&rec(rmid::CLOG, XACT_LOG_TRUNCATE, vec![1, 2, 3])),
+            None
+        );
+        assert_eq!(
+            truncation_of(&rec(
+                rmid::CLOG,
+                XACT_LOG_IMAGE,
+                oldest.to_le_bytes().to_vec()
+            )),
+            None
+        );
+        assert_eq!(
+            truncation_of(&rec(
+                rmid::TXN,
+                XACT_LOG_TRUNCATE,
+                oldest.to_le_bytes().to_vec()
+            )),
+            None
+        );
     }
 }

@@ -9,7 +9,7 @@
 //! - It is a **hint**. It is not WAL-logged: its pages carry LSN 0 and reach disk whenever the
 //!   buffer pool writes them (eviction, checkpoint), each page on its own schedule. A crash can
 //!   leave any mix of old and new pages, and a torn or corrupt page is read with
-//!   [`ReadMode::ZeroOnError`], i.e. as "no free space", never as an error.
+//!   [`ReadMode::ZeroOnError`](crate::buffer::ReadMode::ZeroOnError), i.e. as "no free space", never as an error.
 //! - So **callers must re-check**: a block proposed by [`search`] may have less room than
 //!   asked (the map is stale, or another backend filled it meanwhile). The heap reads the
 //!   page, and when its real free space differs from what the map said it calls [`record`]

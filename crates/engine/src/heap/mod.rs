@@ -1,6 +1,6 @@
 //! # heap — MVCC heap tables
 //!
-//! A table is a relation whose main-fork pages hold tuples ([`tuple`]): each row version
+//! A table is a relation whose main-fork pages hold tuples ([`mod@tuple`]): each row version
 //! carries the id of the transaction that inserted it (`xmin`) and of the one that deleted,
 //! updated or locked it (`xmax`), and `ctid`, the address of the next version. An update
 //! writes a new version — on the same page when there is room (a HOT update: the new version
@@ -22,7 +22,11 @@
 //!   [`Error::CorruptTuple`] naming relation and tuple.
 //! - A tuple is at most [`MAX_TUPLE_BYTES`]; there is no TOAST, so larger rows are refused
 //!   (SQLSTATE 54000) before anything changes.
+//! - Whether an inserter committed is read from the tuple's `XMIN_COMMITTED` hint first
+//!   ([`freeze::xmin_committed`]): vacuum sets it ([`freeze`]) so that old commit-log
+//!   segments can go; below the commit log's oldest id the hint is the only answer.
 
+pub mod freeze;
 pub mod prune;
 pub mod redo;
 pub mod tuple;
@@ -94,6 +98,10 @@ pub struct PageCensus {
     pub pruned_versions: usize,
     pub free_bytes: usize,
     pub set_all_visible: bool,
+    /// Versions whose headers freezing changed.
+    pub frozen: usize,
+    /// The oldest id below the horizon that freezing could not cover (see [`freeze`]).
+    pub oldest_unfrozen: Option<u64>,
 }
 
 /// Who changes a row: the transaction, its command, and how to ask about other
@@ -519,8 +527,11 @@ impl<'a> Heap<'a> {
             });
         }
         let pruned = self.prune_page(&mut page, horizon, oracle)?;
+        let frozen = self.freeze_page(&mut page, block, horizon, oracle)?;
         let mut census = PageCensus {
             pruned_versions: pruned.unused.len() + pruned.dead.len() + pruned.redirected.len(),
+            frozen: frozen.tuples.len(),
+            oldest_unfrozen: frozen.oldest_unfrozen,
             ..PageCensus::default()
         };
         let mut all_visible = true;
@@ -549,8 +560,9 @@ impl<'a> Heap<'a> {
                     // Visible to all: inserted below the horizon by a committed transaction,
                     // and not deleted (or by a transaction below the horizon that aborted).
                     let undeleted_for_all = !h.xmax_is_deleter() || (!deleted && h.xmax < horizon);
-                    all_visible &=
-                        h.xmin < horizon && undeleted_for_all && oracle.did_commit(h.xmin)?;
+                    all_visible &= h.xmin < horizon
+                        && undeleted_for_all
+                        && freeze::xmin_committed(&h, oracle)?;
                 }
                 crate::page::ItemState::Redirect | crate::page::ItemState::Unused => {}
             }
@@ -569,6 +581,33 @@ impl<'a> Heap<'a> {
             census.set_all_visible = true;
         }
         Ok(census)
+    }
+
+    /// Freezes the versions of a locked page (see [`freeze`]), WAL-logged.
+    fn freeze_page(
+        &self,
+        page: &mut PageWriteGuard<'_>,
+        block: BlockNumber,
+        horizon: u64,
+        oracle: &dyn XidOracle,
+    ) -> Result<freeze::Freeze> {
+        let decided = freeze::decide(page, horizon, oracle)?;
+        if decided.tuples.is_empty() {
+            return Ok(decided);
+        }
+        let applied = freeze::apply(page, block, &decided.tuples);
+        assert!(
+            applied,
+            "freezing changes only the versions it found on the locked page"
+        );
+        self.wal.log_page_change(
+            0,
+            rmid::HEAP,
+            redo::FREEZE,
+            &freeze::encode(&decided.tuples),
+            &mut [LoggedPage::changed(page)],
+        )?;
+        Ok(decided)
     }
 
     /// Vacuum's second pass over one page: its dead line pointers `offsets`, whose index

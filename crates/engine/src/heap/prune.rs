@@ -23,7 +23,7 @@
 //! - The changes are decided first ([`Prune`]), then applied by [`apply`], the same function
 //!   redo runs, so the page redo rebuilds is the same byte for byte.
 
-use super::tuple::{TupleHeader, HEAP_ONLY, HOT_UPDATED};
+use super::tuple::{TupleHeader, HEAP_ONLY, HOT_UPDATED, XMIN_COMMITTED};
 use super::XidOracle;
 use crate::error::Result;
 use crate::page::{ItemState, OffsetNumber, Page, PageMut, PAGE_SIZE};
@@ -62,7 +62,12 @@ impl Judge<'_> {
     }
 
     fn dead_to_all(&self, h: &TupleHeader) -> Result<bool> {
-        match self.finished(h.xmin)? {
+        let inserter = if h.infomask & XMIN_COMMITTED != 0 {
+            Some(true) // frozen: committed below an earlier horizon
+        } else {
+            self.finished(h.xmin)?
+        };
+        match inserter {
             None => return Ok(false),
             Some(false) => return Ok(true), // inserted by an aborted transaction
             Some(true) => {}

@@ -7,6 +7,7 @@
 //! PRUNE   | n u16 | n × (root u16, target u16) | n u16 | n × dead u16 | n u16 | n × unused u16 |
 //! VISIBLE | (nothing) |   the page is all-visible; redo also sets the visibility map's bit
 //! FREE    | n u16 | n × offset u16 |   dead line pointers become unused (vacuum's 2nd pass)
+//! FREEZE  | n u16 | n × (offset u16, infomask u16, flags u8) |   hints (see heap::freeze)
 //! UPDATE  | old offset u16 | xmax u64 | cmax u32 | infomask u16 | ctid block u32 | ctid
 //!           offset u16 | new offset u16 | flags u8 | new tuple bytes ...
 //! ```
@@ -29,6 +30,7 @@ pub const LOCK: u8 = 4;
 pub const PRUNE: u8 = 5;
 pub const VISIBLE: u8 = 6;
 pub const FREE: u8 = 7;
+pub const FREEZE: u8 = 8;
 
 /// Vacuum's second heap pass on a page: the dead line pointers `offsets` (whose index
 /// entries are gone) become unused, and unused pointers at the end of the array go. `false`
@@ -252,6 +254,23 @@ fn redo_change(ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
                     Ok(())
                 } else {
                     Err(corrupt(rec, "a line pointer to free is not dead"))
+                }
+            })
+        }
+        FREEZE => {
+            let tuples =
+                super::freeze::decode(&rec.main).ok_or_else(|| corrupt(rec, "bad freezing"))?;
+            let block = rec
+                .blocks
+                .first()
+                .ok_or_else(|| corrupt(rec, "no page"))?
+                .tag
+                .block;
+            on_block(ctx, rec, 0, false, |page| {
+                if super::freeze::apply(page, block, &tuples) {
+                    Ok(())
+                } else {
+                    Err(corrupt(rec, "the freezing does not fit the page"))
                 }
             })
         }

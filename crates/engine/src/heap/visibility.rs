@@ -5,6 +5,7 @@
 //! started before an update in the same transaction does not see the update's new version,
 //! which is what keeps `UPDATE t SET x = x + 1` from updating its own output.
 
+use super::freeze::xmin_committed;
 use super::tuple::{TupleHeader, XMAX_LOCK_ONLY};
 use crate::error::Result;
 use crate::page::Tid;
@@ -53,7 +54,7 @@ impl Looker<'_> {
             if h.cmin >= self.cid {
                 return Ok(false); // inserted by a later command
             }
-        } else if self.snapshot.is_running(h.xmin) || !oracle.did_commit(h.xmin)? {
+        } else if self.snapshot.is_running(h.xmin) || !xmin_committed(h, oracle)? {
             return Ok(false);
         }
         if !h.xmax_is_deleter() {
@@ -101,7 +102,7 @@ pub fn check_update(
         if h.cmin >= cid {
             return Ok(UpdateCheck::Invisible);
         }
-    } else if oracle.is_running(h.xmin) || !oracle.did_commit(h.xmin)? {
+    } else if oracle.is_running(h.xmin) || !xmin_committed(h, oracle)? {
         return Ok(UpdateCheck::Invisible);
     }
     if h.xmax == 0 || h.infomask & super::tuple::XMAX_INVALID != 0 {
@@ -137,7 +138,7 @@ pub fn check_update(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::super::tuple::{XMAX_INVALID, XMAX_LOCK_ONLY};
     use super::*;
     use std::collections::HashMap;
@@ -160,7 +161,8 @@ mod tests {
         }
     }
 
-    fn header(xmin: u64, xmax: u64, infomask: u16) -> TupleHeader {
+    /// A header for tests: no command ids, `ctid` (0,1), no attributes.
+    pub(crate) fn header(xmin: u64, xmax: u64, infomask: u16) -> TupleHeader {
         TupleHeader {
             xmin,
             xmax,

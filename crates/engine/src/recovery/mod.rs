@@ -216,6 +216,9 @@ pub struct RecoveryStats {
     pub next_xid: u64,
     /// One past the largest oid the WAL mentions (relation creations and checkpoints).
     pub next_oid: u64,
+    /// The oldest transaction id whose commit status is kept, as the last checkpoint or
+    /// commit-log truncation read says (0: none read).
+    pub oldest_xid: u64,
 }
 
 /// Redoes every record the reader returns.
@@ -237,6 +240,13 @@ pub fn redo_all(
         if rec.rmid == rmid::XLOG && rec.main.len() >= 24 {
             let next = u64::from_le_bytes(rec.main[16..24].try_into().expect("8 bytes"));
             stats.next_oid = stats.next_oid.max(next);
+        }
+        if rec.rmid == rmid::XLOG && rec.main.len() >= 32 {
+            let oldest = u64::from_le_bytes(rec.main[24..32].try_into().expect("8 bytes"));
+            stats.oldest_xid = stats.oldest_xid.max(oldest);
+        }
+        if let Some(oldest) = crate::clog::truncation_of(&rec) {
+            stats.oldest_xid = stats.oldest_xid.max(oldest);
         }
         if rec.rmid == rmid::STORAGE && rec.info == storage::CREATE && rec.main.len() >= 12 {
             let number = u64::from_le_bytes(rec.main[4..12].try_into().expect("8 bytes"));

@@ -19,6 +19,7 @@ use super::{Transaction, MAX_CHANGE_ROUNDS};
 use crate::btree::{BTree, HeapProbe, IndexDesc, IndexScan, InsertOutcome, Probe};
 use crate::catalog::{name_lock, Entry, IndexDef, IndexId, TableDef, TableId, USER_DB};
 use crate::error::{Error, Result};
+use crate::heap::freeze::xmin_committed;
 use crate::heap::{Heap, HeapTuple, Looker, XidOracle};
 use crate::page::Tid;
 use crate::smgr::RelFileLocator;
@@ -52,7 +53,7 @@ impl HeapProbe for UniqueProbe<'_> {
                 if self.oracle.is_running(h.xmin) {
                     return Ok(Probe::InProgress { xid: h.xmin });
                 }
-                if !self.oracle.did_commit(h.xmin)? {
+                if !xmin_committed(&h, self.oracle)? {
                     continue; // inserted by an aborted transaction
                 }
             }
@@ -235,7 +236,7 @@ impl Transaction {
         })
     }
 
-    /// CREATE [UNIQUE] INDEX `name` ON `table` (`columns`).
+    /// CREATE \[UNIQUE\] INDEX `name` ON `table` (`columns`).
     pub fn create_index(
         &self,
         name: &str,

@@ -1,10 +1,10 @@
 //! # txn — transaction ids, snapshots, commit and abort, locks, two-phase commit
 //!
-//! Transaction ids are 64-bit and never wrap, so nothing is ever frozen. A transaction gets an
-//! id lazily, at its first write ([`TransactionManager::assign_xid`], PostgreSQL's
-//! `GetCurrentTransactionId`): read-only transactions consume none. The [`ProcArray`] knows
-//! which ids are running; a [`Snapshot`] taken from it says which ids a transaction must treat
-//! as running (MVCC). [`TransactionManager::commit`] writes a commit record, waits for it to be
+//! Transaction ids are 64-bit and never wrap, so no id is ever replaced by a frozen one. A
+//! transaction gets an id lazily, at its first write ([`TransactionManager::assign_xid`],
+//! PostgreSQL's `GetCurrentTransactionId`): read-only transactions consume none. The
+//! [`ProcArray`] knows which ids are running; a [`Snapshot`] taken from it says which ids a
+//! transaction must treat as running (MVCC). [`TransactionManager::commit`] writes a commit record, waits for it to be
 //! durable when `synchronous_commit` is on (returns at once when off: a crash may then lose the
 //! last commits, never corrupt), marks the transaction committed in the commit log, and only
 //! then removes it from the process array — so nobody sees a commit that a crash could take
@@ -19,6 +19,12 @@
 //! - Commit-log lookups go through a cache of final statuses ([`StatusCache`]): a status
 //!   never changes once final, so the cache needs no invalidation, and visibility checks
 //!   rarely touch the commit log (PostgreSQL uses hint bits on the tuples for this).
+//! - The commit logs keep the statuses from [`TransactionManager::oldest_xid`] on. Only a
+//!   VACUUM of the whole database raises it ([`TransactionManager::truncate_logs`]), after
+//!   every table has hints for every older id it names ([`crate::heap::freeze`]); never past
+//!   a running or prepared transaction. The truncation record is flushed before any segment
+//!   goes, and checkpoints record `oldest_xid`, so a crash never brings a status back nor
+//!   loses one that is still needed; recovery never hands out an id below it again.
 //! - Commit and abort records list the relation files to drop (TRUNCATE gave the table a
 //!   new file, DROP TABLE, or an aborted CREATE): after the record, the files' buffers are
 //!   dropped through the buffer pool's fast path and the files unlinked; redo does the same.
@@ -33,6 +39,8 @@ pub mod twophase;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
 
 use crate::buffer::BufferPool;
 use crate::clog::{TxnStatus, XactLogRedo, COMMIT_TS_LOG, STATUS_LOG};
@@ -189,6 +197,11 @@ pub struct TransactionManager {
     wal: Arc<Wal>,
     pool: Arc<BufferPool>,
     next_xid: AtomicU64,
+    /// The oldest id whose commit status is kept: statuses below it were removed (see
+    /// [`TransactionManager::truncate_logs`]).
+    oldest_xid: AtomicU64,
+    /// One truncation at a time.
+    truncating: Mutex<()>,
     procs: ProcArray,
     cache: StatusCache,
     synchronous_commit: bool,
@@ -201,12 +214,19 @@ impl TransactionManager {
         wal: Arc<Wal>,
         pool: Arc<BufferPool>,
         next_xid: u64,
+        oldest_xid: u64,
         config: &crate::Config,
     ) -> Self {
+        assert!(
+            oldest_xid <= next_xid,
+            "statuses kept from {oldest_xid}, next id {next_xid}"
+        );
         TransactionManager {
             wal,
             pool,
             next_xid: AtomicU64::new(next_xid),
+            oldest_xid: AtomicU64::new(oldest_xid),
+            truncating: Mutex::new(()),
             procs: ProcArray::new(config.max_connections),
             cache: StatusCache::new(),
             synchronous_commit: config.synchronous_commit,
@@ -322,11 +342,17 @@ impl TransactionManager {
         Ok(end)
     }
 
-    /// The status of a transaction as the commit log has it.
+    /// The status of a transaction as the commit log has it. An id below the oldest kept
+    /// one fails: every tuple that names such an id carries a hint vacuum set, so a caller
+    /// that gets here missed a hint (or the data is damaged).
     pub fn status(&self, xid: u64) -> Result<TxnStatus> {
         if let Some(s) = self.cache.get(xid) {
             self.stats.status_cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(s);
+        }
+        let oldest = self.oldest_xid();
+        if (FIRST_XID..oldest).contains(&xid) {
+            return Err(Error::TransactionStatusRemoved { xid, oldest });
         }
         self.stats.clog_lookups.fetch_add(1, Ordering::Relaxed);
         let s = TxnStatus::from_bits(STATUS_LOG.get(&self.pool, xid)?);
@@ -341,10 +367,46 @@ impl TransactionManager {
         Ok(self.status(xid)? == TxnStatus::Committed)
     }
 
-    /// When `xid` committed (microseconds since 1970), if commit timestamps were tracked.
+    /// When `xid` committed (microseconds since 1970), if commit timestamps were tracked and
+    /// are still kept (PostgreSQL's `pg_xact_commit_timestamp` is NULL below its oldest too).
     pub fn commit_timestamp(&self, xid: u64) -> Result<Option<u64>> {
+        if xid < self.oldest_xid() {
+            return Ok(None);
+        }
         let micros = COMMIT_TS_LOG.get(&self.pool, xid)?;
         Ok((micros != 0).then_some(micros))
+    }
+
+    /// The oldest id whose status (and commit timestamp) is kept.
+    pub fn oldest_xid(&self) -> u64 {
+        self.oldest_xid.load(Ordering::Acquire)
+    }
+
+    /// Stops keeping the status of the ids below `oldest`, and removes the commit-log
+    /// segments wholly below it, as PostgreSQL's `TruncateCLOG`. The caller (vacuum) has made
+    /// every tuple that names such an id carry a hint (WAL-logged before this), so none is
+    /// asked about again. Clamped to the ids nothing runs below. Returns how many segment
+    /// files were removed.
+    pub fn truncate_logs(&self, oldest: u64) -> Result<usize> {
+        let _one = self.truncating.lock();
+        let oldest = oldest.min(self.global_xmin());
+        let old = self.oldest_xid();
+        if oldest <= old {
+            return Ok(0);
+        }
+        // One section for the checkpointer: a checkpoint whose record says `oldest` has every
+        // segment below it removed (else a crash after it would leave them behind for good).
+        let _delay = self.wal.delay_checkpoint();
+        crate::clog::log_truncation(&self.wal, oldest)?;
+        self.oldest_xid.store(oldest, Ordering::Release);
+        crate::clog::remove_segments_below(&self.pool, old, oldest)
+    }
+
+    /// Consumes `n` transaction ids without using them (PostgreSQL's `pg_resetwal -x` moves
+    /// the next id the same way): unused ids are aborted by the rules above. For tests and
+    /// tools that must cross commit-log segments quickly.
+    pub fn skip_xids(&self, n: u64) {
+        self.next_xid.fetch_add(n, Ordering::AcqRel);
     }
 }
 
@@ -374,7 +436,7 @@ impl ResourceManager for TxnRedo {
             reason: format!("malformed transaction record of type {}", rec.info),
         };
         if rec.rmid == rmid::CLOG {
-            return self.logs.redo_image(ctx, rec);
+            return self.logs.redo(ctx, rec);
         }
         if rec.info == PREPARE {
             return self.twophase.redo_prepare(rec);

@@ -2,7 +2,7 @@
 //!
 //! `PREPARE TRANSACTION 'gid'` writes a prepare record holding everything needed to finish
 //! the transaction later — its locks, the relation files to drop at commit and at abort —
-//! flushes it, and hands the transaction's locks and running id to a [`GlobalTxn`] owned by
+//! flushes it, and hands the transaction's locks and running id to a `GlobalTxn` owned by
 //! no session. The transaction survives crashes and restarts still holding its locks, until
 //! `COMMIT PREPARED` or `ROLLBACK PREPARED`.
 //!
@@ -19,7 +19,7 @@
 //!   recycled; from then on `reread_wal` reads the file, as PostgreSQL does.
 //!
 //! ## Rules
-//! - The prepare record and the registration of the [`GlobalTxn`] are one section under
+//! - The prepare record and the registration of the `GlobalTxn` are one section under
 //!   [`Wal::delay_checkpoint`], so a checkpoint whose redo point follows the record always
 //!   finds the transaction and writes its state file.
 //! - A state file of a transaction the commit log says has finished is stale (a crash between

@@ -1,7 +1,10 @@
 //! Autovacuum: per-table counts of live and dead tuples (PostgreSQL's
 //! `pg_stat_user_tables.n_live_tup` / `n_dead_tup`), and a background worker that vacuums
 //! every table whose dead tuples pass `autovacuum_vacuum_threshold +
-//! autovacuum_vacuum_scale_factor × live tuples`, every `autovacuum_naptime`.
+//! autovacuum_vacuum_scale_factor × live tuples`, every `autovacuum_naptime`. When the oldest
+//! commit status kept is more than `autovacuum_freeze_max_age` transactions old, the round
+//! vacuums the whole database instead, catalog included, so that the commit logs can drop
+//! their old segments (PostgreSQL's anti-wraparound vacuum, here for space only).
 //!
 //! ## Rules
 //! - The counts are estimates, kept in memory (lost at restart, like PostgreSQL's after a
@@ -148,6 +151,21 @@ fn run(engine: &Arc<Engine>, stop: &(Mutex<bool>, Condvar)) {
             if *stopped {
                 return;
             }
+        }
+        let behind = engine.txns.next_xid() - engine.txns.oldest_xid();
+        if behind > engine.config.autovacuum_freeze_max_age {
+            match super::command::vacuum_database(engine, false) {
+                Ok(v) => tracing::info!(
+                    tables = v.tables.len(),
+                    skipped = v.skipped,
+                    oldest_xid = v.oldest_xid,
+                    segments_removed = v.log_segments_removed,
+                    "autovacuum of the whole database"
+                ),
+                // Handled here: logged, and retried at the next round.
+                Err(e) => tracing::warn!(error = %e, "autovacuum of the whole database failed"),
+            }
+            continue;
         }
         let due = engine.table_stats.due(
             engine.config.autovacuum_vacuum_threshold,

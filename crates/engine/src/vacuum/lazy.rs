@@ -1,10 +1,10 @@
 //! Lazy vacuum of one table (PostgreSQL's `vacuumlazy.c`).
 //!
 //! 1. **Heap pass**, block by block in order, skipping blocks the visibility map says are
-//!    all-visible: prune ([`crate::heap::prune`]), collect the dead line pointers into the
-//!    dead-TID store, mark the block all-visible when it is. When the store is full, run
-//!    steps 2 and 3 for what it holds, clear it, and go on — as many times as needed (the
-//!    store's memory is the only bound; no 1 GB cap).
+//!    all-visible: prune ([`crate::heap::prune`]), freeze ([`crate::heap::freeze`]), collect
+//!    the dead line pointers into the dead-TID store, mark the block all-visible when it is.
+//!    When the store is full, run steps 2 and 3 for what it holds, clear it, and go on — as
+//!    many times as needed (the store's memory is the only bound; no 1 GB cap).
 //! 2. **Index pass**: every index of the table removes the entries whose TID is in the
 //!    store ([`IndexCleaner::bulk_delete`]).
 //! 3. **Second heap pass**: the collected line pointers become unused (their index entries
@@ -19,6 +19,8 @@
 //!   writes go on) and passes the horizon: versions deleted below it are dead to all.
 //! - Steps 2 and 3 always run in that order for the same set of TIDs: a line pointer is
 //!   unused only after no index entry points at it.
+//! - An all-visible page is frozen (see [`crate::heap::freeze`]): skipping it leaves the
+//!   table's frozen bound ([`VacuumStats::frozen_xid`]) where the scanned pages put it.
 
 use std::time::{Duration, Instant};
 
@@ -61,6 +63,12 @@ pub struct VacuumStats {
     pub index_passes: u32,
     /// Blocks cut off the end of the table.
     pub pages_truncated: BlockNumber,
+    /// Versions whose headers freezing changed (hints set, old lockers cleared).
+    pub tuples_frozen: u64,
+    /// Every version of the table names only ids at or above this one, or carries a hint
+    /// for each id below it (PostgreSQL's `relfrozenxid`): the commit log is not asked about
+    /// ids below it for this table. 0 before any vacuum.
+    pub frozen_xid: u64,
     pub duration: Duration,
 }
 
@@ -76,6 +84,8 @@ pub fn vacuum_heap(
     let started = Instant::now();
     let mut stats = VacuumStats {
         pages: heap.nblocks()?,
+        // Pages added later hold only ids of transactions running now or later: above it.
+        frozen_xid: horizon,
         ..VacuumStats::default()
     };
     let mut dead = new_dead_tids(mode, budget_bytes);
@@ -92,6 +102,10 @@ pub fn vacuum_heap(
         stats.live_tuples += census.live as u64;
         stats.recently_dead_tuples += census.recently_dead as u64;
         stats.pages_set_all_visible += BlockNumber::from(census.set_all_visible);
+        stats.tuples_frozen += census.frozen as u64;
+        if let Some(xid) = census.oldest_unfrozen {
+            stats.frozen_xid = stats.frozen_xid.min(xid);
+        }
         if offsets.is_empty() {
             fsm::record(heap.pool, heap.rel, block, census.free_bytes)?;
             continue;

@@ -1,9 +1,10 @@
 //! # vacuum — lazy vacuum
 //!
-//! Lazy vacuum ([`lazy`]): prune, collect dead tuple ids, bulk-delete them from each index,
-//! the second heap pass, truncation of empty tail pages. And the piece that seed 004 is
-//! about: the store of dead tuple ids ([`tidstore`]) that the first heap pass fills and the
-//! index pass probes.
+//! Lazy vacuum ([`lazy`]): prune, freeze, collect dead tuple ids, bulk-delete them from each
+//! index, the second heap pass, truncation of empty tail pages. A VACUUM of the whole
+//! database (`command`) also vacuums the catalog and then lets the commit logs drop their
+//! old segments. And the piece that seed 004 is about: the store of dead tuple ids
+//! ([`tidstore`]) that the first heap pass fills and the index pass probes.
 //!
 //! ## Rules
 //!
@@ -25,6 +26,7 @@ pub mod lazy;
 pub mod tidstore;
 
 pub use auto::TableStats;
+pub use command::DatabaseVacuum;
 pub use lazy::{IndexCleaner, VacuumStats};
 pub use tidstore::{
     new_dead_tids, BlockCursor, DeadTids, TidArray, TidStore, TidStoreError, MAX_ALLOC_SIZE,

@@ -8,7 +8,7 @@
 //! ## Rules
 //! - A set bit is a promise that may only be kept or broken towards "not set": reading it
 //!   wrongly as clear costs a vacuum some work, reading it wrongly as set would hide dead
-//!   tuples from vacuum. So pages are read zero-on-error ([`crate::hintfork`]: a torn page
+//!   tuples from vacuum. So pages are read zero-on-error (`hintfork`: a torn page
 //!   means "nothing is all-visible"), and:
 //! - setting a bit raises the map page's LSN to the WAL record that made the heap page
 //!   all-visible (so the map page cannot reach disk before that record), and redo of that

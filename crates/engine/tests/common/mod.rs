@@ -9,7 +9,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quire_engine::vfs::{CrashOptions, SimVfs, Vfs};
-use quire_engine::{Config, Database, Fork, IsolationLevel, RelFileLocator, TableId, Transaction};
+use quire_engine::{
+    Column, Config, Database, Fork, IsolationLevel, RelFileLocator, TableId, Tid, Transaction,
+    Type, Value,
+};
 
 /// Opens (creating or recovering) the database at `/data` on `vfs`.
 pub fn open_db(vfs: &Arc<SimVfs>, config: Config) -> Database {
@@ -43,13 +46,21 @@ pub fn exists(vfs: &SimVfs, path: &Path) -> bool {
     vfs.exists(path).unwrap()
 }
 
-/// Waits (bounded) until session `id` waits for a lock.
-pub fn wait_until_blocked(db: &Database, id: u64) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !db.locks().is_waiting(id) {
-        assert!(Instant::now() < deadline, "session {id} never blocked");
+/// Waits until `done` holds, polling every millisecond; fails the test after 30 s (a
+/// background worker or a blocked thread that never gets there).
+pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting: {what}");
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// Waits (bounded) until session `id` waits for a lock.
+pub fn wait_until_blocked(db: &Database, id: u64) {
+    wait_for(&format!("session {id} blocked"), || {
+        db.locks().is_waiting(id)
+    });
 }
 
 /// Runs `blocked` in `tx` on another thread, checks that it blocks, runs `unblock` on this
@@ -70,4 +81,21 @@ pub fn blocks_until<T: Send>(
         unblock();
         h.join().expect("the blocked statement panicked")
     })
+}
+
+/// Creates `accounts (id, balance)` in `tx` holding rows 1..=n with balance 100 × id; returns
+/// the table and the rows' addresses, by id from 1.
+pub fn create_accounts(tx: &Transaction, n: i64) -> (TableId, Vec<Tid>) {
+    let columns = [
+        Column::new("id", Type::Int),
+        Column::new("balance", Type::Int),
+    ];
+    let t = tx.create_table("accounts", &columns).unwrap();
+    let tids = (1..=n)
+        .map(|id| {
+            tx.insert(t, &[Value::Int(id), Value::Int(100 * id)])
+                .unwrap()
+        })
+        .collect();
+    (t, tids)
 }
