@@ -5,15 +5,22 @@
 //! ```text
 //! 0         4         8               16              24    25    26      27    28        32
 //! | tot_len | crc32c  | prev (u64)    | xid (u64)     | rmid| info|nblocks| rsvd| main_len |
-//! 32: nblocks x block reference (20 bytes, + 8192 bytes of image if HAS_IMAGE):
+//! 32: nblocks x block reference (20 bytes, then the image if HAS_IMAGE):
 //!     | db_oid u32 | rel_number u64 | fork u8 | flags u8 | rsvd u16 | block u32 | [image]
+//!     image: 8192 bytes; or, if HAS_HOLE too, | hole_offset u16 | hole_length u16 | and
+//!            the 8192 - hole_length bytes outside the hole
 //! then main_len bytes of main data.
 //! ```
 //! The CRC covers bytes `8..tot_len` and then bytes `0..4`, so it protects everything but
 //! itself, the length included.
+//!
+//! The hole is PostgreSQL's (`bimg.hole_offset`): the free space of a standard page, between
+//! its line pointers and its items (`pd_lower..pd_upper`), left out of the image. Unlike
+//! PostgreSQL, it is left out only when every byte of it is zero (the page layer zeroes what
+//! it frees), so an image restored by redo is the page byte for byte.
 
 use crate::buffer::BufferTag;
-use crate::page::PAGE_SIZE;
+use crate::page::{Page, HEADER_SIZE, PAGE_SIZE};
 use crate::smgr::{Fork, RelFileLocator};
 
 use super::Lsn;
@@ -21,6 +28,10 @@ use super::Lsn;
 pub const RECORD_HEADER_SIZE: usize = 32;
 pub const BLOCK_REF_SIZE: usize = 20;
 const HAS_IMAGE: u8 = 0x1;
+/// The image leaves out a hole of zeros; its place precedes the image.
+const HAS_HOLE: u8 = 0x2;
+/// `hole_offset u16 | hole_length u16`.
+const HOLE_HEADER_SIZE: usize = 4;
 /// Block references per record, as PostgreSQL's `XLR_MAX_BLOCK_ID` (32) halved: quire's
 /// records are small, and the bound keeps a record well inside the WAL buffers.
 pub const MAX_BLOCK_REFS: usize = 16;
@@ -79,13 +90,37 @@ pub enum RecordError {
     Malformed(&'static str),
 }
 
+/// The hole an image of `page` leaves out, as (offset, length): its free space
+/// (`pd_lower..pd_upper`) if the header is sane and every byte of it is zero; else none,
+/// (0, 0). A hole too short to pay for its own header is none too.
+pub fn image_hole(page: &[u8; PAGE_SIZE]) -> (usize, usize) {
+    let p = Page::new(page);
+    let (lower, upper) = (usize::from(p.lower()), usize::from(p.upper()));
+    if lower < HEADER_SIZE || upper > PAGE_SIZE || upper <= lower + HOLE_HEADER_SIZE {
+        return (0, 0);
+    }
+    // A fold, not an early-exit search: it vectorises, and holes are mostly zeros.
+    if page[lower..upper].iter().fold(0u8, |acc, &b| acc | b) != 0 {
+        return (0, 0);
+    }
+    (lower, upper - lower)
+}
+
+/// The bytes an image of `page` takes in a record.
+fn image_size(page: &[u8; PAGE_SIZE]) -> usize {
+    match image_hole(page) {
+        (_, 0) => PAGE_SIZE,
+        (_, hole_len) => HOLE_HEADER_SIZE + PAGE_SIZE - hole_len,
+    }
+}
+
 /// The encoded size of a record.
 pub fn encoded_size(rec: &WalRecord<'_>) -> usize {
     RECORD_HEADER_SIZE
         + rec
             .blocks
             .iter()
-            .map(|b| BLOCK_REF_SIZE + if b.image.is_some() { PAGE_SIZE } else { 0 })
+            .map(|b| BLOCK_REF_SIZE + b.image.map_or(0, image_size))
             .sum::<usize>()
         + rec.main.len()
 }
@@ -109,15 +144,57 @@ pub fn encode(rec: &WalRecord<'_>, out: &mut Vec<u8>) {
         out.extend_from_slice(&b.tag.rel.db_oid.to_le_bytes());
         out.extend_from_slice(&b.tag.rel.rel_number.to_le_bytes());
         out.push(b.tag.fork as u8);
-        out.push(if b.image.is_some() { HAS_IMAGE } else { 0 });
+        let hole = b.image.map_or((0, 0), image_hole);
+        out.push(match (b.image, hole) {
+            (None, _) => 0,
+            (Some(_), (_, 0)) => HAS_IMAGE,
+            (Some(_), _) => HAS_IMAGE | HAS_HOLE,
+        });
         out.extend_from_slice(&[0u8; 2]);
         out.extend_from_slice(&b.tag.block.to_le_bytes());
         if let Some(img) = b.image {
-            out.extend_from_slice(&img[..]);
+            let (hole_at, hole_len) = hole;
+            if hole_len == 0 {
+                out.extend_from_slice(&img[..]);
+            } else {
+                let as_u16 = |n: usize| u16::try_from(n).expect("a page offset fits in u16");
+                out.extend_from_slice(&as_u16(hole_at).to_le_bytes());
+                out.extend_from_slice(&as_u16(hole_len).to_le_bytes());
+                out.extend_from_slice(&img[..hole_at]);
+                out.extend_from_slice(&img[hole_at + hole_len..]);
+            }
         }
     }
     out.extend_from_slice(rec.main);
     debug_assert_eq!(out.len(), total);
+}
+
+/// Decodes an image at the start of `bytes` (with its hole header if `has_hole`): the page,
+/// its hole zero-filled, and the bytes it took.
+fn decode_image(
+    bytes: &[u8],
+    has_hole: bool,
+) -> Result<(Box<[u8; PAGE_SIZE]>, usize), RecordError> {
+    let (hole_at, hole_len, header) = if has_hole {
+        let h = bytes
+            .get(..HOLE_HEADER_SIZE)
+            .ok_or(RecordError::Malformed("image hole past the end"))?;
+        let at = usize::from(u16::from_le_bytes([h[0], h[1]]));
+        let len = usize::from(u16::from_le_bytes([h[2], h[3]]));
+        if at < HEADER_SIZE || len == 0 || at + len > PAGE_SIZE {
+            return Err(RecordError::Malformed("image hole outside the page"));
+        }
+        (at, len, HOLE_HEADER_SIZE)
+    } else {
+        (PAGE_SIZE, 0, 0)
+    };
+    let stored = bytes
+        .get(header..header + PAGE_SIZE - hole_len)
+        .ok_or(RecordError::Malformed("page image past the end"))?;
+    let mut page = Box::new([0u8; PAGE_SIZE]);
+    page[..hole_at].copy_from_slice(&stored[..hole_at]);
+    page[hole_at + hole_len..].copy_from_slice(&stored[hole_at..]);
+    Ok((page, header + stored.len()))
 }
 
 fn crc_of(bytes: &[u8]) -> u32 {
@@ -184,13 +261,9 @@ pub fn decode(bytes: &[u8], lsn: Lsn, end_lsn: Lsn) -> Result<DecodedRecord, Rec
             u32_at(r, 16),
         );
         let image = if r[13] & HAS_IMAGE != 0 {
-            let img = bytes
-                .get(at..at + PAGE_SIZE)
-                .ok_or(RecordError::Malformed("page image past the end"))?;
-            at += PAGE_SIZE;
-            Some(Box::new(
-                <[u8; PAGE_SIZE]>::try_from(img).expect("PAGE_SIZE bytes"),
-            ))
+            let (image, used) = decode_image(&bytes[at..], r[13] & HAS_HOLE != 0)?;
+            at += used;
+            Some(image)
         } else {
             None
         };
