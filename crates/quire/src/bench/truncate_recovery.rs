@@ -9,6 +9,10 @@
 //! The data is the same at every pool size and fits the smallest pool, so the difference
 //! between pool sizes is the descriptors a drop must look at, nothing else.
 //!
+//! The fast path takes well under a second, where a noisy machine's hiccups show: each
+//! (pool, mode) runs `--rounds` times (default 3), the rounds interleaving every cell, and
+//! each time is the median of its rounds.
+//!
 //! By default on the simulated file system, in memory, and the crash is a power loss (what
 //! was not fsynced is gone): a file truncation on the development machine's disk (ext4
 //! mounted with `discard`) costs from 130 µs to several ms, the same in both modes, which
@@ -169,6 +173,27 @@ fn run_one(
     })
 }
 
+/// The first round's counts (the same in every round: the work is deterministic) with the
+/// median of each time over the rounds.
+fn median_of(mut runs: Vec<Measured>) -> Measured {
+    assert!(!runs.is_empty(), "at least one round");
+    let median = |runs: &[Measured], time: fn(&Measured) -> Duration| {
+        let mut t: Vec<Duration> = runs.iter().map(time).collect();
+        t.sort_unstable();
+        t[t.len() / 2]
+    };
+    let vacuum = median(&runs, |m| m.vacuum);
+    let redo = median(&runs, |m| m.redo);
+    let open = median(&runs, |m| m.open);
+    let first = runs.swap_remove(0);
+    Measured {
+        vacuum,
+        redo,
+        open,
+        ..first
+    }
+}
+
 pub fn run_bench(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
     let tables = args
         .relations
@@ -217,35 +242,53 @@ pub fn run_bench(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
             json!(if args.real_fs { "real" } else { "simulated" }),
         ),
     ];
-    let mut results = Vec::new();
-    for &pool in &pools {
-        for drop in [BufferDropMode::FullScan, BufferDropMode::Indexed] {
-            let m = run_one(&dir.join("data"), args.real_fs, tables, pages, pool, drop)?;
-            report.rows.push((
-                drop.name().to_string(),
-                vec![
-                    Cell::Text(bytes_name(pool)),
-                    Cell::Int(tables),
-                    Cell::Int(m.pages_truncated),
-                    Cell::Float(m.vacuum.as_secs_f64()),
-                    Cell::Float(m.vacuum.as_secs_f64() * 1e6 / tables as f64),
-                    Cell::Int(m.vacuum_examined),
-                    Cell::Int(m.records),
-                    Cell::Float(m.redo.as_secs_f64()),
-                    Cell::Float(m.open.as_secs_f64()),
-                    Cell::Int(m.redo_examined),
-                ],
-            ));
-            report.syscalls.push((
-                format!("{} {} vacuum", drop.name(), bytes_name(pool)),
-                m.vacuum_calls,
-            ));
-            report.syscalls.push((
-                format!("{} {} redo", drop.name(), bytes_name(pool)),
-                m.redo_calls,
-            ));
-            results.push((pool, drop, m));
+    let rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 3 });
+    ensure!(rounds > 0, "--rounds must be positive");
+    report.params.push(("rounds", json!(rounds)));
+    let cells: Vec<(u64, BufferDropMode)> = pools
+        .iter()
+        .flat_map(|&p| [(p, BufferDropMode::FullScan), (p, BufferDropMode::Indexed)])
+        .collect();
+    let mut runs: Vec<Vec<Measured>> = cells.iter().map(|_| Vec::new()).collect();
+    for _ in 0..rounds {
+        for (&(pool, drop), runs) in cells.iter().zip(&mut runs) {
+            runs.push(run_one(
+                &dir.join("data"),
+                args.real_fs,
+                tables,
+                pages,
+                pool,
+                drop,
+            )?);
         }
+    }
+    let mut results = Vec::new();
+    for (&(pool, drop), runs) in cells.iter().zip(runs) {
+        let m = median_of(runs);
+        report.rows.push((
+            drop.name().to_string(),
+            vec![
+                Cell::Text(bytes_name(pool)),
+                Cell::Int(tables),
+                Cell::Int(m.pages_truncated),
+                Cell::Float(m.vacuum.as_secs_f64()),
+                Cell::Float(m.vacuum.as_secs_f64() * 1e6 / tables as f64),
+                Cell::Int(m.vacuum_examined),
+                Cell::Int(m.records),
+                Cell::Float(m.redo.as_secs_f64()),
+                Cell::Float(m.open.as_secs_f64()),
+                Cell::Int(m.redo_examined),
+            ],
+        ));
+        report.syscalls.push((
+            format!("{} {} vacuum", drop.name(), bytes_name(pool)),
+            m.vacuum_calls,
+        ));
+        report.syscalls.push((
+            format!("{} {} redo", drop.name(), bytes_name(pool)),
+            m.redo_calls,
+        ));
+        results.push((pool, drop, m));
     }
     let find = |pool: u64, drop: BufferDropMode| {
         results
@@ -289,7 +332,7 @@ pub fn run_bench(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
     }
     report.notes.push(
         format!(
-            "vacuum_s: VACUUM of every table (prune, free, truncate to zero pages, buffers dropped); redo_s: crash recovery of that vacuum's WAL; open_s adds the end-of-recovery checkpoint; {}",
+            "times are medians of {rounds} rounds; vacuum_s: VACUUM of every table (prune, free, truncate to zero pages, buffers dropped); redo_s: crash recovery of that vacuum's WAL; open_s adds the end-of-recovery checkpoint; {}",
             if args.real_fs {
                 "real file system, process crash"
             } else {
