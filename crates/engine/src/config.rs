@@ -217,8 +217,18 @@ impl Config {
     }
 
     /// Sets one setting by its PostgreSQL-style name from its text form (as in a TOML file,
-    /// a `-c name=value` flag or an environment variable).
+    /// a `-c name=value` flag or an environment variable). A value that fails to parse or to
+    /// validate leaves the configuration as it was.
     pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        let mut next = self.clone();
+        next.assign(name, value)?;
+        next.validate()?;
+        *self = next;
+        Ok(())
+    }
+
+    /// Parses and stores one setting, unvalidated.
+    fn assign(&mut self, name: &str, value: &str) -> Result<()> {
         let bad = |reason: String| Error::Config {
             name: name.to_string(),
             reason,
@@ -334,7 +344,7 @@ impl Config {
                 })
             }
         }
-        self.validate()
+        Ok(())
     }
 
     /// Checks the settings against each other and their limits.
@@ -389,60 +399,51 @@ impl Config {
                 ),
             );
         }
-        if !(0.0..=1.0).contains(&self.checkpoint_completion_target) {
-            return bad(
-                "checkpoint_completion_target",
-                format!(
-                    "{} is not between 0 and 1",
-                    self.checkpoint_completion_target
-                ),
-            );
-        }
-        if self.checkpoint_timeout_s == 0 {
-            return bad("checkpoint_timeout", "must be at least 1s".to_string());
-        }
-        if self.max_files_per_process < 4 {
-            return bad("max_files_per_process", "must be at least 4".to_string());
-        }
-        if self.max_connections == 0 {
-            return bad("max_connections", "must be at least 1".to_string());
-        }
-        if self.max_locks_per_transaction < 10 {
-            return bad(
-                "max_locks_per_transaction",
-                "must be at least 10".to_string(),
-            );
-        }
-        if self.deadlock_timeout_ms == 0 {
-            return bad("deadlock_timeout", "must be at least 1ms".to_string());
-        }
-        if self.autovacuum_naptime_ms == 0 {
-            return bad("autovacuum_naptime", "must be at least 1ms".to_string());
-        }
-        if !(0.0..=100.0).contains(&self.autovacuum_vacuum_scale_factor) {
-            return bad(
-                "autovacuum_vacuum_scale_factor",
-                format!(
-                    "{} is not between 0 and 100",
-                    self.autovacuum_vacuum_scale_factor
-                ),
-            );
-        }
-        if !(100_000..=2_000_000_000).contains(&self.autovacuum_freeze_max_age) {
-            return bad(
-                "autovacuum_freeze_max_age",
-                format!(
-                    "{} is not between 100000 and 2000000000",
-                    self.autovacuum_freeze_max_age
-                ),
-            );
-        }
-        if self.vacuum_freeze_min_age > 1_000_000_000 {
-            return bad(
-                "vacuum_freeze_min_age",
-                format!("{} is more than 1000000000", self.vacuum_freeze_min_age),
-            );
-        }
+        check_range(
+            "checkpoint_completion_target",
+            self.checkpoint_completion_target,
+            0.0,
+            1.0,
+        )?;
+        check_range("checkpoint_timeout", self.checkpoint_timeout_s, 1, u64::MAX)?;
+        check_range(
+            "max_files_per_process",
+            self.max_files_per_process,
+            4,
+            usize::MAX,
+        )?;
+        check_range("max_connections", self.max_connections, 1, usize::MAX)?;
+        check_range(
+            "max_locks_per_transaction",
+            self.max_locks_per_transaction,
+            10,
+            usize::MAX,
+        )?;
+        check_range("deadlock_timeout", self.deadlock_timeout_ms, 1, u64::MAX)?;
+        check_range(
+            "autovacuum_naptime",
+            self.autovacuum_naptime_ms,
+            1,
+            u64::MAX,
+        )?;
+        check_range(
+            "autovacuum_vacuum_scale_factor",
+            self.autovacuum_vacuum_scale_factor,
+            0.0,
+            100.0,
+        )?;
+        check_range(
+            "autovacuum_freeze_max_age",
+            self.autovacuum_freeze_max_age,
+            100_000,
+            2_000_000_000,
+        )?;
+        check_range(
+            "vacuum_freeze_min_age",
+            self.vacuum_freeze_min_age,
+            0,
+            1_000_000_000,
+        )?;
         if self.maintenance_work_mem_bytes < 1024 * 1024 {
             return bad(
                 "maintenance_work_mem",
@@ -454,6 +455,26 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Fails with an [`Error::Config`] naming the setting unless `lo <= value <= hi`.
+fn check_range<T: PartialOrd + std::fmt::Display + Copy>(
+    name: &str,
+    value: T,
+    lo: T,
+    hi: T,
+) -> Result<()> {
+    let reason = if value < lo {
+        format!("{value} is less than the minimum of {lo}")
+    } else if value > hi {
+        format!("{value} is more than the maximum of {hi}")
+    } else {
+        return Ok(());
+    };
+    Err(Error::Config {
+        name: name.to_string(),
+        reason,
+    })
 }
 
 /// Parses a boolean setting as PostgreSQL writes them: `on`/`off` (or `true`/`false`).
@@ -585,5 +606,37 @@ mod tests {
         assert!(c.set("twophase_state", "disk").is_err());
         assert!(c.set("deadlock_timeout", "0").is_err());
         assert!(c.set("max_locks_per_transaction", "-1").is_err());
+    }
+
+    #[test]
+    fn out_of_range_settings_name_the_setting_and_the_bound() {
+        let mut c = Config::default();
+        let err = c.set("max_connections", "0").unwrap_err().to_string();
+        assert!(
+            err.contains("max_connections") && err.contains("minimum of 1"),
+            "{err}"
+        );
+        let err = c
+            .set("autovacuum_freeze_max_age", "99999")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("minimum of 100000"), "{err}");
+        let err = c
+            .set("vacuum_freeze_min_age", "1000000001")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("vacuum_freeze_min_age") && err.contains("maximum"),
+            "{err}"
+        );
+        let err = c
+            .set("checkpoint_completion_target", "1.5")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("maximum of 1"), "{err}");
+        // A refused value leaves the configuration as it was.
+        assert_eq!(c.max_connections, Config::default().max_connections);
+        c.set("vacuum_freeze_min_age", "1000000000").unwrap();
+        c.set("max_locks_per_transaction", "10").unwrap();
     }
 }

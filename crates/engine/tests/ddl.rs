@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{blocks_until, crash, exists, file_of, rel_of};
+use common::{blocks_until, crash, exists, file_of, open_db, rel_of};
 use quire_engine::heap::tuple::HEADER_BYTES;
 use quire_engine::heap::MAX_TUPLE_BYTES;
 use quire_engine::sync::SyncTarget;
@@ -42,8 +42,7 @@ fn config() -> Config {
 }
 
 fn open(vfs: &Arc<SimVfs>) -> Database {
-    let vfs: Arc<dyn Vfs> = Arc::clone(vfs) as Arc<dyn Vfs>;
-    Database::open(&vfs, Path::new("/data"), config()).unwrap_or_else(|e| panic!("open: {e}"))
+    open_db(vfs, config())
 }
 
 fn columns() -> Vec<Column> {

@@ -7,25 +7,23 @@
 mod common;
 
 use std::ops::Bound;
-use std::path::Path;
 use std::sync::Arc;
 
-use common::wait_until_blocked;
+use common::{open_db, wait_until_blocked};
 use quire_engine::rng::XorShift64;
-use quire_engine::vfs::{CrashOptions, SimVfs, Vfs};
+use quire_engine::vfs::{CrashOptions, SimVfs};
 use quire_engine::{
     Changed, Column, Config, Database, IsolationLevel::ReadCommitted,
     IsolationLevel::RepeatableRead, TableId, Tid, Transaction, Type, Value,
 };
 
 fn open(vfs: &Arc<SimVfs>) -> Database {
-    let vfs: Arc<dyn Vfs> = Arc::clone(vfs) as Arc<dyn Vfs>;
     let config = Config {
         deadlock_timeout_ms: 50,
         autovacuum: false,
         ..Config::default()
     };
-    Database::open(&vfs, Path::new("/data"), config).unwrap()
+    open_db(vfs, config)
 }
 
 fn columns() -> Vec<Column> {

@@ -3,21 +3,22 @@
 //! can see is removed, redo rebuilds the same page, and a row updated thousands of times
 //! stays on its page.
 
-use std::path::Path;
+mod common;
+
+use common::open_db;
 use std::sync::Arc;
 
 use quire_engine::buffer::BufferTag;
 use quire_engine::heap::Heap;
 use quire_engine::page::{ItemState, Page};
-use quire_engine::vfs::{CrashOptions, SimVfs, Vfs};
+use quire_engine::vfs::{CrashOptions, SimVfs};
 use quire_engine::{
     Changed, Column, Config, Database, Fork, IsolationLevel::ReadCommitted,
     IsolationLevel::RepeatableRead, RelFileLocator, TableId, Tid, Type, Value,
 };
 
 fn open(vfs: &Arc<SimVfs>) -> Database {
-    let vfs: Arc<dyn Vfs> = Arc::clone(vfs) as Arc<dyn Vfs>;
-    Database::open(&vfs, Path::new("/data"), Config::default()).unwrap()
+    open_db(vfs, Config::default())
 }
 
 fn table(db: &Database) -> (TableId, RelFileLocator, Tid) {

@@ -4,20 +4,18 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::Arc;
 
-use common::{rel_of, wait_for};
+use common::{open_db, rel_of, wait_for};
 use quire_engine::rng::XorShift64;
-use quire_engine::vfs::{CrashOptions, SimVfs, Vfs};
+use quire_engine::vfs::{CrashOptions, SimVfs};
 use quire_engine::{
     Changed, Column, Config, Database, DeadTidsMode, Fork, IsolationLevel::ReadCommitted,
     IsolationLevel::RepeatableRead, TableId, Tid, Transaction, Type, Value,
 };
 
 fn open_with(vfs: &Arc<SimVfs>, config: Config) -> Database {
-    let vfs: Arc<dyn Vfs> = Arc::clone(vfs) as Arc<dyn Vfs>;
-    Database::open(&vfs, Path::new("/data"), config).unwrap()
+    open_db(vfs, config)
 }
 
 fn open(vfs: &Arc<SimVfs>) -> Database {

@@ -17,13 +17,12 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use common::{blocks_until, crash};
+use common::{blocks_until, crash, open_db};
 use quire_engine::clog::TxnStatus;
-use quire_engine::vfs::{SimVfs, Vfs};
+use quire_engine::vfs::SimVfs;
 use quire_engine::{
     Changed, Column, Config, Database, IsolationLevel::*, TableId, Tid, Transaction, Type, Value,
 };
@@ -37,8 +36,7 @@ fn config() -> Config {
 }
 
 fn open(vfs: &Arc<SimVfs>) -> Database {
-    let vfs: Arc<dyn Vfs> = Arc::clone(vfs) as Arc<dyn Vfs>;
-    Database::open(&vfs, Path::new("/data"), config()).unwrap_or_else(|e| panic!("open: {e}"))
+    open_db(vfs, config())
 }
 
 fn columns() -> Vec<Column> {

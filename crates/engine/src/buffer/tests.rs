@@ -284,8 +284,8 @@ fn write_back_calls_the_hook_with_the_page_lsn_first() {
     assert_eq!(f.writes() - before, 1);
 }
 
-#[test]
-fn a_corrupt_page_fails_the_read_and_leaves_the_pool_consistent() {
+/// A fixture whose relation 1 has two pages on disk, block 1 with a flipped bit.
+fn fixture_with_corrupt_block_1() -> Fixture {
     let f = fixture(16, BufferDropMode::Indexed);
     let pool = f.pool();
     populate(&pool, rel(1), 2);
@@ -295,6 +295,12 @@ fn a_corrupt_page_fails_the_read_and_leaves_the_pool_consistent() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[PAGE_SIZE + 3000] ^= 1;
     std::fs::write(&path, bytes).unwrap();
+    f
+}
+
+#[test]
+fn a_corrupt_page_fails_the_read_and_leaves_the_pool_consistent() {
+    let f = fixture_with_corrupt_block_1();
     let pool = f.pool();
     let err = pool
         .read_buffer(BufferTag::new(rel(1), Fork::Main, 1))
@@ -419,15 +425,7 @@ fn stress_concurrent_access_eviction_and_drops_full_scan() {
 
 #[test]
 fn zero_on_error_zeroes_a_corrupt_or_missing_page_that_normal_reports() {
-    let f = fixture(16, BufferDropMode::Indexed);
-    let pool = f.pool();
-    populate(&pool, rel(1), 2);
-    pool.flush_all().unwrap();
-    drop(pool);
-    let path = f.smgr.segment_path(rel(1), Fork::Main, 0);
-    let mut bytes = std::fs::read(&path).unwrap();
-    bytes[PAGE_SIZE + 3000] ^= 1;
-    std::fs::write(&path, bytes).unwrap();
+    let f = fixture_with_corrupt_block_1();
     let pool = f.pool();
     let corrupt = BufferTag::new(rel(1), Fork::Main, 1);
     // Normal first: a failed read leaves nothing cached, so the second mode reads again.
