@@ -4,8 +4,25 @@
 //! the old behaviour exists so a benchmark can measure both in one process.
 
 use crate::error::{Error, Result};
-use crate::page::PAGE_SIZE;
-pub use crate::sync::SyncMode;
+use crate::types::PAGE_SIZE;
+
+/// How durability of data-file writes is achieved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncMode {
+    /// Requests go to the checkpointer, which fsyncs each file once per checkpoint.
+    Checkpointer,
+    /// Every write that needs durability fsyncs its file at once.
+    Immediate,
+}
+
+impl SyncMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncMode::Checkpointer => "checkpointer",
+            SyncMode::Immediate => "immediate",
+        }
+    }
+}
 
 /// How the buffer pool finds the buffers of a relation being dropped or truncated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -388,7 +405,7 @@ impl Config {
                 ),
             );
         }
-        let min_wal_buffers = 4 * crate::wal::MAX_RECORD_SIZE as u64;
+        let min_wal_buffers = crate::types::MIN_WAL_BUFFERS_BYTES as u64;
         if self.wal_buffers_bytes < min_wal_buffers || !self.wal_buffers_bytes.is_multiple_of(page)
         {
             return bad(

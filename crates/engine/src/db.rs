@@ -9,26 +9,29 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use crate::autovacuum::Autovacuum;
 use crate::buffer::{BufferPool, BufferTag, WriteBackHook};
 use crate::catalog::Catalog;
-use crate::checkpoint::{CheckpointHook, CheckpointIds, Checkpointer, ControlData, DbState};
+use crate::checkpoint::{CheckpointHook, Checkpointer, ControlData, DbState};
 use crate::clog::TxnStatus;
+use crate::commands::vacuum::{vacuum_database, vacuum_table, DatabaseVacuum};
 use crate::config::Config;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::recovery::{redo_all, RecoveryStats, RedoContext, Registry};
+use crate::recovery::{redo_all, RecoveryStats, RedoContext, Registry, ResourceManager};
 use crate::session::{IsolationLevel, Transaction};
 use crate::smgr::Smgr;
+use crate::stats::{StatsRegistry, TableStats};
 use crate::txn::lock::{LockManager, LockWait};
 use crate::txn::twophase::{owner_of, PreparedXact, TwoPhase, TwoPhaseRedo};
-use crate::txn::{
-    drop_relation_files, TransactionManager, ABORT_PREPARED, COMMIT_PREPARED, FIRST_XID,
-};
-use crate::vfs::{DirLock, Vfs};
-use crate::wal::{Lsn, Wal, WalReader, FIRST_LSN};
+use crate::txn::{TransactionManager, ABORT_PREPARED, COMMIT_PREPARED, FIRST_XID};
+use crate::vacuum::VacuumStats;
+use crate::vfs::Vfs;
+use crate::wal::{Wal, WalReader, FIRST_LSN};
 
 /// The buffer pool's WAL rule, bound once the WAL is open. During redo it is unbound: every
 /// page redo dirties carries the LSN of WAL that is already durable.
@@ -44,51 +47,12 @@ impl WriteBackHook for LateWal {
     }
 }
 
-/// What every transaction of a data directory shares.
-pub(crate) struct Engine {
-    pub config: Config,
-    pub smgr: Arc<Smgr>,
-    pub pool: Arc<BufferPool>,
-    pub wal: Arc<Wal>,
-    pub txns: TransactionManager,
-    pub locks: LockManager,
-    pub catalog: Catalog,
-    pub twophase: TwoPhase,
-    pub next_oid: AtomicU64,
-    pub table_stats: crate::vacuum::auto::StatsRegistry,
-    /// The data directory's lock, held while anything of the engine lives — an open
-    /// transaction outliving its `Database` included — and dropped last.
-    pub _dir_lock: Box<dyn DirLock>,
-}
-
-impl Engine {
-    /// A new oid (and relation file number): never reused, also across crashes (checkpoints
-    /// and relation-creation records carry the counter).
-    pub fn new_oid(&self) -> u64 {
-        self.next_oid.fetch_add(1, Ordering::AcqRel)
-    }
-}
-
-impl CheckpointHook for Engine {
-    fn at_checkpoint(&self, redo: Lsn) -> Result<()> {
-        self.twophase.checkpoint(redo, &self.wal).map(|_| ())
-    }
-
-    fn ids(&self) -> CheckpointIds {
-        CheckpointIds {
-            next_xid: self.txns.next_xid(),
-            next_oid: self.next_oid.load(Ordering::Acquire),
-            oldest_xid: self.txns.oldest_xid(),
-        }
-    }
-}
-
 /// An open data directory.
 pub struct Database {
     data_dir: PathBuf,
     engine: Arc<Engine>,
     checkpointer: Checkpointer,
-    autovacuum: Option<crate::vacuum::auto::Autovacuum>,
+    autovacuum: Option<Autovacuum>,
     recovery: RecoveryStats,
 }
 
@@ -96,6 +60,19 @@ impl Database {
     /// Opens (creating if needed) a data directory, recovering it if it was not shut down
     /// cleanly. Fails if another engine has it open.
     pub fn open(vfs: &Arc<dyn Vfs>, data_dir: &Path, config: Config) -> Result<Self> {
+        Self::open_with_resource_managers(vfs, data_dir, config, &[])
+    }
+
+    /// [`Database::open`], with resource managers beyond the engine's own (each with its
+    /// `rmid`) for WAL records that only tests and tools write, such as the page-level
+    /// records of [`crate::recovery::testrm`]. Redo of a record whose manager is not
+    /// registered fails, so a data directory with such records needs them at every open.
+    pub fn open_with_resource_managers(
+        vfs: &Arc<dyn Vfs>,
+        data_dir: &Path,
+        config: Config,
+        extra: &[(u8, Arc<dyn ResourceManager>)],
+    ) -> Result<Self> {
         config.validate()?;
         vfs.create_dir_all(data_dir)
             .map_err(|e| Error::file("create data directory", data_dir, e))?;
@@ -132,7 +109,10 @@ impl Database {
             pool: &pool,
         };
         let twophase_redo = Arc::new(TwoPhaseRedo::new(Arc::clone(vfs), data_dir));
-        let registry = Registry::with_builtins(Arc::clone(&twophase_redo));
+        let mut registry = resource_managers(Arc::clone(&twophase_redo));
+        for (rmid, rm) in extra {
+            registry.register(*rmid, Arc::clone(rm));
+        }
         let recovery = redo_all(&mut reader, &registry, &ctx)?;
         if recovery.records > 0 || !clean {
             tracing::info!(
@@ -185,7 +165,7 @@ impl Database {
             txns,
             catalog,
             next_oid,
-            table_stats: crate::vacuum::auto::StatsRegistry::default(),
+            table_stats: StatsRegistry::default(),
             _dir_lock: lock,
         });
         restore_prepared(&engine, &twophase_redo)?;
@@ -212,7 +192,7 @@ impl Database {
         }
         checkpointer.start()?;
         let autovacuum = if engine.config.autovacuum {
-            Some(crate::vacuum::auto::Autovacuum::start(Arc::clone(&engine))?)
+            Some(Autovacuum::start(Arc::clone(&engine))?)
         } else {
             None
         };
@@ -257,22 +237,22 @@ impl Database {
     /// line pointers (and index entries), records free space, marks all-visible pages, and
     /// cuts empty pages off the end of the table when ACCESS EXCLUSIVE can be had at once
     /// (else it leaves them, as PostgreSQL does). Runs alongside reads and writes.
-    pub fn vacuum(&self, table: crate::TableId) -> Result<crate::vacuum::VacuumStats> {
-        let stats = crate::vacuum::command::vacuum_table(&self.engine, table, true)?;
+    pub fn vacuum(&self, table: crate::TableId) -> Result<VacuumStats> {
+        let stats = vacuum_table(&self.engine, table, true)?;
         Ok(stats.expect("a vacuum that waits for its lock always runs"))
     }
 
     /// What is known of a table's tuples (PostgreSQL's `pg_stat_user_tables`): estimates
     /// since the start, exact after a vacuum. `None` for a table nothing was counted for.
-    pub fn table_stats(&self, table: crate::TableId) -> Option<crate::vacuum::TableStats> {
+    pub fn table_stats(&self, table: crate::TableId) -> Option<TableStats> {
         self.engine.table_stats.get(table)
     }
 
     /// VACUUM of every table and of the catalog (PostgreSQL's database-wide `VACUUM`), then
     /// the commit logs drop the statuses no table needs any more (their old segments are
     /// removed). Waits for each table's lock.
-    pub fn vacuum_all(&self) -> Result<crate::vacuum::DatabaseVacuum> {
-        crate::vacuum::command::vacuum_database(&self.engine, true)
+    pub fn vacuum_all(&self) -> Result<DatabaseVacuum> {
+        vacuum_database(&self.engine, true)
     }
 
     /// COMMIT PREPARED `gid`.
@@ -299,7 +279,7 @@ impl Database {
         }
         e.txns.procs().end_prepared(f.xid);
         e.locks.release_all(owner_of(f.xid));
-        drop_relation_files(&e.pool, drops)?;
+        e.pool.drop_relation_files(drops)?;
         e.twophase.finished(gid)
     }
 
@@ -357,6 +337,20 @@ impl Database {
     pub fn recovery_stats(&self) -> RecoveryStats {
         self.recovery
     }
+}
+
+/// The resource managers of this engine build, by `rmid` (PostgreSQL's `rmgrlist.h`): the
+/// one place that names them all. Prepared transactions that redo finds are collected in
+/// `twophase`.
+fn resource_managers(twophase: Arc<TwoPhaseRedo>) -> Registry {
+    use crate::recovery::rmid;
+    let mut registry = Registry::new();
+    registry.register(rmid::HEAP, Arc::new(crate::heap::redo::HeapRedo));
+    registry.register(rmid::BTREE, Arc::new(crate::btree::redo::BTreeRedo));
+    let txn = Arc::new(crate::txn::TxnRedo::new(twophase));
+    registry.register(rmid::TXN, txn.clone());
+    registry.register(rmid::CLOG, txn);
+    registry
 }
 
 /// Brings back the prepared transactions that redo and the state files know: running again,

@@ -6,7 +6,7 @@ use std::io;
 use std::path::PathBuf;
 
 use crate::page::PageError;
-use crate::smgr::{BlockNumber, Fork, RelFileLocator};
+use crate::types::{BlockNumber, Fork, RelFileLocator};
 
 /// The result type of the engine.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -3,23 +3,42 @@
 //! quire's storage engine as a synchronous Rust library: no async runtime, no SQL. It stores
 //! data the way PostgreSQL does (8 KiB pages, relations split into segment files, a shared
 //! buffer pool) and is built so that the slow paths named in `shared/seeds/` are fast by
-//! design. Layers, bottom to top, each in its own module with its rules in its `//!` header:
+//! design.
 //!
+//! ## Layers, bottom to top
+//!
+//! Each layer is one module with its rules in its `//!` header. A module may use the modules
+//! listed before it and never one listed after it: `tests/layering.rs` reads this list and
+//! every `crate::` path of the engine's code, and fails on an import that goes up.
+//!
+//! 0. Leaves, which name no other module: [`types`] (the small shared types and limits:
+//!    relation locator, fork, block number, buffer tag, LSN, page size), `hash` (the hash
+//!    used by the engine's tables), [`rng`] (the one deterministic random generator).
 //! 1. [`vfs`]: the only code that touches files (OS and a crash-simulating implementation).
 //! 2. [`page`]: the 8 KiB page layout and its CRC32C checksum.
-//! 3. [`smgr`]: relations as segment files, and the relation-size cache.
-//! 4. [`buffer`]: the shared buffer pool, whose relation drop does not scan the pool.
-//! 5. [`wal`]: the write-ahead log: parallel insertion, group commit, reading back;
-//!    [`sync`]: the sync-request queue; [`recovery`]: resource managers and redo.
-//! 6. [`checkpoint`]: the checkpointer, the control file.
-//! 7. [`clog`]: commit status and commit timestamps, on pages in the buffer pool.
-//! 8. [`txn`]: transaction ids, snapshots, commit and abort, table and row-wait locks
+//! 3. [`error`]: the one error type, each variant with its SQLSTATE; [`config`]: every
+//!    setting; [`sync`]: the sync-request queue.
+//! 4. [`smgr`]: relations as segment files, and the relation-size cache.
+//! 5. [`buffer`]: the shared buffer pool, whose relation drop does not scan the pool.
+//! 6. [`wal`]: the write-ahead log: parallel insertion, group commit, reading back;
+//!    [`recovery`]: the redo framework (the resource managers are listed where the engine
+//!    is assembled, at the top).
+//! 7. [`checkpoint`]: the checkpointer, the control file.
+//! 8. [`clog`]: commit status and commit timestamps, on pages in the buffer pool.
+//! 9. [`txn`]: transaction ids, snapshots, commit and abort, table and row-wait locks
 //!    ([`txn::lock`]), two-phase commit ([`txn::twophase`]).
-//! 9. access: [`heap`] (MVCC tables, [`value`] their data types), [`fsm`] (the free-space
-//!    map, a hint fork of each heap block's free space), [`btree`] (B+tree indexes:
-//!    Lehman-Yao, unique checks, bulk delete, bottom-up build), [`vacuum`] (today its
-//!    dead-TID store, seed 004).
-//! 10. [`catalog`]: table definitions, stored transactionally in a system heap table.
+//! 10. Access methods: [`value`] (the data types), `hintfork` (one byte of hint per heap
+//!     block), [`fsm`] (the free-space map), [`vm`] (the visibility map), [`heap`] (MVCC
+//!     tables), [`vacuum`] (the heap's lazy vacuum and the dead-TID store, seed 004),
+//!     [`btree`] (B+tree indexes: Lehman-Yao, unique checks, bulk delete, bottom-up build).
+//! 11. [`catalog`]: table and index definitions, stored transactionally in a system heap.
+//! 12. [`stats`]: per-table tuple counts (PostgreSQL's pgstat).
+//! 13. `engine`: the state every session of a data directory shares.
+//! 14. [`session`]: one transaction's work ([`Transaction`]).
+//! 15. [`commands`]: VACUUM, which drives heap and indexes under the table's lock.
+//! 16. [`autovacuum`]: the background worker that runs VACUUM.
+//! 17. `db`: [`Database`], which assembles the engine, lists the resource managers and runs
+//!     startup recovery.
 //!
 //! On top, the embedded API: [`Database`] opens a data directory (exclusively) and recovers
 //! it; [`Transaction`] ([`session`]) is one transaction's work (DDL, rows, locks, PREPARE).
@@ -88,13 +107,16 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod autovacuum;
 pub mod btree;
 pub mod buffer;
 pub mod catalog;
 pub mod checkpoint;
 pub mod clog;
+pub mod commands;
 pub mod config;
 mod db;
+mod engine;
 pub mod error;
 pub mod fsm;
 mod hash;
@@ -105,8 +127,10 @@ pub mod recovery;
 pub mod rng;
 pub mod session;
 pub mod smgr;
+pub mod stats;
 pub mod sync;
 pub mod txn;
+pub mod types;
 pub mod vacuum;
 pub mod value;
 pub mod vfs;

@@ -21,26 +21,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
+use crate::config::SyncMode;
 use crate::error::Result;
-use crate::smgr::{Fork, RelFileLocator};
-
-/// How durability of data-file writes is achieved.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SyncMode {
-    /// Requests go to the checkpointer, which fsyncs each file once per checkpoint.
-    Checkpointer,
-    /// Every write that needs durability fsyncs its file at once.
-    Immediate,
-}
-
-impl SyncMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            SyncMode::Checkpointer => "checkpointer",
-            SyncMode::Immediate => "immediate",
-        }
-    }
-}
+use crate::types::{Fork, RelFileLocator};
 
 /// A file that needs an fsync before the next checkpoint completes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -53,8 +53,13 @@ struct Op {
 
 fn open(vfs: &Arc<SimVfs>) -> Database {
     let vfs: Arc<dyn Vfs> = Arc::clone(vfs) as Arc<dyn Vfs>;
-    Database::open(&vfs, Path::new("/data"), config())
-        .unwrap_or_else(|e| panic!("open failed: {e}"))
+    Database::open_with_resource_managers(
+        &vfs,
+        Path::new("/data"),
+        config(),
+        &[testrm::registration()],
+    )
+    .unwrap_or_else(|e| panic!("open failed: {e}"))
 }
 
 fn read_slots(db: &Database, r: u64, block: u32) -> [u64; SLOTS] {

@@ -135,7 +135,9 @@ fn pages_config() -> Config {
 
 fn open(dir: &Path, config: Config) -> anyhow::Result<Database> {
     let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
-    Database::open(&vfs, dir, config).with_context(|| format!("opening {}", dir.display()))
+    // The page workload writes the test resource manager's records.
+    Database::open_with_resource_managers(&vfs, dir, config, &[testrm::registration()])
+        .with_context(|| format!("opening {}", dir.display()))
 }
 
 pub fn run(args: &TortureArgs) -> anyhow::Result<()> {

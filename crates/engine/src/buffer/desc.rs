@@ -10,21 +10,9 @@ use std::time::{Duration, Instant};
 use parking_lot::RwLock;
 
 use crate::page::PAGE_SIZE;
-use crate::smgr::{BlockNumber, Fork, RelFileLocator};
 
-/// Which page a buffer holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct BufferTag {
-    pub rel: RelFileLocator,
-    pub fork: Fork,
-    pub block: BlockNumber,
-}
-
-impl BufferTag {
-    pub fn new(rel: RelFileLocator, fork: Fork, block: BlockNumber) -> Self {
-        BufferTag { rel, fork, block }
-    }
-}
+pub use crate::types::BufferTag;
+use crate::types::{Fork, RelFileLocator};
 
 pub(super) const REFCOUNT_ONE: u64 = 1;
 pub(super) const REFCOUNT_MASK: u64 = (1 << 18) - 1;

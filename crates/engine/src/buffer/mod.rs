@@ -590,6 +590,20 @@ impl BufferPool {
         }
     }
 
+    /// Drops relation files whose drop a commit or abort (or its redo) decided: buffers
+    /// first, through the fast path, then the files (which also forgets their sync requests),
+    /// as PostgreSQL's `smgrdounlinkall` does.
+    pub fn drop_relation_files(&self, rels: &[RelFileLocator]) -> Result<()> {
+        if rels.is_empty() {
+            return Ok(());
+        }
+        self.drop_relations(rels);
+        for r in rels {
+            self.smgr().unlink(*r)?;
+        }
+        Ok(())
+    }
+
     /// The buffers that may hold pages of `rels` (one fork, or all) from `first_block` on.
     /// Indexed mode asks the relation index; full-scan mode reads every descriptor's tag
     /// without locking (a hint, re-checked under the header lock), as PostgreSQL does.

@@ -248,7 +248,7 @@ pub fn remove_segments_below(pool: &BufferPool, from_xid: u64, oldest: u64) -> R
             }
         }
     }
-    crate::txn::drop_relation_files(pool, &rels)?;
+    pool.drop_relation_files(&rels)?;
     Ok(rels.len())
 }
 

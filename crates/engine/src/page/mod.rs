@@ -83,8 +83,7 @@ pub use edit::PageMut;
 pub use item::{ItemId, ItemState};
 pub use view::Page;
 
-/// The size of a page in bytes.
-pub const PAGE_SIZE: usize = 8192;
+pub use crate::types::PAGE_SIZE;
 /// The size of the page header in bytes; line pointers start here.
 pub const HEADER_SIZE: usize = 24;
 /// The size of a line pointer in bytes.

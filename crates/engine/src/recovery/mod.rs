@@ -88,25 +88,25 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The resource managers of this engine build; prepared transactions that redo finds
-    /// are collected in `twophase`.
-    pub fn with_builtins(twophase: Arc<crate::txn::twophase::TwoPhaseRedo>) -> Self {
+    /// A registry with the framework's own resource managers (checkpoints, relation
+    /// files). The engine registers the access methods' and the transaction manager's where
+    /// it is assembled (`db::resource_managers`, PostgreSQL's `rmgrlist.h`); tests register
+    /// theirs ([`testrm`]).
+    pub fn new() -> Self {
         let mut r = Registry {
             managers: (0..256).map(|_| None).collect(),
         };
         r.register(rmid::XLOG, Arc::new(Xlog));
         r.register(rmid::STORAGE, Arc::new(storage::Storage));
-        r.register(rmid::TEST, Arc::new(testrm::TestRm));
-        r.register(rmid::HEAP, Arc::new(crate::heap::redo::HeapRedo));
-        r.register(rmid::BTREE, Arc::new(crate::btree::redo::BTreeRedo));
-        let txn = Arc::new(crate::txn::TxnRedo::new(twophase));
-        r.register(rmid::TXN, txn.clone());
-        r.register(rmid::CLOG, txn);
         r
     }
 
+    /// Registers `rm` for records of `id`. One manager per id: registering an id twice is a
+    /// bug in the assembly.
     pub fn register(&mut self, id: u8, rm: Arc<dyn ResourceManager>) {
-        self.managers[usize::from(id)] = Some(rm);
+        let slot = &mut self.managers[usize::from(id)];
+        assert!(slot.is_none(), "resource manager {id} registered twice");
+        *slot = Some(rm);
     }
 
     pub fn redo(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
@@ -132,6 +132,12 @@ impl Registry {
             }
         }
         Ok(())
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
     }
 }
 

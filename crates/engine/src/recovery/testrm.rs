@@ -3,6 +3,8 @@
 //! exclusive lock, log the change (with a full-page image on the first change after the redo
 //! point), set the page LSN, mark the page dirty.
 
+use std::sync::Arc;
+
 use super::{redo_buffer, rmid, RedoBuffer, RedoContext, ResourceManager};
 use crate::buffer::PinnedBuffer;
 use crate::error::{Error, Result};
@@ -40,7 +42,15 @@ pub fn set_bytes(wal: &Wal, buf: &PinnedBuffer<'_>, offset: usize, bytes: &[u8])
     )
 }
 
-pub(super) struct TestRm;
+/// The test resource manager; [`registration`] gives it with its `rmid` for
+/// [`Database::open_with_resource_managers`](crate::Database::open_with_resource_managers).
+pub struct TestRm;
+
+/// The test resource manager with its id, to register where a test or tool opens a
+/// database whose WAL may hold its records.
+pub fn registration() -> (u8, Arc<dyn ResourceManager>) {
+    (rmid::TEST, Arc::new(TestRm))
+}
 
 impl ResourceManager for TestRm {
     fn name(&self) -> &'static str {

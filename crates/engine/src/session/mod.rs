@@ -31,16 +31,16 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use crate::catalog::{name_lock, Catalog, Column, Entry, IndexDef, TableDef, TableId, USER_DB};
-use crate::db::Engine;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::heap::{Heap, HeapTuple, Looker, UpdateCheck, Writer};
 use crate::page::Tid;
 use crate::recovery::rmid;
 use crate::smgr::{BlockNumber, RelFileLocator};
+use crate::stats::TableChanges;
 use crate::txn::lock::{LockMode, LockTag, LockWait};
 use crate::txn::twophase::{owner_of, PreparedState, MAX_STATE_BYTES};
 use crate::txn::{now_micros, ProcId, Snapshot, PREPARE};
-use crate::vacuum::auto::TableChanges;
 use crate::value::{Row, Value};
 use crate::wal::WalRecord;
 pub use index::IndexRows;

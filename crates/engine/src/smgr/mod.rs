@@ -35,7 +35,6 @@
 mod files;
 mod relsize;
 
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -51,65 +50,7 @@ use crate::vfs::{OpenMode, Vfs, VfsFile};
 use files::FileCache;
 use relsize::RelsizeCache;
 
-/// A block number within a fork.
-pub type BlockNumber = u32;
-
-/// The largest number of blocks a fork may have (block numbers are u32; `u32::MAX` is kept
-/// free as PostgreSQL's `InvalidBlockNumber`).
-pub const MAX_BLOCKS: BlockNumber = u32::MAX - 1;
-
-/// A relation's physical identity: database and relation file number (never reused).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RelFileLocator {
-    pub db_oid: u32,
-    pub rel_number: u64,
-}
-
-impl RelFileLocator {
-    pub fn new(db_oid: u32, rel_number: u64) -> Self {
-        RelFileLocator { db_oid, rel_number }
-    }
-}
-
-impl fmt::Display for RelFileLocator {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "base/{}/{}", self.db_oid, self.rel_number)
-    }
-}
-
-/// A fork of a relation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Fork {
-    Main = 0,
-    Fsm = 1,
-    Vm = 2,
-}
-
-impl Fork {
-    pub const ALL: [Fork; 3] = [Fork::Main, Fork::Fsm, Fork::Vm];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Fork::Main => "main",
-            Fork::Fsm => "fsm",
-            Fork::Vm => "vm",
-        }
-    }
-
-    fn suffix(self) -> &'static str {
-        match self {
-            Fork::Main => "",
-            Fork::Fsm => "_fsm",
-            Fork::Vm => "_vm",
-        }
-    }
-}
-
-impl fmt::Display for Fork {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use crate::types::{BlockNumber, Fork, RelFileLocator, MAX_BLOCKS};
 
 /// Stripes of the extension lock: relations hash onto them.
 const EXTENSION_LOCK_STRIPES: usize = 64;
@@ -164,7 +105,7 @@ impl Smgr {
 
     /// The path of one segment file.
     pub fn segment_path(&self, rel: RelFileLocator, fork: Fork, segno: u32) -> PathBuf {
-        let mut name = format!("{}{}", rel.rel_number, fork.suffix());
+        let mut name = format!("{}{}", rel.rel_number, fork.file_suffix());
         if segno > 0 {
             name.push('.');
             name.push_str(&segno.to_string());

@@ -304,7 +304,8 @@ fn an_io_error_names_relation_fork_and_block() {
 
 #[test]
 fn writes_file_sync_requests_that_truncate_and_unlink_cancel() {
-    use crate::sync::{SyncMode, SyncTarget};
+    use crate::config::SyncMode;
+    use crate::sync::SyncTarget;
     let seg = |segno| SyncTarget::Segment {
         rel: REL,
         fork: Fork::Main,

@@ -179,19 +179,6 @@ pub(crate) fn now_micros() -> u64 {
         .map_or(0, |d| d.as_micros() as u64)
 }
 
-/// Drops relation files whose drop a commit or abort (or its redo) decided: buffers first,
-/// through the pool's fast path, then the files (which also forgets their sync requests).
-pub(crate) fn drop_relation_files(pool: &BufferPool, rels: &[RelFileLocator]) -> Result<()> {
-    if rels.is_empty() {
-        return Ok(());
-    }
-    pool.drop_relations(rels);
-    for r in rels {
-        pool.smgr().unlink(*r)?;
-    }
-    Ok(())
-}
-
 /// Hands out transaction ids, takes snapshots, ends transactions, answers status questions.
 pub struct TransactionManager {
     wal: Arc<Wal>,
@@ -281,7 +268,7 @@ impl TransactionManager {
         let end = self.end(xid, COMMIT, None, drops)?;
         self.procs.end_xid(proc);
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
-        drop_relation_files(&self.pool, drops)?;
+        self.pool.drop_relation_files(drops)?;
         Ok(end)
     }
 
@@ -291,7 +278,7 @@ impl TransactionManager {
         let end = self.end(xid, ABORT, None, drops)?;
         self.procs.end_xid(proc);
         self.stats.aborts.fetch_add(1, Ordering::Relaxed);
-        drop_relation_files(&self.pool, drops)?;
+        self.pool.drop_relation_files(drops)?;
         Ok(end)
     }
 
@@ -457,7 +444,7 @@ impl ResourceManager for TxnRedo {
         if matches!(rec.info, COMMIT_PREPARED | ABORT_PREPARED) {
             self.twophase.redo_finish(rec.xid)?;
         }
-        drop_relation_files(ctx.pool, &end_rec.drops)
+        ctx.pool.drop_relation_files(&end_rec.drops)
     }
 
     fn finish(&self, _ctx: &RedoContext<'_>) -> Result<()> {

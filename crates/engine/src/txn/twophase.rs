@@ -45,7 +45,7 @@ use crate::wal::{DecodedRecord, Lsn, Wal, MAX_RECORD_SIZE};
 /// PostgreSQL's limit on a global transaction id (`GIDSIZE` is 200 bytes).
 pub const MAX_GID_BYTES: usize = 200;
 /// The largest prepared state: it must fit in one WAL record.
-pub const MAX_STATE_BYTES: usize = MAX_RECORD_SIZE - 1024;
+pub const MAX_STATE_BYTES: usize = MAX_RECORD_SIZE - crate::types::PREPARE_RECORD_OVERHEAD_BYTES;
 const STATE_FILE_MAGIC: u32 = 0x5154_5350; // "PSTQ"
 const STATE_FILE_HEADER_BYTES: usize = 12;
 

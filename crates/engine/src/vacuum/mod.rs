@@ -1,10 +1,11 @@
 //! # vacuum — lazy vacuum
 //!
 //! Lazy vacuum ([`lazy`]): prune, freeze, collect dead tuple ids, bulk-delete them from each
-//! index, the second heap pass, truncation of empty tail pages. A VACUUM of the whole
-//! database (`command`) also vacuums the catalog and then lets the commit logs drop their
-//! old segments. And the piece that seed 004 is about: the store of dead tuple ids
-//! ([`tidstore`]) that the first heap pass fills and the index pass probes.
+//! index, the second heap pass, truncation of empty tail pages: the heap's part of VACUUM
+//! (PostgreSQL's `access/heap/vacuumlazy.c`). The command that takes the locks and drives
+//! the heap and its indexes is above the session layer ([`crate::commands::vacuum`]). And
+//! the piece that seed 004 is about: the store of dead tuple ids ([`tidstore`]) that the
+//! first heap pass fills and the index pass probes.
 //!
 //! ## Rules
 //!
@@ -20,13 +21,9 @@
 //! - **Old behaviour behind the switch.** `dead_tids = array` selects PostgreSQL's sorted
 //!   array ([`TidArray`]), capped at 1 GB like PostgreSQL's; the default is [`TidStore`].
 
-pub mod auto;
-pub(crate) mod command;
 pub mod lazy;
 pub mod tidstore;
 
-pub use auto::TableStats;
-pub use command::DatabaseVacuum;
 pub use lazy::{IndexCleaner, VacuumStats};
 pub use tidstore::{
     new_dead_tids, BlockCursor, DeadTids, TidArray, TidStore, TidStoreError, MAX_ALLOC_SIZE,

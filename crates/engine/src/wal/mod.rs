@@ -68,8 +68,7 @@ pub use record::{
     BlockRef, DecodedBlock, DecodedRecord, WalRecord, MAX_BLOCK_REFS, MAX_RECORD_SIZE,
 };
 
-/// A position in the WAL stream.
-pub type Lsn = u64;
+pub use crate::types::Lsn;
 
 /// The size of a WAL page.
 pub const WAL_PAGE_SIZE: usize = 8192;

@@ -35,8 +35,7 @@ const HOLE_HEADER_SIZE: usize = 4;
 /// Block references per record, as PostgreSQL's `XLR_MAX_BLOCK_ID` (32) halved: quire's
 /// records are small, and the bound keeps a record well inside the WAL buffers.
 pub const MAX_BLOCK_REFS: usize = 16;
-/// The largest record: every block with an image, plus main data.
-pub const MAX_RECORD_SIZE: usize = 256 * 1024;
+pub use crate::types::MAX_RECORD_SIZE;
 
 /// A block a record changes, with an optional full-page image (the first change after a
 /// checkpoint's redo point logs one, so redo can repair a torn page).

@@ -52,7 +52,12 @@ fn generate(
     seed: u64,
 ) -> anyhow::Result<u64> {
     let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
-    let db = Database::open(&vfs, dir, config(pool_bytes, RelsizeCacheMode::On))?;
+    let db = Database::open_with_resource_managers(
+        &vfs,
+        dir,
+        config(pool_bytes, RelsizeCacheMode::On),
+        &[testrm::registration()],
+    )?;
     let wal = Arc::clone(db.wal());
     let pool = db.buffer_pool();
     let rels: Vec<_> = (0..relations)
@@ -133,7 +138,12 @@ pub fn run_bench(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
         let sub = dir.join(format!("recover-{}", mode.name()));
         copy_dir(&gen_dir, &sub)?;
         let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
-        let db = Database::open(&vfs, &sub, config(pool_bytes, mode))?;
+        let db = Database::open_with_resource_managers(
+            &vfs,
+            &sub,
+            config(pool_bytes, mode),
+            &[testrm::registration()],
+        )?;
         let s = db.recovery_stats();
         drop(db);
         let _ = std::fs::remove_dir_all(&sub);

@@ -1,6 +1,8 @@
-//! The VACUUM command on one table: the locks, the catalog lookup, lazy vacuum
-//! ([`super::lazy`]), the conditional truncation, and the table's statistics. Used by
-//! [`Database::vacuum`](crate::Database::vacuum) and by the autovacuum worker ([`super::auto`]).
+//! The VACUUM command on one table (PostgreSQL's `commands/vacuum.c`): the locks, the catalog
+//! lookup, lazy vacuum of the heap ([`crate::vacuum::lazy`]) and of each index, the
+//! conditional truncation, and the table's statistics. Used by
+//! [`Database::vacuum`](crate::Database::vacuum) and by the autovacuum worker
+//! ([`crate::autovacuum`]).
 //!
 //! And VACUUM of the whole database ([`vacuum_database`]): every table, then the catalog,
 //! then — if none was skipped — the commit logs lose the statuses below the oldest id any
@@ -10,15 +12,17 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::lazy::{nonempty_length, truncate_empty_tail, vacuum_heap, IndexCleaner, VacuumStats};
-use super::DeadTids;
 use crate::btree::BTree;
 use crate::catalog::{Catalog, TableId, CATALOG_REL, USER_DB};
-use crate::db::Engine;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::heap::Heap;
 use crate::session::{IsolationLevel, Transaction};
 use crate::txn::lock::{LockMode, LockTag, LockWait};
+use crate::vacuum::lazy::{
+    nonempty_length, truncate_empty_tail, vacuum_heap, IndexCleaner, VacuumStats,
+};
+use crate::vacuum::DeadTids;
 
 /// Begins the transaction a vacuum runs in and takes SHARE UPDATE EXCLUSIVE on `tag` (one
 /// vacuum per relation at a time; readers and writers go on). With `wait` false, `Ok(None)`

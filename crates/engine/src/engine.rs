@@ -1,0 +1,68 @@
+//! # engine — the state every session of a data directory shares
+//!
+//! One [`Engine`] per open data directory: the storage manager, buffer pool, WAL,
+//! transactions, locks, catalog, prepared transactions, the oid counter and the table
+//! statistics. [`crate::Database`] assembles it at startup; sessions
+//! ([`crate::Transaction`]), commands and background workers hold an `Arc` of it.
+//!
+//! ## Rules
+//! - Built once, by [`crate::Database::open`], after redo: nothing here exists during redo.
+//! - Its fields are shared by every thread: each guards itself (see each layer's rules);
+//!   `Engine` adds no lock of its own.
+//! - It lives as long as its last holder, an open transaction outliving its `Database`
+//!   included, and so does the data directory's lock, which it drops last.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::buffer::BufferPool;
+use crate::catalog::Catalog;
+use crate::checkpoint::{CheckpointHook, CheckpointIds};
+use crate::config::Config;
+use crate::error::Result;
+use crate::smgr::Smgr;
+use crate::stats::StatsRegistry;
+use crate::txn::lock::LockManager;
+use crate::txn::twophase::TwoPhase;
+use crate::txn::TransactionManager;
+use crate::vfs::DirLock;
+use crate::wal::{Lsn, Wal};
+
+/// What every transaction of a data directory shares.
+pub(crate) struct Engine {
+    pub config: Config,
+    pub smgr: Arc<Smgr>,
+    pub pool: Arc<BufferPool>,
+    pub wal: Arc<Wal>,
+    pub txns: TransactionManager,
+    pub locks: LockManager,
+    pub catalog: Catalog,
+    pub twophase: TwoPhase,
+    pub next_oid: AtomicU64,
+    pub table_stats: StatsRegistry,
+    /// The data directory's lock, held while anything of the engine lives — an open
+    /// transaction outliving its `Database` included — and dropped last.
+    pub _dir_lock: Box<dyn DirLock>,
+}
+
+impl Engine {
+    /// A new oid (and relation file number): never reused, also across crashes (checkpoints
+    /// and relation-creation records carry the counter).
+    pub fn new_oid(&self) -> u64 {
+        self.next_oid.fetch_add(1, Ordering::AcqRel)
+    }
+}
+
+impl CheckpointHook for Engine {
+    fn at_checkpoint(&self, redo: Lsn) -> Result<()> {
+        self.twophase.checkpoint(redo, &self.wal).map(|_| ())
+    }
+
+    fn ids(&self) -> CheckpointIds {
+        CheckpointIds {
+            next_xid: self.txns.next_xid(),
+            next_oid: self.next_oid.load(Ordering::Acquire),
+            oldest_xid: self.txns.oldest_xid(),
+        }
+    }
+}
