@@ -79,7 +79,7 @@ fn code_files(src: &Path) -> Vec<(String, PathBuf)> {
                 continue;
             }
             let is_test = name == "tests.rs" || name.starts_with("tests_");
-            if !name.ends_with(".rs") || is_test || path == src.join("lib.rs") {
+            if path.extension().is_none_or(|e| e != "rs") || is_test || path == src.join("lib.rs") {
                 continue;
             }
             let rel = path.strip_prefix(src).expect("under src");
