@@ -71,7 +71,10 @@ fn code_files(src: &Path) -> Vec<(String, PathBuf)> {
         let Some(dir) = dirs.pop() else { break };
         for entry in fs::read_dir(&dir).expect("the source tree is readable") {
             let path = entry.expect("a readable directory entry").path();
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
             if path.is_dir() {
                 if name != "tests" {
                     dirs.push(path);
@@ -84,11 +87,18 @@ fn code_files(src: &Path) -> Vec<(String, PathBuf)> {
             }
             let rel = path.strip_prefix(src).expect("under src");
             let first = rel.components().next().expect("a path under src");
-            let module = first.as_os_str().to_string_lossy().trim_end_matches(".rs").to_string();
+            let module = first
+                .as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_string();
             out.push((module, path));
         }
     }
-    assert!(dirs.is_empty(), "the source tree is deeper than the scan allows");
+    assert!(
+        dirs.is_empty(),
+        "the source tree is deeper than the scan allows"
+    );
     out.sort();
     out
 }
@@ -184,14 +194,22 @@ fn violations(src: &Path) -> (Vec<String>, Vec<String>) {
     let mut up = Vec::new();
     for (module, path) in code_files(src) {
         let text = fs::read_to_string(&path).expect("a readable source file");
-        assert!(text.len() <= MAX_FILE_BYTES, "{} is too large", path.display());
+        assert!(
+            text.len() <= MAX_FILE_BYTES,
+            "{} is too large",
+            path.display()
+        );
         let from = ranks.get(&module);
         for (line, target) in crate_paths(&code_of(&text)) {
             let (Some(from), Some(to)) = (from, ranks.get(&target)) else {
                 continue;
             };
             if to > from {
-                let file = path.strip_prefix(src).unwrap_or(&path).display().to_string();
+                let file = path
+                    .strip_prefix(src)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string();
                 up.push(format!("src/{file}:{line}: {module} -> {target}"));
             }
         }

@@ -66,6 +66,11 @@
 //! capacity count (taken only when a new (owner, tag) entry appears); emptied entries are
 //! recycled, so the steady state allocates nothing.
 //!
+//! ## Files
+//! `mode.rs`: the modes, the conflict table, the tags and their encoding; `mod.rs`: the table
+//! and the grant rule; `deadlock.rs`: the deadlock check; `invariants.rs`: the checks of the
+//! table's invariants.
+//!
 //! ## Capacity
 //! At most `capacity` (owner, tag) entries exist at once: an owner holding several modes on a
 //! tag, or holding and waiting on it, is one entry; a waiter's queue entry counts. Beyond, an
@@ -78,11 +83,13 @@
 //! locks can be taken while a partition mutex is held; never sleeps holding a partition mutex
 //! (waiting releases it); never busy-waits; never panics on any input; never rearranges queues.
 
+mod deadlock;
+mod invariants;
+mod mode;
 #[cfg(test)]
 mod tests;
 
 use std::collections::{HashSet, VecDeque};
-use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -92,6 +99,8 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::hash::{hash_one, FxBuildHasher, FxHashMap};
+use mode::masks_conflict;
+pub use mode::{LockMode, LockOwner, LockTag, LockWait};
 
 type FxHashSet<T> = HashSet<T, FxBuildHasher>;
 
@@ -105,194 +114,6 @@ const SPARE_ENTRIES: usize = 32;
 const SPARE_MAX_CAPACITY: usize = 64;
 /// The shortest `deadlock_timeout` honoured: zero would re-run the check in a tight loop.
 const MIN_DEADLOCK_TIMEOUT: Duration = Duration::from_millis(1);
-
-// ------------------------------------------------------------------------------ lock modes
-
-/// PostgreSQL's eight table lock modes, weakest first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum LockMode {
-    AccessShare,
-    RowShare,
-    RowExclusive,
-    ShareUpdateExclusive,
-    Share,
-    ShareRowExclusive,
-    Exclusive,
-    AccessExclusive,
-}
-
-/// Bit `m` set: the mode with index `m` conflicts (PostgreSQL's `LockConflicts`), indexed by
-/// the requested mode. Bit order is [`LockMode::ALL`] order, bit 0 = AccessShare.
-const CONFLICTS: [u8; 8] = [
-    0b1000_0000, // AccessShare: AccessExclusive
-    0b1100_0000, // RowShare: Exclusive, AccessExclusive
-    0b1111_0000, // RowExclusive: Share, ShareRowExclusive, Exclusive, AccessExclusive
-    0b1111_1000, // ShareUpdateExclusive: ShareUpdateExclusive and up
-    0b1110_1100, // Share: RowExclusive, ShareUpdateExclusive, ShareRowExclusive and up
-    0b1111_1100, // ShareRowExclusive: RowExclusive and up
-    0b1111_1110, // Exclusive: RowShare and up
-    0b1111_1111, // AccessExclusive: everything
-];
-
-impl LockMode {
-    /// All modes, weakest first.
-    pub const ALL: [LockMode; 8] = [
-        LockMode::AccessShare,
-        LockMode::RowShare,
-        LockMode::RowExclusive,
-        LockMode::ShareUpdateExclusive,
-        LockMode::Share,
-        LockMode::ShareRowExclusive,
-        LockMode::Exclusive,
-        LockMode::AccessExclusive,
-    ];
-
-    /// 0..8, the position in [`LockMode::ALL`].
-    #[inline]
-    fn index(self) -> usize {
-        self as usize
-    }
-
-    #[inline]
-    fn bit(self) -> u8 {
-        1 << (self as u8)
-    }
-
-    /// The modes this one conflicts with, as a bit set.
-    #[inline]
-    fn conflict_mask(self) -> u8 {
-        CONFLICTS[self.index()]
-    }
-
-    /// Whether a request for `self` conflicts with a hold of `other` by another owner
-    /// (PostgreSQL's "Table 13.2 Conflicting Lock Modes"; symmetric).
-    #[inline]
-    pub fn conflicts_with(self, other: LockMode) -> bool {
-        self.conflict_mask() & other.bit() != 0
-    }
-
-    /// The name PostgreSQL prints ("AccessShareLock", ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            LockMode::AccessShare => "AccessShareLock",
-            LockMode::RowShare => "RowShareLock",
-            LockMode::RowExclusive => "RowExclusiveLock",
-            LockMode::ShareUpdateExclusive => "ShareUpdateExclusiveLock",
-            LockMode::Share => "ShareLock",
-            LockMode::ShareRowExclusive => "ShareRowExclusiveLock",
-            LockMode::Exclusive => "ExclusiveLock",
-            LockMode::AccessExclusive => "AccessExclusiveLock",
-        }
-    }
-
-    /// PostgreSQL's lock mode number: 1 (AccessShareLock) ..= 8 (AccessExclusiveLock); 0 is
-    /// PostgreSQL's `NoLock` and never a mode here.
-    pub fn to_u8(self) -> u8 {
-        self as u8 + 1
-    }
-
-    /// The inverse of [`LockMode::to_u8`]; `None` for anything outside 1..=8.
-    pub fn from_u8(b: u8) -> Option<LockMode> {
-        let index = usize::from(b.checked_sub(1)?);
-        LockMode::ALL.get(index).copied()
-    }
-}
-
-impl fmt::Display for LockMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-// ------------------------------------------------------------------------------ lock tags
-
-/// What is locked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum LockTag {
-    /// A table.
-    Relation { db_oid: u32, rel_oid: u64 },
-    /// Held Exclusive by a transaction for its whole life; row-lock waiters take Share on it
-    /// and release it at once.
-    Transaction { xid: u64 },
-}
-
-const TAG_KIND_RELATION: u8 = 1;
-const TAG_KIND_TRANSACTION: u8 = 2;
-
-impl LockTag {
-    /// Bytes of every encoded tag: a kind byte and twelve payload bytes (relation: `db_oid`
-    /// u32 then `rel_oid` u64; transaction: `xid` u64 then four zero bytes), little-endian.
-    pub const ENCODED_LEN: usize = 13;
-
-    /// Appends the fixed-size encoding (for 2PC prepare records).
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        match *self {
-            LockTag::Relation { db_oid, rel_oid } => {
-                out.push(TAG_KIND_RELATION);
-                out.extend_from_slice(&db_oid.to_le_bytes());
-                out.extend_from_slice(&rel_oid.to_le_bytes());
-            }
-            LockTag::Transaction { xid } => {
-                out.push(TAG_KIND_TRANSACTION);
-                out.extend_from_slice(&xid.to_le_bytes());
-                out.extend_from_slice(&[0; 4]);
-            }
-        }
-    }
-
-    /// Decodes one tag from the front of `bytes`, returning it and the bytes consumed; `None`
-    /// for anything that is not an encoding (short input, unknown kind, non-zero padding).
-    pub fn decode(bytes: &[u8]) -> Option<(LockTag, usize)> {
-        let raw: &[u8; Self::ENCODED_LEN] = bytes.get(..Self::ENCODED_LEN)?.try_into().ok()?;
-        let [kind, p @ ..] = raw;
-        let u32_at = |at: usize| -> Option<u32> {
-            Some(u32::from_le_bytes(p.get(at..at + 4)?.try_into().ok()?))
-        };
-        let u64_at = |at: usize| -> Option<u64> {
-            Some(u64::from_le_bytes(p.get(at..at + 8)?.try_into().ok()?))
-        };
-        let tag = match *kind {
-            TAG_KIND_RELATION => LockTag::Relation {
-                db_oid: u32_at(0)?,
-                rel_oid: u64_at(4)?,
-            },
-            TAG_KIND_TRANSACTION => {
-                if u32_at(8)? != 0 {
-                    return None;
-                }
-                LockTag::Transaction { xid: u64_at(0)? }
-            }
-            _ => return None,
-        };
-        Some((tag, Self::ENCODED_LEN))
-    }
-}
-
-impl fmt::Display for LockTag {
-    /// PostgreSQL's wording in lock messages.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LockTag::Relation { db_oid, rel_oid } => {
-                write!(f, "relation {rel_oid} of database {db_oid}")
-            }
-            LockTag::Transaction { xid } => write!(f, "transaction {xid}"),
-        }
-    }
-}
-
-/// Who holds locks: a session's transaction, or a prepared transaction.
-pub type LockOwner = u64;
-
-/// What to do when a lock cannot be granted at once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LockWait {
-    /// Wait until granted (or chosen as a deadlock victim).
-    Block,
-    /// Fail at once with `LockNotAvailable` (`NOWAIT`).
-    NoWait,
-    /// Wait at most this many milliseconds, then fail with `LockNotAvailable` (`lock_timeout`).
-    TimeoutMs(u64),
-}
 
 /// Counters of the lock manager's work, for tests and monitoring.
 #[derive(Debug, Default)]
@@ -326,13 +147,6 @@ impl Hold {
         }
         mask
     }
-}
-
-/// Whether some mode in `requested` conflicts with some mode in `held`.
-fn masks_conflict(requested: u8, held: u8) -> bool {
-    LockMode::ALL
-        .iter()
-        .any(|m| requested & m.bit() != 0 && m.conflict_mask() & held != 0)
 }
 
 /// Where a waiting thread sleeps; `granted` is written under the tag's partition mutex by
@@ -527,23 +341,6 @@ fn tag_partition(tag: &LockTag) -> usize {
 
 fn owner_partition(owner: LockOwner) -> usize {
     (hash_one(&owner) % OWNER_PARTITIONS as u64) as usize
-}
-
-/// One step of a cycle found by the deadlock check.
-struct CycleEdge {
-    owner: LockOwner,
-    tag: LockTag,
-    mode: LockMode,
-    blocked_by: LockOwner,
-}
-
-/// A frame of the deadlock check's depth-first walk.
-struct Frame {
-    owner: LockOwner,
-    tag: LockTag,
-    mode: LockMode,
-    blockers: Vec<LockOwner>,
-    next: usize,
 }
 
 // ------------------------------------------------------------------------------ the manager
@@ -998,244 +795,6 @@ impl LockManager {
 
     pub fn stats(&self) -> &LockStats {
         &self.stats
-    }
-
-    /// The deadlock check for `owner`, waiting on `tag` with `slot`. Returns the detail if
-    /// `owner` is the victim, having taken it out of the queue already (under the same locks,
-    /// so nobody sees the cycle after it was broken).
-    fn check_deadlock(
-        &self,
-        owner: LockOwner,
-        tag: LockTag,
-        slot: &Arc<WaitSlot>,
-    ) -> Option<String> {
-        let mut guards = self.lock_all();
-        self.stats.deadlock_checks.fetch_add(1, Ordering::Relaxed);
-        if slot.granted.load(Ordering::Relaxed) {
-            return None;
-        }
-        let cycle = self.find_cycle(&guards, owner)?;
-        let detail = cycle
-            .iter()
-            .map(|e| {
-                format!(
-                    "Process {} waits for {} on {}; blocked by process {}.",
-                    e.owner,
-                    e.mode.name(),
-                    e.tag,
-                    e.blocked_by
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        self.withdraw(&mut guards[tag_partition(&tag)], owner, tag, slot);
-        Some(detail)
-    }
-
-    /// A cycle of the wait-for graph through `start`, depth first. Every owner is expanded
-    /// once and every edge followed once, so the walk ends; the step limit, which that bound
-    /// never reaches, is there so that a bug cannot loop forever (it then reports no cycle,
-    /// and the next check looks again).
-    fn find_cycle(
-        &self,
-        parts: &[MutexGuard<'_, Partition>],
-        start: LockOwner,
-    ) -> Option<Vec<CycleEdge>> {
-        let frame_of = |owner: LockOwner| -> Option<Frame> {
-            let (tag, mode) = self.waiting_for(owner)?;
-            let blockers = parts
-                .get(tag_partition(&tag))?
-                .locks
-                .get(&tag)
-                .map(|e| e.blockers(owner, mode))
-                .unwrap_or_default();
-            Some(Frame {
-                owner,
-                tag,
-                mode,
-                blockers,
-                next: 0,
-            })
-        };
-        let mut stack = vec![frame_of(start)?];
-        let mut visited: FxHashSet<LockOwner> = FxHashSet::default();
-        visited.insert(start);
-        // Owners ≤ capacity, edges per owner ≤ capacity: steps ≤ capacity² + 2·capacity.
-        let step_limit = self
-            .capacity
-            .saturating_mul(self.capacity)
-            .saturating_add(self.capacity.saturating_mul(2))
-            .saturating_add(16);
-        for _ in 0..step_limit {
-            let top = stack.last_mut()?;
-            let Some(&next) = top.blockers.get(top.next) else {
-                stack.pop();
-                continue;
-            };
-            top.next += 1;
-            if next == start {
-                return Some(
-                    stack
-                        .iter()
-                        .map(|f| CycleEdge {
-                            owner: f.owner,
-                            tag: f.tag,
-                            mode: f.mode,
-                            blocked_by: f
-                                .next
-                                .checked_sub(1)
-                                .and_then(|at| f.blockers.get(at).copied())
-                                .expect("every frame on the stack was left through a blocker"),
-                        })
-                        .collect(),
-                );
-            }
-            if !visited.insert(next) {
-                continue;
-            }
-            if let Some(frame) = frame_of(next) {
-                stack.push(frame);
-            }
-        }
-        None
-    }
-
-    /// Checks the table under every partition lock: no two owners hold conflicting modes on a
-    /// tag; per-mode holder counts match the holds; no empty entry is kept; no queued request
-    /// could be granted (a lost wake-up); both maps agree; the capacity count matches. For
-    /// tests.
-    pub fn check_invariants(&self) -> Result<(), String> {
-        let guards = self.lock_all();
-        let mut table_entries = 0usize;
-        for (p, guard) in guards.iter().enumerate() {
-            for (tag, entry) in &guard.locks {
-                self.check_entry(p, *tag, entry)?;
-                let waiters_not_holding = entry
-                    .queue
-                    .iter()
-                    .filter(|w| !entry.holders.contains_key(&w.owner))
-                    .count();
-                table_entries += entry.holders.len() + waiters_not_holding;
-            }
-        }
-        let mut filed = 0usize;
-        for part in &self.owners {
-            let part = part.0.lock();
-            for (&owner, oe) in &part.owners {
-                if oe.is_empty() {
-                    return Err(format!("owner {owner}: an empty owner entry is kept"));
-                }
-                filed += oe.tags.len();
-                for tag in &oe.tags {
-                    let entry = guards[tag_partition(tag)].locks.get(tag);
-                    let holds = entry.is_some_and(|e| e.holders.contains_key(&owner));
-                    let waits = oe.waiting.is_some_and(|(t, _)| t == *tag);
-                    if !holds && !waits {
-                        return Err(format!(
-                            "owner {owner} files {tag} but neither holds nor waits there"
-                        ));
-                    }
-                }
-                if let Some((tag, mode)) = oe.waiting {
-                    let queued = guards[tag_partition(&tag)]
-                        .locks
-                        .get(&tag)
-                        .is_some_and(|e| {
-                            e.queue.iter().any(|w| w.owner == owner && w.mode == mode)
-                        });
-                    if !queued || !oe.tags.contains(&tag) {
-                        return Err(format!(
-                            "owner {owner} is filed as waiting for {mode} on {tag} but is not queued there"
-                        ));
-                    }
-                }
-            }
-        }
-        let used = self.entries_used.load(Ordering::Relaxed);
-        if table_entries != filed || filed != used {
-            return Err(format!(
-                "entry counts disagree: table {table_entries}, owner index {filed}, counter {used}"
-            ));
-        }
-        if used > self.capacity {
-            return Err(format!(
-                "{used} entries exceed the capacity {}",
-                self.capacity
-            ));
-        }
-        Ok(())
-    }
-
-    /// The per-entry part of [`LockManager::check_invariants`]; the caller holds every
-    /// partition, so it may lock owner partitions.
-    fn check_entry(&self, partition: usize, tag: LockTag, entry: &LockEntry) -> Result<(), String> {
-        if tag_partition(&tag) != partition {
-            return Err(format!("{tag} is in partition {partition}, not its own"));
-        }
-        if entry.is_empty() {
-            return Err(format!("{tag}: an empty entry is kept"));
-        }
-        let mut per_mode = [0usize; 8];
-        for (&owner, hold) in &entry.holders {
-            let mask = hold.mask();
-            if mask == 0 {
-                return Err(format!("{tag}: owner {owner} is a holder of nothing"));
-            }
-            for (m, n) in per_mode.iter_mut().enumerate() {
-                *n += usize::from(mask & (1 << m) != 0);
-            }
-            for (&other, other_hold) in &entry.holders {
-                if other != owner && masks_conflict(mask, other_hold.mask()) {
-                    return Err(format!(
-                        "{tag}: owners {owner} and {other} hold conflicting modes ({mask:#010b}, {:#010b})",
-                        other_hold.mask()
-                    ));
-                }
-            }
-            let filed = self
-                .owner_part(owner)
-                .owners
-                .get(&owner)
-                .is_some_and(|e| e.tags.contains(&tag));
-            if !filed {
-                return Err(format!("{tag}: holder {owner} does not file it"));
-            }
-        }
-        if per_mode != entry.holders_of_mode {
-            return Err(format!(
-                "{tag}: holders per mode {:?}, counted {per_mode:?}",
-                entry.holders_of_mode
-            ));
-        }
-        let mut ahead = 0u8;
-        let mut seen: FxHashSet<LockOwner> = FxHashSet::default();
-        for w in &entry.queue {
-            if !seen.insert(w.owner) {
-                return Err(format!("{tag}: owner {} is queued twice", w.owner));
-            }
-            if w.slot.granted.load(Ordering::Relaxed) {
-                return Err(format!(
-                    "{tag}: a granted request of {} is still queued",
-                    w.owner
-                ));
-            }
-            if !entry.blocked(w.owner, w.mode, ahead) {
-                return Err(format!(
-                    "{tag}: {} of owner {} could be granted but waits (lost wake-up)",
-                    w.mode.name(),
-                    w.owner
-                ));
-            }
-            ahead |= w.mode.bit();
-            if self.waiting_for(w.owner) != Some((tag, w.mode)) {
-                return Err(format!(
-                    "{tag}: owner {} is queued for {} but not filed as waiting",
-                    w.owner,
-                    w.mode.name()
-                ));
-            }
-        }
-        Ok(())
     }
 }
 

@@ -1,0 +1,213 @@
+//! DDL of a transaction: CREATE/TRUNCATE/DROP TABLE and LOCK TABLE, as new versions of
+//! catalog entries under the transaction's id (so DDL commits and rolls back with it), and
+//! catalog look-ups under the transaction's snapshot.
+
+use super::Transaction;
+use crate::catalog::{name_lock, Column, Entry, TableDef, TableId, USER_DB};
+use crate::error::{Error, Result};
+use crate::heap::{Looker, UpdateCheck};
+use crate::page::Tid;
+use crate::smgr::RelFileLocator;
+use crate::txn::lock::{LockMode, LockWait};
+
+impl Transaction {
+    /// A looker for catalog lookups: a fresh snapshot (the latest committed state, whatever
+    /// the isolation level, as PostgreSQL's catalog scans use), and this transaction's own
+    /// changes up to its current command.
+    pub(super) fn catalog_lookup<T>(&self, f: impl FnOnce(&Looker<'_>) -> Result<T>) -> Result<T> {
+        let snap = self.engine.txns.snapshot(self.proc);
+        let (xid, cid) = {
+            let st = self.st.borrow();
+            (st.xid, st.cid)
+        };
+        f(&Looker {
+            snapshot: &snap,
+            xid,
+            cid: cid + 1,
+        })
+    }
+
+    /// The relation (table or index) named `name`.
+    pub(super) fn lookup_name(&self, name: &str) -> Result<Option<Entry>> {
+        self.catalog_lookup(|looker| {
+            let e = self.engine.catalog.entry_by_name(
+                &self.catalog_heap(),
+                name,
+                looker,
+                &self.engine.txns,
+            )?;
+            Ok(e.map(|(_, e)| e))
+        })
+    }
+
+    /// The relation (table or index) `oid`, with its catalog address.
+    pub(super) fn lookup_oid(&self, oid: u64) -> Result<Option<(Tid, Entry)>> {
+        self.catalog_lookup(|looker| {
+            self.engine
+                .catalog
+                .entry(&self.catalog_heap(), oid, looker, &self.engine.txns)
+        })
+    }
+
+    /// The table named `name`, as this transaction sees the catalog now.
+    pub fn table(&self, name: &str) -> Result<TableId> {
+        self.call(|| {
+            let found = self.catalog_lookup(|looker| {
+                self.engine
+                    .catalog
+                    .by_name(&self.catalog_heap(), name, looker, &self.engine.txns)
+            })?;
+            found
+                .map(|(_, d)| d.oid)
+                .ok_or_else(|| Error::UndefinedTable {
+                    name: name.to_string(),
+                })
+        })
+    }
+
+    /// The definition of a table.
+    pub fn table_def(&self, table: TableId) -> Result<TableDef> {
+        self.call(|| {
+            self.lock_table_mode(table, LockMode::AccessShare, LockWait::Block)?;
+            Ok(self.def(table)?.1)
+        })
+    }
+
+    /// Every table this transaction can see, by name.
+    pub fn tables(&self) -> Result<Vec<TableDef>> {
+        self.call(|| {
+            self.catalog_lookup(|looker| {
+                self.engine
+                    .catalog
+                    .list(&self.catalog_heap(), looker, &self.engine.txns)
+            })
+        })
+    }
+
+    /// CREATE TABLE.
+    pub fn create_table(&self, name: &str, columns: &[Column]) -> Result<TableId> {
+        self.call(|| {
+            self.command();
+            let xid = self.ensure_xid()?;
+            self.lock(name_lock(name), LockMode::Exclusive, LockWait::Block)?;
+            if self.visible_name(name)? {
+                return Err(Error::DuplicateTable { name: name.into() });
+            }
+            let oid = self.engine.new_oid();
+            self.lock_table_mode(oid, LockMode::AccessExclusive, LockWait::NoWait)?;
+            let def = TableDef {
+                oid,
+                name: name.to_string(),
+                rel: RelFileLocator::new(USER_DB, oid),
+                columns: columns.to_vec(),
+            };
+            self.heap(def.rel).create()?;
+            self.st.borrow_mut().drop_at_abort.push(def.rel);
+            let cid = self.st.borrow().cid;
+            let mut hint = None;
+            let tid = self
+                .catalog_heap()
+                .insert(xid, cid, &def.to_row(), &mut hint)?;
+            self.engine.catalog.note(tid, &def);
+            let mut st = self.st.borrow_mut();
+            st.cid_used = true;
+            st.defs.insert(oid, (tid, def));
+            Ok(oid)
+        })
+    }
+
+    fn visible_name(&self, name: &str) -> Result<bool> {
+        Ok(self.lookup_name(name)?.is_some())
+    }
+
+    /// Replaces the catalog row at `tid` by `new`'s (or deletes it), under ACCESS EXCLUSIVE.
+    pub(super) fn rewrite_entry(&self, tid: Tid, new: Option<&Entry>) -> Result<()> {
+        let xid = self.ensure_xid()?;
+        let cid = self.st.borrow().cid;
+        let heap = self.catalog_heap();
+        let check = match new {
+            Some(entry) => {
+                let mut hint = None;
+                let out = heap.update(
+                    tid,
+                    &entry.to_row(),
+                    &self.writer(xid, cid),
+                    true,
+                    &mut hint,
+                )?;
+                if let Some(new_tid) = out.new_tid {
+                    self.engine.catalog.note_entry(new_tid, entry);
+                    if let Entry::Table(def) = entry {
+                        self.st
+                            .borrow_mut()
+                            .defs
+                            .insert(def.oid, (new_tid, def.clone()));
+                    }
+                }
+                out.check
+            }
+            None => heap.delete(tid, &self.writer(xid, cid))?,
+        };
+        self.st.borrow_mut().cid_used = true;
+        match check {
+            UpdateCheck::Ok => Ok(()),
+            other => Err(Error::SerializationFailure {
+                reason: format!("a concurrent change of a relation's definition ({other:?})"),
+            }),
+        }
+    }
+
+    /// TRUNCATE: the table gets a new, empty relation file; the old one is dropped at commit
+    /// (the new one at abort).
+    pub fn truncate(&self, table: TableId) -> Result<()> {
+        self.call(|| {
+            self.command();
+            self.lock_table_mode(table, LockMode::AccessExclusive, LockWait::Block)?;
+            let (tid, def) = self.def(table)?;
+            self.ensure_xid()?;
+            let new_rel = RelFileLocator::new(USER_DB, self.engine.new_oid());
+            self.heap(new_rel).create()?;
+            self.st.borrow_mut().drop_at_abort.push(new_rel);
+            let new_def = TableDef {
+                rel: new_rel,
+                ..def.clone()
+            };
+            self.rewrite_entry(tid, Some(&Entry::Table(new_def.clone())))?;
+            self.truncate_indexes(&new_def)?;
+            let mut st = self.st.borrow_mut();
+            st.drop_at_commit.push(def.rel);
+            st.targets.remove(&def.rel);
+            Ok(())
+        })
+    }
+
+    /// DROP TABLE: the definition is deleted; the file is dropped at commit.
+    pub fn drop_table(&self, table: TableId) -> Result<()> {
+        self.call(|| {
+            self.command();
+            self.lock_table_mode(table, LockMode::AccessExclusive, LockWait::Block)?;
+            let (tid, def) = self.def(table)?;
+            self.lock(name_lock(&def.name), LockMode::Exclusive, LockWait::Block)?;
+            self.drop_indexes(table)?;
+            self.rewrite_entry(tid, None)?;
+            let mut st = self.st.borrow_mut();
+            st.drop_at_commit.push(def.rel);
+            st.defs.remove(&table);
+            Ok(())
+        })
+    }
+
+    /// LOCK TABLE: takes `mode` on the table until the end of the transaction; with
+    /// `nowait`, fails at once (SQLSTATE 55P03) instead of waiting.
+    pub fn lock_table(&self, table: TableId, mode: LockMode, nowait: bool) -> Result<()> {
+        self.call(|| {
+            let wait = if nowait {
+                LockWait::NoWait
+            } else {
+                LockWait::Block
+            };
+            self.lock_table_mode(table, mode, wait)?;
+            self.def(table).map(|_| ())
+        })
+    }
+}

@@ -1,0 +1,123 @@
+//! The end of a transaction: COMMIT, ROLLBACK and PREPARE TRANSACTION, the statistics a
+//! transaction publishes when it ends, and the locks it releases.
+
+use super::Transaction;
+use crate::error::{Error, Result};
+use crate::recovery::rmid;
+use crate::txn::twophase::{owner_of, PreparedState, MAX_STATE_BYTES};
+use crate::txn::{now_micros, PREPARE};
+use crate::wal::WalRecord;
+
+impl Transaction {
+    /// COMMIT. A failed transaction is rolled back instead, and the error says so.
+    pub fn commit(self) -> Result<()> {
+        if self.st.borrow().failed {
+            self.finish(false)?;
+            return Err(Error::InFailedTransaction);
+        }
+        self.finish(true)
+    }
+
+    /// ROLLBACK.
+    pub fn rollback(self) -> Result<()> {
+        self.finish(false)
+    }
+
+    pub(super) fn finish(&self, commit: bool) -> Result<()> {
+        let (xid, drops, changes) = {
+            let mut st = self.st.borrow_mut();
+            if st.finished {
+                return Ok(());
+            }
+            st.finished = true;
+            let drops = if commit {
+                std::mem::take(&mut st.drop_at_commit)
+            } else {
+                std::mem::take(&mut st.drop_at_abort)
+            };
+            (st.xid, drops, std::mem::take(&mut st.changes))
+        };
+        let result = if xid == 0 {
+            Ok(())
+        } else if commit {
+            self.engine.txns.commit(self.proc, xid, &drops).map(|_| ())
+        } else {
+            self.engine.txns.abort(self.proc, xid, &drops).map(|_| ())
+        };
+        self.engine.locks.release_all(self.owner());
+        self.engine.txns.procs().unregister(self.proc);
+        self.engine
+            .table_stats
+            .report(&changes, commit && result.is_ok());
+        result
+    }
+
+    /// PREPARE TRANSACTION `gid`: the transaction's fate is decided later, by
+    /// [`Database::commit_prepared`](crate::Database::commit_prepared) or
+    /// [`Database::rollback_prepared`](crate::Database::rollback_prepared), from any session,
+    /// after any crash; until then it keeps its locks.
+    pub fn prepare(self, gid: &str) -> Result<()> {
+        if self.st.borrow().failed {
+            self.finish(false)?;
+            return Err(Error::InFailedTransaction);
+        }
+        let e = &self.engine;
+        if let Err(err) = e.twophase.reserve(gid) {
+            self.finish(false)?;
+            return Err(err);
+        }
+        let result = self.write_prepare(gid);
+        if result.is_err() {
+            e.twophase.unreserve(gid);
+            self.finish(false)?;
+            return result;
+        }
+        self.st.borrow_mut().finished = true;
+        Ok(())
+    }
+
+    fn write_prepare(&self, gid: &str) -> Result<()> {
+        let e = &self.engine;
+        let xid = self.ensure_xid()?;
+        let state = {
+            let st = self.st.borrow();
+            PreparedState {
+                xid,
+                gid: gid.to_string(),
+                prepared_at_micros: now_micros(),
+                locks: e.locks.locks_of(self.owner()),
+                commit_drops: st.drop_at_commit.clone(),
+                abort_drops: st.drop_at_abort.clone(),
+            }
+        };
+        let main = state.encode();
+        if main.len() > MAX_STATE_BYTES {
+            return Err(Error::ProgramLimitExceeded {
+                what: format!(
+                    "the transaction holds too many locks and files to prepare ({} bytes of state, at most {MAX_STATE_BYTES})",
+                    main.len()
+                ),
+            });
+        }
+        {
+            let _delay = e.wal.delay_checkpoint();
+            let (start, end) = e.wal.insert(&WalRecord {
+                xid,
+                rmid: rmid::TXN,
+                info: PREPARE,
+                blocks: &[],
+                main: &main,
+            })?;
+            e.wal.flush(end)?;
+            e.twophase.prepared(state, start, end);
+        }
+        e.txns.procs().prepare(self.proc, xid);
+        e.locks.transfer_all(self.owner(), owner_of(xid));
+        e.txns.procs().unregister(self.proc);
+        e.twophase.ready(gid);
+        // Counted as committed: most prepared transactions are (an estimate either way).
+        let changes = std::mem::take(&mut self.st.borrow_mut().changes);
+        e.table_stats.report(&changes, true);
+        Ok(())
+    }
+}

@@ -1,0 +1,297 @@
+//! Row operations of a transaction: INSERT, sequential scans, fetch by TID, UPDATE, DELETE
+//! and row locks, with the isolation rules of the module header applied in one loop
+//! ([`Transaction::change_loop`]).
+
+use std::collections::VecDeque;
+
+use super::{Changed, IsolationLevel, Transaction, MAX_CHANGE_ROUNDS};
+use crate::catalog::TableId;
+use crate::error::{Error, Result};
+use crate::heap::{Heap, HeapTuple, Looker, UpdateCheck};
+use crate::page::Tid;
+use crate::smgr::{BlockNumber, RelFileLocator};
+use crate::txn::lock::{LockMode, LockWait};
+use crate::txn::Snapshot;
+use crate::value::{Row, Value};
+
+impl Transaction {
+    /// Inserts a row; returns its address.
+    pub fn insert(&self, table: TableId, row: &[Value]) -> Result<Tid> {
+        self.call(|| {
+            let (_, cid) = self.command();
+            self.lock_table_mode(table, LockMode::RowExclusive, LockWait::Block)?;
+            let (_, def) = self.def(table)?;
+            def.check_row(row)?;
+            let xid = self.ensure_xid()?;
+            let indexes = self.indexes(table)?;
+            let mut hint = self.st.borrow().targets.get(&def.rel).copied().flatten();
+            let tid = self.heap(def.rel).insert(xid, cid, row, &mut hint)?;
+            {
+                let mut st = self.st.borrow_mut();
+                st.targets.insert(def.rel, hint);
+                st.cid_used = true;
+                st.changes.entry(table).or_default().inserted += 1;
+            }
+            self.add_index_entries(&def, &indexes, row, tid, xid)?;
+            Ok(tid)
+        })
+    }
+
+    /// The rows this transaction sees, streamed a page at a time.
+    pub fn scan(&self, table: TableId) -> Result<Scan<'_>> {
+        self.call(|| {
+            // The lock first, then the snapshot (PostgreSQL locks while parsing and takes
+            // the execution snapshot after): a READ COMMITTED scan that waited for a TRUNCATE
+            // or another lock holder sees what it committed.
+            self.lock_table_mode(table, LockMode::AccessShare, LockWait::Block)?;
+            let (snapshot, cid) = self.command();
+            let (_, def) = self.def(table)?;
+            let nblocks = self.heap(def.rel).nblocks()?;
+            Ok(Scan {
+                tx: self,
+                rel: def.rel,
+                snapshot,
+                xid: self.st.borrow().xid,
+                cid,
+                next_block: 0,
+                nblocks,
+                ready: VecDeque::new(),
+                page: Vec::new(),
+            })
+        })
+    }
+
+    /// The row at `tid`, if this transaction sees that version.
+    pub fn fetch(&self, table: TableId, tid: Tid) -> Result<Option<Row>> {
+        self.call(|| {
+            // The lock first, then the snapshot: see `scan`.
+            self.lock_table_mode(table, LockMode::AccessShare, LockWait::Block)?;
+            let (snapshot, cid) = self.command();
+            let (_, def) = self.def(table)?;
+            let looker = Looker {
+                snapshot: &snapshot,
+                xid: self.st.borrow().xid,
+                cid,
+            };
+            match self.heap(def.rel).fetch(tid)? {
+                Some(t) if looker.sees(&t.header, &self.engine.txns)? => Ok(Some(t.row(def.rel)?)),
+                _ => Ok(None),
+            }
+        })
+    }
+
+    /// Replaces the row at `tid` with `row`.
+    pub fn update(&self, table: TableId, tid: Tid, row: &[Value]) -> Result<Changed> {
+        self.update_with(table, tid, |_| Some(row.to_vec()))
+    }
+
+    /// Replaces the row at `tid` with `new_row(current)`, computed from the row's newest
+    /// version (under READ COMMITTED, after following concurrent updates); `None` skips it.
+    pub fn update_with(
+        &self,
+        table: TableId,
+        tid: Tid,
+        mut new_row: impl FnMut(&Row) -> Option<Row>,
+    ) -> Result<Changed> {
+        self.call(|| {
+            let (_, cid) = self.command();
+            self.lock_table_mode(table, LockMode::RowExclusive, LockWait::Block)?;
+            let (_, def) = self.def(table)?;
+            let xid = self.ensure_xid()?;
+            let indexes = self.indexes(table)?;
+            let heap = self.heap(def.rel);
+            let mut hint = self.st.borrow().targets.get(&def.rel).copied().flatten();
+            let r = self.change_loop(&heap, tid, |t| {
+                let current = t.row(def.rel)?;
+                let Some(row) = new_row(&current) else {
+                    return Ok(Step::Declined);
+                };
+                def.check_row(&row)?;
+                // HOT only if no indexed column changes: then no index needs an entry.
+                let hot_ok = indexes
+                    .iter()
+                    .all(|i| super::index::same_key(&i.key_of(&current), &i.key_of(&row)));
+                let out = heap.update(t.tid, &row, &self.writer(xid, cid), hot_ok, &mut hint)?;
+                if let (UpdateCheck::Ok, Some(new_tid), false) = (out.check, out.new_tid, out.hot) {
+                    self.add_index_entries(&def, &indexes, &row, new_tid, xid)?;
+                }
+                Ok(Step::Tried(out.check, out.new_tid.map(|n| (n, row))))
+            });
+            let mut st = self.st.borrow_mut();
+            st.targets.insert(def.rel, hint);
+            st.cid_used = true;
+            if let Ok(Changed::Done(..)) = r {
+                st.changes.entry(table).or_default().updated += 1;
+            }
+            r
+        })
+    }
+
+    /// Deletes the row at `tid`.
+    pub fn delete(&self, table: TableId, tid: Tid) -> Result<Changed> {
+        self.delete_if(table, tid, |_| true)
+    }
+
+    /// Deletes the row at `tid` if `keep_going(current)` says so, judged on the row's newest
+    /// version (under READ COMMITTED, after following concurrent updates).
+    pub fn delete_if(
+        &self,
+        table: TableId,
+        tid: Tid,
+        mut keep_going: impl FnMut(&Row) -> bool,
+    ) -> Result<Changed> {
+        self.call(|| {
+            let (_, cid) = self.command();
+            self.lock_table_mode(table, LockMode::RowExclusive, LockWait::Block)?;
+            let (_, def) = self.def(table)?;
+            let xid = self.ensure_xid()?;
+            let heap = self.heap(def.rel);
+            let r = self.change_loop(&heap, tid, |t| {
+                let current = t.row(def.rel)?;
+                if !keep_going(&current) {
+                    return Ok(Step::Declined);
+                }
+                let check = heap.delete(t.tid, &self.writer(xid, cid))?;
+                Ok(Step::Tried(check, Some((t.tid, current))))
+            });
+            let mut st = self.st.borrow_mut();
+            st.cid_used = true;
+            if let Ok(Changed::Done(..)) = r {
+                st.changes.entry(table).or_default().deleted += 1;
+            }
+            r
+        })
+    }
+
+    /// SELECT ... FOR UPDATE of the row at `tid`: locks its newest version (under READ
+    /// COMMITTED, after following concurrent updates) until the end of the transaction.
+    pub fn lock_row(&self, table: TableId, tid: Tid) -> Result<Changed> {
+        self.call(|| {
+            let (_, cid) = self.command();
+            self.lock_table_mode(table, LockMode::RowShare, LockWait::Block)?;
+            let (_, def) = self.def(table)?;
+            let xid = self.ensure_xid()?;
+            let heap = self.heap(def.rel);
+            let r = self.change_loop(&heap, tid, |t| {
+                let current = t.row(def.rel)?;
+                let check = heap.lock_row(t.tid, &self.writer(xid, cid))?;
+                Ok(Step::Tried(check, Some((t.tid, current))))
+            });
+            self.st.borrow_mut().cid_used = true;
+            r
+        })
+    }
+
+    /// The loop every row change runs: try; if the row is being changed, wait for the
+    /// changer and try again; if it was changed by a committed transaction, follow it (READ
+    /// COMMITTED) or fail (REPEATABLE READ). See the module header.
+    fn change_loop(
+        &self,
+        heap: &Heap<'_>,
+        mut tid: Tid,
+        mut attempt: impl FnMut(&HeapTuple) -> Result<Step>,
+    ) -> Result<Changed> {
+        for _ in 0..MAX_CHANGE_ROUNDS {
+            let Some(t) = heap.fetch(tid)? else {
+                return Ok(Changed::Skipped);
+            };
+            let (check, done) = match attempt(&t)? {
+                Step::Declined => return Ok(Changed::Skipped),
+                Step::Tried(check, done) => (check, done),
+            };
+            match check {
+                UpdateCheck::Ok => {
+                    let (tid, row) = done.expect("a change that went through says where");
+                    return Ok(Changed::Done(tid, row));
+                }
+                // Changed by this very command, or not a version this transaction sees (it
+                // deleted it itself earlier, say): nothing to do, as PostgreSQL's
+                // `DELETE ... WHERE ctid = ...` reports DELETE 0.
+                UpdateCheck::SelfModified | UpdateCheck::Invisible => return Ok(Changed::Skipped),
+                UpdateCheck::BeingModified { xmax } => self.wait_for(xmax)?,
+                UpdateCheck::Updated { next, .. } => {
+                    if self.isolation == IsolationLevel::RepeatableRead {
+                        return Err(Error::SerializationFailure {
+                            reason: "concurrent update".into(),
+                        });
+                    }
+                    tid = next;
+                }
+                UpdateCheck::Deleted { .. } => {
+                    if self.isolation == IsolationLevel::RepeatableRead {
+                        return Err(Error::SerializationFailure {
+                            reason: "concurrent delete".into(),
+                        });
+                    }
+                    return Ok(Changed::Skipped);
+                }
+            }
+        }
+        Err(Error::ProgramLimitExceeded {
+            what: format!("row {tid} kept changing under this transaction"),
+        })
+    }
+}
+
+/// One attempt of a row change: declined by the caller's function, or tried with this
+/// result (and, when it went through, the address and row to report).
+enum Step {
+    Declined,
+    Tried(UpdateCheck, Option<(Tid, Row)>),
+}
+
+/// A sequential scan: the rows a transaction sees, a page at a time (memory: one page's
+/// worth of rows).
+pub struct Scan<'t> {
+    tx: &'t Transaction,
+    rel: RelFileLocator,
+    snapshot: Snapshot,
+    xid: u64,
+    cid: u32,
+    next_block: BlockNumber,
+    nblocks: BlockNumber,
+    ready: VecDeque<(Tid, Row)>,
+    page: Vec<HeapTuple>,
+}
+
+impl Scan<'_> {
+    fn fill(&mut self) -> Result<()> {
+        let heap = self.tx.heap(self.rel);
+        let looker = Looker {
+            snapshot: &self.snapshot,
+            xid: self.xid,
+            cid: self.cid,
+        };
+        // Bounded by the table's size at the start of the scan.
+        while self.ready.is_empty() && self.next_block < self.nblocks {
+            self.page.clear();
+            heap.visible_in_block(
+                self.next_block,
+                &looker,
+                &self.tx.engine.txns,
+                &mut self.page,
+            )?;
+            self.next_block += 1;
+            for t in self.page.drain(..) {
+                let row = t.row(self.rel)?;
+                self.ready.push_back((t.tid, row));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for Scan<'_> {
+    type Item = Result<(Tid, Row)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.ready.is_empty() {
+            if let Err(e) = self.fill() {
+                self.tx.st.borrow_mut().failed = true;
+                self.next_block = self.nblocks;
+                return Some(Err(e));
+            }
+        }
+        self.ready.pop_front().map(Ok)
+    }
+}

@@ -1,0 +1,199 @@
+//! Lock modes, their conflict table, and what can be locked: PostgreSQL's eight table lock
+//! modes (`lock.h`, `LockConflicts`), the lock tags (a relation, or a transaction id) with
+//! their byte encoding (the prepared-transaction state file stores a transaction's locks), and
+//! who holds locks.
+
+use std::fmt;
+
+/// PostgreSQL's eight table lock modes, weakest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LockMode {
+    AccessShare,
+    RowShare,
+    RowExclusive,
+    ShareUpdateExclusive,
+    Share,
+    ShareRowExclusive,
+    Exclusive,
+    AccessExclusive,
+}
+
+/// Bit `m` set: the mode with index `m` conflicts (PostgreSQL's `LockConflicts`), indexed by
+/// the requested mode. Bit order is [`LockMode::ALL`] order, bit 0 = AccessShare.
+const CONFLICTS: [u8; 8] = [
+    0b1000_0000, // AccessShare: AccessExclusive
+    0b1100_0000, // RowShare: Exclusive, AccessExclusive
+    0b1111_0000, // RowExclusive: Share, ShareRowExclusive, Exclusive, AccessExclusive
+    0b1111_1000, // ShareUpdateExclusive: ShareUpdateExclusive and up
+    0b1110_1100, // Share: RowExclusive, ShareUpdateExclusive, ShareRowExclusive and up
+    0b1111_1100, // ShareRowExclusive: RowExclusive and up
+    0b1111_1110, // Exclusive: RowShare and up
+    0b1111_1111, // AccessExclusive: everything
+];
+
+impl LockMode {
+    /// All modes, weakest first.
+    pub const ALL: [LockMode; 8] = [
+        LockMode::AccessShare,
+        LockMode::RowShare,
+        LockMode::RowExclusive,
+        LockMode::ShareUpdateExclusive,
+        LockMode::Share,
+        LockMode::ShareRowExclusive,
+        LockMode::Exclusive,
+        LockMode::AccessExclusive,
+    ];
+
+    /// 0..8, the position in [`LockMode::ALL`].
+    #[inline]
+    pub(super) fn index(self) -> usize {
+        self as usize
+    }
+
+    #[inline]
+    pub(super) fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+
+    /// The modes this one conflicts with, as a bit set.
+    #[inline]
+    pub(super) fn conflict_mask(self) -> u8 {
+        CONFLICTS[self.index()]
+    }
+
+    /// Whether a request for `self` conflicts with a hold of `other` by another owner
+    /// (PostgreSQL's "Table 13.2 Conflicting Lock Modes"; symmetric).
+    #[inline]
+    pub fn conflicts_with(self, other: LockMode) -> bool {
+        self.conflict_mask() & other.bit() != 0
+    }
+
+    /// The name PostgreSQL prints ("AccessShareLock", ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            LockMode::AccessShare => "AccessShareLock",
+            LockMode::RowShare => "RowShareLock",
+            LockMode::RowExclusive => "RowExclusiveLock",
+            LockMode::ShareUpdateExclusive => "ShareUpdateExclusiveLock",
+            LockMode::Share => "ShareLock",
+            LockMode::ShareRowExclusive => "ShareRowExclusiveLock",
+            LockMode::Exclusive => "ExclusiveLock",
+            LockMode::AccessExclusive => "AccessExclusiveLock",
+        }
+    }
+
+    /// PostgreSQL's lock mode number: 1 (AccessShareLock) ..= 8 (AccessExclusiveLock); 0 is
+    /// PostgreSQL's `NoLock` and never a mode here.
+    pub fn to_u8(self) -> u8 {
+        self as u8 + 1
+    }
+
+    /// The inverse of [`LockMode::to_u8`]; `None` for anything outside 1..=8.
+    pub fn from_u8(b: u8) -> Option<LockMode> {
+        let index = usize::from(b.checked_sub(1)?);
+        LockMode::ALL.get(index).copied()
+    }
+}
+
+impl fmt::Display for LockMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+// ------------------------------------------------------------------------------ lock tags
+
+/// What is locked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LockTag {
+    /// A table.
+    Relation { db_oid: u32, rel_oid: u64 },
+    /// Held Exclusive by a transaction for its whole life; row-lock waiters take Share on it
+    /// and release it at once.
+    Transaction { xid: u64 },
+}
+
+const TAG_KIND_RELATION: u8 = 1;
+const TAG_KIND_TRANSACTION: u8 = 2;
+
+impl LockTag {
+    /// Bytes of every encoded tag: a kind byte and twelve payload bytes (relation: `db_oid`
+    /// u32 then `rel_oid` u64; transaction: `xid` u64 then four zero bytes), little-endian.
+    pub const ENCODED_LEN: usize = 13;
+
+    /// Appends the fixed-size encoding (for 2PC prepare records).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match *self {
+            LockTag::Relation { db_oid, rel_oid } => {
+                out.push(TAG_KIND_RELATION);
+                out.extend_from_slice(&db_oid.to_le_bytes());
+                out.extend_from_slice(&rel_oid.to_le_bytes());
+            }
+            LockTag::Transaction { xid } => {
+                out.push(TAG_KIND_TRANSACTION);
+                out.extend_from_slice(&xid.to_le_bytes());
+                out.extend_from_slice(&[0; 4]);
+            }
+        }
+    }
+
+    /// Decodes one tag from the front of `bytes`, returning it and the bytes consumed; `None`
+    /// for anything that is not an encoding (short input, unknown kind, non-zero padding).
+    pub fn decode(bytes: &[u8]) -> Option<(LockTag, usize)> {
+        let raw: &[u8; Self::ENCODED_LEN] = bytes.get(..Self::ENCODED_LEN)?.try_into().ok()?;
+        let [kind, p @ ..] = raw;
+        let u32_at = |at: usize| -> Option<u32> {
+            Some(u32::from_le_bytes(p.get(at..at + 4)?.try_into().ok()?))
+        };
+        let u64_at = |at: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(p.get(at..at + 8)?.try_into().ok()?))
+        };
+        let tag = match *kind {
+            TAG_KIND_RELATION => LockTag::Relation {
+                db_oid: u32_at(0)?,
+                rel_oid: u64_at(4)?,
+            },
+            TAG_KIND_TRANSACTION => {
+                if u32_at(8)? != 0 {
+                    return None;
+                }
+                LockTag::Transaction { xid: u64_at(0)? }
+            }
+            _ => return None,
+        };
+        Some((tag, Self::ENCODED_LEN))
+    }
+}
+
+impl fmt::Display for LockTag {
+    /// PostgreSQL's wording in lock messages.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockTag::Relation { db_oid, rel_oid } => {
+                write!(f, "relation {rel_oid} of database {db_oid}")
+            }
+            LockTag::Transaction { xid } => write!(f, "transaction {xid}"),
+        }
+    }
+}
+
+/// Who holds locks: a session's transaction, or a prepared transaction.
+pub type LockOwner = u64;
+
+/// What to do when a lock cannot be granted at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockWait {
+    /// Wait until granted (or chosen as a deadlock victim).
+    Block,
+    /// Fail at once with `LockNotAvailable` (`NOWAIT`).
+    NoWait,
+    /// Wait at most this many milliseconds, then fail with `LockNotAvailable` (`lock_timeout`).
+    TimeoutMs(u64),
+}
+
+/// Whether some mode in `requested` conflicts with some mode in `held`.
+pub(super) fn masks_conflict(requested: u8, held: u8) -> bool {
+    LockMode::ALL
+        .iter()
+        .any(|m| requested & m.bit() != 0 && m.conflict_mask() & held != 0)
+}
