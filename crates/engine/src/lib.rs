@@ -107,6 +107,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+// `unsafe` only in the WAL ring (`wal/ring.rs`, which allows it for itself), with a
+// `SAFETY:` argument at each use.
+#![deny(unsafe_code)]
+
 pub mod autovacuum;
 pub mod btree;
 pub mod buffer;

@@ -1,0 +1,164 @@
+//! Insertion: reserving a record's place, copying it into the ring (in parallel with other
+//! inserters), logging page changes with their full-page images, and waiting for the
+//! insertions before a point to finish. See "How insertion works" in the module header.
+
+use std::sync::atomic::Ordering;
+
+use super::record::{self, BlockRef};
+use super::{
+    align8, my_slot, pos_to_end_lsn, pos_to_lsn, LoggedPage, Lsn, Wal, WalRecord, HDR, IDLE,
+    MAX_BLOCK_REFS, MAX_RECORD_SIZE, PAGE,
+};
+use crate::error::{Error, Result};
+use crate::page::{Page, PageMut};
+
+/// A checkpoint began between the image decision and the reservation this many times in a
+/// row: impossible unless checkpoints run back to back faster than one record is built.
+const MAX_IMAGE_RETRIES: usize = 1000;
+
+impl Wal {
+    /// Appends a record; returns (start LSN, end LSN). The record is durable once
+    /// [`flush`](Self::flush) up to its end LSN returned.
+    pub fn insert(&self, rec: &WalRecord<'_>) -> Result<(Lsn, Lsn)> {
+        Ok(self
+            .insert_if_redo(rec, None)?
+            .expect("an insert without a redo-point condition always happens"))
+    }
+
+    /// Logs a change already made to `pages`, each held under its exclusive content lock:
+    /// marks them dirty, inserts the record (with a full-page image of every page that needs
+    /// one), and sets their LSN to the record's end, which it returns. See the module header.
+    pub fn log_page_change(
+        &self,
+        xid: u64,
+        rmid: u8,
+        info: u8,
+        main: &[u8],
+        pages: &mut [LoggedPage<'_, '_>],
+    ) -> Result<Lsn> {
+        let worst_size_bytes = record::RECORD_HEADER_SIZE
+            + pages.len() * (record::BLOCK_REF_SIZE + crate::page::PAGE_SIZE)
+            + main.len();
+        if pages.len() > MAX_BLOCK_REFS || worst_size_bytes > MAX_RECORD_SIZE {
+            // Refused before anything is dirtied: the pages' changes must then be undone by
+            // the caller, which is why callers size their records beforehand.
+            return Err(Error::WalRecordTooLarge {
+                size_bytes: worst_size_bytes,
+                blocks: pages.len(),
+            });
+        }
+        for p in pages.iter_mut() {
+            p.page.mark_dirty();
+        }
+        for _ in 0..MAX_IMAGE_RETRIES {
+            let redo = self.redo_point();
+            let blocks: Vec<BlockRef<'_>> = pages
+                .iter()
+                .map(|p| {
+                    let page: &[u8; crate::page::PAGE_SIZE] = p.page;
+                    BlockRef {
+                        tag: p.page.tag(),
+                        image: (!p.will_init && Page::new(page).lsn() <= redo).then_some(page),
+                    }
+                })
+                .collect();
+            let rec = WalRecord {
+                xid,
+                rmid,
+                info,
+                blocks: &blocks,
+                main,
+            };
+            match self.insert_if_redo(&rec, Some(redo)) {
+                Ok(Some((_, end))) => {
+                    drop(blocks);
+                    for p in pages.iter_mut() {
+                        PageMut::new(p.page).set_lsn(end);
+                    }
+                    return Ok(end);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.fail(&format!(
+                        "logging a page change failed after the change: {e}"
+                    ));
+                    return Err(e);
+                }
+            }
+        }
+        let reason = "a page change could not be logged: the redo point kept moving";
+        self.fail(reason);
+        Err(Error::WalFailed {
+            reason: reason.into(),
+        })
+    }
+
+    /// Inserts `rec`; with `expect_redo`, only if the redo point is still that (else `None`,
+    /// nothing inserted): the caller decided its full-page images against it.
+    pub(super) fn insert_if_redo(
+        &self,
+        rec: &WalRecord<'_>,
+        expect_redo: Option<Lsn>,
+    ) -> Result<Option<(Lsn, Lsn)>> {
+        self.check_failed()?;
+        if rec.blocks.len() > MAX_BLOCK_REFS || record::encoded_size(rec) > MAX_RECORD_SIZE {
+            return Err(Error::WalRecordTooLarge {
+                size_bytes: record::encoded_size(rec),
+                blocks: rec.blocks.len(),
+            });
+        }
+        let mut bytes = Vec::new();
+        record::encode(rec, &mut bytes);
+        let slot = &self.slots[my_slot()];
+        let _slot_guard = slot.lock.lock();
+        let (start, end, prev) = {
+            let mut r = self.reserve.lock();
+            if expect_redo.is_some_and(|redo| redo != self.redo_point()) {
+                return Ok(None);
+            }
+            let start_pos = r.bytepos;
+            r.bytepos = start_pos + align8(bytes.len() as u64);
+            let start = pos_to_lsn(start_pos);
+            let prev = std::mem::replace(&mut r.prev, start);
+            // Counted here, under the mutex already held, rather than on shared atomics.
+            r.records += 1;
+            r.bytes += bytes.len() as u64;
+            // Published before the reservation is visible to anyone computing progress.
+            slot.inserting_at.store(start, Ordering::Release);
+            (start, pos_to_end_lsn(r.bytepos), prev)
+        };
+        record::seal(&mut bytes, prev);
+        let result = self.copy_into_ring(slot, start, &bytes);
+        slot.inserting_at.store(IDLE, Ordering::Release);
+        result?;
+        Ok(Some((start, end)))
+    }
+
+    /// Everything before the returned LSN is complete in the ring.
+    pub(super) fn finished_point(&self) -> Lsn {
+        let mut f = pos_to_end_lsn(self.reserve.lock().bytepos);
+        for s in &self.slots {
+            f = f.min(s.inserting_at.load(Ordering::Acquire));
+        }
+        // Never stop right after a page header: the page may not be initialised yet.
+        if f % PAGE <= HDR {
+            f -= f % PAGE;
+        }
+        f
+    }
+
+    /// Waits until no insertion before `upto` is in progress. Never called with the writer
+    /// mutex held, and an inserter calling it has published progress beyond `upto`.
+    pub(super) fn wait_insertions(&self, upto: Lsn) {
+        loop {
+            let blocking = self
+                .slots
+                .iter()
+                .find(|s| s.inserting_at.load(Ordering::Acquire) < upto);
+            match blocking {
+                None => return,
+                Some(s) => drop(s.lock.lock()),
+            }
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The WAL buffers (`wal_buffers`): a ring of WAL pages in raw memory that inserters copy
+//! records into in parallel and the writer and readers copy out of. The only module of the
+//! engine allowed `unsafe`: every access to the ring's bytes is here, each under the
+//! protocol stated on [`Ring`], with its `SAFETY:` argument next to it.
+#![allow(unsafe_code)]
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{
+    InsertSlot, Lsn, Wal, CONTRECORD, EMPTY, HDR, PAGE, PH_ADDR, PH_INFO, PH_MAGIC, PH_REM_LEN,
+    WAL_MAGIC, WAL_PAGE_SIZE,
+};
+use crate::error::Result;
+
+/// The WAL buffers: `npages` pages of raw memory shared by inserters and the writer.
+///
+/// Safety protocol: the bytes of a reserved record belong to its inserter until its slot
+/// publishes past them; a page's header belongs to whoever holds `init_lock` while the page
+/// is (re)initialised, and its continuation fields to the one inserter whose record continues
+/// onto it. The writer reads only complete bytes. A page is re-initialised only after it has
+/// been written out, and readers copy only under `init_lock`. So no two threads ever touch the
+/// same byte at once unless both only read.
+pub(super) struct Ring {
+    bytes: Box<[UnsafeCell<u8>]>,
+    npages: u64,
+    /// The LSN of the page each slot holds (`EMPTY` if none yet).
+    pub(super) page_addr: Box<[AtomicU64]>,
+}
+
+// SAFETY: see the protocol above; all shared access goes through raw pointers to
+// `UnsafeCell` bytes, under that protocol.
+unsafe impl Sync for Ring {}
+
+impl Ring {
+    pub(super) fn new(npages: u64) -> Self {
+        Ring {
+            bytes: (0..npages * PAGE).map(|_| UnsafeCell::new(0)).collect(),
+            npages,
+            page_addr: (0..npages).map(|_| AtomicU64::new(EMPTY)).collect(),
+        }
+    }
+
+    pub(super) fn slot(&self, page_lsn: Lsn) -> usize {
+        ((page_lsn / PAGE) % self.npages) as usize
+    }
+
+    fn ptr(&self, lsn: Lsn) -> *mut u8 {
+        let at = (lsn % (self.npages * PAGE)) as usize;
+        // Pointer from the whole slice, so it may cover a whole page.
+        UnsafeCell::raw_get(self.bytes.as_ptr().wrapping_add(at))
+    }
+
+    /// # Safety
+    /// The caller owns bytes `lsn..lsn+src.len()`, which lie within one page.
+    unsafe fn write(&self, lsn: Lsn, src: &[u8]) {
+        debug_assert!(lsn % PAGE + src.len() as u64 <= PAGE);
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr(lsn), src.len()) };
+    }
+
+    /// # Safety
+    /// Nobody writes bytes `lsn..lsn+dst.len()` meanwhile; they do not wrap around the ring.
+    unsafe fn read(&self, lsn: Lsn, dst: &mut [u8]) {
+        debug_assert!(lsn % (self.npages * PAGE) + dst.len() as u64 <= self.npages * PAGE);
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr(lsn), dst.as_mut_ptr(), dst.len()) };
+    }
+
+    /// Where the ring's memory wraps next after `lsn`.
+    pub(super) fn wrap_after(&self, lsn: Lsn) -> Lsn {
+        let size = self.npages * PAGE;
+        lsn - lsn % size + size
+    }
+}
+
+impl Wal {
+    pub(super) fn copy_into_ring(&self, slot: &InsertSlot, start: Lsn, bytes: &[u8]) -> Result<()> {
+        let mut pos = start;
+        let mut done = 0usize;
+        loop {
+            let page_lsn = pos - pos % PAGE;
+            self.ensure_page(page_lsn, slot, pos)?;
+            let n = (bytes.len() - done).min((page_lsn + PAGE - pos) as usize);
+            // SAFETY: these bytes are reserved by this insertion.
+            unsafe { self.ring.write(pos, &bytes[done..done + n]) };
+            done += n;
+            if done == bytes.len() {
+                return Ok(());
+            }
+            let next = page_lsn + PAGE;
+            self.ensure_page(next, slot, page_lsn + PAGE)?;
+            let rem_len = (bytes.len() - done) as u32;
+            let mut header = [0u8; 8];
+            header[PH_INFO..PH_INFO + 2].copy_from_slice(&CONTRECORD.to_le_bytes());
+            header[PH_REM_LEN..PH_REM_LEN + 4].copy_from_slice(&rem_len.to_le_bytes());
+            // SAFETY: only the record continuing onto a page writes its continuation fields,
+            // after the page was initialised (ensure_page) and before its progress passes them.
+            unsafe { self.ring.write(next + PH_INFO as u64, &header[PH_INFO..8]) };
+            pos = next + HDR;
+        }
+    }
+
+    /// Makes the ring slot for `page_lsn` hold that page, writing out the page it held
+    /// before if needed. `progress` is how far this insertion has copied: published first,
+    /// so the writer can write what precedes it while we wait.
+    pub(super) fn ensure_page(
+        &self,
+        page_lsn: Lsn,
+        slot: &InsertSlot,
+        progress: Lsn,
+    ) -> Result<()> {
+        let idx = self.ring.slot(page_lsn);
+        // Bounded: each turn either returns or writes out the slot's old page.
+        for _ in 0..1_000_000 {
+            let cur = self.ring.page_addr[idx].load(Ordering::Acquire);
+            if cur == page_lsn {
+                return Ok(());
+            }
+            assert!(
+                cur == EMPTY || cur < page_lsn,
+                "WAL ring slot holds a newer page"
+            );
+            if cur != EMPTY && self.written_upto.load(Ordering::Acquire) < cur + PAGE {
+                slot.inserting_at.store(progress, Ordering::Release);
+                self.write_out(cur + PAGE, false)?;
+                continue;
+            }
+            let _init = self.init_lock.lock();
+            if self.ring.page_addr[idx].load(Ordering::Acquire) != cur {
+                continue;
+            }
+            let mut page = vec![0u8; WAL_PAGE_SIZE];
+            page[PH_MAGIC..PH_MAGIC + 2].copy_from_slice(&WAL_MAGIC.to_le_bytes());
+            page[PH_ADDR..PH_ADDR + 8].copy_from_slice(&page_lsn.to_le_bytes());
+            // SAFETY: the old page is written out and no inserter can reach this page before
+            // page_addr says it is ready; we hold init_lock, which readers take too.
+            unsafe { self.ring.write(page_lsn, &page) };
+            self.ring.page_addr[idx].store(page_lsn, Ordering::Release);
+            return Ok(());
+        }
+        unreachable!("ensure_page did not converge")
+    }
+
+    pub(super) fn page_from_ring(
+        &self,
+        page_lsn: Lsn,
+        flushed: Lsn,
+    ) -> Option<Box<[u8; WAL_PAGE_SIZE]>> {
+        if page_lsn < self.opened_at && self.opened_at - page_lsn > HDR {
+            // The page holds records from before this WAL was opened: those bytes are only
+            // on disk (the ring copy of this page starts empty).
+            return None;
+        }
+        let _init = self.init_lock.lock();
+        if self.ring.page_addr[self.ring.slot(page_lsn)].load(Ordering::Acquire) != page_lsn {
+            return None;
+        }
+        let mut page = Box::new([0u8; WAL_PAGE_SIZE]);
+        let len = (flushed.saturating_sub(page_lsn)).min(PAGE) as usize;
+        // SAFETY: bytes before `flushed` are complete and nobody writes them again; the page
+        // cannot be re-initialised while we hold init_lock.
+        unsafe { self.ring.read(page_lsn, &mut page[..len]) };
+        Some(page)
+    }
+
+    /// Copies complete bytes `from..from + dst.len()` out of the ring for the writer, which
+    /// holds the writer mutex.
+    pub(super) fn copy_complete_from_ring(&self, from: Lsn, dst: &mut [u8]) {
+        debug_assert!(from + dst.len() as u64 <= self.finished_point());
+        // SAFETY: bytes before the finished point are complete and their pages cannot be
+        // recycled before written_upto passes them, which only the writer-locked code that
+        // calls this advances.
+        unsafe { self.ring.read(from, dst) };
+    }
+}
