@@ -90,6 +90,7 @@
 
 pub mod btree;
 pub mod buffer;
+pub(crate) mod bytes;
 pub mod catalog;
 pub mod checkpoint;
 pub mod clog;
