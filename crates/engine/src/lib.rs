@@ -13,7 +13,8 @@
 //!
 //! 0. Leaves, which name no other module: [`types`] (the small shared types and limits:
 //!    relation locator, fork, block number, buffer tag, LSN, page size), `hash` (the hash
-//!    used by the engine's tables), [`rng`] (the one deterministic random generator).
+//!    used by the engine's tables), `bytes` (the one little-endian reader of stored and
+//!    logged bytes), [`rng`] (the one deterministic random generator).
 //! 1. [`vfs`]: the only code that touches files (OS and a crash-simulating implementation).
 //! 2. [`page`]: the 8 KiB page layout and its CRC32C checksum.
 //! 3. [`error`]: the one error type, each variant with its SQLSTATE; [`config`]: every
@@ -114,6 +115,7 @@
 pub mod autovacuum;
 pub mod btree;
 pub mod buffer;
+pub(crate) mod bytes;
 pub mod catalog;
 pub mod checkpoint;
 pub mod clog;

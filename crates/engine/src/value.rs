@@ -18,6 +18,8 @@
 use std::cmp::Ordering;
 use std::fmt;
 
+use crate::bytes::Reader;
+
 /// A column type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Type {
@@ -84,6 +86,33 @@ pub enum Value {
 
 /// A row: one value per column.
 pub type Row = Vec<Value>;
+
+/// A value borrowed from its encoding, without allocation (the B-tree compares keys in this
+/// form). [`read_value`] is the one decoder of the encoding.
+#[derive(Clone, Copy, Debug)]
+pub enum ValueRef<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Text(&'a str),
+    Bytea(&'a [u8]),
+    Timestamp(i64),
+}
+
+impl ValueRef<'_> {
+    pub fn to_value(self) -> Value {
+        match self {
+            ValueRef::Null => Value::Null,
+            ValueRef::Bool(b) => Value::Bool(b),
+            ValueRef::Int(i) => Value::Int(i),
+            ValueRef::Float(f) => Value::Float(f),
+            ValueRef::Text(s) => Value::Text(s.to_string()),
+            ValueRef::Bytea(b) => Value::Bytea(b.to_vec()),
+            ValueRef::Timestamp(t) => Value::Timestamp(t),
+        }
+    }
+}
 
 /// Why bytes are not an encoded row.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -250,67 +279,55 @@ pub fn encoded_row_len(row: &[Value]) -> usize {
 
 /// Decodes `natts` values that must fill `bytes` exactly.
 pub fn decode_row(bytes: &[u8], natts: usize) -> Result<Row, DecodeError> {
-    let mut at = 0;
+    let mut r = Reader::new(bytes);
     // Bounded by the input: every value takes at least one byte.
     let mut row = Vec::with_capacity(natts.min(bytes.len()));
     for index in 0..natts {
-        let (v, used) = decode_value(&bytes[at..], index)?;
-        row.push(v);
-        at += used;
+        row.push(read_value(&mut r, index)?.to_value());
     }
-    if at != bytes.len() {
+    if r.remaining() != 0 {
         return Err(DecodeError::TrailingBytes {
-            extra: bytes.len() - at,
+            extra: r.remaining(),
         });
     }
     Ok(row)
 }
 
-fn decode_value(b: &[u8], index: usize) -> Result<(Value, usize), DecodeError> {
-    let short = DecodeError::Truncated { index };
-    let tag = *b.first().ok_or(short.clone())?;
-    let word = |b: &[u8]| -> Result<[u8; 8], DecodeError> {
-        b.get(1..9)
-            .and_then(|s| s.try_into().ok())
-            .ok_or(short.clone())
-    };
-    Ok(match tag {
-        TAG_NULL => (Value::Null, 1),
-        TAG_FALSE => (Value::Bool(false), 1),
-        TAG_TRUE => (Value::Bool(true), 1),
-        TAG_INT => (Value::Int(i64::from_le_bytes(word(b)?)), 9),
-        TAG_FLOAT => (
-            Value::Float(f64::from_bits(u64::from_le_bytes(word(b)?))),
-            9,
-        ),
-        TAG_TIMESTAMP => (Value::Timestamp(i64::from_le_bytes(word(b)?)), 9),
-        TAG_TEXT | TAG_BYTEA => {
-            let (len, used) = get_len(&b[1..]).ok_or(short.clone())?;
-            let start = 1 + used;
-            let body = b.get(start..start.checked_add(len).ok_or(short.clone())?);
-            let body = body.ok_or(short)?;
-            let v = if tag == TAG_TEXT {
-                Value::Text(
-                    std::str::from_utf8(body)
-                        .map_err(|_| DecodeError::BadUtf8 { index })?
-                        .to_string(),
-                )
-            } else {
-                Value::Bytea(body.to_vec())
-            };
-            (v, start + len)
+/// Reads the next encoded value, the `index`-th of its row (for the error).
+pub(crate) fn read_value<'a>(
+    r: &mut Reader<'a>,
+    index: usize,
+) -> Result<ValueRef<'a>, DecodeError> {
+    let short = || DecodeError::Truncated { index };
+    Ok(match r.u8().ok_or_else(short)? {
+        TAG_NULL => ValueRef::Null,
+        TAG_FALSE => ValueRef::Bool(false),
+        TAG_TRUE => ValueRef::Bool(true),
+        TAG_INT => ValueRef::Int(r.i64().ok_or_else(short)?),
+        TAG_FLOAT => ValueRef::Float(f64::from_bits(r.u64().ok_or_else(short)?)),
+        TAG_TIMESTAMP => ValueRef::Timestamp(r.i64().ok_or_else(short)?),
+        TAG_TEXT => {
+            let len = get_len(r).ok_or_else(short)?;
+            let body = r.take(len).ok_or_else(short)?;
+            ValueRef::Text(std::str::from_utf8(body).map_err(|_| DecodeError::BadUtf8 { index })?)
+        }
+        TAG_BYTEA => {
+            let len = get_len(r).ok_or_else(short)?;
+            ValueRef::Bytea(r.take(len).ok_or_else(short)?)
         }
         tag => return Err(DecodeError::BadTag { index, tag }),
     })
 }
 
-fn get_len(b: &[u8]) -> Option<(usize, usize)> {
+/// Reads what [`put_len`] wrote.
+fn get_len(r: &mut Reader<'_>) -> Option<usize> {
     let mut n = 0usize;
     // At most 5 bytes: lengths are below 2^32 (items are far smaller).
-    for (i, &byte) in b.iter().take(5).enumerate() {
+    for i in 0..5 {
+        let byte = r.u8()?;
         n |= usize::from(byte & 0x7F) << (7 * i);
         if byte & 0x80 == 0 {
-            return Some((n, i + 1));
+            return Some(n);
         }
     }
     None

@@ -382,8 +382,7 @@ impl RunReader {
         if !self.fill(4)? {
             return Err(bad());
         }
-        let len = u32::from_le_bytes(self.buf[self.at..self.at + 4].try_into().expect("4 bytes"))
-            as usize;
+        let len = crate::bytes::u32_at(&self.buf, self.at).ok_or_else(bad)? as usize;
         if len > super::page::MAX_TUPLE_BYTES || !self.fill(4 + len)? {
             return Err(bad());
         }

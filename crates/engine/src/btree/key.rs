@@ -4,21 +4,12 @@
 use std::cmp::Ordering;
 
 use super::page::Tuple;
+use crate::bytes::Reader;
 use crate::page::Tid;
-use crate::value::{Type, Value};
+use crate::value::{read_value, Type, Value};
 
-/// A key value borrowed from encoded bytes (the encoding of [`crate::value`]).
-#[derive(Clone, Copy, Debug)]
-pub enum KeyRef<'a> {
-    Null,
-    Bool(bool),
-    Int(i64),
-    Float(f64),
-    /// UTF-8 bytes: byte order is `String` order.
-    Text(&'a [u8]),
-    Bytea(&'a [u8]),
-    Timestamp(i64),
-}
+/// A key value borrowed from encoded bytes: the value encoding's own borrowed form.
+pub use crate::value::ValueRef as KeyRef;
 
 impl KeyRef<'_> {
     /// The rank [`Value::compare`] orders different types by (NULL last).
@@ -42,7 +33,9 @@ impl KeyRef<'_> {
                 a.cmp(b)
             }
             (KeyRef::Float(a), KeyRef::Float(b)) => a.total_cmp(b),
-            (KeyRef::Text(a), KeyRef::Text(b)) | (KeyRef::Bytea(a), KeyRef::Bytea(b)) => a.cmp(b),
+            // Byte order is `String` order.
+            (KeyRef::Text(a), KeyRef::Text(b)) => a.as_bytes().cmp(b.as_bytes()),
+            (KeyRef::Bytea(a), KeyRef::Bytea(b)) => a.cmp(b),
             (a, b) => a.rank().cmp(&b.rank()),
         }
     }
@@ -55,7 +48,7 @@ pub fn key_ref(v: &Value) -> KeyRef<'_> {
         Value::Bool(b) => KeyRef::Bool(*b),
         Value::Int(i) => KeyRef::Int(*i),
         Value::Float(f) => KeyRef::Float(*f),
-        Value::Text(s) => KeyRef::Text(s.as_bytes()),
+        Value::Text(s) => KeyRef::Text(s),
         Value::Bytea(b) => KeyRef::Bytea(b),
         Value::Timestamp(t) => KeyRef::Timestamp(*t),
     }
@@ -63,70 +56,22 @@ pub fn key_ref(v: &Value) -> KeyRef<'_> {
 
 /// Reads encoded key values one at a time; `None` on malformed bytes (never panics).
 pub struct KeyReader<'a> {
-    b: &'a [u8],
-    at: usize,
+    r: Reader<'a>,
 }
 
 impl<'a> KeyReader<'a> {
     pub fn new(b: &'a [u8]) -> Self {
-        KeyReader { b, at: 0 }
-    }
-
-    fn word(&mut self) -> Option<[u8; 8]> {
-        let w = self.b.get(self.at + 1..self.at + 9)?.try_into().ok()?;
-        self.at += 9;
-        Some(w)
-    }
-
-    fn bytes(&mut self) -> Option<&'a [u8]> {
-        let mut len = 0usize;
-        let mut used = 0;
-        // LEB128, at most 5 bytes (values are far shorter than 2^32 bytes).
-        for i in 0..5 {
-            let byte = *self.b.get(self.at + 1 + i)?;
-            len |= usize::from(byte & 0x7F) << (7 * i);
-            used = i + 1;
-            if byte & 0x80 == 0 {
-                break;
-            }
-            if i == 4 {
-                return None;
-            }
-        }
-        let start = self.at + 1 + used;
-        let body = self.b.get(start..start.checked_add(len)?)?;
-        self.at = start + len;
-        Some(body)
+        KeyReader { r: Reader::new(b) }
     }
 
     /// The next value.
     pub fn next_value(&mut self) -> Option<KeyRef<'a>> {
-        let tag = *self.b.get(self.at)?;
-        Some(match tag {
-            0..=2 => {
-                self.at += 1;
-                match tag {
-                    0 => KeyRef::Null,
-                    1 => KeyRef::Bool(false),
-                    _ => KeyRef::Bool(true),
-                }
-            }
-            3 => KeyRef::Int(i64::from_le_bytes(self.word()?)),
-            4 => KeyRef::Float(f64::from_bits(u64::from_le_bytes(self.word()?))),
-            7 => KeyRef::Timestamp(i64::from_le_bytes(self.word()?)),
-            5 => {
-                let body = self.bytes()?;
-                std::str::from_utf8(body).ok()?;
-                KeyRef::Text(body)
-            }
-            6 => KeyRef::Bytea(self.bytes()?),
-            _ => return None,
-        })
+        read_value(&mut self.r, 0).ok()
     }
 
     /// Whether every byte was read.
     pub fn at_end(&self) -> bool {
-        self.at == self.b.len()
+        self.r.remaining() == 0
     }
 }
 

@@ -2,6 +2,7 @@
 //! page (every accessor returns [`Error::CorruptIndex`] on garbage instead of panicking).
 //! Byte diagrams are in `docs/design.md` ("B+tree pages and records").
 
+use crate::bytes::Reader;
 use crate::error::{Error, Result};
 use crate::page::{OffsetNumber, Page, PageMut, Tid, FIRST_OFFSET_NUMBER, MAXALIGN, PAGE_SIZE};
 use crate::smgr::{BlockNumber, RelFileLocator};
@@ -90,14 +91,18 @@ impl Special {
         s[8..12].copy_from_slice(&PAGE_MAGIC.to_le_bytes());
         s[12..16].fill(0);
     }
-}
 
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    /// Reads what [`write`](Self::write) wrote: the fields, the magic number, the reserved
+    /// word.
+    fn read(page: &[u8; PAGE_SIZE]) -> Option<(Special, u32, u32)> {
+        let mut r = Reader::new(&page[SPECIAL_AT..]);
+        let special = Special {
+            right_link: r.u32()?,
+            level: r.u16()?,
+            flags: r.u16()?,
+        };
+        Some((special, r.u32()?, r.u32()?))
+    }
 }
 
 // ------------------------------------------------------------------------------ tuples
@@ -121,14 +126,16 @@ pub struct Tuple<'a> {
 impl<'a> Tuple<'a> {
     /// Parses the header; `None` if the bytes are too short or a reserved bit is set.
     pub fn parse(bytes: &'a [u8]) -> Option<Self> {
-        if bytes.len() < TUPLE_HEADER_SIZE || bytes[7] != 0 {
-            return None;
-        }
-        Some(Tuple {
-            tid: Tid::new(u32_at(bytes, 0), u16_at(bytes, 4)),
-            natts: bytes[6],
-            downlink: u32_at(bytes, 8),
-            key: &bytes[TUPLE_HEADER_SIZE..],
+        let mut r = Reader::new(bytes);
+        let tid = Tid::new(r.u32()?, r.u16()?);
+        let natts = r.u8()?;
+        let flags = r.u8()?;
+        let downlink = r.u32()?;
+        (flags == 0).then_some(Tuple {
+            tid,
+            natts,
+            downlink,
+            key: r.rest(),
         })
     }
 
@@ -233,18 +240,12 @@ impl<'a> BtPage<'a> {
                 format!("special space at {}, expected {SPECIAL_AT}", page.special()),
             ));
         }
-        let s = &bytes[SPECIAL_AT..];
-        if u32_at(s, 8) != PAGE_MAGIC || u32_at(s, 12) != 0 {
+        let Some((special, PAGE_MAGIC, 0)) = Special::read(bytes) else {
             return Err(corrupt(
                 rel,
                 block,
                 "not a B-tree page (bad magic in the special space)",
             ));
-        }
-        let special = Special {
-            right_link: u32_at(s, 0),
-            level: u16_at(s, 4),
-            flags: u16_at(s, 6),
         };
         if special.flags & !VALID_FLAGS != 0
             || special.is_leaf() != (special.level == 0 && special.flags & META == 0)
@@ -347,14 +348,16 @@ impl Meta {
     }
 
     pub fn decode(b: &[u8]) -> Option<Meta> {
-        if b.len() < 18 || u32_at(b, 0) != META_MAGIC || u32_at(b, 4) != META_VERSION {
+        let mut r = Reader::new(b);
+        if r.u32()? != META_MAGIC || r.u32()? != META_VERSION {
             return None;
         }
-        let level = u16::try_from(u32_at(b, 12)).ok()?;
-        let n = usize::from(u16_at(b, 16));
-        let types = b.get(18..18 + n)?;
+        let root = r.u32()?;
+        let level = u16::try_from(r.u32()?).ok()?;
+        let n = usize::from(r.u16()?);
+        let types = r.take(n)?;
         Some(Meta {
-            root: u32_at(b, 8),
+            root,
             level,
             key_types: types
                 .iter()

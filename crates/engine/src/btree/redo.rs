@@ -25,9 +25,7 @@ use super::page::{
 };
 use crate::error::{Error, Result};
 use crate::page::{PageMut, PAGE_SIZE};
-use crate::recovery::{
-    redo_buffer, redo_buffer_init, RecordCursor, RedoBuffer, RedoContext, ResourceManager,
-};
+use crate::recovery::{redo_block, RecordCursor, RedoContext, ResourceManager};
 use crate::smgr::{BlockNumber, RelFileLocator};
 use crate::wal::DecodedRecord;
 
@@ -215,32 +213,6 @@ fn corrupt(rec: &DecodedRecord, reason: &str) -> Error {
     }
 }
 
-/// Applies `f` to block `index` unless the page already has the change (or was restored from
-/// the record's image); a block the record initialises (`init`) is rebuilt whatever is on
-/// disk. `f` gets the page and its block number.
-fn on_block(
-    ctx: &RedoContext<'_>,
-    rec: &DecodedRecord,
-    index: usize,
-    init: bool,
-    f: impl FnOnce(&mut [u8; PAGE_SIZE], RelFileLocator, BlockNumber) -> Result<()>,
-) -> Result<()> {
-    let buf = if init {
-        redo_buffer_init(ctx, rec, index)?
-    } else {
-        match redo_buffer(ctx, rec, index)? {
-            RedoBuffer::Apply(buf) => buf,
-            RedoBuffer::Restored | RedoBuffer::AlreadyApplied => return Ok(()),
-        }
-    };
-    let tag = buf.tag();
-    let mut page = buf.write();
-    f(&mut page, tag.rel, tag.block)?;
-    PageMut::new(&mut page).set_lsn(rec.end_lsn);
-    page.mark_dirty();
-    Ok(())
-}
-
 fn block_number(rec: &DecodedRecord, index: usize) -> Result<BlockNumber> {
     rec.blocks
         .get(index)
@@ -257,8 +229,9 @@ fn redo_split(ctx: &RedoContext<'_>, rec: &DecodedRecord, plan: &SplitPlan) -> R
         return Err(corrupt(rec, &format!("a split at level {}", plan.level)));
     }
     let (left, right) = (block_number(rec, 0)?, block_number(rec, 1)?);
-    on_block(ctx, rec, 0, false, |page, rel, block| {
-        let old = BtPage::new(page, rel, block).map_err(|e| corrupt(rec, &e.to_string()))?;
+    redo_block(ctx, rec, 0, false, |page, tag| {
+        let old =
+            BtPage::new(page, tag.rel, tag.block).map_err(|e| corrupt(rec, &e.to_string()))?;
         if old.special.level != plan.level {
             return Err(corrupt(
                 rec,
@@ -269,21 +242,21 @@ fn redo_split(ctx: &RedoContext<'_>, rec: &DecodedRecord, plan: &SplitPlan) -> R
         page.copy_from_slice(&new[..]);
         Ok(())
     })?;
-    on_block(ctx, rec, 1, true, |page, _, _| {
+    redo_block(ctx, rec, 1, true, |page, _| {
         let new = right_after_split(plan).map_err(|e| corrupt(rec, &e))?;
         page.copy_from_slice(&new[..]);
         Ok(())
     })?;
     if plan.root_split {
         let root = block_number(rec, 2)?;
-        on_block(ctx, rec, 2, true, |page, _, _| {
+        redo_block(ctx, rec, 2, true, |page, _| {
             let new =
                 new_root(plan.level + 1, left, right, &plan.pivot).map_err(|e| corrupt(rec, &e))?;
             page.copy_from_slice(&new[..]);
             Ok(())
         })?;
-        on_block(ctx, rec, 3, false, |page, rel, _| {
-            let new = meta_with_root(page, rel, root, plan.level + 1)
+        redo_block(ctx, rec, 3, false, |page, tag| {
+            let new = meta_with_root(page, tag.rel, root, plan.level + 1)
                 .map_err(|e| corrupt(rec, &e.to_string()))?;
             page.copy_from_slice(&new[..]);
             Ok(())
@@ -294,7 +267,7 @@ fn redo_split(ctx: &RedoContext<'_>, rec: &DecodedRecord, plan: &SplitPlan) -> R
 
 fn redo_meta(ctx: &RedoContext<'_>, rec: &DecodedRecord, index: usize) -> Result<()> {
     let meta = Meta::decode(&rec.main).ok_or_else(|| corrupt(rec, "bad metapage contents"))?;
-    on_block(ctx, rec, index, true, |page, _, _| {
+    redo_block(ctx, rec, index, true, |page, _| {
         page.copy_from_slice(&meta.page()[..]);
         Ok(())
     })
@@ -314,8 +287,8 @@ impl ResourceManager for BTreeRedo {
             CREATE => {
                 redo_meta(ctx, rec, 0)?;
                 let meta = Meta::decode(&rec.main).ok_or_else(|| corrupt(rec, "bad metapage"))?;
-                on_block(ctx, rec, 1, true, |page, _, block| {
-                    if block != meta.root {
+                redo_block(ctx, rec, 1, true, |page, tag| {
+                    if tag.block != meta.root {
                         return Err(corrupt(rec, "the root is not the block the record names"));
                     }
                     let special = Special {
@@ -331,8 +304,9 @@ impl ResourceManager for BTreeRedo {
             INSERT => {
                 let off = c.u16()?;
                 let tuple = c.rest();
-                on_block(ctx, rec, 0, false, |page, rel, block| {
-                    BtPage::new(page, rel, block).map_err(|e| corrupt(rec, &e.to_string()))?;
+                redo_block(ctx, rec, 0, false, |page, tag| {
+                    BtPage::new(page, tag.rel, tag.block)
+                        .map_err(|e| corrupt(rec, &e.to_string()))?;
                     if PageMut::new(page).insert_item(tuple, off) != Some(off) {
                         return Err(corrupt(rec, "the tuple does not go where the record says"));
                     }
@@ -348,8 +322,9 @@ impl ResourceManager for BTreeRedo {
                 let n = c.u16()?;
                 let offs = (0..n).map(|_| c.u16()).collect::<Result<Vec<_>>>()?;
                 c.done()?;
-                on_block(ctx, rec, 0, false, |page, rel, block| {
-                    BtPage::new(page, rel, block).map_err(|e| corrupt(rec, &e.to_string()))?;
+                redo_block(ctx, rec, 0, false, |page, tag| {
+                    BtPage::new(page, tag.rel, tag.block)
+                        .map_err(|e| corrupt(rec, &e.to_string()))?;
                     PageMut::new(page)
                         .delete_items(&offs)
                         .map_err(|e| corrupt(rec, &format!("cannot delete the items: {e}")))
@@ -360,9 +335,10 @@ impl ResourceManager for BTreeRedo {
                     return Err(corrupt(rec, "page images and blocks disagree"));
                 }
                 for (i, image) in rec.main.chunks_exact(PAGE_SIZE).enumerate() {
-                    on_block(ctx, rec, i, true, |page, rel, block| {
+                    redo_block(ctx, rec, i, true, |page, tag| {
                         page.copy_from_slice(image);
-                        BtPage::new(page, rel, block).map_err(|e| corrupt(rec, &e.to_string()))?;
+                        BtPage::new(page, tag.rel, tag.block)
+                            .map_err(|e| corrupt(rec, &e.to_string()))?;
                         Ok(())
                     })?;
                 }

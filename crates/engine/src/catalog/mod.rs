@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use parking_lot::RwLock;
 
 use crate::buffer::BufferPool;
+use crate::bytes::Reader;
 use crate::error::{Error, Result};
 use crate::heap::{Heap, Looker, XidOracle};
 use crate::page::Tid;
@@ -95,16 +96,12 @@ impl TableDef {
             return None;
         };
         let mut columns = Vec::new();
-        let mut at = 0;
+        let mut r = Reader::new(cols);
         // Bounded by the bytes: each column takes at least three.
-        while at < cols.len() {
-            let ty = Type::from_u8(*cols.get(at)?)?;
-            let len = usize::from(u16::from_le_bytes(
-                cols.get(at + 1..at + 3)?.try_into().ok()?,
-            ));
-            let name = std::str::from_utf8(cols.get(at + 3..at + 3 + len)?).ok()?;
+        while r.remaining() > 0 {
+            let ty = Type::from_u8(r.u8()?)?;
+            let name = std::str::from_utf8(r.bytes_u16()?).ok()?;
             columns.push(Column::new(name, ty));
-            at += 3 + len;
         }
         Some(TableDef {
             oid: u64::try_from(*oid).ok()?,
@@ -185,19 +182,20 @@ impl IndexDef {
         else {
             return None;
         };
-        let (flags, cols) = spec.split_first()?;
-        if cols.len() % 2 != 0 || cols.is_empty() {
+        let mut r = Reader::new(spec);
+        let flags = r.u8()?;
+        if !r.remaining().is_multiple_of(2) || r.remaining() == 0 {
             return None;
         }
+        let columns = (0..r.remaining() / 2)
+            .map(|_| r.u16())
+            .collect::<Option<_>>()?;
         Some(IndexDef {
             oid: u64::try_from(*oid).ok()?,
             name: name.clone(),
             rel: RelFileLocator::new(USER_DB, u64::try_from(*number).ok()?),
             table: u64::try_from(*table).ok()?,
-            columns: cols
-                .chunks_exact(2)
-                .map(|c| u16::from_le_bytes([c[0], c[1]]))
-                .collect(),
+            columns,
             unique: flags & INDEX_UNIQUE != 0,
         })
     }

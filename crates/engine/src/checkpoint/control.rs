@@ -3,9 +3,11 @@
 //! leaves either the old or the new contents, never a mix. Byte layout (little-endian):
 //!
 //! ```text
-//! 0       4         8       12       16                24              32              40
-//! | magic | version | state | rsvd   | checkpoint_lsn  | redo_lsn      | crc32c(0..32) |
+//! 0       4         8       12       16                24              32              36     40
+//! | magic | version | state | rsvd   | checkpoint_lsn  | redo_lsn      | crc32c(0..32) | zero |
 //! ```
+//! `magic` 0x5143544C, `version` 1, `state` 1 shut down or 2 in production ([`DbState`]);
+//! the reserved word and the last four bytes are zero.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -67,8 +69,8 @@ impl ControlData {
         if b.len() != SIZE {
             return Err(bad(format!("{} bytes, expected {SIZE}", b.len())));
         }
-        let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
-        let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+        let u32_at = |at: usize| crate::bytes::u32_at(b, at).expect("the size is checked");
+        let u64_at = |at: usize| crate::bytes::u64_at(b, at).expect("the size is checked");
         let crc = crc32c::crc32c(&b[..32]);
         if u32_at(32) != crc {
             return Err(bad(format!(
@@ -133,6 +135,42 @@ impl ControlData {
 mod tests {
     use super::*;
     use crate::vfs::{CrashOptions, SimVfs};
+
+    #[test]
+    fn control_file_bytes_match_the_documented_layout() {
+        let c = ControlData {
+            state: DbState::InProduction,
+            checkpoint_lsn: 0x0102_0304_0506_0708,
+            redo_lsn: 0x1112_1314_1516_1718,
+        };
+        #[rustfmt::skip]
+        let mut expected: [u8; 40] = [
+            0x4C, 0x54, 0x43, 0x51, // magic 0x5143544C
+            1, 0, 0, 0, // version
+            2, 0, 0, 0, // state: in production
+            0, 0, 0, 0, // reserved
+            0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, // checkpoint_lsn
+            0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, // redo_lsn
+            0, 0, 0, 0, // crc32c(0..32), below
+            0, 0, 0, 0, // zero
+        ];
+        let crc = crc32c::crc32c(&expected[..32]);
+        expected[32..36].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(c.encode(), expected);
+        let path = Path::new("quire_control");
+        assert_eq!(ControlData::decode(&expected, path).unwrap(), c);
+        let shut_down = ControlData {
+            state: DbState::ShutDown,
+            ..c
+        };
+        assert_eq!(shut_down.encode()[8..12], [1, 0, 0, 0]);
+        for len in [0, 36, 39, 41] {
+            let mut b = expected.to_vec();
+            b.resize(len, 0);
+            let err = ControlData::decode(&b, path).unwrap_err().to_string();
+            assert!(err.contains("expected 40"), "{err}");
+        }
+    }
 
     #[test]
     fn round_trips_survives_power_loss_and_detects_corruption() {

@@ -34,7 +34,7 @@ pub use control::{ControlData, DbState};
 use crate::buffer::BufferPool;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::recovery::{rmid, xlog_info};
+use crate::recovery::{rmid, xlog::CheckpointRecord, xlog_info};
 use crate::smgr::Smgr;
 use crate::vfs::Vfs;
 use crate::wal::{Lsn, Wal, WalRecord};
@@ -269,13 +269,14 @@ impl Shared {
         } else {
             xlog_info::CHECKPOINT_ONLINE
         };
-        // Main data: the redo point, then the ids (see CheckpointIds).
         let ids = self.hook.ids();
-        let mut main = [0u8; 32];
-        main[..8].copy_from_slice(&redo.to_le_bytes());
-        main[8..16].copy_from_slice(&ids.next_xid.to_le_bytes());
-        main[16..24].copy_from_slice(&ids.next_oid.to_le_bytes());
-        main[24..].copy_from_slice(&ids.oldest_xid.to_le_bytes());
+        let main = CheckpointRecord {
+            redo,
+            next_xid: ids.next_xid,
+            next_oid: ids.next_oid,
+            oldest_xid: ids.oldest_xid,
+        }
+        .encode();
         let (start, end) = self.wal.insert(&WalRecord {
             xid: 0,
             rmid: rmid::XLOG,

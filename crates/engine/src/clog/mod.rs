@@ -33,9 +33,10 @@ use std::collections::HashMap;
 use parking_lot::Mutex;
 
 use crate::buffer::{BufferPool, BufferTag, PinnedBuffer, ReadMode};
+use crate::bytes::Reader;
 use crate::error::{Error, Result};
 use crate::page::{Page, PageMut, HEADER_SIZE, PAGE_SIZE};
-use crate::recovery::{rmid, RedoContext};
+use crate::recovery::{rmid, IdCounters, RedoContext};
 use crate::smgr::{Fork, RelFileLocator, Smgr};
 use crate::wal::{BlockRef, DecodedRecord, Lsn, Wal, WalRecord};
 
@@ -142,7 +143,7 @@ impl XactLog {
     fn read_value(self, page: &[u8; PAGE_SIZE], xid: u64) -> u64 {
         let (_, bit) = self.locate(xid);
         if self.bits_per_xid == 64 {
-            u64::from_le_bytes(page[bit / 8..bit / 8 + 8].try_into().expect("8 bytes"))
+            crate::bytes::u64_at(page, bit / 8).expect("locate keeps a value inside its page")
         } else {
             let mask = ((1u16 << self.bits_per_xid) - 1) as u8;
             u64::from((page[bit / 8] >> (bit % 8)) & mask)
@@ -253,11 +254,22 @@ pub fn remove_segments_below(pool: &BufferPool, from_xid: u64, oldest: u64) -> R
 }
 
 /// The oldest kept id a truncation record sets, if `rec` is one.
-pub fn truncation_of(rec: &DecodedRecord) -> Option<u64> {
+fn truncation_of(rec: &DecodedRecord) -> Option<u64> {
     if rec.rmid != rmid::CLOG || rec.info != XACT_LOG_TRUNCATE {
         return None;
     }
-    Some(u64::from_le_bytes(rec.main.as_slice().try_into().ok()?))
+    let mut r = Reader::new(&rec.main);
+    let oldest = r.u64()?;
+    r.done()?;
+    Some(oldest)
+}
+
+/// [`truncation_of`] a record known to be a truncation record.
+fn truncation(rec: &DecodedRecord) -> Result<u64> {
+    truncation_of(rec).ok_or_else(|| Error::WalCorrupt {
+        lsn: rec.lsn,
+        reason: "malformed commit-log truncation record".into(),
+    })
 }
 
 /// Writes the truncation record for `oldest` and flushes it: the removal of the segments
@@ -332,10 +344,7 @@ impl XactLogRedo {
         if rec.info != XACT_LOG_TRUNCATE {
             return self.redo_image(ctx, rec);
         }
-        let oldest = truncation_of(rec).ok_or_else(|| Error::WalCorrupt {
-            lsn: rec.lsn,
-            reason: "malformed commit-log truncation record".into(),
-        })?;
+        let oldest = truncation(rec)?;
         let mut removed_below = self.removed_below.lock();
         // Changes held back for removed segments are moot: their ids are all below `oldest`.
         self.held.lock().retain(|tag, _| {
@@ -345,6 +354,18 @@ impl XactLogRedo {
         remove_segments_below(ctx.pool, *removed_below, oldest)?;
         *removed_below = (*removed_below).max(oldest);
         Ok(())
+    }
+
+    /// The id counters a record of the logs' resource manager moves: a truncation sets the
+    /// oldest kept status (see [`crate::recovery::ResourceManager::ids`]).
+    pub fn ids(&self, rec: &DecodedRecord) -> Result<IdCounters> {
+        if rec.info != XACT_LOG_TRUNCATE {
+            return Ok(IdCounters::default());
+        }
+        Ok(IdCounters {
+            oldest_xid: truncation(rec)?,
+            ..IdCounters::default()
+        })
     }
 
     /// Redoes a page-image record.
@@ -485,6 +506,27 @@ mod tests {
             truncation_of(&rec(rmid::CLOG, XACT_LOG_TRUNCATE, vec![1, 2, 3])),
             None
         );
+        let mut longer = oldest.to_le_bytes().to_vec();
+        longer.push(0);
+        assert_eq!(
+            truncation_of(&rec(rmid::CLOG, XACT_LOG_TRUNCATE, longer)),
+            None
+        );
+        // The id counters redo collects: a truncation moves the oldest kept status.
+        let redo = XactLogRedo::default();
+        let ids = |info, main| redo.ids(&rec(rmid::CLOG, info, main));
+        assert_eq!(
+            ids(XACT_LOG_TRUNCATE, oldest.to_le_bytes().to_vec()).unwrap(),
+            IdCounters {
+                oldest_xid: oldest,
+                ..IdCounters::default()
+            }
+        );
+        assert_eq!(
+            ids(XACT_LOG_IMAGE, Vec::new()).unwrap(),
+            IdCounters::default()
+        );
+        assert!(ids(XACT_LOG_TRUNCATE, vec![1, 2, 3]).is_err());
         assert_eq!(
             truncation_of(&rec(
                 rmid::CLOG,

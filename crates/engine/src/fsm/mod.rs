@@ -205,14 +205,14 @@ fn ge_mask(word: u64, want: u8) -> u64 {
 /// a page of full blocks costs about 255 steps.
 fn find_ge(bytes: &[u8], want: u8, from: usize) -> Option<usize> {
     let rest = bytes.get(from..)?;
-    let word = |c: &[u8]| u64::from_le_bytes(c.try_into().expect("chunks of 8 bytes"));
     let mut blocks = rest.chunks_exact(32);
     for (n, block) in blocks.by_ref().enumerate() {
+        let word = |at: usize| crate::bytes::u64_at(block, at).expect("blocks of 32 bytes");
         let masks = [
-            ge_mask(word(&block[0..8]), want),
-            ge_mask(word(&block[8..16]), want),
-            ge_mask(word(&block[16..24]), want),
-            ge_mask(word(&block[24..32]), want),
+            ge_mask(word(0), want),
+            ge_mask(word(8), want),
+            ge_mask(word(16), want),
+            ge_mask(word(24), want),
         ];
         if masks[0] | masks[1] | masks[2] | masks[3] == 0 {
             continue;

@@ -131,21 +131,20 @@ pub fn encode(tuples: &[FreezeTuple]) -> Vec<u8> {
 
 /// Decodes [`encode`]; `None` on anything malformed.
 pub fn decode(b: &[u8]) -> Option<Vec<FreezeTuple>> {
-    let n = usize::from(u16::from_le_bytes(b.get(..2)?.try_into().ok()?));
-    let body = b.get(2..)?;
-    if body.len() != 5 * n {
-        return None;
-    }
-    body.chunks_exact(5)
-        .map(|c| {
-            let flags = c[4];
-            (flags <= 1).then(|| FreezeTuple {
-                offset: u16::from_le_bytes([c[0], c[1]]),
-                infomask: u16::from_le_bytes([c[2], c[3]]),
+    let mut r = crate::bytes::Reader::new(b);
+    let n = r.u16()?;
+    let tuples = (0..n)
+        .map(|_| {
+            let (offset, infomask, flags) = (r.u16()?, r.u16()?, r.u8()?);
+            (flags <= 1).then_some(FreezeTuple {
+                offset,
+                infomask,
                 clear_xmax: flags == 1,
             })
         })
-        .collect()
+        .collect::<Option<Vec<_>>>()?;
+    r.done()?;
+    Some(tuples)
 }
 
 #[cfg(test)]

@@ -257,22 +257,18 @@ pub fn encode(prune: &Prune, out: &mut Vec<u8>) {
 
 /// Decodes [`encode`]; `None` on anything malformed.
 pub fn decode(b: &[u8]) -> Option<Prune> {
-    let mut at = 0;
-    let mut u16_next = || {
-        let v = u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?);
-        at += 2;
-        Some(v)
-    };
+    let mut r = crate::bytes::Reader::new(b);
     let mut prune = Prune::default();
-    let n = u16_next()?;
+    let n = r.u16()?;
     for _ in 0..n {
-        prune.redirected.push((u16_next()?, u16_next()?));
+        prune.redirected.push((r.u16()?, r.u16()?));
     }
     for list in [&mut prune.dead, &mut prune.unused] {
-        let n = u16_next()?;
+        let n = r.u16()?;
         for _ in 0..n {
-            list.push(u16_next()?);
+            list.push(r.u16()?);
         }
     }
-    (at == b.len()).then_some(prune)
+    r.done()?;
+    Some(prune)
 }

@@ -18,9 +18,7 @@
 use super::tuple::TupleHeader;
 use crate::error::{Error, Result};
 use crate::page::{PageMut, Tid, ALL_VISIBLE};
-use crate::recovery::{
-    redo_buffer, redo_buffer_init, RecordCursor, RedoBuffer, RedoContext, ResourceManager,
-};
+use crate::recovery::{redo_block, RecordCursor, RedoContext, ResourceManager};
 use crate::wal::DecodedRecord;
 
 pub const INSERT: u8 = 1;
@@ -152,30 +150,6 @@ fn apply_insert(
     Ok(())
 }
 
-/// Applies `f` to block `index` unless the page already has the change; a block the record
-/// initialises (`init`) is rebuilt whatever is on disk.
-fn on_block(
-    ctx: &RedoContext<'_>,
-    rec: &DecodedRecord,
-    index: usize,
-    init: bool,
-    f: impl FnOnce(&mut [u8; crate::page::PAGE_SIZE]) -> Result<()>,
-) -> Result<()> {
-    let buf = if init {
-        redo_buffer_init(ctx, rec, index)?
-    } else {
-        match redo_buffer(ctx, rec, index)? {
-            RedoBuffer::Apply(buf) => buf,
-            RedoBuffer::Restored | RedoBuffer::AlreadyApplied => return Ok(()),
-        }
-    };
-    let mut page = buf.write();
-    f(&mut page)?;
-    PageMut::new(&mut page).set_lsn(rec.end_lsn);
-    page.mark_dirty();
-    Ok(())
-}
-
 /// The heap's resource manager.
 pub struct HeapRedo;
 
@@ -199,7 +173,7 @@ impl ResourceManager for HeapRedo {
 
 /// Redo of VISIBLE: the page is all-visible, and so says the map.
 fn redo_visible(ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
-    on_block(ctx, rec, 0, false, |page| {
+    redo_block(ctx, rec, 0, false, |page, _| {
         PageMut::new(page).set_flag(ALL_VISIBLE, true);
         Ok(())
     })?;
@@ -215,14 +189,14 @@ fn redo_change(ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
             let off = c.u16()?;
             let init = c.u8()? & INIT != 0;
             let tuple = c.rest();
-            on_block(ctx, rec, 0, init, |page| {
+            redo_block(ctx, rec, 0, init, |page, _| {
                 apply_insert(rec, page, off, init, tuple)
             })
         }
         DELETE | LOCK => {
             let off = c.u16()?;
             let x = XmaxChange::read(&mut c)?;
-            on_block(ctx, rec, 0, false, |page| {
+            redo_block(ctx, rec, 0, false, |page, _| {
                 apply_xmax(rec, page, off, &x, None)
             })
         }
@@ -234,22 +208,22 @@ fn redo_change(ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
             let init = c.u8()? & INIT != 0;
             let tuple = c.rest();
             if rec.blocks.len() == 1 {
-                on_block(ctx, rec, 0, false, |page| {
+                redo_block(ctx, rec, 0, false, |page, _| {
                     apply_insert(rec, page, new_off, false, tuple)?;
                     apply_xmax(rec, page, old_off, &x, Some(ctid))
                 })
             } else {
-                on_block(ctx, rec, 0, false, |page| {
+                redo_block(ctx, rec, 0, false, |page, _| {
                     apply_xmax(rec, page, old_off, &x, Some(ctid))
                 })?;
-                on_block(ctx, rec, 1, init, |page| {
+                redo_block(ctx, rec, 1, init, |page, _| {
                     apply_insert(rec, page, new_off, init, tuple)
                 })
             }
         }
         FREE => {
             let offsets: Vec<u16> = (0..c.u16()?).map(|_| c.u16()).collect::<Result<_>>()?;
-            on_block(ctx, rec, 0, false, |page| {
+            redo_block(ctx, rec, 0, false, |page, _| {
                 if apply_free(page, &offsets) {
                     Ok(())
                 } else {
@@ -266,7 +240,7 @@ fn redo_change(ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
                 .ok_or_else(|| corrupt(rec, "no page"))?
                 .tag
                 .block;
-            on_block(ctx, rec, 0, false, |page| {
+            redo_block(ctx, rec, 0, false, |page, _| {
                 if super::freeze::apply(page, block, &tuples) {
                     Ok(())
                 } else {
@@ -277,7 +251,7 @@ fn redo_change(ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
         PRUNE => {
             let decision =
                 super::prune::decode(&rec.main).ok_or_else(|| corrupt(rec, "bad pruning"))?;
-            on_block(ctx, rec, 0, false, |page| {
+            redo_block(ctx, rec, 0, false, |page, _| {
                 if super::prune::apply(page, &decision) {
                     Ok(())
                 } else {

@@ -9,6 +9,7 @@
 //! `cmin` and `cmax` stored apart (so no combo command ids). `ctid` points at the tuple itself
 //! until an update points it at the next version.
 
+use crate::bytes::{u16_at, u32_at, u64_at};
 use crate::page::Tid;
 use crate::value::{decode_row, DecodeError, Row};
 
@@ -68,17 +69,14 @@ impl TupleHeader {
     /// Decodes the header of an item; `None` if the item is too short to be a tuple.
     pub fn read(item: &[u8]) -> Option<TupleHeader> {
         let h = item.get(..HEADER_BYTES)?;
-        let u64_at = |at: usize| u64::from_le_bytes(h[at..at + 8].try_into().expect("8 bytes"));
-        let u32_at = |at: usize| u32::from_le_bytes(h[at..at + 4].try_into().expect("4 bytes"));
-        let u16_at = |at: usize| u16::from_le_bytes([h[at], h[at + 1]]);
         Some(TupleHeader {
-            xmin: u64_at(XMIN_AT),
-            xmax: u64_at(XMAX_AT),
-            cmin: u32_at(CMIN_AT),
-            cmax: u32_at(CMAX_AT),
-            ctid: Tid::new(u32_at(CTID_BLOCK_AT), u16_at(CTID_OFFSET_AT)),
-            infomask: u16_at(INFOMASK_AT),
-            natts: u16_at(NATTS_AT),
+            xmin: u64_at(h, XMIN_AT)?,
+            xmax: u64_at(h, XMAX_AT)?,
+            cmin: u32_at(h, CMIN_AT)?,
+            cmax: u32_at(h, CMAX_AT)?,
+            ctid: Tid::new(u32_at(h, CTID_BLOCK_AT)?, u16_at(h, CTID_OFFSET_AT)?),
+            infomask: u16_at(h, INFOMASK_AT)?,
+            natts: u16_at(h, NATTS_AT)?,
         })
     }
 

@@ -210,12 +210,14 @@ const fn max_align(len: usize) -> usize {
     (len + MAXALIGN - 1) & !(MAXALIGN - 1)
 }
 
+/// A header field or line pointer: callers pass offsets inside the page.
 fn read_u16(bytes: &[u8; PAGE_SIZE], at: usize) -> u16 {
-    u16::from_le_bytes([bytes[at], bytes[at + 1]])
+    crate::bytes::u16_at(bytes, at).expect("a page field lies inside the page")
 }
 
+/// See [`read_u16`].
 fn read_u32(bytes: &[u8; PAGE_SIZE], at: usize) -> u32 {
-    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+    crate::bytes::u32_at(bytes, at).expect("a page field lies inside the page")
 }
 
 fn write_u16(bytes: &mut [u8; PAGE_SIZE], at: usize, value: u16) {

@@ -46,9 +46,7 @@ impl<'a> Page<'a> {
 
     /// `pd_lsn`: the end LSN of the last WAL record that changed the page.
     pub fn lsn(self) -> u64 {
-        let mut word = [0; 8];
-        word.copy_from_slice(&self.bytes[LSN_AT..LSN_AT + 8]);
-        u64::from_le_bytes(word)
+        crate::bytes::u64_at(self.bytes, LSN_AT).expect("pd_lsn lies inside the page")
     }
 
     /// `pd_checksum` as stored (meaningful only on a page just read from disk).

@@ -1,13 +1,14 @@
 //! Reading a WAL record's main data field by field, failing with the record's LSN (never
-//! panicking) when the record is shorter than its kind says: WAL is input from disk.
+//! panicking) when the record is shorter than its kind says: WAL is input from disk. A thin
+//! wrapper over [`crate::bytes::Reader`] that turns a short read into [`Error::WalCorrupt`].
 
+use crate::bytes::Reader;
 use crate::error::{Error, Result};
 use crate::wal::DecodedRecord;
 
 /// A cursor over one record's main data.
 pub(crate) struct RecordCursor<'a> {
-    bytes: &'a [u8],
-    at: usize,
+    reader: Reader<'a>,
     lsn: u64,
     /// Which resource manager's record this is, for the error ("heap", "B-tree").
     what: &'static str,
@@ -16,68 +17,56 @@ pub(crate) struct RecordCursor<'a> {
 impl<'a> RecordCursor<'a> {
     pub(crate) fn new(rec: &'a DecodedRecord, what: &'static str) -> Self {
         RecordCursor {
-            bytes: &rec.main,
-            at: 0,
+            reader: Reader::new(&rec.main),
             lsn: rec.lsn,
             what,
         }
     }
 
-    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let s = self
-            .bytes
-            .get(self.at..self.at.saturating_add(n))
-            .ok_or_else(|| Error::WalCorrupt {
-                lsn: self.lsn,
-                reason: format!("{} record is too short", self.what),
-            })?;
-        self.at += n;
-        Ok(s)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
-        Ok(self.take(N)?.try_into().expect("take returns N bytes"))
+    fn short<T>(&self, field: Option<T>) -> Result<T> {
+        field.ok_or_else(|| Error::WalCorrupt {
+            lsn: self.lsn,
+            reason: format!("{} record is too short", self.what),
+        })
     }
 
     pub(crate) fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
+        let v = self.reader.u8();
+        self.short(v)
     }
 
     pub(crate) fn u16(&mut self) -> Result<u16> {
-        self.array().map(u16::from_le_bytes)
+        let v = self.reader.u16();
+        self.short(v)
     }
 
     pub(crate) fn u32(&mut self) -> Result<u32> {
-        self.array().map(u32::from_le_bytes)
+        let v = self.reader.u32();
+        self.short(v)
     }
 
     pub(crate) fn u64(&mut self) -> Result<u64> {
-        self.array().map(u64::from_le_bytes)
+        let v = self.reader.u64();
+        self.short(v)
     }
 
     /// A byte string prefixed by its length as a u16.
     pub(crate) fn bytes(&mut self) -> Result<&'a [u8]> {
-        let n = self.u16()?;
-        self.take(usize::from(n))
+        let s = self.reader.bytes_u16();
+        self.short(s)
     }
 
     /// Everything not read yet.
     pub(crate) fn rest(&mut self) -> &'a [u8] {
-        let s = &self.bytes[self.at.min(self.bytes.len())..];
-        self.at = self.bytes.len();
-        s
+        self.reader.rest()
     }
 
     /// Fails unless every byte was read.
     pub(crate) fn done(&self) -> Result<()> {
-        if self.at == self.bytes.len() {
-            Ok(())
-        } else {
-            Err(Error::WalCorrupt {
-                lsn: self.lsn,
-                reason: format!("{} record has trailing bytes", self.what),
-            })
-        }
+        self.reader.done().ok_or_else(|| Error::WalCorrupt {
+            lsn: self.lsn,
+            reason: format!("{} record has trailing bytes", self.what),
+        })
     }
 }
 

@@ -8,25 +8,31 @@
 //! per record once files are open).
 //!
 //! ## Rules for a redo function
-//! - Idempotent: a page whose LSN is at or past the record's end already has the change
-//!   ([`redo_buffer`] returns [`RedoBuffer::AlreadyApplied`]).
+//! - Change pages through [`redo_block`], the one block-application helper: it applies the
+//!   change only to a page that lacks it (a page whose LSN is at or past the record's end
+//!   already has it), then sets the page LSN and marks the page dirty.
 //! - A record carrying a full-page image restores the page from it instead of reading the
 //!   page from disk, which may be torn.
 //! - Files that a crash lost are created, and forks too short are extended, on demand.
 //! - Redo never fsyncs: dirtied pages are written and synced by the end-of-recovery
 //!   checkpoint.
+//! - A record's format is decoded only by its resource manager: the id counters a record
+//!   moves (next transaction id, next oid, oldest kept status) reach [`redo_all`] through
+//!   [`ResourceManager::ids`].
 
 mod cursor;
 pub(crate) use cursor::RecordCursor;
 pub mod storage;
 pub mod testrm;
+pub mod xlog;
+pub use xlog::xlog_info;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::buffer::{BufferPool, BufferTag, PinnedBuffer, ReadMode};
 use crate::error::{Error, Result};
-use crate::page::PageMut;
+use crate::page::{PageMut, PAGE_SIZE};
 use crate::smgr::Smgr;
 use crate::wal::{DecodedRecord, WalReader};
 
@@ -48,36 +54,46 @@ pub mod rmid {
     pub const TEST: u8 = 255;
 }
 
-/// XLOG record types.
-pub mod xlog_info {
-    pub const CHECKPOINT_ONLINE: u8 = 1;
-    pub const CHECKPOINT_SHUTDOWN: u8 = 2;
-}
-
 /// What redo works with.
 pub struct RedoContext<'a> {
     pub smgr: &'a Smgr,
     pub pool: &'a BufferPool,
 }
 
+/// The id counters a WAL record moves. Recovery raises its own to every record's, so that
+/// no transaction id or oid a record before the crash used is handed out again, and the
+/// commit statuses that a checkpoint or a truncation said are gone stay gone. A counter at 0
+/// says nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IdCounters {
+    /// One past the largest transaction id the record names.
+    pub next_xid: u64,
+    /// One past the largest oid the record names.
+    pub next_oid: u64,
+    /// The oldest transaction id whose commit status is kept.
+    pub oldest_xid: u64,
+}
+
+impl IdCounters {
+    /// Raises each counter to `other`'s, where that is higher.
+    pub fn raise(&mut self, other: IdCounters) {
+        self.next_xid = self.next_xid.max(other.next_xid);
+        self.next_oid = self.next_oid.max(other.next_oid);
+        self.oldest_xid = self.oldest_xid.max(other.oldest_xid);
+    }
+}
+
 /// Redoes the records of one resource manager.
 pub trait ResourceManager: Send + Sync {
     fn name(&self) -> &'static str;
     fn redo(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()>;
+    /// The id counters `rec` moves besides its header's transaction id, decoded with this
+    /// manager's own decoder (called after [`redo`](Self::redo)). Most records move none.
+    fn ids(&self, _rec: &DecodedRecord) -> Result<IdCounters> {
+        Ok(IdCounters::default())
+    }
     /// Called once after the last record: anything left undone is an error.
     fn finish(&self, _ctx: &RedoContext<'_>) -> Result<()> {
-        Ok(())
-    }
-}
-
-/// Checkpoint records need nothing redone: they only mark where redo may start.
-struct Xlog;
-
-impl ResourceManager for Xlog {
-    fn name(&self) -> &'static str {
-        "xlog"
-    }
-    fn redo(&self, _ctx: &RedoContext<'_>, _rec: &DecodedRecord) -> Result<()> {
         Ok(())
     }
 }
@@ -96,7 +112,7 @@ impl Registry {
         let mut r = Registry {
             managers: (0..256).map(|_| None).collect(),
         };
-        r.register(rmid::XLOG, Arc::new(Xlog));
+        r.register(rmid::XLOG, Arc::new(xlog::Xlog));
         r.register(rmid::STORAGE, Arc::new(storage::Storage));
         r
     }
@@ -109,15 +125,28 @@ impl Registry {
         *slot = Some(rm);
     }
 
+    fn manager(&self, rec: &DecodedRecord) -> Result<&dyn ResourceManager> {
+        self.managers[usize::from(rec.rmid)]
+            .as_deref()
+            .ok_or(Error::UnknownResourceManager {
+                rmid: rec.rmid,
+                lsn: rec.lsn,
+            })
+    }
+
     pub fn redo(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
-        let rm =
-            self.managers[usize::from(rec.rmid)]
-                .as_ref()
-                .ok_or(Error::UnknownResourceManager {
-                    rmid: rec.rmid,
-                    lsn: rec.lsn,
-                })?;
-        rm.redo(ctx, rec)
+        self.manager(rec)?.redo(ctx, rec)
+    }
+
+    /// The id counters `rec` moves: its transaction id, and what its resource manager
+    /// decodes from it ([`ResourceManager::ids`]).
+    pub fn ids(&self, rec: &DecodedRecord) -> Result<IdCounters> {
+        let mut ids = self.manager(rec)?.ids(rec)?;
+        ids.raise(IdCounters {
+            next_xid: rec.xid + 1,
+            ..IdCounters::default()
+        });
+        Ok(ids)
     }
 
     /// Ends redo: each resource manager checks that nothing is left undone.
@@ -142,7 +171,7 @@ impl Default for Registry {
 }
 
 /// What redo found for a block of a record.
-pub enum RedoBuffer<'a> {
+enum RedoBuffer<'a> {
     /// The page was restored from the record's full-page image; nothing more to do.
     Restored,
     /// The page already has this change.
@@ -152,7 +181,7 @@ pub enum RedoBuffer<'a> {
 }
 
 /// Gets block `index` of a record ready for redo (PostgreSQL's `XLogReadBufferForRedo`).
-pub fn redo_buffer<'a>(
+fn redo_buffer<'a>(
     ctx: &RedoContext<'a>,
     rec: &DecodedRecord,
     index: usize,
@@ -183,7 +212,7 @@ pub fn redo_buffer<'a>(
 /// [`LoggedPage::will_init`](crate::wal::LoggedPage::will_init)): the page is not read from
 /// disk, where a crash may have torn it, and the record is always applied — as PostgreSQL's
 /// redo does for `WILL_INIT` blocks. Later records then bring the page up to date.
-pub fn redo_buffer_init<'a>(
+fn redo_buffer_init<'a>(
     ctx: &RedoContext<'a>,
     rec: &DecodedRecord,
     index: usize,
@@ -196,6 +225,34 @@ pub fn redo_buffer_init<'a>(
     ctx.pool.read_buffer_mode(block.tag, ReadMode::Zero)
 }
 
+/// Applies a record's change to its block `index`, the one way redo changes a page: gets the
+/// block ready ([`redo_buffer`]; [`redo_buffer_init`] for a block the record rebuilds from
+/// scratch, `init`) and, unless the page was restored from the record's image or already has
+/// the change, calls `apply` with the page and its tag, then sets the page LSN to the
+/// record's end and marks the page dirty. An error from `apply` leaves the page unmarked.
+pub fn redo_block(
+    ctx: &RedoContext<'_>,
+    rec: &DecodedRecord,
+    index: usize,
+    init: bool,
+    apply: impl FnOnce(&mut [u8; PAGE_SIZE], BufferTag) -> Result<()>,
+) -> Result<()> {
+    let buf = if init {
+        redo_buffer_init(ctx, rec, index)?
+    } else {
+        match redo_buffer(ctx, rec, index)? {
+            RedoBuffer::Apply(buf) => buf,
+            RedoBuffer::Restored | RedoBuffer::AlreadyApplied => return Ok(()),
+        }
+    };
+    let tag = buf.tag();
+    let mut page = buf.write();
+    apply(&mut page, tag)?;
+    PageMut::new(&mut page).set_lsn(rec.end_lsn);
+    page.mark_dirty();
+    Ok(())
+}
+
 /// Creates the fork and extends it with zero pages as needed so `tag.block` exists: a crash
 /// may have lost a file creation or an extension that the WAL describes.
 fn ensure_block_exists(ctx: &RedoContext<'_>, tag: BufferTag) -> Result<()> {
@@ -203,8 +260,7 @@ fn ensure_block_exists(ctx: &RedoContext<'_>, tag: BufferTag) -> Result<()> {
         ctx.smgr.create(tag.rel, tag.fork)?;
     }
     while ctx.smgr.nblocks(tag.rel, tag.fork)? <= tag.block {
-        ctx.smgr
-            .extend(tag.rel, tag.fork, &[0u8; crate::page::PAGE_SIZE])?;
+        ctx.smgr.extend(tag.rel, tag.fork, &[0u8; PAGE_SIZE])?;
     }
     Ok(())
 }
@@ -236,28 +292,10 @@ pub fn redo_all(
     let t0 = Instant::now();
     let calls_before = ctx.smgr.vfs().counters().snapshot();
     let mut stats = RecoveryStats::default();
+    let mut ids = IdCounters::default();
     while let Some(rec) = reader.next_record()? {
         registry.redo(ctx, &rec)?;
-        stats.next_xid = stats.next_xid.max(rec.xid + 1);
-        if rec.rmid == rmid::XLOG && rec.main.len() >= 16 {
-            let next = u64::from_le_bytes(rec.main[8..16].try_into().expect("8 bytes"));
-            stats.next_xid = stats.next_xid.max(next);
-        }
-        if rec.rmid == rmid::XLOG && rec.main.len() >= 24 {
-            let next = u64::from_le_bytes(rec.main[16..24].try_into().expect("8 bytes"));
-            stats.next_oid = stats.next_oid.max(next);
-        }
-        if rec.rmid == rmid::XLOG && rec.main.len() >= 32 {
-            let oldest = u64::from_le_bytes(rec.main[24..32].try_into().expect("8 bytes"));
-            stats.oldest_xid = stats.oldest_xid.max(oldest);
-        }
-        if let Some(oldest) = crate::clog::truncation_of(&rec) {
-            stats.oldest_xid = stats.oldest_xid.max(oldest);
-        }
-        if rec.rmid == rmid::STORAGE && rec.info == storage::CREATE && rec.main.len() >= 12 {
-            let number = u64::from_le_bytes(rec.main[4..12].try_into().expect("8 bytes"));
-            stats.next_oid = stats.next_oid.max(number + 1);
-        }
+        ids.raise(registry.ids(&rec)?);
         // Checkpoint records change nothing: a clean restart, which reads only the shutdown
         // checkpoint, replays nothing.
         if rec.rmid != rmid::XLOG {
@@ -266,7 +304,90 @@ pub fn redo_all(
         }
     }
     registry.finish(ctx)?;
+    stats.next_xid = ids.next_xid;
+    stats.next_oid = ids.next_oid;
+    stats.oldest_xid = ids.oldest_xid;
     stats.duration = t0.elapsed();
     stats.calls = ctx.smgr.vfs().counters().snapshot().since(&calls_before);
     Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::smgr::{Fork, RelFileLocator};
+
+    fn record(rmid: u8, info: u8, xid: u64, main: Vec<u8>) -> DecodedRecord {
+        DecodedRecord {
+            lsn: 4242,
+            end_lsn: 4300,
+            prev: 0,
+            xid,
+            rmid,
+            info,
+            blocks: Vec::new(),
+            main,
+        }
+    }
+
+    #[test]
+    fn each_record_reports_the_id_counters_its_manager_decodes() {
+        let mut registry = Registry {
+            managers: (0..256).map(|_| None).collect(),
+        };
+        registry.register(rmid::XLOG, Arc::new(xlog::Xlog));
+        registry.register(rmid::STORAGE, Arc::new(storage::Storage));
+        let checkpoint = xlog::CheckpointRecord {
+            redo: 1,
+            next_xid: 500,
+            next_oid: 20_000,
+            oldest_xid: 300,
+        };
+        let ids = |rmid, info, xid, main| registry.ids(&record(rmid, info, xid, main));
+        assert_eq!(
+            ids(rmid::XLOG, 1, 0, checkpoint.encode().to_vec()).unwrap(),
+            IdCounters {
+                next_xid: 500,
+                next_oid: 20_000,
+                oldest_xid: 300
+            }
+        );
+        // A record's own transaction id counts too, whatever its manager says.
+        assert_eq!(
+            ids(rmid::XLOG, 1, 900, checkpoint.encode().to_vec())
+                .unwrap()
+                .next_xid,
+            901
+        );
+        let rel = |number| {
+            let mut main = Vec::new();
+            crate::wal::record::put_rel(&mut main, RelFileLocator::new(1, number));
+            main
+        };
+        let create = [rel(16_390), vec![Fork::Main as u8]].concat();
+        assert_eq!(
+            ids(rmid::STORAGE, storage::CREATE, 7, create).unwrap(),
+            IdCounters {
+                next_xid: 8,
+                next_oid: 16_391,
+                oldest_xid: 0
+            }
+        );
+        assert_eq!(
+            ids(rmid::STORAGE, storage::DROP, 0, rel(99_999)).unwrap(),
+            IdCounters {
+                next_xid: 1,
+                ..IdCounters::default()
+            }
+        );
+        let err = ids(rmid::XLOG, 1, 0, vec![0; 31]).unwrap_err().to_string();
+        assert!(err.contains("checkpoint record of 31 bytes"), "{err}");
+        assert!(matches!(
+            ids(rmid::HEAP, 1, 0, Vec::new()),
+            Err(Error::UnknownResourceManager {
+                rmid: rmid::HEAP,
+                ..
+            })
+        ));
+    }
 }

@@ -1,48 +1,102 @@
 //! Storage records: relation files created, truncated and dropped (PostgreSQL's
 //! `RM_SMGR_ID`). Redo of a truncation or drop removes the buffers through the buffer pool's
-//! fast drop path before cutting the files, exactly as the primary does.
+//! fast drop path before cutting the files, exactly as the primary does. Main data
+//! (little-endian), a relation and a fork encoded as the WAL's block references encode them
+//! (`db_oid u32 | rel_number u64`, `fork u8`):
+//!
+//! ```text
+//! CREATE    | relation | fork u8 |
+//! TRUNCATE  | relation | fork u8 | nblocks u32 |
+//! DROP      | n × relation |
+//! ```
 
-use super::{rmid, RedoContext, ResourceManager};
+use super::{rmid, IdCounters, RedoContext, ResourceManager};
+use crate::bytes::Reader;
 use crate::error::{Error, Result};
 use crate::smgr::{BlockNumber, Fork, RelFileLocator};
+use crate::wal::record::{fork_of, put_rel, read_rel, REL_BYTES};
 use crate::wal::{DecodedRecord, Lsn, Wal, WalRecord};
 
 pub const CREATE: u8 = 1;
 pub const TRUNCATE: u8 = 2;
 pub const DROP: u8 = 3;
 
-fn put_rel(out: &mut Vec<u8>, rel: RelFileLocator) {
-    out.extend_from_slice(&rel.db_oid.to_le_bytes());
-    out.extend_from_slice(&rel.rel_number.to_le_bytes());
+/// A storage record, decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum StorageRecord {
+    Create(RelFileLocator, Fork),
+    Truncate(RelFileLocator, Fork, BlockNumber),
+    Drop(Vec<RelFileLocator>),
 }
 
-fn get_rel(b: &[u8], at: usize) -> Option<RelFileLocator> {
-    let db = u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?);
-    let n = u64::from_le_bytes(b.get(at + 4..at + 12)?.try_into().ok()?);
-    Some(RelFileLocator::new(db, n))
+impl StorageRecord {
+    /// The record type and main data.
+    fn encode(&self) -> (u8, Vec<u8>) {
+        let mut main = Vec::new();
+        let info = match self {
+            StorageRecord::Create(rel, fork) => {
+                put_rel(&mut main, *rel);
+                main.push(*fork as u8);
+                CREATE
+            }
+            StorageRecord::Truncate(rel, fork, nblocks) => {
+                put_rel(&mut main, *rel);
+                main.push(*fork as u8);
+                main.extend_from_slice(&nblocks.to_le_bytes());
+                TRUNCATE
+            }
+            StorageRecord::Drop(rels) => {
+                for r in rels {
+                    put_rel(&mut main, *r);
+                }
+                DROP
+            }
+        };
+        (info, main)
+    }
+
+    /// Decodes the main data of a record of type `info`; `None` on anything malformed.
+    fn decode(info: u8, main: &[u8]) -> Option<Self> {
+        let mut r = Reader::new(main);
+        let rec = match info {
+            CREATE => StorageRecord::Create(read_rel(&mut r)?, fork_of(r.u8()?)?),
+            TRUNCATE => StorageRecord::Truncate(read_rel(&mut r)?, fork_of(r.u8()?)?, r.u32()?),
+            DROP => {
+                if !r.remaining().is_multiple_of(REL_BYTES) {
+                    return None;
+                }
+                let n = r.remaining() / REL_BYTES;
+                StorageRecord::Drop((0..n).map(|_| read_rel(&mut r)).collect::<Option<_>>()?)
+            }
+            _ => return None,
+        };
+        r.done()?;
+        Some(rec)
+    }
+
+    fn of(rec: &DecodedRecord) -> Result<Self> {
+        Self::decode(rec.info, &rec.main).ok_or_else(|| Error::WalCorrupt {
+            lsn: rec.lsn,
+            reason: "malformed storage record".into(),
+        })
+    }
 }
 
-fn fork_of(b: u8) -> Option<Fork> {
-    Fork::ALL.into_iter().find(|f| *f as u8 == b)
-}
-
-fn log(wal: &Wal, info: u8, main: &[u8]) -> Result<Lsn> {
+fn log(wal: &Wal, rec: &StorageRecord) -> Result<Lsn> {
+    let (info, main) = rec.encode();
     let (_, end) = wal.insert(&WalRecord {
         xid: 0,
         rmid: rmid::STORAGE,
         info,
         blocks: &[],
-        main,
+        main: &main,
     })?;
     Ok(end)
 }
 
 /// Logs the creation of a fork; returns the record's end LSN.
 pub fn log_create(wal: &Wal, rel: RelFileLocator, fork: Fork) -> Result<Lsn> {
-    let mut main = Vec::new();
-    put_rel(&mut main, rel);
-    main.push(fork as u8);
-    log(wal, CREATE, &main)
+    log(wal, &StorageRecord::Create(rel, fork))
 }
 
 /// Logs a truncation of a fork to `nblocks`.
@@ -52,20 +106,12 @@ pub fn log_truncate(
     fork: Fork,
     nblocks: BlockNumber,
 ) -> Result<Lsn> {
-    let mut main = Vec::new();
-    put_rel(&mut main, rel);
-    main.push(fork as u8);
-    main.extend_from_slice(&nblocks.to_le_bytes());
-    log(wal, TRUNCATE, &main)
+    log(wal, &StorageRecord::Truncate(rel, fork, nblocks))
 }
 
 /// Logs the drop of whole relations.
 pub fn log_drop(wal: &Wal, rels: &[RelFileLocator]) -> Result<Lsn> {
-    let mut main = Vec::new();
-    for r in rels {
-        put_rel(&mut main, *r);
-    }
-    log(wal, DROP, &main)
+    log(wal, &StorageRecord::Drop(rels.to_vec()))
 }
 
 pub(super) struct Storage;
@@ -76,49 +122,97 @@ impl ResourceManager for Storage {
     }
 
     fn redo(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
-        let bad = || Error::WalCorrupt {
-            lsn: rec.lsn,
-            reason: "malformed storage record".into(),
-        };
-        let m = &rec.main;
-        match rec.info {
-            CREATE => {
-                let rel = get_rel(m, 0).ok_or_else(bad)?;
-                let fork = m.get(12).copied().and_then(fork_of).ok_or_else(bad)?;
+        match StorageRecord::of(rec)? {
+            StorageRecord::Create(rel, fork) => {
                 if !ctx.smgr.exists(rel, fork)? {
                     ctx.smgr.create(rel, fork)?;
                 }
-                Ok(())
             }
-            TRUNCATE => {
-                let rel = get_rel(m, 0).ok_or_else(bad)?;
-                let fork = m.get(12).copied().and_then(fork_of).ok_or_else(bad)?;
-                let nblocks = u32::from_le_bytes(
-                    m.get(13..17)
-                        .ok_or_else(bad)?
-                        .try_into()
-                        .map_err(|_| bad())?,
-                );
+            StorageRecord::Truncate(rel, fork, nblocks) => {
                 ctx.pool.drop_relation_buffers(rel, fork, nblocks);
                 if ctx.smgr.exists(rel, fork)? {
                     ctx.smgr.truncate(rel, fork, nblocks)?;
                 }
-                Ok(())
             }
-            DROP => {
-                if !m.len().is_multiple_of(12) {
-                    return Err(bad());
-                }
-                let rels: Vec<_> = (0..m.len() / 12)
-                    .filter_map(|i| get_rel(m, i * 12))
-                    .collect();
+            StorageRecord::Drop(rels) => {
                 ctx.pool.drop_relations(&rels);
                 for r in rels {
                     ctx.smgr.unlink(r)?;
                 }
-                Ok(())
             }
-            _ => Err(bad()),
         }
+        Ok(())
+    }
+
+    /// A created relation's number is an oid: none is handed out twice across a crash.
+    fn ids(&self, rec: &DecodedRecord) -> Result<IdCounters> {
+        Ok(match StorageRecord::of(rec)? {
+            StorageRecord::Create(rel, _) => IdCounters {
+                next_oid: rel.rel_number + 1,
+                ..IdCounters::default()
+            },
+            StorageRecord::Truncate(..) | StorageRecord::Drop(_) => IdCounters::default(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_records_match_the_documented_layout_and_refuse_garbage() {
+        let rel = RelFileLocator::new(0x0102_0304, 0x1112_1314_1516_1718);
+        #[rustfmt::skip]
+        let rel_bytes = [
+            0x04, 0x03, 0x02, 0x01, // db_oid
+            0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, // rel_number
+        ];
+        let cases = [
+            (
+                StorageRecord::Create(rel, Fork::Vm),
+                CREATE,
+                [&rel_bytes[..], &[2]].concat(),
+            ),
+            (
+                StorageRecord::Truncate(rel, Fork::Fsm, 0x2122_2324),
+                TRUNCATE,
+                [&rel_bytes[..], &[1, 0x24, 0x23, 0x22, 0x21]].concat(),
+            ),
+            (
+                StorageRecord::Drop(vec![rel, rel]),
+                DROP,
+                [rel_bytes, rel_bytes].concat(),
+            ),
+        ];
+        for (rec, info, bytes) in cases {
+            assert_eq!(rec.encode(), (info, bytes.clone()));
+            assert_eq!(StorageRecord::decode(info, &bytes), Some(rec.clone()));
+            for cut in 0..bytes.len() {
+                if info == DROP && cut % REL_BYTES == 0 {
+                    continue; // a shorter list
+                }
+                assert_eq!(
+                    StorageRecord::decode(info, &bytes[..cut]),
+                    None,
+                    "{rec:?} cut at {cut}"
+                );
+            }
+            let long = [&bytes[..], &[0]].concat();
+            assert_eq!(
+                StorageRecord::decode(info, &long),
+                None,
+                "{rec:?} with a trailing byte"
+            );
+        }
+        assert_eq!(
+            StorageRecord::decode(CREATE, &[&rel_bytes[..], &[9]].concat()),
+            None
+        );
+        assert_eq!(StorageRecord::decode(4, &[]), None);
+        assert_eq!(
+            StorageRecord::decode(DROP, &[]),
+            Some(StorageRecord::Drop(Vec::new()))
+        );
     }
 }

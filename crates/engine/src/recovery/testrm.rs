@@ -5,8 +5,9 @@
 
 use std::sync::Arc;
 
-use super::{redo_buffer, rmid, RedoBuffer, RedoContext, ResourceManager};
+use super::{redo_block, rmid, RedoContext, ResourceManager};
 use crate::buffer::PinnedBuffer;
+use crate::bytes::Reader;
 use crate::error::{Error, Result};
 use crate::page::{Page, PageMut, HEADER_SIZE, PAGE_SIZE};
 use crate::wal::{DecodedRecord, LoggedPage, Lsn, Wal};
@@ -42,6 +43,15 @@ pub fn set_bytes(wal: &Wal, buf: &PinnedBuffer<'_>, offset: usize, bytes: &[u8])
     )
 }
 
+/// Decodes the main data [`set_bytes`] logs: `offset u16 | len u16 | len bytes`.
+fn decode(main: &[u8]) -> Option<(usize, &[u8])> {
+    let mut r = Reader::new(main);
+    let offset = usize::from(r.u16()?);
+    let bytes = r.bytes_u16()?;
+    r.done()?;
+    Some((offset, bytes))
+}
+
 /// The test resource manager; [`registration`] gives it with its `rmid` for
 /// [`Database::open_with_resource_managers`](crate::Database::open_with_resource_managers).
 pub struct TestRm;
@@ -58,25 +68,17 @@ impl ResourceManager for TestRm {
     }
 
     fn redo(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
-        let m = &rec.main;
         let bad = || Error::WalCorrupt {
             lsn: rec.lsn,
             reason: "malformed test record".into(),
         };
-        if rec.info != SET_BYTES || m.len() < 4 {
+        let (offset, bytes) = decode(&rec.main).ok_or_else(bad)?;
+        if rec.info != SET_BYTES || offset < HEADER_SIZE || offset + bytes.len() > PAGE_SIZE {
             return Err(bad());
         }
-        let offset = usize::from(u16::from_le_bytes([m[0], m[1]]));
-        let len = usize::from(u16::from_le_bytes([m[2], m[3]]));
-        if m.len() != 4 + len || offset < HEADER_SIZE || offset + len > PAGE_SIZE {
-            return Err(bad());
-        }
-        if let RedoBuffer::Apply(buf) = redo_buffer(ctx, rec, 0)? {
-            let mut page = buf.write();
-            apply(&mut page, offset, &m[4..]);
-            PageMut::new(&mut page).set_lsn(rec.end_lsn);
-            page.mark_dirty();
-        }
-        Ok(())
+        redo_block(ctx, rec, 0, false, |page, _| {
+            apply(page, offset, bytes);
+            Ok(())
+        })
     }
 }

@@ -43,10 +43,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 
 use crate::buffer::BufferPool;
+use crate::bytes::Reader;
 use crate::clog::{TxnStatus, XactLogRedo, COMMIT_TS_LOG, STATUS_LOG};
 use crate::error::{Error, Result};
-use crate::recovery::{rmid, RedoContext, ResourceManager};
+use crate::recovery::{rmid, IdCounters, RedoContext, ResourceManager};
 use crate::smgr::RelFileLocator;
+use crate::wal::record::{put_rel, read_rel, REL_BYTES};
 use crate::wal::{DecodedRecord, Lsn, Wal, WalRecord};
 pub use snapshot::{ProcArray, ProcId, Snapshot};
 
@@ -125,19 +127,18 @@ impl EndRecord {
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.micros.to_le_bytes());
         out.push(u8::from(self.track_ts));
-        encode_rels(&self.drops, out);
+        put_rels(&self.drops, out);
         let gid = self.gid.as_deref().unwrap_or("");
         out.extend_from_slice(&(gid.len() as u16).to_le_bytes());
         out.extend_from_slice(gid.as_bytes());
     }
 
     pub fn decode(b: &[u8]) -> Option<EndRecord> {
-        let micros = u64::from_le_bytes(b.get(0..8)?.try_into().ok()?);
-        let track_ts = *b.get(8)? == 1;
-        let (drops, used) = decode_rels(b.get(9..)?)?;
-        let at = 9 + used;
-        let len = usize::from(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?));
-        let gid = std::str::from_utf8(b.get(at + 2..at + 2 + len)?).ok()?;
+        let mut r = Reader::new(b);
+        let micros = r.u64()?;
+        let track_ts = r.u8()? == 1;
+        let drops = read_rels(&mut r)?;
+        let gid = std::str::from_utf8(r.bytes_u16()?).ok()?;
         Some(EndRecord {
             micros,
             track_ts,
@@ -147,30 +148,23 @@ impl EndRecord {
     }
 }
 
-/// A list of relation files: count (u32), then 12 bytes each (db oid u32, number u64).
-pub fn encode_rels(rels: &[RelFileLocator], out: &mut Vec<u8>) {
+/// Appends a list of relation files: count (u32), then each as the WAL's block references
+/// encode it ([`put_rel`]: db oid u32, number u64).
+pub(crate) fn put_rels(rels: &[RelFileLocator], out: &mut Vec<u8>) {
     out.extend_from_slice(&(rels.len() as u32).to_le_bytes());
     for r in rels {
-        out.extend_from_slice(&r.db_oid.to_le_bytes());
-        out.extend_from_slice(&r.rel_number.to_le_bytes());
+        put_rel(out, *r);
     }
 }
 
-/// Decodes [`encode_rels`]; returns the list and the bytes used. `None` on garbage.
-pub fn decode_rels(b: &[u8]) -> Option<(Vec<RelFileLocator>, usize)> {
-    let n = u32::from_le_bytes(b.get(0..4)?.try_into().ok()?) as usize;
-    let end = n.checked_mul(12)?.checked_add(4)?;
-    let body = b.get(4..end)?;
-    let rels = body
-        .chunks_exact(12)
-        .map(|c| {
-            RelFileLocator::new(
-                u32::from_le_bytes(c[..4].try_into().expect("4 bytes")),
-                u64::from_le_bytes(c[4..].try_into().expect("8 bytes")),
-            )
-        })
-        .collect();
-    Some((rels, end))
+/// Reads what [`put_rels`] wrote; `None` on garbage.
+pub(crate) fn read_rels(r: &mut Reader<'_>) -> Option<Vec<RelFileLocator>> {
+    let n = r.u32()? as usize;
+    // Bounded by the input: a count larger than the bytes left is garbage.
+    if n > r.remaining() / REL_BYTES {
+        return None;
+    }
+    (0..n).map(|_| read_rel(r)).collect()
 }
 
 pub(crate) fn now_micros() -> u64 {
@@ -445,6 +439,13 @@ impl ResourceManager for TxnRedo {
             self.twophase.redo_finish(rec.xid)?;
         }
         ctx.pool.drop_relation_files(&end_rec.drops)
+    }
+
+    fn ids(&self, rec: &DecodedRecord) -> Result<IdCounters> {
+        if rec.rmid == rmid::CLOG {
+            return self.logs.ids(rec);
+        }
+        Ok(IdCounters::default())
     }
 
     fn finish(&self, _ctx: &RedoContext<'_>) -> Result<()> {

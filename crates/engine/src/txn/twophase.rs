@@ -35,7 +35,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::lock::{LockMode, LockTag};
-use super::{decode_rels, encode_rels};
+use super::{put_rels, read_rels};
+use crate::bytes::Reader;
 use crate::config::TwophaseStateMode;
 use crate::error::{Error, Result};
 use crate::smgr::RelFileLocator;
@@ -78,39 +79,32 @@ impl PreparedState {
             tag.encode(&mut out);
             out.push(mode.to_u8());
         }
-        encode_rels(&self.commit_drops, &mut out);
-        encode_rels(&self.abort_drops, &mut out);
+        put_rels(&self.commit_drops, &mut out);
+        put_rels(&self.abort_drops, &mut out);
         out
     }
 
     /// Decodes [`encode`](Self::encode); `None` on anything malformed (never panics).
     pub fn decode(b: &[u8]) -> Option<PreparedState> {
-        let u64_at = |at: usize| Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?));
-        let xid = u64_at(0)?;
-        let prepared_at_micros = u64_at(8)?;
-        let gid_len = usize::from(u16::from_le_bytes(b.get(16..18)?.try_into().ok()?));
-        let gid = std::str::from_utf8(b.get(18..18 + gid_len)?)
-            .ok()?
-            .to_string();
-        let mut at = 18 + gid_len;
-        let nlocks = u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize;
-        at += 4;
+        let mut r = Reader::new(b);
+        let xid = r.u64()?;
+        let prepared_at_micros = r.u64()?;
+        let gid = std::str::from_utf8(r.bytes_u16()?).ok()?.to_string();
+        let nlocks = r.u32()? as usize;
         // Bounded by the input: each lock takes at least one byte.
-        if nlocks > b.len() {
+        if nlocks > r.remaining() {
             return None;
         }
         let mut locks = Vec::with_capacity(nlocks);
         for _ in 0..nlocks {
-            let (tag, used) = LockTag::decode(b.get(at..)?)?;
-            at += used;
-            let mode = LockMode::from_u8(*b.get(at)?)?;
-            at += 1;
+            let (tag, _) = LockTag::decode(r.take(LockTag::ENCODED_LEN)?)?;
+            let mode = LockMode::from_u8(r.u8()?)?;
             locks.push((tag, mode));
         }
-        let (commit_drops, used) = decode_rels(b.get(at..)?)?;
-        at += used;
-        let (abort_drops, used) = decode_rels(b.get(at..)?)?;
-        (at + used == b.len()).then_some(PreparedState {
+        let commit_drops = read_rels(&mut r)?;
+        let abort_drops = read_rels(&mut r)?;
+        r.done()?;
+        Some(PreparedState {
             xid,
             gid,
             prepared_at_micros,
@@ -119,6 +113,36 @@ impl PreparedState {
             abort_drops,
         })
     }
+}
+
+/// The contents of a state file: `magic u32 | length u32 | crc32c(state) u32 | state`.
+fn encode_state_file(state: &PreparedState) -> Vec<u8> {
+    let body = state.encode();
+    let mut bytes = Vec::with_capacity(STATE_FILE_HEADER_BYTES + body.len());
+    bytes.extend_from_slice(&STATE_FILE_MAGIC.to_le_bytes());
+    bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    bytes.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+    bytes.extend_from_slice(&body);
+    bytes
+}
+
+/// Decodes [`encode_state_file`]; `Err` says what is wrong.
+fn decode_state_file(bytes: &[u8]) -> std::result::Result<PreparedState, &'static str> {
+    let mut r = Reader::new(bytes);
+    let (Some(magic), Some(len), Some(crc)) = (r.u32(), r.u32(), r.u32()) else {
+        return Err("short file");
+    };
+    if magic != STATE_FILE_MAGIC {
+        return Err("bad magic number");
+    }
+    let body = r.rest();
+    if len as usize != body.len() {
+        return Err("length mismatch");
+    }
+    if crc != crc32c::crc32c(body) {
+        return Err("checksum mismatch");
+    }
+    PreparedState::decode(body).ok_or("malformed state")
 }
 
 /// A prepared transaction, as listed (PostgreSQL's `pg_prepared_xacts`).
@@ -402,21 +426,10 @@ impl TwoPhase {
         let n = f
             .read_at(&mut bytes, 0)
             .map_err(|e| Error::file("read two-phase state file", &path, e))?;
-        if n != bytes.len() || n < STATE_FILE_HEADER_BYTES {
+        if n != bytes.len() {
             return Err(bad("short file"));
         }
-        let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
-        if word(0) != STATE_FILE_MAGIC {
-            return Err(bad("bad magic number"));
-        }
-        let body = &bytes[STATE_FILE_HEADER_BYTES..];
-        if word(4) as usize != body.len() {
-            return Err(bad("length mismatch"));
-        }
-        if word(8) != crc32c::crc32c(body) {
-            return Err(bad("checksum mismatch"));
-        }
-        let state = PreparedState::decode(body).ok_or_else(|| bad("malformed state"))?;
+        let state = decode_state_file(&bytes).map_err(bad)?;
         if state.xid != xid {
             return Err(bad("holds another transaction"));
         }
@@ -424,12 +437,7 @@ impl TwoPhase {
     }
 
     fn write_state_file(&self, state: &PreparedState) -> Result<()> {
-        let body = state.encode();
-        let mut bytes = Vec::with_capacity(STATE_FILE_HEADER_BYTES + body.len());
-        bytes.extend_from_slice(&STATE_FILE_MAGIC.to_le_bytes());
-        bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
-        bytes.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
-        bytes.extend_from_slice(&body);
+        let bytes = encode_state_file(state);
         let path = self.state_path(state.xid);
         let tmp = path.with_extension("tmp");
         self.vfs
@@ -645,5 +653,79 @@ mod tests {
         let mut longer = b.clone();
         longer.push(0);
         assert!(PreparedState::decode(&longer).is_none());
+    }
+
+    #[test]
+    fn state_file_bytes_match_the_documented_layout() {
+        let s = PreparedState {
+            xid: 0x0102_0304_0506_0708,
+            gid: "xa".into(),
+            prepared_at_micros: 0x1112_1314_1516_1718,
+            locks: vec![
+                (
+                    LockTag::Relation {
+                        db_oid: 0x2122_2324,
+                        rel_oid: 0x3132_3334_3536_3738,
+                    },
+                    LockMode::RowExclusive,
+                ),
+                (
+                    LockTag::Transaction {
+                        xid: 0x4142_4344_4546_4748,
+                    },
+                    LockMode::Exclusive,
+                ),
+            ],
+            commit_drops: vec![RelFileLocator::new(0x5152_5354, 0x6162_6364_6566_6768)],
+            abort_drops: Vec::new(),
+        };
+        #[rustfmt::skip]
+        let state: Vec<u8> = vec![
+            0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, // xid
+            0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, // prepared_at
+            2, 0, b'x', b'a', // gid_len, gid
+            2, 0, 0, 0, // nlocks
+            1, 0x24, 0x23, 0x22, 0x21, // relation tag: kind, db_oid,
+            0x38, 0x37, 0x36, 0x35, 0x34, 0x33, 0x32, 0x31, // rel_oid,
+            3, // mode RowExclusiveLock
+            2, 0x48, 0x47, 0x46, 0x45, 0x44, 0x43, 0x42, 0x41, // transaction tag: kind, xid,
+            0, 0, 0, 0, // zero
+            7, // mode ExclusiveLock
+            1, 0, 0, 0, // commit drops: n,
+            0x54, 0x53, 0x52, 0x51, 0x68, 0x67, 0x66, 0x65, 0x64, 0x63, 0x62, 0x61, // db_oid, rel_number
+            0, 0, 0, 0, // abort drops: n
+        ];
+        assert_eq!(s.encode(), state);
+        let mut file = b"PSTQ".to_vec(); // magic 0x51545350
+        file.extend_from_slice(&[72, 0, 0, 0]); // length
+        file.extend_from_slice(&crc32c::crc32c(&state).to_le_bytes());
+        file.extend_from_slice(&state);
+        assert_eq!(encode_state_file(&s), file);
+        assert_eq!(decode_state_file(&file), Ok(s));
+    }
+
+    #[test]
+    fn damaged_state_files_are_refused_naming_the_damage() {
+        let good = encode_state_file(&state());
+        let with = |at: usize, byte: u8| {
+            let mut b = good.clone();
+            b[at] ^= byte;
+            decode_state_file(&b)
+        };
+        assert_eq!(with(0, 1), Err("bad magic number"));
+        assert_eq!(with(4, 1), Err("length mismatch"));
+        assert_eq!(with(8, 1), Err("checksum mismatch"));
+        assert_eq!(with(good.len() - 1, 1), Err("checksum mismatch"));
+        assert_eq!(decode_state_file(&good[..11]), Err("short file"));
+        assert_eq!(
+            decode_state_file(&good[..good.len() - 1]),
+            Err("length mismatch")
+        );
+        // A state file whose body is sealed but is no prepared state.
+        let mut bad_body = good[..12].to_vec();
+        bad_body[4..8].copy_from_slice(&1u32.to_le_bytes());
+        bad_body[8..12].copy_from_slice(&crc32c::crc32c(&[9]).to_le_bytes());
+        bad_body.push(9);
+        assert_eq!(decode_state_file(&bad_body), Err("malformed state"));
     }
 }

@@ -285,16 +285,17 @@ const COUNT_MASK: u16 = 0x3fff;
 /// Enough halvings for any container: at most 8192 entries.
 const SEARCH_TURNS: usize = 15;
 
+// The store's own arena, written by this module: every field read lies inside it.
 fn read_u16(bytes: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([bytes[at], bytes[at + 1]])
+    crate::bytes::u16_at(bytes, at).expect("a field inside the arena")
 }
 
 fn read_u32(bytes: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+    crate::bytes::u32_at(bytes, at).expect("a field inside the arena")
 }
 
 fn read_u64(bytes: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+    crate::bytes::u64_at(bytes, at).expect("a field inside the arena")
 }
 
 /// Encodes sorted, strictly increasing, non-empty `offsets` as the smallest container.

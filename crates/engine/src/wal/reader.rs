@@ -20,26 +20,15 @@ use super::{
     align8, lsn_to_pos, pos_to_end_lsn, pos_to_lsn, Lsn, CONTRECORD, HDR, PAGE, PH_ADDR,
     PH_FLUSH_HINT, PH_INFO, PH_MAGIC, PH_REM_LEN, READ_FILES, USABLE, WAL_MAGIC, WAL_PAGE_SIZE,
 };
+use crate::bytes::{u16_at, u32_at, u64_at};
 use crate::error::{Error, Result};
 use crate::vfs::{OpenMode, Vfs, VfsFile};
 
 type WalPage = Box<[u8; WAL_PAGE_SIZE]>;
 
-fn u16_at(p: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([p[at], p[at + 1]])
-}
-
-fn u32_at(p: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(p[at..at + 4].try_into().expect("4 bytes"))
-}
-
-fn u64_at(p: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(p[at..at + 8].try_into().expect("8 bytes"))
-}
-
 /// Does this page's header say it is the WAL page at `page_lsn`?
 fn header_is_valid(page: &[u8; WAL_PAGE_SIZE], page_lsn: Lsn) -> bool {
-    u16_at(page, PH_MAGIC) == WAL_MAGIC && u64_at(page, PH_ADDR) == page_lsn
+    u16_at(page, PH_MAGIC) == Some(WAL_MAGIC) && u64_at(page, PH_ADDR) == Some(page_lsn)
 }
 
 /// Reads one WAL page from a segment file; `None` if the file is too short to hold it.
@@ -102,8 +91,8 @@ pub(crate) fn read_one(
         };
         let remaining = (total - bytes.len()) as u32;
         if !header_is_valid(&page, page_lsn)
-            || u16_at(&page[..], PH_INFO) & CONTRECORD == 0
-            || u32_at(&page[..], PH_REM_LEN) != remaining
+            || u16_at(&page[..], PH_INFO).is_none_or(|info| info & CONTRECORD == 0)
+            || u32_at(&page[..], PH_REM_LEN) != Some(remaining)
         {
             return Ok(Err(format!(
                 "record at {lsn} has a bad continuation page {page_lsn}"
@@ -244,12 +233,13 @@ impl WalReader {
         let mut p = page_lsn + PAGE;
         while p / self.segment_size <= last_segment {
             if let Some(page) = self.fetch(p)? {
-                if header_is_valid(&page, p) && u64_at(&page[..], PH_FLUSH_HINT) >= bad_end {
+                let durable = u64_at(&page[..], PH_FLUSH_HINT)
+                    .filter(|&hint| header_is_valid(&page, p) && hint >= bad_end);
+                if let Some(hint) = durable {
                     return Err(Error::WalCorrupt {
                         lsn: bad,
                         reason: format!(
-                            "{reason}; yet the WAL page at {p} was written when WAL up to {} was durable",
-                            u64_at(&page[..], PH_FLUSH_HINT)
+                            "{reason}; yet the WAL page at {p} was written when WAL up to {hint} was durable"
                         ),
                     });
                 }

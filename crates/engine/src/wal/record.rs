@@ -20,6 +20,7 @@
 //! it frees), so an image restored by redo is the page byte for byte.
 
 use crate::buffer::BufferTag;
+use crate::bytes::Reader;
 use crate::page::{Page, HEADER_SIZE, PAGE_SIZE};
 use crate::smgr::{Fork, RelFileLocator};
 
@@ -36,6 +37,26 @@ const HOLE_HEADER_SIZE: usize = 4;
 /// records are small, and the bound keeps a record well inside the WAL buffers.
 pub const MAX_BLOCK_REFS: usize = 16;
 pub use crate::types::MAX_RECORD_SIZE;
+
+/// The encoded size of a relation ([`put_rel`]).
+pub(crate) const REL_BYTES: usize = 12;
+
+/// Appends a relation as block references name it: `db_oid u32 | rel_number u64`. Storage
+/// and transaction records encode relations the same way, through this.
+pub(crate) fn put_rel(out: &mut Vec<u8>, rel: RelFileLocator) {
+    out.extend_from_slice(&rel.db_oid.to_le_bytes());
+    out.extend_from_slice(&rel.rel_number.to_le_bytes());
+}
+
+/// Reads what [`put_rel`] wrote.
+pub(crate) fn read_rel(r: &mut Reader<'_>) -> Option<RelFileLocator> {
+    Some(RelFileLocator::new(r.u32()?, r.u64()?))
+}
+
+/// The fork an encoded fork number (`Fork as u8`) names.
+pub(crate) fn fork_of(b: u8) -> Option<Fork> {
+    Fork::ALL.into_iter().find(|f| *f as u8 == b)
+}
 
 /// A block a record changes, with an optional full-page image (the first change after a
 /// checkpoint's redo point logs one, so redo can repair a torn page).
@@ -140,8 +161,7 @@ pub fn encode(rec: &WalRecord<'_>, out: &mut Vec<u8>) {
     out.push(0);
     out.extend_from_slice(&(rec.main.len() as u32).to_le_bytes());
     for b in rec.blocks {
-        out.extend_from_slice(&b.tag.rel.db_oid.to_le_bytes());
-        out.extend_from_slice(&b.tag.rel.rel_number.to_le_bytes());
+        put_rel(out, b.tag.rel);
         out.push(b.tag.fork as u8);
         let hole = b.image.map_or((0, 0), image_hole);
         out.push(match (b.image, hole) {
@@ -168,32 +188,27 @@ pub fn encode(rec: &WalRecord<'_>, out: &mut Vec<u8>) {
     debug_assert_eq!(out.len(), total);
 }
 
-/// Decodes an image at the start of `bytes` (with its hole header if `has_hole`): the page,
-/// its hole zero-filled, and the bytes it took.
-fn decode_image(
-    bytes: &[u8],
-    has_hole: bool,
-) -> Result<(Box<[u8; PAGE_SIZE]>, usize), RecordError> {
-    let (hole_at, hole_len, header) = if has_hole {
-        let h = bytes
-            .get(..HOLE_HEADER_SIZE)
-            .ok_or(RecordError::Malformed("image hole past the end"))?;
-        let at = usize::from(u16::from_le_bytes([h[0], h[1]]));
-        let len = usize::from(u16::from_le_bytes([h[2], h[3]]));
+/// Decodes an image from `r` (with its hole header if `has_hole`): the page, its hole
+/// zero-filled.
+fn decode_image(r: &mut Reader<'_>, has_hole: bool) -> Result<Box<[u8; PAGE_SIZE]>, RecordError> {
+    let (hole_at, hole_len) = if has_hole {
+        let short = || RecordError::Malformed("image hole past the end");
+        let at = usize::from(r.u16().ok_or_else(short)?);
+        let len = usize::from(r.u16().ok_or_else(short)?);
         if at < HEADER_SIZE || len == 0 || at + len > PAGE_SIZE {
             return Err(RecordError::Malformed("image hole outside the page"));
         }
-        (at, len, HOLE_HEADER_SIZE)
+        (at, len)
     } else {
-        (PAGE_SIZE, 0, 0)
+        (PAGE_SIZE, 0)
     };
-    let stored = bytes
-        .get(header..header + PAGE_SIZE - hole_len)
+    let stored = r
+        .take(PAGE_SIZE - hole_len)
         .ok_or(RecordError::Malformed("page image past the end"))?;
     let mut page = Box::new([0u8; PAGE_SIZE]);
     page[..hole_at].copy_from_slice(&stored[..hole_at]);
     page[hole_at + hole_len..].copy_from_slice(&stored[hole_at..]);
-    Ok((page, header + stored.len()))
+    Ok(page)
 }
 
 fn crc_of(bytes: &[u8]) -> u32 {
@@ -210,7 +225,7 @@ pub fn seal(bytes: &mut [u8], prev: Lsn) {
 
 /// The total length a record header announces, if it is plausible.
 pub fn total_length(header: &[u8]) -> Result<usize, RecordError> {
-    let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
+    let len = crate::bytes::u32_at(header, 0).ok_or(RecordError::BadLength(header.len()))? as usize;
     if (RECORD_HEADER_SIZE..=MAX_RECORD_SIZE).contains(&len) {
         Ok(len)
     } else {
@@ -218,57 +233,51 @@ pub fn total_length(header: &[u8]) -> Result<usize, RecordError> {
     }
 }
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
-
 /// Decodes a whole record (exactly `tot_len` bytes) found at `lsn`, ending at `end_lsn`.
 pub fn decode(bytes: &[u8], lsn: Lsn, end_lsn: Lsn) -> Result<DecodedRecord, RecordError> {
     if bytes.len() < RECORD_HEADER_SIZE || total_length(bytes)? != bytes.len() {
         return Err(RecordError::BadLength(bytes.len()));
     }
-    let stored = u32_at(bytes, 4);
+    let mut r = Reader::new(bytes);
+    // The header is there (the length is checked): these never fail.
+    let short = || RecordError::Malformed("header past the end");
+    let _tot_len = r.u32().ok_or_else(short)?;
+    let stored = r.u32().ok_or_else(short)?;
+    let prev = r.u64().ok_or_else(short)?;
+    let xid = r.u64().ok_or_else(short)?;
+    let rmid = r.u8().ok_or_else(short)?;
+    let info = r.u8().ok_or_else(short)?;
+    let nblocks = usize::from(r.u8().ok_or_else(short)?);
+    let _reserved = r.u8().ok_or_else(short)?;
+    let main_len = r.u32().ok_or_else(short)? as usize;
     let computed = crc_of(bytes);
     if stored != computed {
         return Err(RecordError::BadCrc { stored, computed });
     }
-    let nblocks = usize::from(bytes[26]);
     if nblocks > MAX_BLOCK_REFS {
         return Err(RecordError::Malformed("too many block references"));
     }
-    let main_len = u32_at(bytes, 28) as usize;
-    let mut at = RECORD_HEADER_SIZE;
     let mut blocks = Vec::with_capacity(nblocks);
     for _ in 0..nblocks {
-        let r = bytes
-            .get(at..at + BLOCK_REF_SIZE)
-            .ok_or(RecordError::Malformed("block reference past the end"))?;
-        at += BLOCK_REF_SIZE;
-        let fork = match r[12] {
-            0 => Fork::Main,
-            1 => Fork::Fsm,
-            2 => Fork::Vm,
-            _ => return Err(RecordError::Malformed("unknown fork")),
-        };
-        let tag = BufferTag::new(
-            RelFileLocator::new(u32_at(r, 0), u64_at(r, 4)),
-            fork,
-            u32_at(r, 16),
-        );
-        let image = if r[13] & HAS_IMAGE != 0 {
-            let (image, used) = decode_image(&bytes[at..], r[13] & HAS_HOLE != 0)?;
-            at += used;
-            Some(image)
+        let short = || RecordError::Malformed("block reference past the end");
+        let rel = read_rel(&mut r).ok_or_else(short)?;
+        let fork =
+            fork_of(r.u8().ok_or_else(short)?).ok_or(RecordError::Malformed("unknown fork"))?;
+        let flags = r.u8().ok_or_else(short)?;
+        let _reserved = r.u16().ok_or_else(short)?;
+        let block = r.u32().ok_or_else(short)?;
+        let image = if flags & HAS_IMAGE != 0 {
+            Some(decode_image(&mut r, flags & HAS_HOLE != 0)?)
         } else {
             None
         };
-        blocks.push(DecodedBlock { tag, image });
+        blocks.push(DecodedBlock {
+            tag: BufferTag::new(rel, fork, block),
+            image,
+        });
     }
-    if at + main_len != bytes.len() {
+    let main = r.rest();
+    if main.len() != main_len {
         return Err(RecordError::Malformed(
             "main data length disagrees with the record length",
         ));
@@ -276,11 +285,11 @@ pub fn decode(bytes: &[u8], lsn: Lsn, end_lsn: Lsn) -> Result<DecodedRecord, Rec
     Ok(DecodedRecord {
         lsn,
         end_lsn,
-        prev: u64_at(bytes, 8),
-        xid: u64_at(bytes, 16),
-        rmid: bytes[24],
-        info: bytes[25],
+        prev,
+        xid,
+        rmid,
+        info,
         blocks,
-        main: bytes[at..].to_vec(),
+        main: main.to_vec(),
     })
 }

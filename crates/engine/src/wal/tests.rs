@@ -510,6 +510,93 @@ fn a_hole_header_outside_the_page_is_malformed_not_a_panic() {
     }
 }
 
+#[test]
+fn record_bytes_match_the_documented_layout() {
+    let page = standard_page(0, 0); // its hole: pd_lower 24 to pd_upper 8192
+    let plain = BufferTag::new(
+        RelFileLocator::new(0x2122_2324, 0x3132_3334_3536_3738),
+        Fork::Fsm,
+        0x4142_4344,
+    );
+    let imaged = BufferTag::new(
+        RelFileLocator::new(0x5152_5354, 0x6162_6364_6566_6768),
+        Fork::Vm,
+        0x7172_7374,
+    );
+    let blocks = [
+        BlockRef {
+            tag: plain,
+            image: None,
+        },
+        BlockRef {
+            tag: imaged,
+            image: Some(&page),
+        },
+    ];
+    let rec = WalRecord {
+        xid: 0x1112_1314_1516_1718,
+        rmid: 4,
+        info: 3,
+        blocks: &blocks,
+        main: b"main!",
+    };
+    let mut bytes = Vec::new();
+    record::encode(&rec, &mut bytes);
+    record::seal(&mut bytes, 0x0102_0304_0506_0708);
+
+    #[rustfmt::skip]
+    let mut expected: Vec<u8> = vec![
+        105, 0, 0, 0, // tot_len: 32 + 20 + (20 + 4 + 24) + 5
+        0, 0, 0, 0, // crc32c, below
+        0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, // prev
+        0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, // xid
+        4, 3, 2, 0, // rmid, info, nblocks, reserved
+        5, 0, 0, 0, // main_len
+        // block 0: db_oid, rel_number, fork (1 fsm), flags, reserved, block
+        0x24, 0x23, 0x22, 0x21, 0x38, 0x37, 0x36, 0x35, 0x34, 0x33, 0x32, 0x31,
+        1, 0, 0, 0, 0x44, 0x43, 0x42, 0x41,
+        // block 1: fork 2 (vm), flags HAS_IMAGE | HAS_HOLE
+        0x54, 0x53, 0x52, 0x51, 0x68, 0x67, 0x66, 0x65, 0x64, 0x63, 0x62, 0x61,
+        2, 0x3, 0, 0, 0x74, 0x73, 0x72, 0x71,
+        24, 0, 0xE8, 0x1F, // hole_offset 24, hole_length 8168
+    ];
+    expected.extend_from_slice(&page[..24]); // the page outside its hole
+    expected.extend_from_slice(b"main!");
+    // The CRC covers bytes 8..tot_len, then 0..4.
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&expected[8..]), &expected[..4]);
+    expected[4..8].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(bytes, expected);
+
+    assert_eq!(record::total_length(&expected), Ok(105));
+    assert_eq!(
+        record::total_length(&expected[..3]),
+        Err(record::RecordError::BadLength(3))
+    );
+    let decoded = record::decode(&expected, 1000, 1105).unwrap();
+    assert_eq!(
+        decoded,
+        DecodedRecord {
+            lsn: 1000,
+            end_lsn: 1105,
+            prev: 0x0102_0304_0506_0708,
+            xid: rec.xid,
+            rmid: 4,
+            info: 3,
+            blocks: vec![
+                record::DecodedBlock {
+                    tag: plain,
+                    image: None
+                },
+                record::DecodedBlock {
+                    tag: imaged,
+                    image: Some(page.clone())
+                },
+            ],
+            main: b"main!".to_vec(),
+        }
+    );
+}
+
 proptest::proptest! {
     /// Any page at all — sane or garbage header, zero or dirty free space — comes back from
     /// its record exactly.

@@ -140,24 +140,18 @@ impl LockTag {
     /// Decodes one tag from the front of `bytes`, returning it and the bytes consumed; `None`
     /// for anything that is not an encoding (short input, unknown kind, non-zero padding).
     pub fn decode(bytes: &[u8]) -> Option<(LockTag, usize)> {
-        let raw: &[u8; Self::ENCODED_LEN] = bytes.get(..Self::ENCODED_LEN)?.try_into().ok()?;
-        let [kind, p @ ..] = raw;
-        let u32_at = |at: usize| -> Option<u32> {
-            Some(u32::from_le_bytes(p.get(at..at + 4)?.try_into().ok()?))
-        };
-        let u64_at = |at: usize| -> Option<u64> {
-            Some(u64::from_le_bytes(p.get(at..at + 8)?.try_into().ok()?))
-        };
-        let tag = match *kind {
+        let mut r = crate::bytes::Reader::new(bytes.get(..Self::ENCODED_LEN)?);
+        let tag = match r.u8()? {
             TAG_KIND_RELATION => LockTag::Relation {
-                db_oid: u32_at(0)?,
-                rel_oid: u64_at(4)?,
+                db_oid: r.u32()?,
+                rel_oid: r.u64()?,
             },
             TAG_KIND_TRANSACTION => {
-                if u32_at(8)? != 0 {
+                let xid = r.u64()?;
+                if r.u32()? != 0 {
                     return None;
                 }
-                LockTag::Transaction { xid: u64_at(0)? }
+                LockTag::Transaction { xid }
             }
             _ => return None,
         };
