@@ -267,6 +267,13 @@ impl<'a> BTree<'a> {
         let left_page = left_after_split(&self.view(&guard, left)?, &plan, right)
             .map_err(|e| self.corrupt(left, e))?;
         let right_page = right_after_split(&plan).map_err(|e| self.corrupt(left, e))?;
+        if cfg!(debug_assertions) {
+            let old = self.view(&guard, left)?;
+            let halves = (self.view(&left_page, left)?, self.view(&right_page, right)?);
+            if let Err(e) = self.check_split(&old, &halves.0, &halves.1) {
+                panic!("a split would break the B-tree's invariants: {e}");
+            }
+        }
         if plan.root_split && plan.level >= MAX_LEVELS {
             return Err(self.corrupt(left, format!("a root split at level {}", plan.level)));
         }

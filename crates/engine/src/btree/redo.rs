@@ -23,6 +23,7 @@
 use super::page::{
     build_page, minus_infinity, with_downlink, BtPage, Meta, Special, NO_BLOCK, ROOT,
 };
+use super::verify::split_bounds_hold;
 use crate::error::{Error, Result};
 use crate::page::{PageMut, PAGE_SIZE};
 use crate::recovery::{redo_block, RecordCursor, RedoContext, ResourceManager};
@@ -239,6 +240,13 @@ fn redo_split(ctx: &RedoContext<'_>, rec: &DecodedRecord, plan: &SplitPlan) -> R
             ));
         }
         let new = left_after_split(&old, plan, right).map_err(|e| corrupt(rec, &e))?;
+        // The bounds the primary checked before logging the split (`check_split`).
+        let right_page = right_after_split(plan).map_err(|e| corrupt(rec, &e))?;
+        let view = |bytes, block| BtPage::new(bytes, tag.rel, block);
+        let bounds = split_bounds_hold(&old, &view(&new, tag.block)?, &view(&right_page, right)?);
+        if !bounds.map_err(|e| corrupt(rec, &e.to_string()))? {
+            return Err(corrupt(rec, "the split's halves do not keep the page's bounds"));
+        }
         page.copy_from_slice(&new[..]);
         Ok(())
     })?;

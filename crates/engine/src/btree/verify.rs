@@ -8,7 +8,7 @@ use super::key::{check_key, compare_tuples};
 use super::page::{BtPage, Tuple, NO_BLOCK};
 use super::BTree;
 use crate::error::Result;
-use crate::page::Page;
+use crate::page::{Page, FIRST_OFFSET_NUMBER};
 use crate::smgr::BlockNumber;
 
 /// What [`BTree::verify`] found: counts of a structurally sound index.
@@ -88,6 +88,57 @@ impl BTree<'_> {
         }
         Ok(report)
     }
+}
+
+impl BTree<'_> {
+    /// The invariants of a split, checked in debug builds before its pages are logged (so
+    /// corruption is caught where it would start): both halves ordered and below their high
+    /// keys, the right half at or above the pivot (the left half's high key), and the byte
+    /// bounds that redo checks too ([`split_bounds_hold`]).
+    pub(super) fn check_split(
+        &self,
+        old: &BtPage<'_>,
+        left: &BtPage<'_>,
+        right: &BtPage<'_>,
+    ) -> Result<()> {
+        let level = old.special.level;
+        let walk = LevelWalk {
+            tree: self,
+            level,
+            top: level + 1,
+            nblocks: BlockNumber::MAX,
+        };
+        let (mut below, mut report) = (Vec::new(), VerifyReport::default());
+        let pivot = walk
+            .check_page(left, None, &mut below, &mut report)?
+            .ok_or_else(|| left.corrupt("the left half of a split has no high key"))?;
+        walk.check_page(right, Some(&pivot), &mut below, &mut report)?;
+        if !split_bounds_hold(old, left, right)? {
+            return Err(right.corrupt("the right half of a split lost the page's high key"));
+        }
+        Ok(())
+    }
+}
+
+/// The bounds a split keeps, compared as bytes (redo knows no key types): the right half
+/// has the split page's high key (none if the page was the rightmost), and the left half
+/// has one, which is the right half's lower bound. Checked by the primary before logging a
+/// split and by redo after replaying it.
+pub(super) fn split_bounds_hold(
+    old: &BtPage<'_>,
+    left: &BtPage<'_>,
+    right: &BtPage<'_>,
+) -> Result<bool> {
+    let bytes = |p: &BtPage<'_>| -> Result<Option<Vec<u8>>> {
+        p.high_key()?
+            .map(|_| p.item_bytes(FIRST_OFFSET_NUMBER).map(<[u8]>::to_vec))
+            .transpose()
+    };
+    let left_high = bytes(left)?;
+    Ok(left_high.is_some()
+        && !left.special.is_rightmost()
+        && bytes(old)? == bytes(right)?
+        && old.special.is_rightmost() == right.special.is_rightmost())
 }
 
 /// The walk of one level.

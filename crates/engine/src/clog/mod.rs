@@ -130,6 +130,17 @@ impl XactLog {
         if Page::new(page).is_new() {
             PageMut::new(page).init(0);
         }
+        // A value is set once: a status only goes from in progress (0) to a final state, a
+        // commit time from unset to set; redo may set the same value again. (Paired with
+        // the check of the stored bits in `TxnStatus::from_bits`.)
+        debug_assert!(
+            {
+                let old = self.read_value(page, xid);
+                old == 0 || old == value
+            },
+            "xid {xid}: value {} would become {value}",
+            self.read_value(page, xid)
+        );
         let (_, bit) = self.locate(xid);
         if self.bits_per_xid == 64 {
             page[bit / 8..bit / 8 + 8].copy_from_slice(&value.to_le_bytes());

@@ -112,6 +112,10 @@ pub fn apply(page: &mut [u8; PAGE_SIZE], block: u32, tuples: &[FreezeTuple]) -> 
             h.xmax = 0;
             h.ctid = Tid::new(block, t.offset);
         }
+        // Freezing sets hints; it never makes a pair contradict itself.
+        if !h.hints_are_consistent() {
+            return false;
+        }
         h.write(item);
     }
     true

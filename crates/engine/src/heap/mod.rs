@@ -895,10 +895,15 @@ fn set_ctid(item: &mut [u8], tid: Tid) {
     h.write(item);
 }
 
-/// Writes a new header over live item `off` of a locked page.
+/// Writes a new header over live item `off` of a locked page: an xmax change.
 fn write_header(page: &mut [u8; crate::page::PAGE_SIZE], off: OffsetNumber, h: &TupleHeader) {
     let item = PageMut::new(page)
         .item_mut(off)
         .expect("the item was read under the same lock");
+    debug_assert!(
+        TupleHeader::read(item).is_some_and(|old| old.is_xmax_change_to(h)),
+        "not an xmax change: {:?} -> {h:?}",
+        TupleHeader::read(item)
+    );
     h.write(item);
 }

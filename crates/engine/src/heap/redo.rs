@@ -120,12 +120,17 @@ fn apply_xmax(
     let item = PageMut::new(page)
         .item_mut(off)
         .ok_or_else(|| corrupt(rec, "no live tuple to change"))?;
-    let mut h = TupleHeader::read(item).ok_or_else(|| corrupt(rec, "tuple too short"))?;
+    let old = TupleHeader::read(item).ok_or_else(|| corrupt(rec, "tuple too short"))?;
+    let mut h = old;
     h.xmax = x.xmax;
     h.cmax = x.cmax;
     h.infomask = x.infomask;
     if let Some(t) = ctid {
         h.ctid = t;
+    }
+    // The same transition the primary checked where it made the change.
+    if !old.is_xmax_change_to(&h) {
+        return Err(corrupt(rec, "the record is not a valid xmax change of the tuple"));
     }
     h.write(item);
     PageMut::new(page).set_flag(ALL_VISIBLE, false);

@@ -92,6 +92,25 @@ impl TupleHeader {
         item[NATTS_AT..NATTS_AT + 2].copy_from_slice(&self.natts.to_le_bytes());
     }
 
+    /// Whether `new` may replace this header through an xmax change (DELETE, the old version
+    /// of an UPDATE, a row lock): the inserter's fields stay as they are, an xmax is set, and
+    /// no pair of hint bits contradicts itself. Checked where the primary makes the change
+    /// and where redo replays it.
+    pub fn is_xmax_change_to(&self, new: &TupleHeader) -> bool {
+        new.xmin == self.xmin
+            && new.cmin == self.cmin
+            && new.natts == self.natts
+            && new.xmax != 0
+            && new.hints_are_consistent()
+    }
+
+    /// No hint pair says both "committed" and "invalid" of one transaction.
+    pub fn hints_are_consistent(&self) -> bool {
+        let both_xmin = XMIN_COMMITTED | XMIN_INVALID;
+        let both_xmax = XMAX_COMMITTED | XMAX_INVALID;
+        self.infomask & both_xmin != both_xmin && self.infomask & both_xmax != both_xmax
+    }
+
     /// Does `xmax` delete (or update) the tuple, rather than only lock it or mean nothing?
     pub fn xmax_is_deleter(&self) -> bool {
         self.xmax != 0 && self.infomask & (XMAX_INVALID | XMAX_LOCK_ONLY) == 0

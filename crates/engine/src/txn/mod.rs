@@ -105,6 +105,13 @@ impl StatusCache {
             status != TxnStatus::InProgress,
             "only final statuses are cached"
         );
+        // A final status never changes (paired with the commit log's check where the status
+        // is written): a cached one that disagrees means a transaction ended twice.
+        debug_assert!(
+            self.get(xid).is_none_or(|cached| cached == status),
+            "xid {xid} was {:?}, now {status:?}",
+            self.get(xid)
+        );
         self.slot(xid)
             .store(xid << 2 | status as u64, Ordering::Relaxed);
     }

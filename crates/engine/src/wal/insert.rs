@@ -73,6 +73,9 @@ impl Wal {
                 Ok(Some((_, end))) => {
                     drop(blocks);
                     for p in pages.iter_mut() {
+                        // A page's LSN only increases: the record that changed it last ends
+                        // before this one (paired with redo's "already applied" test).
+                        debug_assert!(Page::new(p.page).lsn() < end, "page LSN would go back");
                         PageMut::new(p.page).set_lsn(end);
                     }
                     return Ok(end);
@@ -120,6 +123,12 @@ impl Wal {
             r.bytepos = start_pos + align8(bytes.len() as u64);
             let start = pos_to_lsn(start_pos);
             let prev = std::mem::replace(&mut r.prev, start);
+            // LSNs only increase: each record starts after the one reserved before it (the
+            // reader checks the same through each record's `prev` link).
+            debug_assert!(
+                prev < start || (r.records == 0 && prev <= start),
+                "WAL reservation went backwards: {start} after {prev}"
+            );
             // Counted here, under the mutex already held, rather than on shared atomics.
             r.records += 1;
             r.bytes += bytes.len() as u64;
