@@ -7,9 +7,10 @@
 mod common;
 
 use std::ops::Bound;
-use std::sync::Arc;
 
-use common::{crash, create_accounts, exists, open_db, wait_for};
+use common::{
+    committing, crash, create_accounts, exists, new_db, open_db, pair, rows_in, wait_for,
+};
 use quire_engine::clog::{COMMIT_TS_LOG, STATUS_LOG};
 use quire_engine::vfs::SimVfs;
 use quire_engine::{
@@ -19,14 +20,12 @@ use quire_engine::{
 
 fn config() -> Config {
     Config {
-        shared_buffers_bytes: 4 << 20,
-        checkpoint_timeout_s: 3600,
         track_commit_timestamp: true,
         max_prepared_transactions: 4,
         autovacuum: false,
         // Keep no recent statuses beyond what vacuum needs: segment 0 goes at once.
         vacuum_freeze_min_age: 0,
-        ..Config::default()
+        ..common::config()
     }
 }
 
@@ -57,52 +56,41 @@ fn next_segment(db: &Database) {
 
 /// `accounts (id, balance)` with a unique index on `id`: rows 1..=n with balance 100 × id.
 fn setup(db: &Database, n: i64) -> TableId {
-    let tx = db.begin(ReadCommitted).unwrap();
-    let (t, _) = create_accounts(&tx, n);
-    tx.create_index("accounts_pkey", t, &["id"], true).unwrap();
-    tx.commit().unwrap();
-    t
+    committing(db, |tx| {
+        let (t, _) = create_accounts(tx, n);
+        tx.create_index("accounts_pkey", t, &["id"], true).unwrap();
+        t
+    })
 }
 
 /// The table's rows, by a sequential scan and by the index (which must agree).
 fn contents(db: &Database, t: TableId) -> Vec<(i64, i64)> {
-    let tx = db.begin(ReadCommitted).unwrap();
-    let mut rows: Vec<(i64, i64)> = tx
-        .scan(t)
-        .unwrap()
-        .map(|r| {
-            let row = r.unwrap().1;
-            (row[0].as_int().unwrap(), row[1].as_int().unwrap())
-        })
-        .collect();
-    rows.sort_unstable();
-    let pkey = tx.index("accounts_pkey").unwrap();
-    let by_index: Vec<(i64, i64)> = tx
-        .index_scan(pkey, Bound::Unbounded, Bound::Unbounded)
-        .unwrap()
-        .map(|r| {
-            let row = r.unwrap().1;
-            (row[0].as_int().unwrap(), row[1].as_int().unwrap())
-        })
-        .collect();
-    assert_eq!(rows, by_index, "the index disagrees with the heap");
-    tx.verify_indexes(t).unwrap();
-    tx.commit().unwrap();
-    rows
+    committing(db, |tx| {
+        let rows = rows_in(tx, t);
+        let pkey = tx.index("accounts_pkey").unwrap();
+        let by_index: Vec<(i64, i64)> = tx
+            .index_scan(pkey, Bound::Unbounded, Bound::Unbounded)
+            .unwrap()
+            .map(|r| pair(&r.unwrap().1))
+            .collect();
+        assert_eq!(rows, by_index, "the index disagrees with the heap");
+        tx.verify_indexes(t).unwrap();
+        rows
+    })
 }
 
 fn tid_of(db: &Database, id: i64) -> Tid {
-    let tx = db.begin(ReadCommitted).unwrap();
-    let pkey = tx.index("accounts_pkey").unwrap();
-    let key = [Value::Int(id)];
-    let found = tx
-        .index_scan(pkey, Bound::Included(&key), Bound::Included(&key))
-        .unwrap()
-        .next()
-        .expect("the row exists")
-        .unwrap();
-    tx.commit().unwrap();
-    found.0
+    committing(db, |tx| {
+        let pkey = tx.index("accounts_pkey").unwrap();
+        let key = [Value::Int(id)];
+        let found = tx
+            .index_scan(pkey, Bound::Included(&key), Bound::Included(&key))
+            .unwrap()
+            .next()
+            .expect("the row exists")
+            .unwrap();
+        found.0
+    })
 }
 
 /// A history in segment 0 that leaves every kind of header behind: committed inserts,
@@ -141,8 +129,7 @@ fn expected(n: i64) -> Vec<(i64, i64)> {
 
 #[test]
 fn a_database_vacuum_removes_old_segments_and_everything_reads_the_same() {
-    let vfs = Arc::new(SimVfs::new(1));
-    let db = open_db(&vfs, config());
+    let (vfs, db) = new_db(1, config());
     let t = setup(&db, 300);
     let (committed, aborted) = history(&db, t);
     assert_eq!(STATUS_LOG.segment_of(committed), 0);
@@ -223,8 +210,7 @@ fn a_database_vacuum_removes_old_segments_and_everything_reads_the_same() {
 
 #[test]
 fn a_power_loss_right_after_the_truncation_redoes_it() {
-    let vfs = Arc::new(SimVfs::new(2));
-    let db = open_db(&vfs, config());
+    let (vfs, db) = new_db(2, config());
     let t = setup(&db, 100);
     history(&db, t);
     db.checkpointer().checkpoint().unwrap();
@@ -243,8 +229,7 @@ fn a_power_loss_right_after_the_truncation_redoes_it() {
 
 #[test]
 fn a_transaction_running_across_the_vacuum_keeps_its_segment() {
-    let vfs = Arc::new(SimVfs::new(3));
-    let db = open_db(&vfs, config());
+    let (vfs, db) = new_db(3, config());
     let t = setup(&db, 50);
     // A writer in segment 0 that stays open, and a reader whose snapshot predates it all.
     let reader = db.begin(RepeatableRead).unwrap();
@@ -278,8 +263,7 @@ fn a_transaction_running_across_the_vacuum_keeps_its_segment() {
 
 #[test]
 fn a_prepared_transaction_keeps_its_segment_across_a_restart() {
-    let vfs = Arc::new(SimVfs::new(4));
-    let db = open_db(&vfs, config());
+    let (vfs, db) = new_db(4, config());
     let t = setup(&db, 20);
     let tx = db.begin(ReadCommitted).unwrap();
     tx.update(t, tid_of(&db, 1), &[Value::Int(1), Value::Int(-1)])
@@ -309,8 +293,7 @@ fn a_prepared_transaction_keeps_its_segment_across_a_restart() {
 
 #[test]
 fn the_catalog_forgets_the_versions_vacuum_removed() {
-    let vfs = Arc::new(SimVfs::new(5));
-    let db = open_db(&vfs, config());
+    let (vfs, db) = new_db(5, config());
     let t = setup(&db, 10);
     for _ in 0..200 {
         let tx = db.begin(ReadCommitted).unwrap();
@@ -338,14 +321,13 @@ fn the_catalog_forgets_the_versions_vacuum_removed() {
 
 #[test]
 fn autovacuum_vacuums_the_whole_database_when_the_logs_grow_old() {
-    let vfs = Arc::new(SimVfs::new(6));
     let config = Config {
         autovacuum: true,
         autovacuum_naptime_ms: 10,
         autovacuum_freeze_max_age: 100_000,
         ..config()
     };
-    let db = open_db(&vfs, config.clone());
+    let (vfs, db) = new_db(6, config.clone());
     let t = setup(&db, 30);
     history(&db, t);
     next_segment(&db);
@@ -359,12 +341,11 @@ fn autovacuum_vacuums_the_whole_database_when_the_logs_grow_old() {
 
 #[test]
 fn the_statuses_of_recent_transactions_are_kept_for_vacuum_freeze_min_age() {
-    let vfs = Arc::new(SimVfs::new(7));
     let config = Config {
         vacuum_freeze_min_age: 2 * STATUS_LOG.per_segment(),
         ..config()
     };
-    let db = open_db(&vfs, config.clone());
+    let (vfs, db) = new_db(7, config.clone());
     let t = setup(&db, 10);
     let (committed, _) = history(&db, t);
     next_segment(&db);

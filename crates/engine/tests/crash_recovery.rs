@@ -4,12 +4,13 @@
 //! present, the changes that survived form a prefix of the WAL order (nothing half-applied),
 //! and every page passes its checksum. Then a clean shutdown must replay nothing.
 
-use std::path::Path;
+mod common;
+
 use std::sync::Arc;
 
+use common::{crash, crash_seeds, new_db, open_db, power_loss};
 use quire_engine::buffer::BufferTag;
 use quire_engine::recovery::{storage, testrm};
-use quire_engine::vfs::{CrashOptions, SimVfs, Vfs};
 use quire_engine::{Config, Database, Fork, RelFileLocator};
 
 const RELS: u64 = 3;
@@ -51,17 +52,6 @@ struct Op {
     slot: usize,
 }
 
-fn open(vfs: &Arc<SimVfs>) -> Database {
-    let vfs: Arc<dyn Vfs> = Arc::clone(vfs) as Arc<dyn Vfs>;
-    Database::open_with_resource_managers(
-        &vfs,
-        Path::new("/data"),
-        config(),
-        &[testrm::registration()],
-    )
-    .unwrap_or_else(|e| panic!("open failed: {e}"))
-}
-
 fn read_slots(db: &Database, r: u64, block: u32) -> [u64; SLOTS] {
     let buf = db
         .buffer_pool()
@@ -77,9 +67,8 @@ fn read_slots(db: &Database, r: u64, block: u32) -> [u64; SLOTS] {
 }
 
 fn run_seed(seed: u64) -> (usize, usize) {
-    let vfs = Arc::new(SimVfs::new(seed));
+    let (vfs, db) = new_db(seed, config());
     let mut rng = Rng::new(seed.wrapping_mul(6_364_136_223_846_793_005));
-    let db = open(&vfs);
     let wal = Arc::clone(db.wal());
     for r in 0..RELS {
         db.smgr().create(rel(r), Fork::Main).unwrap();
@@ -118,13 +107,9 @@ fn run_seed(seed: u64) -> (usize, usize) {
             _ => {}
         }
     }
-    drop(db);
-    vfs.crash(&CrashOptions {
-        keep_unsynced_probability: 0.5,
-        tear_writes: seed % 2 == 1,
-    });
+    power_loss(db, &vfs, seed % 2 == 1);
 
-    let db = open(&vfs);
+    let db = open_db(&vfs, config());
     // What each slot holds now, and the newest change that survived anywhere.
     let mut recovered = vec![[0u64; SLOTS]; (RELS as usize) * BLOCKS as usize];
     for r in 0..RELS {
@@ -171,7 +156,7 @@ fn run_seed(seed: u64) -> (usize, usize) {
         db.wal().flush(end).unwrap();
     }
     db.close().unwrap();
-    let db = open(&vfs);
+    let db = open_db(&vfs, config());
     assert_eq!(
         db.recovery_stats().records,
         0,
@@ -185,10 +170,7 @@ fn run_seed(seed: u64) -> (usize, usize) {
 
 #[test]
 fn acknowledged_changes_survive_power_loss_and_nothing_is_half_applied() {
-    let seeds: u64 = std::env::var("QUIRE_CRASH_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1000);
+    let seeds = crash_seeds(1000);
     let (mut acked, mut survived) = (0, 0);
     for seed in 0..seeds {
         let (a, s) = run_seed(seed);
@@ -206,8 +188,7 @@ fn acknowledged_changes_survive_power_loss_and_nothing_is_half_applied() {
 /// refuses further writes, and a restart recovers everything acknowledged from the WAL.
 #[test]
 fn a_failed_data_fsync_stops_the_engine_and_recovery_restores_everything() {
-    let vfs = Arc::new(SimVfs::new(42));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(42, config());
     let wal = Arc::clone(db.wal());
     db.smgr().create(rel(0), Fork::Main).unwrap();
     wal.flush(storage::log_create(&wal, rel(0), Fork::Main).unwrap())
@@ -233,9 +214,8 @@ fn a_failed_data_fsync_stops_the_engine_and_recovery_restores_everything() {
         db.checkpointer().checkpoint().is_err(),
         "the checkpoint must never complete"
     );
-    drop(db);
-    vfs.crash(&CrashOptions::default());
-    let db = open(&vfs);
+    crash(db, &vfs);
+    let db = open_db(&vfs, config());
     assert!(
         db.recovery_stats().records >= 6,
         "{:?}",
@@ -250,8 +230,7 @@ fn a_failed_data_fsync_stops_the_engine_and_recovery_restores_everything() {
 /// and cuts files exactly as the primary did.
 #[test]
 fn truncate_and_drop_are_redone_after_a_crash() {
-    let vfs = Arc::new(SimVfs::new(77));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(77, config());
     let wal = Arc::clone(db.wal());
     let pool = db.buffer_pool();
     for r in 0..2 {
@@ -275,12 +254,8 @@ fn truncate_and_drop_are_redone_after_a_crash() {
     wal.flush(end).unwrap();
     pool.drop_relations(&[rel(1)]);
     db.smgr().unlink(rel(1)).unwrap();
-    drop(db);
-    vfs.crash(&CrashOptions {
-        keep_unsynced_probability: 0.5,
-        tear_writes: true,
-    });
-    let db = open(&vfs);
+    power_loss(db, &vfs, true);
+    let db = open_db(&vfs, config());
     assert_eq!(db.smgr().nblocks(rel(0), Fork::Main).unwrap(), 3);
     for b in 0..3u32 {
         assert_eq!(read_slots(&db, 0, b)[0], u64::from(b) + 7);
@@ -297,9 +272,8 @@ fn truncate_and_drop_are_redone_after_a_crash() {
 /// foreground write fsyncs a data file (seed 001).
 #[test]
 fn a_checkpoint_fsyncs_each_written_file_once() {
-    use quire_engine::vfs::OpKind;
-    let vfs = Arc::new(SimVfs::new(5));
-    let db = open(&vfs);
+    use quire_engine::vfs::{OpKind, Vfs};
+    let (vfs, db) = new_db(5, config());
     let wal = Arc::clone(db.wal());
     db.smgr().create(rel(0), Fork::Main).unwrap();
     // 12 blocks = 3 segments of 4; every page changed 10 times and written back repeatedly

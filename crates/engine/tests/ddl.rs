@@ -19,31 +19,19 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::Path;
-use std::sync::Arc;
 
-use common::{blocks_until, crash, exists, file_of, open_db, rel_of};
+use common::{
+    blocks_until, committed_ids, committing, config, crash, exists, file_of, ids_in, lookup_error,
+    new_db, open_db, rel_of, try_open,
+};
 use quire_engine::heap::tuple::HEADER_BYTES;
 use quire_engine::heap::MAX_TUPLE_BYTES;
 use quire_engine::sync::SyncTarget;
 use quire_engine::value::encoded_row_len;
 use quire_engine::vfs::{SimVfs, Vfs};
 use quire_engine::{
-    Changed, Column, Config, Database, IsolationLevel::*, LockMode, RelFileLocator, TableId,
-    Transaction, Type, Value,
+    Changed, Column, Database, IsolationLevel::*, LockMode, RelFileLocator, TableId, Type, Value,
 };
-
-fn config() -> Config {
-    Config {
-        shared_buffers_bytes: 2 << 20,
-        checkpoint_timeout_s: 3600,
-        ..Config::default()
-    }
-}
-
-fn open(vfs: &Arc<SimVfs>) -> Database {
-    open_db(vfs, config())
-}
 
 fn columns() -> Vec<Column> {
     vec![
@@ -58,47 +46,20 @@ fn row(id: i64) -> Vec<Value> {
 
 /// Creates table `name` holding rows 1..=n and commits.
 fn create_with_rows(db: &Database, name: &str, n: i64) -> TableId {
-    let tx = db.begin(ReadCommitted).unwrap();
-    let t = tx.create_table(name, &columns()).unwrap();
-    for id in 1..=n {
-        tx.insert(t, &row(id)).unwrap();
-    }
-    tx.commit().unwrap();
-    t
-}
-
-fn ids_in(tx: &Transaction, t: TableId) -> Vec<i64> {
-    let mut ids: Vec<i64> = tx
-        .scan(t)
-        .unwrap()
-        .map(|r| r.unwrap().1[0].as_int().unwrap())
-        .collect();
-    ids.sort_unstable();
-    ids
-}
-
-/// The ids a new READ COMMITTED transaction sees.
-fn committed_ids(db: &Database, t: TableId) -> Vec<i64> {
-    let tx = db.begin(ReadCommitted).unwrap();
-    let ids = ids_in(&tx, t);
-    tx.commit().unwrap();
-    ids
-}
-
-/// The SQLSTATE of looking `name` up in a transaction of its own (None: found).
-fn lookup_error(db: &Database, name: &str) -> Option<&'static str> {
-    let tx = db.begin(ReadCommitted).unwrap();
-    let r = tx.table(name);
-    tx.rollback().unwrap();
-    r.err().map(|e| e.sqlstate())
+    committing(db, |tx| {
+        let t = tx.create_table(name, &columns()).unwrap();
+        for id in 1..=n {
+            tx.insert(t, &row(id)).unwrap();
+        }
+        t
+    })
 }
 
 // ---------------------------------------------------------------------------- CREATE
 
 #[test]
 fn a_rolled_back_create_table_leaves_no_table_and_no_file() {
-    let vfs = Arc::new(SimVfs::new(1));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(1, config());
     let tx = db.begin(ReadCommitted).unwrap();
     let t = tx.create_table("ghost", &columns()).unwrap();
     tx.insert(t, &row(1)).unwrap();
@@ -121,7 +82,7 @@ fn a_rolled_back_create_table_leaves_no_table_and_no_file() {
     tx.rollback().unwrap();
     // And after a crash (the CREATE's WAL is redone, then its abort drops the file again).
     crash(db, &vfs);
-    let db = open(&vfs);
+    let db = open_db(&vfs, config());
     assert_eq!(lookup_error(&db, "ghost"), Some("42P01"));
     assert!(!exists(&vfs, &file_of(&db, rel)));
     let tx = db.begin(ReadCommitted).unwrap();
@@ -132,8 +93,7 @@ fn a_rolled_back_create_table_leaves_no_table_and_no_file() {
 
 #[test]
 fn a_duplicate_table_name_fails_42p07() {
-    let vfs = Arc::new(SimVfs::new(2));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(2, config());
     let t = create_with_rows(&db, "dup", 2);
     let tx = db.begin(ReadCommitted).unwrap();
     let err = tx.create_table("dup", &columns()).unwrap_err();
@@ -164,8 +124,7 @@ fn a_duplicate_table_name_fails_42p07() {
 
 #[test]
 fn a_concurrent_create_of_the_same_name_waits_and_fails_if_the_first_commits() {
-    let vfs = Arc::new(SimVfs::new(3));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(3, config());
     let t1 = db.begin(ReadCommitted).unwrap();
     let first = t1.create_table("race", &columns()).unwrap();
     let t2 = db.begin(ReadCommitted).unwrap();
@@ -186,8 +145,7 @@ fn a_concurrent_create_of_the_same_name_waits_and_fails_if_the_first_commits() {
 
 #[test]
 fn a_concurrent_create_of_the_same_name_waits_and_succeeds_if_the_first_aborts() {
-    let vfs = Arc::new(SimVfs::new(4));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(4, config());
     let t1 = db.begin(ReadCommitted).unwrap();
     let first = t1.create_table("race", &columns()).unwrap();
     let first_rel = t1.table_def(first).unwrap().rel;
@@ -214,8 +172,7 @@ fn a_concurrent_create_of_the_same_name_waits_and_succeeds_if_the_first_aborts()
 
 #[test]
 fn truncate_commit_drops_the_old_file_its_buffers_and_its_sync_requests() {
-    let vfs = Arc::new(SimVfs::new(5));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(5, config());
     let t = create_with_rows(&db, "t", 500);
     db.checkpointer().checkpoint().unwrap();
     let queue = db.smgr().sync_queue();
@@ -266,7 +223,7 @@ fn truncate_commit_drops_the_old_file_its_buffers_and_its_sync_requests() {
     assert_eq!(committed_ids(&db, t), vec![1000]);
     // Also after a restart.
     crash(db, &vfs);
-    let db = open(&vfs);
+    let db = open_db(&vfs, config());
     assert!(!exists(&vfs, &file_of(&db, old)));
     assert_eq!(rel_of(&db, t), new);
     assert_eq!(committed_ids(&db, t), vec![1000]);
@@ -275,8 +232,7 @@ fn truncate_commit_drops_the_old_file_its_buffers_and_its_sync_requests() {
 
 #[test]
 fn truncate_rollback_brings_the_old_rows_back_and_removes_the_new_file() {
-    let vfs = Arc::new(SimVfs::new(6));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(6, config());
     let t = create_with_rows(&db, "t", 50);
     let old = rel_of(&db, t);
     let tx = db.begin(ReadCommitted).unwrap();
@@ -305,8 +261,7 @@ fn truncate_rollback_brings_the_old_rows_back_and_removes_the_new_file() {
 
 #[test]
 fn truncate_waits_for_a_reader_to_finish() {
-    let vfs = Arc::new(SimVfs::new(7));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(7, config());
     let t = create_with_rows(&db, "t", 10);
     let reader = db.begin(RepeatableRead).unwrap();
     assert_eq!(ids_in(&reader, t).len(), 10);
@@ -341,8 +296,7 @@ fn truncate_waits_for_a_reader_to_finish() {
 
 #[test]
 fn drop_table_waits_for_a_reader_and_a_reader_that_waited_gets_42p01() {
-    let vfs = Arc::new(SimVfs::new(8));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(8, config());
     let t = create_with_rows(&db, "doomed", 10);
     let rel = rel_of(&db, t);
     let reader = db.begin(ReadCommitted).unwrap();
@@ -370,7 +324,7 @@ fn drop_table_waits_for_a_reader_and_a_reader_that_waited_gets_42p01() {
     assert_eq!(db.buffer_pool().cached_buffers_of(rel), 0);
     assert_eq!(lookup_error(&db, "doomed"), Some("42P01"));
     crash(db, &vfs);
-    let db = open(&vfs);
+    let db = open_db(&vfs, config());
     assert_eq!(lookup_error(&db, "doomed"), Some("42P01"));
     assert!(!exists(&vfs, &file_of(&db, rel)));
     db.close().unwrap();
@@ -378,8 +332,7 @@ fn drop_table_waits_for_a_reader_and_a_reader_that_waited_gets_42p01() {
 
 #[test]
 fn drop_table_rolled_back_keeps_table_rows_and_file() {
-    let vfs = Arc::new(SimVfs::new(9));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(9, config());
     let t = create_with_rows(&db, "kept", 10);
     let rel = rel_of(&db, t);
     let tx = db.begin(ReadCommitted).unwrap();
@@ -426,8 +379,7 @@ fn verify_many(db: &Database, vfs: &SimVfs, tables: &[TableId], rels: &[RelFileL
 
 #[test]
 fn two_hundred_truncated_tables_come_back_empty_without_their_old_files() {
-    let vfs = Arc::new(SimVfs::new(10));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(10, config());
     let mut tables = Vec::new();
     for chunk in 0..MANY / 20 {
         let tx = db.begin(ReadCommitted).unwrap();
@@ -456,10 +408,10 @@ fn two_hundred_truncated_tables_come_back_empty_without_their_old_files() {
     // A crash: nothing after the checkpoint is durable but the WAL; redo re-creates the new
     // files and drops the old ones again.
     crash(db, &vfs);
-    let db = open(&vfs);
+    let db = open_db(&vfs, config());
     verify_many(&db, &vfs, &tables, &rels);
     db.close().unwrap();
-    let db = open(&vfs);
+    let db = open_db(&vfs, config());
     verify_many(&db, &vfs, &tables, &rels);
     // Truncated again, then a clean restart.
     for (t, rel) in tables.iter().zip(rels.iter_mut()) {
@@ -469,7 +421,7 @@ fn two_hundred_truncated_tables_come_back_empty_without_their_old_files() {
         tx.commit().unwrap();
     }
     db.close().unwrap();
-    let db = open(&vfs);
+    let db = open_db(&vfs, config());
     assert_eq!(db.recovery_stats().records, 0);
     verify_many(&db, &vfs, &tables, &rels);
     db.close().unwrap();
@@ -479,8 +431,7 @@ fn two_hundred_truncated_tables_come_back_empty_without_their_old_files() {
 
 #[test]
 fn rows_of_the_wrong_arity_or_type_fail_42804() {
-    let vfs = Arc::new(SimVfs::new(11));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(11, config());
     let t = create_with_rows(&db, "typed", 1);
     let bad_rows: [Vec<Value>; 4] = [
         vec![Value::Int(2)],
@@ -529,8 +480,7 @@ fn longest_note() -> usize {
 
 #[test]
 fn a_row_above_the_size_limit_fails_54000_and_changes_nothing() {
-    let vfs = Arc::new(SimVfs::new(12));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(12, config());
     let t = create_with_rows(&db, "sized", 3);
     let (tid, before) = {
         let tx = db.begin(ReadCommitted).unwrap();
@@ -569,8 +519,7 @@ fn a_row_above_the_size_limit_fails_54000_and_changes_nothing() {
 
 #[test]
 fn a_failed_statement_aborts_the_transaction() {
-    let vfs = Arc::new(SimVfs::new(13));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(13, config());
     let t = create_with_rows(&db, "t", 2);
     let tx = db.begin(ReadCommitted).unwrap();
     tx.insert(t, &row(3)).unwrap();
@@ -602,8 +551,7 @@ fn a_failed_statement_aborts_the_transaction() {
 
 #[test]
 fn close_is_refused_while_a_transaction_is_open() {
-    let vfs = Arc::new(SimVfs::new(14));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(14, config());
     let t = create_with_rows(&db, "t", 2);
     let tx = db.begin(ReadCommitted).unwrap();
     tx.insert(t, &row(3)).unwrap();
@@ -618,8 +566,7 @@ fn close_is_refused_while_a_transaction_is_open() {
 
 #[test]
 fn close_succeeds_once_the_transactions_ended() {
-    let vfs = Arc::new(SimVfs::new(15));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(15, config());
     let t = create_with_rows(&db, "t", 2);
     let reader = db.begin(RepeatableRead).unwrap();
     assert_eq!(ids_in(&reader, t), vec![1, 2]);
@@ -628,7 +575,7 @@ fn close_succeeds_once_the_transactions_ended() {
     writer.insert(t, &row(3)).unwrap();
     writer.rollback().unwrap();
     db.close().unwrap();
-    let db = open(&vfs);
+    let db = open_db(&vfs, config());
     assert_eq!(
         db.recovery_stats().records,
         0,
@@ -640,15 +587,13 @@ fn close_succeeds_once_the_transactions_ended() {
 
 #[test]
 fn a_refused_close_keeps_the_data_directory_locked() {
-    let vfs = Arc::new(SimVfs::new(16));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(16, config());
     let t = create_with_rows(&db, "t", 2);
     let tx = db.begin(ReadCommitted).unwrap();
     tx.insert(t, &row(3)).unwrap();
     assert_eq!(db.close().unwrap_err().sqlstate(), "25000");
     // The first engine is still alive (the transaction holds it) ...
-    let dyn_vfs: Arc<dyn Vfs> = Arc::clone(&vfs) as Arc<dyn Vfs>;
-    let second = Database::open(&dyn_vfs, Path::new("/data"), config());
+    let second = try_open(&vfs, config());
     // ... so a second one must not open the same directory.
     let refused = second.is_err();
     tx.commit().unwrap();
@@ -657,15 +602,14 @@ fn a_refused_close_keeps_the_data_directory_locked() {
         "a second engine opened /data while the first one's transaction was still open"
     );
     // Once the transaction ended, the directory is free, and its commit is recovered.
-    let db = Database::open(&dyn_vfs, Path::new("/data"), config()).unwrap();
+    let db = open_db(&vfs, config());
     assert_eq!(committed_ids(&db, t), vec![1, 2, 3]);
     db.close().unwrap();
 }
 
 #[test]
 fn truncate_of_a_table_created_in_the_same_transaction() {
-    let vfs = Arc::new(SimVfs::new(17));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(17, config());
     for commit in [true, false] {
         let tx = db.begin(ReadCommitted).unwrap();
         let t = tx.create_table("fresh", &columns()).unwrap();

@@ -7,23 +7,20 @@
 mod common;
 
 use std::ops::Bound;
-use std::sync::Arc;
 
-use common::{open_db, wait_until_blocked};
+use common::{blocks_until, new_db, open_db, power_loss};
 use quire_engine::rng::XorShift64;
-use quire_engine::vfs::{CrashOptions, SimVfs};
 use quire_engine::{
     Changed, Column, Config, Database, IsolationLevel::ReadCommitted,
     IsolationLevel::RepeatableRead, TableId, Tid, Transaction, Type, Value,
 };
 
-fn open(vfs: &Arc<SimVfs>) -> Database {
-    let config = Config {
+fn config() -> Config {
+    Config {
         deadlock_timeout_ms: 50,
         autovacuum: false,
         ..Config::default()
-    };
-    open_db(vfs, config)
+    }
 }
 
 fn columns() -> Vec<Column> {
@@ -88,8 +85,7 @@ fn table_with_pk(db: &Database, n: i64) -> (TableId, u64, Vec<Tid>) {
 
 #[test]
 fn lookups_and_ranges_agree_with_sequential_scans() {
-    let vfs = Arc::new(SimVfs::new(1));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(1, config());
     let (t, pk, _) = table_with_pk(&db, 5_000);
     let tx = db.begin(ReadCommitted).unwrap();
     assert_eq!(by_index(&tx, pk, 42, 42), vec![(42, 0)]);
@@ -114,8 +110,7 @@ fn lookups_and_ranges_agree_with_sequential_scans() {
 
 #[test]
 fn a_unique_index_refuses_duplicates_and_waits_for_an_undecided_one() {
-    let vfs = Arc::new(SimVfs::new(2));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(2, config());
     let (t, _, _) = table_with_pk(&db, 10);
     let tx = db.begin(ReadCommitted).unwrap();
     let err = tx.insert(t, &row(3, 1)).unwrap_err();
@@ -139,21 +134,18 @@ fn a_unique_index_refuses_duplicates_and_waits_for_an_undecided_one() {
         let key = if first_commits { 100 } else { 101 };
         t1.insert(t, &row(key, 1)).unwrap();
         let t2 = db.begin(ReadCommitted).unwrap();
-        let id = t2.session_id();
-        let r = std::thread::scope(|s| {
-            let h = s.spawn(|| {
-                let r = t2.insert(t, &row(key, 2));
-                (r, t2)
-            });
-            wait_until_blocked(&db, id);
-            if first_commits {
-                t1.commit().unwrap();
-            } else {
-                t1.rollback().unwrap();
-            }
-            h.join().unwrap()
-        });
-        let (r, t2) = r;
+        let (t2, r) = blocks_until(
+            &db,
+            t2,
+            |t2| t2.insert(t, &row(key, 2)),
+            || {
+                if first_commits {
+                    t1.commit().unwrap();
+                } else {
+                    t1.rollback().unwrap();
+                }
+            },
+        );
         if first_commits {
             assert_eq!(r.unwrap_err().sqlstate(), "23505");
             t2.rollback().unwrap();
@@ -169,8 +161,7 @@ fn a_unique_index_refuses_duplicates_and_waits_for_an_undecided_one() {
 
 #[test]
 fn updates_keep_the_index_right_hot_or_not() {
-    let vfs = Arc::new(SimVfs::new(3));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(3, config());
     let tx = db.begin(ReadCommitted).unwrap();
     let t = tx.create_table("t", &columns()).unwrap();
     let by_v = tx.create_index("t_v", t, &["v"], false).unwrap();
@@ -217,8 +208,7 @@ fn updates_keep_the_index_right_hot_or_not() {
 
 #[test]
 fn an_index_created_later_serves_an_older_snapshot() {
-    let vfs = Arc::new(SimVfs::new(4));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(4, config());
     let tx = db.begin(ReadCommitted).unwrap();
     let t = tx.create_table("t", &columns()).unwrap();
     let tids: Vec<Tid> = (0..50).map(|i| tx.insert(t, &row(i, i)).unwrap()).collect();
@@ -266,8 +256,7 @@ fn an_index_created_later_serves_an_older_snapshot() {
 
 #[test]
 fn vacuum_removes_dead_entries_and_truncate_and_drop_carry_indexes() {
-    let vfs = Arc::new(SimVfs::new(5));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(5, config());
     let (t, pk, tids) = table_with_pk(&db, 3_000);
     let tx = db.begin(ReadCommitted).unwrap();
     for tid in &tids[..2_000] {
@@ -317,8 +306,7 @@ fn vacuum_removes_dead_entries_and_truncate_and_drop_carry_indexes() {
 
 #[test]
 fn indexes_survive_crashes_whole() {
-    let vfs = Arc::new(SimVfs::new(6));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(6, config());
     let (t, pk, mut tids) = table_with_pk(&db, 2_000);
     db.checkpointer().checkpoint().unwrap();
     let mut rng = XorShift64::new(6);
@@ -341,12 +329,8 @@ fn indexes_survive_crashes_whole() {
     }
     tx.commit().unwrap();
     db.buffer_pool().flush_all().unwrap();
-    drop(db);
-    vfs.crash(&CrashOptions {
-        keep_unsynced_probability: 0.5,
-        tear_writes: true,
-    });
-    let db = open(&vfs);
+    power_loss(db, &vfs, true);
+    let db = open_db(&vfs, config());
     let tx = db.begin(ReadCommitted).unwrap();
     assert!(tx.verify_indexes(t).unwrap() >= 2_000);
     assert_eq!(
@@ -363,8 +347,7 @@ fn indexes_survive_crashes_whole() {
 fn concurrent_writers_vacuum_and_readers_keep_index_and_table_in_step() {
     const WRITERS: i64 = 3;
     const OPS: usize = 400;
-    let vfs = Arc::new(SimVfs::new(7));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(7, config());
     let (t, pk, _) = table_with_pk(&db, 0);
     std::thread::scope(|s| {
         for w in 0..WRITERS {

@@ -16,16 +16,15 @@
 //! Seeds: `QUIRE_CRASH_SEEDS` (default 400), or one seed with `QUIRE_CRASH_SEED`; half of
 //! them tear unsynced writes.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::path::Path;
-use std::sync::Arc;
 
+use common::{crash_seeds, gids, lookup_error, new_db, open_db, pair, power_loss, table_is_locked};
 use quire_engine::rng::XorShift64;
-use quire_engine::vfs::{CrashOptions, SimVfs, Vfs};
 use quire_engine::{
-    Changed, Column, Config, Database, IsolationLevel, LockMode, TableId, Tid, Transaction, Type,
-    Value,
+    Changed, Column, Config, Database, IsolationLevel, TableId, Tid, Transaction, Type, Value,
 };
 
 const TABLES: usize = 5;
@@ -45,12 +44,6 @@ fn config() -> Config {
         autovacuum: false,
         ..Config::default()
     }
-}
-
-fn open(vfs: &Arc<SimVfs>) -> Database {
-    let vfs: Arc<dyn Vfs> = Arc::clone(vfs) as Arc<dyn Vfs>;
-    Database::open(&vfs, Path::new("/data"), config())
-        .unwrap_or_else(|e| panic!("open failed: {e}"))
 }
 
 /// The committed contents of one table: id → (value, address of the current version).
@@ -151,13 +144,11 @@ fn verify(db: &Database, model: &Model, skip: [bool; TABLES], seed: u64, when: &
         }
         let name = format!("t{slot}");
         match table {
-            None => {
-                // In its own transaction: the expected error aborts the one it happens in.
-                let probe = db.begin(IsolationLevel::ReadCommitted).unwrap();
-                let err = probe.table(&name).expect_err("the table should not exist");
-                assert_eq!(err.sqlstate(), "42P01", "seed {seed} {when}: {name}: {err}");
-                probe.rollback().unwrap();
-            }
+            None => assert_eq!(
+                lookup_error(db, &name),
+                Some("42P01"),
+                "seed {seed} {when}: {name} should not exist"
+            ),
             Some((oid, rows)) => {
                 let found = tx
                     .table(&name)
@@ -167,8 +158,8 @@ fn verify(db: &Database, model: &Model, skip: [bool; TABLES], seed: u64, when: &
                 for r in tx.scan(*oid).unwrap() {
                     let (tid, row) =
                         r.unwrap_or_else(|e| panic!("seed {seed} {when}: scan of {name}: {e}"));
-                    let id = row[0].as_int().unwrap();
-                    let dup = seen.insert(id, (row[1].as_int().unwrap(), tid));
+                    let (id, value) = pair(&row);
+                    let dup = seen.insert(id, (value, tid));
                     assert!(dup.is_none(), "seed {seed} {when}: {name} row {id} twice");
                 }
                 assert_eq!(&seen, rows, "seed {seed} {when}: rows of {name}");
@@ -181,7 +172,8 @@ fn verify(db: &Database, model: &Model, skip: [bool; TABLES], seed: u64, when: &
                     .unwrap()
                     .map(|r| {
                         let (tid, row) = r.unwrap();
-                        (row[0].as_int().unwrap(), (row[1].as_int().unwrap(), tid))
+                        let (id, value) = pair(&row);
+                        (id, (value, tid))
                     })
                     .collect();
                 assert_eq!(&through_index, rows, "seed {seed} {when}: index of {name}");
@@ -208,13 +200,12 @@ fn apply(model: &mut Model, tables: &[Option<(TableId, Rows)>; TABLES], touched:
 
 /// Returns (commits, prepared transactions, dead tuples vacuumed, commit-log truncations).
 fn crash_once(seed: u64) -> (usize, usize, u64, u64) {
-    let vfs = Arc::new(SimVfs::new(seed));
+    let (vfs, db) = new_db(seed, config());
     let mut rng = XorShift64::new(seed * 31 + 7);
     let mut model = Model::default();
     let mut prepared: Vec<Prepared> = Vec::new();
     let mut next_id = 1;
     let mut committed = 0;
-    let db = open(&vfs);
     // Transactions left open at the crash (their changes must vanish), and the table slots
     // they hold.
     let mut open_txns: Vec<Transaction> = Vec::new();
@@ -312,14 +303,10 @@ fn crash_once(seed: u64) -> (usize, usize, u64, u64) {
     for tx in open_txns {
         tx.vanish();
     }
-    drop(db);
     let tear = seed % 2 == 1;
-    vfs.crash(&CrashOptions {
-        keep_unsynced_probability: 0.5,
-        tear_writes: tear,
-    });
+    power_loss(db, &vfs, tear);
 
-    let db = open(&vfs);
+    let db = open_db(&vfs, config());
     let mut held_by_prepared = [false; TABLES];
     for p in &prepared {
         for (slot, t) in p.touched.iter().enumerate() {
@@ -327,11 +314,7 @@ fn crash_once(seed: u64) -> (usize, usize, u64, u64) {
         }
     }
     verify(&db, &model, held_by_prepared, seed, "after the crash");
-    let listed: Vec<String> = db
-        .prepared_transactions()
-        .into_iter()
-        .map(|p| p.gid)
-        .collect();
+    let listed = gids(&db);
     let mut expected: Vec<String> = prepared.iter().map(|p| p.gid.clone()).collect();
     expected.sort();
     assert_eq!(listed, expected, "seed {seed}: prepared transactions");
@@ -342,12 +325,10 @@ fn crash_once(seed: u64) -> (usize, usize, u64, u64) {
                 continue;
             };
             if *touched {
-                let tx = db.begin(IsolationLevel::ReadCommitted).unwrap();
-                let err = tx
-                    .lock_table(*oid, LockMode::AccessExclusive, true)
-                    .expect_err("a prepared transaction's lock vanished");
-                assert_eq!(err.sqlstate(), "55P03", "seed {seed}: {err}");
-                tx.rollback().unwrap();
+                assert!(
+                    table_is_locked(&db, *oid),
+                    "seed {seed}: a prepared transaction's lock vanished"
+                );
             }
         }
     }
@@ -368,12 +349,8 @@ fn crash_once(seed: u64) -> (usize, usize, u64, u64) {
         seed,
         "after finishing the prepared transactions",
     );
-    drop(db);
-    vfs.crash(&CrashOptions {
-        keep_unsynced_probability: 0.5,
-        tear_writes: tear,
-    });
-    let db = open(&vfs);
+    power_loss(db, &vfs, tear);
+    let db = open_db(&vfs, config());
     verify(&db, &model, [false; TABLES], seed, "after the second crash");
     assert!(db.prepared_transactions().is_empty(), "seed {seed}");
     db.buffer_pool().check_invariants().unwrap();
@@ -383,10 +360,7 @@ fn crash_once(seed: u64) -> (usize, usize, u64, u64) {
 
 #[test]
 fn transactions_and_prepared_transactions_survive_power_loss() {
-    let seeds: u64 = std::env::var("QUIRE_CRASH_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(400);
+    let seeds = crash_seeds(400);
     let (mut committed, mut prepared, mut vacuumed, mut truncations) = (0, 0, 0, 0);
     let only: Option<u64> = std::env::var("QUIRE_CRASH_SEED")
         .ok()

@@ -2,9 +2,12 @@
 //! pages survive; unsynced rewrites survive whole, vanish, or are torn at 512-byte sectors, and
 //! a torn page is always *detected* by its checksum, never returned as valid data.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 
+use common::{crash_seeds, lossy};
 use quire_engine::buffer::{BufferPool, BufferTag};
 use quire_engine::page::{Page, PageMut, PAGE_SIZE};
 use quire_engine::smgr::Smgr;
@@ -82,11 +85,8 @@ fn run_seed(seed: u64, outcomes: &mut Outcomes) {
         }
         pool.flush_all().unwrap();
     }
-    vfs.crash(&CrashOptions {
-        keep_unsynced_probability: 0.5,
-        // Half the seeds tear surviving writes at 512-byte sectors, half keep them whole.
-        tear_writes: seed % 2 == 1,
-    });
+    // Half the seeds tear surviving writes at 512-byte sectors, half keep them whole.
+    vfs.crash(&lossy(seed % 2 == 1));
     let (smgr, pool) = open(&vfs, &config);
     assert_eq!(
         smgr.nblocks(REL, Fork::Main).unwrap(),
@@ -116,10 +116,7 @@ fn run_seed(seed: u64, outcomes: &mut Outcomes) {
 
 #[test]
 fn synced_pages_survive_and_torn_pages_are_detected() {
-    let seeds: u64 = std::env::var("QUIRE_CRASH_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(300);
+    let seeds = crash_seeds(300);
     let mut outcomes = Outcomes::default();
     for seed in 0..seeds {
         run_seed(seed, &mut outcomes);

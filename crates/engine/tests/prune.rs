@@ -5,34 +5,21 @@
 
 mod common;
 
-use common::open_db;
-use std::sync::Arc;
-
+use common::{committed, committing, crash, create_pairs, new_db, open_db, rows_in};
 use quire_engine::buffer::BufferTag;
 use quire_engine::heap::Heap;
 use quire_engine::page::{ItemState, Page};
-use quire_engine::vfs::{CrashOptions, SimVfs};
 use quire_engine::{
-    Changed, Column, Config, Database, Fork, IsolationLevel::ReadCommitted,
-    IsolationLevel::RepeatableRead, RelFileLocator, TableId, Tid, Type, Value,
+    Changed, Config, Database, Fork, IsolationLevel::ReadCommitted, IsolationLevel::RepeatableRead,
+    RelFileLocator, TableId, Tid, Value,
 };
 
-fn open(vfs: &Arc<SimVfs>) -> Database {
-    open_db(vfs, Config::default())
-}
-
+/// `t (id, v)` holding the row (1, 0): the table, its file, the row's address.
 fn table(db: &Database) -> (TableId, RelFileLocator, Tid) {
-    let tx = db.begin(ReadCommitted).unwrap();
-    let t = tx
-        .create_table(
-            "t",
-            &[Column::new("id", Type::Int), Column::new("v", Type::Int)],
-        )
-        .unwrap();
-    let tid = tx.insert(t, &[Value::Int(1), Value::Int(0)]).unwrap();
-    let rel = tx.table_def(t).unwrap().rel;
-    tx.commit().unwrap();
-    (t, rel, tid)
+    committing(db, |tx| {
+        let (t, tids) = create_pairs(tx, "t", "v", [(1, 0)]);
+        (t, tx.table_def(t).unwrap().rel, tids[0])
+    })
 }
 
 /// Updates the row at `tid` in its own transaction; returns the new version's address.
@@ -85,21 +72,9 @@ fn pointers(db: &Database, rel: RelFileLocator) -> Vec<(ItemState, u16)> {
         .collect()
 }
 
-fn value(db: &Database, t: TableId) -> Vec<i64> {
-    let tx = db.begin(ReadCommitted).unwrap();
-    let v = tx
-        .scan(t)
-        .unwrap()
-        .map(|r| r.unwrap().1[1].as_int().unwrap())
-        .collect();
-    tx.commit().unwrap();
-    v
-}
-
 #[test]
 fn a_hot_chain_collapses_to_a_redirect_and_redo_rebuilds_it() {
-    let vfs = Arc::new(SimVfs::new(1));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(1, Config::default());
     let (t, rel, root) = table(&db);
     let mut tid = root;
     for _ in 0..3 {
@@ -127,22 +102,20 @@ fn a_hot_chain_collapses_to_a_redirect_and_redo_rebuilds_it() {
     };
     let found = heap.fetch_chain(root, &looker, db.transactions()).unwrap();
     assert_eq!(found.map(|h| h.tid), Some(Tid::new(0, 4)));
-    assert_eq!(value(&db, t), vec![3]);
+    assert_eq!(committed(&db, t), [(1, 3)]);
     // Redo of the pruning record rebuilds the same line pointers.
     db.wal().flush(db.wal().insert_lsn()).unwrap();
-    drop(db);
-    vfs.crash(&CrashOptions::default());
-    let db = open(&vfs);
+    crash(db, &vfs);
+    let db = open_db(&vfs, Config::default());
     assert_eq!(pointers(&db, rel), expected);
-    assert_eq!(value(&db, t), vec![3]);
+    assert_eq!(committed(&db, t), [(1, 3)]);
     // Pruning again changes nothing.
     assert!(prune(&db, rel).is_empty());
 }
 
 #[test]
 fn nothing_an_open_snapshot_can_see_is_pruned() {
-    let vfs = Arc::new(SimVfs::new(2));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(2, Config::default());
     let (t, rel, root) = table(&db);
     let old = db.begin(RepeatableRead).unwrap();
     assert_eq!(old.scan(t).unwrap().count(), 1); // takes its snapshot
@@ -154,12 +127,7 @@ fn nothing_an_open_snapshot_can_see_is_pruned() {
         prune(&db, rel).is_empty(),
         "the old snapshot still sees version 1"
     );
-    let seen: Vec<i64> = old
-        .scan(t)
-        .unwrap()
-        .map(|r| r.unwrap().1[1].as_int().unwrap())
-        .collect();
-    assert_eq!(seen, vec![0]);
+    assert_eq!(rows_in(&old, t), [(1, 0)]);
     old.commit().unwrap();
     let p = prune(&db, rel);
     assert_eq!(p.redirected, vec![(1, 4)]);
@@ -167,8 +135,7 @@ fn nothing_an_open_snapshot_can_see_is_pruned() {
 
 #[test]
 fn dead_roots_and_aborted_versions() {
-    let vfs = Arc::new(SimVfs::new(3));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(3, Config::default());
     let (t, rel, root) = table(&db);
     // An aborted insert, a committed delete, and an aborted HOT update of the first row.
     let tx = db.begin(ReadCommitted).unwrap();
@@ -186,22 +153,21 @@ fn dead_roots_and_aborted_versions() {
     assert_eq!(p.dead, vec![2, 3], "aborted insert and committed delete");
     assert_eq!(p.unused, vec![4], "the aborted update's new version");
     assert!(p.redirected.is_empty());
-    assert_eq!(value(&db, t), vec![0]);
+    assert_eq!(committed(&db, t), [(1, 0)]);
     // The first row is still updatable through its root.
     assert_eq!(bump(&db, t, root, true), Tid::new(0, 4), "slot 4 is reused");
-    assert_eq!(value(&db, t), vec![1]);
+    assert_eq!(committed(&db, t), [(1, 1)]);
 }
 
 #[test]
 fn a_row_updated_thousands_of_times_stays_on_its_page() {
-    let vfs = Arc::new(SimVfs::new(4));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(4, Config::default());
     let (t, rel, root) = table(&db);
     let mut tid = root;
     for _ in 0..5_000 {
         tid = bump(&db, t, tid, true);
     }
-    assert_eq!(value(&db, t), vec![5_000]);
+    assert_eq!(committed(&db, t), [(1, 5_000)]);
     assert_eq!(
         db.smgr().nblocks(rel, Fork::Main).unwrap(),
         1,

@@ -4,14 +4,16 @@
 //! repaired from their WAL images; every committed transaction has its commit timestamp; no
 //! transaction id is handed out twice.
 
-use std::path::Path;
-use std::sync::Arc;
+mod common;
 
+use std::path::Path;
+
+use common::{crash, crash_seeds, new_db, open_db, power_loss};
 use quire_engine::clog::{TxnStatus, XIDS_PER_PAGE};
 use quire_engine::rng::XorShift64;
 use quire_engine::txn::{ProcId, TransactionManager};
-use quire_engine::vfs::{CrashOptions, SimVfs, Vfs};
-use quire_engine::{Config, Database};
+use quire_engine::vfs::Vfs;
+use quire_engine::Config;
 
 fn config(synchronous_commit: bool) -> Config {
     Config {
@@ -49,16 +51,9 @@ fn end(t: &TransactionManager, proc: ProcId, xid: u64, commit: bool) {
     t.procs().unregister(proc);
 }
 
-fn open(vfs: &Arc<SimVfs>, sync: bool) -> Database {
-    let vfs: Arc<dyn Vfs> = Arc::clone(vfs) as Arc<dyn Vfs>;
-    Database::open(&vfs, Path::new("/data"), config(sync))
-        .unwrap_or_else(|e| panic!("open failed: {e}"))
-}
-
 #[test]
 fn statuses_across_pages_survive_a_clean_restart() {
-    let vfs = Arc::new(SimVfs::new(1));
-    let db = open(&vfs, true);
+    let (vfs, db) = new_db(1, config(true));
     let t = db.transactions();
     let mut ended = Vec::new();
     for i in 0..(2 * XIDS_PER_PAGE + 10) {
@@ -76,7 +71,7 @@ fn statuses_across_pages_survive_a_clean_restart() {
     let last = burn(t);
     assert_eq!(t.status(last).unwrap(), TxnStatus::InProgress);
     db.close().unwrap();
-    let db = open(&vfs, true);
+    let db = open_db(&vfs, config(true));
     for (xid, status) in &ended {
         assert_eq!(
             db.transactions().status(*xid).unwrap(),
@@ -96,9 +91,8 @@ enum Fate {
 }
 
 fn crash_once(seed: u64, sync: bool) -> (usize, usize) {
-    let vfs = Arc::new(SimVfs::new(seed));
+    let (vfs, db) = new_db(seed, config(sync));
     let mut rng = XorShift64::new(seed * 7 + 1);
-    let db = open(&vfs, sync);
     let t = db.transactions();
     let mut fates: Vec<(u64, Fate)> = Vec::new();
     let n = 30 + rng.next() % 120;
@@ -128,12 +122,8 @@ fn crash_once(seed: u64, sync: bool) -> (usize, usize) {
             db.buffer_pool().flush_all().unwrap();
         }
     }
-    drop(db);
-    vfs.crash(&CrashOptions {
-        keep_unsynced_probability: 0.5,
-        tear_writes: seed % 2 == 1,
-    });
-    let db = open(&vfs, sync);
+    power_loss(db, &vfs, seed % 2 == 1);
+    let db = open_db(&vfs, config(sync));
     let t = db.transactions();
     let mut committed = 0;
     for &(xid, fate) in &fates {
@@ -189,10 +179,7 @@ fn crash_once(seed: u64, sync: bool) -> (usize, usize) {
 
 #[test]
 fn commits_survive_power_loss_and_torn_commit_log_pages_are_repaired() {
-    let seeds: u64 = std::env::var("QUIRE_CRASH_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(300);
+    let seeds = crash_seeds(300);
     let (mut txns, mut committed) = (0, 0);
     for seed in 0..seeds {
         let (t, c) = crash_once(seed, true);
@@ -216,8 +203,7 @@ fn a_commit_log_image_never_erases_an_earlier_commit() {
     use quire_engine::recovery::rmid;
     use quire_engine::txn::{EndRecord, COMMIT};
     use quire_engine::wal::WalRecord;
-    let vfs = Arc::new(SimVfs::new(9));
-    let db = open(&vfs, true);
+    let (vfs, db) = new_db(9, config(true));
     db.checkpointer().checkpoint().unwrap();
     let t = db.transactions();
     let (_, a) = begin(t);
@@ -244,9 +230,8 @@ fn a_commit_log_image_never_erases_an_earlier_commit() {
         .set(db.wal(), db.buffer_pool(), a, committed, end_a)
         .unwrap();
     db.wal().flush(db.wal().insert_lsn()).unwrap();
-    drop(db);
-    vfs.crash(&CrashOptions::default());
-    let db = open(&vfs, true);
+    crash(db, &vfs);
+    let db = open_db(&vfs, config(true));
     assert_eq!(db.transactions().status(a).unwrap(), TxnStatus::Committed);
     assert_eq!(db.transactions().status(b).unwrap(), TxnStatus::Committed);
 }
@@ -256,8 +241,7 @@ fn a_commit_log_image_never_erases_an_earlier_commit() {
 /// loses them (found by the kill -9 test).
 #[test]
 fn an_empty_wal_segment_left_by_a_crash_is_sized_before_use() {
-    let vfs = Arc::new(SimVfs::new(10));
-    let db = open(&vfs, true);
+    let (vfs, db) = new_db(10, config(true));
     let segment_bytes = config(true).wal_segment_size_bytes;
     let next_segment = db.wal().insert_lsn() / segment_bytes + 1;
     let path = Path::new("/data/wal").join(format!("{next_segment:016X}"));
@@ -276,7 +260,7 @@ fn an_empty_wal_segment_left_by_a_crash_is_sized_before_use() {
     }
     assert!(db.wal().insert_lsn() > next_segment * segment_bytes);
     db.close().unwrap();
-    let db = open(&vfs, true);
+    let db = open_db(&vfs, config(true));
     assert_eq!(
         db.transactions().status(last).unwrap(),
         TxnStatus::Committed

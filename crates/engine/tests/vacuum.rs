@@ -4,76 +4,47 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::{open_db, rel_of, wait_for};
+use common::{
+    committed, committing, crash, new_db, open_db, power_loss, rel_of, rows_in, wait_for,
+};
 use quire_engine::rng::XorShift64;
-use quire_engine::vfs::{CrashOptions, SimVfs};
 use quire_engine::{
     Changed, Column, Config, Database, DeadTidsMode, Fork, IsolationLevel::ReadCommitted,
     IsolationLevel::RepeatableRead, TableId, Tid, Transaction, Type, Value,
 };
 
-fn open_with(vfs: &Arc<SimVfs>, config: Config) -> Database {
-    open_db(vfs, config)
-}
-
-fn open(vfs: &Arc<SimVfs>) -> Database {
-    open_with(vfs, Config::default())
-}
-
 /// A table of `rows` rows (id, value, 100 bytes of padding); their addresses by id.
 fn filled(db: &Database, rows: i64) -> (TableId, Vec<Tid>) {
-    let tx = db.begin(ReadCommitted).unwrap();
-    let t = tx
-        .create_table(
-            "t",
-            &[
-                Column::new("id", Type::Int),
-                Column::new("v", Type::Int),
-                Column::new("pad", Type::Text),
-            ],
-        )
-        .unwrap();
-    let tids = (0..rows)
-        .map(|i| {
-            tx.insert(
-                t,
-                &[Value::Int(i), Value::Int(0), Value::Text("x".repeat(100))],
-            )
-            .unwrap()
-        })
-        .collect();
-    tx.commit().unwrap();
-    (t, tids)
-}
-
-fn rows(tx: &Transaction, t: TableId) -> Vec<(i64, i64)> {
-    let mut v: Vec<(i64, i64)> = tx
-        .scan(t)
-        .unwrap()
-        .map(|r| {
-            let row = r.unwrap().1;
-            (row[0].as_int().unwrap(), row[1].as_int().unwrap())
-        })
-        .collect();
-    v.sort_unstable();
-    v
+    let columns = [
+        Column::new("id", Type::Int),
+        Column::new("v", Type::Int),
+        Column::new("pad", Type::Text),
+    ];
+    committing(db, |tx| {
+        let t = tx.create_table("t", &columns).unwrap();
+        let pad = Value::Text("x".repeat(100));
+        let tids = (0..rows)
+            .map(|i| {
+                tx.insert(t, &[Value::Int(i), Value::Int(0), pad.clone()])
+                    .unwrap()
+            })
+            .collect();
+        (t, tids)
+    })
 }
 
 fn delete_all(db: &Database, t: TableId) {
-    let tx = db.begin(ReadCommitted).unwrap();
-    let tids: Vec<Tid> = tx.scan(t).unwrap().map(|r| r.unwrap().0).collect();
-    for tid in tids {
-        tx.delete(t, tid).unwrap();
-    }
-    tx.commit().unwrap();
+    committing(db, |tx| {
+        let tids: Vec<Tid> = tx.scan(t).unwrap().map(|r| r.unwrap().0).collect();
+        for tid in tids {
+            tx.delete(t, tid).unwrap();
+        }
+    });
 }
 
 #[test]
 fn vacuum_of_an_emptied_table_truncates_it_to_nothing() {
-    let vfs = Arc::new(SimVfs::new(1));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(1, Config::default());
     let (t, _) = filled(&db, 2_000);
     let rel = rel_of(&db, t);
     let pages = db.smgr().nblocks(rel, Fork::Main).unwrap();
@@ -102,28 +73,28 @@ fn vacuum_of_an_emptied_table_truncates_it_to_nothing() {
     tx.commit().unwrap();
     // Redo does the truncation too.
     db.wal().flush(db.wal().insert_lsn()).unwrap();
-    drop(db);
-    vfs.crash(&CrashOptions::default());
-    let db = open(&vfs);
-    let tx = db.begin(ReadCommitted).unwrap();
-    assert_eq!(rows(&tx, t), vec![(7, 7)]);
-    tx.commit().unwrap();
+    crash(db, &vfs);
+    let db = open_db(&vfs, Config::default());
+    assert_eq!(committed(&db, t), vec![(7, 7)]);
     assert_eq!(db.smgr().nblocks(rel, Fork::Main).unwrap(), 1);
 }
 
 #[test]
 fn vacuum_keeps_what_an_open_snapshot_sees() {
-    let vfs = Arc::new(SimVfs::new(2));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(2, Config::default());
     let (t, _) = filled(&db, 500);
     let old = db.begin(RepeatableRead).unwrap();
-    let before = rows(&old, t);
+    let before = rows_in(&old, t);
     delete_all(&db, t);
     let stats = db.vacuum(t).unwrap();
     assert_eq!(stats.dead_tuples_removed, 0);
     assert_eq!(stats.recently_dead_tuples, 500);
     assert_eq!(stats.pages_truncated, 0);
-    assert_eq!(rows(&old, t), before, "the old snapshot's view is intact");
+    assert_eq!(
+        rows_in(&old, t),
+        before,
+        "the old snapshot's view is intact"
+    );
     old.commit().unwrap();
     let stats = db.vacuum(t).unwrap();
     assert_eq!(stats.dead_tuples_removed, 500);
@@ -132,8 +103,7 @@ fn vacuum_keeps_what_an_open_snapshot_sees() {
 
 #[test]
 fn all_visible_pages_are_skipped_until_changed() {
-    let vfs = Arc::new(SimVfs::new(3));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(3, Config::default());
     let (t, tids) = filled(&db, 1_000);
     let first = db.vacuum(t).unwrap();
     assert_eq!(first.pages_set_all_visible, first.pages);
@@ -157,23 +127,16 @@ fn all_visible_pages_are_skipped_until_changed() {
     );
     // The visibility map survives a crash (set again by redo, never left set wrongly).
     db.wal().flush(db.wal().insert_lsn()).unwrap();
-    drop(db);
-    vfs.crash(&CrashOptions {
-        keep_unsynced_probability: 0.5,
-        tear_writes: true,
-    });
-    let db = open(&vfs);
+    power_loss(db, &vfs, true);
+    let db = open_db(&vfs, Config::default());
     let after = db.vacuum(t).unwrap();
     assert_eq!(after.dead_tuples_removed, 0);
-    let tx = db.begin(ReadCommitted).unwrap();
-    assert_eq!(rows(&tx, t).len(), 1_000);
-    tx.commit().unwrap();
+    assert_eq!(committed(&db, t).len(), 1_000);
 }
 
 #[test]
 fn freed_space_is_reused_and_the_table_stops_growing() {
-    let vfs = Arc::new(SimVfs::new(4));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(4, Config::default());
     let (t, mut tids) = filled(&db, 1_000);
     let rel = rel_of(&db, t);
     let mut rng = XorShift64::new(4);
@@ -208,7 +171,7 @@ fn freed_space_is_reused_and_the_table_stops_growing() {
         "the table kept growing: {sizes:?}"
     );
     let tx = db.begin(ReadCommitted).unwrap();
-    let all = rows(&tx, t);
+    let all = rows_in(&tx, t);
     assert_eq!(all.len(), 1_000);
     assert!(all.iter().all(|&(_, v)| v == 5));
     tx.commit().unwrap();
@@ -216,14 +179,13 @@ fn freed_space_is_reused_and_the_table_stops_growing() {
 
 #[test]
 fn a_small_budget_means_several_index_passes() {
-    let vfs = Arc::new(SimVfs::new(5));
     let config = Config {
         dead_tids: DeadTidsMode::Array,
         maintenance_work_mem_bytes: 1 << 20, // 174,762 six-byte TIDs
         shared_buffers_bytes: 64 << 20,
         ..Config::default()
     };
-    let db = open_with(&vfs, config);
+    let (_vfs, db) = new_db(5, config);
     let tx = db.begin(ReadCommitted).unwrap();
     let t = tx
         .create_table("t", &[Column::new("id", Type::Int)])
@@ -243,8 +205,7 @@ fn a_small_budget_means_several_index_passes() {
 
 #[test]
 fn snapshots_see_the_same_rows_before_and_after_vacuum() {
-    let vfs = Arc::new(SimVfs::new(6));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(6, Config::default());
     let (t, mut tids) = filled(&db, 300);
     let mut rng = XorShift64::new(6);
     let mut snapshots: Vec<(Transaction, Vec<(i64, i64)>)> = Vec::new();
@@ -275,13 +236,13 @@ fn snapshots_see_the_same_rows_before_and_after_vacuum() {
         }
         if rng.next().is_multiple_of(3) {
             let snap = db.begin(RepeatableRead).unwrap();
-            let seen = rows(&snap, t);
+            let seen = rows_in(&snap, t);
             snapshots.push((snap, seen));
         }
         db.vacuum(t).unwrap();
         for (snap, seen) in &snapshots {
             assert_eq!(
-                &rows(snap, t),
+                &rows_in(snap, t),
                 seen,
                 "round {round}: vacuum removed a visible row"
             );
@@ -295,14 +256,13 @@ fn snapshots_see_the_same_rows_before_and_after_vacuum() {
 
 #[test]
 fn autovacuum_vacuums_a_table_past_its_threshold_and_only_then() {
-    let vfs = Arc::new(SimVfs::new(7));
     let config = Config {
         autovacuum_naptime_ms: 20,
         autovacuum_vacuum_threshold: 100,
         autovacuum_vacuum_scale_factor: 0.0,
         ..Config::default()
     };
-    let db = open_with(&vfs, config);
+    let (_vfs, db) = new_db(7, config);
     let (t, tids) = filled(&db, 300);
     let rel = rel_of(&db, t);
     // 50 dead tuples: below the threshold.
@@ -335,23 +295,20 @@ fn autovacuum_vacuums_a_table_past_its_threshold_and_only_then() {
     let stats = db.table_stats(t).unwrap();
     assert_eq!((stats.live_tuples, stats.dead_tuples), (250, 0));
     assert_eq!(stats.vacuum_count, 0);
-    let tx = db.begin(ReadCommitted).unwrap();
-    assert_eq!(rows(&tx, t).len(), 250);
-    tx.commit().unwrap();
+    assert_eq!(committed(&db, t).len(), 250);
     assert!(db.smgr().nblocks(rel, Fork::Main).unwrap() > 0);
     db.close().unwrap();
 }
 
 #[test]
 fn autovacuum_off_never_vacuums() {
-    let vfs = Arc::new(SimVfs::new(8));
     let config = Config {
         autovacuum: false,
         autovacuum_naptime_ms: 1,
         autovacuum_vacuum_threshold: 0,
         ..Config::default()
     };
-    let db = open_with(&vfs, config);
+    let (_vfs, db) = new_db(8, config);
     let (t, _) = filled(&db, 100);
     delete_all(&db, t);
     // Far longer than a nap: nothing may happen.

@@ -18,61 +18,20 @@
 mod common;
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
-use common::{blocks_until, crash, open_db};
-use quire_engine::clog::TxnStatus;
-use quire_engine::vfs::SimVfs;
-use quire_engine::{
-    Changed, Column, Config, Database, IsolationLevel::*, TableId, Tid, Transaction, Type, Value,
+use common::{
+    blocks_until, committed, committing, config, crash, create_pairs, new_db, open_db, pair,
+    rows_in,
 };
-
-fn config() -> Config {
-    Config {
-        shared_buffers_bytes: 4 << 20,
-        checkpoint_timeout_s: 3600,
-        ..Config::default()
-    }
-}
-
-fn open(vfs: &Arc<SimVfs>) -> Database {
-    open_db(vfs, config())
-}
-
-fn columns() -> Vec<Column> {
-    vec![Column::new("id", Type::Int), Column::new("v", Type::Int)]
-}
-
-fn pair(row: &[Value]) -> (i64, i64) {
-    (row[0].as_int().unwrap(), row[1].as_int().unwrap())
-}
-
-fn rows_in(tx: &Transaction, t: TableId) -> Vec<(i64, i64)> {
-    let mut rows: Vec<(i64, i64)> = tx.scan(t).unwrap().map(|r| pair(&r.unwrap().1)).collect();
-    rows.sort_unstable();
-    rows
-}
-
-fn committed(db: &Database, t: TableId) -> Vec<(i64, i64)> {
-    let tx = db.begin(ReadCommitted).unwrap();
-    let rows = rows_in(&tx, t);
-    tx.commit().unwrap();
-    rows
-}
+use quire_engine::clog::TxnStatus;
+use quire_engine::{Changed, Database, IsolationLevel::*, TableId, Tid, Value};
 
 /// Creates `t (id, v)` holding (id, 10 * id) for ids 1..=n; returns it and the rows'
 /// addresses by id - 1.
 fn setup(db: &Database, n: i64) -> (TableId, Vec<Tid>) {
-    let tx = db.begin(ReadCommitted).unwrap();
-    let t = tx.create_table("t", &columns()).unwrap();
-    let tids = (1..=n)
-        .map(|id| {
-            tx.insert(t, &[Value::Int(id), Value::Int(10 * id)])
-                .unwrap()
-        })
-        .collect();
-    tx.commit().unwrap();
-    (t, tids)
+    committing(db, |tx| {
+        create_pairs(tx, "t", "v", (1..=n).map(|id| (id, 10 * id)))
+    })
 }
 
 /// (commit-log lookups, status-cache hits) so far.
@@ -90,8 +49,7 @@ fn status_counters(db: &Database) -> (u64, u64) {
 fn visibility_checks_rarely_touch_the_commit_log() {
     const ROWS: i64 = 10_000;
     const SCANS: u64 = 20;
-    let vfs = Arc::new(SimVfs::new(1));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(1, config());
     let (t, _) = setup(&db, ROWS);
     let scan_all = |db: &Database| {
         for _ in 0..SCANS {
@@ -120,7 +78,7 @@ fn visibility_checks_rarely_touch_the_commit_log() {
     );
     // After a restart the cache starts empty: the first look reads the commit log once.
     db.close().unwrap();
-    let db = open(&vfs);
+    let db = open_db(&vfs, config());
     let (lookups, hits) = status_counters(&db);
     scan_all(&db);
     let (lookups2, hits2) = status_counters(&db);
@@ -137,8 +95,7 @@ fn visibility_checks_rarely_touch_the_commit_log() {
 
 #[test]
 fn a_transaction_sees_its_own_changes_in_later_calls() {
-    let vfs = Arc::new(SimVfs::new(2));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(2, config());
     let (t, tids) = setup(&db, 3);
     for level in [ReadCommitted, RepeatableRead] {
         let tx = db.begin(level).unwrap();
@@ -187,8 +144,7 @@ fn a_transaction_sees_its_own_changes_in_later_calls() {
 
 #[test]
 fn a_scan_does_not_see_the_rows_its_own_loop_changes() {
-    let vfs = Arc::new(SimVfs::new(3));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(3, config());
     let (t, _) = setup(&db, 500);
     let tx = db.begin(ReadCommitted).unwrap();
     // UPDATE t SET v = v + 1: each row once, though new versions land ahead of the scan.
@@ -217,8 +173,7 @@ fn a_scan_does_not_see_the_rows_its_own_loop_changes() {
 
 #[test]
 fn read_committed_sees_commits_at_once_repeatable_read_keeps_its_snapshot() {
-    let vfs = Arc::new(SimVfs::new(4));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(4, config());
     let (t, tids) = setup(&db, 3);
     let before = vec![(1, 10), (2, 20), (3, 30)];
     let after = vec![(1, 11), (3, 30), (4, 40)];
@@ -271,8 +226,7 @@ fn read_committed_sees_commits_at_once_repeatable_read_keeps_its_snapshot() {
 
 #[test]
 fn aborted_inserts_stay_invisible_after_restarts() {
-    let vfs = Arc::new(SimVfs::new(5));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(5, config());
     let (t, tids) = setup(&db, 3);
     let tx = db.begin(ReadCommitted).unwrap();
     for id in 100..400 {
@@ -287,14 +241,14 @@ fn aborted_inserts_stay_invisible_after_restarts() {
     let expected = vec![(1, 10), (2, 20), (3, 30)];
     assert_eq!(committed(&db, t), expected);
     db.close().unwrap();
-    let db = open(&vfs);
+    let db = open_db(&vfs, config());
     assert_eq!(committed(&db, t), expected, "after a clean restart");
     assert_eq!(
         db.transactions().status(aborted).unwrap(),
         TxnStatus::Aborted
     );
     crash(db, &vfs);
-    let db = open(&vfs);
+    let db = open_db(&vfs, config());
     assert_eq!(committed(&db, t), expected, "after a crash");
     // The row its update had marked is free.
     let tx = db.begin(RepeatableRead).unwrap();
@@ -309,8 +263,7 @@ fn aborted_inserts_stay_invisible_after_restarts() {
 
 #[test]
 fn transactions_open_at_a_crash_are_aborted_by_it() {
-    let vfs = Arc::new(SimVfs::new(6));
-    let db = open(&vfs);
+    let (vfs, db) = new_db(6, config());
     let (t, tids) = setup(&db, 4);
     let open_tx = db.begin(ReadCommitted).unwrap();
     open_tx.insert(t, &[Value::Int(5), Value::Int(50)]).unwrap();
@@ -330,7 +283,7 @@ fn transactions_open_at_a_crash_are_aborted_by_it() {
     open_tx.vanish();
     crash(db, &vfs);
 
-    let db = open(&vfs);
+    let db = open_db(&vfs, config());
     assert!(!db.transactions().is_running(xid));
     assert!(!db.transactions().did_commit(xid).unwrap());
     let expected = vec![(1, 10), (2, 20), (3, 30), (4, 40)];
@@ -355,8 +308,7 @@ fn transactions_open_at_a_crash_are_aborted_by_it() {
 /// T1 locks row 1 FOR UPDATE; T2's delete of it waits until T1 ends (commits if
 /// `commit_t1`, else rolls back), then deletes it.
 fn for_update_blocks_delete(commit_t1: bool) {
-    let vfs = Arc::new(SimVfs::new(7));
-    let db = open(&vfs);
+    let (_vfs, db) = new_db(7, config());
     let (t, tids) = setup(&db, 2);
     let t1 = db.begin(ReadCommitted).unwrap();
     match t1.lock_row(t, tids[0]).unwrap() {

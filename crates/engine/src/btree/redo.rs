@@ -245,7 +245,10 @@ fn redo_split(ctx: &RedoContext<'_>, rec: &DecodedRecord, plan: &SplitPlan) -> R
         let view = |bytes, block| BtPage::new(bytes, tag.rel, block);
         let bounds = split_bounds_hold(&old, &view(&new, tag.block)?, &view(&right_page, right)?);
         if !bounds.map_err(|e| corrupt(rec, &e.to_string()))? {
-            return Err(corrupt(rec, "the split's halves do not keep the page's bounds"));
+            return Err(corrupt(
+                rec,
+                "the split's halves do not keep the page's bounds",
+            ));
         }
         page.copy_from_slice(&new[..]);
         Ok(())

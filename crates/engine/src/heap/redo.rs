@@ -130,7 +130,10 @@ fn apply_xmax(
     }
     // The same transition the primary checked where it made the change.
     if !old.is_xmax_change_to(&h) {
-        return Err(corrupt(rec, "the record is not a valid xmax change of the tuple"));
+        return Err(corrupt(
+            rec,
+            "the record is not a valid xmax change of the tuple",
+        ));
     }
     h.write(item);
     PageMut::new(page).set_flag(ALL_VISIBLE, false);
