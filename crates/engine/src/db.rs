@@ -190,6 +190,7 @@ impl Database {
             // End of recovery (or a new directory): make everything redone durable.
             checkpointer.checkpoint()?;
         }
+        engine.debug_check_idle("after recovery");
         checkpointer.start()?;
         let autovacuum = if engine.config.autovacuum {
             Some(Autovacuum::start(Arc::clone(&engine))?)
@@ -220,6 +221,7 @@ impl Database {
             });
         }
         self.checkpointer.shutdown()?;
+        self.engine.debug_check_idle("after the shutdown checkpoint");
         Ok(())
     }
 

@@ -53,8 +53,27 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Debug builds check the buffer pool's invariants where nothing else uses it: after the
+    /// end-of-recovery checkpoint and after the shutdown checkpoint.
+    pub fn debug_check_idle(&self, when: &str) {
+        if cfg!(debug_assertions) {
+            if let Err(e) = self.pool.check_invariants() {
+                panic!("buffer pool {when}: {e}");
+            }
+        }
+    }
+}
+
 impl CheckpointHook for Engine {
     fn at_checkpoint(&self, redo: Lsn) -> Result<()> {
+        if cfg!(debug_assertions) {
+            // Every checkpoint of every test checks the lock table (under all its partition
+            // locks, so it is consistent while sessions run).
+            if let Err(e) = self.locks.check_invariants() {
+                panic!("lock table at a checkpoint: {e}");
+            }
+        }
         self.twophase.checkpoint(redo, &self.wal).map(|_| ())
     }
 

@@ -90,9 +90,28 @@ pub(crate) fn vacuum_table(
             .release(tx.session_id(), tag, LockMode::AccessExclusive);
     }
     stats.duration += started.elapsed();
+    if cfg!(debug_assertions) {
+        debug_verify(engine, &tx, tag, table);
+    }
     tx.commit()?;
     engine.table_stats.vacuumed(table, &stats, !wait);
     Ok(Some(stats))
+}
+
+/// Debug builds check, after each vacuum, the table's indexes against its heap and each
+/// index's structure (amcheck, [`Transaction::verify_indexes`]), so that every test that
+/// vacuums also checks what vacuum left. Only when no writer is active (SHARE free at once):
+/// the check must not see half-done changes, and a vacuum never waits for it.
+fn debug_verify(engine: &Engine, tx: &Transaction, tag: LockTag, table: TableId) {
+    let quiet = engine
+        .locks
+        .acquire(tx.session_id(), tag, LockMode::Share, LockWait::NoWait)
+        .is_ok();
+    if quiet {
+        if let Err(e) = tx.verify_indexes(table) {
+            panic!("table {table} after vacuum: {e}");
+        }
+    }
 }
 
 /// What a VACUUM of the whole database did.
