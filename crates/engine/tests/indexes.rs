@@ -10,7 +10,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use common::{open_db, wait_until_blocked};
-use quire_engine::rng::XorShift64;
+use quire_engine::rng::SplitMix64;
 use quire_engine::vfs::{CrashOptions, SimVfs};
 use quire_engine::{
     Changed, Column, Config, Database, IsolationLevel::ReadCommitted,
@@ -321,7 +321,7 @@ fn indexes_survive_crashes_whole() {
     let db = open(&vfs);
     let (t, pk, mut tids) = table_with_pk(&db, 2_000);
     db.checkpointer().checkpoint().unwrap();
-    let mut rng = XorShift64::new(6);
+    let mut rng = SplitMix64::new(6);
     let tx = db.begin(ReadCommitted).unwrap();
     for tid in &mut tids {
         if rng.next().is_multiple_of(3) {
@@ -370,7 +370,7 @@ fn concurrent_writers_vacuum_and_readers_keep_index_and_table_in_step() {
         for w in 0..WRITERS {
             let db = &db;
             s.spawn(move || {
-                let mut rng = XorShift64::new(w as u64 + 1);
+                let mut rng = SplitMix64::new(w as u64 + 1);
                 let base = w * 1_000_000;
                 let mut mine: Vec<(i64, Tid)> = Vec::new();
                 for op in 0..OPS {

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use quire_engine::clog::{TxnStatus, XIDS_PER_PAGE};
-use quire_engine::rng::XorShift64;
+use quire_engine::rng::SplitMix64;
 use quire_engine::txn::{ProcId, TransactionManager};
 use quire_engine::vfs::{CrashOptions, SimVfs, Vfs};
 use quire_engine::{Config, Database};
@@ -97,7 +97,7 @@ enum Fate {
 
 fn crash_once(seed: u64, sync: bool) -> (usize, usize) {
     let vfs = Arc::new(SimVfs::new(seed));
-    let mut rng = XorShift64::new(seed * 7 + 1);
+    let mut rng = SplitMix64::new(seed * 7 + 1);
     let db = open(&vfs, sync);
     let t = db.transactions();
     let mut fates: Vec<(u64, Fate)> = Vec::new();
