@@ -221,7 +221,8 @@ impl Database {
             });
         }
         self.checkpointer.shutdown()?;
-        self.engine.debug_check_idle("after the shutdown checkpoint");
+        self.engine
+            .debug_check_idle("after the shutdown checkpoint");
         Ok(())
     }
 

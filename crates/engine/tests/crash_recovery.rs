@@ -42,7 +42,7 @@ fn rel(i: u64) -> RelFileLocator {
     RelFileLocator::new(1, 1000 + i)
 }
 
-use quire_engine::rng::XorShift64 as Rng;
+use quire_engine::rng::SplitMix64 as Rng;
 
 /// One change: `op` (its index + 1) written into `slot` of `block` of `rel`.
 #[derive(Clone, Copy)]

@@ -9,7 +9,7 @@ mod common;
 use std::ops::Bound;
 
 use common::{blocks_until, new_db, open_db, power_loss};
-use quire_engine::rng::XorShift64;
+use quire_engine::rng::SplitMix64;
 use quire_engine::{
     Changed, Column, Config, Database, IsolationLevel::ReadCommitted,
     IsolationLevel::RepeatableRead, TableId, Tid, Transaction, Type, Value,
@@ -309,7 +309,7 @@ fn indexes_survive_crashes_whole() {
     let (vfs, db) = new_db(6, config());
     let (t, pk, mut tids) = table_with_pk(&db, 2_000);
     db.checkpointer().checkpoint().unwrap();
-    let mut rng = XorShift64::new(6);
+    let mut rng = SplitMix64::new(6);
     let tx = db.begin(ReadCommitted).unwrap();
     for tid in &mut tids {
         if rng.next().is_multiple_of(3) {
@@ -353,7 +353,7 @@ fn concurrent_writers_vacuum_and_readers_keep_index_and_table_in_step() {
         for w in 0..WRITERS {
             let db = &db;
             s.spawn(move || {
-                let mut rng = XorShift64::new(w as u64 + 1);
+                let mut rng = SplitMix64::new(w as u64 + 1);
                 let base = w * 1_000_000;
                 let mut mine: Vec<(i64, Tid)> = Vec::new();
                 for op in 0..OPS {

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use common::{crash_seeds, gids, lookup_error, new_db, open_db, pair, power_loss, table_is_locked};
-use quire_engine::rng::XorShift64;
+use quire_engine::rng::SplitMix64;
 use quire_engine::{
     Changed, Column, Config, Database, IsolationLevel, TableId, Tid, Transaction, Type, Value,
 };
@@ -63,7 +63,7 @@ struct Pending {
     touched: [bool; TABLES],
 }
 
-fn row(id: i64, value: i64, rng: &mut XorShift64) -> Vec<Value> {
+fn row(id: i64, value: i64, rng: &mut SplitMix64) -> Vec<Value> {
     let pad = "p".repeat((rng.next() % 300) as usize);
     vec![Value::Int(id), Value::Int(value), Value::Text(pad)]
 }
@@ -77,7 +77,7 @@ fn columns() -> Vec<Column> {
 }
 
 /// One random change in `tx` on table slot `slot`, mirrored in `p`.
-fn change(tx: &Transaction, p: &mut Pending, slot: usize, rng: &mut XorShift64, next_id: &mut i64) {
+fn change(tx: &Transaction, p: &mut Pending, slot: usize, rng: &mut SplitMix64, next_id: &mut i64) {
     let name = format!("t{slot}");
     let empty = p.tables[slot]
         .as_ref()
@@ -201,7 +201,7 @@ fn apply(model: &mut Model, tables: &[Option<(TableId, Rows)>; TABLES], touched:
 /// Returns (commits, prepared transactions, dead tuples vacuumed, commit-log truncations).
 fn crash_once(seed: u64) -> (usize, usize, u64, u64) {
     let (vfs, db) = new_db(seed, config());
-    let mut rng = XorShift64::new(seed * 31 + 7);
+    let mut rng = SplitMix64::new(seed * 31 + 7);
     let mut model = Model::default();
     let mut prepared: Vec<Prepared> = Vec::new();
     let mut next_id = 1;

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use common::{crash, crash_seeds, new_db, open_db, power_loss};
 use quire_engine::clog::{TxnStatus, XIDS_PER_PAGE};
-use quire_engine::rng::XorShift64;
+use quire_engine::rng::SplitMix64;
 use quire_engine::txn::{ProcId, TransactionManager};
 use quire_engine::vfs::Vfs;
 use quire_engine::Config;
@@ -92,7 +92,7 @@ enum Fate {
 
 fn crash_once(seed: u64, sync: bool) -> (usize, usize) {
     let (vfs, db) = new_db(seed, config(sync));
-    let mut rng = XorShift64::new(seed * 7 + 1);
+    let mut rng = SplitMix64::new(seed * 7 + 1);
     let t = db.transactions();
     let mut fates: Vec<(u64, Fate)> = Vec::new();
     let n = 30 + rng.next() % 120;

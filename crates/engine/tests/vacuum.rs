@@ -7,7 +7,7 @@ mod common;
 use common::{
     committed, committing, crash, new_db, open_db, power_loss, rel_of, rows_in, wait_for,
 };
-use quire_engine::rng::XorShift64;
+use quire_engine::rng::SplitMix64;
 use quire_engine::{
     Changed, Column, Config, Database, DeadTidsMode, Fork, IsolationLevel::ReadCommitted,
     IsolationLevel::RepeatableRead, TableId, Tid, Transaction, Type, Value,
@@ -139,7 +139,7 @@ fn freed_space_is_reused_and_the_table_stops_growing() {
     let (_vfs, db) = new_db(4, Config::default());
     let (t, mut tids) = filled(&db, 1_000);
     let rel = rel_of(&db, t);
-    let mut rng = XorShift64::new(4);
+    let mut rng = SplitMix64::new(4);
     let mut sizes = Vec::new();
     for round in 0..6 {
         // Rewrite every row with a different length: not HOT-able in place, new versions
@@ -207,7 +207,7 @@ fn a_small_budget_means_several_index_passes() {
 fn snapshots_see_the_same_rows_before_and_after_vacuum() {
     let (_vfs, db) = new_db(6, Config::default());
     let (t, mut tids) = filled(&db, 300);
-    let mut rng = XorShift64::new(6);
+    let mut rng = SplitMix64::new(6);
     let mut snapshots: Vec<(Transaction, Vec<(i64, i64)>)> = Vec::new();
     for round in 0..12 {
         let tx = db.begin(ReadCommitted).unwrap();

@@ -16,7 +16,7 @@ use super::page::{BtPage, META_BLOCK};
 use super::*;
 use crate::buffer::BufferTag;
 use crate::config::Config;
-use crate::rng::XorShift64;
+use crate::rng::SplitMix64;
 use crate::vacuum::{DeadTids, TidStore};
 use crate::vfs::{SimVfs, Vfs};
 use crate::Database;
@@ -499,7 +499,7 @@ fn descending_inserts_make_a_three_level_tree() {
 #[test]
 fn random_inserts_make_a_three_level_tree() {
     let n = 70_000;
-    let mut rng = XorShift64::new(11);
+    let mut rng = SplitMix64::new(11);
     let report = levels_after((0..n).map(|_| (rng.next() % 1_000_000).cast_signed()), n);
     assert!(report.levels >= 3, "{report:?}");
 }
@@ -508,7 +508,7 @@ fn random_inserts_make_a_three_level_tree() {
 fn large_text_keys_split_at_every_level() {
     let env = Env::new(false, vec![Type::Text, Type::Int]);
     let tree = env.tree();
-    let mut rng = XorShift64::new(5);
+    let mut rng = SplitMix64::new(5);
     let mut model = BTreeSet::new();
     for n in 0..3000u64 {
         let r = rng.next();
@@ -581,7 +581,7 @@ fn concurrent_writers_and_readers_keep_the_tree_consistent() {
         let writers: Vec<_> = (0..WRITERS)
             .map(|w| {
                 s.spawn(move || {
-                    let mut rng = XorShift64::new(w + 100);
+                    let mut rng = SplitMix64::new(w + 100);
                     let mut mine = Vec::new();
                     for i in 0..PER_WRITER {
                         // Disjoint keys: the low bits name the writer.
@@ -598,7 +598,7 @@ fn concurrent_writers_and_readers_keep_the_tree_consistent() {
             .map(|r| {
                 let done = &done;
                 s.spawn(move || {
-                    let mut rng = XorShift64::new(r + 7);
+                    let mut rng = SplitMix64::new(r + 7);
                     let mut scans = 0;
                     while !done.load(AtomicOrdering::Acquire) || scans < 5 {
                         let lo = (rng.next() % 4_000_000).cast_signed();
@@ -690,7 +690,7 @@ fn concurrent_unique_inserters_of_one_key_let_exactly_one_in() {
 
 fn filled(n: u64) -> (Env, Vec<(i64, Tid)>) {
     let env = Env::new(false, vec![Type::Int]);
-    let mut rng = XorShift64::new(n);
+    let mut rng = SplitMix64::new(n);
     let mut entries = Vec::new();
     {
         let tree = env.tree();
@@ -827,7 +827,7 @@ fn build_with_an_external_sort_equals_inserts() {
         std::sync::Arc::new(by_inserts.clone()),
     );
     other.create().unwrap();
-    let mut rng = XorShift64::new(99);
+    let mut rng = SplitMix64::new(99);
     let entries: Vec<(Vec<Value>, Tid)> = (0..200_000u32)
         .map(|n| {
             let r = rng.next();
@@ -1075,7 +1075,7 @@ fn redo_of_malformed_records_never_panics() {
         redo::insert_record(2, &leaf),
         redo::delete_record(&[1, 2, 3]),
     ];
-    let mut rng = XorShift64::new(17);
+    let mut rng = SplitMix64::new(17);
     let mut applied = 0;
     for n in 0..4000u64 {
         let r = rng.next();

@@ -14,7 +14,7 @@ use super::insert::SKIP_DOWNLINK;
 use super::tests::{all_entries, desc, open};
 use super::*;
 use crate::config::Config;
-use crate::rng::XorShift64;
+use crate::rng::SplitMix64;
 use crate::vacuum::{DeadTids, TidStore};
 use crate::vfs::{CrashOptions, SimVfs};
 
@@ -57,7 +57,7 @@ fn key_for(seed: u64, r: u64) -> Vec<Value> {
 
 fn crash_once(seed: u64) -> (usize, u64) {
     let vfs = Arc::new(SimVfs::new(seed));
-    let mut rng = XorShift64::new(seed * 7 + 3);
+    let mut rng = SplitMix64::new(seed * 7 + 3);
     let types = if seed.is_multiple_of(3) {
         vec![Type::Text]
     } else {
@@ -301,7 +301,7 @@ fn a_built_index_survives_a_crash_after_its_wal_is_flushed() {
     let db = open(&vfs, config());
     let tree = BTree::new(db.buffer_pool(), db.wal(), std::sync::Arc::new(d.clone()));
     tree.create().unwrap();
-    let mut rng = XorShift64::new(3);
+    let mut rng = SplitMix64::new(3);
     let entries: Vec<(Vec<Value>, Tid)> = (0..30_000u32)
         .map(|n| {
             let r = rng.next();

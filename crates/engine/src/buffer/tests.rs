@@ -339,7 +339,7 @@ fn stress(mode: BufferDropMode) {
     for t in 0..3u64 {
         let (pool, versions, stop) = (Arc::clone(&pool), Arc::clone(&versions), Arc::clone(&stop));
         threads.push(std::thread::spawn(move || {
-            let mut rng = crate::rng::XorShift64::new(t + 1);
+            let mut rng = crate::rng::SplitMix64::new(t + 1);
             let mut ops = 0u64;
             while !stop.load(Ordering::Relaxed) || ops < 2000 {
                 let x = rng.next();

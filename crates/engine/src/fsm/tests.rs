@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::config::Config;
 use crate::db::Database;
-use crate::rng::XorShift64;
+use crate::rng::SplitMix64;
 use crate::smgr::Smgr;
 use crate::vfs::{OpKind, SimVfs, Vfs};
 
@@ -504,7 +504,7 @@ fn a_corrupt_root_knows_nothing_and_search_still_finds_the_leaves() {
 /// One worker's state, kept across phases.
 struct Worker {
     t: u32,
-    rng: XorShift64,
+    rng: SplitMix64,
     /// The last free space it recorded for each of its blocks (only it records them).
     mine: BTreeMap<u32, usize>,
     /// Its block most recently given room.
@@ -593,7 +593,7 @@ fn concurrent_records_and_searches_keep_the_last_value_and_the_root_invariant() 
     let mut workers: Vec<Worker> = (0..WORKERS)
         .map(|t| Worker {
             t,
-            rng: XorShift64::new(u64::from(t) + 1),
+            rng: SplitMix64::new(u64::from(t) + 1),
             mine: BTreeMap::new(),
             with_room: None,
         })

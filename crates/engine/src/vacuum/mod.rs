@@ -25,6 +25,5 @@ pub mod lazy;
 pub mod tidstore;
 
 pub use lazy::{IndexCleaner, VacuumStats};
-pub use tidstore::{
-    new_dead_tids, BlockCursor, DeadTids, TidArray, TidStore, TidStoreError, MAX_ALLOC_SIZE,
-};
+pub(crate) use tidstore::new_dead_tids;
+pub use tidstore::{BlockCursor, DeadTids, TidArray, TidStore, TidStoreError};

@@ -33,10 +33,10 @@
 //!   semantics) and is freed once no handle and no current or durable name refers to it.
 //!
 //! ## Determinism
-//! Randomness is used only by `crash`, from a SplitMix64 generator seeded by
-//! [`SimVfs::new`], visiting files in creation order: the same seed and the same sequence of
-//! operations give the same crash result. (With several threads, the sequence is whatever
-//! order the threads produced.)
+//! Randomness is used only by `crash`, from the project's one generator ([`crate::rng`],
+//! SplitMix64) seeded by [`SimVfs::new`], visiting files in creation order: the same seed and
+//! the same sequence of operations give the same crash result. (With several threads, the
+//! sequence is whatever order the threads produced.)
 //!
 //! ## Counting
 //! Exactly as [`OsVfs`](super::OsVfs): `open`, handle drop (close), `read_at`, `write_at`,
@@ -67,6 +67,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::{DirLock, OpCounters, OpKind, OpenMode, Vfs, VfsFile};
+use crate::rng::SplitMix64;
 
 /// The unit a torn write is torn into: a disk sector, the unit a disk writes atomically.
 const SECTOR_SIZE_BYTES: usize = 512;
@@ -274,38 +275,13 @@ enum PendingOp {
     SetLen(usize),
 }
 
-/// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast and good enough for fault injection.
-struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// True with probability `p` (uniform in 0.0..1.0, so 1.0 is always and 0.0 never).
-    fn chance(&mut self, p: f64) -> bool {
-        let unit = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-        unit < p
-    }
-
-    fn coin(&mut self) -> bool {
-        self.next_u64() & 1 == 1
-    }
-}
-
 impl SimVfs {
     /// An empty file system whose crashes are drawn from `seed`.
     pub fn new(seed: u64) -> Self {
         SimVfs {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
-                    rng: SplitMix64 { state: seed },
+                    rng: SplitMix64::new(seed),
                     epoch: 0,
                     next_inode: 1,
                     dirs: BTreeSet::new(),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use anyhow::{ensure, Context};
 use quire_engine::buffer::BufferTag;
 use quire_engine::recovery::{storage, testrm};
-use quire_engine::rng::XorShift64;
+use quire_engine::rng::SplitMix64;
 use quire_engine::vfs::{OpKind, OsVfs, Vfs};
 use quire_engine::{Config, Database, Fork, RelFileLocator, RelsizeCacheMode};
 use serde_json::json;
@@ -72,7 +72,7 @@ fn generate(
     }
     let start = wal.insert_lsn();
     let bar = progress(wal_bytes >> 20, "generate WAL (MiB)");
-    let mut rng = XorShift64::new(seed);
+    let mut rng = SplitMix64::new(seed);
     let mut changes = 0u64;
     let payload = [0x5Au8; 100];
     while wal.insert_lsn() - start < wal_bytes {

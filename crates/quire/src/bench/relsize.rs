@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::ensure;
 use quire_engine::buffer::BufferTag;
-use quire_engine::rng::XorShift64;
+use quire_engine::rng::SplitMix64;
 use quire_engine::vfs::{OpKind, OsVfs, Vfs};
 use quire_engine::{Config, Database, Fork, RelFileLocator, RelsizeCacheMode};
 use serde_json::json;
@@ -76,7 +76,7 @@ pub fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
         )?;
         pool.flush_all()?;
 
-        let mut rng = XorShift64::new(args.seed);
+        let mut rng = SplitMix64::new(args.seed);
         let calls_before = vfs.counters().snapshot();
         let bar = progress(reads, &format!("reads relsize_cache={}", mode.name()));
         let t0 = Instant::now();

@@ -61,7 +61,7 @@ use std::time::Instant;
 
 use anyhow::ensure;
 use quire_engine::page::{OffsetNumber, Tid};
-use quire_engine::rng::XorShift64;
+use quire_engine::rng::SplitMix64;
 use quire_engine::vacuum::tidstore::TidStoreStats;
 use quire_engine::vacuum::{DeadTids, TidArray, TidStore};
 use quire_engine::Config;
@@ -270,7 +270,7 @@ impl Plan {
             }
             Shape::Random { tuples_per_page } => {
                 ensure!(tuples_per_page <= 128, "at most 128 tuples per page");
-                let mut rng = XorShift64::new(seed ^ 0x5EED_0004);
+                let mut rng = SplitMix64::new(seed ^ 0x5EED_0004);
                 let span = if tuples_per_page == 128 {
                     u128::MAX
                 } else {
@@ -362,8 +362,8 @@ impl Plan {
     /// `count` TIDs drawn uniformly from the table's `max_block × N` TIDs, and how many of
     /// them are dead.
     fn lookups(&self, count: u64, seed: u64) -> (Vec<Tid>, u64) {
-        let mut rng = XorShift64::new(seed);
-        let mut below = |n: u32| ((u128::from(rng.next()) * u128::from(n)) >> 64) as u32;
+        let mut rng = SplitMix64::new(seed);
+        let mut below = |n: u32| rng.below(u64::from(n)) as u32;
         let mut dead = 0;
         let tids: Vec<Tid> = (0..count)
             .map(|_| {

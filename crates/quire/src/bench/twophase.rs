@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::ensure;
 use quire_engine::config::TwophaseStateMode;
-use quire_engine::rng::XorShift64;
+use quire_engine::rng::SplitMix64;
 use quire_engine::vfs::{OpKind, OsVfs, SimVfs, Vfs};
 use quire_engine::{
     Changed, Column, Config, Database, IndexId, IsolationLevel, TableId, Type, Value,
@@ -93,7 +93,7 @@ fn load(db: &Database, rows: u64) -> anyhow::Result<(TableId, IndexId)> {
 
 /// 32 hex digits standing for PostgreSQL's `md5(clock_timestamp()::text)`.
 fn hex32(seed: u64) -> String {
-    let mut r = XorShift64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut r = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     format!("{:016x}{:016x}", r.next(), r.next())
 }
 
@@ -109,7 +109,7 @@ struct Client<'a> {
     table: TableId,
     pkey: IndexId,
     rows: u64,
-    rng: XorShift64,
+    rng: SplitMix64,
 }
 
 /// Runs `n` transactions ending as `ending`, adding to `t`.
@@ -226,7 +226,7 @@ pub fn run_bench(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
         table,
         pkey,
         rows,
-        rng: XorShift64::new(args.seed),
+        rng: SplitMix64::new(args.seed),
     };
     let endings = [
         Ending::Commit,

@@ -3,7 +3,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 
 use super::*;
-use crate::rng::XorShift64;
+use crate::rng::SplitMix64;
 
 use LockMode::{
     AccessExclusive, AccessShare, Exclusive, RowExclusive, RowShare, Share, ShareRowExclusive,
@@ -205,7 +205,7 @@ fn lock_tag_encoding_round_trips_and_rejects_garbage() {
     bad[12] = 1;
     assert_eq!(LockTag::decode(&bad), None);
     // Random garbage never panics, and whatever decodes re-encodes to the same bytes.
-    let mut rng = XorShift64::new(42);
+    let mut rng = SplitMix64::new(42);
     for _ in 0..20_000 {
         let len = (rng.next() % 20) as usize;
         let mut bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
@@ -797,7 +797,7 @@ fn lock_stress_random_modes_with_deadlocks() {
             let barrier = Arc::clone(&barrier);
             let done = Arc::clone(&done);
             thread::spawn(move || {
-                let mut rng = XorShift64::new(t + 1);
+                let mut rng = SplitMix64::new(t + 1);
                 let mut committed = 0u64;
                 barrier.wait();
                 for i in 0..ITERATIONS {

@@ -3,12 +3,16 @@
 //! refused input, and boundary blocks and offsets.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::mem::size_of;
 use std::ops::ControlFlow;
 
 use proptest::prelude::*;
 
+use super::array::MAX_ALLOC_SIZE;
+use super::store::Leaf;
 use super::*;
-use crate::rng::XorShift64;
+use crate::page::MAX_ITEM_COUNT;
+use crate::rng::SplitMix64;
 
 /// Large enough that no test here fills either structure.
 const NO_LIMIT: u64 = u64::MAX;
@@ -54,7 +58,7 @@ fn walk(dead: &dyn DeadTids) -> Blocks {
 
 /// TIDs a probe should try besides the members: each member's neighbours, offsets 0 and
 /// u16::MAX, the neighbouring blocks, and blocks far from anything.
-fn probes(blocks: &Blocks, rng: &mut XorShift64) -> Vec<Tid> {
+fn probes(blocks: &Blocks, rng: &mut SplitMix64) -> Vec<Tid> {
     let mut out = Vec::new();
     for (&b, offs) in blocks {
         for &o in offs {
@@ -80,7 +84,7 @@ fn check_against_model(dead: &dyn DeadTids, blocks: &Blocks, seed: u64) {
     let model = model_of(blocks);
     assert_eq!(dead.num_tids(), model.len() as u64, "num_tids");
     assert_eq!(dead.num_blocks(), blocks.len() as u64, "num_blocks");
-    let mut rng = XorShift64::new(seed);
+    let mut rng = SplitMix64::new(seed);
     for tid in probes(blocks, &mut rng) {
         assert_eq!(
             dead.contains(tid),
@@ -210,7 +214,7 @@ proptest! {
 
 /// Offsets that differ from block to block, so the store cannot share containers.
 fn varied_offsets(block: BlockNumber) -> Vec<OffsetNumber> {
-    let mut rng = XorShift64::new(u64::from(block) + 1);
+    let mut rng = SplitMix64::new(u64::from(block) + 1);
     let mut set = BTreeSet::new();
     for _ in 0..20 {
         set.insert(1 + (rng.next() % 291) as u16);

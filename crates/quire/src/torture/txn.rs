@@ -1,240 +1,57 @@
-//! `quire torture`: crash workloads for real process kills. `run` works until killed with
-//! `kill -9` at any moment, printing a line each time something became durable; `verify`
-//! recovers the directory and checks it against what `run` acknowledged.
+//! The `txn` workload: transactions on a heap table `torture (id int, value int, pad text)`.
 //!
-//! Two workloads (`--workload`):
+//! Each of `--clients` threads runs its own deterministic sequence of steps ([`Plan`], seeded
+//! by `--seed` and the client number) on its own range of row ids, so clients never wait on
+//! each other: transaction `i` inserts, updates and deletes a few rows and then commits, rolls
+//! back, or (every [`PREPARE_EVERY`]-th) is PREPAREd as `t-<client>-<i>` and finished by
+//! COMMIT PREPARED or ROLLBACK PREPARED a few (sometimes dozens of) transactions later. A
+//! thread forces checkpoints every few milliseconds, so kills land in them and prepared
+//! transactions cross redo points and get state files, and now and then a VACUUM of the whole
+//! database that freezes the table and removes commit-log segments (the ids are first moved
+//! on to the next segment). `run` wants a new directory (the plans start from an empty
+//! table). Printed, each line once the step it names has returned (so it is durable:
+//! `synchronous_commit` is on):
 //!
-//! - `pages` (default): WAL-logged page changes. `run` prints `acked N` each time the first
-//!   N changes are durable; `verify` checks that every acknowledged change is there and that
-//!   the changes that survived are exactly a prefix of the sequence (nothing half-applied),
-//!   and prints `recovered N`.
-//! - `txn`: transactions on a heap table `torture (id int, value int, pad text)`. Each of
-//!   `--clients` threads runs its own deterministic sequence of steps ([`Plan`], seeded by
-//!   `--seed` and the client number) on its own range of row ids, so clients never wait on
-//!   each other: transaction `i` inserts, updates and deletes a few rows and then commits,
-//!   rolls back, or (every [`PREPARE_EVERY`]-th) is PREPAREd as `t-<client>-<i>` and
-//!   finished by COMMIT PREPARED or ROLLBACK PREPARED a few (sometimes dozens of)
-//!   transactions later. A thread forces checkpoints every few milliseconds, so kills land
-//!   in them and prepared transactions cross redo points and get state files, and now and
-//!   then a VACUUM of the whole database that freezes the table and removes commit-log
-//!   segments (the ids are first moved on to the next segment). `run` wants a new directory
-//!   (the plans start from an empty table). Printed, each line once the step it names has
-//!   returned (so it is durable: `synchronous_commit` is on):
+//! ```text
+//! created                                   the table exists
+//! committed <client> <i>                    transaction i committed
+//! rolledback <client> <i>                   transaction i rolled back
+//! prepared <client> <i> <gid>               transaction i prepared
+//! finished <client> <i> <gid> commit|rollback   the prepared transaction i was finished
+//! checkpoint <n>                            a forced checkpoint completed
+//! vacuum <n> oldest_xid=<x> segments_removed=<k>   a database-wide VACUUM completed
+//! closed                                    a run with --ops ended and closed cleanly
+//! ```
 //!
-//!   ```text
-//!   created                                   the table exists
-//!   committed <client> <i>                    transaction i committed
-//!   rolledback <client> <i>                   transaction i rolled back
-//!   prepared <client> <i> <gid>               transaction i prepared
-//!   finished <client> <i> <gid> commit|rollback   the prepared transaction i was finished
-//!   checkpoint <n>                            a forced checkpoint completed
-//!   vacuum <n> oldest_xid=<x> segments_removed=<k>   a database-wide VACUUM completed
-//!   closed                                    a run with --ops ended and closed cleanly
-//!   ```
-//!
-//!   `verify --acked FILE` reads those lines (the complete ones: a line cut by the kill was
-//!   never acknowledged), checks that each client's lines are its plan's steps in order, and
-//!   models the crash exactly: a client's acknowledged steps all happened; the step after
-//!   them may have been running at the kill, so it happened or not (a client prints before
-//!   it starts its next step), and nothing later started. It then checks, after recovery, every client's rows (exactly; the in-flight
-//!   step counted as either), the prepared transactions (every acknowledged, unfinished
-//!   one is listed; only an in-flight PREPARE or finish may add or remove one), that they
-//!   still hold their locks (a NOWAIT ACCESS EXCLUSIVE lock of the table fails with 55P03
-//!   while any is prepared, and succeeds after), then finishes them as the plan says,
-//!   checks the rows again, closes, reopens and checks once more. It prints `recovered`
-//!   followed by `key=value` counts.
+//! `verify --acked FILE` reads those lines (the complete ones: a line cut by the kill was
+//! never acknowledged), checks that each client's lines are its plan's steps in order, and
+//! models the crash exactly: a client's acknowledged steps all happened; the step after them
+//! may have been running at the kill, so it happened or not (a client prints before it starts
+//! its next step), and nothing later started. It then checks, after recovery, every client's
+//! rows (exactly; the in-flight step counted as either), the prepared transactions (every
+//! acknowledged, unfinished one is listed; only an in-flight PREPARE or finish may add or
+//! remove one), that they still hold their locks (a NOWAIT ACCESS EXCLUSIVE lock of the table
+//! fails with 55P03 while any is prepared, and succeeds after), then finishes them as the plan
+//! says, checks the rows again, closes, reopens and checks once more. It prints `recovered`
+//! followed by `key=value` counts.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-use clap::{Args, Subcommand, ValueEnum};
-use quire_engine::buffer::BufferTag;
-use quire_engine::recovery::{storage, testrm};
-use quire_engine::rng::XorShift64;
+use quire_engine::rng::SplitMix64;
 use quire_engine::txn::twophase::TwoPhase;
-use quire_engine::vfs::{OsVfs, Vfs};
 use quire_engine::{
-    Changed, Column, Config, Database, Fork, IsolationLevel, LockMode, RelFileLocator, TableId,
-    Tid, TwophaseStateMode, Type, Value,
+    Changed, Column, Config, Database, IsolationLevel, LockMode, TableId, Tid, TwophaseStateMode,
+    Type, Value,
 };
 
-const RELS: u64 = 4;
-const BLOCKS: u32 = 16;
-const SLOTS: usize = 64;
-const SLOT_BASE: usize = 64;
-
-#[derive(Args, Debug)]
-pub struct TortureArgs {
-    #[command(subcommand)]
-    action: Action,
-    /// The data directory.
-    #[arg(long)]
-    data_dir: PathBuf,
-    /// Seed of the change sequence (run and verify must agree).
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// What to change (run and verify must agree).
-    #[arg(long, value_enum, default_value_t = Workload::Pages)]
-    workload: Workload,
-    /// txn: the number of client threads (run and verify must agree).
-    #[arg(long, default_value_t = 3)]
-    clients: u32,
-}
-
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-enum Workload {
-    /// WAL-logged page changes.
-    Pages,
-    /// Transactions on a heap table: commits, rollbacks, prepared transactions.
-    Txn,
-}
-
-#[derive(Subcommand, Debug)]
-enum Action {
-    /// Make changes until killed (or until --ops).
-    Run {
-        /// pages: changes in all; txn: transactions per client.
-        #[arg(long, default_value_t = u64::MAX)]
-        ops: u64,
-    },
-    /// Recover and check.
-    Verify {
-        /// txn: a file holding what `run` printed (its acknowledgements).
-        #[arg(long)]
-        acked: Option<PathBuf>,
-    },
-}
-
-/// Change `i` of the sequence: (relation, block, slot).
-fn op(seed: u64, i: u64) -> (u64, u32, usize) {
-    let mut rng = XorShift64::new(seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    let x = (0..3).fold(0, |_, _| rng.next());
-    (
-        x % RELS,
-        ((x >> 16) % u64::from(BLOCKS)) as u32,
-        ((x >> 32) % SLOTS as u64) as usize,
-    )
-}
-
-fn rel(r: u64) -> RelFileLocator {
-    RelFileLocator::new(1, 5000 + r)
-}
-
-fn pages_config() -> Config {
-    Config {
-        shared_buffers_bytes: 32 * 8192, // small: pages are evicted and written often
-        checkpoint_timeout_s: 1,
-        ..Config::default()
-    }
-}
-
-fn open(dir: &Path, config: Config) -> anyhow::Result<Database> {
-    let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
-    // The page workload writes the test resource manager's records.
-    Database::open_with_resource_managers(&vfs, dir, config, &[testrm::registration()])
-        .with_context(|| format!("opening {}", dir.display()))
-}
-
-pub fn run(args: &TortureArgs) -> anyhow::Result<()> {
-    let dir = &args.data_dir;
-    match (&args.action, args.workload) {
-        (Action::Run { ops }, Workload::Pages) => run_pages(dir, args.seed, *ops),
-        (Action::Verify { .. }, Workload::Pages) => verify_pages(dir, args.seed),
-        (action, Workload::Txn) => {
-            if !(1..=MAX_CLIENTS).contains(&args.clients) {
-                bail!("--clients must be between 1 and {MAX_CLIENTS}");
-            }
-            match action {
-                Action::Run { ops } => run_txn(dir, args.seed, args.clients, *ops),
-                Action::Verify { acked: Some(acked) } => {
-                    verify_txn(dir, args.seed, args.clients, acked)
-                }
-                Action::Verify { acked: None } => bail!(
-                    "verify --workload txn needs --acked FILE: the lines `run` printed before the kill"
-                ),
-            }
-        }
-    }
-}
-
-fn run_pages(dir: &Path, seed: u64, ops: u64) -> anyhow::Result<()> {
-    let db = open(dir, pages_config())?;
-    if db.smgr().exists(rel(0), Fork::Main)? {
-        bail!(
-            "{} already holds a workload; use a new directory",
-            dir.display()
-        );
-    }
-    let wal = Arc::clone(db.wal());
-    let pool = db.buffer_pool();
-    for r in 0..RELS {
-        db.smgr().create(rel(r), Fork::Main)?;
-        for _ in 0..BLOCKS {
-            drop(pool.extend(rel(r), Fork::Main)?);
-        }
-        wal.flush(storage::log_create(&wal, rel(r), Fork::Main)?)?;
-    }
-    let mut out = std::io::stdout().lock();
-    for i in 0..ops {
-        let (r, block, slot) = op(seed, i);
-        let buf = pool.read_buffer(BufferTag::new(rel(r), Fork::Main, block))?;
-        let end = testrm::set_bytes(&wal, &buf, SLOT_BASE + slot * 8, &(i + 1).to_le_bytes())?;
-        drop(buf);
-        if i % 16 == 15 {
-            wal.flush(end)?;
-            writeln!(out, "acked {}", i + 1)?;
-            out.flush()?;
-        }
-    }
-    db.close()?;
-    Ok(())
-}
-
-fn verify_pages(dir: &Path, seed: u64) -> anyhow::Result<()> {
-    let db = open(dir, pages_config())?;
-    let pool = db.buffer_pool();
-    let mut found = vec![[0u64; SLOTS]; (RELS * u64::from(BLOCKS)) as usize];
-    for r in 0..RELS {
-        let nblocks = db.smgr().nblocks(rel(r), Fork::Main)?.min(BLOCKS);
-        for b in 0..nblocks {
-            let buf = pool.read_buffer(BufferTag::new(rel(r), Fork::Main, b))?;
-            let page = buf.read();
-            for (s, v) in found[(r * u64::from(BLOCKS)) as usize + b as usize]
-                .iter_mut()
-                .enumerate()
-            {
-                let at = SLOT_BASE + s * 8;
-                *v = u64::from_le_bytes(page[at..at + 8].try_into().expect("8 bytes"));
-            }
-        }
-    }
-    let survived = found.iter().flatten().copied().max().unwrap_or(0);
-    let mut expect = vec![[0u64; SLOTS]; found.len()];
-    for i in 0..survived {
-        let (r, b, s) = op(seed, i);
-        expect[(r * u64::from(BLOCKS)) as usize + b as usize][s] = i + 1;
-    }
-    if expect != found {
-        bail!("recovered state is not the first {survived} changes: something was half-applied");
-    }
-    println!(
-        "recovered {survived} (redo replayed {} records in {:.3} s)",
-        db.recovery_stats().records,
-        db.recovery_stats().duration.as_secs_f64()
-    );
-    db.close()?;
-    Ok(())
-}
-
-// ====================================================================== txn workload
+use super::{mix, open, say};
 
 const TABLE: &str = "torture";
-const MAX_CLIENTS: u32 = 16;
+pub(super) const MAX_CLIENTS: u32 = 16;
 /// The ids of client `c` are `c * ID_STRIDE + n`, n ≥ 1: disjoint ranges, so no client ever
 /// waits for another's rows, and each client's rows depend on its own steps only.
 const ID_STRIDE: i64 = 1 << 32;
@@ -253,26 +70,14 @@ const MAX_OPS: u64 = 6;
 /// Pads are shorter than this.
 const MAX_PAD: u64 = 400;
 
-/// splitmix64's finalizer: neighbouring inputs give unrelated outputs.
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-fn mix(a: u64, b: u64, c: u64) -> u64 {
-    splitmix(splitmix(splitmix(a) ^ b) ^ c)
-}
-
 /// The `pad` of row (`id`, `value`): derived from both, so every scanned row is checked
 /// whole (a row mixing two versions is caught), and 0..MAX_PAD bytes long, so rows fill
 /// pages unevenly.
 fn pad(id: i64, value: i64) -> String {
-    let mut rng = XorShift64::new(mix(id.cast_unsigned(), value.cast_unsigned(), 0x70AD));
-    let len = rng.next() % MAX_PAD;
+    let mut rng = SplitMix64::new(mix(&[id.cast_unsigned(), value.cast_unsigned(), 0x70AD]));
+    let len = rng.below(MAX_PAD);
     (0..len)
-        .map(|_| char::from(b'a' + (rng.next() % 26) as u8))
+        .map(|_| char::from(b'a' + rng.below(26) as u8))
         .collect()
 }
 
@@ -410,7 +215,7 @@ impl Plan {
         }
         let i = self.next_txn;
         self.next_txn += 1;
-        let mut rng = XorShift64::new(mix(self.seed, u64::from(self.client), i));
+        let mut rng = SplitMix64::new(mix(&[self.seed, u64::from(self.client), i]));
         // A prepared transaction keeps its rows locked until it is finished, by this very
         // client: changing one of them would wait for ever.
         let held: BTreeSet<i64> = self
@@ -427,16 +232,16 @@ impl Plan {
         let growing = self.rows.len() < TARGET_ROWS;
         let mut ops = Vec::new();
         let mut delta = Delta::new();
-        for k in 0..=rng.next() % MAX_OPS {
+        for k in 0..=rng.below(MAX_OPS) {
             let value = (8 * i + k).cast_signed();
-            let r = rng.next() % 10;
+            let r = rng.below(10);
             let op = if free.is_empty() || r < if growing { 5 } else { 2 } {
                 let id = self.next_id;
                 self.next_id += 1;
                 RowOp::Insert { id, value }
             } else {
                 // Removed from `free`: each row is changed once per transaction.
-                let id = free.swap_remove((rng.next() % free.len() as u64) as usize);
+                let id = free.swap_remove(rng.below(free.len() as u64) as usize);
                 if r < 8 {
                     RowOp::Update { id, value }
                 } else {
@@ -458,7 +263,7 @@ impl Plan {
                 gid: gid.clone(),
                 finish_before: i
                     + 1
-                    + rng.next() % SHORT_PREPARED_FOR
+                    + rng.below(SHORT_PREPARED_FOR)
                     + if rng.next().is_multiple_of(LONG_ONE_IN) {
                         LONG_PREPARED_FOR
                     } else {
@@ -500,17 +305,7 @@ fn txn_config(seed: u64) -> Config {
     }
 }
 
-/// Prints one acknowledgement line. One write per line (stdout is line-buffered, and the
-/// line is far below PIPE_BUF), so a kill leaves whole lines in the pipe; `verify` ignores a
-/// cut one anyway.
-fn say(line: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(format!("{line}\n").as_bytes())?;
-    out.flush()?;
-    Ok(())
-}
-
-fn run_txn(dir: &Path, seed: u64, clients: u32, txns: u64) -> anyhow::Result<()> {
+pub(super) fn run(dir: &Path, seed: u64, clients: u32, txns: u64) -> anyhow::Result<()> {
     let db = open(dir, txn_config(seed))?;
     let table = create_table(&db)?;
     say("created")?;
@@ -567,10 +362,10 @@ fn create_table(db: &Database) -> anyhow::Result<TableId> {
 /// commit-log segment, so that kills land in the middle of freezing and of commit-log
 /// truncations too.
 fn force_checkpoints(db: &Database, seed: u64, stop: &AtomicBool) -> anyhow::Result<()> {
-    let mut rng = XorShift64::new(mix(seed, u64::MAX, 0));
+    let mut rng = SplitMix64::new(mix(&[seed, u64::MAX, 0]));
     let (mut checkpoints, mut vacuums) = (0u64, 0u64);
     while !stop.load(Ordering::Acquire) {
-        std::thread::sleep(Duration::from_millis(5 + rng.next() % 45));
+        std::thread::sleep(Duration::from_millis(5 + rng.below(45)));
         if stop.load(Ordering::Acquire) {
             break;
         }
@@ -931,7 +726,7 @@ fn count_state_files(dir: &Path) -> anyhow::Result<usize> {
     Ok(n)
 }
 
-fn verify_txn(dir: &Path, seed: u64, clients: u32, acked: &Path) -> anyhow::Result<()> {
+pub(super) fn verify(dir: &Path, seed: u64, clients: u32, acked: &Path) -> anyhow::Result<()> {
     let acks = read_acks(acked, clients)?;
     let expects = (0..clients)
         .map(|c| expect(seed, c, &acks.steps[c as usize]))

@@ -1,0 +1,217 @@
+//! # tidstore — where lazy vacuum keeps the tuple ids it found dead
+//!
+//! Vacuum's first heap pass collects the TIDs of dead tuples; the index pass then asks, for
+//! every TID each index holds, whether it is dead (`contains`), and the second heap pass walks
+//! the dead TIDs block by block. The store is built with a memory budget
+//! (`maintenance_work_mem`); when it is full, vacuum runs an index pass, clears it and goes on.
+//! Seed 004 (`shared/seeds/004_*.txt`) measured PostgreSQL's flat array against several
+//! candidate structures; this module holds quire's answer and PostgreSQL's array side by side,
+//! behind one interface, [`DeadTids`]:
+//!
+//! - [`TidStore`] (`dead_tids = store`, the default): per-block containers chosen by size
+//!   (sorted offsets, offset runs, or a bitmap), deduplicated and packed per chunk of 64
+//!   blocks, under a two-level directory over block numbers. Lookup is O(1) to the block and a
+//!   probe of one small container; memory follows the number of distinct offset patterns, not
+//!   the number of TIDs, and empty block ranges cost nothing.
+//! - [`TidArray`] (`dead_tids = array`): PostgreSQL's sorted array of 6-byte item pointers,
+//!   searched by bisection, capped at 1 GB (`MaxAllocSize`) as PostgreSQL's is.
+//!
+//! ## Rules
+//!
+//! - **Input order.** Blocks arrive in strictly increasing order, each once, with its offsets
+//!   sorted and strictly increasing, each at least 1 ([`FIRST_OFFSET_NUMBER`]); block
+//!   `u32::MAX` is PostgreSQL's `InvalidBlockNumber` and is refused. [`DeadTids::add_block`]
+//!   debug-asserts this; in release builds bad input is refused with a [`TidStoreError`] and
+//!   the structure is left exactly as it was ([`DeadTids::try_add_block`] does the same without
+//!   the assertion, for callers and tests that want the error). An empty offset list is a
+//!   no-op.
+//! - **Budget.** [`DeadTids::memory_bytes`] is the structure's own accounting of the capacity
+//!   it has allocated (heap and inline). [`TidStore::is_full`] is `memory_bytes >= budget`:
+//!   the budget is soft, the block that crosses it is kept whole. [`TidArray::is_full`] is
+//!   PostgreSQL's rule: fewer free slots than one page can hold dead items, within
+//!   `min(budget, 1 GB)`; the array never grows past that and refuses a block that would not
+//!   fit ([`TidStoreError::ArrayFull`]).
+//! - **Queries any time.** `contains` and iteration work at every point of the fill: the chunk
+//!   being filled is always in its final, readable form. They never allocate, except that
+//!   [`DeadTids::next_block`] grows the caller's offset buffer.
+//! - **No unsafe, no panics on the lookup path** other than slice bounds checks on the
+//!   structure's own invariants.
+//!
+//! ## Files
+//!
+//! - `mod.rs` (this file): the interface, [`DeadTids`], its input check and errors.
+//! - `store.rs`: [`TidStore`]: the directory over block numbers, the chunks and their
+//!   metadata, the store's layout drawn out.
+//! - `containers.rs`: one block's dead offsets as an array, runs or a bitmap: the byte format
+//!   of a container, its encoder, probe and decoder (the only code that encodes or parses one).
+//! - `array.rs`: [`TidArray`], PostgreSQL's sorted array.
+
+use std::ops::ControlFlow;
+
+use crate::config::DeadTidsMode;
+use crate::page::{OffsetNumber, Tid, FIRST_OFFSET_NUMBER};
+use crate::smgr::BlockNumber;
+
+mod array;
+mod containers;
+mod store;
+#[cfg(test)]
+mod tests;
+
+pub use array::TidArray;
+pub use store::{TidStore, TidStoreStats};
+
+/// PostgreSQL's `InvalidBlockNumber`: never a real block.
+const INVALID_BLOCK: BlockNumber = u32::MAX;
+
+/// Errors of the dead-TID structures: all of them mean the caller broke the input rules.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TidStoreError {
+    #[error("dead TIDs of block {block} added after block {last}: blocks must arrive in strictly increasing order")]
+    BlockOutOfOrder {
+        block: BlockNumber,
+        last: BlockNumber,
+    },
+
+    #[error("block number {block} is invalid")]
+    InvalidBlock { block: BlockNumber },
+
+    #[error("dead offsets of block {block} are not strictly increasing at position {index}")]
+    OffsetsNotSorted { block: BlockNumber, index: usize },
+
+    #[error("offset number 0 in block {block} is invalid (item numbers start at 1)")]
+    InvalidOffset { block: BlockNumber },
+
+    #[error("the dead-TID array is full: {stored} TIDs stored, {adding} more do not fit in its limit of {limit_tids}")]
+    ArrayFull {
+        stored: u64,
+        adding: usize,
+        limit_tids: u64,
+    },
+}
+
+/// Where [`DeadTids::next_block`] continues. Start with `BlockCursor::default()`; its contents
+/// mean something only to the structure that advanced it (another structure, or the same one
+/// after `clear`, just ends the walk early or late, never panics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockCursor {
+    pos: u64,
+}
+
+/// The interface lazy vacuum uses for both `dead_tids` modes.
+pub trait DeadTids: Send + Sync {
+    /// Records the dead `offsets` (sorted, strictly increasing, all >= 1) of `block`, which
+    /// must be greater than every block added since construction or the last `clear`. Bad
+    /// input leaves the structure unchanged and returns the error.
+    fn try_add_block(
+        &mut self,
+        block: BlockNumber,
+        offsets: &[OffsetNumber],
+    ) -> Result<(), TidStoreError>;
+
+    /// [`try_add_block`](Self::try_add_block) that also fails a debug assertion on bad input:
+    /// out-of-order blocks are a bug in the heap pass, and debug builds should stop there.
+    fn add_block(
+        &mut self,
+        block: BlockNumber,
+        offsets: &[OffsetNumber],
+    ) -> Result<(), TidStoreError> {
+        let result = self.try_add_block(block, offsets);
+        debug_assert!(
+            result.is_ok(),
+            "dead-TID input rejected: {}",
+            result
+                .as_ref()
+                .err()
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        );
+        result
+    }
+
+    /// Whether `tid` was added. Any order; the hot path of the index pass.
+    fn contains(&self, tid: Tid) -> bool;
+
+    /// The number of TIDs held.
+    fn num_tids(&self) -> u64;
+
+    /// The number of blocks with at least one TID.
+    fn num_blocks(&self) -> u64;
+
+    /// The structure's own accounting of the memory it has allocated, in bytes (capacity,
+    /// not length: what the allocator handed out).
+    fn memory_bytes(&self) -> usize;
+
+    /// The budget given at construction (`maintenance_work_mem`).
+    fn budget_bytes(&self) -> u64;
+
+    /// Whether vacuum must stop adding, run an index pass and `clear`.
+    fn is_full(&self) -> bool;
+
+    /// Forgets every TID and releases the memory; the next block may be any block.
+    fn clear(&mut self);
+
+    /// The next block with dead TIDs after `cursor`, in block order, with its offsets (sorted)
+    /// written to `offsets` (cleared first); `None` at the end. Allocation-free once `offsets`
+    /// has grown to the largest block's count.
+    fn next_block(
+        &self,
+        cursor: &mut BlockCursor,
+        offsets: &mut Vec<OffsetNumber>,
+    ) -> Option<BlockNumber>;
+
+    /// Calls `visit` for each block with dead TIDs, in block order, with its sorted offsets,
+    /// until it returns `Break`. Returns `Break` if the visitor stopped the walk.
+    fn for_each_block(
+        &self,
+        visit: &mut dyn FnMut(BlockNumber, &[OffsetNumber]) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
+        let mut cursor = BlockCursor::default();
+        let mut offsets = Vec::new();
+        // Each turn returns a distinct block, so the walk ends after num_blocks turns.
+        for _ in 0..self.num_blocks() {
+            let Some(block) = self.next_block(&mut cursor, &mut offsets) else {
+                break;
+            };
+            visit(block, &offsets)?;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// The structure vacuum uses in `mode`, with a budget of `budget_bytes`.
+pub(crate) fn new_dead_tids(mode: DeadTidsMode, budget_bytes: u64) -> Box<dyn DeadTids> {
+    match mode {
+        DeadTidsMode::Store => Box::new(TidStore::new(budget_bytes)),
+        DeadTidsMode::Array => Box::new(TidArray::new(budget_bytes)),
+    }
+}
+
+/// Checks one `add_block` call's input against the rules; `Ok(false)` for an empty list.
+fn check_input(
+    block: BlockNumber,
+    offsets: &[OffsetNumber],
+    last: Option<BlockNumber>,
+) -> Result<bool, TidStoreError> {
+    if offsets.is_empty() {
+        return Ok(false);
+    }
+    if block == INVALID_BLOCK {
+        return Err(TidStoreError::InvalidBlock { block });
+    }
+    if let Some(last) = last {
+        if block <= last {
+            return Err(TidStoreError::BlockOutOfOrder { block, last });
+        }
+    }
+    if offsets[0] < FIRST_OFFSET_NUMBER {
+        return Err(TidStoreError::InvalidOffset { block });
+    }
+    if let Some(index) = offsets.windows(2).position(|w| w[0] >= w[1]) {
+        return Err(TidStoreError::OffsetsNotSorted {
+            block,
+            index: index + 1,
+        });
+    }
+    Ok(true)
+}
