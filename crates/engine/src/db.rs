@@ -60,14 +60,24 @@ impl Database {
     /// Opens (creating if needed) a data directory, recovering it if it was not shut down
     /// cleanly. Fails if another engine has it open.
     pub fn open(vfs: &Arc<dyn Vfs>, data_dir: &Path, config: Config) -> Result<Self> {
-        Self::open_with_resource_managers(vfs, data_dir, config, &[])
+        Self::open_with(vfs, data_dir, config, &[])
     }
 
     /// [`Database::open`], with resource managers beyond the engine's own (each with its
     /// `rmid`) for WAL records that only tests and tools write, such as the page-level
     /// records of [`crate::recovery::testrm`]. Redo of a record whose manager is not
     /// registered fails, so a data directory with such records needs them at every open.
+    #[cfg(any(test, feature = "testing"))]
     pub fn open_with_resource_managers(
+        vfs: &Arc<dyn Vfs>,
+        data_dir: &Path,
+        config: Config,
+        extra: &[(u8, Arc<dyn ResourceManager>)],
+    ) -> Result<Self> {
+        Self::open_with(vfs, data_dir, config, extra)
+    }
+
+    fn open_with(
         vfs: &Arc<dyn Vfs>,
         data_dir: &Path,
         config: Config,
@@ -299,32 +309,39 @@ impl Database {
         &self.engine.config
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub fn smgr(&self) -> &Arc<Smgr> {
         &self.engine.smgr
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub fn buffer_pool(&self) -> &Arc<BufferPool> {
         &self.engine.pool
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub fn wal(&self) -> &Arc<Wal> {
         &self.engine.wal
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub fn checkpointer(&self) -> &Checkpointer {
         &self.checkpointer
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Transaction ids, snapshots, commit-log lookups.
     pub fn transactions(&self) -> &TransactionManager {
         &self.engine.txns
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The table and transaction locks.
     pub fn locks(&self) -> &LockManager {
         &self.engine.locks
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Switches `twophase_state` (seed 003) for transactions prepared from now on, so a
     /// benchmark can run both behaviours on one open database.
     pub fn set_twophase_state(&self, mode: crate::config::TwophaseStateMode) {

@@ -111,37 +111,41 @@
 // `unsafe` only in the WAL ring (`wal/ring.rs`, which allows it for itself), with a
 // `SAFETY:` argument at each use.
 #![deny(unsafe_code)]
+// Without `testing`, items that only tests and tools use are unused; the workspace build
+// (tests and tools on) still reports dead code.
+#![cfg_attr(not(feature = "testing"), allow(dead_code, unused_imports))]
 
-pub mod autovacuum;
-pub mod btree;
-pub mod buffer;
-pub(crate) mod bytes;
-pub mod catalog;
-pub mod checkpoint;
-pub mod clog;
-pub mod commands;
+// The public surface: the embedded API re-exported below, the settings, the error type,
+// the shared small types, and the file layer (an embedding program chooses it).
 pub mod config;
+pub mod error;
+pub mod types;
+pub mod vfs;
+
+/// Declares the engine's internal layers: public with the `testing` feature, which the
+/// crate's integration tests, the benchmarks and the torture tool enable (they reach into
+/// the layers to measure and to break them), crate-private otherwise.
+macro_rules! internal_modules {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[cfg(feature = "testing")]
+            pub mod $name;
+            #[cfg(not(feature = "testing"))]
+            pub(crate) mod $name;
+        )*
+    };
+}
+
+internal_modules! {
+    autovacuum, btree, buffer, catalog, checkpoint, clog, commands, fsm, heap, page, recovery,
+    rng, session, smgr, stats, sync, txn, vacuum, value, vm, wal,
+}
+
+mod bytes;
 mod db;
 mod engine;
-pub mod error;
-pub mod fsm;
 mod hash;
-pub mod heap;
 mod hintfork;
-pub mod page;
-pub mod recovery;
-pub mod rng;
-pub mod session;
-pub mod smgr;
-pub mod stats;
-pub mod sync;
-pub mod txn;
-pub mod types;
-pub mod vacuum;
-pub mod value;
-pub mod vfs;
-pub mod vm;
-pub mod wal;
 
 pub use catalog::{Column, IndexDef, IndexId, TableDef, TableId};
 pub use config::{

@@ -19,17 +19,34 @@ fn src_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
-/// The modules `lib.rs` declares (`mod x;`, `pub mod x;`, `pub(crate) mod x;`).
+/// The modules `lib.rs` declares: `mod x;`, `pub mod x;`, `pub(crate) mod x;`, and the
+/// names listed in its `internal_modules! { a, b, ... }` block.
 fn declared_modules(lib_rs: &str) -> Vec<String> {
     let mut mods = Vec::new();
+    let mut in_block = false;
     for line in lib_rs.lines() {
         let line = line.trim();
+        if line.starts_with("internal_modules! {") {
+            in_block = true;
+            continue;
+        }
+        if in_block {
+            if line.starts_with('}') {
+                in_block = false;
+            } else {
+                let names = line.split(',').map(str::trim).filter(|n| !n.is_empty());
+                mods.extend(names.map(str::to_string));
+            }
+            continue;
+        }
         let rest = line
             .strip_prefix("pub(crate) mod ")
             .or_else(|| line.strip_prefix("pub mod "))
             .or_else(|| line.strip_prefix("mod "));
-        if let Some(name) = rest.and_then(|r| r.strip_suffix(';')) {
-            mods.push(name.trim().to_string());
+        // `pub mod $name;` in the macro's own body is not a module.
+        let name = rest.and_then(|r| r.strip_suffix(';')).map(str::trim);
+        if let Some(name) = name.filter(|n| n.chars().all(|c| c.is_alphanumeric() || c == '_')) {
+            mods.push(name.to_string());
         }
     }
     mods
@@ -238,6 +255,12 @@ fn no_import_goes_up_the_layer_order() {
         "{} imports go up the layer order of lib.rs:\n{msg}",
         up.len()
     );
+}
+
+#[test]
+fn the_declarations_are_read_from_both_forms() {
+    let lib = "pub mod vfs;\nmod db;\ninternal_modules! {\n    wal, heap,\n    btree,\n}\n";
+    assert_eq!(declared_modules(lib), ["vfs", "db", "wal", "heap", "btree"]);
 }
 
 #[test]

@@ -204,7 +204,7 @@ impl XactLog {
 
     /// Sets the value for `xid`, whose commit or abort record ends at `record_end`.
     pub fn set(
-        &self,
+        self,
         wal: &Wal,
         pool: &BufferPool,
         xid: u64,
@@ -369,7 +369,7 @@ impl XactLogRedo {
 
     /// The id counters a record of the logs' resource manager moves: a truncation sets the
     /// oldest kept status (see [`crate::recovery::ResourceManager::ids`]).
-    pub fn ids(&self, rec: &DecodedRecord) -> Result<IdCounters> {
+    pub fn ids(rec: &DecodedRecord) -> Result<IdCounters> {
         if rec.info != XACT_LOG_TRUNCATE {
             return Ok(IdCounters::default());
         }
@@ -524,8 +524,7 @@ mod tests {
             None
         );
         // The id counters redo collects: a truncation moves the oldest kept status.
-        let redo = XactLogRedo::default();
-        let ids = |info, main| redo.ids(&rec(rmid::CLOG, info, main));
+        let ids = |info, main| XactLogRedo::ids(&rec(rmid::CLOG, info, main));
         assert_eq!(
             ids(XACT_LOG_TRUNCATE, oldest.to_le_bytes().to_vec()).unwrap(),
             IdCounters {

@@ -23,6 +23,7 @@
 mod cursor;
 pub(crate) use cursor::RecordCursor;
 pub mod storage;
+#[cfg(any(test, feature = "testing"))]
 pub mod testrm;
 pub mod xlog;
 pub use xlog::xlog_info;

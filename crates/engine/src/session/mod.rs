@@ -274,6 +274,7 @@ impl Transaction {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 impl Transaction {
     /// The transaction vanishes without ending, as if its process died: nothing is written,
     /// nothing is released. For crash tests, which then crash the simulated file system and

@@ -393,6 +393,7 @@ impl TransactionManager {
     /// Consumes `n` transaction ids without using them (PostgreSQL's `pg_resetwal -x` moves
     /// the next id the same way): unused ids are aborted by the rules above. For tests and
     /// tools that must cross commit-log segments quickly.
+    #[cfg(any(test, feature = "testing"))]
     pub fn skip_xids(&self, n: u64) {
         self.next_xid.fetch_add(n, Ordering::AcqRel);
     }
@@ -450,7 +451,7 @@ impl ResourceManager for TxnRedo {
 
     fn ids(&self, rec: &DecodedRecord) -> Result<IdCounters> {
         if rec.rmid == rmid::CLOG {
-            return self.logs.ids(rec);
+            return XactLogRedo::ids(rec);
         }
         Ok(IdCounters::default())
     }
