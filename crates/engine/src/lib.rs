@@ -41,6 +41,24 @@
 //! 17. `db`: [`Database`], which assembles the engine, lists the resource managers and runs
 //!     startup recovery.
 //!
+//! ## Lock order across the layers
+//!
+//! A thread takes locks in this order: one further down the list may be taken while holding
+//! one above it, never the reverse. Each module's header gives the order within its level.
+//!
+//! 1. Table and transaction locks ([`txn::lock`]), waited for only while holding none of the
+//!    locks below (the deadlock check sees only the lock table).
+//! 2. A section that delays checkpoints (`Wal::delay_checkpoint`, shared: a commit record and
+//!    its commit-log bits); the checkpointer takes it exclusively while holding nothing.
+//! 3. Buffer content locks, in each access method's own order: B-tree one page per level,
+//!    left before right, the metapage last; heap pages in block order, the visibility map's
+//!    page after the heap page; the free-space map a leaf, then its root.
+//! 4. The WAL's locks: an insertion slot, then the reservation, ring-init or writer mutex
+//!    ([`wal`]). The buffer pool's write-back flushes WAL under a shared content lock.
+//! 5. Leaves, never held while taking a lock of another layer: the buffer pool's mapping
+//!    and relation-index partitions and header bits ([`buffer`]), the storage manager's
+//!    extension lock and caches ([`smgr`]), the sync queue, the statistics.
+//!
 //! On top, the embedded API: [`Database`] opens a data directory (exclusively) and recovers
 //! it; [`Transaction`] ([`session`]) is one transaction's work (DDL, rows, locks, PREPARE).
 //! [`Config`] holds every setting; [`Error`] is the one error type of the library, each
