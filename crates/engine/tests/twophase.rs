@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use common::{blocks_until, crash, create_accounts, exists, file_of, open_db as open, rel_of};
 use quire_engine::config::TwophaseStateMode;
+use quire_engine::types::Xid;
 use quire_engine::vfs::{OpKind, SimVfs, Vfs};
 use quire_engine::{
     Changed, Column, Config, Database, Error, IsolationLevel, IsolationLevel::*, LockMode, Result,
@@ -71,8 +72,8 @@ fn committed(db: &Database, t: TableId) -> Vec<(i64, i64)> {
     rows
 }
 
-fn state_file(xid: u64) -> PathBuf {
-    PathBuf::from(format!("/data/pg_twophase/{xid:016X}"))
+fn state_file(xid: Xid) -> PathBuf {
+    PathBuf::from(format!("/data/pg_twophase/{:016X}", xid.0))
 }
 
 fn gids(db: &Database) -> Vec<String> {
@@ -415,7 +416,7 @@ fn prepared_transactions_are_listed_by_gid_with_xid_and_time_until_finished() {
     for (p, (gid, xid)) in listed.iter().zip(&xids) {
         assert_eq!((&p.gid, p.xid), (gid, *xid));
     }
-    let mut seen_xids: Vec<u64> = listed.iter().map(|p| p.xid).collect();
+    let mut seen_xids: Vec<Xid> = listed.iter().map(|p| p.xid).collect();
     seen_xids.sort_unstable();
     seen_xids.dedup();
     assert_eq!(seen_xids.len(), 4, "distinct ids: {listed:?}");
