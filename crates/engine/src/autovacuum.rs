@@ -77,7 +77,7 @@ fn run(engine: &Arc<Engine>, stop: &(Mutex<bool>, Condvar)) {
                 Ok(v) => tracing::info!(
                     tables = v.tables.len(),
                     skipped = v.skipped,
-                    oldest_xid = v.oldest_xid,
+                    oldest_xid = %v.oldest_xid,
                     segments_removed = v.log_segments_removed,
                     "autovacuum of the whole database"
                 ),
@@ -96,12 +96,12 @@ fn run(engine: &Arc<Engine>, stop: &(Mutex<bool>, Condvar)) {
             }
             match vacuum_table(engine, table, false) {
                 Ok(Some(s)) => {
-                    tracing::debug!(table, removed = s.dead_tuples_removed, "autovacuum");
+                    tracing::debug!(table = %table, removed = s.dead_tuples_removed, "autovacuum");
                 }
                 Ok(None) => {} // busy: next round
                 Err(Error::UndefinedTable { .. }) => engine.table_stats.forget(table),
                 // Handled here: logged, and retried at the next round.
-                Err(e) => tracing::warn!(table, error = %e, "autovacuum failed"),
+                Err(e) => tracing::warn!(table = %table, error = %e, "autovacuum failed"),
             }
         }
     }

@@ -26,9 +26,10 @@ use crate::recovery::{redo_all, RecoveryStats, RedoContext, Registry, ResourceMa
 use crate::session::{IsolationLevel, Transaction};
 use crate::smgr::Smgr;
 use crate::stats::{StatsRegistry, TableStats};
-use crate::txn::lock::{LockManager, LockWait};
-use crate::txn::twophase::{owner_of, PreparedXact, TwoPhase, TwoPhaseRedo};
-use crate::txn::{TransactionManager, ABORT_PREPARED, COMMIT_PREPARED, FIRST_XID};
+use crate::txn::lock::{LockManager, LockOwner, LockWait};
+use crate::txn::twophase::{PreparedXact, TwoPhase, TwoPhaseRedo};
+use crate::txn::{TransactionManager, TxnRecord, FIRST_XID};
+use crate::types::{Lsn, Rmid};
 use crate::vacuum::VacuumStats;
 use crate::vfs::Vfs;
 use crate::wal::{Wal, WalReader, FIRST_LSN};
@@ -39,7 +40,7 @@ use crate::wal::{Wal, WalReader, FIRST_LSN};
 struct LateWal(OnceLock<Arc<Wal>>);
 
 impl WriteBackHook for LateWal {
-    fn before_write(&self, tag: BufferTag, page_lsn: u64) -> Result<()> {
+    fn before_write(&self, tag: BufferTag, page_lsn: Lsn) -> Result<()> {
         match self.0.get() {
             Some(wal) => wal.before_write(tag, page_lsn),
             None => Ok(()),
@@ -72,7 +73,7 @@ impl Database {
         vfs: &Arc<dyn Vfs>,
         data_dir: &Path,
         config: Config,
-        extra: &[(u8, Arc<dyn ResourceManager>)],
+        extra: &[(Rmid, Arc<dyn ResourceManager>)],
     ) -> Result<Self> {
         Self::open_with(vfs, data_dir, config, extra)
     }
@@ -81,7 +82,7 @@ impl Database {
         vfs: &Arc<dyn Vfs>,
         data_dir: &Path,
         config: Config,
-        extra: &[(u8, Arc<dyn ResourceManager>)],
+        extra: &[(Rmid, Arc<dyn ResourceManager>)],
     ) -> Result<Self> {
         config.validate()?;
         vfs.create_dir_all(data_dir)
@@ -129,8 +130,8 @@ impl Database {
                 records = recovery.records,
                 bytes = recovery.bytes,
                 seconds = recovery.duration.as_secs_f64(),
-                from_lsn = start,
-                to_lsn = reader.end_lsn(),
+                from_lsn = %start,
+                to_lsn = %reader.end_lsn(),
                 "redo done"
             );
         }
@@ -156,7 +157,7 @@ impl Database {
             &config,
         );
         let (catalog, catalog_next_oid) = Catalog::load(&pool, &wal)?;
-        let next_oid = AtomicU64::new(recovery.next_oid.max(catalog_next_oid));
+        let next_oid = AtomicU64::new(recovery.next_oid.max(catalog_next_oid).0);
         let engine = Arc::new(Engine {
             locks: LockManager::new(
                 config.lock_table_capacity(),
@@ -281,17 +282,17 @@ impl Database {
     fn finish_prepared(&self, gid: &str, commit: bool) -> Result<()> {
         let e = &self.engine;
         let f = e.twophase.begin_finish(gid, &e.wal)?;
-        let (info, drops) = if commit {
-            (COMMIT_PREPARED, &f.state.commit_drops)
+        let (record_type, drops) = if commit {
+            (TxnRecord::CommitPrepared, &f.state.commit_drops)
         } else {
-            (ABORT_PREPARED, &f.state.abort_drops)
+            (TxnRecord::AbortPrepared, &f.state.abort_drops)
         };
-        if let Err(err) = e.txns.end(f.xid, info, Some(gid), drops) {
+        if let Err(err) = e.txns.end(f.xid, record_type, Some(gid), drops) {
             e.twophase.finish_failed(gid);
             return Err(err);
         }
         e.txns.procs().end_prepared(f.xid);
-        e.locks.release_all(owner_of(f.xid));
+        e.locks.release_all(LockOwner::prepared(f.xid));
         e.pool.drop_relation_files(drops)?;
         e.twophase.finished(gid)
     }
@@ -383,11 +384,14 @@ fn restore_prepared(engine: &Engine, redo: &TwoPhaseRedo) -> Result<()> {
     for state in prepared {
         engine.txns.procs().add_prepared(state.xid);
         for (tag, mode) in &state.locks {
-            engine
-                .locks
-                .acquire(owner_of(state.xid), *tag, *mode, LockWait::NoWait)?;
+            engine.locks.acquire(
+                LockOwner::prepared(state.xid),
+                *tag,
+                *mode,
+                LockWait::NoWait,
+            )?;
         }
-        tracing::info!(gid = %state.gid, xid = state.xid, "recovered a prepared transaction");
+        tracing::info!(gid = %state.gid, xid = %state.xid, "recovered a prepared transaction");
     }
     Ok(())
 }
@@ -452,6 +456,66 @@ mod tests {
         assert_eq!(&buf.read()[100..109], b"spread me");
         drop(buf);
         db.close().unwrap();
+    }
+
+    /// Each resource manager's record types carry the `rmid` and `info` bytes that
+    /// `docs/design.md` documents, and decode back; the bytes around them name no type.
+    #[test]
+    fn record_types_have_the_documented_ids_and_info_bytes() {
+        use crate::btree::redo::BTreeRecord as B;
+        use crate::clog::XactLogRecord as C;
+        use crate::heap::redo::HeapRecord as H;
+        use crate::recovery::storage::StorageRecord as S;
+        use crate::recovery::testrm::TestRecord;
+        use crate::recovery::XlogRecord as X;
+        use crate::txn::TxnRecord as T;
+        use crate::wal::RecordType;
+
+        fn bytes<R: RecordType + PartialEq>(all: &[R]) -> (u8, Vec<u8>) {
+            let info: Vec<u8> = all.iter().map(|t| t.to_u8()).collect();
+            for (&t, &b) in all.iter().zip(&info) {
+                assert_eq!(R::from_u8(b), Some(t));
+            }
+            assert_eq!(R::from_u8(0), None);
+            assert_eq!(R::from_u8(info.iter().max().expect("not empty") + 1), None);
+            (R::RMID.0, info)
+        }
+        let xlog = [X::CheckpointOnline, X::CheckpointShutdown];
+        assert_eq!(bytes(&xlog), (0, vec![1, 2]));
+        assert_eq!(
+            bytes(&[S::Create, S::Truncate, S::Drop]),
+            (1, vec![1, 2, 3])
+        );
+        assert_eq!(bytes(&[C::Image, C::Truncate]), (2, vec![1, 2]));
+        let txn = [
+            T::Commit,
+            T::Abort,
+            T::Prepare,
+            T::CommitPrepared,
+            T::AbortPrepared,
+        ];
+        assert_eq!(bytes(&txn), (3, vec![1, 2, 3, 4, 5]));
+        let heap = [
+            H::Insert,
+            H::Delete,
+            H::Update,
+            H::Lock,
+            H::Prune,
+            H::Visible,
+            H::Free,
+            H::Freeze,
+        ];
+        assert_eq!(bytes(&heap), (4, vec![1, 2, 3, 4, 5, 6, 7, 8]));
+        let btree = [
+            B::Create,
+            B::Insert,
+            B::Split,
+            B::Delete,
+            B::NewPages,
+            B::Meta,
+        ];
+        assert_eq!(bytes(&btree), (5, vec![1, 2, 3, 4, 5, 6]));
+        assert_eq!(bytes(&[TestRecord::SetBytes]), (255, vec![1]));
     }
 
     #[test]

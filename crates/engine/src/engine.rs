@@ -25,6 +25,7 @@ use crate::stats::StatsRegistry;
 use crate::txn::lock::LockManager;
 use crate::txn::twophase::TwoPhase;
 use crate::txn::TransactionManager;
+use crate::types::Oid;
 use crate::vfs::DirLock;
 use crate::wal::{Lsn, Wal};
 
@@ -38,6 +39,7 @@ pub(crate) struct Engine {
     pub locks: LockManager,
     pub catalog: Catalog,
     pub twophase: TwoPhase,
+    /// The next oid handed out (an [`Oid`]'s value).
     pub next_oid: AtomicU64,
     pub table_stats: StatsRegistry,
     /// The data directory's lock, held while anything of the engine lives — an open
@@ -48,8 +50,8 @@ pub(crate) struct Engine {
 impl Engine {
     /// A new oid (and relation file number): never reused, also across crashes (checkpoints
     /// and relation-creation records carry the counter).
-    pub fn new_oid(&self) -> u64 {
-        self.next_oid.fetch_add(1, Ordering::AcqRel)
+    pub fn new_oid(&self) -> Oid {
+        Oid(self.next_oid.fetch_add(1, Ordering::AcqRel))
     }
 }
 
@@ -80,7 +82,7 @@ impl CheckpointHook for Engine {
     fn ids(&self) -> CheckpointIds {
         CheckpointIds {
             next_xid: self.txns.next_xid(),
-            next_oid: self.next_oid.load(Ordering::Acquire),
+            next_oid: Oid(self.next_oid.load(Ordering::Acquire)),
             oldest_xid: self.txns.oldest_xid(),
         }
     }

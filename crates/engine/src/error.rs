@@ -6,7 +6,7 @@ use std::io;
 use std::path::PathBuf;
 
 use crate::page::PageError;
-use crate::types::{BlockNumber, Fork, RelFileLocator};
+use crate::types::{BlockNumber, Fork, Lsn, RelFileLocator, Rmid, Xid};
 
 /// The result type of the engine.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -90,12 +90,12 @@ pub enum Error {
     NoFreeBuffers { nbuffers: usize },
 
     #[error("WAL is corrupt at LSN {lsn}: {reason}")]
-    WalCorrupt { lsn: u64, reason: String },
+    WalCorrupt { lsn: Lsn, reason: String },
 
     #[error("could not {op} WAL at LSN {lsn}: {source}")]
     WalIo {
         op: &'static str,
-        lsn: u64,
+        lsn: Lsn,
         #[source]
         source: io::Error,
     },
@@ -113,7 +113,7 @@ pub enum Error {
     CheckpointFailed { reason: String },
 
     #[error("no resource manager {rmid} to redo the WAL record at LSN {lsn}")]
-    UnknownResourceManager { rmid: u8, lsn: u64 },
+    UnknownResourceManager { rmid: Rmid, lsn: Lsn },
 
     #[error("invalid value for setting \"{name}\": {reason}")]
     Config { name: String, reason: String },
@@ -172,7 +172,7 @@ pub enum Error {
         "could not access status of transaction {xid}: statuses below {oldest} were removed \
          (a tuple naming it lacks the hint vacuum sets)"
     )]
-    TransactionStatusRemoved { xid: u64, oldest: u64 },
+    TransactionStatusRemoved { xid: Xid, oldest: Xid },
 
     #[error("two-phase state file \"{path}\" is invalid: {reason}")]
     TwoPhaseStateFile { path: PathBuf, reason: String },

@@ -12,6 +12,7 @@ use common::{
     committing, crash, create_accounts, exists, new_db, open_db, pair, rows_in, wait_for,
 };
 use quire_engine::clog::{COMMIT_TS_LOG, STATUS_LOG};
+use quire_engine::types::Xid;
 use quire_engine::vfs::SimVfs;
 use quire_engine::{
     Changed, Config, Database, Fork, IsolationLevel::ReadCommitted, IsolationLevel::RepeatableRead,
@@ -51,7 +52,7 @@ fn next_segment(db: &Database) {
     let t = db.transactions();
     let next = t.next_xid();
     let to = (STATUS_LOG.segment_of(next) + 1) * STATUS_LOG.per_segment();
-    t.skip_xids(to - next);
+    t.skip_xids(to - next.0);
 }
 
 /// `accounts (id, balance)` with a unique index on `id`: rows 1..=n with balance 100 × id.
@@ -96,7 +97,7 @@ fn tid_of(db: &Database, id: i64) -> Tid {
 /// A history in segment 0 that leaves every kind of header behind: committed inserts,
 /// updates (HOT), a delete, an aborted insert, an aborted update, a finished row lock.
 /// Returns (an id that committed, an id that aborted), both in segment 0.
-fn history(db: &Database, t: TableId) -> (u64, u64) {
+fn history(db: &Database, t: TableId) -> (Xid, Xid) {
     let tx = db.begin(ReadCommitted).unwrap();
     for id in [1, 2] {
         let tid = tid_of(db, id);
@@ -180,7 +181,7 @@ fn a_database_vacuum_removes_old_segments_and_everything_reads_the_same() {
     // a commit timestamp is unknown.
     let err = db
         .transactions()
-        .status(STATUS_LOG.per_segment() - 1)
+        .status(Xid(STATUS_LOG.per_segment() - 1))
         .unwrap_err();
     assert_eq!(err.sqlstate(), "XX001", "{err}");
     assert_eq!(db.transactions().commit_timestamp(committed).unwrap(), None);
@@ -334,7 +335,7 @@ fn autovacuum_vacuums_the_whole_database_when_the_logs_grow_old() {
     wait_for("autovacuum to truncate the commit log", || {
         !status_segment_exists(&db, &vfs, 0)
     });
-    assert!(db.transactions().oldest_xid() >= STATUS_LOG.per_segment());
+    assert!(db.transactions().oldest_xid().0 >= STATUS_LOG.per_segment());
     assert_eq!(contents(&db, t), expected(30));
     db.close().unwrap();
 }

@@ -44,7 +44,7 @@ fn int(i: i64) -> Value {
 }
 
 /// The (id, v) pairs an index scan on `index` between ids `lo..=hi` returns, in order.
-fn by_index(tx: &Transaction, index: u64, lo: i64, hi: i64) -> Vec<(i64, i64)> {
+fn by_index(tx: &Transaction, index: quire_engine::IndexId, lo: i64, hi: i64) -> Vec<(i64, i64)> {
     tx.index_scan(
         index,
         Bound::Included(&[int(lo)]),
@@ -74,7 +74,7 @@ fn by_scan(tx: &Transaction, t: TableId, lo: i64, hi: i64) -> Vec<(i64, i64)> {
 }
 
 /// A table of ids `0..n` with a unique index on id.
-fn table_with_pk(db: &Database, n: i64) -> (TableId, u64, Vec<Tid>) {
+fn table_with_pk(db: &Database, n: i64) -> (TableId, quire_engine::IndexId, Vec<Tid>) {
     let tx = db.begin(ReadCommitted).unwrap();
     let t = tx.create_table("t", &columns()).unwrap();
     let pk = tx.create_index("t_pkey", t, &["id"], true).unwrap();

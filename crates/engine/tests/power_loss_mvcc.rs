@@ -279,7 +279,7 @@ fn crash_once(seed: u64) -> (usize, usize, u64, u64) {
                     let t = db.transactions();
                     let next = t.next_xid();
                     let per = quire_engine::clog::STATUS_LOG.per_segment();
-                    t.skip_xids(per - next % per);
+                    t.skip_xids(per - next.0 % per);
                 }
                 let done = db.vacuum_all().unwrap();
                 vacuumed += done

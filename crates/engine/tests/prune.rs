@@ -94,10 +94,10 @@ fn a_hot_chain_collapses_to_a_redirect_and_redo_rebuilds_it() {
     assert_eq!(pointers(&db, rel), expected);
     // An index's address (the root) still leads to the row.
     let heap = Heap::new(db.buffer_pool(), db.wal(), rel);
-    let snap = db.transactions().snapshot(0);
+    let snap = db.transactions().snapshot(quire_engine::txn::ProcId(0));
     let looker = quire_engine::heap::Looker {
         snapshot: &snap,
-        xid: 0,
+        xid: quire_engine::types::Xid::INVALID,
         cid: 0,
     };
     let found = heap.fetch_chain(root, &looker, db.transactions()).unwrap();

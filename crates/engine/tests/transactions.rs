@@ -12,6 +12,7 @@ use common::{crash, crash_seeds, new_db, open_db, power_loss};
 use quire_engine::clog::{TxnStatus, XIDS_PER_PAGE};
 use quire_engine::rng::SplitMix64;
 use quire_engine::txn::{ProcId, TransactionManager};
+use quire_engine::types::Xid;
 use quire_engine::vfs::Vfs;
 use quire_engine::Config;
 
@@ -29,20 +30,20 @@ fn config(synchronous_commit: bool) -> Config {
 }
 
 /// A transaction with an id: the commit log's view of a transaction, without table work.
-fn begin(t: &TransactionManager) -> (ProcId, u64) {
+fn begin(t: &TransactionManager) -> (ProcId, Xid) {
     let proc = t.register().unwrap();
     (proc, t.assign_xid(proc))
 }
 
 /// An id handed out to a transaction that then vanished without a record (as if its
 /// session died before writing anything).
-fn burn(t: &TransactionManager) -> u64 {
+fn burn(t: &TransactionManager) -> Xid {
     let (proc, xid) = begin(t);
     t.procs().unregister(proc);
     xid
 }
 
-fn end(t: &TransactionManager, proc: ProcId, xid: u64, commit: bool) {
+fn end(t: &TransactionManager, proc: ProcId, xid: Xid, commit: bool) {
     if commit {
         t.commit(proc, xid, &[]).unwrap();
     } else {
@@ -94,7 +95,7 @@ fn crash_once(seed: u64, sync: bool) -> (usize, usize) {
     let (vfs, db) = new_db(seed, config(sync));
     let mut rng = SplitMix64::new(seed * 7 + 1);
     let t = db.transactions();
-    let mut fates: Vec<(u64, Fate)> = Vec::new();
+    let mut fates: Vec<(Xid, Fate)> = Vec::new();
     let n = 30 + rng.next() % 120;
     for _ in 0..n {
         // Spread ids over many 512-byte sectors and several pages, so torn commit-log
@@ -200,24 +201,17 @@ fn commits_survive_power_loss_and_torn_commit_log_pages_are_repaired() {
 #[test]
 fn a_commit_log_image_never_erases_an_earlier_commit() {
     use quire_engine::clog::STATUS_LOG;
-    use quire_engine::recovery::rmid;
-    use quire_engine::txn::{EndRecord, COMMIT};
+    use quire_engine::txn::{EndRecord, TxnRecord};
     use quire_engine::wal::WalRecord;
     let (vfs, db) = new_db(9, config(true));
     db.checkpointer().checkpoint().unwrap();
     let t = db.transactions();
     let (_, a) = begin(t);
     let (_, b) = begin(t);
-    let record = |xid: u64| {
+    let record = |xid: Xid| {
         let mut main = Vec::new();
         EndRecord::default().encode(&mut main);
-        let rec = WalRecord {
-            xid,
-            rmid: rmid::TXN,
-            info: COMMIT,
-            blocks: &[],
-            main: &main,
-        };
+        let rec = WalRecord::new(xid, TxnRecord::Commit, &[], &main);
         db.wal().insert(&rec).unwrap().1
     };
     let end_a = record(a);
@@ -243,22 +237,22 @@ fn a_commit_log_image_never_erases_an_earlier_commit() {
 fn an_empty_wal_segment_left_by_a_crash_is_sized_before_use() {
     let (vfs, db) = new_db(10, config(true));
     let segment_bytes = config(true).wal_segment_size_bytes;
-    let next_segment = db.wal().insert_lsn() / segment_bytes + 1;
+    let next_segment = db.wal().insert_lsn().segment_of(segment_bytes) + 1;
     let path = Path::new("/data/wal").join(format!("{next_segment:016X}"));
     vfs.open(&path, quire_engine::vfs::OpenMode::CreateNew)
         .unwrap();
     let t = db.transactions();
-    let mut last = 0;
+    let mut last = Xid::INVALID;
     // Bounded: each commit adds a record.
     for _ in 0..100_000 {
-        if db.wal().insert_lsn() > next_segment * segment_bytes + 9 * 1024 {
+        if db.wal().insert_lsn().0 > next_segment * segment_bytes + 9 * 1024 {
             break;
         }
         let (proc, xid) = begin(t);
         end(t, proc, xid, true);
         last = xid;
     }
-    assert!(db.wal().insert_lsn() > next_segment * segment_bytes);
+    assert!(db.wal().insert_lsn().0 > next_segment * segment_bytes);
     db.close().unwrap();
     let db = open_db(&vfs, config(true));
     assert_eq!(

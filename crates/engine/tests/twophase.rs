@@ -36,6 +36,7 @@ use common::{
     lookup_error, new_db, open_db, pair, rel_of, rows_in, table_is_locked, try_rows_in,
 };
 use quire_engine::config::TwophaseStateMode;
+use quire_engine::types::Xid;
 use quire_engine::vfs::{OpKind, SimVfs, Vfs};
 use quire_engine::{
     Changed, Column, Config, Database, Error, IsolationLevel, IsolationLevel::*, LockMode,
@@ -57,8 +58,8 @@ fn setup(db: &Database) -> (TableId, Vec<Tid>) {
     committing(db, |tx| create_accounts(tx, 3))
 }
 
-fn state_file(xid: u64) -> PathBuf {
-    PathBuf::from(format!("/data/pg_twophase/{xid:016X}"))
+fn state_file(xid: Xid) -> PathBuf {
+    PathBuf::from(format!("/data/pg_twophase/{:016X}", xid.0))
 }
 
 fn add(tx: &Transaction, t: TableId, tid: Tid, delta: i64) -> Result<Changed> {
@@ -114,7 +115,7 @@ struct Refused {
     t: TableId,
     err: Error,
     /// The ids of `prepared_before`.
-    xids: Vec<u64>,
+    xids: Vec<Xid>,
 }
 
 /// Prepares `prepared_before`; then a transaction adds 2 to row 2 (and fails a statement, if
@@ -445,12 +446,12 @@ const GID: &str = "the-prepared-one";
 struct Prepared {
     t: TableId,
     tids: Vec<Tid>,
-    xid: u64,
+    xid: Xid,
     /// The table's file before, and after a TRUNCATE.
     old_rel: RelFileLocator,
     new_rel: Option<RelFileLocator>,
     /// (gid, xid, prepared at) as listed right after PREPARE.
-    listed: Vec<(String, u64, u64)>,
+    listed: Vec<(String, Xid, u64)>,
 }
 
 impl Case {
@@ -565,7 +566,7 @@ fn prepare(db: &Database, change: Change) -> Prepared {
     }
 }
 
-fn listing(db: &Database) -> Vec<(String, u64, u64)> {
+fn listing(db: &Database) -> Vec<(String, Xid, u64)> {
     db.prepared_transactions()
         .into_iter()
         .map(|p| (p.gid, p.xid, p.prepared_at_micros))
@@ -599,7 +600,7 @@ fn pass(db: Database, vfs: &Arc<SimVfs>, c: &Case, p: &Prepared, between: Betwee
 
 /// A checkpoint writes the state file; then much more WAL, and checkpoints that recycle the
 /// segment holding the prepare record.
-fn recycle_the_prepare_record(db: &Database, vfs: &SimVfs, xid: u64) {
+fn recycle_the_prepare_record(db: &Database, vfs: &SimVfs, xid: Xid) {
     db.checkpointer().checkpoint().unwrap();
     assert!(exists(vfs, &state_file(xid)));
     let other = committing(db, |tx| {
@@ -824,7 +825,7 @@ fn prepared_transactions_are_listed_by_gid_with_xid_and_time_until_finished() {
     for (p, (gid, xid)) in listed.iter().zip(&xids) {
         assert_eq!((&p.gid, p.xid), (gid, *xid));
     }
-    let mut seen_xids: Vec<u64> = listed.iter().map(|p| p.xid).collect();
+    let mut seen_xids: Vec<Xid> = listed.iter().map(|p| p.xid).collect();
     seen_xids.sort_unstable();
     seen_xids.dedup();
     assert_eq!(seen_xids.len(), 4, "distinct ids: {listed:?}");

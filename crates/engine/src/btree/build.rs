@@ -23,8 +23,8 @@ use super::{BTree, MAX_LEVELS};
 use crate::buffer::{BufferTag, PageWriteGuard, ReadMode};
 use crate::error::{Error, Result};
 use crate::page::{Page, Tid, PAGE_SIZE};
-use crate::recovery::rmid;
 use crate::smgr::{BlockNumber, Fork};
+use crate::types::Xid;
 use crate::value::Value;
 use crate::vfs::{OpenMode, Vfs, VfsFile};
 use crate::wal::LoggedPage;
@@ -62,7 +62,7 @@ impl BTree<'_> {
         &self,
         entries: impl Iterator<Item = Result<(Vec<Value>, Tid)>>,
         maintenance_work_mem_bytes: u64,
-        xid: u64,
+        xid: Xid,
     ) -> Result<BuildStats> {
         self.check_empty()?;
         let mut stats = BuildStats::default();
@@ -494,14 +494,14 @@ struct LevelPage {
 /// Builds the tree bottom-up: one open page per level, finished pages logged in batches.
 struct Loader<'t> {
     tree: &'t BTree<'t>,
-    xid: u64,
+    xid: Xid,
     levels: Vec<LevelPage>,
     /// Finished pages not yet written: (block, page).
     pending: Vec<(BlockNumber, Box<[u8; PAGE_SIZE]>)>,
 }
 
 impl<'t> Loader<'t> {
-    fn new(tree: &'t BTree<'t>, xid: u64) -> Self {
+    fn new(tree: &'t BTree<'t>, xid: Xid) -> Self {
         Loader {
             tree,
             xid,
@@ -644,13 +644,9 @@ impl<'t> Loader<'t> {
         }
         let mut logged: Vec<LoggedPage<'_, '_>> =
             guards.iter_mut().map(LoggedPage::will_init).collect();
-        self.tree.wal.log_page_change(
-            self.xid,
-            rmid::BTREE,
-            redo::NEW_PAGES,
-            &main,
-            &mut logged,
-        )?;
+        self.tree
+            .wal
+            .log_page_change(self.xid, redo::BTreeRecord::NewPages, &main, &mut logged)?;
         self.pending.clear();
         Ok(())
     }
@@ -701,8 +697,7 @@ impl<'t> Loader<'t> {
         crate::page::PageMut::new(&mut g).set_lsn(lsn);
         self.tree.wal.log_page_change(
             self.xid,
-            rmid::BTREE,
-            redo::META,
+            redo::BTreeRecord::Meta,
             &meta.encode(),
             &mut [LoggedPage::will_init(&mut g)],
         )?;

@@ -12,8 +12,8 @@ use super::{BTree, Downlink, HeapProbe, HopLimit, InsertOutcome, Probe, MAX_LEVE
 use crate::buffer::{PageWriteGuard, PinnedBuffer};
 use crate::error::{Error, Result};
 use crate::page::{OffsetNumber, PageMut, Tid};
-use crate::recovery::rmid;
 use crate::smgr::Fork;
+use crate::types::Xid;
 use crate::value::Value;
 use crate::wal::LoggedPage;
 
@@ -41,7 +41,7 @@ impl<'a> BTree<'a> {
         &self,
         key: &[Value],
         tid: Tid,
-        xid: u64,
+        xid: Xid,
         unique: Option<&dyn HeapProbe>,
     ) -> Result<InsertOutcome> {
         self.check_key(key, false)?;
@@ -199,7 +199,7 @@ impl<'a> BTree<'a> {
         mut guard: PageWriteGuard<'_>,
         sk: &SearchKey<'_>,
         tuple: &[u8],
-        xid: u64,
+        xid: Xid,
     ) -> Result<Option<Downlink>> {
         let block = guard.tag().block;
         let (pos, exists, fits) = {
@@ -220,8 +220,7 @@ impl<'a> BTree<'a> {
             .ok_or_else(|| self.corrupt(block, "no room for an item that fits"))?;
         self.wal.log_page_change(
             xid,
-            rmid::BTREE,
-            redo::INSERT,
+            redo::BTreeRecord::Insert,
             &redo::insert_record(pos, tuple),
             &mut [LoggedPage::changed(&mut guard)],
         )?;
@@ -258,7 +257,7 @@ impl<'a> BTree<'a> {
         guard: PageWriteGuard<'_>,
         pos: OffsetNumber,
         tuple: &[u8],
-        xid: u64,
+        xid: Xid,
     ) -> Result<Option<Downlink>> {
         let left = guard.tag().block;
         let plan = plan_split(&self.view(&guard, left)?, pos, tuple)?;
@@ -294,8 +293,7 @@ impl<'a> BTree<'a> {
             rguard.copy_from_slice(&right_page[..]);
             self.wal.log_page_change(
                 xid,
-                rmid::BTREE,
-                redo::SPLIT,
+                redo::BTreeRecord::Split,
                 &plan.encode(),
                 &mut [
                     LoggedPage::changed(&mut guard),
@@ -323,8 +321,7 @@ impl<'a> BTree<'a> {
         meta_guard.copy_from_slice(&meta_page[..]);
         self.wal.log_page_change(
             xid,
-            rmid::BTREE,
-            redo::SPLIT,
+            redo::BTreeRecord::Split,
             &plan.encode(),
             &mut [
                 LoggedPage::changed(&mut guard),
@@ -337,7 +334,7 @@ impl<'a> BTree<'a> {
     }
 
     /// Inserts the downlinks a split leaves, level by level up (each may split in turn).
-    fn finish_split(&self, mut pending: Option<Downlink>, xid: u64) -> Result<()> {
+    fn finish_split(&self, mut pending: Option<Downlink>, xid: Xid) -> Result<()> {
         #[cfg(test)]
         if SKIP_DOWNLINK.with(std::cell::Cell::get) {
             return Ok(());
@@ -351,7 +348,7 @@ impl<'a> BTree<'a> {
 
     /// Inserts one downlink into level `d.level + 1` (moving right as needed; nothing if the
     /// pivot is there already). Returns the downlink of a split it caused.
-    pub(super) fn insert_downlink(&self, d: &Downlink, xid: u64) -> Result<Option<Downlink>> {
+    pub(super) fn insert_downlink(&self, d: &Downlink, xid: Xid) -> Result<Option<Downlink>> {
         let t =
             Tuple::parse(&d.tuple).ok_or_else(|| self.corrupt(META_BLOCK, "a malformed pivot"))?;
         let cols = self.decode_key(&t, META_BLOCK)?;

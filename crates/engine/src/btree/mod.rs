@@ -93,8 +93,8 @@ use std::cmp::Ordering;
 use crate::buffer::{BufferPool, BufferTag, PinnedBuffer};
 use crate::error::{Error, Result};
 use crate::page::{OffsetNumber, Tid, PAGE_SIZE};
-use crate::recovery::rmid;
 use crate::smgr::{BlockNumber, Fork, RelFileLocator};
+use crate::types::Xid;
 use crate::value::{Type, Value};
 use crate::wal::{LoggedPage, Wal};
 use key::{BadKey, SearchKey};
@@ -131,7 +131,7 @@ pub enum Probe {
     /// Visible, or deleted by a transaction that is still running: a conflict.
     Live,
     /// Inserted (or deleted) by a transaction that is still running: wait for it.
-    InProgress { xid: u64 },
+    InProgress { xid: Xid },
 }
 
 /// The heap side of a unique check.
@@ -146,7 +146,7 @@ pub enum InsertOutcome {
     /// A conflicting inserter is still running: nothing was inserted and no lock is held;
     /// the caller waits for `xid` (its transaction lock) and calls `insert` again.
     MustWait {
-        xid: u64,
+        xid: Xid,
     },
 }
 
@@ -268,9 +268,8 @@ impl<'a> BTree<'a> {
         meta_guard.copy_from_slice(&meta.page()[..]);
         root_guard.copy_from_slice(&root_page[..]);
         self.wal.log_page_change(
-            0,
-            rmid::BTREE,
-            redo::CREATE,
+            Xid::INVALID,
+            redo::BTreeRecord::Create,
             &meta.encode(),
             &mut [
                 LoggedPage::will_init(&mut meta_guard),

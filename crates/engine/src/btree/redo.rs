@@ -26,16 +26,22 @@ use super::page::{
 use super::verify::split_bounds_hold;
 use crate::error::{Error, Result};
 use crate::page::{PageMut, PAGE_SIZE};
-use crate::recovery::{redo_block, RecordCursor, RedoContext, ResourceManager};
+use crate::recovery::{redo_block, rmid, RecordCursor, RedoContext, ResourceManager};
 use crate::smgr::{BlockNumber, RelFileLocator};
+use crate::wal::record::record_types;
 use crate::wal::DecodedRecord;
 
-pub const CREATE: u8 = 1;
-pub const INSERT: u8 = 2;
-pub const SPLIT: u8 = 3;
-pub const DELETE: u8 = 4;
-pub const NEW_PAGES: u8 = 5;
-pub const META: u8 = 6;
+record_types! {
+    /// B-tree record types (layouts above).
+    pub enum BTreeRecord for rmid::BTREE {
+        Create = 1,
+        Insert = 2,
+        Split = 3,
+        Delete = 4,
+        NewPages = 5,
+        Meta = 6,
+    }
+}
 
 /// SPLIT flag: the split page was the root; the record also makes the new root.
 pub const ROOT_SPLIT: u8 = 0x1;
@@ -294,8 +300,8 @@ impl ResourceManager for BTreeRedo {
 
     fn redo(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
         let mut c = RecordCursor::new(rec, "B-tree");
-        match rec.info {
-            CREATE => {
+        match rec.record_type()? {
+            BTreeRecord::Create => {
                 redo_meta(ctx, rec, 0)?;
                 let meta = Meta::decode(&rec.main).ok_or_else(|| corrupt(rec, "bad metapage"))?;
                 redo_block(ctx, rec, 1, true, |page, tag| {
@@ -312,7 +318,7 @@ impl ResourceManager for BTreeRedo {
                     Ok(())
                 })
             }
-            INSERT => {
+            BTreeRecord::Insert => {
                 let off = c.u16()?;
                 let tuple = c.rest();
                 redo_block(ctx, rec, 0, false, |page, tag| {
@@ -324,12 +330,12 @@ impl ResourceManager for BTreeRedo {
                     Ok(())
                 })
             }
-            SPLIT => {
+            BTreeRecord::Split => {
                 let plan = SplitPlan::decode(&mut c)?;
                 c.done()?;
                 redo_split(ctx, rec, &plan)
             }
-            DELETE => {
+            BTreeRecord::Delete => {
                 let n = c.u16()?;
                 let offs = (0..n).map(|_| c.u16()).collect::<Result<Vec<_>>>()?;
                 c.done()?;
@@ -341,7 +347,7 @@ impl ResourceManager for BTreeRedo {
                         .map_err(|e| corrupt(rec, &format!("cannot delete the items: {e}")))
                 })
             }
-            NEW_PAGES => {
+            BTreeRecord::NewPages => {
                 if rec.main.len() != rec.blocks.len() * PAGE_SIZE || rec.blocks.is_empty() {
                     return Err(corrupt(rec, "page images and blocks disagree"));
                 }
@@ -355,8 +361,7 @@ impl ResourceManager for BTreeRedo {
                 }
                 Ok(())
             }
-            META => redo_meta(ctx, rec, 0),
-            other => Err(corrupt(rec, &format!("unknown record type {other}"))),
+            BTreeRecord::Meta => redo_meta(ctx, rec, 0),
         }
     }
 }

@@ -260,7 +260,7 @@ fn run_model(shape: Shape, ops: Vec<Op>) -> std::result::Result<(), TestCaseErro
                 let key = shape.key(a, b, null);
                 let tid = Tid::new(u32::from(tid % 64), tid / 64 % 50 + 1);
                 prop_assert_eq!(
-                    tree.insert(&key, tid, 7, None).unwrap(),
+                    tree.insert(&key, tid, Xid(7), None).unwrap(),
                     InsertOutcome::Inserted
                 );
                 model.insert(ModelKey(key, tid));
@@ -344,12 +344,12 @@ fn unique_duplicate_of_a_live_key_fails_23505_with_the_key() {
     let tree = env.tree();
     let heap = FakeHeap::default();
     assert_eq!(
-        tree.insert(&[int(42)], Tid::new(0, 1), 5, Some(&heap))
+        tree.insert(&[int(42)], Tid::new(0, 1), Xid(5), Some(&heap))
             .unwrap(),
         InsertOutcome::Inserted
     );
     let err = tree
-        .insert(&[int(42)], Tid::new(0, 2), 6, Some(&heap))
+        .insert(&[int(42)], Tid::new(0, 2), Xid(6), Some(&heap))
         .unwrap_err();
     assert_eq!(err.sqlstate(), "23505");
     assert_eq!(
@@ -362,7 +362,8 @@ fn unique_duplicate_of_a_live_key_fails_23505_with_the_key() {
         "the failed insert left nothing behind"
     );
     // Without a probe (the caller knows better, e.g. a HOT-chain re-insert), no check.
-    tree.insert(&[int(42)], Tid::new(0, 3), 6, None).unwrap();
+    tree.insert(&[int(42)], Tid::new(0, 3), Xid(6), None)
+        .unwrap();
     assert_eq!(all_entries(&tree).len(), 2);
 }
 
@@ -372,37 +373,42 @@ fn unique_duplicate_of_a_dead_key_succeeds_and_of_an_in_progress_one_must_wait()
     let tree = env.tree();
     let mut heap = FakeHeap::default();
     let key = [int(1), Value::Text("a".into())];
-    tree.insert(&key, Tid::new(0, 1), 5, Some(&heap)).unwrap();
+    tree.insert(&key, Tid::new(0, 1), Xid(5), Some(&heap))
+        .unwrap();
     heap.0.insert(Tid::new(0, 1), Probe::Dead);
     assert_eq!(
-        tree.insert(&key, Tid::new(0, 2), 6, Some(&heap)).unwrap(),
+        tree.insert(&key, Tid::new(0, 2), Xid(6), Some(&heap))
+            .unwrap(),
         InsertOutcome::Inserted
     );
-    heap.0.insert(Tid::new(0, 2), Probe::InProgress { xid: 6 });
+    heap.0
+        .insert(Tid::new(0, 2), Probe::InProgress { xid: Xid(6) });
     assert_eq!(
-        tree.insert(&key, Tid::new(0, 3), 7, Some(&heap)).unwrap(),
-        InsertOutcome::MustWait { xid: 6 }
+        tree.insert(&key, Tid::new(0, 3), Xid(7), Some(&heap))
+            .unwrap(),
+        InsertOutcome::MustWait { xid: Xid(6) }
     );
     assert_eq!(all_entries(&tree).len(), 2, "MustWait inserted nothing");
     // Nothing is held after MustWait: another insert (and a scan) proceed at once.
     tree.insert(
         &[int(2), Value::Text("b".into())],
         Tid::new(0, 4),
-        8,
+        Xid(8),
         Some(&heap),
     )
     .unwrap();
     // The inserter aborted: its entry is dead, the retry succeeds.
     heap.0.insert(Tid::new(0, 2), Probe::Dead);
     assert_eq!(
-        tree.insert(&key, Tid::new(0, 3), 7, Some(&heap)).unwrap(),
+        tree.insert(&key, Tid::new(0, 3), Xid(7), Some(&heap))
+            .unwrap(),
         InsertOutcome::Inserted
     );
     // A prefix-equal key is not a duplicate.
     tree.insert(
         &[int(1), Value::Text("b".into())],
         Tid::new(0, 5),
-        9,
+        Xid(9),
         Some(&heap),
     )
     .unwrap();
@@ -415,16 +421,26 @@ fn unique_index_allows_several_nulls() {
     let tree = env.tree();
     let heap = FakeHeap::default();
     for i in 0..5 {
-        tree.insert(&[Value::Null, int(1)], Tid::new(0, i + 1), 5, Some(&heap))
-            .unwrap();
-        tree.insert(&[int(1), Value::Null], Tid::new(1, i + 1), 5, Some(&heap))
-            .unwrap();
+        tree.insert(
+            &[Value::Null, int(1)],
+            Tid::new(0, i + 1),
+            Xid(5),
+            Some(&heap),
+        )
+        .unwrap();
+        tree.insert(
+            &[int(1), Value::Null],
+            Tid::new(1, i + 1),
+            Xid(5),
+            Some(&heap),
+        )
+        .unwrap();
     }
     assert_eq!(all_entries(&tree).len(), 10);
     let err = {
-        tree.insert(&[int(1), int(1)], Tid::new(2, 1), 5, Some(&heap))
+        tree.insert(&[int(1), int(1)], Tid::new(2, 1), Xid(5), Some(&heap))
             .unwrap();
-        tree.insert(&[int(1), int(1)], Tid::new(2, 2), 5, Some(&heap))
+        tree.insert(&[int(1), int(1)], Tid::new(2, 2), Xid(5), Some(&heap))
             .unwrap_err()
     };
     assert_eq!(err.sqlstate(), "23505");
@@ -439,7 +455,7 @@ fn unique_check_sees_a_live_duplicate_pages_to_the_right() {
     let key = [Value::Text("k".repeat(1500))];
     for i in 0..40u16 {
         let tid = Tid::new(7, i + 1);
-        tree.insert(&key, tid, 5, Some(&heap)).unwrap();
+        tree.insert(&key, tid, Xid(5), Some(&heap)).unwrap();
         heap.0.insert(tid, Probe::Dead);
     }
     heap.0.remove(&Tid::new(7, 40)); // the last one is live
@@ -450,14 +466,15 @@ fn unique_check_sees_a_live_duplicate_pages_to_the_right() {
     );
     // A smaller TID goes to the leftmost page, yet the check must reach the live entry.
     let err = tree
-        .insert(&key, Tid::new(0, 1), 6, Some(&heap))
+        .insert(&key, Tid::new(0, 1), Xid(6), Some(&heap))
         .unwrap_err();
     assert_eq!(err.sqlstate(), "23505");
     heap.0
-        .insert(Tid::new(7, 40), Probe::InProgress { xid: 77 });
+        .insert(Tid::new(7, 40), Probe::InProgress { xid: Xid(77) });
     assert_eq!(
-        tree.insert(&key, Tid::new(9, 1), 6, Some(&heap)).unwrap(),
-        InsertOutcome::MustWait { xid: 77 }
+        tree.insert(&key, Tid::new(9, 1), Xid(6), Some(&heap))
+            .unwrap(),
+        InsertOutcome::MustWait { xid: Xid(77) }
     );
 }
 
@@ -467,7 +484,8 @@ fn levels_after(keys: impl Iterator<Item = i64>, count: usize) -> VerifyReport {
     let env = Env::new(false, vec![Type::Int]);
     let tree = env.tree();
     for (n, k) in keys.enumerate() {
-        tree.insert(&[int(k)], tid_of(n as u64), 3, None).unwrap();
+        tree.insert(&[int(k)], tid_of(n as u64), Xid(3), None)
+            .unwrap();
     }
     let report = tree.verify().unwrap();
     assert_eq!(report.leaf_entries as usize, count);
@@ -523,7 +541,7 @@ fn large_text_keys_split_at_every_level() {
             int((r >> 20).cast_signed() % 3),
         ];
         let tid = tid_of(n);
-        tree.insert(&key, tid, 3, None).unwrap();
+        tree.insert(&key, tid, Xid(3), None).unwrap();
         model.insert(ModelKey(key, tid));
     }
     let report = tree.verify().unwrap();
@@ -536,7 +554,7 @@ fn large_text_keys_split_at_every_level() {
         .insert(
             &[Value::Text("x".repeat(3000)), int(0)],
             Tid::new(0, 1),
-            3,
+            Xid(3),
             None,
         )
         .unwrap_err();
@@ -548,14 +566,14 @@ fn keys_of_the_wrong_shape_are_refused() {
     let env = Env::new(false, vec![Type::Int, Type::Text]);
     let tree = env.tree();
     assert_eq!(
-        tree.insert(&[int(1)], Tid::new(0, 1), 3, None)
+        tree.insert(&[int(1)], Tid::new(0, 1), Xid(3), None)
             .unwrap_err()
             .sqlstate(),
         "42804"
     );
     let wrong_type = [Value::Text("a".into()), Value::Text("b".into())];
     assert_eq!(
-        tree.insert(&wrong_type, Tid::new(0, 1), 3, None)
+        tree.insert(&wrong_type, Tid::new(0, 1), Xid(3), None)
             .unwrap_err()
             .sqlstate(),
         "42804"
@@ -587,7 +605,7 @@ fn concurrent_writers_and_readers_keep_the_tree_consistent() {
                         // Disjoint keys: the low bits name the writer.
                         let k = ((rng.next() % 1_000_000) * WRITERS + w).cast_signed();
                         let tid = Tid::new(w as u32, i as u16 + 1);
-                        tree.insert(&[int(k)], tid, 1, None).unwrap();
+                        tree.insert(&[int(k)], tid, Xid(1), None).unwrap();
                         mine.push((k, tid));
                     }
                     mine
@@ -666,7 +684,7 @@ fn concurrent_unique_inserters_of_one_key_let_exactly_one_in() {
             let (heap, ok) = (&heap, &ok);
             s.spawn(move || {
                 for k in 0..2000i64 {
-                    match tree.insert(&[int(k)], Tid::new(w, (k + 1) as u16), 1, Some(heap)) {
+                    match tree.insert(&[int(k)], Tid::new(w, (k + 1) as u16), Xid(1), Some(heap)) {
                         Ok(InsertOutcome::Inserted) => {
                             ok.fetch_add(1, AtomicOrdering::Relaxed);
                         }
@@ -697,7 +715,7 @@ fn filled(n: u64) -> (Env, Vec<(i64, Tid)>) {
         for i in 0..n {
             let k = (rng.next() % 10_000).cast_signed();
             let tid = tid_of(i);
-            tree.insert(&[int(k)], tid, 3, None).unwrap();
+            tree.insert(&[int(k)], tid, Xid(3), None).unwrap();
             entries.push((k, tid));
         }
     }
@@ -745,7 +763,7 @@ fn bulk_delete_removes_exactly_the_dead_entries() {
     );
     // The empty tree takes inserts again.
     for (k, t) in entries.iter().take(1000) {
-        tree.insert(&[int(*k)], *t, 4, None).unwrap();
+        tree.insert(&[int(*k)], *t, Xid(4), None).unwrap();
     }
     assert_eq!(tree.verify().unwrap().leaf_entries, 1000);
 }
@@ -844,7 +862,7 @@ fn build_with_an_external_sort_equals_inserts() {
         .collect();
     let tree = env.tree();
     let stats = tree
-        .build(entries.iter().cloned().map(Ok), 256 * 1024, 4)
+        .build(entries.iter().cloned().map(Ok), 256 * 1024, Xid(4))
         .unwrap();
     assert_eq!(stats.entries, 200_000);
     assert!(
@@ -853,7 +871,7 @@ fn build_with_an_external_sort_equals_inserts() {
     );
     assert!(stats.levels >= 3, "{stats:?}");
     for (key, tid) in &entries {
-        other.insert(key, *tid, 4, None).unwrap();
+        other.insert(key, *tid, Xid(4), None).unwrap();
     }
     let built = all_entries(&tree);
     assert_eq!(built.len(), 200_000);
@@ -872,7 +890,7 @@ fn build_with_an_external_sort_equals_inserts() {
         tree.insert(
             &[int(i64::from(n)), Value::Text("z".into())],
             Tid::new(5000, n + 1),
-            5,
+            Xid(5),
             None,
         )
         .unwrap();
@@ -890,7 +908,7 @@ fn build_of_large_keys_in_memory_makes_a_deep_tree() {
         )];
         Ok((key, Tid::new(n, 1)))
     });
-    let stats = tree.build(entries, 64 << 20, 4).unwrap();
+    let stats = tree.build(entries, 64 << 20, Xid(4)).unwrap();
     assert_eq!(stats.runs, 0);
     assert!(stats.levels >= 4, "{stats:?}");
     let report = tree.verify().unwrap();
@@ -906,12 +924,15 @@ fn build_refuses_duplicates_in_a_unique_index_but_not_nulls_and_needs_an_empty_i
     let env = Env::new(true, vec![Type::Int]);
     let tree = env.tree();
     let nulls = (0..10u16).map(|i| Ok((vec![Value::Null], Tid::new(0, i + 1))));
-    tree.build(nulls, 1 << 20, 4).unwrap();
-    let err = tree.build(std::iter::empty(), 1 << 20, 4).unwrap_err();
+    tree.build(nulls, 1 << 20, Xid(4)).unwrap();
+    let err = tree.build(std::iter::empty(), 1 << 20, Xid(4)).unwrap_err();
     assert_eq!(err.sqlstate(), "55000", "{err}");
     let env = Env::new(true, vec![Type::Int]);
     let dups = [(1, 1), (2, 2), (1, 3)].map(|(k, o)| Ok((vec![int(k)], Tid::new(0, o))));
-    let err = env.tree().build(dups.into_iter(), 1 << 20, 4).unwrap_err();
+    let err = env
+        .tree()
+        .build(dups.into_iter(), 1 << 20, Xid(4))
+        .unwrap_err();
     assert_eq!(err.sqlstate(), "23505", "{err}");
     // An error from the entries' source stops the build.
     let env = Env::new(false, vec![Type::Int]);
@@ -921,7 +942,10 @@ fn build_refuses_duplicates_in_a_unique_index_but_not_nulls_and_needs_an_empty_i
             what: "boom".into(),
         }),
     ];
-    assert!(env.tree().build(failing.into_iter(), 1 << 20, 4).is_err());
+    assert!(env
+        .tree()
+        .build(failing.into_iter(), 1 << 20, Xid(4))
+        .is_err());
 }
 
 // ------------------------------------------------------------------------------ corruption
@@ -1041,7 +1065,7 @@ proptest! {
         let _ = tree.scan(Bound::Unbounded, Bound::Unbounded).map(Iterator::count);
         let _ = tree.scan(Bound::Included(&[int(5000)][..]), Bound::Unbounded).map(Iterator::count);
         for k in [0, 2500, 5000, 9999] {
-            let _ = tree.insert(&[int(k)], Tid::new(60_000, 1), 3, Some(&FakeHeap::default()));
+            let _ = tree.insert(&[int(k)], Tid::new(60_000, 1), Xid(3), Some(&FakeHeap::default()));
         }
         let _ = tree.bulk_delete(&dead_store(&[entries[0].1]));
     }
@@ -1093,10 +1117,10 @@ fn redo_of_malformed_records_never_panics() {
         let nblocks = (rng.next() % 5) as u32;
         let first = (rng.next() % 4) as u32;
         let rec = crate::wal::DecodedRecord {
-            lsn: (1 << 40) + n * 1000,
-            end_lsn: (1 << 40) + n * 1000 + 100,
-            prev: 0,
-            xid: 1,
+            lsn: crate::wal::Lsn((1 << 40) + n * 1000),
+            end_lsn: crate::wal::Lsn((1 << 40) + n * 1000 + 100),
+            prev: crate::wal::Lsn::INVALID,
+            xid: Xid(1),
             rmid: crate::recovery::rmid::BTREE,
             info: (rng.next() % 8) as u8,
             blocks: (0..nblocks)
@@ -1125,7 +1149,7 @@ fn a_late_second_insert_of_a_downlink_adds_nothing() {
     let tree = env.tree();
     for n in 0..1500u32 {
         let key = format!("{:08}", n.wrapping_mul(2_654_435_761) % 100_000_000) + &"d".repeat(900);
-        tree.insert(&[Value::Text(key)], Tid::new(n, 1), 3, None)
+        tree.insert(&[Value::Text(key)], Tid::new(n, 1), Xid(3), None)
             .unwrap();
     }
     let before = tree.verify().unwrap();
@@ -1156,7 +1180,7 @@ fn a_late_second_insert_of_a_downlink_adds_nothing() {
         level: 0,
         tuple: super::page::with_downlink(&pivot, first_child),
     };
-    assert!(tree.insert_downlink(&again, 3).unwrap().is_none());
+    assert!(tree.insert_downlink(&again, Xid(3)).unwrap().is_none());
     let after = tree.verify().unwrap();
     assert_eq!(after.internal_entries, before.internal_entries);
 }
@@ -1191,12 +1215,12 @@ fn redo_refuses_a_well_formed_split_that_does_not_fit_the_page() {
             right_items: vec![leaf.clone()],
         };
         let rec = crate::wal::DecodedRecord {
-            lsn: 1 << 40,
-            end_lsn: (1 << 40) + 100,
-            prev: 0,
-            xid: 1,
+            lsn: crate::wal::Lsn(1 << 40),
+            end_lsn: crate::wal::Lsn((1 << 40) + 100),
+            prev: crate::wal::Lsn::INVALID,
+            xid: Xid(1),
             rmid: crate::recovery::rmid::BTREE,
-            info: redo::SPLIT,
+            info: redo::BTreeRecord::Split as u8,
             blocks: if root_split {
                 vec![block(1), block(2), block(3), block(0)]
             } else {

@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::rng::SplitMix64;
 use crate::vacuum::{DeadTids, TidStore};
 use crate::vfs::{CrashOptions, SimVfs};
+use crate::wal::Lsn;
 
 fn config() -> Config {
     Config {
@@ -40,9 +41,9 @@ fn crash(vfs: &SimVfs, seed: u64) {
 #[derive(Clone, Copy, Debug, Default)]
 struct Fate {
     /// `insert_lsn` right after the insert: durable once WAL is flushed to it.
-    inserted_at: u64,
+    inserted_at: Lsn,
     /// Likewise for the bulk delete that removed it, if any.
-    deleted_at: Option<u64>,
+    deleted_at: Option<Lsn>,
 }
 
 fn key_for(seed: u64, r: u64) -> Vec<Value> {
@@ -79,7 +80,7 @@ fn crash_once(seed: u64) -> (usize, u64) {
         let r = rng.next();
         let key = key_for(seed, r);
         let tid = Tid::new((n / 100) as u32, (n % 100) as u16 + 1);
-        tree.insert(&key, tid, 10 + n, None)
+        tree.insert(&key, tid, Xid(10 + n), None)
             .unwrap_or_else(|e| panic!("seed {seed}: insert {n}: {e}"));
         let fate = Fate {
             inserted_at: db.wal().insert_lsn(),
@@ -141,7 +142,7 @@ fn crash_once(seed: u64) -> (usize, u64) {
         tree.insert(
             &key_for(seed, r),
             Tid::new(1_000_000, (n + 1) as u16),
-            5,
+            Xid(5),
             None,
         )
         .unwrap_or_else(|e| panic!("seed {seed}: insert after the crash: {e}"));
@@ -164,7 +165,7 @@ fn crash_once(seed: u64) -> (usize, u64) {
 fn check_entries(
     tree: &BTree<'_>,
     fates: &BTreeMap<(u64, Tid), (Vec<Value>, Fate)>,
-    flushed: u64,
+    flushed: Lsn,
     seed: u64,
 ) {
     let mut by_tid: BTreeMap<Tid, (&Vec<Value>, Fate)> = BTreeMap::new();
@@ -249,14 +250,14 @@ fn a_crash_between_a_split_and_its_downlink_leaves_a_searchable_tree() {
     tree.create().unwrap();
     // Every other key now, the rest later: later inserts land inside existing leaves.
     for k in 0..3000i64 {
-        tree.insert(&[Value::Int(k * 2)], Tid::new(0, 1), 5, None)
+        tree.insert(&[Value::Int(k * 2)], Tid::new(0, 1), Xid(5), None)
             .unwrap();
     }
     assert_eq!(tree.verify().unwrap().missing_downlinks, 0);
     SKIP_DOWNLINK.with(|s| s.set(true));
     let mut k = 1;
     while tree.verify().unwrap().missing_downlinks < 3 {
-        tree.insert(&[Value::Int(k)], Tid::new(0, 1), 5, None)
+        tree.insert(&[Value::Int(k)], Tid::new(0, 1), Xid(5), None)
             .unwrap();
         k += 2;
     }
@@ -287,7 +288,7 @@ fn a_crash_between_a_split_and_its_downlink_leaves_a_searchable_tree() {
     // Inserts that walk across the pages without downlinks repair them (each insert the
     // first page it crosses, so a chain of them takes a few).
     for k in 0..2 * k {
-        tree.insert(&[Value::Int(k)], Tid::new(0, 2), 5, None)
+        tree.insert(&[Value::Int(k)], Tid::new(0, 2), Xid(5), None)
             .unwrap();
     }
     let report = tree.verify().unwrap();
@@ -313,7 +314,7 @@ fn a_built_index_survives_a_crash_after_its_wal_is_flushed() {
         })
         .collect();
     let stats = tree
-        .build(entries.iter().cloned().map(Ok), 64 * 1024, 9)
+        .build(entries.iter().cloned().map(Ok), 64 * 1024, Xid(9))
         .unwrap();
     assert!(stats.levels >= 2 && stats.runs > 1, "{stats:?}");
     db.wal().flush(db.wal().insert_lsn()).unwrap();
@@ -331,7 +332,7 @@ fn a_built_index_survives_a_crash_after_its_wal_is_flushed() {
         tree.insert(
             &[Value::Int(i64::from(n)), Value::Text("new".into())],
             Tid::new(999, n + 1),
-            5,
+            Xid(5),
             None,
         )
         .unwrap();

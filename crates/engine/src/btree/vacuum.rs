@@ -6,8 +6,8 @@ use super::redo;
 use super::BTree;
 use crate::error::Result;
 use crate::page::{OffsetNumber, PageMut};
-use crate::recovery::rmid;
 use crate::smgr::MAX_BLOCKS;
+use crate::types::Xid;
 use crate::vacuum::DeadTids;
 use crate::wal::LoggedPage;
 
@@ -94,9 +94,8 @@ impl BTree<'_> {
             .delete_items(&remove)
             .map_err(|e| self.corrupt(block, format!("cannot remove entries: {e}")))?;
         self.wal.log_page_change(
-            0,
-            rmid::BTREE,
-            redo::DELETE,
+            Xid::INVALID,
+            redo::BTreeRecord::Delete,
             &redo::delete_record(&remove),
             &mut [LoggedPage::changed(&mut g)],
         )?;

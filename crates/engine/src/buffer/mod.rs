@@ -64,17 +64,18 @@ use crate::error::{Error, Result};
 use crate::hash::{hash_one, FxHashMap};
 use crate::page::PAGE_SIZE;
 use crate::smgr::{BlockNumber, Fork, RelFileLocator, Smgr};
+use crate::types::Lsn;
 
 /// Called before a dirty page is written: the WAL layer flushes WAL up to `page_lsn`.
 pub trait WriteBackHook: Send + Sync {
-    fn before_write(&self, tag: BufferTag, page_lsn: u64) -> Result<()>;
+    fn before_write(&self, tag: BufferTag, page_lsn: Lsn) -> Result<()>;
 }
 
 /// The hook used before the WAL exists: nothing to flush.
 struct NoWal;
 
 impl WriteBackHook for NoWal {
-    fn before_write(&self, _tag: BufferTag, _page_lsn: u64) -> Result<()> {
+    fn before_write(&self, _tag: BufferTag, _page_lsn: Lsn) -> Result<()> {
         Ok(())
     }
 }
@@ -792,7 +793,7 @@ fn index_remove(index: &mut RelIndex, tag: BufferTag, id: u32) {
 }
 
 /// The LSN in a page header (bytes 0..8, little-endian; see `page`).
-fn page_lsn(page: &[u8; PAGE_SIZE]) -> u64 {
+fn page_lsn(page: &[u8; PAGE_SIZE]) -> Lsn {
     crate::page::Page::new(page).lsn()
 }
 

@@ -243,13 +243,13 @@ fn truncate_drops_only_the_tail_and_never_reads_it_back() {
 }
 
 struct RecordingHook {
-    calls: Mutex<Vec<(BufferTag, u64)>>,
+    calls: Mutex<Vec<(BufferTag, Lsn)>>,
 }
 
 impl WriteBackHook for RecordingHook {
-    fn before_write(&self, tag: BufferTag, page_lsn: u64) -> Result<()> {
+    fn before_write(&self, tag: BufferTag, page_lsn: Lsn) -> Result<()> {
         self.calls.lock().push((tag, page_lsn));
-        if page_lsn == 666 {
+        if page_lsn == Lsn(666) {
             return Err(Error::Config {
                 name: "test".into(),
                 reason: "WAL flush failed".into(),
@@ -271,7 +271,7 @@ fn write_back_calls_the_hook_with_the_page_lsn_first() {
         let buf = pool.extend(rel(1), Fork::Main).unwrap();
         let mut page = buf.write();
         init_page(&mut page, buf.tag(), 1);
-        crate::page::PageMut::new(&mut page).set_lsn(lsn);
+        crate::page::PageMut::new(&mut page).set_lsn(Lsn(lsn));
         page.mark_dirty();
         assert_eq!(buf.tag().block, b);
     }
@@ -280,7 +280,7 @@ fn write_back_calls_the_hook_with_the_page_lsn_first() {
     assert!(pool.flush_all().is_err());
     let calls = hook.calls.lock().clone();
     assert_eq!(calls.len(), 2, "{calls:?}");
-    assert!(calls.contains(&(BufferTag::new(rel(1), Fork::Main, 0), 1000)));
+    assert!(calls.contains(&(BufferTag::new(rel(1), Fork::Main, 0), Lsn(1000))));
     assert_eq!(f.writes() - before, 1);
 }
 
@@ -405,7 +405,7 @@ struct DroppedWatch {
 }
 
 impl WriteBackHook for DroppedWatch {
-    fn before_write(&self, tag: BufferTag, _page_lsn: u64) -> Result<()> {
+    fn before_write(&self, tag: BufferTag, _page_lsn: Lsn) -> Result<()> {
         if self.dropped.lock().contains(&tag.rel) {
             self.violations.lock().push(tag);
         }

@@ -30,6 +30,7 @@ use crate::heap::{Heap, Looker, XidOracle};
 use crate::page::Tid;
 use crate::smgr::{Fork, RelFileLocator};
 use crate::txn::lock::LockTag;
+use crate::types::Oid;
 use crate::value::{Row, Type, Value};
 use crate::wal::Wal;
 
@@ -41,10 +42,11 @@ pub const CATALOG_REL: RelFileLocator = RelFileLocator {
 /// The database of user tables.
 pub const USER_DB: u32 = 1;
 /// The first oid (and relation file number) handed out, as in PostgreSQL.
-pub const FIRST_USER_OID: u64 = 16384;
+pub const FIRST_USER_OID: Oid = Oid(16384);
 
-/// A table's identity: its oid, which outlives TRUNCATE (the relation file does not).
-pub type TableId = u64;
+/// A table's identity: its oid, which outlives TRUNCATE (the relation file does not). Tables
+/// and indexes share one oid space (the catalog finds either by oid), as in PostgreSQL.
+pub type TableId = Oid;
 
 /// A column of a table.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,7 +84,7 @@ impl TableDef {
             cols.extend_from_slice(c.name.as_bytes());
         }
         vec![
-            Value::Int(self.oid.cast_signed()),
+            Value::Int(self.oid.0.cast_signed()),
             Value::Text(self.name.clone()),
             Value::Int(self.rel.rel_number.cast_signed()),
             Value::Bytea(cols),
@@ -104,7 +106,7 @@ impl TableDef {
             columns.push(Column::new(name, ty));
         }
         Some(TableDef {
-            oid: u64::try_from(*oid).ok()?,
+            oid: Oid(u64::try_from(*oid).ok()?),
             name: name.clone(),
             rel: RelFileLocator::new(USER_DB, u64::try_from(*number).ok()?),
             columns,
@@ -142,7 +144,7 @@ impl TableDef {
 }
 
 /// An index's identity: its oid.
-pub type IndexId = u64;
+pub type IndexId = Oid;
 
 /// An index's definition: a B+tree over some columns of a table.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -167,10 +169,10 @@ impl IndexDef {
             spec.extend_from_slice(&c.to_le_bytes());
         }
         vec![
-            Value::Int(self.oid.cast_signed()),
+            Value::Int(self.oid.0.cast_signed()),
             Value::Text(self.name.clone()),
             Value::Int(self.rel.rel_number.cast_signed()),
-            Value::Int(self.table.cast_signed()),
+            Value::Int(self.table.0.cast_signed()),
             Value::Bytea(spec),
         ]
     }
@@ -191,10 +193,10 @@ impl IndexDef {
             .map(|_| r.u16())
             .collect::<Option<_>>()?;
         Some(IndexDef {
-            oid: u64::try_from(*oid).ok()?,
+            oid: Oid(u64::try_from(*oid).ok()?),
             name: name.clone(),
             rel: RelFileLocator::new(USER_DB, u64::try_from(*number).ok()?),
-            table: u64::try_from(*table).ok()?,
+            table: Oid(u64::try_from(*table).ok()?),
             columns,
             unique: flags & INDEX_UNIQUE != 0,
         })
@@ -223,7 +225,7 @@ impl Entry {
             .or_else(|| IndexDef::from_row(row).map(Entry::Index))
     }
 
-    pub fn oid(&self) -> u64 {
+    pub fn oid(&self) -> Oid {
         match self {
             Entry::Table(t) => t.oid,
             Entry::Index(i) => i.oid,
@@ -256,14 +258,14 @@ impl Entry {
 pub fn name_lock(name: &str) -> LockTag {
     LockTag::Relation {
         db_oid: u32::MAX,
-        rel_oid: crate::hash::hash_one(&name),
+        rel_oid: Oid(crate::hash::hash_one(&name)),
     }
 }
 
 #[derive(Default)]
 struct Index {
-    versions: HashMap<u64, Vec<Tid>>,
-    names: HashMap<String, Vec<u64>>,
+    versions: HashMap<Oid, Vec<Tid>>,
+    names: HashMap<String, Vec<Oid>>,
     /// A table's indexes (every oid ever noted; visibility decides at lookup).
     table_indexes: HashMap<TableId, Vec<IndexId>>,
 }
@@ -281,7 +283,7 @@ impl Catalog {
 
     /// Creates the catalog's file if missing (a new data directory) and indexes every
     /// version in it. Returns the catalog and one past the largest oid it mentions.
-    pub fn load(pool: &BufferPool, wal: &Wal) -> Result<(Catalog, u64)> {
+    pub fn load(pool: &BufferPool, wal: &Wal) -> Result<(Catalog, Oid)> {
         let smgr = pool.smgr();
         if !smgr.exists(CATALOG_REL, Fork::Main)? {
             Self::heap(pool, wal).create()?;
@@ -300,8 +302,8 @@ impl Catalog {
                         reason: "not a catalog row".into(),
                     })?;
                 next_oid = next_oid
-                    .max(entry.oid() + 1)
-                    .max(entry.rel().rel_number + 1);
+                    .max(entry.oid().next())
+                    .max(Oid(entry.rel().rel_number + 1));
                 catalog.note_entry(t.tid, &entry);
             }
         }
@@ -341,7 +343,7 @@ impl Catalog {
         // Under the write lock throughout: a definition noted meanwhile could otherwise reuse
         // an address judged stale. DDL notes after its heap change, never holding a page.
         let mut g = self.index.write();
-        let mut kept: HashMap<u64, Vec<Tid>> = HashMap::with_capacity(g.versions.len());
+        let mut kept: HashMap<Oid, Vec<Tid>> = HashMap::with_capacity(g.versions.len());
         let mut forgotten = 0;
         for (&oid, tids) in &g.versions {
             let mut keep = Vec::with_capacity(tids.len());
@@ -384,7 +386,7 @@ impl Catalog {
     pub fn entry(
         &self,
         heap: &Heap<'_>,
-        oid: u64,
+        oid: Oid,
         looker: &Looker<'_>,
         oracle: &dyn XidOracle,
     ) -> Result<Option<(Tid, Entry)>> {
@@ -514,10 +516,10 @@ mod tests {
     #[test]
     fn index_definitions_round_trip_and_differ_from_tables() {
         let def = IndexDef {
-            oid: 16500,
+            oid: Oid(16500),
             name: "accounts_pkey".into(),
             rel: RelFileLocator::new(USER_DB, 16501),
-            table: 16400,
+            table: Oid(16400),
             columns: vec![0, 2],
             unique: true,
         };
@@ -537,7 +539,7 @@ mod tests {
     #[test]
     fn definitions_round_trip_through_catalog_rows() {
         let def = TableDef {
-            oid: 16400,
+            oid: Oid(16400),
             name: "accounts".into(),
             rel: RelFileLocator::new(USER_DB, 16420),
             columns: vec![

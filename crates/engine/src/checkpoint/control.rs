@@ -54,8 +54,8 @@ impl ControlData {
         b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
         b[4..8].copy_from_slice(&VERSION.to_le_bytes());
         b[8..12].copy_from_slice(&(self.state as u32).to_le_bytes());
-        b[16..24].copy_from_slice(&self.checkpoint_lsn.to_le_bytes());
-        b[24..32].copy_from_slice(&self.redo_lsn.to_le_bytes());
+        b[16..24].copy_from_slice(&self.checkpoint_lsn.0.to_le_bytes());
+        b[24..32].copy_from_slice(&self.redo_lsn.0.to_le_bytes());
         let crc = crc32c::crc32c(&b[..32]);
         b[32..36].copy_from_slice(&crc.to_le_bytes());
         b
@@ -90,8 +90,8 @@ impl ControlData {
         };
         Ok(ControlData {
             state,
-            checkpoint_lsn: u64_at(16),
-            redo_lsn: u64_at(24),
+            checkpoint_lsn: Lsn(u64_at(16)),
+            redo_lsn: Lsn(u64_at(24)),
         })
     }
 
@@ -140,8 +140,8 @@ mod tests {
     fn control_file_bytes_match_the_documented_layout() {
         let c = ControlData {
             state: DbState::InProduction,
-            checkpoint_lsn: 0x0102_0304_0506_0708,
-            redo_lsn: 0x1112_1314_1516_1718,
+            checkpoint_lsn: Lsn(0x0102_0304_0506_0708),
+            redo_lsn: Lsn(0x1112_1314_1516_1718),
         };
         #[rustfmt::skip]
         let mut expected: [u8; 40] = [
@@ -180,16 +180,16 @@ mod tests {
         assert_eq!(ControlData::read(&vfs, dir).unwrap(), None);
         let a = ControlData {
             state: DbState::InProduction,
-            checkpoint_lsn: 100,
-            redo_lsn: 50,
+            checkpoint_lsn: Lsn(100),
+            redo_lsn: Lsn(50),
         };
         a.write(&vfs, dir).unwrap();
         sim.crash(&CrashOptions::default());
         assert_eq!(ControlData::read(&vfs, dir).unwrap(), Some(a));
         let b = ControlData {
             state: DbState::ShutDown,
-            checkpoint_lsn: 900,
-            redo_lsn: 900,
+            checkpoint_lsn: Lsn(900),
+            redo_lsn: Lsn(900),
         };
         b.write(&vfs, dir).unwrap();
         assert_eq!(ControlData::read(&vfs, dir).unwrap(), Some(b));

@@ -34,8 +34,9 @@ pub use control::{ControlData, DbState};
 use crate::buffer::BufferPool;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::recovery::{rmid, xlog::CheckpointRecord, xlog_info};
+use crate::recovery::{xlog::CheckpointRecord, XlogRecord};
 use crate::smgr::Smgr;
+use crate::types::{Oid, Xid};
 use crate::vfs::Vfs;
 use crate::wal::{Lsn, Wal, WalRecord};
 
@@ -55,9 +56,9 @@ pub trait CheckpointHook: Send + Sync {
 /// transaction id whose commit status is kept (PostgreSQL's `oldestXid`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CheckpointIds {
-    pub next_xid: u64,
-    pub next_oid: u64,
-    pub oldest_xid: u64,
+    pub next_xid: Xid,
+    pub next_oid: Oid,
+    pub oldest_xid: Xid,
 }
 
 /// How often the background thread checks the WAL volume.
@@ -84,6 +85,7 @@ struct Shared {
     max_wal_size_bytes: u64,
     completion_target: f64,
     run_lock: Mutex<()>,
+    /// The redo point of the last checkpoint (an [`Lsn`]'s value).
     last_redo: AtomicU64,
     failed: AtomicBool,
     stop: Mutex<bool>,
@@ -120,7 +122,7 @@ impl Checkpointer {
                 max_wal_size_bytes: config.max_wal_size_bytes,
                 completion_target: config.checkpoint_completion_target,
                 run_lock: Mutex::new(()),
-                last_redo: AtomicU64::new(last_redo),
+                last_redo: AtomicU64::new(last_redo.0),
                 failed: AtomicBool::new(false),
                 stop: Mutex::new(false),
                 wake: Condvar::new(),
@@ -192,10 +194,10 @@ impl Shared {
             let wal_since = self
                 .wal
                 .insert_lsn()
-                .saturating_sub(self.last_redo.load(Ordering::Acquire));
+                .bytes_since(Lsn(self.last_redo.load(Ordering::Acquire)));
             if last.elapsed() >= self.timeout || wal_since >= self.max_wal_size_bytes {
                 match self.run(false, true) {
-                    Ok(lsn) => tracing::debug!(lsn, "checkpoint complete"),
+                    Ok(lsn) => tracing::debug!(lsn = %lsn, "checkpoint complete"),
                     // Handled here: logged, and the engine is already in its failed state if
                     // it was an fsync; a write error is retried at the next trigger.
                     Err(e) => tracing::error!(error = %e, "checkpoint failed"),
@@ -226,7 +228,7 @@ impl Shared {
                 return;
             }
             let time_share = started.elapsed().as_secs_f64() / budget.as_secs_f64();
-            let wal_share = self.wal.insert_lsn().saturating_sub(redo) as f64
+            let wal_share = self.wal.insert_lsn().bytes_since(redo) as f64
                 / (self.max_wal_size_bytes as f64 * self.completion_target);
             if progress <= time_share.max(wal_share) {
                 return;
@@ -264,10 +266,10 @@ impl Shared {
         if let Err(e) = self.hook.at_checkpoint(redo) {
             return Err(self.fail(&e));
         }
-        let info = if shutdown {
-            xlog_info::CHECKPOINT_SHUTDOWN
+        let record_type = if shutdown {
+            XlogRecord::CheckpointShutdown
         } else {
-            xlog_info::CHECKPOINT_ONLINE
+            XlogRecord::CheckpointOnline
         };
         let ids = self.hook.ids();
         let main = CheckpointRecord {
@@ -277,13 +279,9 @@ impl Shared {
             oldest_xid: ids.oldest_xid,
         }
         .encode();
-        let (start, end) = self.wal.insert(&WalRecord {
-            xid: 0,
-            rmid: rmid::XLOG,
-            info,
-            blocks: &[],
-            main: &main,
-        })?;
+        let (start, end) =
+            self.wal
+                .insert(&WalRecord::new(Xid::INVALID, record_type, &[], &main))?;
         self.wal.flush(end)?;
         let control = ControlData {
             state: if shutdown {
@@ -297,7 +295,7 @@ impl Shared {
         if let Err(e) = control.write(&self.vfs, &self.data_dir) {
             return Err(self.fail(&e));
         }
-        self.last_redo.store(redo, Ordering::Release);
+        self.last_redo.store(redo.0, Ordering::Release);
         let removed = self.wal.remove_segments_before(redo)?;
         self.stats
             .wal_segments_removed

@@ -38,13 +38,20 @@ use crate::error::{Error, Result};
 use crate::page::{Page, PageMut, HEADER_SIZE, PAGE_SIZE};
 use crate::recovery::{rmid, IdCounters, RedoContext};
 use crate::smgr::{Fork, RelFileLocator, Smgr};
+use crate::types::Xid;
+use crate::wal::record::record_types;
 use crate::wal::{BlockRef, DecodedRecord, Lsn, Wal, WalRecord};
 
-/// Record type of the logs' resource manager: a page image.
-pub const XACT_LOG_IMAGE: u8 = 1;
-/// Record type of the logs' resource manager: statuses below an id are no longer kept (main
-/// data: that id, u64), so the segments wholly below it are removed.
-pub const XACT_LOG_TRUNCATE: u8 = 2;
+record_types! {
+    /// Record types of the logs' resource manager.
+    pub enum XactLogRecord for rmid::CLOG {
+        /// A page image.
+        Image = 1,
+        /// Statuses below an id are no longer kept (main data: that id, u64), so the
+        /// segments wholly below it are removed.
+        Truncate = 2,
+    }
+}
 
 /// Pages per segment of either log.
 pub const PAGES_PER_SEGMENT: u32 = 32;
@@ -102,8 +109,8 @@ impl XactLog {
     }
 
     /// The segment holding `xid`'s value.
-    pub const fn segment_of(self, xid: u64) -> u64 {
-        xid / self.per_segment()
+    pub const fn segment_of(self, xid: Xid) -> u64 {
+        xid.0 / self.per_segment()
     }
 
     /// The relation of segment `segno`.
@@ -115,9 +122,9 @@ impl XactLog {
     }
 
     /// (page, bit position in the page) of a transaction's value.
-    fn locate(self, xid: u64) -> (BufferTag, usize) {
-        let block = (xid % self.per_segment()) / self.per_page();
-        let bit = HEADER_SIZE * 8 + (xid % self.per_page()) as usize * self.bits_per_xid as usize;
+    fn locate(self, xid: Xid) -> (BufferTag, usize) {
+        let block = (xid.0 % self.per_segment()) / self.per_page();
+        let bit = HEADER_SIZE * 8 + (xid.0 % self.per_page()) as usize * self.bits_per_xid as usize;
         let tag = BufferTag::new(
             self.segment_rel(self.segment_of(xid)),
             Fork::Main,
@@ -126,7 +133,7 @@ impl XactLog {
         (tag, bit)
     }
 
-    fn write_value(self, page: &mut [u8; PAGE_SIZE], xid: u64, value: u64) {
+    fn write_value(self, page: &mut [u8; PAGE_SIZE], xid: Xid, value: u64) {
         if Page::new(page).is_new() {
             PageMut::new(page).init(0);
         }
@@ -151,7 +158,7 @@ impl XactLog {
         }
     }
 
-    fn read_value(self, page: &[u8; PAGE_SIZE], xid: u64) -> u64 {
+    fn read_value(self, page: &[u8; PAGE_SIZE], xid: Xid) -> u64 {
         let (_, bit) = self.locate(xid);
         if self.bits_per_xid == 64 {
             crate::bytes::u64_at(page, bit / 8).expect("locate keeps a value inside its page")
@@ -186,7 +193,7 @@ impl XactLog {
     }
 
     /// The value for `xid` (0 if never set).
-    pub fn get(self, pool: &BufferPool, xid: u64) -> Result<u64> {
+    pub fn get(self, pool: &BufferPool, xid: Xid) -> Result<u64> {
         let (tag, _) = self.locate(xid);
         let nblocks = match pool.smgr().nblocks(tag.rel, Fork::Main) {
             Ok(n) => n,
@@ -207,7 +214,7 @@ impl XactLog {
         self,
         wal: &Wal,
         pool: &BufferPool,
-        xid: u64,
+        xid: Xid,
         value: u64,
         record_end: Lsn,
     ) -> Result<()> {
@@ -222,13 +229,12 @@ impl XactLog {
                 tag,
                 image: Some(&*page),
             }];
-            let (_, end) = wal.insert(&WalRecord {
-                xid: 0,
-                rmid: rmid::CLOG,
-                info: XACT_LOG_IMAGE,
-                blocks: &blocks,
-                main: &[],
-            })?;
+            let (_, end) = wal.insert(&WalRecord::new(
+                Xid::INVALID,
+                XactLogRecord::Image,
+                &blocks,
+                &[],
+            ))?;
             lsn = lsn.max(end);
         }
         PageMut::new(&mut page).set_lsn(lsn);
@@ -247,7 +253,7 @@ impl XactLog {
 /// `from_segment` of the status log on (those before are gone already): their buffers are
 /// dropped and their files unlinked, with their sync requests. Segments never created are
 /// skipped. Returns how many segment files were removed.
-pub fn remove_segments_below(pool: &BufferPool, from_xid: u64, oldest: u64) -> Result<usize> {
+pub fn remove_segments_below(pool: &BufferPool, from_xid: Xid, oldest: Xid) -> Result<usize> {
     let mut rels = Vec::new();
     for log in [STATUS_LOG, COMMIT_TS_LOG] {
         // Segment k is wholly below `oldest` when (k + 1) * per_segment <= oldest.
@@ -265,18 +271,18 @@ pub fn remove_segments_below(pool: &BufferPool, from_xid: u64, oldest: u64) -> R
 }
 
 /// The oldest kept id a truncation record sets, if `rec` is one.
-fn truncation_of(rec: &DecodedRecord) -> Option<u64> {
-    if rec.rmid != rmid::CLOG || rec.info != XACT_LOG_TRUNCATE {
+fn truncation_of(rec: &DecodedRecord) -> Option<Xid> {
+    if rec.record_type::<XactLogRecord>().ok()? != XactLogRecord::Truncate {
         return None;
     }
     let mut r = Reader::new(&rec.main);
-    let oldest = r.u64()?;
+    let oldest = Xid(r.u64()?);
     r.done()?;
     Some(oldest)
 }
 
 /// [`truncation_of`] a record known to be a truncation record.
-fn truncation(rec: &DecodedRecord) -> Result<u64> {
+fn truncation(rec: &DecodedRecord) -> Result<Xid> {
     truncation_of(rec).ok_or_else(|| Error::WalCorrupt {
         lsn: rec.lsn,
         reason: "malformed commit-log truncation record".into(),
@@ -286,19 +292,18 @@ fn truncation(rec: &DecodedRecord) -> Result<u64> {
 /// Writes the truncation record for `oldest` and flushes it: the removal of the segments
 /// below must never reach the disk before the record (and the tuple hints that vacuum logged
 /// before it) do.
-pub fn log_truncation(wal: &Wal, oldest: u64) -> Result<()> {
-    let (_, end) = wal.insert(&WalRecord {
-        xid: 0,
-        rmid: rmid::CLOG,
-        info: XACT_LOG_TRUNCATE,
-        blocks: &[],
-        main: &oldest.to_le_bytes(),
-    })?;
+pub fn log_truncation(wal: &Wal, oldest: Xid) -> Result<()> {
+    let (_, end) = wal.insert(&WalRecord::new(
+        Xid::INVALID,
+        XactLogRecord::Truncate,
+        &[],
+        &oldest.0.to_le_bytes(),
+    ))?;
     wal.flush(end)
 }
 
 /// A change waiting for its page: (xid, value, end LSN of its record).
-type HeldChange = (u64, u64, Lsn);
+type HeldChange = (Xid, u64, Lsn);
 
 /// Redo of the logs, with the hold-back rule.
 #[derive(Default)]
@@ -306,10 +311,10 @@ pub struct XactLogRedo {
     /// Changes for pages that could not be read, by page.
     held: Mutex<HashMap<BufferTag, Vec<HeldChange>>>,
     /// The segments below this id are removed already (by an earlier truncation record).
-    removed_below: Mutex<u64>,
+    removed_below: Mutex<Xid>,
 }
 
-fn apply(log: XactLog, buf: &PinnedBuffer<'_>, xid: u64, value: u64, end: Lsn) {
+fn apply(log: XactLog, buf: &PinnedBuffer<'_>, xid: Xid, value: u64, end: Lsn) {
     let mut page = buf.write();
     log.write_value(&mut page, xid, value);
     let lsn = Page::new(&page).lsn().max(end);
@@ -323,7 +328,7 @@ impl XactLogRedo {
         &self,
         ctx: &RedoContext<'_>,
         log: XactLog,
-        xid: u64,
+        xid: Xid,
         value: u64,
         end: Lsn,
     ) -> Result<()> {
@@ -352,7 +357,7 @@ impl XactLogRedo {
 
     /// Redoes a record of the logs' resource manager: a page image or a truncation.
     pub fn redo(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
-        if rec.info != XACT_LOG_TRUNCATE {
+        if rec.record_type::<XactLogRecord>()? == XactLogRecord::Image {
             return self.redo_image(ctx, rec);
         }
         let oldest = truncation(rec)?;
@@ -360,7 +365,7 @@ impl XactLogRedo {
         // Changes held back for removed segments are moot: their ids are all below `oldest`.
         self.held.lock().retain(|tag, _| {
             XactLog::of(tag.rel)
-                .is_none_or(|log| (tag.rel.rel_number + 1) * log.per_segment() > oldest)
+                .is_none_or(|log| (tag.rel.rel_number + 1) * log.per_segment() > oldest.0)
         });
         remove_segments_below(ctx.pool, *removed_below, oldest)?;
         *removed_below = (*removed_below).max(oldest);
@@ -370,7 +375,7 @@ impl XactLogRedo {
     /// The id counters a record of the logs' resource manager moves: a truncation sets the
     /// oldest kept status (see [`crate::recovery::ResourceManager::ids`]).
     pub fn ids(rec: &DecodedRecord) -> Result<IdCounters> {
-        if rec.info != XACT_LOG_TRUNCATE {
+        if rec.record_type::<XactLogRecord>()? != XactLogRecord::Truncate {
             return Ok(IdCounters::default());
         }
         Ok(IdCounters {
@@ -385,7 +390,7 @@ impl XactLogRedo {
             lsn: rec.lsn,
             reason: format!("malformed transaction-log record: {reason}"),
         };
-        if rec.info != XACT_LOG_IMAGE || rec.blocks.len() != 1 {
+        if rec.record_type::<XactLogRecord>()? != XactLogRecord::Image || rec.blocks.len() != 1 {
             return Err(malformed("not one page image"));
         }
         let tag = rec.blocks[0].tag;
@@ -446,6 +451,7 @@ impl XactLogRedo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::Rmid;
 
     #[test]
     fn ids_map_to_segments_pages_and_bits_without_overlap() {
@@ -464,7 +470,7 @@ mod tests {
                 per,
                 7 * per + 5,
             ] {
-                let (tag, bit) = log.locate(xid);
+                let (tag, bit) = log.locate(Xid(xid));
                 assert_eq!(tag.rel, log.segment_rel(xid / per));
                 assert_eq!(u64::from(tag.block), (xid % per) / log.per_page());
                 assert!(tag.block < PAGES_PER_SEGMENT);
@@ -480,76 +486,73 @@ mod tests {
     fn values_round_trip_on_a_page_and_neighbours_are_untouched() {
         let mut page = [0u8; PAGE_SIZE];
         for xid in [0, 1, 2, 3, 4, 32_671] {
-            STATUS_LOG.write_value(&mut page, xid, xid % 3);
+            STATUS_LOG.write_value(&mut page, Xid(xid), xid % 3);
         }
         for xid in [0, 1, 2, 3, 4, 32_671] {
-            assert_eq!(STATUS_LOG.read_value(&page, xid), xid % 3, "{xid}");
+            assert_eq!(STATUS_LOG.read_value(&page, Xid(xid)), xid % 3, "{xid}");
         }
-        assert_eq!(STATUS_LOG.read_value(&page, 5), 0);
+        assert_eq!(STATUS_LOG.read_value(&page, Xid(5)), 0);
         let mut page = [0u8; PAGE_SIZE];
-        COMMIT_TS_LOG.write_value(&mut page, 1_020, u64::MAX - 1);
-        assert_eq!(COMMIT_TS_LOG.read_value(&page, 1_020), u64::MAX - 1);
-        assert_eq!(COMMIT_TS_LOG.read_value(&page, 1_019), 0);
+        COMMIT_TS_LOG.write_value(&mut page, Xid(1_020), u64::MAX - 1);
+        assert_eq!(COMMIT_TS_LOG.read_value(&page, Xid(1_020)), u64::MAX - 1);
+        assert_eq!(COMMIT_TS_LOG.read_value(&page, Xid(1_019)), 0);
     }
 
     #[test]
     fn truncation_records_are_recognised_and_garbage_is_not() {
-        let rec = |rmid: u8, info: u8, main: Vec<u8>| DecodedRecord {
-            lsn: 100,
-            end_lsn: 140,
-            prev: 0,
-            xid: 0,
+        let rec = |rmid: Rmid, record_type: XactLogRecord, main: Vec<u8>| DecodedRecord {
+            lsn: Lsn(100),
+            end_lsn: Lsn(140),
+            prev: Lsn::INVALID,
+            xid: Xid::INVALID,
             rmid,
-            info,
+            info: record_type as u8,
             blocks: Vec::new(),
             main,
         };
-        let oldest = 1_234_567u64;
+        let oldest = Xid(1_234_567);
+        let oldest_bytes = oldest.0.to_le_bytes().to_vec();
         assert_eq!(
             truncation_of(&rec(
                 rmid::CLOG,
-                XACT_LOG_TRUNCATE,
-                oldest.to_le_bytes().to_vec()
+                XactLogRecord::Truncate,
+                oldest_bytes.clone()
             )),
             Some(oldest)
         );
         assert_eq!(
-            truncation_of(&rec(rmid::CLOG, XACT_LOG_TRUNCATE, vec![1, 2, 3])),
+            truncation_of(&rec(rmid::CLOG, XactLogRecord::Truncate, vec![1, 2, 3])),
             None
         );
-        let mut longer = oldest.to_le_bytes().to_vec();
+        let mut longer = oldest_bytes.clone();
         longer.push(0);
         assert_eq!(
-            truncation_of(&rec(rmid::CLOG, XACT_LOG_TRUNCATE, longer)),
+            truncation_of(&rec(rmid::CLOG, XactLogRecord::Truncate, longer)),
             None
         );
         // The id counters redo collects: a truncation moves the oldest kept status.
         let ids = |info, main| XactLogRedo::ids(&rec(rmid::CLOG, info, main));
         assert_eq!(
-            ids(XACT_LOG_TRUNCATE, oldest.to_le_bytes().to_vec()).unwrap(),
+            ids(XactLogRecord::Truncate, oldest_bytes.clone()).unwrap(),
             IdCounters {
                 oldest_xid: oldest,
                 ..IdCounters::default()
             }
         );
         assert_eq!(
-            ids(XACT_LOG_IMAGE, Vec::new()).unwrap(),
+            ids(XactLogRecord::Image, Vec::new()).unwrap(),
             IdCounters::default()
         );
-        assert!(ids(XACT_LOG_TRUNCATE, vec![1, 2, 3]).is_err());
+        assert!(ids(XactLogRecord::Truncate, vec![1, 2, 3]).is_err());
         assert_eq!(
-            truncation_of(&rec(
-                rmid::CLOG,
-                XACT_LOG_IMAGE,
-                oldest.to_le_bytes().to_vec()
-            )),
+            truncation_of(&rec(rmid::CLOG, XactLogRecord::Image, oldest_bytes.clone())),
             None
         );
         assert_eq!(
             truncation_of(&rec(
                 rmid::TXN,
-                XACT_LOG_TRUNCATE,
-                oldest.to_le_bytes().to_vec()
+                XactLogRecord::Truncate,
+                oldest_bytes.clone()
             )),
             None
         );

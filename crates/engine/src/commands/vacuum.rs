@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::heap::Heap;
 use crate::session::{IsolationLevel, Transaction};
 use crate::txn::lock::{LockMode, LockTag, LockWait};
+use crate::types::{Oid, Xid};
 use crate::vacuum::lazy::{
     nonempty_length, truncate_empty_tail, vacuum_heap, IndexCleaner, VacuumStats,
 };
@@ -125,7 +126,7 @@ pub struct DatabaseVacuum {
     /// everything then.
     pub skipped: usize,
     /// The oldest id whose commit status is kept, after.
-    pub oldest_xid: u64,
+    pub oldest_xid: Xid,
     /// Commit-log segment files removed.
     pub log_segments_removed: usize,
     /// Addresses of catalog versions the catalog's index forgot (vacuum freed them), and
@@ -190,7 +191,7 @@ fn vacuum_catalog(
 ) -> Result<Option<(VacuumStats, (usize, usize))>> {
     let tag = LockTag::Relation {
         db_oid: CATALOG_REL.db_oid,
-        rel_oid: CATALOG_REL.rel_number,
+        rel_oid: Oid(CATALOG_REL.rel_number),
     };
     let Some(tx) = begin_vacuum(engine, tag, wait)? else {
         return Ok(None);

@@ -29,6 +29,7 @@ use super::tuple::{
 use super::XidOracle;
 use crate::error::Result;
 use crate::page::{ItemState, OffsetNumber, Page, PageMut, Tid, FIRST_OFFSET_NUMBER, PAGE_SIZE};
+use crate::types::Xid;
 
 /// One version's change: its new infomask, and whether its xmax is cleared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +43,7 @@ pub struct FreezeTuple {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Freeze {
     pub tuples: Vec<FreezeTuple>,
-    pub oldest_unfrozen: Option<u64>,
+    pub oldest_unfrozen: Option<Xid>,
 }
 
 /// Did the inserter of `h` commit? The hint answers without the commit log.
@@ -54,8 +55,8 @@ pub fn xmin_committed(h: &TupleHeader, oracle: &dyn XidOracle) -> Result<bool> {
 }
 
 /// Decides the freezing of page `page` against `horizon` (see the module header).
-pub fn decide(page: &[u8; PAGE_SIZE], horizon: u64, oracle: &dyn XidOracle) -> Result<Freeze> {
-    fn unfrozen(xid: u64, out: &mut Freeze) {
+pub fn decide(page: &[u8; PAGE_SIZE], horizon: Xid, oracle: &dyn XidOracle) -> Result<Freeze> {
+    fn unfrozen(xid: Xid, out: &mut Freeze) {
         out.oldest_unfrozen = Some(out.oldest_unfrozen.map_or(xid, |o| o.min(xid)));
     }
     let p = Page::new(page);
@@ -76,7 +77,7 @@ pub fn decide(page: &[u8; PAGE_SIZE], horizon: u64, oracle: &dyn XidOracle) -> R
             }
         }
         let mut clear_xmax = false;
-        if h.xmax != 0 && h.xmax < horizon {
+        if h.xmax.is_valid() && h.xmax < horizon {
             // Below the horizon nothing runs: a locker is done, a deleter decided.
             if !h.xmax_is_deleter() || !oracle.did_commit(h.xmax)? {
                 clear_xmax = true;
@@ -109,7 +110,7 @@ pub fn apply(page: &mut [u8; PAGE_SIZE], block: u32, tuples: &[FreezeTuple]) -> 
         };
         h.infomask = t.infomask;
         if t.clear_xmax {
-            h.xmax = 0;
+            h.xmax = Xid::INVALID;
             h.ctid = Tid::new(block, t.offset);
         }
         // Freezing sets hints; it never makes a pair contradict itself.
@@ -159,22 +160,22 @@ mod tests {
     use std::collections::HashMap;
 
     /// Ids below 100 have ended: even ones committed, odd ones aborted.
-    struct Ended(HashMap<u64, bool>);
+    struct Ended(HashMap<Xid, bool>);
 
     impl XidOracle for Ended {
-        fn did_commit(&self, xid: u64) -> Result<bool> {
+        fn did_commit(&self, xid: Xid) -> Result<bool> {
             Ok(*self.0.get(&xid).expect("asked only about ended ids"))
         }
-        fn is_running(&self, _: u64) -> bool {
+        fn is_running(&self, _: Xid) -> bool {
             false
         }
-        fn horizon(&self) -> u64 {
-            100
+        fn horizon(&self) -> Xid {
+            Xid(100)
         }
     }
 
     fn oracle() -> Ended {
-        Ended((1..100).map(|x| (x, x % 2 == 0)).collect())
+        Ended((1..100).map(|x| (Xid(x), x % 2 == 0)).collect())
     }
 
     fn page_of(headers: &[TupleHeader]) -> [u8; PAGE_SIZE] {
@@ -200,8 +201,8 @@ mod tests {
             header(150, 0, XMAX_INVALID | HEAP_ONLY),     // 6: inserted above the horizon
             header(10, 0, XMAX_INVALID | XMIN_COMMITTED), // 7: frozen already
         ]);
-        let f = decide(&page, 100, &oracle()).unwrap();
-        assert_eq!(f.oldest_unfrozen, Some(40));
+        let f = decide(&page, Xid(100), &oracle()).unwrap();
+        assert_eq!(f.oldest_unfrozen, Some(Xid(40)));
         let changed: Vec<OffsetNumber> = f.tuples.iter().map(|t| t.offset).collect();
         assert_eq!(changed, vec![1, 2, 3, 4, 5]);
         assert!(apply(&mut page, 3, &f.tuples));
@@ -210,22 +211,22 @@ mod tests {
         for off in [2, 3] {
             assert_eq!(
                 (h(off).xmax, h(off).infomask),
-                (0, XMIN_COMMITTED | XMAX_INVALID)
+                (Xid::INVALID, XMIN_COMMITTED | XMAX_INVALID)
             );
             assert_eq!(h(off).ctid, Tid::new(3, off));
         }
-        assert_eq!((h(4).xmax, h(4).infomask), (40, XMIN_COMMITTED));
-        assert_eq!((h(5).xmax, h(5).infomask), (150, XMIN_COMMITTED));
+        assert_eq!((h(4).xmax, h(4).infomask), (Xid(40), XMIN_COMMITTED));
+        assert_eq!((h(5).xmax, h(5).infomask), (Xid(150), XMIN_COMMITTED));
         assert_eq!(h(6).infomask, XMAX_INVALID | HEAP_ONLY);
         // Frozen, a second pass has nothing left to do but report the committed deleter.
-        let again = decide(&page, 100, &oracle()).unwrap();
+        let again = decide(&page, Xid(100), &oracle()).unwrap();
         assert!(again.tuples.is_empty(), "{again:?}");
-        assert_eq!(again.oldest_unfrozen, Some(40));
+        assert_eq!(again.oldest_unfrozen, Some(Xid(40)));
         // An aborted inserter below the horizon (pruning removes it) is reported too.
         let page = page_of(&[header(11, 0, XMAX_INVALID)]);
         assert_eq!(
-            decide(&page, 100, &oracle()).unwrap().oldest_unfrozen,
-            Some(11)
+            decide(&page, Xid(100), &oracle()).unwrap().oldest_unfrozen,
+            Some(Xid(11))
         );
     }
 

@@ -38,11 +38,12 @@ use crate::fsm;
 use crate::page::{
     OffsetNumber, Page, PageMut, Tid, ALL_VISIBLE, FIRST_OFFSET_NUMBER, MAXALIGN, MAX_ITEM_SIZE,
 };
-use crate::recovery::rmid;
 use crate::smgr::{BlockNumber, Fork, RelFileLocator};
+use crate::types::Xid;
 use crate::value::{encode_row, encoded_row_len, Row, Value};
 use crate::vm;
 use crate::wal::{LoggedPage, Wal};
+use redo::HeapRecord;
 use tuple::{TupleHeader, HEADER_BYTES, HEAP_ONLY, HOT_UPDATED, XMAX_INVALID, XMAX_LOCK_ONLY};
 pub use visibility::{check_update, Looker, UpdateCheck, XidOracle};
 
@@ -101,14 +102,14 @@ pub struct PageCensus {
     /// Versions whose headers freezing changed.
     pub frozen: usize,
     /// The oldest id below the horizon that freezing could not cover (see [`freeze`]).
-    pub oldest_unfrozen: Option<u64>,
+    pub oldest_unfrozen: Option<Xid>,
 }
 
 /// Who changes a row: the transaction, its command, and how to ask about other
 /// transactions.
 #[derive(Clone, Copy)]
 pub struct Writer<'o> {
-    pub xid: u64,
+    pub xid: Xid,
     pub cid: u32,
     pub oracle: &'o dyn XidOracle,
 }
@@ -229,7 +230,7 @@ impl<'a> Heap<'a> {
     /// insertion target, updated to where the row went.
     pub fn insert(
         &self,
-        xid: u64,
+        xid: Xid,
         cid: u32,
         row: &[Value],
         hint: &mut Option<BlockNumber>,
@@ -255,7 +256,7 @@ impl<'a> Heap<'a> {
         &self,
         page: &mut PageWriteGuard<'_>,
         init: bool,
-        xid: u64,
+        xid: Xid,
         mut bytes: Vec<u8>,
     ) -> Result<Tid> {
         let clear_vm = unset_all_visible(page, init);
@@ -267,7 +268,7 @@ impl<'a> Heap<'a> {
             LoggedPage::changed(page)
         };
         self.wal
-            .log_page_change(xid, rmid::HEAP, redo::INSERT, &main, &mut [logged])?;
+            .log_page_change(xid, HeapRecord::Insert, &main, &mut [logged])?;
         self.after_change(tid.block, clear_vm)?;
         Ok(tid)
     }
@@ -351,7 +352,7 @@ impl<'a> Heap<'a> {
     pub fn chains_in_block(
         &self,
         block: BlockNumber,
-        horizon: u64,
+        horizon: Xid,
         oracle: &dyn XidOracle,
     ) -> Result<Vec<(Tid, Vec<HeapTuple>)>> {
         let buf = self.pool.read_buffer(self.tag(block))?;
@@ -477,7 +478,7 @@ impl<'a> Heap<'a> {
     pub fn prune_page(
         &self,
         page: &mut PageWriteGuard<'_>,
-        horizon: u64,
+        horizon: Xid,
         oracle: &dyn XidOracle,
     ) -> Result<prune::Prune> {
         let block = page.tag().block;
@@ -496,9 +497,8 @@ impl<'a> Heap<'a> {
         let mut main = Vec::new();
         prune::encode(&decision, &mut main);
         self.wal.log_page_change(
-            0,
-            rmid::HEAP,
-            redo::PRUNE,
+            Xid::INVALID,
+            HeapRecord::Prune,
             &main,
             &mut [LoggedPage::changed(page)],
         )?;
@@ -513,7 +513,7 @@ impl<'a> Heap<'a> {
     pub fn vacuum_scan_page(
         &self,
         block: BlockNumber,
-        horizon: u64,
+        horizon: Xid,
         oracle: &dyn XidOracle,
         dead: &mut Vec<OffsetNumber>,
     ) -> Result<PageCensus> {
@@ -571,9 +571,8 @@ impl<'a> Heap<'a> {
         if all_visible && !p.has_flag(ALL_VISIBLE) && p.item_count() > 0 {
             PageMut::new(&mut page).set_flag(ALL_VISIBLE, true);
             let lsn = self.wal.log_page_change(
-                0,
-                rmid::HEAP,
-                redo::VISIBLE,
+                Xid::INVALID,
+                HeapRecord::Visible,
                 &[],
                 &mut [LoggedPage::changed(&mut page)],
             )?;
@@ -588,7 +587,7 @@ impl<'a> Heap<'a> {
         &self,
         page: &mut PageWriteGuard<'_>,
         block: BlockNumber,
-        horizon: u64,
+        horizon: Xid,
         oracle: &dyn XidOracle,
     ) -> Result<freeze::Freeze> {
         let decided = freeze::decide(page, horizon, oracle)?;
@@ -601,9 +600,8 @@ impl<'a> Heap<'a> {
             "freezing changes only the versions it found on the locked page"
         );
         self.wal.log_page_change(
-            0,
-            rmid::HEAP,
-            redo::FREEZE,
+            Xid::INVALID,
+            HeapRecord::Freeze,
             &freeze::encode(&decided.tuples),
             &mut [LoggedPage::changed(page)],
         )?;
@@ -629,9 +627,8 @@ impl<'a> Heap<'a> {
             });
         }
         self.wal.log_page_change(
-            0,
-            rmid::HEAP,
-            redo::FREE,
+            Xid::INVALID,
+            HeapRecord::Free,
             &main,
             &mut [LoggedPage::changed(&mut page)],
         )?;
@@ -657,19 +654,14 @@ impl<'a> Heap<'a> {
         page: &mut PageWriteGuard<'_>,
         tid: Tid,
         new: &TupleHeader,
-        info: u8,
-        xid: u64,
+        record_type: HeapRecord,
+        xid: Xid,
     ) -> Result<()> {
         let clear_vm = unset_all_visible(page, false);
         write_header(page, tid.offset, new);
         let main = redo::xmax_record(tid.offset, new);
-        self.wal.log_page_change(
-            xid,
-            rmid::HEAP,
-            info,
-            &main,
-            &mut [LoggedPage::changed(page)],
-        )?;
+        self.wal
+            .log_page_change(xid, record_type, &main, &mut [LoggedPage::changed(page)])?;
         self.after_change(tid.block, clear_vm)
     }
 
@@ -692,7 +684,7 @@ impl<'a> Heap<'a> {
             return Ok(check);
         }
         let new = set_xmax(&h, xid, cid, false);
-        self.set_header(&mut page, tid, &new, redo::DELETE, xid)?;
+        self.set_header(&mut page, tid, &new, HeapRecord::Delete, xid)?;
         Ok(UpdateCheck::Ok)
     }
 
@@ -707,7 +699,7 @@ impl<'a> Heap<'a> {
             return Ok(check); // not lockable, or locked or updated by us already
         }
         let new = set_xmax(&h, xid, h.cmax, true);
-        self.set_header(&mut page, tid, &new, redo::LOCK, xid)?;
+        self.set_header(&mut page, tid, &new, HeapRecord::Lock, xid)?;
         Ok(UpdateCheck::Ok)
     }
 
@@ -819,8 +811,7 @@ impl<'a> Heap<'a> {
                 let main = redo::update_record(tid.offset, &old_new, new_tid.offset, false, &bytes);
                 self.wal.log_page_change(
                     new.xmin,
-                    rmid::HEAP,
-                    redo::UPDATE,
+                    HeapRecord::Update,
                     &main,
                     &mut [LoggedPage::changed(old_page)],
                 )?;
@@ -840,8 +831,7 @@ impl<'a> Heap<'a> {
                 };
                 self.wal.log_page_change(
                     new.xmin,
-                    rmid::HEAP,
-                    redo::UPDATE,
+                    HeapRecord::Update,
                     &main,
                     &mut [LoggedPage::changed(old_page), target],
                 )?;
@@ -878,7 +868,7 @@ fn unset_all_visible(page: &mut [u8; crate::page::PAGE_SIZE], init: bool) -> boo
 }
 
 /// The header with `xmax` set to `xid` (deleter or updater, or only a locker).
-fn set_xmax(h: &TupleHeader, xid: u64, cmax: u32, lock_only: bool) -> TupleHeader {
+fn set_xmax(h: &TupleHeader, xid: Xid, cmax: u32, lock_only: bool) -> TupleHeader {
     let mut n = *h;
     n.xmax = xid;
     n.cmax = cmax;

@@ -27,6 +27,7 @@ use super::tuple::{TupleHeader, HEAP_ONLY, HOT_UPDATED, XMIN_COMMITTED};
 use super::XidOracle;
 use crate::error::Result;
 use crate::page::{ItemState, OffsetNumber, Page, PageMut, PAGE_SIZE};
+use crate::types::Xid;
 
 /// What pruning a page changes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -48,13 +49,13 @@ impl Prune {
 /// Whether transactions have finished, and how, as seen from `horizon`.
 struct Judge<'a> {
     oracle: &'a dyn XidOracle,
-    horizon: u64,
+    horizon: Xid,
 }
 
 impl Judge<'_> {
     /// `Some(committed)` for a finished transaction, `None` for a running one. Below the
     /// horizon nothing runs, so the process array is asked only above it.
-    fn finished(&self, xid: u64) -> Result<Option<bool>> {
+    fn finished(&self, xid: Xid) -> Result<Option<bool>> {
         if xid >= self.horizon && self.oracle.is_running(xid) {
             return Ok(None);
         }
@@ -134,7 +135,7 @@ pub fn live_chains(
     page: &[u8; PAGE_SIZE],
     block: u32,
     oracle: &dyn XidOracle,
-    horizon: u64,
+    horizon: Xid,
 ) -> Result<Vec<(OffsetNumber, Vec<OffsetNumber>)>> {
     let page = Page::new(page);
     let judge = Judge { oracle, horizon };
@@ -168,7 +169,7 @@ pub fn decide(
     page: &[u8; PAGE_SIZE],
     block: u32,
     oracle: &dyn XidOracle,
-    horizon: u64,
+    horizon: Xid,
 ) -> Result<Prune> {
     let page = Page::new(page);
     let judge = Judge { oracle, horizon };

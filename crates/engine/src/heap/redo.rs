@@ -18,17 +18,24 @@
 use super::tuple::TupleHeader;
 use crate::error::{Error, Result};
 use crate::page::{PageMut, Tid, ALL_VISIBLE};
-use crate::recovery::{redo_block, RecordCursor, RedoContext, ResourceManager};
+use crate::recovery::{redo_block, rmid, RecordCursor, RedoContext, ResourceManager};
+use crate::types::Xid;
+use crate::wal::record::record_types;
 use crate::wal::DecodedRecord;
 
-pub const INSERT: u8 = 1;
-pub const DELETE: u8 = 2;
-pub const UPDATE: u8 = 3;
-pub const LOCK: u8 = 4;
-pub const PRUNE: u8 = 5;
-pub const VISIBLE: u8 = 6;
-pub const FREE: u8 = 7;
-pub const FREEZE: u8 = 8;
+record_types! {
+    /// Heap record types (layouts above).
+    pub enum HeapRecord for rmid::HEAP {
+        Insert = 1,
+        Delete = 2,
+        Update = 3,
+        Lock = 4,
+        Prune = 5,
+        Visible = 6,
+        Free = 7,
+        Freeze = 8,
+    }
+}
 
 /// Vacuum's second heap pass on a page: the dead line pointers `offsets` (whose index
 /// entries are gone) become unused, and unused pointers at the end of the array go. `false`
@@ -56,7 +63,7 @@ pub(super) fn insert_record(off: u16, init: bool, tuple: &[u8]) -> Vec<u8> {
 }
 
 fn put_xmax(m: &mut Vec<u8>, h: &TupleHeader) {
-    m.extend_from_slice(&h.xmax.to_le_bytes());
+    m.extend_from_slice(&h.xmax.0.to_le_bytes());
     m.extend_from_slice(&h.cmax.to_le_bytes());
     m.extend_from_slice(&h.infomask.to_le_bytes());
 }
@@ -88,7 +95,7 @@ pub(super) fn update_record(
 
 /// The fields an xmax change sets.
 struct XmaxChange {
-    xmax: u64,
+    xmax: Xid,
     cmax: u32,
     infomask: u16,
 }
@@ -96,7 +103,7 @@ struct XmaxChange {
 impl XmaxChange {
     fn read(c: &mut RecordCursor<'_>) -> Result<Self> {
         Ok(XmaxChange {
-            xmax: c.u64()?,
+            xmax: Xid(c.u64()?),
             cmax: c.u32()?,
             infomask: c.u16()?,
         })
@@ -167,10 +174,11 @@ impl ResourceManager for HeapRedo {
     }
 
     fn redo(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
-        if rec.info == VISIBLE {
+        let record_type = rec.record_type()?;
+        if record_type == HeapRecord::Visible {
             return redo_visible(ctx, rec);
         }
-        redo_change(ctx, rec)?;
+        redo_change(ctx, rec, record_type)?;
         // Whatever the page's state, a changed block is not all-visible (see `crate::vm`).
         for b in &rec.blocks {
             crate::vm::clear(ctx.pool, b.tag.rel, b.tag.block)?;
@@ -190,10 +198,10 @@ fn redo_visible(ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
 }
 
 /// Redo of the records that change tuples or line pointers.
-fn redo_change(ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
+fn redo_change(ctx: &RedoContext<'_>, rec: &DecodedRecord, record_type: HeapRecord) -> Result<()> {
     let mut c = RecordCursor::new(rec, "heap");
-    match rec.info {
-        INSERT => {
+    match record_type {
+        HeapRecord::Insert => {
             let off = c.u16()?;
             let init = c.u8()? & INIT != 0;
             let tuple = c.rest();
@@ -201,14 +209,14 @@ fn redo_change(ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
                 apply_insert(rec, page, off, init, tuple)
             })
         }
-        DELETE | LOCK => {
+        HeapRecord::Delete | HeapRecord::Lock => {
             let off = c.u16()?;
             let x = XmaxChange::read(&mut c)?;
             redo_block(ctx, rec, 0, false, |page, _| {
                 apply_xmax(rec, page, off, &x, None)
             })
         }
-        UPDATE => {
+        HeapRecord::Update => {
             let old_off = c.u16()?;
             let x = XmaxChange::read(&mut c)?;
             let ctid = Tid::new(c.u32()?, c.u16()?);
@@ -229,7 +237,7 @@ fn redo_change(ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
                 })
             }
         }
-        FREE => {
+        HeapRecord::Free => {
             let offsets: Vec<u16> = (0..c.u16()?).map(|_| c.u16()).collect::<Result<_>>()?;
             redo_block(ctx, rec, 0, false, |page, _| {
                 if apply_free(page, &offsets) {
@@ -239,7 +247,7 @@ fn redo_change(ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
                 }
             })
         }
-        FREEZE => {
+        HeapRecord::Freeze => {
             let tuples =
                 super::freeze::decode(&rec.main).ok_or_else(|| corrupt(rec, "bad freezing"))?;
             let block = rec
@@ -256,7 +264,7 @@ fn redo_change(ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
                 }
             })
         }
-        PRUNE => {
+        HeapRecord::Prune => {
             let decision =
                 super::prune::decode(&rec.main).ok_or_else(|| corrupt(rec, "bad pruning"))?;
             redo_block(ctx, rec, 0, false, |page, _| {
@@ -267,6 +275,7 @@ fn redo_change(ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
                 }
             })
         }
-        other => Err(corrupt(rec, &format!("unknown record type {other}"))),
+        // Redone by `redo_visible`: it changes no tuple.
+        HeapRecord::Visible => Err(corrupt(rec, "an all-visible record read as a change")),
     }
 }

@@ -11,6 +11,7 @@
 
 use crate::bytes::{u16_at, u32_at, u64_at};
 use crate::page::Tid;
+use crate::types::Xid;
 use crate::value::{decode_row, DecodeError, Row};
 
 pub const HEADER_BYTES: usize = 34;
@@ -43,8 +44,8 @@ const NATTS_AT: usize = 32;
 /// A decoded tuple header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TupleHeader {
-    pub xmin: u64,
-    pub xmax: u64,
+    pub xmin: Xid,
+    pub xmax: Xid,
     pub cmin: u32,
     pub cmax: u32,
     pub ctid: Tid,
@@ -54,10 +55,10 @@ pub struct TupleHeader {
 
 impl TupleHeader {
     /// The header of a new tuple inserted by `xid` in command `cid`.
-    pub fn new(xid: u64, cid: u32, natts: u16) -> Self {
+    pub fn new(xid: Xid, cid: u32, natts: u16) -> Self {
         TupleHeader {
             xmin: xid,
-            xmax: 0,
+            xmax: Xid::INVALID,
             cmin: cid,
             cmax: 0,
             ctid: Tid::new(0, 0),
@@ -70,8 +71,8 @@ impl TupleHeader {
     pub fn read(item: &[u8]) -> Option<TupleHeader> {
         let h = item.get(..HEADER_BYTES)?;
         Some(TupleHeader {
-            xmin: u64_at(h, XMIN_AT)?,
-            xmax: u64_at(h, XMAX_AT)?,
+            xmin: Xid(u64_at(h, XMIN_AT)?),
+            xmax: Xid(u64_at(h, XMAX_AT)?),
             cmin: u32_at(h, CMIN_AT)?,
             cmax: u32_at(h, CMAX_AT)?,
             ctid: Tid::new(u32_at(h, CTID_BLOCK_AT)?, u16_at(h, CTID_OFFSET_AT)?),
@@ -82,8 +83,8 @@ impl TupleHeader {
 
     /// Writes the header into the first [`HEADER_BYTES`] of `item`.
     pub fn write(&self, item: &mut [u8]) {
-        item[XMIN_AT..XMIN_AT + 8].copy_from_slice(&self.xmin.to_le_bytes());
-        item[XMAX_AT..XMAX_AT + 8].copy_from_slice(&self.xmax.to_le_bytes());
+        item[XMIN_AT..XMIN_AT + 8].copy_from_slice(&self.xmin.0.to_le_bytes());
+        item[XMAX_AT..XMAX_AT + 8].copy_from_slice(&self.xmax.0.to_le_bytes());
         item[CMIN_AT..CMIN_AT + 4].copy_from_slice(&self.cmin.to_le_bytes());
         item[CMAX_AT..CMAX_AT + 4].copy_from_slice(&self.cmax.to_le_bytes());
         item[CTID_BLOCK_AT..CTID_BLOCK_AT + 4].copy_from_slice(&self.ctid.block.to_le_bytes());
@@ -100,7 +101,7 @@ impl TupleHeader {
         new.xmin == self.xmin
             && new.cmin == self.cmin
             && new.natts == self.natts
-            && new.xmax != 0
+            && new.xmax.is_valid()
             && new.hints_are_consistent()
     }
 
@@ -113,7 +114,7 @@ impl TupleHeader {
 
     /// Does `xmax` delete (or update) the tuple, rather than only lock it or mean nothing?
     pub fn xmax_is_deleter(&self) -> bool {
-        self.xmax != 0 && self.infomask & (XMAX_INVALID | XMAX_LOCK_ONLY) == 0
+        self.xmax.is_valid() && self.infomask & (XMAX_INVALID | XMAX_LOCK_ONLY) == 0
     }
 
     /// Was the tuple updated (its `ctid` leads to a newer version), not just deleted?
@@ -143,8 +144,8 @@ mod tests {
     #[test]
     fn headers_round_trip() {
         let h = TupleHeader {
-            xmin: u64::MAX - 1,
-            xmax: 12,
+            xmin: Xid(u64::MAX - 1),
+            xmax: Xid(12),
             cmin: 3,
             cmax: 4,
             ctid: Tid::new(7, 9),

@@ -10,42 +10,43 @@ use super::tuple::{TupleHeader, XMAX_LOCK_ONLY};
 use crate::error::Result;
 use crate::page::Tid;
 use crate::txn::{Snapshot, TransactionManager};
+use crate::types::Xid;
 
 /// Answers "did this transaction commit?" and "is it running now?".
 pub trait XidOracle {
     /// For an id not running: did it commit (else it aborted or crashed)?
-    fn did_commit(&self, xid: u64) -> Result<bool>;
+    fn did_commit(&self, xid: Xid) -> Result<bool>;
     /// Is the transaction running now (a session's or a prepared one)?
-    fn is_running(&self, xid: u64) -> bool;
+    fn is_running(&self, xid: Xid) -> bool;
     /// The oldest transaction id any running transaction or snapshot may still treat as
     /// running: versions deleted by committed transactions below it are dead to all.
-    fn horizon(&self) -> u64;
+    fn horizon(&self) -> Xid;
 }
 
 impl XidOracle for TransactionManager {
-    fn did_commit(&self, xid: u64) -> Result<bool> {
+    fn did_commit(&self, xid: Xid) -> Result<bool> {
         TransactionManager::did_commit(self, xid)
     }
-    fn is_running(&self, xid: u64) -> bool {
+    fn is_running(&self, xid: Xid) -> bool {
         TransactionManager::is_running(self, xid)
     }
-    fn horizon(&self) -> u64 {
+    fn horizon(&self) -> Xid {
         self.global_xmin()
     }
 }
 
-/// Who is looking: a snapshot, the looker's own transaction id (0 if it has none) and its
+/// Who is looking: a snapshot, the looker's own transaction id (invalid if it has none) and its
 /// current command id.
 #[derive(Clone, Copy, Debug)]
 pub struct Looker<'a> {
     pub snapshot: &'a Snapshot,
-    pub xid: u64,
+    pub xid: Xid,
     pub cid: u32,
 }
 
 impl Looker<'_> {
-    fn is_me(&self, xid: u64) -> bool {
-        self.xid != 0 && xid == self.xid
+    fn is_me(&self, xid: Xid) -> bool {
+        self.xid.is_valid() && xid == self.xid
     }
 
     /// Is the version `h` visible?
@@ -82,11 +83,11 @@ pub enum UpdateCheck {
     /// Already changed by a later command of this transaction.
     SelfModified,
     /// Being changed or locked by a running transaction: wait for it, then look again.
-    BeingModified { xmax: u64 },
+    BeingModified { xmax: Xid },
     /// Updated by a committed transaction; the next version is at `next`.
-    Updated { xmax: u64, next: Tid },
+    Updated { xmax: Xid, next: Tid },
     /// Deleted by a committed transaction.
-    Deleted { xmax: u64 },
+    Deleted { xmax: Xid },
 }
 
 /// May the transaction `me` (with command id `cid`) change the version at `tid` with header
@@ -94,7 +95,7 @@ pub enum UpdateCheck {
 pub fn check_update(
     h: &TupleHeader,
     tid: Tid,
-    me: u64,
+    me: Xid,
     cid: u32,
     oracle: &dyn XidOracle,
 ) -> Result<UpdateCheck> {
@@ -105,7 +106,7 @@ pub fn check_update(
     } else if oracle.is_running(h.xmin) || !xmin_committed(h, oracle)? {
         return Ok(UpdateCheck::Invisible);
     }
-    if h.xmax == 0 || h.infomask & super::tuple::XMAX_INVALID != 0 {
+    if !h.xmax.is_valid() || h.infomask & super::tuple::XMAX_INVALID != 0 {
         return Ok(UpdateCheck::Ok);
     }
     if h.infomask & XMAX_LOCK_ONLY != 0 {
@@ -145,27 +146,27 @@ pub(crate) mod tests {
 
     /// Committed: true/false; running: absent from the map and in `running`.
     struct Oracle {
-        done: HashMap<u64, bool>,
-        running: Vec<u64>,
+        done: HashMap<Xid, bool>,
+        running: Vec<Xid>,
     }
 
     impl XidOracle for Oracle {
-        fn did_commit(&self, xid: u64) -> Result<bool> {
+        fn did_commit(&self, xid: Xid) -> Result<bool> {
             Ok(self.done.get(&xid).copied().unwrap_or(false))
         }
-        fn is_running(&self, xid: u64) -> bool {
+        fn is_running(&self, xid: Xid) -> bool {
             self.running.contains(&xid)
         }
-        fn horizon(&self) -> u64 {
-            self.running.iter().copied().min().unwrap_or(u64::MAX)
+        fn horizon(&self) -> Xid {
+            self.running.iter().copied().min().unwrap_or(Xid(u64::MAX))
         }
     }
 
     /// A header for tests: no command ids, `ctid` (0,1), no attributes.
     pub(crate) fn header(xmin: u64, xmax: u64, infomask: u16) -> TupleHeader {
         TupleHeader {
-            xmin,
-            xmax,
+            xmin: Xid(xmin),
+            xmax: Xid(xmax),
             cmin: 0,
             cmax: 0,
             ctid: Tid::new(0, 1),
@@ -178,17 +179,17 @@ pub(crate) mod tests {
     fn mvcc_rules() {
         // 10 committed before the snapshot, 11 aborted, 12 running, 13 committed after it.
         let oracle = Oracle {
-            done: HashMap::from([(10, true), (11, false), (13, true)]),
-            running: vec![12],
+            done: HashMap::from([(Xid(10), true), (Xid(11), false), (Xid(13), true)]),
+            running: vec![Xid(12)],
         };
         let snap = Snapshot {
-            xmin: 12,
-            xmax: 14,
-            xip: vec![12, 13],
+            xmin: Xid(12),
+            xmax: Xid(14),
+            xip: vec![Xid(12), Xid(13)],
         };
         let me = Looker {
             snapshot: &snap,
-            xid: 20,
+            xid: Xid(20),
             cid: 5,
         };
         let sees = |h: TupleHeader| me.sees(&h, &oracle).unwrap();
@@ -219,29 +220,32 @@ pub(crate) mod tests {
     #[test]
     fn update_rules() {
         let oracle = Oracle {
-            done: HashMap::from([(10, true), (11, false), (13, true)]),
-            running: vec![12],
+            done: HashMap::from([(Xid(10), true), (Xid(11), false), (Xid(13), true)]),
+            running: vec![Xid(12)],
         };
         let tid = Tid::new(0, 1);
-        let check = |h: TupleHeader| check_update(&h, tid, 20, 5, &oracle).unwrap();
+        let check = |h: TupleHeader| check_update(&h, tid, Xid(20), 5, &oracle).unwrap();
         assert_eq!(check(header(10, 0, XMAX_INVALID)), UpdateCheck::Ok);
         assert_eq!(check(header(10, 11, 0)), UpdateCheck::Ok);
         assert_eq!(
             check(header(10, 12, 0)),
-            UpdateCheck::BeingModified { xmax: 12 }
+            UpdateCheck::BeingModified { xmax: Xid(12) }
         );
         assert_eq!(
             check(header(10, 12, XMAX_LOCK_ONLY)),
-            UpdateCheck::BeingModified { xmax: 12 }
+            UpdateCheck::BeingModified { xmax: Xid(12) }
         );
         assert_eq!(check(header(10, 13, XMAX_LOCK_ONLY)), UpdateCheck::Ok);
-        assert_eq!(check(header(10, 13, 0)), UpdateCheck::Deleted { xmax: 13 });
+        assert_eq!(
+            check(header(10, 13, 0)),
+            UpdateCheck::Deleted { xmax: Xid(13) }
+        );
         let mut updated = header(10, 13, 0);
         updated.ctid = Tid::new(4, 2);
         assert_eq!(
             check(updated),
             UpdateCheck::Updated {
-                xmax: 13,
+                xmax: Xid(13),
                 next: Tid::new(4, 2)
             }
         );

@@ -8,6 +8,7 @@ use super::{
     LINE_POINTER_SIZE, LOWER_AT, LSN_AT, MAXALIGN, MAX_ITEM_COUNT, MAX_ITEM_SIZE, PAGE_SIZE,
     SPECIAL_AT, UPPER_AT, VALID_FLAG_BITS, VERSION_AT,
 };
+use crate::types::Lsn;
 
 /// The largest special space [`PageMut::init`] accepts: it must leave room for one aligned
 /// item (PostgreSQL asserts `pageSize > specialSize + SizeOfPageHeaderData`).
@@ -57,8 +58,8 @@ impl<'a> PageMut<'a> {
     }
 
     /// Sets `pd_lsn` (after WAL-logging the change, to the record's end LSN).
-    pub fn set_lsn(&mut self, lsn: u64) {
-        self.bytes[LSN_AT..LSN_AT + 8].copy_from_slice(&lsn.to_le_bytes());
+    pub fn set_lsn(&mut self, lsn: Lsn) {
+        self.bytes[LSN_AT..LSN_AT + 8].copy_from_slice(&lsn.0.to_le_bytes());
     }
 
     /// Sets (`on`) or clears the bits of `flag`, one or more of the page flags.

@@ -4,6 +4,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::types::Lsn;
 
 fn new_page(special_size_bytes: usize) -> Box<[u8; PAGE_SIZE]> {
     let mut bytes = Box::new([0u8; PAGE_SIZE]);
@@ -302,7 +303,7 @@ proptest! {
         prop_assume!(block != other);
         let mut bytes = new_page(16);
         let mut page = PageMut::new(&mut bytes);
-        page.set_lsn(lsn);
+        page.set_lsn(Lsn(lsn));
         for (len, seed) in items {
             page.add_item(&item_bytes(len, seed), None).unwrap();
         }
@@ -431,7 +432,7 @@ fn exercise_everything(bytes: &mut [u8; PAGE_SIZE], block: u32) {
 fn every_single_bit_flip_is_a_checksum_mismatch() {
     let mut bytes = new_page(16);
     let mut page = PageMut::new(&mut bytes);
-    page.set_lsn(0x0123_4567_89AB_CDEF);
+    page.set_lsn(Lsn(0x0123_4567_89AB_CDEF));
     for seed in 0..5 {
         page.add_item(&item_bytes(300, seed), None).unwrap();
     }
@@ -642,7 +643,7 @@ fn layout_bytes_match_the_documented_diagram() {
     // padding must still come out zero.
     bytes[HEADER_SIZE..8176].fill(0xEE);
     let mut page = PageMut::new(&mut bytes);
-    page.set_lsn(0x1122_3344_5566_7788);
+    page.set_lsn(Lsn(0x1122_3344_5566_7788));
     page.set_flag(ALL_VISIBLE, true);
     assert_eq!(page.add_item(b"hello", None), Some(1));
     set_checksum(&mut bytes, 9);

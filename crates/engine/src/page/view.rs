@@ -9,6 +9,7 @@ use super::{
     LOWER_AT, LSN_AT, MAXALIGN, MAX_ITEM_COUNT, PAGE_SIZE, RESERVED_AT, SPECIAL_AT, UPPER_AT,
     VALID_FLAG_BITS, VERSION_AT,
 };
+use crate::types::Lsn;
 
 /// A read-only view of a page (held under at least a shared content lock, or private).
 #[derive(Clone, Copy)]
@@ -45,8 +46,8 @@ impl<'a> Page<'a> {
     }
 
     /// `pd_lsn`: the end LSN of the last WAL record that changed the page.
-    pub fn lsn(self) -> u64 {
-        crate::bytes::u64_at(self.bytes, LSN_AT).expect("pd_lsn lies inside the page")
+    pub fn lsn(self) -> Lsn {
+        Lsn(crate::bytes::u64_at(self.bytes, LSN_AT).expect("pd_lsn lies inside the page"))
     }
 
     /// `pd_checksum` as stored (meaningful only on a page just read from disk).

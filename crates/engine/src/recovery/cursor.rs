@@ -4,12 +4,12 @@
 
 use crate::bytes::Reader;
 use crate::error::{Error, Result};
-use crate::wal::DecodedRecord;
+use crate::wal::{DecodedRecord, Lsn};
 
 /// A cursor over one record's main data.
 pub(crate) struct RecordCursor<'a> {
     reader: Reader<'a>,
-    lsn: u64,
+    lsn: Lsn,
     /// Which resource manager's record this is, for the error ("heap", "B-tree").
     what: &'static str,
 }
@@ -76,11 +76,11 @@ mod tests {
 
     fn record(main: Vec<u8>) -> DecodedRecord {
         DecodedRecord {
-            lsn: 4242,
-            end_lsn: 4300,
-            prev: 0,
-            xid: 0,
-            rmid: 0,
+            lsn: Lsn(4242),
+            end_lsn: Lsn(4300),
+            prev: Lsn::INVALID,
+            xid: crate::types::Xid::INVALID,
+            rmid: crate::types::Rmid(0),
             info: 0,
             blocks: Vec::new(),
             main,
@@ -99,12 +99,16 @@ mod tests {
         assert_eq!(c.u64().unwrap(), 3);
         assert_eq!(c.bytes().unwrap(), &[9, 9]);
         let e = c.done().unwrap_err().to_string();
-        assert!(e.contains("trailing") && e.contains("4242"), "{e}");
+        // The LSN as PostgreSQL prints it: 4242 is 0x1092.
+        assert!(
+            e.contains("trailing") && e.contains("at LSN 0/1092:"),
+            "{e}"
+        );
         assert_eq!(c.rest(), &[5]);
         c.done().unwrap();
         let e = c.u8().unwrap_err().to_string();
         assert!(
-            e.contains("test record is too short") && e.contains("4242"),
+            e.contains("test record is too short") && e.contains("0/1092"),
             "{e}"
         );
     }

@@ -26,7 +26,7 @@ pub mod storage;
 #[cfg(any(test, feature = "testing"))]
 pub mod testrm;
 pub mod xlog;
-pub use xlog::xlog_info;
+pub use xlog::XlogRecord;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,24 +35,29 @@ use crate::buffer::{BufferPool, BufferTag, PinnedBuffer, ReadMode};
 use crate::error::{Error, Result};
 use crate::page::{PageMut, PAGE_SIZE};
 use crate::smgr::Smgr;
+pub use crate::types::Rmid;
+use crate::types::{Oid, Xid};
 use crate::wal::{DecodedRecord, WalReader};
 
-/// Resource manager ids.
+/// Resource manager ids. Each manager's record types are an enum tied to its id
+/// ([`crate::wal::RecordType`]).
 pub mod rmid {
+    use super::Rmid;
+
     /// Checkpoints.
-    pub const XLOG: u8 = 0;
+    pub const XLOG: Rmid = Rmid(0);
     /// Relation files: create, truncate, drop.
-    pub const STORAGE: u8 = 1;
+    pub const STORAGE: Rmid = Rmid(1);
     /// Commit-log page images.
-    pub const CLOG: u8 = 2;
+    pub const CLOG: Rmid = Rmid(2);
     /// Transaction commit, abort, prepare and the ends of prepared transactions.
-    pub const TXN: u8 = 3;
+    pub const TXN: Rmid = Rmid(3);
     /// Heap tuples: insert, update, delete, row lock.
-    pub const HEAP: u8 = 4;
+    pub const HEAP: Rmid = Rmid(4);
     /// B+tree indexes.
-    pub const BTREE: u8 = 5;
+    pub const BTREE: Rmid = Rmid(5);
     /// Page-level byte changes, for crash tests and the torture tool.
-    pub const TEST: u8 = 255;
+    pub const TEST: Rmid = Rmid(255);
 }
 
 /// What redo works with.
@@ -68,11 +73,11 @@ pub struct RedoContext<'a> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IdCounters {
     /// One past the largest transaction id the record names.
-    pub next_xid: u64,
+    pub next_xid: Xid,
     /// One past the largest oid the record names.
-    pub next_oid: u64,
+    pub next_oid: Oid,
     /// The oldest transaction id whose commit status is kept.
-    pub oldest_xid: u64,
+    pub oldest_xid: Xid,
 }
 
 impl IdCounters {
@@ -120,14 +125,14 @@ impl Registry {
 
     /// Registers `rm` for records of `id`. One manager per id: registering an id twice is a
     /// bug in the assembly.
-    pub fn register(&mut self, id: u8, rm: Arc<dyn ResourceManager>) {
-        let slot = &mut self.managers[usize::from(id)];
+    pub fn register(&mut self, id: Rmid, rm: Arc<dyn ResourceManager>) {
+        let slot = &mut self.managers[usize::from(id.0)];
         assert!(slot.is_none(), "resource manager {id} registered twice");
         *slot = Some(rm);
     }
 
     fn manager(&self, rec: &DecodedRecord) -> Result<&dyn ResourceManager> {
-        self.managers[usize::from(rec.rmid)]
+        self.managers[usize::from(rec.rmid.0)]
             .as_deref()
             .ok_or(Error::UnknownResourceManager {
                 rmid: rec.rmid,
@@ -144,7 +149,7 @@ impl Registry {
     pub fn ids(&self, rec: &DecodedRecord) -> Result<IdCounters> {
         let mut ids = self.manager(rec)?.ids(rec)?;
         ids.raise(IdCounters {
-            next_xid: rec.xid + 1,
+            next_xid: rec.xid.next(),
             ..IdCounters::default()
         });
         Ok(ids)
@@ -276,12 +281,12 @@ pub struct RecoveryStats {
     /// File-layer calls made during redo (the end-of-recovery checkpoint not included).
     pub calls: crate::vfs::OpCounts,
     /// One past the largest transaction id the WAL mentions (records and checkpoints).
-    pub next_xid: u64,
+    pub next_xid: Xid,
     /// One past the largest oid the WAL mentions (relation creations and checkpoints).
-    pub next_oid: u64,
+    pub next_oid: Oid,
     /// The oldest transaction id whose commit status is kept, as the last checkpoint or
-    /// commit-log truncation read says (0: none read).
-    pub oldest_xid: u64,
+    /// commit-log truncation read says (invalid: none read).
+    pub oldest_xid: Xid,
 }
 
 /// Redoes every record the reader returns.
@@ -317,13 +322,14 @@ pub fn redo_all(
 mod tests {
     use super::*;
     use crate::smgr::{Fork, RelFileLocator};
+    use crate::wal::Lsn;
 
-    fn record(rmid: u8, info: u8, xid: u64, main: Vec<u8>) -> DecodedRecord {
+    fn record(rmid: Rmid, info: u8, xid: u64, main: Vec<u8>) -> DecodedRecord {
         DecodedRecord {
-            lsn: 4242,
-            end_lsn: 4300,
-            prev: 0,
-            xid,
+            lsn: Lsn(4242),
+            end_lsn: Lsn(4300),
+            prev: Lsn::INVALID,
+            xid: Xid(xid),
             rmid,
             info,
             blocks: Vec::new(),
@@ -339,18 +345,18 @@ mod tests {
         registry.register(rmid::XLOG, Arc::new(xlog::Xlog));
         registry.register(rmid::STORAGE, Arc::new(storage::Storage));
         let checkpoint = xlog::CheckpointRecord {
-            redo: 1,
-            next_xid: 500,
-            next_oid: 20_000,
-            oldest_xid: 300,
+            redo: Lsn(1),
+            next_xid: Xid(500),
+            next_oid: Oid(20_000),
+            oldest_xid: Xid(300),
         };
         let ids = |rmid, info, xid, main| registry.ids(&record(rmid, info, xid, main));
         assert_eq!(
             ids(rmid::XLOG, 1, 0, checkpoint.encode().to_vec()).unwrap(),
             IdCounters {
-                next_xid: 500,
-                next_oid: 20_000,
-                oldest_xid: 300
+                next_xid: Xid(500),
+                next_oid: Oid(20_000),
+                oldest_xid: Xid(300)
             }
         );
         // A record's own transaction id counts too, whatever its manager says.
@@ -358,7 +364,7 @@ mod tests {
             ids(rmid::XLOG, 1, 900, checkpoint.encode().to_vec())
                 .unwrap()
                 .next_xid,
-            901
+            Xid(901)
         );
         let rel = |number| {
             let mut main = Vec::new();
@@ -367,17 +373,29 @@ mod tests {
         };
         let create = [rel(16_390), vec![Fork::Main as u8]].concat();
         assert_eq!(
-            ids(rmid::STORAGE, storage::CREATE, 7, create).unwrap(),
+            ids(
+                rmid::STORAGE,
+                storage::StorageRecord::Create as u8,
+                7,
+                create
+            )
+            .unwrap(),
             IdCounters {
-                next_xid: 8,
-                next_oid: 16_391,
-                oldest_xid: 0
+                next_xid: Xid(8),
+                next_oid: Oid(16_391),
+                oldest_xid: Xid::INVALID
             }
         );
         assert_eq!(
-            ids(rmid::STORAGE, storage::DROP, 0, rel(99_999)).unwrap(),
+            ids(
+                rmid::STORAGE,
+                storage::StorageRecord::Drop as u8,
+                0,
+                rel(99_999)
+            )
+            .unwrap(),
             IdCounters {
-                next_xid: 1,
+                next_xid: Xid(1),
                 ..IdCounters::default()
             }
         );

@@ -14,89 +14,91 @@ use super::{rmid, IdCounters, RedoContext, ResourceManager};
 use crate::bytes::Reader;
 use crate::error::{Error, Result};
 use crate::smgr::{BlockNumber, Fork, RelFileLocator};
-use crate::wal::record::{fork_of, put_rel, read_rel, REL_BYTES};
+use crate::types::{Oid, Xid};
+use crate::wal::record::{fork_of, put_rel, read_rel, record_types, REL_BYTES};
 use crate::wal::{DecodedRecord, Lsn, Wal, WalRecord};
 
-pub const CREATE: u8 = 1;
-pub const TRUNCATE: u8 = 2;
-pub const DROP: u8 = 3;
+record_types! {
+    /// Storage record types.
+    pub enum StorageRecord for rmid::STORAGE {
+        Create = 1,
+        Truncate = 2,
+        Drop = 3,
+    }
+}
 
 /// A storage record, decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum StorageRecord {
+enum StorageChange {
     Create(RelFileLocator, Fork),
     Truncate(RelFileLocator, Fork, BlockNumber),
     Drop(Vec<RelFileLocator>),
 }
 
-impl StorageRecord {
+impl StorageChange {
     /// The record type and main data.
-    fn encode(&self) -> (u8, Vec<u8>) {
+    fn encode(&self) -> (StorageRecord, Vec<u8>) {
         let mut main = Vec::new();
         let info = match self {
-            StorageRecord::Create(rel, fork) => {
+            StorageChange::Create(rel, fork) => {
                 put_rel(&mut main, *rel);
                 main.push(*fork as u8);
-                CREATE
+                StorageRecord::Create
             }
-            StorageRecord::Truncate(rel, fork, nblocks) => {
+            StorageChange::Truncate(rel, fork, nblocks) => {
                 put_rel(&mut main, *rel);
                 main.push(*fork as u8);
                 main.extend_from_slice(&nblocks.to_le_bytes());
-                TRUNCATE
+                StorageRecord::Truncate
             }
-            StorageRecord::Drop(rels) => {
+            StorageChange::Drop(rels) => {
                 for r in rels {
                     put_rel(&mut main, *r);
                 }
-                DROP
+                StorageRecord::Drop
             }
         };
         (info, main)
     }
 
-    /// Decodes the main data of a record of type `info`; `None` on anything malformed.
-    fn decode(info: u8, main: &[u8]) -> Option<Self> {
+    /// Decodes the main data of a record of type `record_type`; `None` on anything
+    /// malformed.
+    fn decode(record_type: StorageRecord, main: &[u8]) -> Option<Self> {
         let mut r = Reader::new(main);
-        let rec = match info {
-            CREATE => StorageRecord::Create(read_rel(&mut r)?, fork_of(r.u8()?)?),
-            TRUNCATE => StorageRecord::Truncate(read_rel(&mut r)?, fork_of(r.u8()?)?, r.u32()?),
-            DROP => {
+        let rec = match record_type {
+            StorageRecord::Create => StorageChange::Create(read_rel(&mut r)?, fork_of(r.u8()?)?),
+            StorageRecord::Truncate => {
+                StorageChange::Truncate(read_rel(&mut r)?, fork_of(r.u8()?)?, r.u32()?)
+            }
+            StorageRecord::Drop => {
                 if !r.remaining().is_multiple_of(REL_BYTES) {
                     return None;
                 }
                 let n = r.remaining() / REL_BYTES;
-                StorageRecord::Drop((0..n).map(|_| read_rel(&mut r)).collect::<Option<_>>()?)
+                StorageChange::Drop((0..n).map(|_| read_rel(&mut r)).collect::<Option<_>>()?)
             }
-            _ => return None,
         };
         r.done()?;
         Some(rec)
     }
 
     fn of(rec: &DecodedRecord) -> Result<Self> {
-        Self::decode(rec.info, &rec.main).ok_or_else(|| Error::WalCorrupt {
+        Self::decode(rec.record_type()?, &rec.main).ok_or_else(|| Error::WalCorrupt {
             lsn: rec.lsn,
             reason: "malformed storage record".into(),
         })
     }
 }
 
-fn log(wal: &Wal, rec: &StorageRecord) -> Result<Lsn> {
-    let (info, main) = rec.encode();
-    let (_, end) = wal.insert(&WalRecord {
-        xid: 0,
-        rmid: rmid::STORAGE,
-        info,
-        blocks: &[],
-        main: &main,
-    })?;
+fn log(wal: &Wal, rec: &StorageChange) -> Result<Lsn> {
+    let (record_type, main) = rec.encode();
+    let (_, end) = wal.insert(&WalRecord::new(Xid::INVALID, record_type, &[], &main))?;
     Ok(end)
 }
 
 /// Logs the creation of a fork; returns the record's end LSN.
 pub fn log_create(wal: &Wal, rel: RelFileLocator, fork: Fork) -> Result<Lsn> {
-    log(wal, &StorageRecord::Create(rel, fork))
+    log(wal, &StorageChange::Create(rel, fork))
 }
 
 /// Logs a truncation of a fork to `nblocks`.
@@ -106,12 +108,12 @@ pub fn log_truncate(
     fork: Fork,
     nblocks: BlockNumber,
 ) -> Result<Lsn> {
-    log(wal, &StorageRecord::Truncate(rel, fork, nblocks))
+    log(wal, &StorageChange::Truncate(rel, fork, nblocks))
 }
 
 /// Logs the drop of whole relations.
 pub fn log_drop(wal: &Wal, rels: &[RelFileLocator]) -> Result<Lsn> {
-    log(wal, &StorageRecord::Drop(rels.to_vec()))
+    log(wal, &StorageChange::Drop(rels.to_vec()))
 }
 
 pub(super) struct Storage;
@@ -122,19 +124,19 @@ impl ResourceManager for Storage {
     }
 
     fn redo(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
-        match StorageRecord::of(rec)? {
-            StorageRecord::Create(rel, fork) => {
+        match StorageChange::of(rec)? {
+            StorageChange::Create(rel, fork) => {
                 if !ctx.smgr.exists(rel, fork)? {
                     ctx.smgr.create(rel, fork)?;
                 }
             }
-            StorageRecord::Truncate(rel, fork, nblocks) => {
+            StorageChange::Truncate(rel, fork, nblocks) => {
                 ctx.pool.drop_relation_buffers(rel, fork, nblocks);
                 if ctx.smgr.exists(rel, fork)? {
                     ctx.smgr.truncate(rel, fork, nblocks)?;
                 }
             }
-            StorageRecord::Drop(rels) => {
+            StorageChange::Drop(rels) => {
                 ctx.pool.drop_relations(&rels);
                 for r in rels {
                     ctx.smgr.unlink(r)?;
@@ -146,12 +148,12 @@ impl ResourceManager for Storage {
 
     /// A created relation's number is an oid: none is handed out twice across a crash.
     fn ids(&self, rec: &DecodedRecord) -> Result<IdCounters> {
-        Ok(match StorageRecord::of(rec)? {
-            StorageRecord::Create(rel, _) => IdCounters {
-                next_oid: rel.rel_number + 1,
+        Ok(match StorageChange::of(rec)? {
+            StorageChange::Create(rel, _) => IdCounters {
+                next_oid: Oid(rel.rel_number + 1),
                 ..IdCounters::default()
             },
-            StorageRecord::Truncate(..) | StorageRecord::Drop(_) => IdCounters::default(),
+            StorageChange::Truncate(..) | StorageChange::Drop(_) => IdCounters::default(),
         })
     }
 }
@@ -170,49 +172,48 @@ mod tests {
         ];
         let cases = [
             (
-                StorageRecord::Create(rel, Fork::Vm),
-                CREATE,
+                StorageChange::Create(rel, Fork::Vm),
+                StorageRecord::Create,
                 [&rel_bytes[..], &[2]].concat(),
             ),
             (
-                StorageRecord::Truncate(rel, Fork::Fsm, 0x2122_2324),
-                TRUNCATE,
+                StorageChange::Truncate(rel, Fork::Fsm, 0x2122_2324),
+                StorageRecord::Truncate,
                 [&rel_bytes[..], &[1, 0x24, 0x23, 0x22, 0x21]].concat(),
             ),
             (
-                StorageRecord::Drop(vec![rel, rel]),
-                DROP,
+                StorageChange::Drop(vec![rel, rel]),
+                StorageRecord::Drop,
                 [rel_bytes, rel_bytes].concat(),
             ),
         ];
         for (rec, info, bytes) in cases {
             assert_eq!(rec.encode(), (info, bytes.clone()));
-            assert_eq!(StorageRecord::decode(info, &bytes), Some(rec.clone()));
+            assert_eq!(StorageChange::decode(info, &bytes), Some(rec.clone()));
             for cut in 0..bytes.len() {
-                if info == DROP && cut % REL_BYTES == 0 {
+                if info == StorageRecord::Drop && cut % REL_BYTES == 0 {
                     continue; // a shorter list
                 }
                 assert_eq!(
-                    StorageRecord::decode(info, &bytes[..cut]),
+                    StorageChange::decode(info, &bytes[..cut]),
                     None,
                     "{rec:?} cut at {cut}"
                 );
             }
             let long = [&bytes[..], &[0]].concat();
             assert_eq!(
-                StorageRecord::decode(info, &long),
+                StorageChange::decode(info, &long),
                 None,
                 "{rec:?} with a trailing byte"
             );
         }
         assert_eq!(
-            StorageRecord::decode(CREATE, &[&rel_bytes[..], &[9]].concat()),
+            StorageChange::decode(StorageRecord::Create, &[&rel_bytes[..], &[9]].concat()),
             None
         );
-        assert_eq!(StorageRecord::decode(4, &[]), None);
         assert_eq!(
-            StorageRecord::decode(DROP, &[]),
-            Some(StorageRecord::Drop(Vec::new()))
+            StorageChange::decode(StorageRecord::Drop, &[]),
+            Some(StorageChange::Drop(Vec::new()))
         );
     }
 }

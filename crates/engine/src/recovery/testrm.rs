@@ -5,14 +5,21 @@
 
 use std::sync::Arc;
 
-use super::{redo_block, rmid, RedoContext, ResourceManager};
+use super::{redo_block, rmid, RedoContext, ResourceManager, Rmid};
 use crate::buffer::PinnedBuffer;
 use crate::bytes::Reader;
 use crate::error::{Error, Result};
 use crate::page::{Page, PageMut, HEADER_SIZE, PAGE_SIZE};
+use crate::types::Xid;
+use crate::wal::record::record_types;
 use crate::wal::{DecodedRecord, LoggedPage, Lsn, Wal};
 
-pub const SET_BYTES: u8 = 1;
+record_types! {
+    /// Record types of the test resource manager.
+    pub enum TestRecord for rmid::TEST {
+        SetBytes = 1,
+    }
+}
 
 fn apply(page: &mut [u8; PAGE_SIZE], offset: usize, bytes: &[u8]) {
     if Page::new(page).is_new() {
@@ -35,9 +42,8 @@ pub fn set_bytes(wal: &Wal, buf: &PinnedBuffer<'_>, offset: usize, bytes: &[u8])
     let mut page = buf.write();
     apply(&mut page, offset, bytes);
     wal.log_page_change(
-        0,
-        rmid::TEST,
-        SET_BYTES,
+        Xid::INVALID,
+        TestRecord::SetBytes,
         &main,
         &mut [LoggedPage::changed(&mut page)],
     )
@@ -58,7 +64,7 @@ pub struct TestRm;
 
 /// The test resource manager with its id, to register where a test or tool opens a
 /// database whose WAL may hold its records.
-pub fn registration() -> (u8, Arc<dyn ResourceManager>) {
+pub fn registration() -> (Rmid, Arc<dyn ResourceManager>) {
     (rmid::TEST, Arc::new(TestRm))
 }
 
@@ -72,8 +78,9 @@ impl ResourceManager for TestRm {
             lsn: rec.lsn,
             reason: "malformed test record".into(),
         };
+        let TestRecord::SetBytes = rec.record_type()?;
         let (offset, bytes) = decode(&rec.main).ok_or_else(bad)?;
-        if rec.info != SET_BYTES || offset < HEADER_SIZE || offset + bytes.len() > PAGE_SIZE {
+        if offset < HEADER_SIZE || offset + bytes.len() > PAGE_SIZE {
             return Err(bad());
         }
         redo_block(ctx, rec, 0, false, |page, _| {

@@ -11,24 +11,28 @@
 //! `next_xid` and `next_oid` the next transaction id and oid to hand out; `oldest_xid` the
 //! oldest transaction id whose commit status is kept (PostgreSQL's `oldestXid`).
 
-use super::{IdCounters, RedoContext, ResourceManager};
+use super::{rmid, IdCounters, RedoContext, ResourceManager};
 use crate::bytes::Reader;
 use crate::error::{Error, Result};
+use crate::types::{Oid, Xid};
+use crate::wal::record::record_types;
 use crate::wal::{DecodedRecord, Lsn};
 
-/// XLOG record types.
-pub mod xlog_info {
-    pub const CHECKPOINT_ONLINE: u8 = 1;
-    pub const CHECKPOINT_SHUTDOWN: u8 = 2;
+record_types! {
+    /// XLOG record types.
+    pub enum XlogRecord for rmid::XLOG {
+        CheckpointOnline = 1,
+        CheckpointShutdown = 2,
+    }
 }
 
 /// The main data of a checkpoint record.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CheckpointRecord {
     pub redo: Lsn,
-    pub next_xid: u64,
-    pub next_oid: u64,
-    pub oldest_xid: u64,
+    pub next_xid: Xid,
+    pub next_oid: Oid,
+    pub oldest_xid: Xid,
 }
 
 impl CheckpointRecord {
@@ -37,10 +41,10 @@ impl CheckpointRecord {
 
     pub fn encode(&self) -> [u8; Self::SIZE] {
         let mut b = [0u8; Self::SIZE];
-        b[0..8].copy_from_slice(&self.redo.to_le_bytes());
-        b[8..16].copy_from_slice(&self.next_xid.to_le_bytes());
-        b[16..24].copy_from_slice(&self.next_oid.to_le_bytes());
-        b[24..32].copy_from_slice(&self.oldest_xid.to_le_bytes());
+        b[0..8].copy_from_slice(&self.redo.0.to_le_bytes());
+        b[8..16].copy_from_slice(&self.next_xid.0.to_le_bytes());
+        b[16..24].copy_from_slice(&self.next_oid.0.to_le_bytes());
+        b[24..32].copy_from_slice(&self.oldest_xid.0.to_le_bytes());
         b
     }
 
@@ -48,10 +52,10 @@ impl CheckpointRecord {
     pub fn decode(main: &[u8]) -> Option<Self> {
         let mut r = Reader::new(main);
         let rec = CheckpointRecord {
-            redo: r.u64()?,
-            next_xid: r.u64()?,
-            next_oid: r.u64()?,
-            oldest_xid: r.u64()?,
+            redo: Lsn(r.u64()?),
+            next_xid: Xid(r.u64()?),
+            next_oid: Oid(r.u64()?),
+            oldest_xid: Xid(r.u64()?),
         };
         r.done()?;
         Some(rec)
@@ -67,8 +71,9 @@ impl ResourceManager for Xlog {
         "xlog"
     }
 
-    fn redo(&self, _ctx: &RedoContext<'_>, _rec: &DecodedRecord) -> Result<()> {
-        Ok(())
+    fn redo(&self, _ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
+        // Only checkpoint records are XLOG's; anything else here is corruption.
+        rec.record_type::<XlogRecord>().map(|_| ())
     }
 
     fn ids(&self, rec: &DecodedRecord) -> Result<IdCounters> {
@@ -95,10 +100,10 @@ mod tests {
     #[test]
     fn checkpoint_record_bytes_match_the_documented_layout() {
         let rec = CheckpointRecord {
-            redo: 0x0102_0304_0506_0708,
-            next_xid: 0x1112_1314_1516_1718,
-            next_oid: 0x2122_2324_2526_2728,
-            oldest_xid: 0x3132_3334_3536_3738,
+            redo: Lsn(0x0102_0304_0506_0708),
+            next_xid: Xid(0x1112_1314_1516_1718),
+            next_oid: Oid(0x2122_2324_2526_2728),
+            oldest_xid: Xid(0x3132_3334_3536_3738),
         };
         #[rustfmt::skip]
         let expected: [u8; 32] = [

@@ -9,6 +9,7 @@ use crate::heap::{Looker, UpdateCheck};
 use crate::page::Tid;
 use crate::smgr::RelFileLocator;
 use crate::txn::lock::{LockMode, LockWait};
+use crate::types::Oid;
 
 impl Transaction {
     /// A looker for catalog lookups: a fresh snapshot (the latest committed state, whatever
@@ -41,7 +42,7 @@ impl Transaction {
     }
 
     /// The relation (table or index) `oid`, with its catalog address.
-    pub(super) fn lookup_oid(&self, oid: u64) -> Result<Option<(Tid, Entry)>> {
+    pub(super) fn lookup_oid(&self, oid: Oid) -> Result<Option<(Tid, Entry)>> {
         self.catalog_lookup(|looker| {
             self.engine
                 .catalog
@@ -98,7 +99,7 @@ impl Transaction {
             let def = TableDef {
                 oid,
                 name: name.to_string(),
-                rel: RelFileLocator::new(USER_DB, oid),
+                rel: RelFileLocator::new(USER_DB, oid.0),
                 columns: columns.to_vec(),
             };
             self.heap(def.rel).create()?;
@@ -165,7 +166,7 @@ impl Transaction {
             self.lock_table_mode(table, LockMode::AccessExclusive, LockWait::Block)?;
             let (tid, def) = self.def(table)?;
             self.ensure_xid()?;
-            let new_rel = RelFileLocator::new(USER_DB, self.engine.new_oid());
+            let new_rel = RelFileLocator::new(USER_DB, self.engine.new_oid().0);
             self.heap(new_rel).create()?;
             self.st.borrow_mut().drop_at_abort.push(new_rel);
             let new_def = TableDef {

@@ -3,9 +3,9 @@
 
 use super::Transaction;
 use crate::error::{Error, Result};
-use crate::recovery::rmid;
-use crate::txn::twophase::{owner_of, PreparedState, MAX_STATE_BYTES};
-use crate::txn::{now_micros, PREPARE};
+use crate::txn::lock::LockOwner;
+use crate::txn::twophase::{PreparedState, MAX_STATE_BYTES};
+use crate::txn::{now_micros, TxnRecord};
 use crate::wal::WalRecord;
 
 impl Transaction {
@@ -37,7 +37,7 @@ impl Transaction {
             };
             (st.xid, drops, std::mem::take(&mut st.changes))
         };
-        let result = if xid == 0 {
+        let result = if !xid.is_valid() {
             Ok(())
         } else if commit {
             self.engine.txns.commit(self.proc, xid, &drops).map(|_| ())
@@ -101,18 +101,14 @@ impl Transaction {
         }
         {
             let _delay = e.wal.delay_checkpoint();
-            let (start, end) = e.wal.insert(&WalRecord {
-                xid,
-                rmid: rmid::TXN,
-                info: PREPARE,
-                blocks: &[],
-                main: &main,
-            })?;
+            let (start, end) =
+                e.wal
+                    .insert(&WalRecord::new(xid, TxnRecord::Prepare, &[], &main))?;
             e.wal.flush(end)?;
             e.twophase.prepared(state, start, end);
         }
         e.txns.procs().prepare(self.proc, xid);
-        e.locks.transfer_all(self.owner(), owner_of(xid));
+        e.locks.transfer_all(self.owner(), LockOwner::prepared(xid));
         e.txns.procs().unregister(self.proc);
         e.twophase.ready(gid);
         // Counted as committed: most prepared transactions are (an estimate either way).

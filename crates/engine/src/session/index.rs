@@ -25,6 +25,7 @@ use crate::page::Tid;
 use crate::smgr::RelFileLocator;
 use crate::txn::lock::{LockMode, LockWait};
 use crate::txn::Snapshot;
+use crate::types::Xid;
 use crate::value::{Row, Value};
 
 /// Are two keys equal, value by value (NaN equal to itself, as index order has it)?
@@ -38,7 +39,7 @@ struct UniqueProbe<'a> {
     heap: Heap<'a>,
     def: &'a IndexDef,
     key: &'a [Value],
-    me: u64,
+    me: Xid,
     oracle: &'a dyn XidOracle,
 }
 
@@ -80,7 +81,7 @@ pub struct IndexRows<'t> {
     def: IndexDef,
     rel: RelFileLocator,
     snapshot: Snapshot,
-    xid: u64,
+    xid: Xid,
     cid: u32,
 }
 
@@ -174,7 +175,7 @@ impl Transaction {
         indexes: &[IndexDef],
         row: &[Value],
         tid: Tid,
-        xid: u64,
+        xid: Xid,
     ) -> Result<()> {
         for def in indexes {
             let tree = self.btree(def, table)?;
@@ -270,7 +271,7 @@ impl Transaction {
             let def = IndexDef {
                 oid,
                 name: name.to_string(),
-                rel: RelFileLocator::new(USER_DB, oid),
+                rel: RelFileLocator::new(USER_DB, oid.0),
                 table,
                 columns: key,
                 unique,
@@ -290,7 +291,7 @@ impl Transaction {
     }
 
     /// Creates index `def`'s file and fills it from `table`'s heap; checks uniqueness.
-    fn build_index(&self, table: &TableDef, def: &IndexDef, xid: u64) -> Result<()> {
+    fn build_index(&self, table: &TableDef, def: &IndexDef, xid: Xid) -> Result<()> {
         // Built as non-unique: versions only old snapshots see may share a key with live ones.
         let plain = IndexDef {
             unique: false,
@@ -389,7 +390,7 @@ impl Transaction {
                 continue;
             };
             let new = IndexDef {
-                rel: RelFileLocator::new(USER_DB, self.engine.new_oid()),
+                rel: RelFileLocator::new(USER_DB, self.engine.new_oid().0),
                 ..def.clone()
             };
             self.btree(&new, table)?.create()?;

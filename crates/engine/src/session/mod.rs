@@ -46,8 +46,9 @@ use crate::heap::{Heap, Writer};
 use crate::page::Tid;
 use crate::smgr::{BlockNumber, RelFileLocator};
 use crate::stats::TableChanges;
-use crate::txn::lock::{LockMode, LockTag, LockWait};
+use crate::txn::lock::{LockMode, LockOwner, LockTag, LockWait};
 use crate::txn::{ProcId, Snapshot};
+use crate::types::Xid;
 use crate::value::Row;
 pub use index::IndexRows;
 pub use rows::Scan;
@@ -76,7 +77,7 @@ pub enum Changed {
 
 #[derive(Default)]
 struct State {
-    xid: u64,
+    xid: Xid,
     cid: u32,
     cid_used: bool,
     /// REPEATABLE READ: the transaction's snapshot.
@@ -120,21 +121,21 @@ impl Transaction {
     }
 
     /// The transaction id, if one was assigned (at the first write).
-    pub fn xid(&self) -> Option<u64> {
+    pub fn xid(&self) -> Option<Xid> {
         let x = self.st.borrow().xid;
-        (x != 0).then_some(x)
+        x.is_valid().then_some(x)
     }
 
     /// The lock owner of this transaction (its process-array slot).
-    fn owner(&self) -> u64 {
-        self.proc
+    fn owner(&self) -> LockOwner {
+        LockOwner::session(self.proc)
     }
 
     /// This transaction's session number: its lock owner, the "process" that deadlock
     /// reports name, and what [`LockManager::is_waiting`](crate::txn::lock::LockManager::is_waiting)
     /// takes.
-    pub fn session_id(&self) -> u64 {
-        self.proc
+    pub fn session_id(&self) -> LockOwner {
+        self.owner()
     }
 
     // ------------------------------------------------------------------ plumbing
@@ -179,9 +180,9 @@ impl Transaction {
         (snap, st.cid)
     }
 
-    fn ensure_xid(&self) -> Result<u64> {
+    fn ensure_xid(&self) -> Result<Xid> {
         let x = self.st.borrow().xid;
-        if x != 0 {
+        if x.is_valid() {
             return Ok(x);
         }
         let xid = self.engine.txns.assign_xid(self.proc);
@@ -240,7 +241,7 @@ impl Transaction {
         Ok(found)
     }
 
-    fn writer(&self, xid: u64, cid: u32) -> Writer<'_> {
+    fn writer(&self, xid: Xid, cid: u32) -> Writer<'_> {
         Writer {
             xid,
             cid,
@@ -257,7 +258,7 @@ impl Transaction {
     }
 
     /// Waits until transaction `xid` has ended (PostgreSQL's `XactLockTableWait`).
-    fn wait_for(&self, xid: u64) -> Result<()> {
+    fn wait_for(&self, xid: Xid) -> Result<()> {
         let tag = LockTag::Transaction { xid };
         for _ in 0..MAX_CHANGE_ROUNDS {
             if !self.engine.txns.is_running(xid) {

@@ -12,6 +12,7 @@ use crate::page::Tid;
 use crate::smgr::{BlockNumber, RelFileLocator};
 use crate::txn::lock::{LockMode, LockWait};
 use crate::txn::Snapshot;
+use crate::types::Xid;
 use crate::value::{Row, Value};
 
 impl Transaction {
@@ -246,7 +247,7 @@ pub struct Scan<'t> {
     tx: &'t Transaction,
     rel: RelFileLocator,
     snapshot: Snapshot,
-    xid: u64,
+    xid: Xid,
     cid: u32,
     next_block: BlockNumber,
     nblocks: BlockNumber,

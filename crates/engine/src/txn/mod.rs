@@ -48,19 +48,24 @@ use crate::clog::{TxnStatus, XactLogRedo, COMMIT_TS_LOG, STATUS_LOG};
 use crate::error::{Error, Result};
 use crate::recovery::{rmid, IdCounters, RedoContext, ResourceManager};
 use crate::smgr::RelFileLocator;
-use crate::wal::record::{put_rel, read_rel, REL_BYTES};
+use crate::types::Xid;
+use crate::wal::record::{put_rel, read_rel, record_types, REL_BYTES};
 use crate::wal::{DecodedRecord, Lsn, Wal, WalRecord};
 pub use snapshot::{ProcArray, ProcId, Snapshot};
 
 /// The first id handed out (PostgreSQL keeps 0-2 for invalid, bootstrap and frozen).
-pub const FIRST_XID: u64 = 3;
+pub const FIRST_XID: Xid = Xid(3);
 
-/// Record types of the transaction resource manager.
-pub const COMMIT: u8 = 1;
-pub const ABORT: u8 = 2;
-pub const PREPARE: u8 = 3;
-pub const COMMIT_PREPARED: u8 = 4;
-pub const ABORT_PREPARED: u8 = 5;
+record_types! {
+    /// Record types of the transaction resource manager.
+    pub enum TxnRecord for rmid::TXN {
+        Commit = 1,
+        Abort = 2,
+        Prepare = 3,
+        CommitPrepared = 4,
+        AbortPrepared = 5,
+    }
+}
 
 /// Entries of the status cache (a power of two).
 const STATUS_CACHE_ENTRIES: usize = 1 << 16;
@@ -91,16 +96,16 @@ impl StatusCache {
         }
     }
 
-    fn slot(&self, xid: u64) -> &AtomicU64 {
-        &self.entries[(xid as usize) & (STATUS_CACHE_ENTRIES - 1)]
+    fn slot(&self, xid: Xid) -> &AtomicU64 {
+        &self.entries[(xid.0 as usize) & (STATUS_CACHE_ENTRIES - 1)]
     }
 
-    fn get(&self, xid: u64) -> Option<TxnStatus> {
+    fn get(&self, xid: Xid) -> Option<TxnStatus> {
         let e = self.slot(xid).load(Ordering::Relaxed);
-        (e != 0 && e >> 2 == xid).then(|| TxnStatus::from_bits(e & 3))
+        (e != 0 && e >> 2 == xid.0).then(|| TxnStatus::from_bits(e & 3))
     }
 
-    fn put(&self, xid: u64, status: TxnStatus) {
+    fn put(&self, xid: Xid, status: TxnStatus) {
         debug_assert!(
             status != TxnStatus::InProgress,
             "only final statuses are cached"
@@ -113,7 +118,7 @@ impl StatusCache {
             self.get(xid)
         );
         self.slot(xid)
-            .store(xid << 2 | status as u64, Ordering::Relaxed);
+            .store(xid.0 << 2 | status as u64, Ordering::Relaxed);
     }
 }
 
@@ -184,9 +189,10 @@ pub(crate) fn now_micros() -> u64 {
 pub struct TransactionManager {
     wal: Arc<Wal>,
     pool: Arc<BufferPool>,
+    /// The next id handed out (an [`Xid`]'s value).
     next_xid: AtomicU64,
     /// The oldest id whose commit status is kept: statuses below it were removed (see
-    /// [`TransactionManager::truncate_logs`]).
+    /// [`TransactionManager::truncate_logs`]). An [`Xid`]'s value.
     oldest_xid: AtomicU64,
     /// One truncation at a time.
     truncating: Mutex<()>,
@@ -201,8 +207,8 @@ impl TransactionManager {
     pub fn new(
         wal: Arc<Wal>,
         pool: Arc<BufferPool>,
-        next_xid: u64,
-        oldest_xid: u64,
+        next_xid: Xid,
+        oldest_xid: Xid,
         config: &crate::Config,
     ) -> Self {
         assert!(
@@ -212,8 +218,8 @@ impl TransactionManager {
         TransactionManager {
             wal,
             pool,
-            next_xid: AtomicU64::new(next_xid),
-            oldest_xid: AtomicU64::new(oldest_xid),
+            next_xid: AtomicU64::new(next_xid.0),
+            oldest_xid: AtomicU64::new(oldest_xid.0),
             truncating: Mutex::new(()),
             procs: ProcArray::new(config.max_connections),
             cache: StatusCache::new(),
@@ -237,36 +243,35 @@ impl TransactionManager {
     }
 
     /// The id the next transaction will get.
-    pub fn next_xid(&self) -> u64 {
-        self.next_xid.load(Ordering::Acquire)
+    pub fn next_xid(&self) -> Xid {
+        Xid(self.next_xid.load(Ordering::Acquire))
     }
 
     /// Assigns `proc` a transaction id (at its first write).
-    pub fn assign_xid(&self, proc: ProcId) -> u64 {
+    pub fn assign_xid(&self, proc: ProcId) -> Xid {
         self.procs
-            .assign_xid(proc, || self.next_xid.fetch_add(1, Ordering::AcqRel))
+            .assign_xid(proc, || Xid(self.next_xid.fetch_add(1, Ordering::AcqRel)))
     }
 
     /// A snapshot for `proc`.
     pub fn snapshot(&self, proc: ProcId) -> Snapshot {
-        self.procs
-            .snapshot(proc, || self.next_xid.load(Ordering::Acquire))
+        self.procs.snapshot(proc, || self.next_xid())
     }
 
     /// Is `xid` running now (not per any snapshot)?
-    pub fn is_running(&self, xid: u64) -> bool {
+    pub fn is_running(&self, xid: Xid) -> bool {
         self.procs.is_running(xid)
     }
 
     /// See [`ProcArray::global_xmin`].
-    pub fn global_xmin(&self) -> u64 {
+    pub fn global_xmin(&self) -> Xid {
         self.procs.global_xmin(self.next_xid())
     }
 
     /// Commits `proc`'s transaction `xid`, durably when `synchronous_commit` is on, then drops
     /// `drops`. Returns the record's end LSN.
-    pub fn commit(&self, proc: ProcId, xid: u64, drops: &[RelFileLocator]) -> Result<Lsn> {
-        let end = self.end(xid, COMMIT, None, drops)?;
+    pub fn commit(&self, proc: ProcId, xid: Xid, drops: &[RelFileLocator]) -> Result<Lsn> {
+        let end = self.end(xid, TxnRecord::Commit, None, drops)?;
         self.procs.end_xid(proc);
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
         self.pool.drop_relation_files(drops)?;
@@ -275,8 +280,8 @@ impl TransactionManager {
 
     /// Aborts `proc`'s transaction `xid` (no flush: a lost abort record means the same as an
     /// abort), then drops `drops`.
-    pub fn abort(&self, proc: ProcId, xid: u64, drops: &[RelFileLocator]) -> Result<Lsn> {
-        let end = self.end(xid, ABORT, None, drops)?;
+    pub fn abort(&self, proc: ProcId, xid: Xid, drops: &[RelFileLocator]) -> Result<Lsn> {
+        let end = self.end(xid, TxnRecord::Abort, None, drops)?;
         self.procs.end_xid(proc);
         self.stats.aborts.fetch_add(1, Ordering::Relaxed);
         self.pool.drop_relation_files(drops)?;
@@ -288,12 +293,16 @@ impl TransactionManager {
     /// checkpoints (see the module header).
     pub(crate) fn end(
         &self,
-        xid: u64,
-        info: u8,
+        xid: Xid,
+        record_type: TxnRecord,
         gid: Option<&str>,
         drops: &[RelFileLocator],
     ) -> Result<Lsn> {
-        let commit = matches!(info, COMMIT | COMMIT_PREPARED);
+        debug_assert!(
+            record_type != TxnRecord::Prepare,
+            "PREPARE ends no transaction"
+        );
+        let commit = matches!(record_type, TxnRecord::Commit | TxnRecord::CommitPrepared);
         let rec = EndRecord {
             micros: now_micros(),
             track_ts: commit && self.track_commit_timestamp,
@@ -303,17 +312,16 @@ impl TransactionManager {
         let mut main = Vec::with_capacity(32 + drops.len() * 12);
         rec.encode(&mut main);
         let _delay = self.wal.delay_checkpoint();
-        let (_, end) = self.wal.insert(&WalRecord {
-            xid,
-            rmid: rmid::TXN,
-            info,
-            blocks: &[],
-            main: &main,
-        })?;
+        let (_, end) = self
+            .wal
+            .insert(&WalRecord::new(xid, record_type, &[], &main))?;
         // A prepared transaction's end, commit or rollback, is always durable at once, as
         // PostgreSQL's is: the transaction manager that asked must be able to trust it, and
         // its state file is removed next (a lost ROLLBACK PREPARED would bring it back).
-        let prepared_end = matches!(info, COMMIT_PREPARED | ABORT_PREPARED);
+        let prepared_end = matches!(
+            record_type,
+            TxnRecord::CommitPrepared | TxnRecord::AbortPrepared
+        );
         if (commit && self.synchronous_commit) || prepared_end {
             self.wal.flush(end)?;
         }
@@ -333,7 +341,7 @@ impl TransactionManager {
     /// The status of a transaction as the commit log has it. An id below the oldest kept
     /// one fails: every tuple that names such an id carries a hint vacuum set, so a caller
     /// that gets here missed a hint (or the data is damaged).
-    pub fn status(&self, xid: u64) -> Result<TxnStatus> {
+    pub fn status(&self, xid: Xid) -> Result<TxnStatus> {
         if let Some(s) = self.cache.get(xid) {
             self.stats.status_cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(s);
@@ -351,13 +359,13 @@ impl TransactionManager {
     }
 
     /// Did `xid` commit? For an id the caller knows is not running (see the module header).
-    pub fn did_commit(&self, xid: u64) -> Result<bool> {
+    pub fn did_commit(&self, xid: Xid) -> Result<bool> {
         Ok(self.status(xid)? == TxnStatus::Committed)
     }
 
     /// When `xid` committed (microseconds since 1970), if commit timestamps were tracked and
     /// are still kept (PostgreSQL's `pg_xact_commit_timestamp` is NULL below its oldest too).
-    pub fn commit_timestamp(&self, xid: u64) -> Result<Option<u64>> {
+    pub fn commit_timestamp(&self, xid: Xid) -> Result<Option<u64>> {
         if xid < self.oldest_xid() {
             return Ok(None);
         }
@@ -366,8 +374,8 @@ impl TransactionManager {
     }
 
     /// The oldest id whose status (and commit timestamp) is kept.
-    pub fn oldest_xid(&self) -> u64 {
-        self.oldest_xid.load(Ordering::Acquire)
+    pub fn oldest_xid(&self) -> Xid {
+        Xid(self.oldest_xid.load(Ordering::Acquire))
     }
 
     /// Stops keeping the status of the ids below `oldest`, and removes the commit-log
@@ -375,7 +383,7 @@ impl TransactionManager {
     /// every tuple that names such an id carry a hint (WAL-logged before this), so none is
     /// asked about again. Clamped to the ids nothing runs below. Returns how many segment
     /// files were removed.
-    pub fn truncate_logs(&self, oldest: u64) -> Result<usize> {
+    pub fn truncate_logs(&self, oldest: Xid) -> Result<usize> {
         let _one = self.truncating.lock();
         let oldest = oldest.min(self.global_xmin());
         let old = self.oldest_xid();
@@ -386,7 +394,7 @@ impl TransactionManager {
         // segment below it removed (else a crash after it would leave them behind for good).
         let _delay = self.wal.delay_checkpoint();
         crate::clog::log_truncation(&self.wal, oldest)?;
-        self.oldest_xid.store(oldest, Ordering::Release);
+        self.oldest_xid.store(oldest.0, Ordering::Release);
         crate::clog::remove_segments_below(&self.pool, old, oldest)
     }
 
@@ -420,20 +428,18 @@ impl ResourceManager for TxnRedo {
     }
 
     fn redo(&self, ctx: &RedoContext<'_>, rec: &DecodedRecord) -> Result<()> {
-        let malformed = || Error::WalCorrupt {
-            lsn: rec.lsn,
-            reason: format!("malformed transaction record of type {}", rec.info),
-        };
         if rec.rmid == rmid::CLOG {
             return self.logs.redo(ctx, rec);
         }
-        if rec.info == PREPARE {
-            return self.twophase.redo_prepare(rec);
-        }
-        let status = match rec.info {
-            COMMIT | COMMIT_PREPARED => TxnStatus::Committed,
-            ABORT | ABORT_PREPARED => TxnStatus::Aborted,
-            _ => return Err(malformed()),
+        let record_type: TxnRecord = rec.record_type()?;
+        let malformed = || Error::WalCorrupt {
+            lsn: rec.lsn,
+            reason: format!("malformed transaction record of type {record_type:?}"),
+        };
+        let status = match record_type {
+            TxnRecord::Prepare => return self.twophase.redo_prepare(rec),
+            TxnRecord::Commit | TxnRecord::CommitPrepared => TxnStatus::Committed,
+            TxnRecord::Abort | TxnRecord::AbortPrepared => TxnStatus::Aborted,
         };
         let end_rec = EndRecord::decode(&rec.main).ok_or_else(malformed)?;
         let end = rec.end_lsn;
@@ -443,7 +449,10 @@ impl ResourceManager for TxnRedo {
             self.logs
                 .set(ctx, COMMIT_TS_LOG, rec.xid, end_rec.micros, end)?;
         }
-        if matches!(rec.info, COMMIT_PREPARED | ABORT_PREPARED) {
+        if matches!(
+            record_type,
+            TxnRecord::CommitPrepared | TxnRecord::AbortPrepared
+        ) {
             self.twophase.redo_finish(rec.xid)?;
         }
         ctx.pool.drop_relation_files(&end_rec.drops)
@@ -487,13 +496,13 @@ mod tests {
     #[test]
     fn the_status_cache_keeps_final_statuses_and_evicts_on_collision() {
         let c = StatusCache::new();
-        assert_eq!(c.get(5), None);
-        c.put(5, TxnStatus::Committed);
-        assert_eq!(c.get(5), Some(TxnStatus::Committed));
-        c.put(5 + STATUS_CACHE_ENTRIES as u64, TxnStatus::Aborted);
-        assert_eq!(c.get(5), None);
+        assert_eq!(c.get(Xid(5)), None);
+        c.put(Xid(5), TxnStatus::Committed);
+        assert_eq!(c.get(Xid(5)), Some(TxnStatus::Committed));
+        c.put(Xid(5) + STATUS_CACHE_ENTRIES as u64, TxnStatus::Aborted);
+        assert_eq!(c.get(Xid(5)), None);
         assert_eq!(
-            c.get(5 + STATUS_CACHE_ENTRIES as u64),
+            c.get(Xid(5) + STATUS_CACHE_ENTRIES as u64),
             Some(TxnStatus::Aborted)
         );
     }

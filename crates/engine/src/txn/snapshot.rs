@@ -5,43 +5,54 @@ use std::collections::{BTreeSet, HashMap};
 
 use parking_lot::Mutex;
 
+use crate::types::Xid;
+
 /// A transaction's view of which transactions had finished when it was taken (PostgreSQL's
 /// `SnapshotData`, with 64-bit ids). Every id below `xmin` had finished; every id at or above
 /// `xmax` had not started; in between, exactly the ids in `xip` were running.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
-    pub xmin: u64,
-    pub xmax: u64,
+    pub xmin: Xid,
+    pub xmax: Xid,
     /// Running ids in `[xmin, xmax)`, sorted (prepared transactions included).
-    pub xip: Vec<u64>,
+    pub xip: Vec<Xid>,
 }
 
 impl Snapshot {
     /// Was `xid` running (or not yet started) when the snapshot was taken? Such a
     /// transaction's effects are invisible to the snapshot, whatever it did later.
-    pub fn is_running(&self, xid: u64) -> bool {
+    pub fn is_running(&self, xid: Xid) -> bool {
         xid >= self.xmax || (xid >= self.xmin && self.xip.binary_search(&xid).is_ok())
     }
 }
 
-/// A session's (or an embedded transaction's) slot in the process array.
-pub type ProcId = u64;
+/// A session's (or an embedded transaction's) slot in the process array: the "process"
+/// that lock and deadlock reports name. Never reused while the array lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProcId(pub u64);
+
+impl std::fmt::Display for ProcId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Proc {
-    /// The transaction id, once assigned (0: none yet — read-only so far).
-    xid: u64,
-    /// The xmin of the transaction's first snapshot (0: none taken); vacuum keeps every
+    /// The transaction id, once assigned (invalid: none yet — read-only so far).
+    xid: Xid,
+    /// The xmin of the transaction's first snapshot (invalid: none taken); vacuum keeps every
     /// version this could still see.
-    xmin: u64,
+    xmin: Xid,
 }
 
 #[derive(Default)]
 struct Inner {
     procs: HashMap<ProcId, Proc>,
     /// Prepared transactions: running, but owned by no session.
-    prepared: BTreeSet<u64>,
-    next_proc: ProcId,
+    prepared: BTreeSet<Xid>,
+    /// The number of the next slot registered.
+    next_proc: u64,
 }
 
 /// The running transactions (PostgreSQL's `ProcArray`). One mutex: a transaction id is
@@ -70,7 +81,7 @@ impl ProcArray {
         if g.procs.len() >= self.max_procs {
             return None;
         }
-        let id = g.next_proc;
+        let id = ProcId(g.next_proc);
         g.next_proc += 1;
         g.procs.insert(id, Proc::default());
         Some(id)
@@ -83,33 +94,33 @@ impl ProcArray {
 
     /// Assigns `proc` the id that `next_id` hands out, atomically with its appearance in
     /// the array.
-    pub fn assign_xid(&self, proc: ProcId, next_id: impl FnOnce() -> u64) -> u64 {
+    pub fn assign_xid(&self, proc: ProcId, next_id: impl FnOnce() -> Xid) -> Xid {
         let mut g = self.inner.lock();
         let xid = next_id();
         let p = g
             .procs
             .get_mut(&proc)
             .expect("a transaction assigns an id only while registered");
-        debug_assert_eq!(p.xid, 0, "a transaction gets one id");
+        debug_assert_eq!(p.xid, Xid::INVALID, "a transaction gets one id");
         p.xid = xid;
         xid
     }
 
     /// Takes a snapshot for `proc`; `next_xid` is read under the array's mutex.
-    pub fn snapshot(&self, proc: ProcId, next_xid: impl FnOnce() -> u64) -> Snapshot {
+    pub fn snapshot(&self, proc: ProcId, next_xid: impl FnOnce() -> Xid) -> Snapshot {
         let mut g = self.inner.lock();
         let xmax = next_xid();
-        let mut xip: Vec<u64> = g
+        let mut xip: Vec<Xid> = g
             .procs
             .values()
             .map(|p| p.xid)
-            .filter(|&x| x != 0 && x < xmax)
+            .filter(|&x| x.is_valid() && x < xmax)
             .chain(g.prepared.iter().copied().filter(|&x| x < xmax))
             .collect();
         xip.sort_unstable();
         let xmin = xip.first().copied().unwrap_or(xmax);
         if let Some(p) = g.procs.get_mut(&proc) {
-            if p.xmin == 0 {
+            if !p.xmin.is_valid() {
                 p.xmin = xmin;
             }
         }
@@ -124,7 +135,7 @@ impl ProcArray {
     }
 
     /// PREPARE: `proc`'s transaction id stays running, owned by no session.
-    pub fn prepare(&self, proc: ProcId, xid: u64) {
+    pub fn prepare(&self, proc: ProcId, xid: Xid) {
         let mut g = self.inner.lock();
         g.prepared.insert(xid);
         if let Some(p) = g.procs.get_mut(&proc) {
@@ -133,30 +144,30 @@ impl ProcArray {
     }
 
     /// A prepared transaction recovered at startup runs again.
-    pub fn add_prepared(&self, xid: u64) {
+    pub fn add_prepared(&self, xid: Xid) {
         self.inner.lock().prepared.insert(xid);
     }
 
     /// COMMIT/ROLLBACK PREPARED: the prepared transaction no longer runs.
-    pub fn end_prepared(&self, xid: u64) {
+    pub fn end_prepared(&self, xid: Xid) {
         self.inner.lock().prepared.remove(&xid);
     }
 
     /// Is `xid` running now (a session's or a prepared transaction)?
-    pub fn is_running(&self, xid: u64) -> bool {
+    pub fn is_running(&self, xid: Xid) -> bool {
         let g = self.inner.lock();
         g.prepared.contains(&xid) || g.procs.values().any(|p| p.xid == xid)
     }
 
     /// The oldest id any running transaction or snapshot may still care about: versions
     /// deleted by transactions that committed below it are dead to everyone.
-    pub fn global_xmin(&self, next_xid: u64) -> u64 {
+    pub fn global_xmin(&self, next_xid: Xid) -> Xid {
         let g = self.inner.lock();
         let procs = g
             .procs
             .values()
             .flat_map(|p| [p.xid, p.xmin])
-            .filter(|&x| x != 0);
+            .filter(|&x| x.is_valid());
         procs
             .chain(g.prepared.iter().copied())
             .min()
@@ -182,24 +193,31 @@ mod tests {
         let mut next = 10;
         let xa = pa.assign_xid(a, || {
             next += 1;
-            next - 1
+            Xid(next - 1)
         });
         let xb = pa.assign_xid(b, || {
             next += 1;
-            next - 1
+            Xid(next - 1)
         });
         pa.prepare(b, xb);
-        let s = pa.snapshot(a, || next);
-        assert_eq!((s.xmin, s.xmax, s.xip.clone()), (10, 12, vec![10, 11]));
-        assert!(s.is_running(xa) && s.is_running(xb) && s.is_running(12));
-        assert!(!s.is_running(9));
+        let s = pa.snapshot(a, || Xid(next));
+        assert_eq!(
+            (s.xmin, s.xmax, s.xip.clone()),
+            (Xid(10), Xid(12), vec![Xid(10), Xid(11)])
+        );
+        assert!(s.is_running(xa) && s.is_running(xb) && s.is_running(Xid(12)));
+        assert!(!s.is_running(Xid(9)));
         // Vacuum's horizon: the oldest running id or snapshot xmin.
-        assert_eq!(pa.global_xmin(next), 10);
+        assert_eq!(pa.global_xmin(Xid(next)), Xid(10));
         pa.end_xid(a);
         pa.end_prepared(xb);
-        let s = pa.snapshot(a, || next);
-        assert!(s.xip.is_empty() && !s.is_running(10) && !s.is_running(11));
-        assert_eq!(pa.global_xmin(next), 12, "nothing older is running");
+        let s = pa.snapshot(a, || Xid(next));
+        assert!(s.xip.is_empty() && !s.is_running(Xid(10)) && !s.is_running(Xid(11)));
+        assert_eq!(
+            pa.global_xmin(Xid(next)),
+            Xid(12),
+            "nothing older is running"
+        );
     }
 
     #[test]

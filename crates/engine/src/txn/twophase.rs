@@ -40,6 +40,7 @@ use crate::bytes::Reader;
 use crate::config::TwophaseStateMode;
 use crate::error::{Error, Result};
 use crate::smgr::RelFileLocator;
+use crate::types::Xid;
 use crate::vfs::{OpenMode, Vfs};
 use crate::wal::{DecodedRecord, Lsn, Wal, MAX_RECORD_SIZE};
 
@@ -50,15 +51,10 @@ pub const MAX_STATE_BYTES: usize = MAX_RECORD_SIZE - crate::types::PREPARE_RECOR
 const STATE_FILE_MAGIC: u32 = 0x5154_5350; // "PSTQ"
 const STATE_FILE_HEADER_BYTES: usize = 12;
 
-/// Lock owners of prepared transactions: high bit set, so they never collide with sessions'.
-pub fn owner_of(xid: u64) -> u64 {
-    1 << 63 | xid
-}
-
 /// What a prepare record (and a state file) holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PreparedState {
-    pub xid: u64,
+    pub xid: Xid,
     pub gid: String,
     /// Microseconds since 1970.
     pub prepared_at_micros: u64,
@@ -70,7 +66,7 @@ pub struct PreparedState {
 impl PreparedState {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64 + self.locks.len() * 16);
-        out.extend_from_slice(&self.xid.to_le_bytes());
+        out.extend_from_slice(&self.xid.0.to_le_bytes());
         out.extend_from_slice(&self.prepared_at_micros.to_le_bytes());
         out.extend_from_slice(&(self.gid.len() as u16).to_le_bytes());
         out.extend_from_slice(self.gid.as_bytes());
@@ -87,7 +83,7 @@ impl PreparedState {
     /// Decodes [`encode`](Self::encode); `None` on anything malformed (never panics).
     pub fn decode(b: &[u8]) -> Option<PreparedState> {
         let mut r = Reader::new(b);
-        let xid = r.u64()?;
+        let xid = Xid(r.u64()?);
         let prepared_at_micros = r.u64()?;
         let gid = std::str::from_utf8(r.bytes_u16()?).ok()?.to_string();
         let nlocks = r.u32()? as usize;
@@ -149,13 +145,13 @@ fn decode_state_file(bytes: &[u8]) -> std::result::Result<PreparedState, &'stati
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PreparedXact {
     pub gid: String,
-    pub xid: u64,
+    pub xid: Xid,
     pub prepared_at_micros: u64,
 }
 
 /// A prepared transaction in memory.
 struct GlobalTxn {
-    xid: u64,
+    xid: Xid,
     prepared_at_micros: u64,
     /// Where its prepare record lies.
     prepare_lsn: Lsn,
@@ -183,7 +179,7 @@ pub struct TwoPhaseStats {
 /// A transaction being finished: what the finisher needs.
 pub struct Finishing {
     pub gid: String,
-    pub xid: u64,
+    pub xid: Xid,
     pub state: Arc<PreparedState>,
 }
 
@@ -262,10 +258,10 @@ impl TwoPhase {
         g.insert(
             gid.to_string(),
             GlobalTxn {
-                xid: 0,
+                xid: Xid::INVALID,
                 prepared_at_micros: 0,
-                prepare_lsn: 0,
-                prepare_end: 0,
+                prepare_lsn: Lsn::INVALID,
+                prepare_end: Lsn::INVALID,
                 state: None,
                 on_disk: false,
                 busy: true,
@@ -277,7 +273,7 @@ impl TwoPhase {
     /// Gives back a reservation whose prepare failed.
     pub fn unreserve(&self, gid: &str) {
         let mut g = self.gxacts.lock();
-        if g.get(gid).is_some_and(|t| t.xid == 0) {
+        if g.get(gid).is_some_and(|t| !t.xid.is_valid()) {
             g.remove(gid);
         }
     }
@@ -311,7 +307,7 @@ impl TwoPhase {
         let g = self.gxacts.lock();
         let mut v: Vec<PreparedXact> = g
             .iter()
-            .filter(|(_, t)| t.xid != 0)
+            .filter(|(_, t)| t.xid.is_valid())
             .map(|(gid, t)| PreparedXact {
                 gid: gid.clone(),
                 xid: t.xid,
@@ -330,7 +326,7 @@ impl TwoPhase {
             let mut g = self.gxacts.lock();
             let t = g
                 .get_mut(gid)
-                .filter(|t| t.xid != 0)
+                .filter(|t| t.xid.is_valid())
                 .ok_or_else(|| Error::NoSuchPreparedTransaction { gid: gid.into() })?;
             if t.busy {
                 return Err(Error::NotInPrerequisiteState {
@@ -399,11 +395,11 @@ impl TwoPhase {
         })
     }
 
-    fn state_path(&self, xid: u64) -> PathBuf {
-        self.dir.join(format!("{xid:016X}"))
+    fn state_path(&self, xid: Xid) -> PathBuf {
+        self.dir.join(format!("{:016X}", xid.0))
     }
 
-    fn read_state_file(&self, xid: u64) -> Result<PreparedState> {
+    fn read_state_file(&self, xid: Xid) -> Result<PreparedState> {
         self.stats
             .state_reads_from_files
             .fetch_add(1, Ordering::Relaxed);
@@ -465,7 +461,7 @@ impl TwoPhase {
         Ok(())
     }
 
-    fn remove_state_file(&self, xid: u64) -> Result<()> {
+    fn remove_state_file(&self, xid: Xid) -> Result<()> {
         let path = self.state_path(xid);
         match self.vfs.remove_file(&path) {
             Ok(()) => Ok(()),
@@ -478,11 +474,11 @@ impl TwoPhase {
     /// transaction whose prepare record lies before it (its WAL may be recycled after this
     /// checkpoint). Errors fail the checkpoint.
     pub fn checkpoint(&self, redo: Lsn, wal: &Wal) -> Result<usize> {
-        let due: Vec<(String, u64, Lsn, Option<Arc<PreparedState>>)> = self
+        let due: Vec<(String, Xid, Lsn, Option<Arc<PreparedState>>)> = self
             .gxacts
             .lock()
             .iter()
-            .filter(|(_, t)| t.xid != 0 && !t.on_disk && t.prepare_end <= redo)
+            .filter(|(_, t)| t.xid.is_valid() && !t.on_disk && t.prepare_end <= redo)
             .map(|(gid, t)| (gid.clone(), t.xid, t.prepare_lsn, t.state.clone()))
             .collect();
         let mut written = 0;
@@ -513,9 +509,9 @@ impl TwoPhase {
     pub fn recover(
         &self,
         from_wal: Vec<(PreparedState, Lsn, Lsn)>,
-        finished: impl Fn(u64) -> Result<bool>,
+        finished: impl Fn(Xid) -> Result<bool>,
     ) -> Result<Vec<Arc<PreparedState>>> {
-        let mut found: HashMap<u64, (PreparedState, Lsn, Lsn, bool)> = from_wal
+        let mut found: HashMap<Xid, (PreparedState, Lsn, Lsn, bool)> = from_wal
             .into_iter()
             .map(|(s, lsn, end)| (s.xid, (s, lsn, end, false)))
             .collect();
@@ -533,7 +529,7 @@ impl TwoPhase {
                     .map_err(|e| Error::file("remove", self.dir.join(name), e))?;
                 continue;
             }
-            let Ok(xid) = u64::from_str_radix(name, 16) else {
+            let Ok(xid) = u64::from_str_radix(name, 16).map(Xid) else {
                 continue;
             };
             if let Some(entry) = found.get_mut(&xid) {
@@ -541,12 +537,13 @@ impl TwoPhase {
                 continue;
             }
             if finished(xid)? {
-                tracing::info!(xid, "removing stale two-phase state file");
+                tracing::info!(xid = %xid, "removing stale two-phase state file");
                 self.remove_state_file(xid)?;
                 continue;
             }
             let state = self.read_state_file(xid)?;
-            found.insert(xid, (state, 0, 0, true));
+            // Not in the WAL redo read: the state file is all there is.
+            found.insert(xid, (state, Lsn::INVALID, Lsn::INVALID, true));
         }
         let mut out = Vec::new();
         let mut g = self.gxacts.lock();
@@ -562,7 +559,7 @@ impl TwoPhase {
                     prepared_at_micros: state.prepared_at_micros,
                     prepare_lsn: lsn,
                     prepare_end: end,
-                    state: (self.keeps_state() || lsn == 0).then(|| Arc::clone(&state)),
+                    state: (self.keeps_state() || lsn == Lsn::INVALID).then(|| Arc::clone(&state)),
                     on_disk,
                     busy: false,
                 },
@@ -577,7 +574,7 @@ impl TwoPhase {
 pub struct TwoPhaseRedo {
     vfs: Arc<dyn Vfs>,
     dir: PathBuf,
-    pending: Mutex<HashMap<u64, (PreparedState, Lsn, Lsn)>>,
+    pending: Mutex<HashMap<Xid, (PreparedState, Lsn, Lsn)>>,
 }
 
 impl TwoPhaseRedo {
@@ -602,9 +599,9 @@ impl TwoPhaseRedo {
         Ok(())
     }
 
-    pub(super) fn redo_finish(&self, xid: u64) -> Result<()> {
+    pub(super) fn redo_finish(&self, xid: Xid) -> Result<()> {
         self.pending.lock().remove(&xid);
-        let path = self.dir.join(format!("{xid:016X}"));
+        let path = self.dir.join(format!("{:016X}", xid.0));
         match self.vfs.remove_file(&path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
@@ -621,21 +618,22 @@ impl TwoPhaseRedo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::Oid;
 
     fn state() -> PreparedState {
         PreparedState {
-            xid: 77,
+            xid: Xid(77),
             gid: "xa:1".into(),
             prepared_at_micros: 5,
             locks: vec![
                 (
                     LockTag::Relation {
                         db_oid: 1,
-                        rel_oid: 16384,
+                        rel_oid: Oid(16384),
                     },
                     LockMode::RowExclusive,
                 ),
-                (LockTag::Transaction { xid: 77 }, LockMode::Exclusive),
+                (LockTag::Transaction { xid: Xid(77) }, LockMode::Exclusive),
             ],
             commit_drops: vec![RelFileLocator::new(1, 16390)],
             abort_drops: vec![RelFileLocator::new(1, 16391)],
@@ -658,20 +656,20 @@ mod tests {
     #[test]
     fn state_file_bytes_match_the_documented_layout() {
         let s = PreparedState {
-            xid: 0x0102_0304_0506_0708,
+            xid: Xid(0x0102_0304_0506_0708),
             gid: "xa".into(),
             prepared_at_micros: 0x1112_1314_1516_1718,
             locks: vec![
                 (
                     LockTag::Relation {
                         db_oid: 0x2122_2324,
-                        rel_oid: 0x3132_3334_3536_3738,
+                        rel_oid: Oid(0x3132_3334_3536_3738),
                     },
                     LockMode::RowExclusive,
                 ),
                 (
                     LockTag::Transaction {
-                        xid: 0x4142_4344_4546_4748,
+                        xid: Xid(0x4142_4344_4546_4748),
                     },
                     LockMode::Exclusive,
                 ),

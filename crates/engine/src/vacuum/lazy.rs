@@ -32,6 +32,7 @@ use crate::heap::{Heap, XidOracle};
 use crate::page::OffsetNumber;
 use crate::recovery::storage;
 use crate::smgr::{BlockNumber, Fork};
+use crate::types::Xid;
 use crate::vm;
 use crate::wal::Wal;
 
@@ -68,7 +69,7 @@ pub struct VacuumStats {
     /// Every version of the table names only ids at or above this one, or carries a hint
     /// for each id below it (PostgreSQL's `relfrozenxid`): the commit log is not asked about
     /// ids below it for this table. 0 before any vacuum.
-    pub frozen_xid: u64,
+    pub frozen_xid: Xid,
     pub duration: Duration,
 }
 
@@ -76,7 +77,7 @@ pub struct VacuumStats {
 pub fn vacuum_heap(
     heap: &Heap<'_>,
     oracle: &dyn XidOracle,
-    horizon: u64,
+    horizon: Xid,
     mode: DeadTidsMode,
     budget_bytes: u64,
     indexes: &[&dyn IndexCleaner],

@@ -141,7 +141,7 @@ mod tests {
             BLOCKS_PER_PAGE,
             3 * BLOCKS_PER_PAGE + 5,
         ] {
-            set(pool, rel, b, 0).unwrap();
+            set(pool, rel, b, Lsn::INVALID).unwrap();
         }
         clear(pool, rel, 8).unwrap();
         clear(pool, rel, 9).unwrap();
@@ -172,13 +172,13 @@ mod tests {
         let rel = RelFileLocator::new(1, 20_001);
         let db = Database::open(&vfs, Path::new("/data"), Config::default()).unwrap();
         db.smgr().create(rel, Fork::Main).unwrap();
-        set(db.buffer_pool(), rel, 3, 0).unwrap();
+        set(db.buffer_pool(), rel, 3, Lsn::INVALID).unwrap();
         db.close().unwrap();
         let path = Path::new("/data/base/1/20001_vm");
         sim.flip_bit(path, 100, 2).unwrap();
         let db = Database::open(&vfs, Path::new("/data"), Config::default()).unwrap();
         assert!(!is_set(db.buffer_pool(), rel, 3).unwrap());
-        set(db.buffer_pool(), rel, 4, 0).unwrap();
+        set(db.buffer_pool(), rel, 4, Lsn::INVALID).unwrap();
         assert!(is_set(db.buffer_pool(), rel, 4).unwrap());
         db.close().unwrap();
     }

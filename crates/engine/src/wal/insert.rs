@@ -4,13 +4,14 @@
 
 use std::sync::atomic::Ordering;
 
-use super::record::{self, BlockRef};
+use super::record::{self, BlockRef, RecordType};
 use super::{
     align8, my_slot, pos_to_end_lsn, pos_to_lsn, LoggedPage, Lsn, Wal, WalRecord, HDR, IDLE,
     MAX_BLOCK_REFS, MAX_RECORD_SIZE, PAGE,
 };
 use crate::error::{Error, Result};
 use crate::page::{Page, PageMut};
+use crate::types::Xid;
 
 /// A checkpoint began between the image decision and the reservation this many times in a
 /// row: impossible unless checkpoints run back to back faster than one record is built.
@@ -30,9 +31,8 @@ impl Wal {
     /// one), and sets their LSN to the record's end, which it returns. See the module header.
     pub fn log_page_change(
         &self,
-        xid: u64,
-        rmid: u8,
-        info: u8,
+        xid: Xid,
+        record_type: impl RecordType,
         main: &[u8],
         pages: &mut [LoggedPage<'_, '_>],
     ) -> Result<Lsn> {
@@ -62,13 +62,7 @@ impl Wal {
                     }
                 })
                 .collect();
-            let rec = WalRecord {
-                xid,
-                rmid,
-                info,
-                blocks: &blocks,
-                main,
-            };
+            let rec = WalRecord::new(xid, record_type, &blocks, main);
             match self.insert_if_redo(&rec, Some(redo)) {
                 Ok(Some((_, end))) => {
                     drop(blocks);
@@ -150,8 +144,8 @@ impl Wal {
             f = f.min(s.inserting_at.load(Ordering::Acquire));
         }
         // Never stop right after a page header: the page may not be initialised yet.
-        if f % PAGE <= HDR {
-            f -= f % PAGE;
+        if f.offset_in(PAGE) <= HDR {
+            f = f.align_down(PAGE);
         }
         f
     }

@@ -70,7 +70,7 @@ use crate::error::{Error, Result};
 use crate::vfs::{Vfs, VfsFile};
 pub use reader::WalReader;
 pub use record::{
-    BlockRef, DecodedBlock, DecodedRecord, WalRecord, MAX_BLOCK_REFS, MAX_RECORD_SIZE,
+    BlockRef, DecodedBlock, DecodedRecord, RecordType, WalRecord, MAX_BLOCK_REFS, MAX_RECORD_SIZE,
 };
 use ring::Ring;
 use write::Writer;
@@ -88,8 +88,10 @@ const WAL_MAGIC: u16 = 0x5157; // "WQ"
 /// Page flag: the page starts with the rest of a record from the previous page.
 const CONTRECORD: u16 = 0x1;
 const INSERT_SLOTS: usize = 8;
-const IDLE: u64 = u64::MAX;
-const EMPTY: u64 = u64::MAX;
+/// An insertion slot's `inserting_at` while no insertion is under way.
+const IDLE: Lsn = Lsn(u64::MAX);
+/// A ring slot's `page_addr` before it first holds a page.
+const EMPTY: Lsn = Lsn(u64::MAX);
 /// The largest single write of WAL (bounds the writer's scratch buffer).
 const MAX_WRITE_BYTES: u64 = 1024 * 1024;
 /// Each thread keeps the insertion slot it was first given, so threads do not all bump one
@@ -114,7 +116,7 @@ fn my_slot() -> usize {
 const READ_FILES: usize = 8;
 
 /// The LSN of the first record of a new WAL.
-pub const FIRST_LSN: Lsn = HDR;
+pub const FIRST_LSN: Lsn = Lsn(HDR);
 
 /// Records start 8-byte aligned.
 fn align8(n: u64) -> u64 {
@@ -123,21 +125,42 @@ fn align8(n: u64) -> u64 {
 
 /// A position in usable bytes → the LSN where a record there starts.
 fn pos_to_lsn(pos: u64) -> Lsn {
-    pos / USABLE * PAGE + HDR + pos % USABLE
+    Lsn(pos / USABLE * PAGE + HDR + pos % USABLE)
 }
 
 /// A position in usable bytes → the LSN just past the bytes before it (a page boundary stays
 /// a page boundary, not the first byte after the next header).
 fn pos_to_end_lsn(pos: u64) -> Lsn {
     if pos > 0 && pos.is_multiple_of(USABLE) {
-        pos / USABLE * PAGE
+        Lsn(pos / USABLE * PAGE)
     } else {
         pos_to_lsn(pos)
     }
 }
 
 fn lsn_to_pos(lsn: Lsn) -> u64 {
-    lsn / PAGE * USABLE + (lsn % PAGE).saturating_sub(HDR)
+    lsn.0 / PAGE * USABLE + lsn.offset_in(PAGE).saturating_sub(HDR)
+}
+
+/// An LSN shared between threads (an `AtomicU64` holding its value).
+struct AtomicLsn(AtomicU64);
+
+impl AtomicLsn {
+    fn new(lsn: Lsn) -> Self {
+        AtomicLsn(AtomicU64::new(lsn.0))
+    }
+
+    fn load(&self, order: Ordering) -> Lsn {
+        Lsn(self.0.load(order))
+    }
+
+    fn store(&self, lsn: Lsn, order: Ordering) {
+        self.0.store(lsn.0, order);
+    }
+
+    fn fetch_max(&self, lsn: Lsn, order: Ordering) -> Lsn {
+        Lsn(self.0.fetch_max(lsn.0, order))
+    }
 }
 
 // Page header layout.
@@ -169,7 +192,7 @@ struct Reservation {
 struct InsertSlot {
     lock: Mutex<()>,
     /// While an insertion is under way: the LSN up to which its bytes are complete.
-    inserting_at: AtomicU64,
+    inserting_at: AtomicLsn,
 }
 
 /// The write-ahead log.
@@ -181,8 +204,8 @@ pub struct Wal {
     slots: Vec<InsertSlot>,
     ring: Ring,
     init_lock: Mutex<()>,
-    written_upto: AtomicU64,
-    flushed_upto: AtomicU64,
+    written_upto: AtomicLsn,
+    flushed_upto: AtomicLsn,
     writer: Mutex<Writer>,
     failed: AtomicBool,
     /// Where this WAL was opened: ring pages before it hold no bytes of earlier records
@@ -190,7 +213,7 @@ pub struct Wal {
     opened_at: Lsn,
     /// The redo point of the last checkpoint: the first change to a page whose LSN is not
     /// past it must log a full-page image.
-    redo_point: AtomicU64,
+    redo_point: AtomicLsn,
     read_files: Mutex<Vec<(u64, Arc<dyn VfsFile>)>>,
     /// Read-held by sections that must not straddle a redo point; write-held while the
     /// checkpointer fixes one.
@@ -248,7 +271,11 @@ impl Wal {
 
     fn new(vfs: Arc<dyn Vfs>, dir: PathBuf, config: &Config, end: Lsn, prev: Lsn) -> Wal {
         let npages = config.wal_buffers_bytes / PAGE;
-        let written = if end % PAGE == HDR { end - HDR } else { end };
+        let written = if end.offset_in(PAGE) == HDR {
+            end.align_down(PAGE)
+        } else {
+            end
+        };
         Wal {
             vfs,
             dir,
@@ -262,16 +289,16 @@ impl Wal {
             slots: (0..INSERT_SLOTS)
                 .map(|_| InsertSlot {
                     lock: Mutex::new(()),
-                    inserting_at: AtomicU64::new(IDLE),
+                    inserting_at: AtomicLsn::new(IDLE),
                 })
                 .collect(),
             ring: Ring::new(npages),
             init_lock: Mutex::new(()),
-            written_upto: AtomicU64::new(written),
-            flushed_upto: AtomicU64::new(written),
+            written_upto: AtomicLsn::new(written),
+            flushed_upto: AtomicLsn::new(written),
             writer: Mutex::new(Writer::new()),
             failed: AtomicBool::new(false),
-            redo_point: AtomicU64::new(end),
+            redo_point: AtomicLsn::new(end),
             opened_at: end,
             read_files: Mutex::new(Vec::new()),
             checkpoint_barrier: RwLock::new(()),
@@ -343,7 +370,7 @@ impl Wal {
     /// Removes the segment files that hold only WAL before `lsn` (the redo point of a
     /// completed checkpoint: recovery never reads them again).
     pub fn remove_segments_before(&self, lsn: Lsn) -> Result<usize> {
-        let keep_from = lsn / self.segment_size;
+        let keep_from = lsn.segment_of(self.segment_size);
         let names = self
             .vfs
             .list_dir(&self.dir)
@@ -378,7 +405,7 @@ impl Wal {
 /// The WAL rule for the buffer pool: before a dirty page is written, WAL up to its LSN is
 /// made durable.
 impl crate::buffer::WriteBackHook for Wal {
-    fn before_write(&self, _tag: crate::buffer::BufferTag, page_lsn: u64) -> Result<()> {
+    fn before_write(&self, _tag: crate::buffer::BufferTag, page_lsn: Lsn) -> Result<()> {
         self.flush(page_lsn)
     }
 }

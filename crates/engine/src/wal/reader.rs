@@ -28,7 +28,7 @@ type WalPage = Box<[u8; WAL_PAGE_SIZE]>;
 
 /// Does this page's header say it is the WAL page at `page_lsn`?
 fn header_is_valid(page: &[u8; WAL_PAGE_SIZE], page_lsn: Lsn) -> bool {
-    u16_at(page, PH_MAGIC) == Some(WAL_MAGIC) && u64_at(page, PH_ADDR) == Some(page_lsn)
+    u16_at(page, PH_MAGIC) == Some(WAL_MAGIC) && u64_at(page, PH_ADDR) == Some(page_lsn.0)
 }
 
 /// Reads one WAL page from a segment file; `None` if the file is too short to hold it.
@@ -39,7 +39,7 @@ pub(crate) fn read_page(
 ) -> Result<Option<WalPage>> {
     let mut page = Box::new([0u8; WAL_PAGE_SIZE]);
     let n = file
-        .read_at(&mut page[..], page_lsn % segment_size)
+        .read_at(&mut page[..], page_lsn.offset_in(segment_size))
         .map_err(|source| Error::WalIo {
             op: "read",
             lsn: page_lsn,
@@ -56,17 +56,17 @@ pub(crate) fn read_one(
     expected_prev: Option<Lsn>,
     fetch: &mut dyn FnMut(Lsn) -> Result<Option<WalPage>>,
 ) -> Result<std::result::Result<DecodedRecord, String>> {
-    if lsn % PAGE < HDR {
+    if lsn.offset_in(PAGE) < HDR {
         return Ok(Err(format!("LSN {lsn} points into a page header")));
     }
-    let mut page_lsn = lsn - lsn % PAGE;
+    let mut page_lsn = lsn.align_down(PAGE);
     let Some(mut page) = fetch(page_lsn)? else {
         return Ok(Err(format!("no WAL page at {page_lsn}")));
     };
     if !header_is_valid(&page, page_lsn) {
         return Ok(Err(format!("invalid WAL page header at {page_lsn}")));
     }
-    let off = (lsn % PAGE) as usize;
+    let off = lsn.offset_in(PAGE) as usize;
     let total =
         match record::total_length(&page[off..off + RECORD_HEADER_SIZE.min(WAL_PAGE_SIZE - off)]) {
             Ok(t) => t,
@@ -139,7 +139,7 @@ impl WalReader {
             segment_size,
             // A position at a page boundary means the first record of that page, which
             // starts after its header.
-            next: if start.is_multiple_of(PAGE) {
+            next: if start.offset_in(PAGE) == 0 {
                 start + HDR
             } else {
                 start
@@ -157,9 +157,9 @@ impl WalReader {
         self.end
     }
 
-    /// The start of the last valid record read (0 if none).
+    /// The start of the last valid record read ([`Lsn::INVALID`] if none).
     pub fn prev_lsn(&self) -> Lsn {
-        self.prev.unwrap_or(0)
+        self.prev.unwrap_or(Lsn::INVALID)
     }
 
     fn fetch(&mut self, page_lsn: Lsn) -> Result<Option<WalPage>> {
@@ -176,7 +176,7 @@ impl WalReader {
     }
 
     fn fetch_from_file(&mut self, page_lsn: Lsn) -> Result<Option<WalPage>> {
-        let segno = page_lsn / self.segment_size;
+        let segno = page_lsn.segment_of(self.segment_size);
         if self.file.as_ref().is_none_or(|(s, _)| *s != segno) {
             let path = self.dir.join(format!("{segno:016X}"));
             self.file = match self.vfs.open(&path, OpenMode::Existing) {
@@ -207,7 +207,7 @@ impl WalReader {
             Err(reason) => {
                 self.done = true;
                 self.check_tail(lsn, &reason)?;
-                tracing::debug!(lsn, reason, "end of WAL");
+                tracing::debug!(lsn = %lsn, reason, "end of WAL");
                 Ok(None)
             }
         }
@@ -215,10 +215,10 @@ impl WalReader {
 
     /// A bad record at `bad`: is it the torn tail, or was it durable (corruption)?
     fn check_tail(&mut self, bad: Lsn, reason: &str) -> Result<()> {
-        let page_lsn = bad - bad % PAGE;
+        let page_lsn = bad.align_down(PAGE);
         let bad_end = match self.fetch(page_lsn)? {
-            Some(page) if header_is_valid(&page, page_lsn) && bad % PAGE >= HDR => {
-                let off = (bad % PAGE) as usize;
+            Some(page) if header_is_valid(&page, page_lsn) && bad.offset_in(PAGE) >= HDR => {
+                let off = bad.offset_in(PAGE) as usize;
                 match record::total_length(&page[off..off + 4]) {
                     // Upper bound of the record's end, page headers included.
                     Ok(total) => bad + total as u64 + (total as u64 / USABLE + 1) * HDR,
@@ -231,9 +231,10 @@ impl WalReader {
             return Ok(()); // no WAL directory yet: a new WAL
         };
         let mut p = page_lsn + PAGE;
-        while p / self.segment_size <= last_segment {
+        while p.segment_of(self.segment_size) <= last_segment {
             if let Some(page) = self.fetch(p)? {
                 let durable = u64_at(&page[..], PH_FLUSH_HINT)
+                    .map(Lsn)
                     .filter(|&hint| header_is_valid(&page, p) && hint >= bad_end);
                 if let Some(hint) = durable {
                     return Err(Error::WalCorrupt {
@@ -308,7 +309,7 @@ impl super::Wal {
         }
         let mut open: Option<(u64, Arc<dyn VfsFile>)> = None;
         let result = read_one(lsn, None, &mut |page_lsn| {
-            let segno = page_lsn / self.segment_size;
+            let segno = page_lsn.segment_of(self.segment_size);
             let file = match &open {
                 Some((s, f)) if *s == segno => Arc::clone(f),
                 _ => {
@@ -329,7 +330,7 @@ impl super::Wal {
     }
 
     pub(super) fn page_from_file(&self, page_lsn: Lsn) -> Result<Option<Box<[u8; WAL_PAGE_SIZE]>>> {
-        let segno = page_lsn / self.segment_size;
+        let segno = page_lsn.segment_of(self.segment_size);
         let file = {
             let mut files = self.read_files.lock();
             if let Some(i) = files.iter().position(|(s, _)| *s == segno) {

@@ -5,11 +5,11 @@
 #![allow(unsafe_code)]
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use super::{
-    InsertSlot, Lsn, Wal, CONTRECORD, EMPTY, HDR, PAGE, PH_ADDR, PH_INFO, PH_MAGIC, PH_REM_LEN,
-    WAL_MAGIC, WAL_PAGE_SIZE,
+    AtomicLsn, InsertSlot, Lsn, Wal, CONTRECORD, EMPTY, HDR, PAGE, PH_ADDR, PH_INFO, PH_MAGIC,
+    PH_REM_LEN, WAL_MAGIC, WAL_PAGE_SIZE,
 };
 use crate::error::Result;
 
@@ -25,7 +25,7 @@ pub(super) struct Ring {
     bytes: Box<[UnsafeCell<u8>]>,
     npages: u64,
     /// The LSN of the page each slot holds (`EMPTY` if none yet).
-    pub(super) page_addr: Box<[AtomicU64]>,
+    pub(super) page_addr: Box<[AtomicLsn]>,
 }
 
 // SAFETY: see the protocol above; all shared access goes through raw pointers to
@@ -37,16 +37,16 @@ impl Ring {
         Ring {
             bytes: (0..npages * PAGE).map(|_| UnsafeCell::new(0)).collect(),
             npages,
-            page_addr: (0..npages).map(|_| AtomicU64::new(EMPTY)).collect(),
+            page_addr: (0..npages).map(|_| AtomicLsn::new(EMPTY)).collect(),
         }
     }
 
     pub(super) fn slot(&self, page_lsn: Lsn) -> usize {
-        ((page_lsn / PAGE) % self.npages) as usize
+        ((page_lsn.0 / PAGE) % self.npages) as usize
     }
 
     fn ptr(&self, lsn: Lsn) -> *mut u8 {
-        let at = (lsn % (self.npages * PAGE)) as usize;
+        let at = lsn.offset_in(self.npages * PAGE) as usize;
         // Pointer from the whole slice, so it may cover a whole page.
         UnsafeCell::raw_get(self.bytes.as_ptr().wrapping_add(at))
     }
@@ -54,21 +54,21 @@ impl Ring {
     /// # Safety
     /// The caller owns bytes `lsn..lsn+src.len()`, which lie within one page.
     unsafe fn write(&self, lsn: Lsn, src: &[u8]) {
-        debug_assert!(lsn % PAGE + src.len() as u64 <= PAGE);
+        debug_assert!(lsn.offset_in(PAGE) + src.len() as u64 <= PAGE);
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr(lsn), src.len()) };
     }
 
     /// # Safety
     /// Nobody writes bytes `lsn..lsn+dst.len()` meanwhile; they do not wrap around the ring.
     unsafe fn read(&self, lsn: Lsn, dst: &mut [u8]) {
-        debug_assert!(lsn % (self.npages * PAGE) + dst.len() as u64 <= self.npages * PAGE);
+        debug_assert!(lsn.offset_in(self.npages * PAGE) + dst.len() as u64 <= self.npages * PAGE);
         unsafe { std::ptr::copy_nonoverlapping(self.ptr(lsn), dst.as_mut_ptr(), dst.len()) };
     }
 
     /// Where the ring's memory wraps next after `lsn`.
     pub(super) fn wrap_after(&self, lsn: Lsn) -> Lsn {
         let size = self.npages * PAGE;
-        lsn - lsn % size + size
+        lsn.align_down(size) + size
     }
 }
 
@@ -77,9 +77,9 @@ impl Wal {
         let mut pos = start;
         let mut done = 0usize;
         loop {
-            let page_lsn = pos - pos % PAGE;
+            let page_lsn = pos.align_down(PAGE);
             self.ensure_page(page_lsn, slot, pos)?;
-            let n = (bytes.len() - done).min((page_lsn + PAGE - pos) as usize);
+            let n = (bytes.len() - done).min(((page_lsn + PAGE) - pos) as usize);
             // SAFETY: these bytes are reserved by this insertion.
             unsafe { self.ring.write(pos, &bytes[done..done + n]) };
             done += n;
@@ -130,7 +130,7 @@ impl Wal {
             }
             let mut page = vec![0u8; WAL_PAGE_SIZE];
             page[PH_MAGIC..PH_MAGIC + 2].copy_from_slice(&WAL_MAGIC.to_le_bytes());
-            page[PH_ADDR..PH_ADDR + 8].copy_from_slice(&page_lsn.to_le_bytes());
+            page[PH_ADDR..PH_ADDR + 8].copy_from_slice(&page_lsn.0.to_le_bytes());
             // SAFETY: the old page is written out and no inserter can reach this page before
             // page_addr says it is ready; we hold init_lock, which readers take too.
             unsafe { self.ring.write(page_lsn, &page) };
@@ -155,7 +155,7 @@ impl Wal {
             return None;
         }
         let mut page = Box::new([0u8; WAL_PAGE_SIZE]);
-        let len = (flushed.saturating_sub(page_lsn)).min(PAGE) as usize;
+        let len = flushed.bytes_since(page_lsn).min(PAGE) as usize;
         // SAFETY: bytes before `flushed` are complete and nobody writes them again; the page
         // cannot be re-initialised while we hold init_lock.
         unsafe { self.ring.read(page_lsn, &mut page[..len]) };

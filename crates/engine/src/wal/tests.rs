@@ -7,6 +7,7 @@ use super::*;
 use crate::buffer::BufferTag;
 use crate::page::PAGE_SIZE;
 use crate::smgr::{Fork, RelFileLocator};
+use crate::types::{Rmid, Xid};
 use crate::vfs::{CrashOptions, OpKind, SimVfs};
 
 fn config() -> Config {
@@ -55,8 +56,8 @@ fn image(fill: u8) -> Box<[u8; PAGE_SIZE]> {
 fn insert_plain(wal: &Wal, id: u64, len: usize) -> (Lsn, Lsn) {
     let main = payload(id, len.max(8));
     wal.insert(&WalRecord {
-        xid: id,
-        rmid: 7,
+        xid: Xid(id),
+        rmid: Rmid(7),
         info: 1,
         blocks: &[],
         main: &main,
@@ -83,8 +84,8 @@ fn records_round_trip_across_pages_segments_and_ring_wraps() {
         let main = payload(id, len);
         let (start, end) = wal
             .insert(&WalRecord {
-                xid: id,
-                rmid: 3,
+                xid: Xid(id),
+                rmid: Rmid(3),
                 info: (id % 256) as u8,
                 blocks: if id % 3 == 0 { &blocks } else { &[] },
                 main: &main,
@@ -96,14 +97,17 @@ fn records_round_trip_across_pages_segments_and_ring_wraps() {
     wal.flush(wal.insert_lsn()).unwrap();
     // 600 records of 10 KB on average: about 6 MiB, far above 4 MiB whatever lengths are drawn.
     assert!(
-        wal.flushed_lsn() > 4 * 1024 * 1024,
+        wal.flushed_lsn().0 > 4 * 1024 * 1024,
         "the ring (1 MiB) wrapped several times"
     );
     let check =
         |rec: &DecodedRecord,
          &(start, id, len, has_block, with_image): &(Lsn, u64, usize, bool, bool)| {
             assert_eq!(rec.lsn, start);
-            assert_eq!((rec.xid, rec.rmid, rec.info), (id, 3, (id % 256) as u8));
+            assert_eq!(
+                (rec.xid, rec.rmid, rec.info),
+                (Xid(id), Rmid(3), (id % 256) as u8)
+            );
             assert_eq!(rec.main, payload(id, len));
             assert_eq!(rec.blocks.len(), usize::from(has_block));
             if has_block {
@@ -276,7 +280,8 @@ fn a_bit_flip_in_durable_wal_is_corruption_naming_the_lsn() {
     drop(wal);
     let victim = lsns[5];
     let seg = vfs_segment_path(victim);
-    vfs.flip_bit(&seg, victim % (64 * 1024) + 100, 2).unwrap();
+    vfs.flip_bit(&seg, victim.offset_in(64 * 1024) + 100, 2)
+        .unwrap();
     let err = open(&vfs).err().expect("corruption must be reported");
     match err {
         Error::WalCorrupt { lsn, .. } => assert_eq!(lsn, victim),
@@ -285,7 +290,7 @@ fn a_bit_flip_in_durable_wal_is_corruption_naming_the_lsn() {
 }
 
 fn vfs_segment_path(lsn: Lsn) -> std::path::PathBuf {
-    Path::new("/data/wal").join(format!("{:016X}", lsn / (64 * 1024)))
+    Path::new("/data/wal").join(format!("{:016X}", lsn.segment_of(64 * 1024)))
 }
 
 #[test]
@@ -331,8 +336,8 @@ fn a_failed_fsync_fails_the_wal_until_restart() {
     ));
     let err = wal
         .insert(&WalRecord {
-            xid: 2,
-            rmid: 7,
+            xid: Xid(2),
+            rmid: Rmid(7),
             info: 0,
             blocks: &[],
             main: b"refused!",
@@ -356,8 +361,8 @@ fn oversized_records_are_refused() {
     let main = vec![0u8; MAX_RECORD_SIZE];
     let err = wal
         .insert(&WalRecord {
-            xid: 1,
-            rmid: 1,
+            xid: Xid(1),
+            rmid: Rmid(1),
             info: 0,
             blocks: &[],
             main: &main,
@@ -412,7 +417,11 @@ fn records_from_before_a_restart_are_read_from_files_even_on_the_tail_page() {
     assert_eq!(found.len(), 1);
     let (b, end) = insert_plain(&wal, 2, 300);
     wal.flush(end).unwrap();
-    assert_eq!(a / 8192, b / 8192, "both records share the tail page");
+    assert_eq!(
+        a.align_down(8192),
+        b.align_down(8192),
+        "both records share the tail page"
+    );
     assert_eq!(id_of(&wal.read_record(a).unwrap().main), 1);
     assert_eq!(id_of(&wal.read_record(b).unwrap().main), 2);
 }
@@ -424,8 +433,8 @@ fn encoded_with_image(page: &[u8; PAGE_SIZE]) -> Vec<u8> {
         image: Some(page),
     }];
     let rec = WalRecord {
-        xid: 9,
-        rmid: 7,
+        xid: Xid(9),
+        rmid: Rmid(7),
         info: 1,
         blocks: &blocks,
         main: b"main data",
@@ -433,7 +442,7 @@ fn encoded_with_image(page: &[u8; PAGE_SIZE]) -> Vec<u8> {
     let mut out = Vec::new();
     record::encode(&rec, &mut out);
     assert_eq!(out.len(), record::encoded_size(&rec));
-    record::seal(&mut out, 1234);
+    record::seal(&mut out, Lsn(1234));
     out
 }
 
@@ -454,7 +463,7 @@ fn page_images_leave_out_a_zero_hole_and_come_back_byte_for_byte() {
         let page = standard_page(items, 0xC5);
         let (hole_at, hole_len) = record::image_hole(&page);
         let bytes = encoded_with_image(&page);
-        let rec = record::decode(&bytes, 100, 100 + bytes.len() as u64).unwrap();
+        let rec = record::decode(&bytes, Lsn(100), Lsn(100 + bytes.len() as u64)).unwrap();
         assert_eq!(
             rec.blocks[0].image.as_deref(),
             Some(&*page),
@@ -486,7 +495,7 @@ fn a_hole_that_is_not_all_zero_is_kept_in_the_image() {
     page[lower + 17] = 1; // a stray byte in the free space
     assert_eq!(record::image_hole(&page), (0, 0));
     let bytes = encoded_with_image(&page);
-    let rec = record::decode(&bytes, 100, 100 + bytes.len() as u64).unwrap();
+    let rec = record::decode(&bytes, Lsn(100), Lsn(100 + bytes.len() as u64)).unwrap();
     assert_eq!(rec.blocks[0].image.as_deref(), Some(&*page));
     // Pages that are not standard (all zero, or garbage bounds) keep their whole image too.
     assert_eq!(record::image_hole(&[0u8; PAGE_SIZE]), (0, 0));
@@ -502,8 +511,8 @@ fn a_hole_header_outside_the_page_is_malformed_not_a_panic() {
         let mut bytes = good.clone();
         bytes[at..at + 2].copy_from_slice(&offset.to_le_bytes());
         bytes[at + 2..at + 4].copy_from_slice(&len.to_le_bytes());
-        record::seal(&mut bytes, 1234);
-        let err = record::decode(&bytes, 100, 200).unwrap_err();
+        record::seal(&mut bytes, Lsn(1234));
+        let err = record::decode(&bytes, Lsn(100), Lsn(200)).unwrap_err();
         assert!(
             matches!(err, record::RecordError::Malformed(_)),
             "{offset}+{len}: {err:?}"
@@ -535,15 +544,15 @@ fn record_bytes_match_the_documented_layout() {
         },
     ];
     let rec = WalRecord {
-        xid: 0x1112_1314_1516_1718,
-        rmid: 4,
+        xid: Xid(0x1112_1314_1516_1718),
+        rmid: Rmid(4),
         info: 3,
         blocks: &blocks,
         main: b"main!",
     };
     let mut bytes = Vec::new();
     record::encode(&rec, &mut bytes);
-    record::seal(&mut bytes, 0x0102_0304_0506_0708);
+    record::seal(&mut bytes, Lsn(0x0102_0304_0506_0708));
 
     #[rustfmt::skip]
     let mut expected: Vec<u8> = vec![
@@ -573,15 +582,15 @@ fn record_bytes_match_the_documented_layout() {
         record::total_length(&expected[..3]),
         Err(record::RecordError::BadLength(3))
     );
-    let decoded = record::decode(&expected, 1000, 1105).unwrap();
+    let decoded = record::decode(&expected, Lsn(1000), Lsn(1105)).unwrap();
     assert_eq!(
         decoded,
         DecodedRecord {
-            lsn: 1000,
-            end_lsn: 1105,
-            prev: 0x0102_0304_0506_0708,
+            lsn: Lsn(1000),
+            end_lsn: Lsn(1105),
+            prev: Lsn(0x0102_0304_0506_0708),
             xid: rec.xid,
-            rmid: 4,
+            rmid: Rmid(4),
             info: 3,
             blocks: vec![
                 record::DecodedBlock {
@@ -612,7 +621,55 @@ proptest::proptest! {
             page[at] = b;
         }
         let bytes = encoded_with_image(&page);
-        let rec = record::decode(&bytes, 100, 100 + bytes.len() as u64).unwrap();
+        let rec = record::decode(&bytes, Lsn(100), Lsn(100 + bytes.len() as u64)).unwrap();
         proptest::prop_assert_eq!(rec.blocks[0].image.as_deref(), Some(&*page));
+    }
+}
+
+/// A manager's record types, as the engine's are defined.
+const TEST_RMID: Rmid = Rmid(7);
+record::record_types! {
+    /// Two record types with a gap between them.
+    pub enum TestKind for TEST_RMID {
+        First = 1,
+        Third = 3,
+    }
+}
+
+#[test]
+fn record_types_decode_only_their_own_bytes_and_anything_else_is_corruption() {
+    let rec = |rmid: Rmid, info: u8| DecodedRecord {
+        lsn: Lsn(0x1_0000_2000),
+        end_lsn: Lsn(0x1_0000_2040),
+        prev: Lsn::INVALID,
+        xid: Xid::INVALID,
+        rmid,
+        info,
+        blocks: Vec::new(),
+        main: Vec::new(),
+    };
+    let logged = WalRecord::new(Xid(5), TestKind::Third, &[], b"");
+    assert_eq!((logged.rmid, logged.info), (TEST_RMID, 3));
+    assert_eq!(
+        rec(TEST_RMID, 1).record_type::<TestKind>().unwrap(),
+        TestKind::First
+    );
+    assert_eq!(
+        rec(TEST_RMID, 3).record_type::<TestKind>().unwrap(),
+        TestKind::Third
+    );
+    for (rmid, info) in [
+        (TEST_RMID, 0),
+        (TEST_RMID, 2),
+        (TEST_RMID, 255),
+        (Rmid(8), 1),
+    ] {
+        match rec(rmid, info).record_type::<TestKind>() {
+            Err(e @ Error::WalCorrupt { .. }) => {
+                // The LSN as PostgreSQL prints it.
+                assert!(e.to_string().contains("at LSN 1/2000:"), "{e}");
+            }
+            other => panic!("rmid {rmid} info {info}: {other:?}"),
+        }
     }
 }

@@ -113,9 +113,9 @@ impl Wal {
     pub(super) fn write_locked(&self, w: &mut Writer, target: Lsn) -> Result<()> {
         let mut from = self.written_upto.load(Ordering::Acquire);
         while from < target {
-            let segno = from / self.segment_size;
+            let segno = from.segment_of(self.segment_size);
             let to = target
-                .min((segno + 1) * self.segment_size)
+                .min(Lsn((segno + 1) * self.segment_size))
                 .min(self.ring.wrap_after(from))
                 .min(from + MAX_WRITE_BYTES);
             let len = (to - from) as usize;
@@ -123,15 +123,15 @@ impl Wal {
             self.copy_complete_from_ring(from, &mut w.scratch[..len]);
             // Stamp each page first written here with what was durable then: a reader that
             // finds a bad record uses it to tell a torn tail from corruption.
-            let hint = self.flushed_upto.load(Ordering::Acquire).to_le_bytes();
-            let mut page_start = from.next_multiple_of(PAGE);
+            let hint = self.flushed_upto.load(Ordering::Acquire).0.to_le_bytes();
+            let mut page_start = Lsn(from.0.next_multiple_of(PAGE));
             while page_start < to {
                 let at = (page_start - from) as usize + PH_FLUSH_HINT;
                 w.scratch[at..at + 8].copy_from_slice(&hint);
                 page_start += PAGE;
             }
             let file = self.segment_for_write(w, segno)?;
-            file.write_at(&w.scratch[..len], from % self.segment_size)
+            file.write_at(&w.scratch[..len], from.offset_in(self.segment_size))
                 .map_err(|source| Error::WalIo {
                     op: "write",
                     lsn: from,
@@ -156,7 +156,7 @@ impl Wal {
             self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
             if let Err(source) = file.sync_data() {
                 self.failed.store(true, Ordering::Release);
-                tracing::error!(lsn = target, segment = segno, error = %source, "WAL fsync failed; refusing further writes");
+                tracing::error!(lsn = %target, segment = segno, error = %source, "WAL fsync failed; refusing further writes");
                 return Err(Error::WalIo {
                     op: "fsync",
                     lsn: target,

@@ -214,7 +214,7 @@ pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 /// Waits (bounded) until session `id` waits for a lock.
-pub fn wait_until_blocked(db: &Database, id: u64) {
+pub fn wait_until_blocked(db: &Database, id: quire_engine::txn::lock::LockOwner) {
     wait_for(&format!("session {id} blocked"), || {
         db.locks().is_waiting(id)
     });

@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::ensure;
+use quire_engine::recovery::testrm::TestRecord;
+use quire_engine::types::Xid;
 use quire_engine::vfs::{OpCounts, OpKind, OsVfs, SimVfs, Vfs};
-use quire_engine::wal::{Wal, WalRecord, FIRST_LSN};
+use quire_engine::wal::{Lsn, Wal, WalRecord, FIRST_LSN};
 use quire_engine::Config;
 use serde_json::json;
 
@@ -36,7 +38,13 @@ fn open(dir: &Path, fsync_latency: Option<Duration>) -> anyhow::Result<(Arc<dyn 
             Arc::new(sim)
         }
     };
-    let wal = Wal::open_at(Arc::clone(&vfs), dir, &Config::default(), FIRST_LSN, 0)?;
+    let wal = Wal::open_at(
+        Arc::clone(&vfs),
+        dir,
+        &Config::default(),
+        FIRST_LSN,
+        Lsn::INVALID,
+    )?;
     Ok((vfs, wal))
 }
 
@@ -60,13 +68,13 @@ fn run(
                 let (wal, main) = (&wal, &main);
                 s.spawn(move || -> anyhow::Result<()> {
                     for i in 0..per_thread {
-                        let (_, end) = wal.insert(&WalRecord {
-                            xid: t << 32 | i,
-                            rmid: 1,
-                            info: 0,
-                            blocks: &[],
+                        // Never redone (this WAL is only written): any record type does.
+                        let (_, end) = wal.insert(&WalRecord::new(
+                            Xid(t << 32 | i),
+                            TestRecord::SetBytes,
+                            &[],
                             main,
-                        })?;
+                        ))?;
                         if commit {
                             wal.flush(end)?;
                         }

@@ -372,7 +372,7 @@ fn force_checkpoints(db: &Database, seed: u64, stop: &AtomicBool) -> anyhow::Res
         if rng.next().is_multiple_of(8) {
             let t = db.transactions();
             let per_segment = quire_engine::clog::STATUS_LOG.per_segment();
-            t.skip_xids(per_segment - t.next_xid() % per_segment);
+            t.skip_xids(per_segment - t.next_xid().0 % per_segment);
             let done = db.vacuum_all().context("vacuum")?;
             vacuums += 1;
             say(&format!(

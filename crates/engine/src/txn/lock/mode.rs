@@ -5,6 +5,9 @@
 
 use std::fmt;
 
+use crate::txn::ProcId;
+use crate::types::{Oid, Xid};
+
 /// PostgreSQL's eight table lock modes, weakest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum LockMode {
@@ -107,10 +110,10 @@ impl fmt::Display for LockMode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum LockTag {
     /// A table.
-    Relation { db_oid: u32, rel_oid: u64 },
+    Relation { db_oid: u32, rel_oid: Oid },
     /// Held Exclusive by a transaction for its whole life; row-lock waiters take Share on it
     /// and release it at once.
-    Transaction { xid: u64 },
+    Transaction { xid: Xid },
 }
 
 const TAG_KIND_RELATION: u8 = 1;
@@ -127,11 +130,11 @@ impl LockTag {
             LockTag::Relation { db_oid, rel_oid } => {
                 out.push(TAG_KIND_RELATION);
                 out.extend_from_slice(&db_oid.to_le_bytes());
-                out.extend_from_slice(&rel_oid.to_le_bytes());
+                out.extend_from_slice(&rel_oid.0.to_le_bytes());
             }
             LockTag::Transaction { xid } => {
                 out.push(TAG_KIND_TRANSACTION);
-                out.extend_from_slice(&xid.to_le_bytes());
+                out.extend_from_slice(&xid.0.to_le_bytes());
                 out.extend_from_slice(&[0; 4]);
             }
         }
@@ -144,10 +147,10 @@ impl LockTag {
         let tag = match r.u8()? {
             TAG_KIND_RELATION => LockTag::Relation {
                 db_oid: r.u32()?,
-                rel_oid: r.u64()?,
+                rel_oid: Oid(r.u64()?),
             },
             TAG_KIND_TRANSACTION => {
-                let xid = r.u64()?;
+                let xid = Xid(r.u64()?);
                 if r.u32()? != 0 {
                     return None;
                 }
@@ -171,8 +174,35 @@ impl fmt::Display for LockTag {
     }
 }
 
-/// Who holds locks: a session's transaction, or a prepared transaction.
-pub type LockOwner = u64;
+/// Who holds locks: a session's transaction ([`LockOwner::session`]), or a prepared
+/// transaction ([`LockOwner::prepared`]). Printed as its number, the "process" of lock and
+/// deadlock reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LockOwner(pub u64);
+
+/// The bit that marks prepared transactions' owners: session slots never reach it, so the
+/// two never collide.
+const PREPARED_OWNER_BIT: u64 = 1 << 63;
+
+impl LockOwner {
+    /// The owner of the locks of the transaction in process-array slot `proc`.
+    pub fn session(proc: ProcId) -> LockOwner {
+        debug_assert!(proc.0 & PREPARED_OWNER_BIT == 0, "slot {proc} out of range");
+        LockOwner(proc.0)
+    }
+
+    /// The owner of the locks of prepared transaction `xid` (a session hands its locks to it
+    /// at PREPARE).
+    pub fn prepared(xid: Xid) -> LockOwner {
+        LockOwner(PREPARED_OWNER_BIT | xid.0)
+    }
+}
+
+impl fmt::Display for LockOwner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
 
 /// What to do when a lock cannot be granted at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,6 +4,7 @@ use std::thread;
 
 use super::*;
 use crate::rng::SplitMix64;
+use crate::types::{Oid, Xid};
 
 use LockMode::{
     AccessExclusive, AccessShare, Exclusive, RowExclusive, RowShare, Share, ShareRowExclusive,
@@ -21,11 +22,14 @@ fn manager() -> Arc<LockManager> {
 }
 
 fn rel(rel_oid: u64) -> LockTag {
-    LockTag::Relation { db_oid: 1, rel_oid }
+    LockTag::Relation {
+        db_oid: 1,
+        rel_oid: Oid(rel_oid),
+    }
 }
 
 fn xact(xid: u64) -> LockTag {
-    LockTag::Transaction { xid }
+    LockTag::Transaction { xid: Xid(xid) }
 }
 
 /// Acquires in a new thread; the result arrives on the channel.
@@ -176,7 +180,7 @@ fn lock_tag_encoding_round_trips_and_rejects_garbage() {
         rel(16384),
         LockTag::Relation {
             db_oid: u32::MAX,
-            rel_oid: u64::MAX,
+            rel_oid: Oid(u64::MAX),
         },
         xact(0),
         xact(u64::MAX),
@@ -228,32 +232,39 @@ fn lock_tag_encoding_round_trips_and_rejects_garbage() {
 fn lock_holds_are_counted_and_reentrant() {
     let lm = manager();
     let t = rel(1);
-    ok(&lm, 1, t, AccessExclusive);
-    ok(&lm, 1, t, AccessExclusive);
-    ok(&lm, 1, t, AccessShare);
-    ok(&lm, 1, t, RowExclusive);
+    ok(&lm, LockOwner(1), t, AccessExclusive);
+    ok(&lm, LockOwner(1), t, AccessExclusive);
+    ok(&lm, LockOwner(1), t, AccessShare);
+    ok(&lm, LockOwner(1), t, RowExclusive);
     assert_eq!(
         lm.entries_in_use(),
         1,
         "several modes on one tag are one entry"
     );
-    assert!(lm.release(1, t, AccessExclusive));
-    assert!(lm.holds(1, t, AccessExclusive), "one of two holds remains");
+    assert!(lm.release(LockOwner(1), t, AccessExclusive));
     assert!(
-        lm.acquire(2, t, AccessShare, LockWait::NoWait).is_err(),
+        lm.holds(LockOwner(1), t, AccessExclusive),
+        "one of two holds remains"
+    );
+    assert!(
+        lm.acquire(LockOwner(2), t, AccessShare, LockWait::NoWait)
+            .is_err(),
         "the remaining hold still excludes others"
     );
-    assert!(lm.release(1, t, AccessExclusive));
-    assert!(!lm.holds(1, t, AccessExclusive));
-    assert!(!lm.release(1, t, AccessExclusive), "not held any more");
-    assert!(!lm.release(1, t, Share), "never held");
-    assert!(!lm.release(9, t, AccessShare), "other owner");
-    assert!(!lm.release(1, rel(2), AccessShare), "other tag");
-    ok(&lm, 2, t, AccessShare);
-    assert!(lm.release(1, t, AccessShare));
-    assert!(lm.release(1, t, RowExclusive));
-    assert_eq!(lm.locks_of(1), []);
-    assert!(lm.release(2, t, AccessShare));
+    assert!(lm.release(LockOwner(1), t, AccessExclusive));
+    assert!(!lm.holds(LockOwner(1), t, AccessExclusive));
+    assert!(
+        !lm.release(LockOwner(1), t, AccessExclusive),
+        "not held any more"
+    );
+    assert!(!lm.release(LockOwner(1), t, Share), "never held");
+    assert!(!lm.release(LockOwner(9), t, AccessShare), "other owner");
+    assert!(!lm.release(LockOwner(1), rel(2), AccessShare), "other tag");
+    ok(&lm, LockOwner(2), t, AccessShare);
+    assert!(lm.release(LockOwner(1), t, AccessShare));
+    assert!(lm.release(LockOwner(1), t, RowExclusive));
+    assert_eq!(lm.locks_of(LockOwner(1)), []);
+    assert!(lm.release(LockOwner(2), t, AccessShare));
     assert_empty(&lm);
     assert_eq!(lm.stats().acquired.load(Ordering::Relaxed), 5);
 }
@@ -262,22 +273,22 @@ fn lock_holds_are_counted_and_reentrant() {
 fn lock_only_holder_upgrades_at_once() {
     let lm = manager();
     let t = rel(1);
-    ok(&lm, 1, t, AccessShare);
-    ok(&lm, 1, t, RowExclusive);
-    ok(&lm, 1, t, AccessExclusive);
+    ok(&lm, LockOwner(1), t, AccessShare);
+    ok(&lm, LockOwner(1), t, RowExclusive);
+    ok(&lm, LockOwner(1), t, AccessExclusive);
     assert_eq!(
-        lm.locks_of(1),
+        lm.locks_of(LockOwner(1)),
         [(t, AccessShare), (t, RowExclusive), (t, AccessExclusive)]
     );
     // With a second holder, the upgrade conflicts and waits.
-    ok(&lm, 2, rel(2), AccessShare);
-    ok(&lm, 1, rel(2), AccessShare);
+    ok(&lm, LockOwner(2), rel(2), AccessShare);
+    ok(&lm, LockOwner(1), rel(2), AccessShare);
     assert!(matches!(
-        lm.acquire(1, rel(2), AccessExclusive, LockWait::NoWait),
+        lm.acquire(LockOwner(1), rel(2), AccessExclusive, LockWait::NoWait),
         Err(Error::LockNotAvailable { .. })
     ));
     assert!(
-        lm.holds(1, rel(2), AccessShare),
+        lm.holds(LockOwner(1), rel(2), AccessShare),
         "a refused upgrade keeps the hold"
     );
     lm.check_invariants().unwrap();
@@ -287,34 +298,34 @@ fn lock_only_holder_upgrades_at_once() {
 fn lock_release_all_releases_everything_and_wakes() {
     let lm = manager();
     for r in 0..10 {
-        ok(&lm, 1, rel(r), RowExclusive);
-        ok(&lm, 1, rel(r), RowExclusive);
-        ok(&lm, 1, rel(r), Share);
+        ok(&lm, LockOwner(1), rel(r), RowExclusive);
+        ok(&lm, LockOwner(1), rel(r), RowExclusive);
+        ok(&lm, LockOwner(1), rel(r), Share);
     }
-    ok(&lm, 1, xact(1), Exclusive);
-    let rx = spawn_acquire(&lm, 2, rel(3), AccessExclusive, LockWait::Block);
-    await_waiting(&lm, 2);
+    ok(&lm, LockOwner(1), xact(1), Exclusive);
+    let rx = spawn_acquire(&lm, LockOwner(2), rel(3), AccessExclusive, LockWait::Block);
+    await_waiting(&lm, LockOwner(2));
     assert_eq!(lm.entries_in_use(), 12);
-    lm.release_all(1);
+    lm.release_all(LockOwner(1));
     outcome(&rx).unwrap();
-    assert_eq!(lm.locks_of(1), []);
-    assert_eq!(lm.locks_of(2), [(rel(3), AccessExclusive)]);
-    lm.release_all(2);
-    lm.release_all(2); // nothing left: a no-op
+    assert_eq!(lm.locks_of(LockOwner(1)), []);
+    assert_eq!(lm.locks_of(LockOwner(2)), [(rel(3), AccessExclusive)]);
+    lm.release_all(LockOwner(2));
+    lm.release_all(LockOwner(2)); // nothing left: a no-op
     assert_empty(&lm);
 }
 
 #[test]
 fn lock_locks_of_lists_each_mode_once_sorted() {
     let lm = manager();
-    ok(&lm, 1, xact(5), Exclusive);
-    ok(&lm, 1, rel(9), RowExclusive);
-    ok(&lm, 1, rel(9), RowExclusive);
-    ok(&lm, 1, rel(9), AccessShare);
-    ok(&lm, 1, rel(2), AccessShare);
-    ok(&lm, 2, rel(2), AccessShare);
+    ok(&lm, LockOwner(1), xact(5), Exclusive);
+    ok(&lm, LockOwner(1), rel(9), RowExclusive);
+    ok(&lm, LockOwner(1), rel(9), RowExclusive);
+    ok(&lm, LockOwner(1), rel(9), AccessShare);
+    ok(&lm, LockOwner(1), rel(2), AccessShare);
+    ok(&lm, LockOwner(2), rel(2), AccessShare);
     assert_eq!(
-        lm.locks_of(1),
+        lm.locks_of(LockOwner(1)),
         [
             (rel(2), AccessShare),
             (rel(9), AccessShare),
@@ -322,14 +333,14 @@ fn lock_locks_of_lists_each_mode_once_sorted() {
             (xact(5), Exclusive),
         ]
     );
-    assert_eq!(lm.locks_of(2), [(rel(2), AccessShare)]);
-    assert_eq!(lm.locks_of(3), []);
+    assert_eq!(lm.locks_of(LockOwner(2)), [(rel(2), AccessShare)]);
+    assert_eq!(lm.locks_of(LockOwner(3)), []);
 }
 
 #[test]
 fn lock_transfer_all_keeps_third_party_blocked() {
     let lm = manager();
-    let (session, prepared, third) = (1, 1_000_001, 3);
+    let (session, prepared, third) = (LockOwner(1), LockOwner(1_000_001), LockOwner(3));
     ok(&lm, session, rel(1), RowExclusive);
     ok(&lm, session, rel(1), RowExclusive);
     ok(&lm, session, xact(100), Exclusive);
@@ -357,7 +368,9 @@ fn lock_transfer_all_keeps_third_party_blocked() {
     // The old owner ending (as the session does after PREPARE) frees nothing.
     lm.release_all(session);
     assert_still_blocked(&lm, third, &rx);
-    assert!(lm.acquire(4, xact(100), Share, LockWait::NoWait).is_err());
+    assert!(lm
+        .acquire(LockOwner(4), xact(100), Share, LockWait::NoWait)
+        .is_err());
     lm.release_all(prepared); // COMMIT PREPARED
     outcome(&rx).unwrap();
     lm.release_all(third);
@@ -367,18 +380,18 @@ fn lock_transfer_all_keeps_third_party_blocked() {
 #[test]
 fn lock_transfer_all_merges_into_existing_holds() {
     let lm = manager();
-    ok(&lm, 1, rel(1), AccessShare);
-    ok(&lm, 2, rel(1), AccessShare);
-    ok(&lm, 2, rel(1), RowExclusive);
-    lm.transfer_all(1, 2);
+    ok(&lm, LockOwner(1), rel(1), AccessShare);
+    ok(&lm, LockOwner(2), rel(1), AccessShare);
+    ok(&lm, LockOwner(2), rel(1), RowExclusive);
+    lm.transfer_all(LockOwner(1), LockOwner(2));
     lm.check_invariants().unwrap();
     assert_eq!(lm.entries_in_use(), 1);
-    assert!(lm.release(2, rel(1), AccessShare));
-    assert!(lm.release(2, rel(1), AccessShare));
-    assert!(!lm.release(2, rel(1), AccessShare));
-    lm.transfer_all(2, 2); // to itself: nothing happens
-    lm.transfer_all(7, 8); // nothing held: nothing happens
-    lm.release_all(2);
+    assert!(lm.release(LockOwner(2), rel(1), AccessShare));
+    assert!(lm.release(LockOwner(2), rel(1), AccessShare));
+    assert!(!lm.release(LockOwner(2), rel(1), AccessShare));
+    lm.transfer_all(LockOwner(2), LockOwner(2)); // to itself: nothing happens
+    lm.transfer_all(LockOwner(7), LockOwner(8)); // nothing held: nothing happens
+    lm.release_all(LockOwner(2));
     assert_empty(&lm);
 }
 
@@ -388,21 +401,21 @@ fn lock_transfer_all_merges_into_existing_holds() {
 fn lock_waiter_is_granted_when_holder_releases() {
     let lm = manager();
     let t = rel(1);
-    ok(&lm, 1, t, AccessExclusive);
-    ok(&lm, 1, t, AccessExclusive);
-    let rx = spawn_acquire(&lm, 2, t, AccessShare, LockWait::Block);
-    await_waiting(&lm, 2);
-    assert_eq!(lm.waiting_for(2), Some((t, AccessShare)));
+    ok(&lm, LockOwner(1), t, AccessExclusive);
+    ok(&lm, LockOwner(1), t, AccessExclusive);
+    let rx = spawn_acquire(&lm, LockOwner(2), t, AccessShare, LockWait::Block);
+    await_waiting(&lm, LockOwner(2));
+    assert_eq!(lm.waiting_for(LockOwner(2)), Some((t, AccessShare)));
     lm.check_invariants().unwrap();
-    assert!(lm.release(1, t, AccessExclusive));
+    assert!(lm.release(LockOwner(1), t, AccessExclusive));
     // One hold is left: still blocked.
-    assert_still_blocked(&lm, 2, &rx);
-    assert!(lm.release(1, t, AccessExclusive));
+    assert_still_blocked(&lm, LockOwner(2), &rx);
+    assert!(lm.release(LockOwner(1), t, AccessExclusive));
     outcome(&rx).unwrap();
-    assert!(lm.holds(2, t, AccessShare));
-    assert!(!lm.is_waiting(2));
+    assert!(lm.holds(LockOwner(2), t, AccessShare));
+    assert!(!lm.is_waiting(LockOwner(2)));
     assert_eq!(lm.stats().waits.load(Ordering::Relaxed), 1);
-    lm.release_all(2);
+    lm.release_all(LockOwner(2));
     assert_empty(&lm);
 }
 
@@ -410,27 +423,27 @@ fn lock_waiter_is_granted_when_holder_releases() {
 fn lock_release_wakes_every_compatible_waiter_in_order() {
     let lm = manager();
     let t = rel(1);
-    ok(&lm, 1, t, AccessExclusive);
-    let first = spawn_acquire(&lm, 2, t, AccessShare, LockWait::Block);
-    await_waiting(&lm, 2);
-    let second = spawn_acquire(&lm, 3, t, RowExclusive, LockWait::Block);
-    await_waiting(&lm, 3);
-    let third = spawn_acquire(&lm, 4, t, Share, LockWait::Block);
-    await_waiting(&lm, 4);
-    let fourth = spawn_acquire(&lm, 5, t, AccessShare, LockWait::Block);
-    await_waiting(&lm, 5);
-    lm.release_all(1);
+    ok(&lm, LockOwner(1), t, AccessExclusive);
+    let first = spawn_acquire(&lm, LockOwner(2), t, AccessShare, LockWait::Block);
+    await_waiting(&lm, LockOwner(2));
+    let second = spawn_acquire(&lm, LockOwner(3), t, RowExclusive, LockWait::Block);
+    await_waiting(&lm, LockOwner(3));
+    let third = spawn_acquire(&lm, LockOwner(4), t, Share, LockWait::Block);
+    await_waiting(&lm, LockOwner(4));
+    let fourth = spawn_acquire(&lm, LockOwner(5), t, AccessShare, LockWait::Block);
+    await_waiting(&lm, LockOwner(5));
+    lm.release_all(LockOwner(1));
     // AccessShare and RowExclusive go; Share conflicts with RowExclusive; the AccessShare
     // behind it does not conflict with Share, so it goes too.
     outcome(&first).unwrap();
     outcome(&second).unwrap();
     outcome(&fourth).unwrap();
-    assert_still_blocked(&lm, 4, &third);
+    assert_still_blocked(&lm, LockOwner(4), &third);
     lm.check_invariants().unwrap();
-    lm.release_all(3);
+    lm.release_all(LockOwner(3));
     outcome(&third).unwrap();
     for o in 2..=5 {
-        lm.release_all(o);
+        lm.release_all(LockOwner(o));
     }
     assert_empty(&lm);
 }
@@ -439,31 +452,31 @@ fn lock_release_wakes_every_compatible_waiter_in_order() {
 fn lock_queue_is_fair_but_holders_go_ahead() {
     let lm = manager();
     let t = rel(1);
-    ok(&lm, 1, t, AccessShare);
-    ok(&lm, 5, t, AccessShare);
-    let ae = spawn_acquire(&lm, 2, t, AccessExclusive, LockWait::Block);
-    await_waiting(&lm, 2);
+    ok(&lm, LockOwner(1), t, AccessShare);
+    ok(&lm, LockOwner(5), t, AccessShare);
+    let ae = spawn_acquire(&lm, LockOwner(2), t, AccessExclusive, LockWait::Block);
+    await_waiting(&lm, LockOwner(2));
     // Share does not conflict with the AccessShare held, but with the AccessExclusive queued.
     assert!(matches!(
-        lm.acquire(3, t, Share, LockWait::NoWait),
+        lm.acquire(LockOwner(3), t, Share, LockWait::NoWait),
         Err(Error::LockNotAvailable { .. })
     ));
-    let share = spawn_acquire(&lm, 3, t, Share, LockWait::Block);
-    await_waiting(&lm, 3);
+    let share = spawn_acquire(&lm, LockOwner(3), t, Share, LockWait::Block);
+    await_waiting(&lm, LockOwner(3));
     // A holder skips the queue: Share and even Exclusive (compatible with owner 5's
     // AccessShare) are granted at once to owner 1.
-    ok(&lm, 1, t, Share);
-    lm.release(1, t, Share);
-    ok(&lm, 1, t, Exclusive);
+    ok(&lm, LockOwner(1), t, Share);
+    lm.release(LockOwner(1), t, Share);
+    ok(&lm, LockOwner(1), t, Exclusive);
     lm.check_invariants().unwrap();
-    lm.release_all(1);
-    assert_still_blocked(&lm, 2, &ae);
-    lm.release_all(5);
+    lm.release_all(LockOwner(1));
+    assert_still_blocked(&lm, LockOwner(2), &ae);
+    lm.release_all(LockOwner(5));
     outcome(&ae).unwrap();
-    assert_still_blocked(&lm, 3, &share);
-    lm.release_all(2);
+    assert_still_blocked(&lm, LockOwner(3), &share);
+    lm.release_all(LockOwner(2));
     outcome(&share).unwrap();
-    lm.release_all(3);
+    lm.release_all(LockOwner(3));
     assert_empty(&lm);
 }
 
@@ -471,21 +484,21 @@ fn lock_queue_is_fair_but_holders_go_ahead() {
 fn lock_upgrade_waits_for_other_holders_not_the_queue() {
     let lm = manager();
     let t = rel(1);
-    ok(&lm, 1, t, AccessShare);
-    ok(&lm, 2, t, AccessShare);
+    ok(&lm, LockOwner(1), t, AccessShare);
+    ok(&lm, LockOwner(2), t, AccessShare);
     // Owner 3 queues for AccessExclusive behind both holders.
-    let third = spawn_acquire(&lm, 3, t, AccessExclusive, LockWait::Block);
-    await_waiting(&lm, 3);
+    let third = spawn_acquire(&lm, LockOwner(3), t, AccessExclusive, LockWait::Block);
+    await_waiting(&lm, LockOwner(3));
     // Owner 1 upgrades to AccessExclusive: it waits for owner 2, not for owner 3.
-    let up = spawn_acquire(&lm, 1, t, AccessExclusive, LockWait::Block);
-    await_waiting(&lm, 1);
+    let up = spawn_acquire(&lm, LockOwner(1), t, AccessExclusive, LockWait::Block);
+    await_waiting(&lm, LockOwner(1));
     lm.check_invariants().unwrap();
-    lm.release_all(2);
+    lm.release_all(LockOwner(2));
     outcome(&up).unwrap();
-    assert_still_blocked(&lm, 3, &third);
-    lm.release_all(1);
+    assert_still_blocked(&lm, LockOwner(3), &third);
+    lm.release_all(LockOwner(1));
     outcome(&third).unwrap();
-    lm.release_all(3);
+    lm.release_all(LockOwner(3));
     assert_empty(&lm);
 }
 
@@ -493,39 +506,41 @@ fn lock_upgrade_waits_for_other_holders_not_the_queue() {
 fn lock_nowait_and_timeout_fail_without_trace() {
     let lm = manager();
     let t = rel(1);
-    ok(&lm, 1, t, AccessExclusive);
+    ok(&lm, LockOwner(1), t, AccessExclusive);
     let used = lm.entries_in_use();
 
-    let e = lm.acquire(2, t, AccessShare, LockWait::NoWait).unwrap_err();
+    let e = lm
+        .acquire(LockOwner(2), t, AccessShare, LockWait::NoWait)
+        .unwrap_err();
     assert_eq!(e.sqlstate(), "55P03");
     assert_eq!(
         e.to_string(),
         "could not obtain AccessShareLock on relation 1 of database 1"
     );
-    assert!(!lm.is_waiting(2));
+    assert!(!lm.is_waiting(LockOwner(2)));
     assert_eq!(lm.entries_in_use(), used);
     // Nothing for a tag that nobody else holds either.
     assert!(lm
-        .acquire(2, rel(99), AccessShare, LockWait::NoWait)
+        .acquire(LockOwner(2), rel(99), AccessShare, LockWait::NoWait)
         .is_ok());
-    lm.release_all(2);
+    lm.release_all(LockOwner(2));
 
     let start = Instant::now();
     let e = lm
-        .acquire(2, t, Share, LockWait::TimeoutMs(30))
+        .acquire(LockOwner(2), t, Share, LockWait::TimeoutMs(30))
         .unwrap_err();
     assert!(start.elapsed() >= Duration::from_millis(30));
     assert_eq!(e.sqlstate(), "55P03");
     assert!(e.to_string().contains("within 30 ms"), "{e}");
-    assert!(!lm.is_waiting(2));
-    assert_eq!(lm.locks_of(2), []);
+    assert!(!lm.is_waiting(LockOwner(2)));
+    assert_eq!(lm.locks_of(LockOwner(2)), []);
     assert_eq!(lm.entries_in_use(), used);
     lm.check_invariants().unwrap();
 
     // A queue with a leftover conflicting request would refuse this NoWait AccessExclusive.
-    lm.release_all(1);
-    ok(&lm, 3, t, AccessExclusive);
-    lm.release_all(3);
+    lm.release_all(LockOwner(1));
+    ok(&lm, LockOwner(3), t, AccessExclusive);
+    lm.release_all(LockOwner(3));
     assert_empty(&lm);
 }
 
@@ -533,36 +548,42 @@ fn lock_nowait_and_timeout_fail_without_trace() {
 fn lock_timeout_of_a_queued_waiter_lets_those_behind_go() {
     let lm = manager();
     let t = rel(1);
-    ok(&lm, 1, t, AccessShare);
-    let ae = spawn_acquire(&lm, 2, t, AccessExclusive, LockWait::TimeoutMs(60));
-    await_waiting(&lm, 2);
+    ok(&lm, LockOwner(1), t, AccessShare);
+    let ae = spawn_acquire(
+        &lm,
+        LockOwner(2),
+        t,
+        AccessExclusive,
+        LockWait::TimeoutMs(60),
+    );
+    await_waiting(&lm, LockOwner(2));
     // AccessShare is compatible with the hold but queues behind the AccessExclusive request.
-    let share = spawn_acquire(&lm, 3, t, AccessShare, LockWait::Block);
-    await_waiting(&lm, 3);
+    let share = spawn_acquire(&lm, LockOwner(3), t, AccessShare, LockWait::Block);
+    await_waiting(&lm, LockOwner(3));
     assert!(matches!(outcome(&ae), Err(Error::LockNotAvailable { .. })));
     // Owner 1 never released: owner 3 goes because the request ahead of it left.
     outcome(&share).unwrap();
     lm.check_invariants().unwrap();
-    lm.release_all(1);
-    lm.release_all(3);
+    lm.release_all(LockOwner(1));
+    lm.release_all(LockOwner(3));
     assert_empty(&lm);
 }
 
 #[test]
 fn lock_second_concurrent_wait_of_one_owner_is_refused() {
     let lm = manager();
-    ok(&lm, 1, rel(1), AccessExclusive);
-    ok(&lm, 1, rel(2), AccessExclusive);
-    let rx = spawn_acquire(&lm, 2, rel(1), AccessShare, LockWait::Block);
-    await_waiting(&lm, 2);
+    ok(&lm, LockOwner(1), rel(1), AccessExclusive);
+    ok(&lm, LockOwner(1), rel(2), AccessExclusive);
+    let rx = spawn_acquire(&lm, LockOwner(2), rel(1), AccessShare, LockWait::Block);
+    await_waiting(&lm, LockOwner(2));
     let e = lm
-        .acquire(2, rel(2), AccessShare, LockWait::Block)
+        .acquire(LockOwner(2), rel(2), AccessShare, LockWait::Block)
         .unwrap_err();
     assert_eq!(e.sqlstate(), "25000");
     lm.check_invariants().unwrap();
-    lm.release_all(1);
+    lm.release_all(LockOwner(1));
     outcome(&rx).unwrap();
-    lm.release_all(2);
+    lm.release_all(LockOwner(2));
     assert_empty(&lm);
 }
 
@@ -603,7 +624,7 @@ fn expect_one_victim(lm: &Arc<LockManager>, waits: &[(LockOwner, LockTag, LockMo
 #[test]
 fn lock_deadlock_of_two_has_exactly_one_victim() {
     let lm = manager();
-    let (a, b) = (7, 9);
+    let (a, b) = (LockOwner(7), LockOwner(9));
     ok(&lm, a, rel(1), AccessExclusive);
     ok(&lm, b, rel(2), AccessExclusive);
     let detail = expect_one_victim(
@@ -625,11 +646,15 @@ fn lock_deadlock_of_two_has_exactly_one_victim() {
 fn lock_deadlock_of_three_has_exactly_one_victim() {
     let lm = manager();
     for o in 1..=3 {
-        ok(&lm, o, rel(o), RowExclusive);
+        ok(&lm, LockOwner(o), rel(o), RowExclusive);
     }
     expect_one_victim(
         &lm,
-        &[(1, rel(2), Share), (2, rel(3), Share), (3, rel(1), Share)],
+        &[
+            (LockOwner(1), rel(2), Share),
+            (LockOwner(2), rel(3), Share),
+            (LockOwner(3), rel(1), Share),
+        ],
     );
 }
 
@@ -638,9 +663,15 @@ fn lock_deadlock_through_transaction_tags() {
     // Row-lock style: each transaction holds its own xid Exclusive and waits (Share) for the
     // other's xid, as two updaters of each other's rows do.
     let lm = manager();
-    ok(&lm, 100, xact(100), Exclusive);
-    ok(&lm, 200, xact(200), Exclusive);
-    let detail = expect_one_victim(&lm, &[(100, xact(200), Share), (200, xact(100), Share)]);
+    ok(&lm, LockOwner(100), xact(100), Exclusive);
+    ok(&lm, LockOwner(200), xact(200), Exclusive);
+    let detail = expect_one_victim(
+        &lm,
+        &[
+            (LockOwner(100), xact(200), Share),
+            (LockOwner(200), xact(100), Share),
+        ],
+    );
     assert!(
         detail.contains("waits for ShareLock on transaction 200; blocked by process 200.")
             && detail.contains("waits for ShareLock on transaction 100; blocked by process 100."),
@@ -654,7 +685,7 @@ fn lock_deadlock_through_queue_position() {
     // AccessShare on T1 behind B (waits for B: a soft edge) and holds T2, which A then wants.
     // Cycle A → C → B → A.
     let lm = manager();
-    let (a, b, c) = (1, 2, 3);
+    let (a, b, c) = (LockOwner(1), LockOwner(2), LockOwner(3));
     ok(&lm, a, rel(1), AccessShare);
     ok(&lm, c, rel(2), AccessExclusive);
     let rb = spawn_acquire_then_end(&lm, b, rel(1), AccessExclusive);
@@ -675,13 +706,13 @@ fn lock_deadlock_through_queue_position() {
 fn lock_long_wait_behind_a_running_holder_is_no_deadlock() {
     let lm = manager();
     let t = rel(1);
-    ok(&lm, 1, t, AccessExclusive);
+    ok(&lm, LockOwner(1), t, AccessExclusive);
     // The holder also waits, but for something unrelated to the waiter: still no cycle.
-    ok(&lm, 3, rel(2), AccessExclusive);
-    let holder_waits = spawn_acquire(&lm, 1, rel(2), Share, LockWait::Block);
-    await_waiting(&lm, 1);
-    let rx = spawn_acquire(&lm, 2, t, AccessShare, LockWait::Block);
-    await_waiting(&lm, 2);
+    ok(&lm, LockOwner(3), rel(2), AccessExclusive);
+    let holder_waits = spawn_acquire(&lm, LockOwner(1), rel(2), Share, LockWait::Block);
+    await_waiting(&lm, LockOwner(1));
+    let rx = spawn_acquire(&lm, LockOwner(2), t, AccessShare, LockWait::Block);
+    await_waiting(&lm, LockOwner(2));
     // Let the check run several times (each after DEADLOCK_TIMEOUT).
     let start = Instant::now();
     while lm.stats().deadlock_checks.load(Ordering::Relaxed) < 6 {
@@ -691,13 +722,13 @@ fn lock_long_wait_behind_a_running_holder_is_no_deadlock() {
         );
         thread::sleep(Duration::from_millis(2));
     }
-    assert_still_blocked(&lm, 2, &rx);
+    assert_still_blocked(&lm, LockOwner(2), &rx);
     assert_eq!(lm.stats().deadlocks.load(Ordering::Relaxed), 0);
-    lm.release_all(3);
+    lm.release_all(LockOwner(3));
     outcome(&holder_waits).unwrap();
-    lm.release_all(1);
+    lm.release_all(LockOwner(1));
     outcome(&rx).unwrap();
-    lm.release_all(2);
+    lm.release_all(LockOwner(2));
     assert_empty(&lm);
 }
 
@@ -707,10 +738,10 @@ fn lock_long_wait_behind_a_running_holder_is_no_deadlock() {
 fn lock_table_full_is_out_of_shared_memory() {
     let lm = Arc::new(LockManager::new(4, DEADLOCK_TIMEOUT));
     for r in 0..4 {
-        ok(&lm, 1, rel(r), AccessShare);
+        ok(&lm, LockOwner(1), rel(r), AccessShare);
     }
     let e = lm
-        .acquire(1, rel(4), AccessShare, LockWait::Block)
+        .acquire(LockOwner(1), rel(4), AccessShare, LockWait::Block)
         .unwrap_err();
     assert_eq!(e.sqlstate(), "53200");
     assert_eq!(
@@ -719,33 +750,33 @@ fn lock_table_full_is_out_of_shared_memory() {
          (hint: Increase max_locks_per_transaction.)"
     );
     lm.check_invariants().unwrap();
-    assert_eq!(lm.locks_of(1).len(), 4);
+    assert_eq!(lm.locks_of(LockOwner(1)).len(), 4);
     // More holds of what is held need no new entry.
-    ok(&lm, 1, rel(0), AccessShare);
-    ok(&lm, 1, rel(0), AccessExclusive);
+    ok(&lm, LockOwner(1), rel(0), AccessShare);
+    ok(&lm, LockOwner(1), rel(0), AccessExclusive);
     // A waiter's queue entry counts: with one entry free, a waiter takes it.
-    assert!(lm.release(1, rel(3), AccessShare));
-    let rx = spawn_acquire(&lm, 2, rel(0), AccessShare, LockWait::Block);
-    await_waiting(&lm, 2);
+    assert!(lm.release(LockOwner(1), rel(3), AccessShare));
+    let rx = spawn_acquire(&lm, LockOwner(2), rel(0), AccessShare, LockWait::Block);
+    await_waiting(&lm, LockOwner(2));
     assert_eq!(lm.entries_in_use(), 4);
     let e = lm
-        .acquire(3, rel(7), AccessShare, LockWait::NoWait)
+        .acquire(LockOwner(3), rel(7), AccessShare, LockWait::NoWait)
         .unwrap_err();
     assert_eq!(e.sqlstate(), "53200");
     // A request that would have to wait but finds no room fails the same way, leaving nothing.
     let e = lm
-        .acquire(3, rel(1), AccessExclusive, LockWait::Block)
+        .acquire(LockOwner(3), rel(1), AccessExclusive, LockWait::Block)
         .unwrap_err();
     assert_eq!(e.sqlstate(), "53200");
-    assert!(!lm.is_waiting(3));
+    assert!(!lm.is_waiting(LockOwner(3)));
     lm.check_invariants().unwrap();
-    lm.release_all(1);
+    lm.release_all(LockOwner(1));
     outcome(&rx).unwrap();
-    lm.release_all(2);
+    lm.release_all(LockOwner(2));
     assert_empty(&lm);
     let none = LockManager::new(0, DEADLOCK_TIMEOUT);
     assert_eq!(
-        none.acquire(1, rel(1), AccessShare, LockWait::Block)
+        none.acquire(LockOwner(1), rel(1), AccessShare, LockWait::Block)
             .unwrap_err()
             .sqlstate(),
         "53200"
@@ -759,17 +790,20 @@ fn lock_table_full_is_out_of_shared_memory() {
 fn lock_check_invariants_catches_corruption() {
     // The checker must be able to fail, or the stress test proves nothing.
     let lm = manager();
-    ok(&lm, 1, rel(1), AccessShare);
+    ok(&lm, LockOwner(1), rel(1), AccessShare);
     lm.check_invariants().unwrap();
     {
         let mut part = lm.partition(&rel(1));
         let entry = part.locks.get_mut(&rel(1)).unwrap();
-        entry.add_hold(2, AccessExclusive); // conflicts, and owner 2 files nothing
+        entry.add_hold(LockOwner(2), AccessExclusive); // conflicts, and owner 2 files nothing
     }
     assert!(lm.check_invariants().is_err());
     {
         let mut part = lm.partition(&rel(1));
-        part.locks.get_mut(&rel(1)).unwrap().remove_holder(2);
+        part.locks
+            .get_mut(&rel(1))
+            .unwrap()
+            .remove_holder(LockOwner(2));
     }
     lm.check_invariants().unwrap();
     lm.entries_used.fetch_add(1, Ordering::Relaxed);
@@ -804,7 +838,7 @@ fn lock_stress_random_modes_with_deadlocks() {
                     if started.elapsed() > budget {
                         break;
                     }
-                    let owner = (t << 32) | i;
+                    let owner = LockOwner((t << 32) | i);
                     let mut failed = false;
                     for _ in 0..=rng.next() % 3 {
                         let tag = if rng.next().is_multiple_of(5) {
@@ -835,7 +869,7 @@ fn lock_stress_random_modes_with_deadlocks() {
                     match rng.next() % 4 {
                         // PREPARE, then COMMIT PREPARED.
                         0 => {
-                            let prepared = owner | (1 << 63);
+                            let prepared = LockOwner(owner.0 | (1 << 63));
                             lm.transfer_all(owner, prepared);
                             assert_eq!(lm.locks_of(owner), []);
                             lm.release_all(prepared);
