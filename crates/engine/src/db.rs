@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::autovacuum::Autovacuum;
-use crate::buffer::{BufferPool, BufferTag, WriteBackHook};
+use crate::buffer::{BufferPool, WriteBackHook};
 use crate::catalog::Catalog;
 use crate::checkpoint::{CheckpointHook, Checkpointer, ControlData, DbState};
 use crate::clog::TxnStatus;
@@ -29,7 +29,7 @@ use crate::stats::{StatsRegistry, TableStats};
 use crate::txn::lock::{LockManager, LockOwner, LockWait};
 use crate::txn::twophase::{PreparedXact, TwoPhase, TwoPhaseRedo};
 use crate::txn::{TransactionManager, TxnRecord, FIRST_XID};
-use crate::types::{Lsn, Rmid};
+use crate::types::{BufferTag, Lsn, Rmid};
 use crate::vacuum::VacuumStats;
 use crate::vfs::Vfs;
 use crate::wal::{Wal, WalReader, FIRST_LSN};
@@ -416,9 +416,8 @@ mod tests {
 
     #[test]
     fn a_timed_checkpoint_spreads_its_writes_over_the_interval() {
-        use crate::buffer::BufferTag;
         use crate::recovery::testrm;
-        use crate::smgr::{Fork, RelFileLocator};
+        use crate::types::{Fork, RelFileLocator};
         use std::sync::atomic::Ordering;
         let vfs: Arc<dyn Vfs> = Arc::new(SimVfs::new(3));
         let config = Config {

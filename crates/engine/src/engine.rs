@@ -25,9 +25,9 @@ use crate::stats::StatsRegistry;
 use crate::txn::lock::LockManager;
 use crate::txn::twophase::TwoPhase;
 use crate::txn::TransactionManager;
-use crate::types::Oid;
+use crate::types::{Lsn, Oid};
 use crate::vfs::DirLock;
-use crate::wal::{Lsn, Wal};
+use crate::wal::Wal;
 
 /// What every transaction of a data directory shares.
 pub(crate) struct Engine {

@@ -3,10 +3,10 @@
 //! and a page that fails verification (torn by a crash) reads as zeros — "nothing known" —
 //! instead of an error: each map is built so that zeros are always a safe answer.
 
-use crate::buffer::{BufferPool, BufferTag, PinnedBuffer, ReadMode};
+use crate::buffer::{BufferPool, PinnedBuffer, ReadMode};
 use crate::error::{Error, Result};
-use crate::page::{PageMut, PAGE_SIZE};
-use crate::smgr::{BlockNumber, Fork, RelFileLocator};
+use crate::page::PageMut;
+use crate::types::{BlockNumber, BufferTag, Fork, RelFileLocator, PAGE_SIZE};
 
 /// The fork's size in blocks; 0 if it does not exist.
 pub(crate) fn nblocks(pool: &BufferPool, rel: RelFileLocator, fork: Fork) -> Result<BlockNumber> {

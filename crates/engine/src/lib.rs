@@ -173,6 +173,6 @@ pub use db::Database;
 pub use error::{Error, Result};
 pub use page::Tid;
 pub use session::{Changed, IsolationLevel, Scan, Transaction};
-pub use smgr::{BlockNumber, Fork, RelFileLocator};
 pub use txn::lock::LockMode;
+pub use types::{BlockNumber, Fork, Lsn, Oid, RelFileLocator, Xid};
 pub use value::{Row, Type, Value};

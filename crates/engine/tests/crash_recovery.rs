@@ -9,7 +9,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{crash, crash_seeds, new_db, open_db, power_loss};
-use quire_engine::buffer::BufferTag;
+
 use quire_engine::recovery::{storage, testrm};
 use quire_engine::{Config, Database, Fork, RelFileLocator};
 
@@ -43,6 +43,7 @@ fn rel(i: u64) -> RelFileLocator {
 }
 
 use quire_engine::rng::SplitMix64 as Rng;
+use quire_engine::types::BufferTag;
 
 /// One change: `op` (its index + 1) written into `slot` of `block` of `rel`.
 #[derive(Clone, Copy)]

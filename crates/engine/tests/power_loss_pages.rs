@@ -8,9 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{crash_seeds, lossy};
-use quire_engine::buffer::{BufferPool, BufferTag};
-use quire_engine::page::{Page, PageMut, PAGE_SIZE};
+use quire_engine::buffer::BufferPool;
+use quire_engine::page::{Page, PageMut};
 use quire_engine::smgr::Smgr;
+use quire_engine::types::{BufferTag, PAGE_SIZE};
 use quire_engine::vfs::{CrashOptions, SimVfs, Vfs};
 use quire_engine::{Config, Error, Fork, RelFileLocator};
 

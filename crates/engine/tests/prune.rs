@@ -6,9 +6,10 @@
 mod common;
 
 use common::{committed, committing, crash, create_pairs, new_db, open_db, rows_in};
-use quire_engine::buffer::BufferTag;
+
 use quire_engine::heap::Heap;
 use quire_engine::page::{ItemState, Page};
+use quire_engine::types::BufferTag;
 use quire_engine::{
     Changed, Config, Database, Fork, IsolationLevel::ReadCommitted, IsolationLevel::RepeatableRead,
     RelFileLocator, TableId, Tid, Value,

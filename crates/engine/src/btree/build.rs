@@ -20,11 +20,11 @@ use super::page::{
 };
 use super::redo::{self, PAGES_PER_RECORD};
 use super::{BTree, MAX_LEVELS};
-use crate::buffer::{BufferTag, PageWriteGuard, ReadMode};
+use crate::buffer::{PageWriteGuard, ReadMode};
 use crate::error::{Error, Result};
-use crate::page::{Page, Tid, PAGE_SIZE};
-use crate::smgr::{BlockNumber, Fork};
-use crate::types::Xid;
+use crate::page::{Page, Tid};
+
+use crate::types::{BlockNumber, BufferTag, Fork, PAGE_SIZE, Xid};
 use crate::value::Value;
 use crate::vfs::{OpenMode, Vfs, VfsFile};
 use crate::wal::LoggedPage;

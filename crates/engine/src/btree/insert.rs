@@ -12,8 +12,8 @@ use super::{BTree, Downlink, HeapProbe, HopLimit, InsertOutcome, Probe, MAX_LEVE
 use crate::buffer::{PageWriteGuard, PinnedBuffer};
 use crate::error::{Error, Result};
 use crate::page::{OffsetNumber, PageMut, Tid};
-use crate::smgr::Fork;
-use crate::types::Xid;
+
+use crate::types::{Fork, Xid};
 use crate::value::Value;
 use crate::wal::LoggedPage;
 
@@ -403,7 +403,7 @@ fn plan_split(p: &BtPage<'_>, pos: OffsetNumber, tuple: &[u8]) -> Result<SplitPl
 
 /// Where the unique check goes on.
 enum Continue {
-    Right(crate::smgr::BlockNumber),
+    Right(crate::types::BlockNumber),
     Done(Option<InsertOutcome>),
 }
 

@@ -90,11 +90,11 @@ mod tests_crash;
 
 use std::cmp::Ordering;
 
-use crate::buffer::{BufferPool, BufferTag, PinnedBuffer};
+use crate::buffer::{BufferPool, PinnedBuffer};
 use crate::error::{Error, Result};
-use crate::page::{OffsetNumber, Tid, PAGE_SIZE};
-use crate::smgr::{BlockNumber, Fork, RelFileLocator};
-use crate::types::Xid;
+use crate::page::{OffsetNumber, Tid};
+
+use crate::types::{BlockNumber, BufferTag, Fork, PAGE_SIZE, RelFileLocator, Xid};
 use crate::value::{Type, Value};
 use crate::wal::{LoggedPage, Wal};
 use key::{BadKey, SearchKey};

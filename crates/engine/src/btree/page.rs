@@ -4,9 +4,10 @@
 
 use crate::bytes::Reader;
 use crate::error::{Error, Result};
-use crate::page::{OffsetNumber, Page, PageMut, Tid, FIRST_OFFSET_NUMBER, MAXALIGN, PAGE_SIZE};
-use crate::smgr::{BlockNumber, RelFileLocator};
+use crate::page::{OffsetNumber, Page, PageMut, Tid, FIRST_OFFSET_NUMBER, MAXALIGN};
+
 use crate::value::Type;
+use crate::types::{BlockNumber, PAGE_SIZE, RelFileLocator};
 
 /// Bytes of special space at the end of every B-tree page.
 pub const SPECIAL_SIZE: usize = 16;

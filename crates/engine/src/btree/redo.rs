@@ -25,11 +25,12 @@ use super::page::{
 };
 use super::verify::split_bounds_hold;
 use crate::error::{Error, Result};
-use crate::page::{PageMut, PAGE_SIZE};
+use crate::page::PageMut;
 use crate::recovery::{redo_block, rmid, RecordCursor, RedoContext, ResourceManager};
-use crate::smgr::{BlockNumber, RelFileLocator};
+
 use crate::wal::record::record_types;
 use crate::wal::DecodedRecord;
+use crate::types::{BlockNumber, PAGE_SIZE, RelFileLocator};
 
 record_types! {
     /// B-tree record types (layouts above).

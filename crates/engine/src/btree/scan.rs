@@ -11,8 +11,9 @@ use super::{BTree, HopLimit};
 use crate::buffer::PinnedBuffer;
 use crate::error::Result;
 use crate::page::Tid;
-use crate::smgr::BlockNumber;
+
 use crate::value::Value;
+use crate::types::BlockNumber;
 
 /// An index scan: the entries `(key, heap TID)` within the bounds, in key order. Entries are
 /// returned whatever the visibility of their rows; the caller checks the heap.

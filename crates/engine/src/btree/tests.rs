@@ -14,12 +14,13 @@ use proptest::prelude::*;
 
 use super::page::{BtPage, META_BLOCK};
 use super::*;
-use crate::buffer::BufferTag;
+
 use crate::config::Config;
 use crate::rng::SplitMix64;
 use crate::vacuum::{DeadTids, TidStore};
 use crate::vfs::{SimVfs, Vfs};
 use crate::Database;
+use crate::types::BufferTag;
 
 // ------------------------------------------------------------------------------ harness
 
@@ -772,7 +773,7 @@ fn bulk_delete_removes_exactly_the_dead_entries() {
 fn cleanup_lock_waits_for_other_pins_and_gives_up_after_its_limit() {
     let (env, _) = filled(10);
     let pool = env.db.buffer_pool();
-    let tag = BufferTag::new(env.desc.rel, crate::smgr::Fork::Main, 1);
+    let tag = BufferTag::new(env.desc.rel, crate::types::Fork::Main, 1);
     let mine = pool.read_buffer(tag).unwrap();
     let other = pool.read_buffer(tag).unwrap();
     let err = mine
@@ -951,8 +952,8 @@ fn build_refuses_duplicates_in_a_unique_index_but_not_nulls_and_needs_an_empty_i
 // ------------------------------------------------------------------------------ corruption
 
 /// Applies `f` to block `block` of the index in the buffer pool (as a bug or bad disk would).
-fn tamper(env: &Env, block: u32, f: impl FnOnce(&mut [u8; crate::page::PAGE_SIZE])) {
-    let tag = BufferTag::new(env.desc.rel, crate::smgr::Fork::Main, block);
+fn tamper(env: &Env, block: u32, f: impl FnOnce(&mut [u8; crate::types::PAGE_SIZE])) {
+    let tag = BufferTag::new(env.desc.rel, crate::types::Fork::Main, block);
     let buf = env.db.buffer_pool().read_buffer(tag).unwrap();
     let mut g = buf.write();
     f(&mut g);
@@ -1010,7 +1011,7 @@ fn verify_and_scans_catch_a_right_link_cycle_and_a_bad_downlink() {
     };
     // The second leaf's right-link back to the first: a cycle.
     tamper(&env, second_leaf, |page| {
-        page[crate::page::PAGE_SIZE - 16..crate::page::PAGE_SIZE - 12]
+        page[crate::types::PAGE_SIZE - 16..crate::types::PAGE_SIZE - 12]
             .copy_from_slice(&first_leaf.to_le_bytes());
     });
     assert!(matches!(
@@ -1050,7 +1051,7 @@ proptest! {
     /// Garbage in a leaf never panics anything: every operation returns Ok or an error.
     #[test]
     fn garbage_pages_are_errors_not_panics(
-        offset in 24usize..crate::page::PAGE_SIZE,
+        offset in 24usize..crate::types::PAGE_SIZE,
         bytes in prop::collection::vec(any::<u8>(), 1..64),
         which in 0u32..3,
     ) {
@@ -1058,7 +1059,7 @@ proptest! {
         let tree = env.tree();
         let block = 1 + which;
         tamper(&env, block, |page| {
-            let end = (offset + bytes.len()).min(crate::page::PAGE_SIZE);
+            let end = (offset + bytes.len()).min(crate::types::PAGE_SIZE);
             page[offset..end].copy_from_slice(&bytes[..end - offset]);
         });
         let _ = tree.verify();
@@ -1117,15 +1118,15 @@ fn redo_of_malformed_records_never_panics() {
         let nblocks = (rng.next() % 5) as u32;
         let first = (rng.next() % 4) as u32;
         let rec = crate::wal::DecodedRecord {
-            lsn: crate::wal::Lsn((1 << 40) + n * 1000),
-            end_lsn: crate::wal::Lsn((1 << 40) + n * 1000 + 100),
-            prev: crate::wal::Lsn::INVALID,
+            lsn: crate::types::Lsn((1 << 40) + n * 1000),
+            end_lsn: crate::types::Lsn((1 << 40) + n * 1000 + 100),
+            prev: crate::types::Lsn::INVALID,
             xid: Xid(1),
             rmid: crate::recovery::rmid::BTREE,
             info: (rng.next() % 8) as u8,
             blocks: (0..nblocks)
                 .map(|i| crate::wal::DecodedBlock {
-                    tag: BufferTag::new(env.desc.rel, crate::smgr::Fork::Main, first + i),
+                    tag: BufferTag::new(env.desc.rel, crate::types::Fork::Main, first + i),
                     image: None,
                 })
                 .collect(),
@@ -1193,7 +1194,7 @@ fn redo_refuses_a_well_formed_split_that_does_not_fit_the_page() {
         pool: env.db.buffer_pool(),
     };
     let block = |b: u32| crate::wal::DecodedBlock {
-        tag: BufferTag::new(env.desc.rel, crate::smgr::Fork::Main, b),
+        tag: BufferTag::new(env.desc.rel, crate::types::Fork::Main, b),
         image: None,
     };
     let leaf = super::page::encode_tuple(
@@ -1215,9 +1216,9 @@ fn redo_refuses_a_well_formed_split_that_does_not_fit_the_page() {
             right_items: vec![leaf.clone()],
         };
         let rec = crate::wal::DecodedRecord {
-            lsn: crate::wal::Lsn(1 << 40),
-            end_lsn: crate::wal::Lsn((1 << 40) + 100),
-            prev: crate::wal::Lsn::INVALID,
+            lsn: crate::types::Lsn(1 << 40),
+            end_lsn: crate::types::Lsn((1 << 40) + 100),
+            prev: crate::types::Lsn::INVALID,
             xid: Xid(1),
             rmid: crate::recovery::rmid::BTREE,
             info: redo::BTreeRecord::Split as u8,

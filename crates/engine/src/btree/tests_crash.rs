@@ -17,7 +17,7 @@ use crate::config::Config;
 use crate::rng::SplitMix64;
 use crate::vacuum::{DeadTids, TidStore};
 use crate::vfs::{CrashOptions, SimVfs};
-use crate::wal::Lsn;
+use crate::types::Lsn;
 
 fn config() -> Config {
     Config {

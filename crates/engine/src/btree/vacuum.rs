@@ -6,8 +6,8 @@ use super::redo;
 use super::BTree;
 use crate::error::Result;
 use crate::page::{OffsetNumber, PageMut};
-use crate::smgr::MAX_BLOCKS;
-use crate::types::Xid;
+
+use crate::types::{MAX_BLOCKS, Xid};
 use crate::vacuum::DeadTids;
 use crate::wal::LoggedPage;
 
@@ -55,7 +55,7 @@ impl BTree<'_> {
 
     fn vacuum_block(
         &self,
-        block: crate::smgr::BlockNumber,
+        block: crate::types::BlockNumber,
         dead: &dyn DeadTids,
         stats: &mut BulkDeleteStats,
     ) -> Result<()> {

@@ -9,7 +9,7 @@ use super::page::{BtPage, Tuple, NO_BLOCK};
 use super::BTree;
 use crate::error::Result;
 use crate::page::{Page, FIRST_OFFSET_NUMBER};
-use crate::smgr::BlockNumber;
+use crate::types::BlockNumber;
 
 /// What [`BTree::verify`] found: counts of a structurally sound index.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -9,9 +9,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 
-use crate::page::PAGE_SIZE;
-
-pub use crate::types::BufferTag;
+use crate::types::{BufferTag, PAGE_SIZE};
 use crate::types::{Fork, RelFileLocator};
 
 pub(super) const REFCOUNT_ONE: u64 = 1;

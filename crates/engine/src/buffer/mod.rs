@@ -53,7 +53,6 @@ use std::time::{Duration, Instant};
 use crossbeam_queue::ArrayQueue;
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub use desc::BufferTag;
 use desc::{
     refcount, usage_count, BufferDesc, DIRTY, IO_ERROR, IO_IN_PROGRESS, MAX_USAGE_COUNT,
     ON_FREELIST, PIN_WAITER, REFCOUNT_MASK, REFCOUNT_ONE, TAG_VALID, USAGE_MASK, USAGE_ONE, VALID,
@@ -62,9 +61,9 @@ use desc::{
 use crate::config::{BufferDropMode, Config};
 use crate::error::{Error, Result};
 use crate::hash::{hash_one, FxHashMap};
-use crate::page::PAGE_SIZE;
-use crate::smgr::{BlockNumber, Fork, RelFileLocator, Smgr};
-use crate::types::Lsn;
+
+use crate::smgr::Smgr;
+use crate::types::{BlockNumber, BufferTag, Fork, Lsn, RelFileLocator, PAGE_SIZE};
 
 /// Called before a dirty page is written: the WAL layer flushes WAL up to `page_lsn`.
 pub trait WriteBackHook: Send + Sync {

@@ -28,9 +28,9 @@ use crate::bytes::Reader;
 use crate::error::{Error, Result};
 use crate::heap::{Heap, Looker, XidOracle};
 use crate::page::Tid;
-use crate::smgr::{Fork, RelFileLocator};
+
 use crate::txn::lock::LockTag;
-use crate::types::Oid;
+use crate::types::{Fork, Oid, RelFileLocator};
 use crate::value::{Row, Type, Value};
 use crate::wal::Wal;
 

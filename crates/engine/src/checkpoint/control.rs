@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::vfs::{OpenMode, Vfs};
-use crate::wal::Lsn;
+use crate::types::Lsn;
 
 const MAGIC: u32 = 0x5143_544C; // "QCTL"
 const VERSION: u32 = 1;

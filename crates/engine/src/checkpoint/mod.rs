@@ -36,9 +36,9 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::recovery::{xlog::CheckpointRecord, XlogRecord};
 use crate::smgr::Smgr;
-use crate::types::{Oid, Xid};
+use crate::types::{Lsn, Oid, Xid};
 use crate::vfs::Vfs;
-use crate::wal::{Lsn, Wal, WalRecord};
+use crate::wal::{Wal, WalRecord};
 
 /// What the checkpointer needs from the layers above it.
 pub trait CheckpointHook: Send + Sync {

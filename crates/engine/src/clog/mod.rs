@@ -32,15 +32,15 @@ use std::collections::HashMap;
 
 use parking_lot::Mutex;
 
-use crate::buffer::{BufferPool, BufferTag, PinnedBuffer, ReadMode};
+use crate::buffer::{BufferPool, PinnedBuffer, ReadMode};
 use crate::bytes::Reader;
 use crate::error::{Error, Result};
-use crate::page::{Page, PageMut, HEADER_SIZE, PAGE_SIZE};
+use crate::page::{Page, PageMut, HEADER_SIZE};
 use crate::recovery::{rmid, IdCounters, RedoContext};
-use crate::smgr::{Fork, RelFileLocator, Smgr};
-use crate::types::Xid;
+use crate::smgr::Smgr;
+use crate::types::{BufferTag, Fork, Lsn, PAGE_SIZE, RelFileLocator, Xid};
 use crate::wal::record::record_types;
-use crate::wal::{BlockRef, DecodedRecord, Lsn, Wal, WalRecord};
+use crate::wal::{BlockRef, DecodedRecord, Wal, WalRecord};
 
 record_types! {
     /// Record types of the logs' resource manager.

@@ -84,8 +84,8 @@ mod tests;
 use crate::buffer::{BufferPool, PinnedBuffer};
 use crate::error::Result;
 use crate::hintfork;
-use crate::page::{Page, PageMut, HEADER_SIZE, PAGE_SIZE};
-use crate::smgr::{BlockNumber, Fork, RelFileLocator};
+use crate::page::{Page, PageMut, HEADER_SIZE};
+use crate::types::{BlockNumber, Fork, PAGE_SIZE, RelFileLocator};
 
 /// One-byte entries per FSM page: everything after the page header.
 pub const ENTRIES_PER_PAGE: usize = PAGE_SIZE - HEADER_SIZE;

@@ -28,8 +28,8 @@ use super::tuple::{
 };
 use super::XidOracle;
 use crate::error::Result;
-use crate::page::{ItemState, OffsetNumber, Page, PageMut, Tid, FIRST_OFFSET_NUMBER, PAGE_SIZE};
-use crate::types::Xid;
+use crate::page::{ItemState, OffsetNumber, Page, PageMut, Tid, FIRST_OFFSET_NUMBER};
+use crate::types::{PAGE_SIZE, Xid};
 
 /// One version's change: its new infomask, and whether its xmax is cleared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

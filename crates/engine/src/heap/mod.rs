@@ -32,14 +32,14 @@ pub mod redo;
 pub mod tuple;
 pub mod visibility;
 
-use crate::buffer::{BufferPool, BufferTag, PageWriteGuard, PinnedBuffer};
+use crate::buffer::{BufferPool, PageWriteGuard, PinnedBuffer};
 use crate::error::{Error, Result};
 use crate::fsm;
 use crate::page::{
     OffsetNumber, Page, PageMut, Tid, ALL_VISIBLE, FIRST_OFFSET_NUMBER, MAXALIGN, MAX_ITEM_SIZE,
 };
-use crate::smgr::{BlockNumber, Fork, RelFileLocator};
-use crate::types::Xid;
+
+use crate::types::{BlockNumber, BufferTag, Fork, RelFileLocator, Xid};
 use crate::value::{encode_row, encoded_row_len, Row, Value};
 use crate::vm;
 use crate::wal::{LoggedPage, Wal};
@@ -522,7 +522,7 @@ impl<'a> Heap<'a> {
         if Page::new(&page).is_new() {
             // Extended but never initialised (a crash after the extension): empty.
             return Ok(PageCensus {
-                free_bytes: crate::page::PAGE_SIZE - crate::page::HEADER_SIZE,
+                free_bytes: crate::types::PAGE_SIZE - crate::page::HEADER_SIZE,
                 ..PageCensus::default()
             });
         }
@@ -666,7 +666,7 @@ impl<'a> Heap<'a> {
     }
 
     /// Reads the header at `tid` on a locked page, or says the tuple is gone.
-    fn header_at(&self, page: &[u8; crate::page::PAGE_SIZE], tid: Tid) -> Result<TupleHeader> {
+    fn header_at(&self, page: &[u8; crate::types::PAGE_SIZE], tid: Tid) -> Result<TupleHeader> {
         let item = Page::new(page)
             .item(tid.offset)
             .ok_or_else(|| self.corrupt(tid, "no live tuple at this address"))?;
@@ -859,7 +859,7 @@ fn add_version(page: &mut PageWriteGuard<'_>, bytes: &mut [u8]) -> Tid {
 /// Clears the page's all-visible flag before a change; returns whether the visibility map's
 /// bit must be cleared after it (the page was all-visible, or is being initialised and the
 /// map may hold a stale bit of a block that was cut off and grew back).
-fn unset_all_visible(page: &mut [u8; crate::page::PAGE_SIZE], init: bool) -> bool {
+fn unset_all_visible(page: &mut [u8; crate::types::PAGE_SIZE], init: bool) -> bool {
     let was = Page::new(page).has_flag(ALL_VISIBLE);
     if was {
         PageMut::new(page).set_flag(ALL_VISIBLE, false);
@@ -886,7 +886,7 @@ fn set_ctid(item: &mut [u8], tid: Tid) {
 }
 
 /// Writes a new header over live item `off` of a locked page: an xmax change.
-fn write_header(page: &mut [u8; crate::page::PAGE_SIZE], off: OffsetNumber, h: &TupleHeader) {
+fn write_header(page: &mut [u8; crate::types::PAGE_SIZE], off: OffsetNumber, h: &TupleHeader) {
     let item = PageMut::new(page)
         .item_mut(off)
         .expect("the item was read under the same lock");

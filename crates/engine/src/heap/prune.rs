@@ -26,8 +26,8 @@
 use super::tuple::{TupleHeader, HEAP_ONLY, HOT_UPDATED, XMIN_COMMITTED};
 use super::XidOracle;
 use crate::error::Result;
-use crate::page::{ItemState, OffsetNumber, Page, PageMut, PAGE_SIZE};
-use crate::types::Xid;
+use crate::page::{ItemState, OffsetNumber, Page, PageMut};
+use crate::types::{PAGE_SIZE, Xid};
 
 /// What pruning a page changes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -40,7 +40,7 @@ record_types! {
 /// Vacuum's second heap pass on a page: the dead line pointers `offsets` (whose index
 /// entries are gone) become unused, and unused pointers at the end of the array go. `false`
 /// if one is not dead. The same for the primary and redo.
-pub fn apply_free(page: &mut [u8; crate::page::PAGE_SIZE], offsets: &[u16]) -> bool {
+pub fn apply_free(page: &mut [u8; crate::types::PAGE_SIZE], offsets: &[u16]) -> bool {
     let mut p = PageMut::new(page);
     for &off in offsets {
         if p.as_page().item_id(off).map(|id| id.state) != Some(crate::page::ItemState::Dead) {
@@ -119,7 +119,7 @@ fn corrupt(rec: &DecodedRecord, reason: &str) -> Error {
 
 fn apply_xmax(
     rec: &DecodedRecord,
-    page: &mut [u8; crate::page::PAGE_SIZE],
+    page: &mut [u8; crate::types::PAGE_SIZE],
     off: u16,
     x: &XmaxChange,
     ctid: Option<Tid>,
@@ -149,7 +149,7 @@ fn apply_xmax(
 
 fn apply_insert(
     rec: &DecodedRecord,
-    page: &mut [u8; crate::page::PAGE_SIZE],
+    page: &mut [u8; crate::types::PAGE_SIZE],
     off: u16,
     init: bool,
     tuple: &[u8],

@@ -83,7 +83,7 @@ pub use edit::PageMut;
 pub use item::{ItemId, ItemState};
 pub use view::Page;
 
-pub use crate::types::PAGE_SIZE;
+use crate::types::PAGE_SIZE;
 /// The size of the page header in bytes; line pointers start here.
 pub const HEADER_SIZE: usize = 24;
 /// The size of a line pointer in bytes.

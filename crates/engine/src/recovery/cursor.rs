@@ -4,7 +4,8 @@
 
 use crate::bytes::Reader;
 use crate::error::{Error, Result};
-use crate::wal::{DecodedRecord, Lsn};
+use crate::wal::DecodedRecord;
+use crate::types::Lsn;
 
 /// A cursor over one record's main data.
 pub(crate) struct RecordCursor<'a> {

@@ -31,12 +31,12 @@ pub use xlog::XlogRecord;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::buffer::{BufferPool, BufferTag, PinnedBuffer, ReadMode};
+use crate::buffer::{BufferPool, PinnedBuffer, ReadMode};
 use crate::error::{Error, Result};
-use crate::page::{PageMut, PAGE_SIZE};
+use crate::page::PageMut;
 use crate::smgr::Smgr;
 pub use crate::types::Rmid;
-use crate::types::{Oid, Xid};
+use crate::types::{BufferTag, Oid, Xid, PAGE_SIZE};
 use crate::wal::{DecodedRecord, WalReader};
 
 /// Resource manager ids. Each manager's record types are an enum tied to its id
@@ -321,8 +321,7 @@ pub fn redo_all(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::smgr::{Fork, RelFileLocator};
-    use crate::wal::Lsn;
+    use crate::types::{Fork, Lsn, RelFileLocator};
 
     fn record(rmid: Rmid, info: u8, xid: u64, main: Vec<u8>) -> DecodedRecord {
         DecodedRecord {

@@ -13,10 +13,10 @@
 use super::{rmid, IdCounters, RedoContext, ResourceManager};
 use crate::bytes::Reader;
 use crate::error::{Error, Result};
-use crate::smgr::{BlockNumber, Fork, RelFileLocator};
-use crate::types::{Oid, Xid};
+
+use crate::types::{BlockNumber, Fork, Lsn, Oid, RelFileLocator, Xid};
 use crate::wal::record::{fork_of, put_rel, read_rel, record_types, REL_BYTES};
-use crate::wal::{DecodedRecord, Lsn, Wal, WalRecord};
+use crate::wal::{DecodedRecord, Wal, WalRecord};
 
 record_types! {
     /// Storage record types.

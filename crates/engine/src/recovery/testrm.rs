@@ -9,10 +9,10 @@ use super::{redo_block, rmid, RedoContext, ResourceManager, Rmid};
 use crate::buffer::PinnedBuffer;
 use crate::bytes::Reader;
 use crate::error::{Error, Result};
-use crate::page::{Page, PageMut, HEADER_SIZE, PAGE_SIZE};
-use crate::types::Xid;
+use crate::page::{Page, PageMut, HEADER_SIZE};
+use crate::types::{Lsn, PAGE_SIZE, Xid};
 use crate::wal::record::record_types;
-use crate::wal::{DecodedRecord, LoggedPage, Lsn, Wal};
+use crate::wal::{DecodedRecord, LoggedPage, Wal};
 
 record_types! {
     /// Record types of the test resource manager.

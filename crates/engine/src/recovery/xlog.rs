@@ -14,9 +14,9 @@
 use super::{rmid, IdCounters, RedoContext, ResourceManager};
 use crate::bytes::Reader;
 use crate::error::{Error, Result};
-use crate::types::{Oid, Xid};
+use crate::types::{Lsn, Oid, Xid};
 use crate::wal::record::record_types;
-use crate::wal::{DecodedRecord, Lsn};
+use crate::wal::DecodedRecord;
 
 record_types! {
     /// XLOG record types.

@@ -7,9 +7,9 @@ use crate::catalog::{name_lock, Column, Entry, TableDef, TableId, USER_DB};
 use crate::error::{Error, Result};
 use crate::heap::{Looker, UpdateCheck};
 use crate::page::Tid;
-use crate::smgr::RelFileLocator;
+
 use crate::txn::lock::{LockMode, LockWait};
-use crate::types::Oid;
+use crate::types::{Oid, RelFileLocator};
 
 impl Transaction {
     /// A looker for catalog lookups: a fresh snapshot (the latest committed state, whatever

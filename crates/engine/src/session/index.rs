@@ -22,10 +22,10 @@ use crate::error::{Error, Result};
 use crate::heap::freeze::xmin_committed;
 use crate::heap::{Heap, HeapTuple, Looker, XidOracle};
 use crate::page::Tid;
-use crate::smgr::RelFileLocator;
+
 use crate::txn::lock::{LockMode, LockWait};
 use crate::txn::Snapshot;
-use crate::types::Xid;
+use crate::types::{RelFileLocator, Xid};
 use crate::value::{Row, Value};
 
 /// Are two keys equal, value by value (NaN equal to itself, as index order has it)?

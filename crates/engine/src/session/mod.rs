@@ -44,11 +44,11 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::heap::{Heap, Writer};
 use crate::page::Tid;
-use crate::smgr::{BlockNumber, RelFileLocator};
+
 use crate::stats::TableChanges;
 use crate::txn::lock::{LockMode, LockOwner, LockTag, LockWait};
 use crate::txn::{ProcId, Snapshot};
-use crate::types::Xid;
+use crate::types::{BlockNumber, RelFileLocator, Xid};
 use crate::value::Row;
 pub use index::IndexRows;
 pub use rows::Scan;

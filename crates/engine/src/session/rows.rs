@@ -9,10 +9,10 @@ use crate::catalog::TableId;
 use crate::error::{Error, Result};
 use crate::heap::{Heap, HeapTuple, Looker, UpdateCheck};
 use crate::page::Tid;
-use crate::smgr::{BlockNumber, RelFileLocator};
+
 use crate::txn::lock::{LockMode, LockWait};
 use crate::txn::Snapshot;
-use crate::types::Xid;
+use crate::types::{BlockNumber, RelFileLocator, Xid};
 use crate::value::{Row, Value};
 
 impl Transaction {

@@ -44,13 +44,13 @@ use parking_lot::Mutex;
 use crate::config::{Config, RelsizeCacheMode};
 use crate::error::{Error, Result};
 use crate::hash::hash_one;
-use crate::page::{self, PAGE_SIZE};
+use crate::page::{self};
 use crate::sync::{SyncQueue, SyncTarget};
 use crate::vfs::{OpenMode, Vfs, VfsFile};
 use files::FileCache;
 use relsize::RelsizeCache;
 
-pub use crate::types::{BlockNumber, Fork, RelFileLocator, MAX_BLOCKS};
+use crate::types::{BlockNumber, Fork, MAX_BLOCKS, PAGE_SIZE, RelFileLocator};
 
 /// Stripes of the extension lock: relations hash onto them.
 const EXTENSION_LOCK_STRIPES: usize = 64;

@@ -47,10 +47,10 @@ use crate::bytes::Reader;
 use crate::clog::{TxnStatus, XactLogRedo, COMMIT_TS_LOG, STATUS_LOG};
 use crate::error::{Error, Result};
 use crate::recovery::{rmid, IdCounters, RedoContext, ResourceManager};
-use crate::smgr::RelFileLocator;
-use crate::types::Xid;
+
+use crate::types::{Lsn, RelFileLocator, Xid};
 use crate::wal::record::{put_rel, read_rel, record_types, REL_BYTES};
-use crate::wal::{DecodedRecord, Lsn, Wal, WalRecord};
+use crate::wal::{DecodedRecord, Wal, WalRecord};
 pub use snapshot::{ProcArray, ProcId, Snapshot};
 
 /// The first id handed out (PostgreSQL keeps 0-2 for invalid, bootstrap and frozen).

@@ -39,10 +39,10 @@ use super::{put_rels, read_rels};
 use crate::bytes::Reader;
 use crate::config::TwophaseStateMode;
 use crate::error::{Error, Result};
-use crate::smgr::RelFileLocator;
-use crate::types::Xid;
+
+use crate::types::{Lsn, MAX_RECORD_SIZE, RelFileLocator, Xid};
 use crate::vfs::{OpenMode, Vfs};
-use crate::wal::{DecodedRecord, Lsn, Wal, MAX_RECORD_SIZE};
+use crate::wal::{DecodedRecord, Wal};
 
 /// PostgreSQL's limit on a global transaction id (`GIDSIZE` is 200 bytes).
 pub const MAX_GID_BYTES: usize = 200;

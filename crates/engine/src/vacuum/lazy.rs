@@ -31,8 +31,8 @@ use crate::fsm;
 use crate::heap::{Heap, XidOracle};
 use crate::page::OffsetNumber;
 use crate::recovery::storage;
-use crate::smgr::{BlockNumber, Fork};
-use crate::types::Xid;
+
+use crate::types::{BlockNumber, Fork, Xid};
 use crate::vm;
 use crate::wal::Wal;
 

@@ -26,9 +26,8 @@
 use crate::buffer::BufferPool;
 use crate::error::Result;
 use crate::hintfork;
-use crate::page::{Page, PageMut, HEADER_SIZE, PAGE_SIZE};
-use crate::smgr::{BlockNumber, Fork, RelFileLocator};
-use crate::wal::Lsn;
+use crate::page::{Page, PageMut, HEADER_SIZE};
+use crate::types::{BlockNumber, Fork, Lsn, PAGE_SIZE, RelFileLocator};
 
 /// Heap blocks one map page covers.
 pub const BLOCKS_PER_PAGE: u32 = ((PAGE_SIZE - HEADER_SIZE) * 8) as u32;

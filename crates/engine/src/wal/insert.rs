@@ -7,11 +7,11 @@ use std::sync::atomic::Ordering;
 use super::record::{self, BlockRef, RecordType};
 use super::{
     align8, my_slot, pos_to_end_lsn, pos_to_lsn, LoggedPage, Lsn, Wal, WalRecord, HDR, IDLE,
-    MAX_BLOCK_REFS, MAX_RECORD_SIZE, PAGE,
+    MAX_BLOCK_REFS, PAGE,
 };
 use crate::error::{Error, Result};
 use crate::page::{Page, PageMut};
-use crate::types::Xid;
+use crate::types::{Xid, MAX_RECORD_SIZE};
 
 /// A checkpoint began between the image decision and the reservation this many times in a
 /// row: impossible unless checkpoints run back to back faster than one record is built.
@@ -37,7 +37,7 @@ impl Wal {
         pages: &mut [LoggedPage<'_, '_>],
     ) -> Result<Lsn> {
         let worst_size_bytes = record::RECORD_HEADER_SIZE
-            + pages.len() * (record::BLOCK_REF_SIZE + crate::page::PAGE_SIZE)
+            + pages.len() * (record::BLOCK_REF_SIZE + crate::types::PAGE_SIZE)
             + main.len();
         if pages.len() > MAX_BLOCK_REFS || worst_size_bytes > MAX_RECORD_SIZE {
             // Refused before anything is dirtied: the pages' changes must then be undone by
@@ -55,7 +55,7 @@ impl Wal {
             let blocks: Vec<BlockRef<'_>> = pages
                 .iter()
                 .map(|p| {
-                    let page: &[u8; crate::page::PAGE_SIZE] = p.page;
+                    let page: &[u8; crate::types::PAGE_SIZE] = p.page;
                     BlockRef {
                         tag: p.page.tag(),
                         image: (!p.will_init && Page::new(page).lsn() <= redo).then_some(page),

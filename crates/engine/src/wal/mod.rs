@@ -70,12 +70,12 @@ use crate::error::{Error, Result};
 use crate::vfs::{Vfs, VfsFile};
 pub use reader::WalReader;
 pub use record::{
-    BlockRef, DecodedBlock, DecodedRecord, RecordType, WalRecord, MAX_BLOCK_REFS, MAX_RECORD_SIZE,
+    BlockRef, DecodedBlock, DecodedRecord, RecordType, WalRecord, MAX_BLOCK_REFS,
 };
 use ring::Ring;
 use write::Writer;
 
-pub use crate::types::Lsn;
+use crate::types::Lsn;
 
 /// The size of a WAL page.
 pub const WAL_PAGE_SIZE: usize = 8192;
@@ -405,7 +405,7 @@ impl Wal {
 /// The WAL rule for the buffer pool: before a dirty page is written, WAL up to its LSN is
 /// made durable.
 impl crate::buffer::WriteBackHook for Wal {
-    fn before_write(&self, _tag: crate::buffer::BufferTag, page_lsn: Lsn) -> Result<()> {
+    fn before_write(&self, _tag: crate::types::BufferTag, page_lsn: Lsn) -> Result<()> {
         self.flush(page_lsn)
     }
 }

@@ -19,12 +19,11 @@
 //! PostgreSQL, it is left out only when every byte of it is zero (the page layer zeroes what
 //! it frees), so an image restored by redo is the page byte for byte.
 
-use crate::buffer::BufferTag;
 use crate::bytes::Reader;
 use crate::error::{Error, Result as EngineResult};
-use crate::page::{Page, HEADER_SIZE, PAGE_SIZE};
-use crate::smgr::{Fork, RelFileLocator};
-use crate::types::{Rmid, Xid};
+use crate::page::{Page, HEADER_SIZE};
+
+use crate::types::{BufferTag, Fork, PAGE_SIZE, RelFileLocator, Rmid, Xid};
 
 use super::Lsn;
 
@@ -38,7 +37,7 @@ const HOLE_HEADER_SIZE: usize = 4;
 /// Block references per record, as PostgreSQL's `XLR_MAX_BLOCK_ID` (32) halved: quire's
 /// records are small, and the bound keeps a record well inside the WAL buffers.
 pub const MAX_BLOCK_REFS: usize = 16;
-pub use crate::types::MAX_RECORD_SIZE;
+use crate::types::MAX_RECORD_SIZE;
 
 /// The encoded size of a relation ([`put_rel`]).
 pub(crate) const REL_BYTES: usize = 12;

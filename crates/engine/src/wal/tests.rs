@@ -4,10 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use crate::buffer::BufferTag;
-use crate::page::PAGE_SIZE;
-use crate::smgr::{Fork, RelFileLocator};
-use crate::types::{Rmid, Xid};
+
+use crate::types::{BufferTag, Fork, RelFileLocator, Rmid, Xid, MAX_RECORD_SIZE, PAGE_SIZE};
 use crate::vfs::{CrashOptions, OpKind, SimVfs};
 
 fn config() -> Config {

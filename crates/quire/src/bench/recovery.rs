@@ -8,9 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{ensure, Context};
-use quire_engine::buffer::BufferTag;
+
 use quire_engine::recovery::{storage, testrm};
 use quire_engine::rng::SplitMix64;
+use quire_engine::types::BufferTag;
 use quire_engine::vfs::{OpKind, OsVfs, Vfs};
 use quire_engine::{Config, Database, Fork, RelFileLocator, RelsizeCacheMode};
 use serde_json::json;

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::ensure;
-use quire_engine::buffer::BufferTag;
+
 use quire_engine::rng::SplitMix64;
+use quire_engine::types::BufferTag;
 use quire_engine::vfs::{OpKind, OsVfs, Vfs};
 use quire_engine::{Config, Database, Fork, RelFileLocator, RelsizeCacheMode};
 use serde_json::json;

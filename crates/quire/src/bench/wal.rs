@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::ensure;
 use quire_engine::recovery::testrm::TestRecord;
-use quire_engine::types::Xid;
+use quire_engine::types::{Lsn, Xid};
 use quire_engine::vfs::{OpCounts, OpKind, OsVfs, SimVfs, Vfs};
-use quire_engine::wal::{Lsn, Wal, WalRecord, FIRST_LSN};
+use quire_engine::wal::{Wal, WalRecord, FIRST_LSN};
 use quire_engine::Config;
 use serde_json::json;
 

@@ -8,9 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::bail;
-use quire_engine::buffer::BufferTag;
+
 use quire_engine::recovery::{storage, testrm};
 use quire_engine::rng::SplitMix64;
+use quire_engine::types::BufferTag;
 use quire_engine::{Config, Fork, RelFileLocator};
 
 use super::{mix, open, say};

@@ -10,7 +10,7 @@ use std::mem::size_of;
 
 use super::{check_input, BlockCursor, DeadTids, TidStoreError};
 use crate::page::{OffsetNumber, Tid, MAX_ITEM_COUNT};
-use crate::smgr::BlockNumber;
+use crate::types::BlockNumber;
 
 /// PostgreSQL's `MaxAllocSize` (1 GB - 1): the largest array PostgreSQL's vacuum allocates
 /// for dead TIDs, whatever `maintenance_work_mem` says.

@@ -50,7 +50,7 @@ use std::ops::ControlFlow;
 
 use crate::config::DeadTidsMode;
 use crate::page::{OffsetNumber, Tid, FIRST_OFFSET_NUMBER};
-use crate::smgr::BlockNumber;
+use crate::types::BlockNumber;
 
 mod array;
 mod containers;

@@ -50,7 +50,7 @@ use super::containers::{
 };
 use super::{check_input, BlockCursor, DeadTids, TidStoreError};
 use crate::page::{OffsetNumber, Tid};
-use crate::smgr::BlockNumber;
+use crate::types::BlockNumber;
 
 /// Blocks per leaf: 2^16 (512 MiB of heap).
 const LEAF_SHIFT: u32 = 16;
