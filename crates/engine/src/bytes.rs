@@ -13,22 +13,29 @@
 //! - Writing needs no helper, so there is none: `out.extend_from_slice(&x.to_le_bytes())`
 //!   appends a field, `b[at..at + N].copy_from_slice(&x.to_le_bytes())` sets one in place.
 
+// Every function here is `#[inline]`: they sit on hot paths (tuple headers, B-tree keys,
+// the dead-TID store) in other codegen units, which would otherwise call them.
+
 /// The `N` bytes at `at`, if all of them are there.
+#[inline]
 fn array_at<const N: usize>(bytes: &[u8], at: usize) -> Option<[u8; N]> {
     bytes.get(at..at.checked_add(N)?)?.try_into().ok()
 }
 
 /// The u16 at byte `at`; `None` if it runs past the end.
+#[inline]
 pub(crate) fn u16_at(bytes: &[u8], at: usize) -> Option<u16> {
     array_at(bytes, at).map(u16::from_le_bytes)
 }
 
 /// The u32 at byte `at`; `None` if it runs past the end.
+#[inline]
 pub(crate) fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
     array_at(bytes, at).map(u32::from_le_bytes)
 }
 
 /// The u64 at byte `at`; `None` if it runs past the end.
+#[inline]
 pub(crate) fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
     array_at(bytes, at).map(u64::from_le_bytes)
 }
@@ -42,11 +49,13 @@ pub(crate) struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    #[inline]
     pub(crate) fn new(bytes: &'a [u8]) -> Self {
         Reader { bytes, at: 0 }
     }
 
     /// The next `n` bytes.
+    #[inline]
     pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let s = self.bytes.get(self.at..self.at.checked_add(n)?)?;
         self.at += n;
@@ -54,34 +63,41 @@ impl<'a> Reader<'a> {
     }
 
     /// The next `N` bytes, as an array.
+    #[inline]
     pub(crate) fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
         let a = array_at(self.bytes, self.at)?;
         self.at += N;
         Some(a)
     }
 
+    #[inline]
     pub(crate) fn u8(&mut self) -> Option<u8> {
         self.array().map(u8::from_le_bytes)
     }
 
+    #[inline]
     pub(crate) fn u16(&mut self) -> Option<u16> {
         self.array().map(u16::from_le_bytes)
     }
 
+    #[inline]
     pub(crate) fn u32(&mut self) -> Option<u32> {
         self.array().map(u32::from_le_bytes)
     }
 
+    #[inline]
     pub(crate) fn u64(&mut self) -> Option<u64> {
         self.array().map(u64::from_le_bytes)
     }
 
+    #[inline]
     pub(crate) fn i64(&mut self) -> Option<i64> {
         self.array().map(i64::from_le_bytes)
     }
 
     /// A byte string prefixed by its length as a u16 (the engine's one length-prefixed
     /// form: global transaction ids, tuples in B-tree records, names in catalog rows).
+    #[inline]
     pub(crate) fn bytes_u16(&mut self) -> Option<&'a [u8]> {
         let start = self.at;
         let n = self.u16()?;
@@ -93,6 +109,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Everything not read yet.
+    #[inline]
     pub(crate) fn rest(&mut self) -> &'a [u8] {
         let s = &self.bytes[self.at..];
         self.at = self.bytes.len();
@@ -100,12 +117,14 @@ impl<'a> Reader<'a> {
     }
 
     /// How many bytes are left.
+    #[inline]
     pub(crate) fn remaining(&self) -> usize {
         self.bytes.len() - self.at
     }
 
     /// `Some` if every byte was read: a format that ends where its fields end uses it to
     /// refuse trailing bytes.
+    #[inline]
     pub(crate) fn done(&self) -> Option<()> {
         (self.remaining() == 0).then_some(())
     }

@@ -38,14 +38,17 @@ const SEARCH_TURNS: usize = 15;
 // store.
 
 // The store's own arena, written by this module: every field read lies inside it.
+#[inline]
 pub(super) fn read_u16(bytes: &[u8], at: usize) -> u16 {
     crate::bytes::u16_at(bytes, at).expect("a field inside the arena")
 }
 
+#[inline]
 pub(super) fn read_u32(bytes: &[u8], at: usize) -> u32 {
     crate::bytes::u32_at(bytes, at).expect("a field inside the arena")
 }
 
+#[inline]
 pub(super) fn read_u64(bytes: &[u8], at: usize) -> u64 {
     crate::bytes::u64_at(bytes, at).expect("a field inside the arena")
 }
@@ -90,6 +93,7 @@ pub(super) fn encode_container(offsets: &[OffsetNumber], out: &mut Vec<u8>) {
 }
 
 /// Whether the container starting at `c[0]` holds `offset`.
+#[inline]
 pub(super) fn container_contains(c: &[u8], offset: OffsetNumber) -> bool {
     let header = read_u16(c, 0);
     let count = usize::from(header & COUNT_MASK);
