@@ -330,21 +330,21 @@ impl Database {
         &self.checkpointer
     }
 
-    #[cfg(any(test, feature = "testing"))]
     /// Transaction ids, snapshots, commit-log lookups.
+    #[cfg(any(test, feature = "testing"))]
     pub fn transactions(&self) -> &TransactionManager {
         &self.engine.txns
     }
 
-    #[cfg(any(test, feature = "testing"))]
     /// The table and transaction locks.
+    #[cfg(any(test, feature = "testing"))]
     pub fn locks(&self) -> &LockManager {
         &self.engine.locks
     }
 
-    #[cfg(any(test, feature = "testing"))]
     /// Switches `twophase_state` (seed 003) for transactions prepared from now on, so a
     /// benchmark can run both behaviours on one open database.
+    #[cfg(any(test, feature = "testing"))]
     pub fn set_twophase_state(&self, mode: crate::config::TwophaseStateMode) {
         self.engine.twophase.set_mode(mode);
     }

@@ -165,14 +165,21 @@ mod engine;
 mod hash;
 mod hintfork;
 
+// The embedded API: what `Database` and `Transaction` take and return.
 pub use catalog::{Column, IndexDef, IndexId, TableDef, TableId};
+pub use commands::vacuum::DatabaseVacuum;
 pub use config::{
     BufferDropMode, Config, DeadTidsMode, RelsizeCacheMode, SyncMode, TwophaseStateMode,
 };
 pub use db::Database;
 pub use error::{Error, Result};
-pub use page::Tid;
-pub use session::{Changed, IsolationLevel, Scan, Transaction};
-pub use txn::lock::LockMode;
+pub use page::{PageError, Tid};
+pub use recovery::RecoveryStats;
+pub use session::{Changed, IndexRows, IsolationLevel, Scan, Transaction};
+pub use stats::TableStats;
+pub use txn::lock::{LockMode, LockOwner};
+pub use txn::twophase::{PreparedXact, TwoPhaseStats};
+pub use txn::ProcId;
 pub use types::{BlockNumber, Fork, Lsn, Oid, RelFileLocator, Xid};
+pub use vacuum::VacuumStats;
 pub use value::{Row, Type, Value};

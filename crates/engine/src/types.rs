@@ -11,7 +11,9 @@
 //! ## Rules
 //! - Only plain data and constants: no I/O, no locks, no allocation.
 //! - A limit that another limit or a setting's lower bound is derived from is defined here,
-//!   once; the layer that enforces it re-exports it (`wal::MAX_RECORD_SIZE`).
+//!   once, with `const` assertions tying it to the others.
+//! - One path to each: every module imports these from `types`; no layer re-exports them
+//!   (the crate root re-exports the few that belong to the embedded API).
 
 use std::fmt;
 

@@ -15,7 +15,7 @@ use crate::bytes::Reader;
 use crate::error::{Error, Result};
 
 use crate::types::{BlockNumber, Fork, Lsn, Oid, RelFileLocator, Xid};
-use crate::wal::record::{fork_of, put_rel, read_rel, record_types, REL_BYTES};
+use crate::wal::record::{put_rel, read_rel, record_types, REL_BYTES};
 use crate::wal::{DecodedRecord, Wal, WalRecord};
 
 record_types! {
@@ -66,9 +66,9 @@ impl StorageChange {
     fn decode(record_type: StorageRecord, main: &[u8]) -> Option<Self> {
         let mut r = Reader::new(main);
         let rec = match record_type {
-            StorageRecord::Create => StorageChange::Create(read_rel(&mut r)?, fork_of(r.u8()?)?),
+            StorageRecord::Create => StorageChange::Create(read_rel(&mut r)?, Fork::from_number(r.u8()?)?),
             StorageRecord::Truncate => {
-                StorageChange::Truncate(read_rel(&mut r)?, fork_of(r.u8()?)?, r.u32()?)
+                StorageChange::Truncate(read_rel(&mut r)?, Fork::from_number(r.u8()?)?, r.u32()?)
             }
             StorageRecord::Drop => {
                 if !r.remaining().is_multiple_of(REL_BYTES) {

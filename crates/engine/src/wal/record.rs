@@ -22,8 +22,7 @@
 use crate::bytes::Reader;
 use crate::error::{Error, Result as EngineResult};
 use crate::page::{Page, HEADER_SIZE};
-
-use crate::types::{BufferTag, Fork, PAGE_SIZE, RelFileLocator, Rmid, Xid};
+use crate::types::{BufferTag, Fork, RelFileLocator, Rmid, Xid, MAX_RECORD_SIZE, PAGE_SIZE};
 
 use super::Lsn;
 
@@ -37,7 +36,6 @@ const HOLE_HEADER_SIZE: usize = 4;
 /// Block references per record, as PostgreSQL's `XLR_MAX_BLOCK_ID` (32) halved: quire's
 /// records are small, and the bound keeps a record well inside the WAL buffers.
 pub const MAX_BLOCK_REFS: usize = 16;
-use crate::types::MAX_RECORD_SIZE;
 
 /// The encoded size of a relation ([`put_rel`]).
 pub(crate) const REL_BYTES: usize = 12;
@@ -52,11 +50,6 @@ pub(crate) fn put_rel(out: &mut Vec<u8>, rel: RelFileLocator) {
 /// Reads what [`put_rel`] wrote.
 pub(crate) fn read_rel(r: &mut Reader<'_>) -> Option<RelFileLocator> {
     Some(RelFileLocator::new(r.u32()?, r.u64()?))
-}
-
-/// The fork an encoded fork number (`Fork as u8`) names.
-pub(crate) fn fork_of(b: u8) -> Option<Fork> {
-    Fork::ALL.into_iter().find(|f| *f as u8 == b)
 }
 
 /// The record types of one resource manager: the `info` byte of its records as an enum, tied
@@ -353,7 +346,7 @@ pub fn decode(bytes: &[u8], lsn: Lsn, end_lsn: Lsn) -> Result<DecodedRecord, Rec
         let short = || RecordError::Malformed("block reference past the end");
         let rel = read_rel(&mut r).ok_or_else(short)?;
         let fork =
-            fork_of(r.u8().ok_or_else(short)?).ok_or(RecordError::Malformed("unknown fork"))?;
+            Fork::from_number(r.u8().ok_or_else(short)?).ok_or(RecordError::Malformed("unknown fork"))?;
         let flags = r.u8().ok_or_else(short)?;
         let _reserved = r.u16().ok_or_else(short)?;
         let block = r.u32().ok_or_else(short)?;
