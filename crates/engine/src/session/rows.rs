@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use super::{Changed, IsolationLevel, Transaction, MAX_CHANGE_ROUNDS};
-use crate::catalog::TableId;
+use crate::catalog::{TableDef, TableId};
 use crate::error::{Error, Result};
 use crate::heap::{Heap, HeapTuple, Looker, UpdateCheck};
 use crate::page::Tid;
@@ -95,10 +95,7 @@ impl Transaction {
         mut new_row: impl FnMut(&Row) -> Option<Row>,
     ) -> Result<Changed> {
         self.call(|| {
-            let (_, cid) = self.command();
-            self.lock_table_mode(table, LockMode::RowExclusive, LockWait::Block)?;
-            let (_, def) = self.def(table)?;
-            let xid = self.ensure_xid()?;
+            let (cid, def, xid) = self.begin_row_change(table, LockMode::RowExclusive)?;
             let indexes = self.indexes(table)?;
             let heap = self.heap(def.rel);
             let mut hint = self.st.borrow().targets.get(&def.rel).copied().flatten();
@@ -142,10 +139,7 @@ impl Transaction {
         mut keep_going: impl FnMut(&Row) -> bool,
     ) -> Result<Changed> {
         self.call(|| {
-            let (_, cid) = self.command();
-            self.lock_table_mode(table, LockMode::RowExclusive, LockWait::Block)?;
-            let (_, def) = self.def(table)?;
-            let xid = self.ensure_xid()?;
+            let (cid, def, xid) = self.begin_row_change(table, LockMode::RowExclusive)?;
             let heap = self.heap(def.rel);
             let r = self.change_loop(&heap, tid, |t| {
                 let current = t.row(def.rel)?;
@@ -168,10 +162,7 @@ impl Transaction {
     /// COMMITTED, after following concurrent updates) until the end of the transaction.
     pub fn lock_row(&self, table: TableId, tid: Tid) -> Result<Changed> {
         self.call(|| {
-            let (_, cid) = self.command();
-            self.lock_table_mode(table, LockMode::RowShare, LockWait::Block)?;
-            let (_, def) = self.def(table)?;
-            let xid = self.ensure_xid()?;
+            let (cid, def, xid) = self.begin_row_change(table, LockMode::RowShare)?;
             let heap = self.heap(def.rel);
             let r = self.change_loop(&heap, tid, |t| {
                 let current = t.row(def.rel)?;
@@ -181,6 +172,16 @@ impl Transaction {
             self.st.borrow_mut().cid_used = true;
             r
         })
+    }
+
+    /// What UPDATE, DELETE and row locks start with: the command id, the table lock in
+    /// `mode`, the table's definition and the transaction id.
+    fn begin_row_change(&self, table: TableId, mode: LockMode) -> Result<(u32, TableDef, Xid)> {
+        let (_, cid) = self.command();
+        self.lock_table_mode(table, mode, LockWait::Block)?;
+        let (_, def) = self.def(table)?;
+        let xid = self.ensure_xid()?;
+        Ok((cid, def, xid))
     }
 
     /// The loop every row change runs: try; if the row is being changed, wait for the
