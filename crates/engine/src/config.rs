@@ -2,6 +2,21 @@
 //! where quire differs, the reason is written next to the field. The seed switches
 //! (`buffer_drop`, `relsize_cache`, ...) are ordinary settings whose default is the fast path;
 //! the old behaviour exists so a benchmark can measure both in one process.
+//!
+//! ## Rules
+//! - One `Config` per open database, fixed at `Database::open`: nothing reads a setting
+//!   from anywhere else, and no setting changes on an open database except through an
+//!   explicit engine call that says so (today only `twophase_state`, for transactions
+//!   prepared from then on, so a benchmark can compare both behaviours on one database).
+//! - [`Config::validate`] runs before anything is opened, and [`Config::set`] validates a
+//!   copy before storing it, so an invalid configuration never exists in a running engine.
+//!   Every refusal names the setting (SQLSTATE 22023).
+//! - Settings that depend on each other are checked together there, and limits they derive
+//!   from are defined once in [`crate::types`]: `wal_buffers` ≥
+//!   `types::MIN_WAL_BUFFERS_BYTES` (four of the largest WAL record, so an inserter never
+//!   waits for its own ring slot); `wal_segment_size` and `wal_buffers` multiples of the page
+//!   size; the lock table sized by `max_locks_per_transaction` × (`max_connections` +
+//!   `max_prepared_transactions`).
 
 use crate::error::{Error, Result};
 use crate::types::PAGE_SIZE;

@@ -1,6 +1,18 @@
 //! The engine's error type. Every error that concerns a page names the relation, fork and
 //! block; every file error names the file. Errors are logged where they are handled (by the
 //! caller that decides what to do), not here.
+//!
+//! ## Rules
+//! - One enum for the library, each variant with its PostgreSQL SQLSTATE
+//!   ([`Error::sqlstate`]): what a client sees is what PostgreSQL would send.
+//! - **XX001** (data_corrupted): bytes read from disk or WAL that do not decode or fail their
+//!   checksum, always with where they were (relation, block, LSN, file). **58030**
+//!   (io_error): the operating system refused a read, write or fsync. **XX000**
+//!   (internal_error): the engine's own state contradicts itself (a stopped WAL, a missing
+//!   relation that must exist); never for bad input.
+//! - A panic is right only for a broken invariant of the engine's own making (a caller bug,
+//!   asserted where it would corrupt data), never for input: bytes from disk, WAL or a client
+//!   get an error, and the engine goes on or, after a failed write or fsync, stops.
 
 use std::io;
 use std::path::PathBuf;

@@ -88,7 +88,7 @@ pub enum Value {
 pub type Row = Vec<Value>;
 
 /// A value borrowed from its encoding, without allocation (the B-tree compares keys in this
-/// form). [`read_value`] is the one decoder of the encoding.
+/// form). `read_value` is the one decoder of the encoding.
 #[derive(Clone, Copy, Debug)]
 pub enum ValueRef<'a> {
     Null,

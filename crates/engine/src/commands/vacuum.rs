@@ -4,7 +4,7 @@
 //! [`Database::vacuum`](crate::Database::vacuum) and by the autovacuum worker
 //! ([`crate::autovacuum`]).
 //!
-//! And VACUUM of the whole database ([`vacuum_database`]): every table, then the catalog,
+//! And VACUUM of the whole database (`vacuum_database`): every table, then the catalog,
 //! then — if none was skipped — the commit logs lose the statuses below the oldest id any
 //! table still names without a hint, keeping those of the last `vacuum_freeze_min_age`
 //! transactions anyway (PostgreSQL's `vac_update_datfrozenxid` and `vac_truncate_clog`).

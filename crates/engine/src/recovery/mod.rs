@@ -232,7 +232,7 @@ fn redo_buffer_init<'a>(
 }
 
 /// Applies a record's change to its block `index`, the one way redo changes a page: gets the
-/// block ready ([`redo_buffer`]; [`redo_buffer_init`] for a block the record rebuilds from
+/// block ready (`redo_buffer`; `redo_buffer_init` for a block the record rebuilds from
 /// scratch, `init`) and, unless the page was restored from the record's image or already has
 /// the change, calls `apply` with the page and its tag, then sets the page LSN to the
 /// record's end and marks the page dirty. An error from `apply` leaves the page unmarked.

@@ -19,9 +19,9 @@
 //! ## Rules
 //! - **The WAL rule**: a data page may be written only once WAL up to its LSN is durable; the
 //!   buffer pool's write-back hook calls [`Wal::flush`] to ensure it.
-//! - A record is at most [`MAX_RECORD_SIZE`] bytes and `wal_buffers` is at least four times
-//!   that, so an inserter waiting for ring space only ever waits for *earlier* insertions:
-//!   there is no cycle, hence no deadlock.
+//! - A record is at most [`MAX_RECORD_SIZE`](crate::types::MAX_RECORD_SIZE) bytes and
+//!   `wal_buffers` is at least four times that, so an inserter waiting for ring space only
+//!   ever waits for *earlier* insertions: there is no cycle, hence no deadlock.
 //! - Lock order: insertion slot → reservation mutex; insertion slot → ring-init mutex;
 //!   insertion slot → writer mutex. Nobody waits for an insertion while holding the writer.
 //! - A failed fsync is final: the WAL enters a failed state, every later insert and flush is

@@ -55,7 +55,7 @@ pub(crate) fn read_rel(r: &mut Reader<'_>) -> Option<RelFileLocator> {
 /// The record types of one resource manager: the `info` byte of its records as an enum, tied
 /// to the manager's id, so that a record is always logged under the id of the manager whose
 /// type it carries (PostgreSQL's `XLOG_HEAP_INSERT` and friends, which C cannot tie so).
-/// Defined with [`record_types!`].
+/// Defined with `record_types!`.
 pub trait RecordType: Copy + std::fmt::Debug {
     /// The resource manager that logs and redoes these records.
     const RMID: Rmid;
