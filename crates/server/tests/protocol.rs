@@ -471,3 +471,90 @@ async fn startup_reports_parameters_and_refuses_unknown_users_and_non_loopback(
     assert_eq!(simple(&client, "SELECT 3").await?, [vec![Some("3".into())]]);
     server.stop().await
 }
+
+/// Reads backend messages until ReadyForQuery; returns them as (type byte, body).
+async fn read_until_ready(sock: &mut tokio::net::TcpStream) -> anyhow::Result<Vec<(u8, Vec<u8>)>> {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    loop {
+        let kind = sock.read_u8().await?;
+        let len = usize::try_from(sock.read_i32().await?)? - 4;
+        let mut body = vec![0; len];
+        sock.read_exact(&mut body).await?;
+        let done = kind == b'Z';
+        out.push((kind, body));
+        if done {
+            return Ok(out);
+        }
+    }
+}
+
+async fn send_query(sock: &mut tokio::net::TcpStream, sql: &str) -> anyhow::Result<u8> {
+    use tokio::io::AsyncWriteExt;
+    let mut msg = vec![b'Q'];
+    msg.extend_from_slice(&i32::try_from(4 + sql.len() + 1)?.to_be_bytes());
+    msg.extend_from_slice(sql.as_bytes());
+    msg.push(0);
+    sock.write_all(&msg).await?;
+    let messages = read_until_ready(sock).await?;
+    let (_, status) = messages.last().expect("ReadyForQuery");
+    Ok(status[0])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_protocol_parameter_status_and_ready_for_query_states() -> anyhow::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir()?;
+    let server = Running::start(dir.path(), 10).await?;
+    let mut sock = tokio::net::TcpStream::connect(server.addr).await?;
+    let mut body = 196_608i32.to_be_bytes().to_vec(); // protocol 3.0
+    for s in ["user", "postgres", "database", "postgres", ""] {
+        body.extend_from_slice(s.as_bytes());
+        body.push(0);
+    }
+    let mut msg = i32::try_from(4 + body.len())?.to_be_bytes().to_vec();
+    msg.extend_from_slice(&body);
+    sock.write_all(&msg).await?;
+    let messages = read_until_ready(&mut sock).await?;
+    let mut params = std::collections::HashMap::new();
+    for (kind, body) in &messages {
+        if *kind == b'S' {
+            let mut parts = body
+                .split(|b| *b == 0)
+                .map(|p| String::from_utf8_lossy(p).into_owned());
+            params.insert(
+                parts.next().unwrap_or_default(),
+                parts.next().unwrap_or_default(),
+            );
+        }
+    }
+    let expected = [
+        ("server_version", "16.0 (quire 0.1.0)"),
+        ("server_encoding", "UTF8"),
+        ("client_encoding", "UTF8"),
+        ("DateStyle", "ISO, MDY"),
+        ("integer_datetimes", "on"),
+        ("standard_conforming_strings", "on"),
+        ("TimeZone", "UTC"),
+    ];
+    for (name, value) in expected {
+        assert_eq!(params.get(name).map(String::as_str), Some(value), "{name}");
+    }
+    assert_eq!(messages.last().map(|(_, b)| b[0]), Some(b'I'));
+    assert_eq!(send_query(&mut sock, "BEGIN").await?, b'T');
+    assert_eq!(send_query(&mut sock, "SELECT 1").await?, b'T');
+    assert_eq!(send_query(&mut sock, "SELECT * FROM missing").await?, b'E');
+    assert_eq!(send_query(&mut sock, "SELECT 1").await?, b'E');
+    assert_eq!(send_query(&mut sock, "ROLLBACK").await?, b'I');
+    assert_eq!(send_query(&mut sock, "SELECT * FROM missing").await?, b'I');
+    assert_eq!(
+        send_query(&mut sock, "BEGIN; SELECT 1; COMMIT").await?,
+        b'I'
+    );
+    // Garbage after startup: an error, never a crash; the server keeps serving others.
+    sock.write_all(&[b'?', 0, 0, 0, 4]).await?;
+    drop(sock);
+    let client = server.connect().await?;
+    assert_eq!(simple(&client, "SELECT 5").await?, [vec![Some("5".into())]]);
+    server.stop().await
+}

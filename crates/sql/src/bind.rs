@@ -12,7 +12,7 @@ use sqlparser::ast::{
     UnaryOperator, Value as AstValue,
 };
 
-use crate::catalog::{self, ColumnInfo, TableInfo, RESERVED_PREFIX};
+use crate::catalog::{self, ColumnInfo, TableInfo};
 use crate::error::{Result, SqlError};
 use crate::types::{self, SqlType};
 
@@ -253,10 +253,16 @@ impl Binder {
                 names,
                 cascade: false,
                 ..
-            } => Ok(Plan::DropTable {
-                names: names.iter().map(table_name).collect::<Result<_>>()?,
-                if_exists: *if_exists,
-            }),
+            } => {
+                let names: Vec<String> = names.iter().map(table_name).collect::<Result<_>>()?;
+                for n in &names {
+                    catalog::check_not_reserved(n)?;
+                }
+                Ok(Plan::DropTable {
+                    names,
+                    if_exists: *if_exists,
+                })
+            }
             Statement::Truncate(t) => {
                 let tx = need_tx(tx)?;
                 if t.partitions.is_some() || t.identity.is_some() || t.cascade.is_some() {
@@ -279,12 +285,7 @@ impl Binder {
 
     fn create_table(ct: &ast::CreateTable) -> Result<Plan> {
         let name = table_name(&ct.name)?;
-        if name.starts_with(RESERVED_PREFIX) {
-            return Err(SqlError::new(
-                "42939",
-                format!("table names starting with \"{RESERVED_PREFIX}\" are reserved"),
-            ));
-        }
+        catalog::check_not_reserved(&name)?;
         if ct.query.is_some() || ct.like.is_some() || ct.temporary || ct.external {
             return Err(SqlError::unsupported(
                 "CREATE TABLE AS, LIKE, TEMPORARY or EXTERNAL",

@@ -87,8 +87,23 @@ fn oid_value(oid: TableId) -> Value {
     Value::Int(oid.0.cast_signed())
 }
 
+/// 42501 for a name in quire's reserved namespace: SQL may not read or change the SQL
+/// layer's own catalog table (a dropped or edited row would break every later lookup).
+pub(crate) fn check_not_reserved(name: &str) -> Result<()> {
+    if name.starts_with(RESERVED_PREFIX) {
+        return Err(SqlError::new(
+            "42501",
+            format!(
+                "table names starting with \"{RESERVED_PREFIX}\" are reserved for quire's catalog"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The table named `name`, with its SQL column types (42P01 if there is none).
 pub(crate) fn lookup(tx: &Transaction, name: &str) -> Result<TableInfo> {
+    check_not_reserved(name)?;
     let oid = tx.table(name).map_err(|e| match e {
         Error::UndefinedTable { .. } => {
             SqlError::new("42P01", format!("relation \"{name}\" does not exist"))

@@ -399,7 +399,9 @@ fn run(
                             .iter()
                             .map(|i| match i {
                                 Item::Expr(e) => env.eval(e, r),
-                                Item::CountStar => unreachable!("counting is handled above"),
+                                Item::CountStar => {
+                                    Err(SqlError::new("XX000", "count(*) outside an aggregate row"))
+                                }
                             })
                             .collect::<Result<Row>>()
                     })

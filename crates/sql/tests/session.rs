@@ -51,10 +51,16 @@ const ERRORS: &[(&str, &str)] = &[
     ("INSERT INTO t (id) VALUES (3)", "23502"),
     ("UPDATE t SET name = NULL WHERE id = 1", "23502"),
     ("INSERT INTO t (id, name) VALUES ('x1', 'c')", "22P02"),
-    ("INSERT INTO t (id, name, at) VALUES (3, 'c', 'yesterday-ish')", "22P02"),
+    (
+        "INSERT INTO t (id, name, at) VALUES (3, 'c', 'yesterday-ish')",
+        "22P02",
+    ),
     ("INSERT INTO t (id, name) VALUES (true, 'c')", "42804"),
     ("UPDATE t SET s = 'abc' WHERE id = 1", "22P02"),
-    ("INSERT INTO t (id, s, name) VALUES (3, 40000, 'c')", "22003"),
+    (
+        "INSERT INTO t (id, s, name) VALUES (3, 40000, 'c')",
+        "22003",
+    ),
     ("INSERT INTO t (id, name) VALUES (3, 'long')", "22001"),
     ("UPDATE t SET id = id / 0", "22012"),
     ("SELECT * FROM t WHERE name = 1", "42883"),
@@ -63,8 +69,13 @@ const ERRORS: &[(&str, &str)] = &[
     ("SELECT a.id FROM t a JOIN t b ON a.id = b.id", "0A000"),
     ("SELECT * FROM t WHERE id = 1 OR id = 2", "0A000"),
     ("SAVEPOINT x", "0A000"),
-    ("CREATE TABLE quire_mine (a int)", "42939"),
-    ("CREATE TABLE u (a int PRIMARY KEY, b int PRIMARY KEY)", "42P16"),
+    ("CREATE TABLE quire_mine (a int)", "42501"),
+    ("DROP TABLE quire_sql_columns", "42501"),
+    ("DELETE FROM quire_sql_columns", "42501"),
+    (
+        "CREATE TABLE u (a int PRIMARY KEY, b int PRIMARY KEY)",
+        "42P16",
+    ),
     ("DROP TABLE nowhere", "42P01"),
 ];
 
@@ -104,24 +115,64 @@ fn select_filters_orders_limits_and_uses_declared_types() -> anyhow::Result<()> 
     let dir = tempfile::tempdir()?;
     let mut s = Session::new(open(dir.path())?);
     run(&mut s, SETUP).unwrap();
-    run(&mut s, "INSERT INTO t (id, name, s) VALUES (3, 'c', 7), (4, 'd', -2)").unwrap();
-    let ids = |r: Vec<Vec<Value>>| r.into_iter().map(|r| r[0].as_int().unwrap()).collect::<Vec<_>>();
-    assert_eq!(ids(rows(&mut s, "SELECT id FROM t WHERE id > 1 AND id <= 3 ORDER BY id DESC")), [3, 2]);
+    run(
+        &mut s,
+        "INSERT INTO t (id, name, s) VALUES (3, 'c', 7), (4, 'd', -2)",
+    )
+    .unwrap();
+    let ids = |r: Vec<Vec<Value>>| {
+        r.into_iter()
+            .map(|r| r[0].as_int().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(rows(
+            &mut s,
+            "SELECT id FROM t WHERE id > 1 AND id <= 3 ORDER BY id DESC"
+        )),
+        [3, 2]
+    );
     assert_eq!(ids(rows(&mut s, "SELECT id FROM t WHERE s IS NULL")), [2]);
-    assert_eq!(ids(rows(&mut s, "SELECT id FROM t ORDER BY s LIMIT 2")), [4, 1]);
-    assert_eq!(ids(rows(&mut s, "SELECT id FROM t WHERE at < '2021-01-01'")), [1]);
+    assert_eq!(
+        ids(rows(&mut s, "SELECT id FROM t ORDER BY s LIMIT 2")),
+        [4, 1]
+    );
+    assert_eq!(
+        ids(rows(&mut s, "SELECT id FROM t WHERE at < '2021-01-01'")),
+        [1]
+    );
     assert_eq!(ids(rows(&mut s, "SELECT id FROM t WHERE f = 1.5")), [1]);
-    assert_eq!(rows(&mut s, "SELECT 2 + 3 * 4, -5, 'x'"), [[Value::Int(14), Value::Int(-5), Value::Text("x".into())]]);
-    assert_eq!(run(&mut s, "UPDATE t SET s = s + 1 WHERE s <> 7"), Ok("UPDATE 2".into()));
-    assert_eq!(run(&mut s, "DELETE FROM t WHERE id = 4"), Ok("DELETE 1".into()));
+    assert_eq!(
+        rows(&mut s, "SELECT 2 + 3 * 4, -5, 'x'"),
+        [[Value::Int(14), Value::Int(-5), Value::Text("x".into())]]
+    );
+    assert_eq!(
+        run(&mut s, "UPDATE t SET s = s + 1 WHERE s <> 7"),
+        Ok("UPDATE 2".into())
+    );
+    assert_eq!(
+        run(&mut s, "DELETE FROM t WHERE id = 4"),
+        Ok("DELETE 1".into())
+    );
     assert_eq!(run(&mut s, "TRUNCATE t"), Ok("TRUNCATE TABLE".into()));
     assert_eq!(rows(&mut s, "SELECT count(*) FROM t"), [[Value::Int(0)]]);
     // Described types: the declared ones, and parameters typed by their context.
-    let stmt = parse("SELECT id, s, name, f FROM t WHERE id = $1 AND name = $2").unwrap().pop().unwrap();
+    let stmt = parse("SELECT id, s, name, f FROM t WHERE id = $1 AND name = $2")
+        .unwrap()
+        .pop()
+        .unwrap();
     let d = s.describe(&stmt, &[])?;
     assert_eq!(d.params, [SqlType::Int4, SqlType::Varchar(Some(3))]);
     let types: Vec<SqlType> = d.columns.iter().map(|c| c.ty).collect();
-    assert_eq!(types, [SqlType::Int4, SqlType::Int2, SqlType::Varchar(Some(3)), SqlType::Float4]);
+    assert_eq!(
+        types,
+        [
+            SqlType::Int4,
+            SqlType::Int2,
+            SqlType::Varchar(Some(3)),
+            SqlType::Float4
+        ]
+    );
     run(&mut s, "DROP TABLE t").unwrap();
     assert_eq!(run(&mut s, "SELECT * FROM t"), Err("42P01"));
     Ok(())
@@ -130,7 +181,17 @@ fn select_filters_orders_limits_and_uses_declared_types() -> anyhow::Result<()> 
 #[test]
 fn malformed_input_never_panics() {
     let deep = format!("SELECT {}1{}", "(".repeat(10_000), ")".repeat(10_000));
-    for sql in ["", ";;", "'", "SELECT $0", "SELECT $99999999999", "\0", &deep, "INSERT INTO", "SELECT 1e999999"] {
+    for sql in [
+        "",
+        ";;",
+        "'",
+        "SELECT $0",
+        "SELECT $99999999999",
+        "\0",
+        &deep,
+        "INSERT INTO",
+        "SELECT 1e999999",
+    ] {
         if let Ok(stmts) = parse(sql) {
             let dir = tempfile::tempdir().unwrap();
             let mut s = Session::new(open(dir.path()).unwrap());
