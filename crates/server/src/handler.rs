@@ -208,21 +208,10 @@ impl SimpleQueryHandler for Connection {
             Ok(s) => s,
             Err(e) => return Ok(vec![Response::Error(Box::new(error_info("ERROR", &e)))]),
         };
-        // All statements of the message in one job; the first error ends the message, as
-        // in PostgreSQL.
+        // All statements of the message in one job: one implicit transaction, the first
+        // error ending the message, as in PostgreSQL.
         let results = session
-            .call(move |s| {
-                let mut out = Vec::new();
-                for stmt in &statements {
-                    let r = s.execute(stmt, &[], &[]);
-                    let failed = r.is_err();
-                    out.push(r);
-                    if failed {
-                        break;
-                    }
-                }
-                out
-            })
+            .call(move |s| s.execute_simple(&statements))
             .await
             .unwrap_or_else(|e| vec![Err(e)]);
         Ok(results

@@ -91,6 +91,10 @@ enum State {
 pub struct Session {
     db: Arc<Database>,
     state: State,
+    /// The block is the implicit transaction of a multi-statement simple query
+    /// ([`Session::execute_simple`]): committed at the message's end, rolled back to idle
+    /// (not to the aborted state) on an error, made explicit by a BEGIN inside it.
+    implicit: bool,
 }
 
 /// Most rows one statement materializes (a SELECT's result, an UPDATE's targets): results
@@ -107,6 +111,7 @@ impl Session {
         Session {
             db,
             state: State::Idle,
+            implicit: false,
         }
     }
 
@@ -193,6 +198,43 @@ impl Session {
         }
     }
 
+    /// The statements of one simple-query message, as PostgreSQL runs them: outside a block,
+    /// several statements form one implicit transaction (all or nothing), unless they
+    /// contain their own BEGIN/COMMIT. The first error ends the message.
+    pub fn execute_simple(&mut self, statements: &[Statement]) -> Vec<Result<Outcome>> {
+        let mut out = Vec::with_capacity(statements.len());
+        for (i, stmt) in statements.iter().enumerate() {
+            let more_follow = i + 1 < statements.len();
+            if more_follow && matches!(self.state, State::Idle) {
+                match self.db.begin(IsolationLevel::ReadCommitted) {
+                    Ok(tx) => {
+                        self.state = State::Block(Box::new(tx));
+                        self.implicit = true;
+                    }
+                    Err(e) => {
+                        out.push(Err(e.into()));
+                        return out;
+                    }
+                }
+            }
+            let r = self.execute(stmt, &[], &[]);
+            let failed = r.is_err();
+            out.push(r);
+            if failed {
+                return out;
+            }
+        }
+        if self.implicit {
+            self.implicit = false;
+            if let State::Block(tx) = std::mem::replace(&mut self.state, State::Idle) {
+                if let Err(e) = tx.commit() {
+                    out.push(Err(e.into()));
+                }
+            }
+        }
+        out
+    }
+
     /// Reports an error found outside [`Session::execute`] (a parameter that does not
     /// decode): inside a block it aborts the block, as any statement's error does.
     pub fn abort(&mut self, e: SqlError) -> SqlError {
@@ -204,6 +246,9 @@ impl Session {
     fn fail(&mut self, e: SqlError) -> SqlError {
         if let State::Block(tx) = std::mem::replace(&mut self.state, State::Failed) {
             let _ = tx.rollback();
+            if std::mem::take(&mut self.implicit) {
+                self.state = State::Idle;
+            }
         } else {
             self.state = State::Idle;
         }
@@ -211,6 +256,9 @@ impl Session {
     }
 
     fn begin(&mut self, isolation: IsolationLevel) -> Result<Outcome> {
+        // A BEGIN inside a simple query's implicit transaction makes it an ordinary block
+        // (PostgreSQL does the same; the statements before it are part of the block).
+        self.implicit = false;
         if matches!(self.state, State::Idle) {
             self.state = State::Block(Box::new(self.db.begin(isolation)?));
         }
@@ -222,6 +270,7 @@ impl Session {
     }
 
     fn end(&mut self, commit: bool) -> Result<Outcome> {
+        self.implicit = false;
         let tag = if commit { "COMMIT" } else { "ROLLBACK" };
         let done = Outcome {
             tag: tag.into(),

@@ -201,3 +201,53 @@ fn malformed_input_never_panics() {
         }
     }
 }
+
+/// `execute_simple` of every statement in `sql`: the tags, or the first error's SQLSTATE.
+fn simple(s: &mut Session, sql: &str) -> Result<Vec<String>, &'static str> {
+    let stmts = parse(sql).map_err(|e| e.sqlstate())?;
+    s.execute_simple(&stmts)
+        .into_iter()
+        .map(|r| r.map(|o| o.tag).map_err(|e| e.sqlstate()))
+        .collect()
+}
+
+#[test]
+fn a_multi_statement_message_is_one_implicit_transaction() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut s = Session::new(open(dir.path())?);
+    run(&mut s, SETUP).unwrap();
+    // The second INSERT fails: the first is rolled back with it, and the session is idle.
+    let r = simple(
+        &mut s,
+        "INSERT INTO t (id, name) VALUES (10, 'x'); INSERT INTO t (id, name) VALUES (1, 'dup')",
+    );
+    assert_eq!(r, Err("23505"));
+    assert_eq!(s.status(), TxStatus::Idle);
+    assert_eq!(rows(&mut s, "SELECT count(*) FROM t"), [[Value::Int(2)]]);
+    // Without an error, all of it commits.
+    simple(
+        &mut s,
+        "INSERT INTO t (id, name) VALUES (10, 'x'); INSERT INTO t (id, name) VALUES (11, 'y')",
+    )
+    .unwrap();
+    assert_eq!(rows(&mut s, "SELECT count(*) FROM t"), [[Value::Int(4)]]);
+    // A BEGIN inside makes an ordinary block that stays open, and aborts on an error.
+    simple(
+        &mut s,
+        "INSERT INTO t (id, name) VALUES (12, 'z'); BEGIN; DELETE FROM t WHERE id = 12",
+    )
+    .unwrap();
+    assert_eq!(s.status(), TxStatus::InBlock);
+    assert_eq!(
+        simple(&mut s, "SELECT 1; SELECT * FROM nowhere"),
+        Err("42P01")
+    );
+    assert_eq!(s.status(), TxStatus::Failed);
+    assert_eq!(simple(&mut s, "ROLLBACK").unwrap(), ["ROLLBACK"]);
+    assert_eq!(rows(&mut s, "SELECT count(*) FROM t"), [[Value::Int(4)]]);
+    // COMMIT inside: what precedes commits; what follows is a transaction of its own.
+    assert_eq!(simple(&mut s, "INSERT INTO t (id, name) VALUES (13, 'a'); COMMIT; INSERT INTO t (id, name) VALUES (13, 'b'); SELECT 1"), Err("23505"));
+    assert_eq!(rows(&mut s, "SELECT count(*) FROM t"), [[Value::Int(5)]]);
+    assert_eq!(s.status(), TxStatus::Idle);
+    Ok(())
+}
