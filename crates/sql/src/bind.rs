@@ -1045,3 +1045,73 @@ impl Expr {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use quire_engine::{Column, Oid, RelFileLocator, TableDef, Type};
+
+    use super::*;
+
+    /// `t (a integer PRIMARY KEY, b text)`, as the catalog would describe it.
+    fn table() -> TableInfo {
+        TableInfo {
+            def: TableDef {
+                oid: Oid(16_384),
+                name: "t".into(),
+                rel: RelFileLocator::new(5, 16_384),
+                columns: vec![Column::new("a", Type::Int), Column::new("b", Type::Text)],
+            },
+            columns: vec![
+                ColumnInfo {
+                    name: "a".into(),
+                    ty: SqlType::Int4,
+                    not_null: true,
+                },
+                ColumnInfo {
+                    name: "b".into(),
+                    ty: SqlType::Text,
+                    not_null: false,
+                },
+            ],
+            pkey: Some((Oid(16_385), vec![0])),
+        }
+    }
+
+    fn filter_of(sql_where: &str) -> (Filter, Vec<SqlType>) {
+        let stmt = crate::parse(&format!("SELECT * FROM t WHERE {sql_where}"))
+            .unwrap()
+            .pop()
+            .unwrap();
+        let sqlparser::ast::Statement::Query(q) = stmt.ast() else {
+            panic!("a query")
+        };
+        let SetExpr::Select(sel) = &*q.body else {
+            panic!("a select")
+        };
+        let mut b = Binder {
+            params: Vec::new(),
+            table: Some(table()),
+        };
+        let f = b.filter(sel.selection.as_ref()).unwrap();
+        (f, b.params)
+    }
+
+    #[test]
+    fn primary_key_equality_uses_the_index_and_types_the_parameter() {
+        let (f, params) = filter_of("a = $1 AND b IS NOT NULL");
+        assert!(
+            matches!(f.access, Access::PrimaryKey(ref v) if matches!(v.as_slice(), [Expr::Param(0)]))
+        );
+        assert_eq!(params, [SqlType::Int4]);
+        let (f, _) = filter_of("5 = a");
+        assert!(matches!(f.access, Access::PrimaryKey(_)));
+    }
+
+    #[test]
+    fn other_predicates_scan_sequentially() {
+        for w in ["a > 1", "b = 'x'", "a = a", "a <> 1", "a IS NULL"] {
+            let (f, _) = filter_of(w);
+            assert!(matches!(f.access, Access::Seq), "{w}");
+        }
+    }
+}

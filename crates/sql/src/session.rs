@@ -18,6 +18,11 @@ use crate::types::{self, SqlType};
 pub struct Statement(sqlparser::ast::Statement);
 
 impl Statement {
+    /// The parsed statement (the binder's input).
+    pub(crate) fn ast(&self) -> &sqlparser::ast::Statement {
+        &self.0
+    }
+
     /// Whether it is a statement a failed transaction block accepts (COMMIT, ROLLBACK).
     fn ends_block(&self) -> bool {
         matches!(
@@ -134,7 +139,7 @@ impl Session {
     /// Parameter types and output columns of `stmt`, given the types the client declared
     /// (`Unknown` for none).
     pub fn describe(&mut self, stmt: &Statement, hints: &[SqlType]) -> Result<Description> {
-        let bound = self.with_tx(stmt, |tx| bind::bind(&stmt.0, hints, tx))?;
+        let bound = self.with_tx(stmt, |tx| bind::bind(stmt.ast(), hints, tx))?;
         Ok(Description {
             params: bound.params,
             columns: bound.out,
@@ -158,7 +163,7 @@ impl Session {
             }
             return Err(SqlError::in_failed_transaction());
         }
-        let bound = match self.with_tx(stmt, |tx| bind::bind(&stmt.0, hints, tx)) {
+        let bound = match self.with_tx(stmt, |tx| bind::bind(stmt.ast(), hints, tx)) {
             Ok(b) => b,
             Err(e) => return Err(self.fail(e)),
         };
@@ -291,7 +296,7 @@ impl Session {
         stmt: &Statement,
         f: impl FnOnce(Option<&Transaction>) -> Result<T>,
     ) -> Result<T> {
-        if !bind::needs_catalog(&stmt.0) {
+        if !bind::needs_catalog(stmt.ast()) {
             return f(None);
         }
         match &self.state {
