@@ -1,7 +1,8 @@
-//! `quire`: the command-line entry point. Today it runs the benchmarks of the seed
-//! experiments (`quire bench <name>`); the server (`quire serve`) comes with the SQL layers.
+//! `quire`: the command-line entry point: the server (`quire serve`), the benchmarks of the
+//! seed experiments (`quire bench <name>`) and the crash workload (`quire torture`).
 
 mod bench;
+mod serve;
 mod torture;
 
 use clap::{Parser, Subcommand};
@@ -19,6 +20,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve PostgreSQL's wire protocol on a data directory (created on first start).
+    Serve(serve::ServeArgs),
     /// Reproduce a seed experiment: old and new behaviour measured side by side in one run.
     Bench(bench::BenchArgs),
     /// A crash workload for `kill -9` tests: `run` until killed, then `verify`.
@@ -26,15 +29,22 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    // The server logs its startup and shutdown; the benchmarks only warnings.
+    let default_level = if matches!(cli.command, Command::Serve(_)) {
+        "info"
+    } else {
+        "warn"
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("QUIRE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     match cli.command {
+        Command::Serve(args) => serve::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Torture(args) => torture::run(&args),
     }

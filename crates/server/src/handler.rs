@@ -1,0 +1,393 @@
+//! The pgwire handlers of one connection: startup (trust for `postgres` on loopback, the
+//! connection limit), simple query, and the extended protocol. Every statement goes to the
+//! connection's session thread ([`SessionHandle`]); these handlers only await replies and
+//! encode them.
+
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::{stream, Sink};
+use pgwire::api::auth::{
+    finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata,
+    DefaultServerParameterProvider, StartupHandler,
+};
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{
+    DescribePortalResponse, DescribeStatementResponse, FieldInfo, QueryResponse, Response, Tag,
+};
+use pgwire::api::stmt::{QueryParser, StoredStatement};
+use pgwire::api::{
+    ClientInfo, PgWireServerHandlers, PidSecretKeyGenerator, RandomPidSecretKeyGenerator, Type,
+    METADATA_USER,
+};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use quire_engine::Value;
+use quire_sql::{Description, OutColumn, Outcome, OutcomeKind, SqlError, SqlType, Statement};
+
+use crate::session::SessionHandle;
+use crate::wire;
+
+/// The only user until roles exist; trusted on loopback only.
+pub(crate) const SUPERUSER: &str = "postgres";
+
+/// A connection slot under `max_connections`, released when the connection ends.
+pub(crate) struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    pub(crate) fn acquire(count: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(Arc::clone(count)))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// One connection's handlers.
+pub(crate) struct Connection {
+    /// `None` when the connection is over `max_connections`: startup refuses it (53300).
+    pub session: Option<SessionHandle>,
+    pub _slot: Option<Slot>,
+    pub parameters: Arc<DefaultServerParameterProvider>,
+    pub pids: Arc<RandomPidSecretKeyGenerator>,
+    pub parser: Arc<SqlParser>,
+}
+
+/// The per-connection factory pgwire asks for handlers.
+pub(crate) struct Handlers(pub Arc<Connection>);
+
+impl PgWireServerHandlers for Handlers {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        Arc::clone(&self.0)
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        Arc::clone(&self.0)
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        Arc::clone(&self.0)
+    }
+}
+
+fn error_info(severity: &str, e: &SqlError) -> ErrorInfo {
+    ErrorInfo::new(
+        severity.to_owned(),
+        e.sqlstate().to_owned(),
+        e.message().to_owned(),
+    )
+}
+
+fn user_error(e: &SqlError) -> PgWireError {
+    PgWireError::UserError(Box::new(error_info("ERROR", e)))
+}
+
+fn fatal(code: &str, message: &str) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        "FATAL".to_owned(),
+        code.to_owned(),
+        message.to_owned(),
+    )))
+}
+
+impl Connection {
+    fn session(&self) -> Result<&SessionHandle, SqlError> {
+        self.session
+            .as_ref()
+            .ok_or_else(|| SqlError::new("53300", "sorry, too many clients already"))
+    }
+}
+
+#[async_trait]
+impl StartupHandler for Connection {
+    async fn on_startup<C>(
+        &self,
+        client: &mut C,
+        message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let PgWireFrontendMessage::Startup(ref startup) = message else {
+            return Ok(());
+        };
+        protocol_negotiation(client, startup).await?;
+        save_startup_parameters_to_metadata(client, startup);
+        if self.session.is_none() {
+            return Err(fatal("53300", "sorry, too many clients already"));
+        }
+        let user = client
+            .metadata()
+            .get(METADATA_USER)
+            .cloned()
+            .unwrap_or_default();
+        let peer = client.socket_addr();
+        if !peer.ip().is_loopback() {
+            return Err(fatal(
+                "28000",
+                &format!(
+                    "no authentication method for host \"{}\": only trust on loopback exists yet",
+                    peer.ip()
+                ),
+            ));
+        }
+        if user != SUPERUSER {
+            return Err(fatal("28000", &format!("role \"{user}\" does not exist")));
+        }
+        let (pid, secret) = self.pids.generate(client);
+        client.set_pid_and_secret_key(pid, secret);
+        finish_authentication(client, self.parameters.as_ref()).await?;
+        tracing::debug!(%peer, pid, "connection authenticated (trust)");
+        Ok(())
+    }
+}
+
+fn pg_type(t: SqlType) -> Type {
+    Type::from_oid(t.oid()).unwrap_or(Type::UNKNOWN)
+}
+
+fn fields(columns: &[OutColumn], format: &Format) -> Vec<FieldInfo> {
+    columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            FieldInfo::new(
+                c.name.clone(),
+                None,
+                None,
+                pg_type(c.ty),
+                format.format_for(i),
+            )
+        })
+        .collect()
+}
+
+/// The response of one executed statement.
+fn response(outcome: Outcome, format: &Format) -> Response {
+    match outcome.kind {
+        OutcomeKind::Command => Response::Execution(Tag::new(&outcome.tag)),
+        OutcomeKind::BlockStart => Response::TransactionStart(Tag::new(&outcome.tag)),
+        OutcomeKind::BlockEnd => Response::TransactionEnd(Tag::new(&outcome.tag)),
+        OutcomeKind::Rows { columns, rows } => {
+            let schema = Arc::new(fields(&columns, format));
+            let types: Vec<SqlType> = columns.iter().map(|c| c.ty).collect();
+            let binary: Vec<bool> = (0..columns.len()).map(|i| format.is_binary(i)).collect();
+            let data: Vec<PgWireResult<_>> = rows
+                .iter()
+                .map(|r| wire::encode_row(r, &types, |i| binary[i]).map_err(|e| user_error(&e)))
+                .collect();
+            Response::Query(QueryResponse::new(schema, stream::iter(data)))
+        }
+    }
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Connection {
+    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let statements = match quire_sql::parse(query) {
+            Ok(s) => s,
+            Err(e) => return Ok(vec![Response::Error(Box::new(error_info("ERROR", &e)))]),
+        };
+        let session = match self.session() {
+            Ok(s) => s,
+            Err(e) => return Ok(vec![Response::Error(Box::new(error_info("ERROR", &e)))]),
+        };
+        // All statements of the message in one job: one implicit transaction, the first
+        // error ending the message, as in PostgreSQL.
+        let results = session
+            .call(move |s| s.execute_simple(&statements))
+            .await
+            .unwrap_or_else(|e| vec![Err(e)]);
+        Ok(results
+            .into_iter()
+            .map(|r| match r {
+                Ok(o) => response(o, &Format::UnifiedText),
+                Err(e) => Response::Error(Box::new(error_info("ERROR", &e))),
+            })
+            .collect())
+    }
+}
+
+/// Parses a Parse message's SQL (syntax only: binding needs the session's transaction).
+#[derive(Debug, Default)]
+pub(crate) struct SqlParser;
+
+#[async_trait]
+impl QueryParser for SqlParser {
+    type Statement = Statement;
+
+    async fn parse_sql<C>(
+        &self,
+        _client: &C,
+        sql: &str,
+        _types: &[Option<Type>],
+    ) -> PgWireResult<Option<Statement>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let mut statements = quire_sql::parse(sql).map_err(|e| user_error(&e))?;
+        match statements.len() {
+            0 => Ok(None),
+            1 => Ok(statements.pop()),
+            _ => Err(user_error(&SqlError::syntax(
+                "cannot insert multiple commands into a prepared statement",
+            ))),
+        }
+    }
+
+    fn get_parameter_types(&self, _stmt: &Statement) -> PgWireResult<Vec<Type>> {
+        // Parameter types need the catalog: `Connection::do_describe_statement` asks the
+        // session thread instead.
+        Ok(Vec::new())
+    }
+
+    fn get_result_schema(
+        &self,
+        _stmt: &Statement,
+        _format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        Ok(Vec::new())
+    }
+}
+
+/// The client's declared parameter types (`Unknown` where it left the type to the server).
+fn hints(declared: &[Option<Type>]) -> Result<Vec<SqlType>, SqlError> {
+    declared
+        .iter()
+        .map(|t| match t {
+            None => Ok(SqlType::Unknown),
+            Some(t) => SqlType::from_oid(t.oid())
+                .ok_or_else(|| SqlError::unsupported(format!("parameter type {}", t.name()))),
+        })
+        .collect()
+}
+
+impl Connection {
+    async fn describe(&self, stmt: &StoredStatement<Statement>) -> PgWireResult<Description> {
+        let hints = hints(&stmt.parameter_types).map_err(|e| user_error(&e))?;
+        let statement = stmt.statement.clone();
+        self.session()
+            .map_err(|e| user_error(&e))?
+            .call(move |s| s.describe(&statement, &hints))
+            .await
+            .and_then(|r| r)
+            .map_err(|e| user_error(&e))
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Connection {
+    type Statement = Statement;
+    type QueryParser = SqlParser;
+
+    fn query_parser(&self) -> Arc<SqlParser> {
+        Arc::clone(&self.parser)
+    }
+
+    async fn do_query<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Statement>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let hints = hints(&portal.statement.parameter_types).map_err(|e| user_error(&e))?;
+        let statement = portal.statement.statement.clone();
+        let raw: Vec<Option<Vec<u8>>> = portal
+            .parameters
+            .iter()
+            .map(|p| p.as_ref().map(|b| b.to_vec()))
+            .collect();
+        let binary: Vec<bool> = (0..raw.len())
+            .map(|i| portal.parameter_format.is_binary(i))
+            .collect();
+        let outcome = self
+            .session()
+            .map_err(|e| user_error(&e))?
+            .call(move |s| {
+                let types = s.describe(&statement, &hints).map_err(|e| s.abort(e))?.params;
+                if types.len() != raw.len() {
+                    return Err(s.abort(SqlError::new(
+                        "08P01",
+                        format!("bind message supplies {} parameters, but prepared statement requires {}", raw.len(), types.len()),
+                    )));
+                }
+                let values = raw
+                    .iter()
+                    .zip(&types)
+                    .enumerate()
+                    .map(|(i, (b, t))| wire::decode_param(b.as_deref(), binary[i], *t, i + 1))
+                    .collect::<Result<Vec<Value>, _>>()
+                    .map_err(|e| s.abort(e))?;
+                s.execute(&statement, &types, &values)
+            })
+            .await
+            .and_then(|r| r)
+            .map_err(|e| user_error(&e))?;
+        Ok(response(outcome, &portal.result_column_format))
+    }
+
+    async fn do_describe_statement<C>(
+        &self,
+        _client: &mut C,
+        stmt: &StoredStatement<Statement>,
+    ) -> PgWireResult<DescribeStatementResponse>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let d = self.describe(stmt).await?;
+        let params = d.params.iter().map(|t| pg_type(*t)).collect();
+        // Formats are not known before Bind; text is what PostgreSQL reports here too.
+        Ok(DescribeStatementResponse::new(
+            params,
+            fields(&d.columns, &Format::UnifiedText),
+        ))
+    }
+
+    async fn do_describe_portal<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Statement>,
+    ) -> PgWireResult<DescribePortalResponse>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let d = self.describe(&portal.statement).await?;
+        Ok(DescribePortalResponse::new(fields(
+            &d.columns,
+            &portal.result_column_format,
+        )))
+    }
+}
+
+/// The ParameterStatus values sent at startup.
+pub(crate) fn server_parameters() -> DefaultServerParameterProvider {
+    let mut p = DefaultServerParameterProvider::default();
+    p.server_version = format!("16.0 (quire {})", env!("CARGO_PKG_VERSION"));
+    p.server_encoding = "UTF8".into();
+    p.client_encoding = Some("UTF8".into());
+    p.date_style = "ISO, MDY".into();
+    p.integer_datetimes = true;
+    p.standard_conforming_strings = true;
+    p.time_zone = "UTC".into();
+    p.application_name = None;
+    p
+}

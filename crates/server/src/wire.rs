@@ -1,0 +1,112 @@
+//! Values on the wire: result columns in text or binary format, and parameter values from
+//! Bind in either format, for the SQL layer's types. Binary formats are PostgreSQL's send
+//! and receive functions (big-endian integers and floats, timestamps in microseconds since
+//! 2000-01-01).
+
+use bytes::{BufMut, BytesMut};
+use pgwire::messages::data::DataRow;
+use quire_engine::Value;
+use quire_sql::{format_text, parse_text, SqlError, SqlType, PG_EPOCH_OFFSET_US};
+
+/// One result row as a DataRow; `binary(i)` says column `i`'s format. Fails (54000) for a
+/// row the protocol cannot carry: more than 32767 columns or a field over 2 GiB.
+pub(crate) fn encode_row(
+    row: &[Value],
+    types: &[SqlType],
+    binary: impl Fn(usize) -> bool,
+) -> Result<DataRow, SqlError> {
+    let too_large = || SqlError::new("54000", "the row is too large for the protocol");
+    let mut data = BytesMut::new();
+    for (i, (v, ty)) in row.iter().zip(types).enumerate() {
+        let bytes = if binary(i) {
+            encode_binary(v, *ty)
+        } else {
+            format_text(v, *ty).map(String::into_bytes)
+        };
+        match bytes {
+            None => data.put_i32(-1),
+            Some(b) => {
+                data.put_i32(i32::try_from(b.len()).map_err(|_| too_large())?);
+                data.put_slice(&b);
+            }
+        }
+    }
+    Ok(DataRow::new(
+        data,
+        i16::try_from(row.len()).map_err(|_| too_large())?,
+    ))
+}
+
+fn encode_binary(v: &Value, ty: SqlType) -> Option<Vec<u8>> {
+    Some(match (v, ty) {
+        (Value::Null, _) => return None,
+        (Value::Int(i), SqlType::Int2) => (*i as i16).to_be_bytes().to_vec(),
+        (Value::Int(i), SqlType::Int4) => (*i as i32).to_be_bytes().to_vec(),
+        (Value::Int(i), _) => i.to_be_bytes().to_vec(),
+        (Value::Bool(b), _) => vec![u8::from(*b)],
+        (Value::Float(f), SqlType::Float4) => (*f as f32).to_be_bytes().to_vec(),
+        (Value::Float(f), _) => f.to_be_bytes().to_vec(),
+        (Value::Text(s), _) => s.as_bytes().to_vec(),
+        (Value::Bytea(b), _) => b.clone(),
+        (Value::Timestamp(us), _) => us.saturating_sub(PG_EPOCH_OFFSET_US).to_be_bytes().to_vec(),
+    })
+}
+
+/// A parameter's value from its Bind bytes.
+pub(crate) fn decode_param(
+    bytes: Option<&[u8]>,
+    binary: bool,
+    ty: SqlType,
+    n: usize,
+) -> Result<Value, SqlError> {
+    let Some(bytes) = bytes else {
+        return Ok(Value::Null);
+    };
+    if !binary {
+        let text = std::str::from_utf8(bytes).map_err(|_| {
+            SqlError::new(
+                "22021",
+                format!("invalid byte sequence for encoding \"UTF8\" in parameter ${n}"),
+            )
+        })?;
+        return parse_text(ty, text);
+    }
+    let bad = || {
+        SqlError::new(
+            "22P03",
+            format!("incorrect binary data format in bind parameter {n}"),
+        )
+    };
+    let fixed = |len: usize| -> Result<&[u8], SqlError> {
+        if bytes.len() == len {
+            Ok(bytes)
+        } else {
+            Err(bad())
+        }
+    };
+    Ok(match ty {
+        SqlType::Int2 => {
+            Value::Int(i16::from_be_bytes(fixed(2)?.try_into().map_err(|_| bad())?).into())
+        }
+        SqlType::Int4 => {
+            Value::Int(i32::from_be_bytes(fixed(4)?.try_into().map_err(|_| bad())?).into())
+        }
+        SqlType::Int8 => Value::Int(i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad())?)),
+        SqlType::Bool => Value::Bool(fixed(1)?[0] != 0),
+        SqlType::Float4 => {
+            Value::Float(f32::from_be_bytes(fixed(4)?.try_into().map_err(|_| bad())?).into())
+        }
+        SqlType::Float8 => {
+            Value::Float(f64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad())?))
+        }
+        SqlType::Text | SqlType::Varchar(_) | SqlType::Unknown => {
+            let s = std::str::from_utf8(bytes).map_err(|_| bad())?;
+            parse_text(ty, s)?
+        }
+        SqlType::Bytea => Value::Bytea(bytes.to_vec()),
+        SqlType::Timestamp => {
+            let pg = i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad())?);
+            Value::Timestamp(pg.checked_add(PG_EPOCH_OFFSET_US).ok_or_else(bad)?)
+        }
+    })
+}

@@ -1,0 +1,562 @@
+//! The server against a real client (`tokio-postgres`): each test starts a server in-process
+//! on a temporary directory and a free loopback port, talks to it, and shuts it down.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use quire_server::{Server, ServerConfig};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+
+struct Running {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), quire_server::ServerError>>>,
+}
+
+impl Running {
+    async fn start(dir: &Path, max_connections: usize) -> anyhow::Result<Running> {
+        let mut config = ServerConfig::new(dir);
+        config.port = 0;
+        config.engine.shared_buffers_bytes = 4 * 1024 * 1024;
+        config.engine.autovacuum = false;
+        config.engine.max_connections = max_connections;
+        let server = Server::start(config).await?;
+        let addr = server.local_addr();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        Ok(Running {
+            addr,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    async fn connect(&self) -> Result<Client, tokio_postgres::Error> {
+        let (client, connection) = tokio_postgres::Config::new()
+            .host(self.addr.ip().to_string())
+            .port(self.addr.port())
+            .user("postgres")
+            .dbname("postgres")
+            .connect(NoTls)
+            .await?;
+        tokio::spawn(connection);
+        Ok(client)
+    }
+
+    /// Shuts the server down and waits until the database is closed.
+    async fn stop(mut self) -> anyhow::Result<()> {
+        let _ = self.stop.take().map(|s| s.send(()));
+        self.task.take().expect("stopped once").await??;
+        Ok(())
+    }
+}
+
+fn code(e: &tokio_postgres::Error) -> String {
+    e.code()
+        .map_or_else(|| format!("no SQLSTATE: {e}"), |c| c.code().to_string())
+}
+
+/// The values of a simple query's rows, as text.
+async fn simple(
+    client: &Client,
+    sql: &str,
+) -> Result<Vec<Vec<Option<String>>>, tokio_postgres::Error> {
+    let mut rows = Vec::new();
+    for m in client.simple_query(sql).await? {
+        if let SimpleQueryMessage::Row(r) = m {
+            rows.push((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect());
+        }
+    }
+    Ok(rows)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simple_query_runs_several_statements_and_reports_tags() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Running::start(dir.path(), 10).await?;
+    let client = server.connect().await?;
+    let messages = client
+        .simple_query(
+            "CREATE TABLE t (id integer PRIMARY KEY, name text NOT NULL, score double precision); \
+             INSERT INTO t VALUES (1, 'one', 1.5), (2, 'two', NULL); \
+             INSERT INTO t (name, id) VALUES ('three', 3); \
+             UPDATE t SET score = 7 WHERE id >= 2; \
+             DELETE FROM t WHERE id = 3; \
+             SELECT id, name, score FROM t ORDER BY id",
+        )
+        .await?;
+    let tags: Vec<u64> = messages
+        .iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::CommandComplete(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    // CREATE TABLE 0, INSERT 2, INSERT 1, UPDATE 2, DELETE 1, SELECT 2.
+    assert_eq!(tags, [0, 2, 1, 2, 1, 2]);
+    let rows = simple(&client, "SELECT * FROM t ORDER BY id DESC").await?;
+    assert_eq!(
+        rows,
+        [
+            vec![Some("2".into()), Some("two".into()), Some("7".into())],
+            vec![Some("1".into()), Some("one".into()), Some("1.5".into())],
+        ]
+    );
+    assert_eq!(
+        simple(&client, "SELECT count(*) FROM t WHERE score IS NOT NULL").await?,
+        [vec![Some("2".into())]]
+    );
+    assert_eq!(
+        simple(&client, "SELECT 1, 'x', true").await?,
+        [vec![Some("1".into()), Some("x".into()), Some("t".into())]]
+    );
+    // Empty query and a statement after an error in the same message (not run).
+    client.simple_query("").await?;
+    let e = client
+        .simple_query("SELECT 1; SELEC 2; DROP TABLE t")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "42601");
+    let e = client
+        .simple_query("INSERT INTO t VALUES (5, 'x', 0); SELECT nope FROM t; DROP TABLE t")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "42703");
+    // One message is one implicit transaction: the INSERT before the error is gone too,
+    // and the DROP after it never ran.
+    assert_eq!(
+        simple(&client, "SELECT count(*) FROM t").await?,
+        [vec![Some("2".into())]]
+    );
+    server.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extended_protocol_with_parameters_in_text_and_binary() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Running::start(dir.path(), 10).await?;
+    let client = server.connect().await?;
+    client
+        .batch_execute(
+            "CREATE TABLE acc (id bigint PRIMARY KEY, small smallint, n integer, ok boolean, \
+             name varchar(10), f double precision, r real, b bytea, at timestamp)",
+        )
+        .await?;
+    // Parameter types inferred from the columns; tokio-postgres sends them in binary.
+    let n = client
+        .execute(
+            "INSERT INTO acc VALUES ($1, $2, $3, $4, $5, $6, $7, $8, '2026-11-23 19:15:00')",
+            &[
+                &1i64,
+                &7i16,
+                &-3i32,
+                &true,
+                &"alice",
+                &2.5f64,
+                &0.5f32,
+                &vec![1u8, 2, 255],
+            ],
+        )
+        .await?;
+    assert_eq!(n, 1);
+    client
+        .execute(
+            "INSERT INTO acc (id, name) VALUES ($1, $2)",
+            &[&2i64, &"bob"],
+        )
+        .await?;
+    let stmt = client
+        .prepare("SELECT id, small, n, ok, name, f, r, b FROM acc WHERE id = $1")
+        .await?;
+    assert_eq!(stmt.params(), &[tokio_postgres::types::Type::INT8]);
+    let row = client.query_one(&stmt, &[&1i64]).await?;
+    assert_eq!(row.get::<_, i64>(0), 1);
+    assert_eq!(row.get::<_, i16>(1), 7);
+    assert_eq!(row.get::<_, i32>(2), -3);
+    assert!(row.get::<_, bool>(3));
+    assert_eq!(row.get::<_, String>(4), "alice");
+    // Exact: 2.5 and 0.5 are binary fractions, sent in binary.
+    assert!((row.get::<_, f64>(5) - 2.5).abs() < f64::EPSILON);
+    assert!((row.get::<_, f32>(6) - 0.5).abs() < f32::EPSILON);
+    assert_eq!(row.get::<_, Vec<u8>>(7), vec![1, 2, 255]);
+    let row = client.query_one(&stmt, &[&2i64]).await?;
+    assert_eq!(row.get::<_, Option<i16>>(1), None);
+    // A parameter typed by a cast, without a table.
+    let row = client.query_one("SELECT $1::int8", &[&42i64]).await?;
+    assert_eq!(row.get::<_, i64>(0), 42);
+    assert_eq!(row.columns()[0].name(), "int8");
+    // Ranges, <>, IS NULL, LIMIT with a parameter, UPDATE with col + n.
+    let ids: Vec<i64> = client
+        .query(
+            "SELECT id FROM acc WHERE id > $1 AND name <> 'x' ORDER BY id LIMIT $2",
+            &[&0i64, &5i64],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ids, [1, 2]);
+    let updated = client
+        .execute("UPDATE acc SET n = n + 10 WHERE id = $1", &[&1i64])
+        .await?;
+    assert_eq!(updated, 1);
+    let n: i32 = client
+        .query_one("SELECT n FROM acc WHERE id = 1", &[])
+        .await?
+        .get(0);
+    assert_eq!(n, 7);
+    let nulls = client
+        .query("SELECT id FROM acc WHERE n IS NULL", &[])
+        .await?;
+    assert_eq!(nulls.len(), 1);
+    // A value too long for varchar(10): 22001; a bad integer in text: 22P02.
+    let e = client
+        .execute(
+            "INSERT INTO acc (id, name) VALUES (3, $1)",
+            &[&"far too long a name"],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "22001");
+    let e = client
+        .execute("INSERT INTO acc (id) VALUES ('12a')", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "22P02");
+    let e = client
+        .execute("INSERT INTO acc (id, ok) VALUES (4, 5)", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "42804");
+    server.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_commit_roll_back_and_abort() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Running::start(dir.path(), 10).await?;
+    let mut client = server.connect().await?;
+    let other = server.connect().await?;
+    client
+        .batch_execute("CREATE TABLE k (id int PRIMARY KEY, v int)")
+        .await?;
+    // Committed: the other session sees the rows after COMMIT, not before.
+    client
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; INSERT INTO k VALUES (1, 10)")
+        .await?;
+    assert_eq!(
+        simple(&other, "SELECT count(*) FROM k").await?,
+        [vec![Some("0".into())]]
+    );
+    client.batch_execute("COMMIT").await?;
+    assert_eq!(
+        simple(&other, "SELECT count(*) FROM k").await?,
+        [vec![Some("1".into())]]
+    );
+    // Rolled back, DDL included.
+    client
+        .batch_execute(
+            "START TRANSACTION; INSERT INTO k VALUES (2, 20); CREATE TABLE gone (a int); ROLLBACK",
+        )
+        .await?;
+    assert_eq!(
+        simple(&other, "SELECT count(*) FROM k").await?,
+        [vec![Some("1".into())]]
+    );
+    assert_eq!(
+        code(&other.simple_query("SELECT * FROM gone").await.unwrap_err()),
+        "42P01"
+    );
+    // tokio-postgres' transaction API (extended protocol) commits.
+    let tx = client.transaction().await?;
+    tx.execute("INSERT INTO k VALUES ($1, $2)", &[&3i32, &30i32])
+        .await?;
+    tx.commit().await?;
+    // An error inside a block: 23505, then 25P02 for everything until ROLLBACK.
+    client.batch_execute("BEGIN").await?;
+    let e = client
+        .batch_execute("INSERT INTO k VALUES (1, 0)")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "23505");
+    let e = client.batch_execute("SELECT 1").await.unwrap_err();
+    assert_eq!(code(&e), "25P02");
+    let e = client
+        .query("SELECT v FROM k WHERE id = $1", &[&1i32])
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "25P02");
+    client.batch_execute("ROLLBACK").await?;
+    assert_eq!(
+        simple(&client, "SELECT v FROM k WHERE id = 3").await?,
+        [vec![Some("30".into())]]
+    );
+    // COMMIT of an aborted block rolls back.
+    client
+        .batch_execute("BEGIN; INSERT INTO k VALUES (4, 40)")
+        .await?;
+    assert!(client.batch_execute("SELECT * FROM nowhere").await.is_err());
+    client.batch_execute("COMMIT").await?;
+    assert_eq!(
+        simple(&client, "SELECT count(*) FROM k").await?,
+        [vec![Some("2".into())]]
+    );
+    // Outside a block, a unique violation leaves the session usable.
+    assert_eq!(
+        code(
+            &client
+                .batch_execute("INSERT INTO k VALUES (3, 0)")
+                .await
+                .unwrap_err()
+        ),
+        "23505"
+    );
+    assert_eq!(
+        code(
+            &client
+                .batch_execute("INSERT INTO k (v) VALUES (1)")
+                .await
+                .unwrap_err()
+        ),
+        "23502"
+    );
+    assert_eq!(
+        code(
+            &client
+                .batch_execute("CREATE TABLE k (a int)")
+                .await
+                .unwrap_err()
+        ),
+        "42P07"
+    );
+    assert_eq!(
+        code(
+            &client
+                .batch_execute("CREATE INDEX ki ON k (v)")
+                .await
+                .unwrap_err()
+        ),
+        "0A000"
+    );
+    client
+        .batch_execute("CREATE TABLE IF NOT EXISTS k (a int); DROP TABLE IF EXISTS nothing_here")
+        .await?;
+    server.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_waiting_on_a_row_lock_holds_no_runtime_thread() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Running::start(dir.path(), 10).await?;
+    let a = server.connect().await?;
+    let b = server.connect().await?;
+    a.batch_execute("CREATE TABLE c (id int PRIMARY KEY, n int); INSERT INTO c VALUES (1, 0)")
+        .await?;
+    a.batch_execute("BEGIN; UPDATE c SET n = n + 1 WHERE id = 1")
+        .await?;
+    // b waits for a's row lock; with two runtime threads, two more sessions still work.
+    let waiter = tokio::spawn(async move {
+        b.batch_execute("UPDATE c SET n = n + 1 WHERE id = 1")
+            .await
+            .map(|()| b)
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    for _ in 0..2 {
+        let c = server.connect().await?;
+        assert_eq!(
+            simple(&c, "SELECT n FROM c WHERE id = 1").await?,
+            [vec![Some("0".into())]]
+        );
+    }
+    assert!(!waiter.is_finished());
+    a.batch_execute("COMMIT").await?;
+    let b = waiter.await??;
+    assert_eq!(
+        simple(&b, "SELECT n FROM c").await?,
+        [vec![Some("2".into())]]
+    );
+    server.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_connections_refuses_with_53300_and_frees_slots() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Running::start(dir.path(), 2).await?;
+    let first = server.connect().await?;
+    let second = server.connect().await?;
+    let e = server.connect().await.unwrap_err();
+    assert_eq!(code(&e), "53300");
+    drop(second);
+    // The slot comes back once the connection's task has noticed the close.
+    let mut third = None;
+    for _ in 0..50 {
+        match server.connect().await {
+            Ok(c) => {
+                third = Some(c);
+                break;
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+        }
+    }
+    let third = third.expect("a slot is free again");
+    assert_eq!(simple(&third, "SELECT 1").await?, [vec![Some("1".into())]]);
+    assert_eq!(simple(&first, "SELECT 2").await?, [vec![Some("2".into())]]);
+    server.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_on_the_same_directory_finds_the_data() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Running::start(dir.path(), 10).await?;
+    let client = server.connect().await?;
+    client.batch_execute("CREATE TABLE kept (id int PRIMARY KEY, s text); INSERT INTO kept VALUES (1, 'a'), (2, 'b')").await?;
+    // An open transaction at shutdown is rolled back.
+    client
+        .batch_execute("BEGIN; INSERT INTO kept VALUES (3, 'lost')")
+        .await?;
+    server.stop().await?;
+    drop(client);
+    let server = Running::start(dir.path(), 10).await?;
+    let client = server.connect().await?;
+    let rows: Vec<(i32, String)> = client
+        .query("SELECT id, s FROM kept ORDER BY id", &[])
+        .await?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(rows, [(1, "a".to_string()), (2, "b".to_string())]);
+    // The declared type survived too: `id` is still integer (int4), not the engine's int8.
+    let stmt = client.prepare("SELECT id FROM kept").await?;
+    assert_eq!(
+        stmt.columns()[0].type_(),
+        &tokio_postgres::types::Type::INT4
+    );
+    server.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_reports_parameters_and_refuses_unknown_users_and_non_loopback(
+) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut config = ServerConfig::new(dir.path());
+    config.listen_addresses = "0.0.0.0".into();
+    let e = Server::start(config)
+        .await
+        .err()
+        .expect("a non-loopback address is refused");
+    assert!(e.to_string().contains("password authentication"), "{e}");
+    let server = Running::start(dir.path(), 10).await?;
+    let e = tokio_postgres::Config::new()
+        .host("127.0.0.1")
+        .port(server.addr.port())
+        .user("mallory")
+        .connect(NoTls)
+        .await
+        .err()
+        .expect("an unknown user is refused");
+    assert_eq!(code(&e), "28000");
+    let client = server.connect().await?;
+    // Reads of settings clients rely on are not there yet (SHOW): 0A000, session usable.
+    assert_eq!(
+        code(
+            &client
+                .simple_query("SHOW server_version")
+                .await
+                .unwrap_err()
+        ),
+        "0A000"
+    );
+    assert_eq!(simple(&client, "SELECT 3").await?, [vec![Some("3".into())]]);
+    server.stop().await
+}
+
+/// Reads backend messages until ReadyForQuery; returns them as (type byte, body).
+async fn read_until_ready(sock: &mut tokio::net::TcpStream) -> anyhow::Result<Vec<(u8, Vec<u8>)>> {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    loop {
+        let kind = sock.read_u8().await?;
+        let len = usize::try_from(sock.read_i32().await?)? - 4;
+        let mut body = vec![0; len];
+        sock.read_exact(&mut body).await?;
+        let done = kind == b'Z';
+        out.push((kind, body));
+        if done {
+            return Ok(out);
+        }
+    }
+}
+
+async fn send_query(sock: &mut tokio::net::TcpStream, sql: &str) -> anyhow::Result<u8> {
+    use tokio::io::AsyncWriteExt;
+    let mut msg = vec![b'Q'];
+    msg.extend_from_slice(&i32::try_from(4 + sql.len() + 1)?.to_be_bytes());
+    msg.extend_from_slice(sql.as_bytes());
+    msg.push(0);
+    sock.write_all(&msg).await?;
+    let messages = read_until_ready(sock).await?;
+    let (_, status) = messages.last().expect("ReadyForQuery");
+    Ok(status[0])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_protocol_parameter_status_and_ready_for_query_states() -> anyhow::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir()?;
+    let server = Running::start(dir.path(), 10).await?;
+    let mut sock = tokio::net::TcpStream::connect(server.addr).await?;
+    let mut body = 196_608i32.to_be_bytes().to_vec(); // protocol 3.0
+    for s in ["user", "postgres", "database", "postgres", ""] {
+        body.extend_from_slice(s.as_bytes());
+        body.push(0);
+    }
+    let mut msg = i32::try_from(4 + body.len())?.to_be_bytes().to_vec();
+    msg.extend_from_slice(&body);
+    sock.write_all(&msg).await?;
+    let messages = read_until_ready(&mut sock).await?;
+    let mut params = std::collections::HashMap::new();
+    for (kind, body) in &messages {
+        if *kind == b'S' {
+            let mut parts = body
+                .split(|b| *b == 0)
+                .map(|p| String::from_utf8_lossy(p).into_owned());
+            params.insert(
+                parts.next().unwrap_or_default(),
+                parts.next().unwrap_or_default(),
+            );
+        }
+    }
+    let expected = [
+        ("server_version", "16.0 (quire 0.1.0)"),
+        ("server_encoding", "UTF8"),
+        ("client_encoding", "UTF8"),
+        ("DateStyle", "ISO, MDY"),
+        ("integer_datetimes", "on"),
+        ("standard_conforming_strings", "on"),
+        ("TimeZone", "UTC"),
+    ];
+    for (name, value) in expected {
+        assert_eq!(params.get(name).map(String::as_str), Some(value), "{name}");
+    }
+    assert_eq!(messages.last().map(|(_, b)| b[0]), Some(b'I'));
+    assert_eq!(send_query(&mut sock, "BEGIN").await?, b'T');
+    assert_eq!(send_query(&mut sock, "SELECT 1").await?, b'T');
+    assert_eq!(send_query(&mut sock, "SELECT * FROM missing").await?, b'E');
+    assert_eq!(send_query(&mut sock, "SELECT 1").await?, b'E');
+    assert_eq!(send_query(&mut sock, "ROLLBACK").await?, b'I');
+    assert_eq!(send_query(&mut sock, "SELECT * FROM missing").await?, b'I');
+    assert_eq!(
+        send_query(&mut sock, "BEGIN; SELECT 1; COMMIT").await?,
+        b'I'
+    );
+    // Garbage after startup: an error, never a crash; the server keeps serving others.
+    sock.write_all(&[b'?', 0, 0, 0, 4]).await?;
+    drop(sock);
+    let client = server.connect().await?;
+    assert_eq!(simple(&client, "SELECT 5").await?, [vec![Some("5".into())]]);
+    server.stop().await
+}

@@ -1,0 +1,204 @@
+//! What SQL knows of a table beyond the engine's catalog: each column's declared SQL type
+//! (the engine stores every integer as `Int`) and NOT NULL. It lives in an ordinary engine
+//! table, `quire_sql_columns` (one row per column), written in the same transaction as the
+//! engine's catalog entry, so that CREATE and DROP TABLE roll back as one. The primary key is
+//! the unique engine index named `<table>_pkey`, as PostgreSQL names it.
+
+use std::ops::Bound::Included;
+
+use quire_engine::{
+    Column, Database, Error, IndexId, IsolationLevel, TableDef, TableId, Transaction, Type, Value,
+};
+
+use crate::error::{Result, SqlError};
+use crate::types::SqlType;
+
+/// The SQL layer's column table; names with this prefix are reserved.
+pub(crate) const COLUMNS_TABLE: &str = "quire_sql_columns";
+const COLUMNS_INDEX: &str = "quire_sql_columns_table";
+pub(crate) const RESERVED_PREFIX: &str = "quire_";
+
+/// A column as SQL sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ColumnInfo {
+    pub name: String,
+    pub ty: SqlType,
+    pub not_null: bool,
+}
+
+/// A table as SQL sees it.
+#[derive(Clone, Debug)]
+pub(crate) struct TableInfo {
+    pub def: TableDef,
+    pub columns: Vec<ColumnInfo>,
+    /// The primary key's index and its columns' positions.
+    pub pkey: Option<(IndexId, Vec<usize>)>,
+}
+
+impl TableInfo {
+    pub fn column(&self, name: &str) -> Result<usize> {
+        self.columns
+            .iter()
+            .position(|c| c.name == name)
+            .ok_or_else(|| {
+                SqlError::new(
+                    "42703",
+                    format!(
+                        "column \"{name}\" of relation \"{}\" does not exist",
+                        self.def.name
+                    ),
+                )
+            })
+    }
+}
+
+/// Creates the column table on a data directory's first start as a server.
+pub fn bootstrap(db: &Database) -> Result<()> {
+    let tx = db.begin(IsolationLevel::ReadCommitted)?;
+    if find(&tx, COLUMNS_TABLE)?.is_some() {
+        return Ok(tx.rollback()?);
+    }
+    let table = tx.create_table(
+        COLUMNS_TABLE,
+        &[
+            Column::new("table_oid", Type::Int),
+            Column::new("attnum", Type::Int),
+            Column::new("type_name", Type::Text),
+            Column::new("not_null", Type::Bool),
+        ],
+    )?;
+    tx.create_index(COLUMNS_INDEX, table, &["table_oid"], false)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// The table named `name`, if there is one. Unlike `Transaction::table`, whose error fails
+/// the transaction, a missing table is no error here (IF EXISTS, IF NOT EXISTS).
+pub(crate) fn find(tx: &Transaction, name: &str) -> Result<Option<TableId>> {
+    Ok(tx
+        .tables()?
+        .into_iter()
+        .find(|d| d.name == name)
+        .map(|d| d.oid))
+}
+
+/// Oids are handed out from a counter far below 2^63, so the cast cannot wrap.
+fn oid_value(oid: TableId) -> Value {
+    Value::Int(oid.0.cast_signed())
+}
+
+/// 42501 for a name in quire's reserved namespace: SQL may not read or change the SQL
+/// layer's own catalog table (a dropped or edited row would break every later lookup).
+pub(crate) fn check_not_reserved(name: &str) -> Result<()> {
+    if name.starts_with(RESERVED_PREFIX) {
+        return Err(SqlError::new(
+            "42501",
+            format!(
+                "table names starting with \"{RESERVED_PREFIX}\" are reserved for quire's catalog"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The table named `name`, with its SQL column types (42P01 if there is none).
+pub(crate) fn lookup(tx: &Transaction, name: &str) -> Result<TableInfo> {
+    check_not_reserved(name)?;
+    let oid = tx.table(name).map_err(|e| match e {
+        Error::UndefinedTable { .. } => {
+            SqlError::new("42P01", format!("relation \"{name}\" does not exist"))
+        }
+        e => e.into(),
+    })?;
+    let def = tx.table_def(oid)?;
+    let mut columns: Vec<ColumnInfo> = def
+        .columns
+        .iter()
+        .map(|c| ColumnInfo {
+            name: c.name.clone(),
+            ty: SqlType::of_engine_type(c.ty),
+            not_null: false,
+        })
+        .collect();
+    let meta_index = tx.index(COLUMNS_INDEX)?;
+    let key = [oid_value(oid)];
+    for row in tx.index_scan(meta_index, Included(&key[..]), Included(&key[..]))? {
+        let (_, row) = row?;
+        let (Some(attnum), Some(type_name), Value::Bool(not_null)) =
+            (row[1].as_int(), row[2].as_text(), &row[3])
+        else {
+            return Err(corrupt(name));
+        };
+        let col = usize::try_from(attnum)
+            .ok()
+            .and_then(|i| columns.get_mut(i));
+        let (Some(col), Some(ty)) = (col, SqlType::from_name(type_name)) else {
+            return Err(corrupt(name));
+        };
+        if ty.engine_type() != col.ty.engine_type() {
+            return Err(corrupt(name));
+        }
+        col.ty = ty;
+        col.not_null = *not_null;
+    }
+    let pkey = tx
+        .table_indexes(oid)?
+        .into_iter()
+        .find(|i| i.unique && i.name == format!("{name}_pkey"))
+        .map(|i| (i.oid, i.columns.iter().map(|&c| usize::from(c)).collect()));
+    Ok(TableInfo { def, columns, pkey })
+}
+
+fn corrupt(table: &str) -> SqlError {
+    SqlError::new(
+        "XX000",
+        format!("the SQL column entries of table \"{table}\" do not match the table"),
+    )
+}
+
+/// CREATE TABLE: the engine's table, its SQL column rows, and its primary key index.
+pub(crate) fn create(
+    tx: &Transaction,
+    name: &str,
+    columns: &[ColumnInfo],
+    pkey: Option<&[usize]>,
+) -> Result<()> {
+    let engine_columns: Vec<Column> = columns
+        .iter()
+        .map(|c| Column::new(&c.name, c.ty.engine_type()))
+        .collect();
+    let table = tx.create_table(name, &engine_columns)?;
+    let meta = tx.table(COLUMNS_TABLE)?;
+    for (i, c) in columns.iter().enumerate() {
+        tx.insert(
+            meta,
+            &[
+                oid_value(table),
+                Value::Int(i64::try_from(i).expect("a column index fits in i64")),
+                Value::Text(c.ty.name()),
+                Value::Bool(c.not_null),
+            ],
+        )?;
+    }
+    if let Some(key) = pkey {
+        let key_names: Vec<&str> = key.iter().map(|&i| columns[i].name.as_str()).collect();
+        tx.create_index(&format!("{name}_pkey"), table, &key_names, true)?;
+    }
+    Ok(())
+}
+
+/// DROP TABLE: the engine's table (with its indexes) and its SQL column rows.
+pub(crate) fn drop(tx: &Transaction, table: TableId) -> Result<()> {
+    tx.drop_table(table)?;
+    let meta = tx.table(COLUMNS_TABLE)?;
+    let meta_index = tx.index(COLUMNS_INDEX)?;
+    let key = [oid_value(table)];
+    let tids: Vec<_> = tx
+        .index_scan(meta_index, Included(&key[..]), Included(&key[..]))?
+        .map(|r| r.map(|(tid, _)| tid))
+        .collect::<std::result::Result<_, _>>()?;
+    for tid in tids {
+        tx.delete(meta, tid)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,575 @@
+//! SQL types over the engine's types: which PostgreSQL type a column was declared with (the
+//! engine stores all integers as `Int` and all floats as `Float`), the text input and output
+//! functions, and assignment casts with their range checks.
+
+use std::fmt::Write as _;
+
+use quire_engine::{Type, Value};
+use sqlparser::ast::{CharacterLength, DataType, TimezoneInfo};
+
+use crate::error::{Result, SqlError};
+
+/// A column's or an expression's SQL type. `Unknown` is an untyped string literal or
+/// parameter before the context gives it a type, as in PostgreSQL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SqlType {
+    Int2,
+    Int4,
+    Int8,
+    Bool,
+    Float4,
+    Float8,
+    Text,
+    /// `varchar(n)`: the length limit in characters, if any.
+    Varchar(Option<u32>),
+    Bytea,
+    Timestamp,
+    Unknown,
+}
+
+/// Microseconds from 1970-01-01 (the engine's epoch) to 2000-01-01 (PostgreSQL's).
+pub const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
+
+const US_PER_DAY: i64 = 86_400_000_000;
+
+impl SqlType {
+    /// PostgreSQL's type oid (`pg_type.oid`).
+    pub fn oid(self) -> u32 {
+        match self {
+            SqlType::Int2 => 21,
+            SqlType::Int4 => 23,
+            SqlType::Int8 => 20,
+            SqlType::Bool => 16,
+            SqlType::Float4 => 700,
+            SqlType::Float8 => 701,
+            SqlType::Text => 25,
+            SqlType::Varchar(_) => 1043,
+            SqlType::Bytea => 17,
+            SqlType::Timestamp => 1114,
+            SqlType::Unknown => 705,
+        }
+    }
+
+    /// The type of a type oid a client sent (for parameters); `None` for types quire lacks.
+    pub fn from_oid(oid: u32) -> Option<SqlType> {
+        Some(match oid {
+            21 => SqlType::Int2,
+            23 => SqlType::Int4,
+            20 => SqlType::Int8,
+            16 => SqlType::Bool,
+            700 => SqlType::Float4,
+            701 => SqlType::Float8,
+            25 => SqlType::Text,
+            1043 => SqlType::Varchar(None),
+            17 => SqlType::Bytea,
+            1114 => SqlType::Timestamp,
+            705 | 0 => SqlType::Unknown,
+            _ => return None,
+        })
+    }
+
+    /// The engine type values of this type are stored as.
+    pub fn engine_type(self) -> Type {
+        match self {
+            SqlType::Int2 | SqlType::Int4 | SqlType::Int8 => Type::Int,
+            SqlType::Bool => Type::Bool,
+            SqlType::Float4 | SqlType::Float8 => Type::Float,
+            SqlType::Text | SqlType::Varchar(_) | SqlType::Unknown => Type::Text,
+            SqlType::Bytea => Type::Bytea,
+            SqlType::Timestamp => Type::Timestamp,
+        }
+    }
+
+    /// The declared type of a column the engine's API created (no SQL metadata).
+    pub fn of_engine_type(ty: Type) -> SqlType {
+        match ty {
+            Type::Bool => SqlType::Bool,
+            Type::Int => SqlType::Int8,
+            Type::Float => SqlType::Float8,
+            Type::Text => SqlType::Text,
+            Type::Bytea => SqlType::Bytea,
+            Type::Timestamp => SqlType::Timestamp,
+        }
+    }
+
+    /// PostgreSQL's name of the type (`format_type`), also the form stored in the catalog.
+    pub fn name(self) -> String {
+        match self {
+            SqlType::Int2 => "smallint".into(),
+            SqlType::Int4 => "integer".into(),
+            SqlType::Int8 => "bigint".into(),
+            SqlType::Bool => "boolean".into(),
+            SqlType::Float4 => "real".into(),
+            SqlType::Float8 => "double precision".into(),
+            SqlType::Text => "text".into(),
+            SqlType::Varchar(None) => "character varying".into(),
+            SqlType::Varchar(Some(n)) => format!("character varying({n})"),
+            SqlType::Bytea => "bytea".into(),
+            SqlType::Timestamp => "timestamp without time zone".into(),
+            SqlType::Unknown => "unknown".into(),
+        }
+    }
+
+    /// The inverse of [`SqlType::name`].
+    pub fn from_name(name: &str) -> Option<SqlType> {
+        Some(match name {
+            "smallint" => SqlType::Int2,
+            "integer" => SqlType::Int4,
+            "bigint" => SqlType::Int8,
+            "boolean" => SqlType::Bool,
+            "real" => SqlType::Float4,
+            "double precision" => SqlType::Float8,
+            "text" => SqlType::Text,
+            "character varying" => SqlType::Varchar(None),
+            "bytea" => SqlType::Bytea,
+            "timestamp without time zone" => SqlType::Timestamp,
+            _ => {
+                let n = name
+                    .strip_prefix("character varying(")?
+                    .strip_suffix(')')?
+                    .parse()
+                    .ok()?;
+                SqlType::Varchar(Some(n))
+            }
+        })
+    }
+
+    /// The type a SQL type name denotes.
+    pub fn from_ast(ty: &DataType) -> Result<SqlType> {
+        Ok(match ty {
+            DataType::SmallInt(_) | DataType::Int2(_) => SqlType::Int2,
+            DataType::Int(_) | DataType::Integer(_) | DataType::Int4(_) => SqlType::Int4,
+            DataType::BigInt(_) | DataType::Int8(_) => SqlType::Int8,
+            DataType::Bool | DataType::Boolean => SqlType::Bool,
+            DataType::Real | DataType::Float4 => SqlType::Float4,
+            DataType::Float8 | DataType::DoublePrecision => SqlType::Float8,
+            DataType::Text => SqlType::Text,
+            DataType::Varchar(len) | DataType::CharacterVarying(len) => match len {
+                None => SqlType::Varchar(None),
+                Some(CharacterLength::IntegerLength { length, .. }) => {
+                    let n = u32::try_from(*length)
+                        .ok()
+                        .filter(|n| (1..=10_485_760).contains(n))
+                        .ok_or_else(|| {
+                            SqlError::new("22023", "length for type varchar must be at least 1")
+                        })?;
+                    SqlType::Varchar(Some(n))
+                }
+                Some(CharacterLength::Max) => return Err(SqlError::unsupported("varchar(max)")),
+            },
+            DataType::Bytea => SqlType::Bytea,
+            DataType::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) => {
+                SqlType::Timestamp
+            }
+            other => return Err(SqlError::unsupported(format!("type {other}"))),
+        })
+    }
+
+    pub fn is_int(self) -> bool {
+        matches!(self, SqlType::Int2 | SqlType::Int4 | SqlType::Int8)
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, SqlType::Float4 | SqlType::Float8)
+    }
+
+    pub fn is_text(self) -> bool {
+        matches!(self, SqlType::Text | SqlType::Varchar(_) | SqlType::Unknown)
+    }
+
+    /// The range of an integer type.
+    fn int_range(self) -> (i64, i64) {
+        match self {
+            SqlType::Int2 => (i16::MIN.into(), i16::MAX.into()),
+            SqlType::Int4 => (i32::MIN.into(), i32::MAX.into()),
+            _ => (i64::MIN, i64::MAX),
+        }
+    }
+
+    /// PostgreSQL's name of the type in messages ("integer", "bigint", ...).
+    fn short_name(self) -> &'static str {
+        match self {
+            SqlType::Int2 => "smallint",
+            SqlType::Int4 => "integer",
+            SqlType::Int8 => "bigint",
+            SqlType::Bool => "boolean",
+            SqlType::Float4 => "real",
+            SqlType::Float8 => "double precision",
+            SqlType::Text | SqlType::Unknown => "text",
+            SqlType::Varchar(_) => "character varying",
+            SqlType::Bytea => "bytea",
+            SqlType::Timestamp => "timestamp",
+        }
+    }
+}
+
+/// `value` checked against the range of the integer type `ty` (SQLSTATE 22003 outside).
+pub fn check_int_range(value: i64, ty: SqlType) -> Result<Value> {
+    let (lo, hi) = ty.int_range();
+    if value < lo || value > hi {
+        return Err(SqlError::new(
+            "22003",
+            format!("{} out of range", ty.short_name()),
+        ));
+    }
+    Ok(Value::Int(value))
+}
+
+/// The text input function of `ty`: PostgreSQL's accepted forms of each type.
+pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
+    let bad = || SqlError::bad_input(ty.short_name(), text);
+    let t = text.trim();
+    match ty {
+        SqlType::Int2 | SqlType::Int4 | SqlType::Int8 => {
+            let v: i64 = t.parse().map_err(|_| {
+                if !t.is_empty()
+                    && t.trim_start_matches(['-', '+'])
+                        .bytes()
+                        .all(|b| b.is_ascii_digit())
+                {
+                    SqlError::new(
+                        "22003",
+                        format!(
+                            "value \"{text}\" is out of range for type {}",
+                            ty.short_name()
+                        ),
+                    )
+                } else {
+                    bad()
+                }
+            })?;
+            check_int_range(v, ty)
+        }
+        SqlType::Bool => match t.to_ascii_lowercase().as_str() {
+            "t" | "true" | "yes" | "y" | "on" | "1" => Ok(Value::Bool(true)),
+            "f" | "false" | "no" | "n" | "off" | "0" => Ok(Value::Bool(false)),
+            _ => Err(bad()),
+        },
+        SqlType::Float4 | SqlType::Float8 => {
+            let v: f64 = match t.to_ascii_lowercase().as_str() {
+                "infinity" | "inf" | "+infinity" => f64::INFINITY,
+                "-infinity" | "-inf" => f64::NEG_INFINITY,
+                "nan" => f64::NAN,
+                _ => t.parse().map_err(|_| bad())?,
+            };
+            if ty == SqlType::Float4 {
+                Ok(Value::Float(f64::from(v as f32)))
+            } else {
+                Ok(Value::Float(v))
+            }
+        }
+        SqlType::Text | SqlType::Unknown => Ok(Value::Text(text.to_string())),
+        SqlType::Varchar(limit) => check_varchar(text.to_string(), limit),
+        SqlType::Bytea => parse_bytea(text).ok_or_else(bad).map(Value::Bytea),
+        SqlType::Timestamp => parse_timestamp(t).ok_or_else(bad).map(Value::Timestamp),
+    }
+}
+
+/// A string checked against `varchar(n)`'s limit (SQLSTATE 22001 beyond it).
+pub fn check_varchar(s: String, limit: Option<u32>) -> Result<Value> {
+    if let Some(n) = limit {
+        if s.chars().count() > n as usize {
+            return Err(SqlError::new(
+                "22001",
+                format!("value too long for type character varying({n})"),
+            ));
+        }
+    }
+    Ok(Value::Text(s))
+}
+
+fn parse_bytea(text: &str) -> Option<Vec<u8>> {
+    let hex = text.strip_prefix("\\x")?;
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// `YYYY-MM-DD[ HH:MM:SS[.ffffff]]` (or a `T` between date and time) to microseconds
+/// since 1970-01-01.
+pub fn parse_timestamp(text: &str) -> Option<i64> {
+    let (date, time) = match text.find([' ', 'T']) {
+        Some(i) => (&text[..i], text[i + 1..].trim()),
+        None => (text, ""),
+    };
+    let mut ymd = date.splitn(3, '-');
+    let year: i64 = ymd.next()?.parse().ok()?;
+    let month: u32 = ymd.next()?.parse().ok()?;
+    let day: u32 = ymd.next()?.parse().ok()?;
+    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+        return None;
+    }
+    let mut us = days_from_civil(year, month, day).checked_mul(US_PER_DAY)?;
+    if !time.is_empty() {
+        let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+        let mut parts = hms.splitn(3, ':');
+        let hour: i64 = parts.next()?.parse().ok()?;
+        let min: i64 = parts.next()?.parse().ok()?;
+        let sec: i64 = parts.next().unwrap_or("0").parse().ok()?;
+        if hour > 24
+            || min > 59
+            || sec > 60
+            || frac.len() > 6
+            || !frac.bytes().all(|b| b.is_ascii_digit())
+        {
+            return None;
+        }
+        let frac_us: i64 = if frac.is_empty() {
+            0
+        } else {
+            format!("{frac:0<6}").parse().ok()?
+        };
+        us = us.checked_add(((hour * 60 + min) * 60 + sec) * 1_000_000 + frac_us)?;
+    }
+    Some(us)
+}
+
+fn days_in_month(year: i64, month: u32) -> u32 {
+    match month {
+        4 | 6 | 9 | 11 => 30,
+        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        2 => 28,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The civil date of days since 1970-01-01 (the inverse of [`days_from_civil`]).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Microseconds since 1970-01-01 in PostgreSQL's ISO output form.
+pub fn format_timestamp(us: i64) -> String {
+    let (year, month, day) = civil_from_days(us.div_euclid(US_PER_DAY));
+    let in_day = us.rem_euclid(US_PER_DAY);
+    let secs = in_day / 1_000_000;
+    let frac = in_day % 1_000_000;
+    let mut s = format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    );
+    if frac != 0 {
+        let f = format!(".{frac:06}");
+        s.push_str(f.trim_end_matches('0'));
+    }
+    s
+}
+
+/// The text output function: `None` for NULL.
+pub fn format_text(value: &Value, ty: SqlType) -> Option<String> {
+    Some(match value {
+        Value::Null => return None,
+        Value::Bool(b) => if *b { "t" } else { "f" }.to_string(),
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => format_float(*f, ty),
+        Value::Text(s) => s.clone(),
+        Value::Bytea(b) => {
+            let mut s = String::with_capacity(2 + 2 * b.len());
+            s.push_str("\\x");
+            for byte in b {
+                let _ = write!(s, "{byte:02x}");
+            }
+            s
+        }
+        Value::Timestamp(us) => format_timestamp(*us),
+    })
+}
+
+fn format_float(f: f64, ty: SqlType) -> String {
+    if f.is_nan() {
+        "NaN".into()
+    } else if f.is_infinite() {
+        if f > 0.0 { "Infinity" } else { "-Infinity" }.into()
+    } else if ty == SqlType::Float4 {
+        // The shortest form that reads back as the same `real`, as PostgreSQL prints it.
+        (f as f32).to_string()
+    } else {
+        f.to_string()
+    }
+}
+
+/// The assignment cast of a value of type `from` to a column of type `to` (INSERT, UPDATE,
+/// and parameters compared with a column): integers narrow with a range check, integers
+/// widen to floats, untyped strings parse; anything else is a type mismatch (42804).
+pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Value> {
+    match (value, to) {
+        (Value::Null, _) => Ok(Value::Null),
+        (Value::Text(s), _) if from == SqlType::Unknown => parse_text(to, &s),
+        (Value::Int(i), t) if t.is_int() => check_int_range(i, t),
+        (Value::Int(i), SqlType::Float8) => Ok(Value::Float(i as f64)),
+        (Value::Int(i), SqlType::Float4) => Ok(Value::Float(f64::from(i as f32))),
+        (Value::Float(f), SqlType::Float8) => Ok(Value::Float(f)),
+        (Value::Float(f), SqlType::Float4) => Ok(Value::Float(f64::from(f as f32))),
+        (Value::Float(f), t) if t.is_int() => float_to_int(f, t),
+        (Value::Text(s), SqlType::Varchar(limit)) => check_varchar(s, limit),
+        (Value::Text(s), SqlType::Text | SqlType::Unknown) => Ok(Value::Text(s)),
+        (v @ (Value::Bool(_) | Value::Bytea(_) | Value::Timestamp(_)), t)
+            if v.type_of() == Some(t.engine_type()) =>
+        {
+            Ok(v)
+        }
+        (_, t) => Err(SqlError::type_mismatch(format!(
+            "{what} is of type {} but expression is of type {}",
+            t.name(),
+            from.name()
+        ))),
+    }
+}
+
+/// An explicit cast (`::type`, `CAST`): assignment casts, plus anything to text and text
+/// to anything.
+pub fn cast(value: Value, from: SqlType, to: SqlType) -> Result<Value> {
+    match (&value, to) {
+        (Value::Null, _) => Ok(Value::Null),
+        (Value::Text(s), _) => parse_text(to, s),
+        (_, SqlType::Text | SqlType::Unknown) => {
+            Ok(Value::Text(format_text(&value, from).unwrap_or_default()))
+        }
+        (_, SqlType::Varchar(limit)) => {
+            check_varchar(format_text(&value, from).unwrap_or_default(), limit)
+        }
+        (Value::Bool(b), t) if t.is_int() => Ok(Value::Int(i64::from(*b))),
+        _ => assign(value, from, to, "the value").map_err(|e| {
+            if e.sqlstate() == "42804" {
+                SqlError::new(
+                    "42846",
+                    format!("cannot cast type {} to {}", from.name(), to.name()),
+                )
+            } else {
+                e
+            }
+        }),
+    }
+}
+
+/// Rounds half away from zero, as PostgreSQL's float-to-integer cast does (it rounds to
+/// nearest, ties to even; the difference shows only at exact .5).
+fn float_to_int(f: f64, to: SqlType) -> Result<Value> {
+    let r = f.round_ties_even();
+    if !r.is_finite() || r < i64::MIN as f64 || r >= i64::MAX as f64 {
+        return Err(SqlError::new(
+            "22003",
+            format!("{} out of range", to.short_name()),
+        ));
+    }
+    check_int_range(r as i64, to)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_round_trip_through_text() {
+        for s in [
+            "1970-01-01 00:00:00",
+            "2000-02-29 12:34:56.5",
+            "1969-12-31 23:59:59.999999",
+            "2026-11-23 19:15:00",
+        ] {
+            let us = parse_timestamp(s).unwrap();
+            assert_eq!(format_timestamp(us), s);
+        }
+        assert_eq!(parse_timestamp("2000-01-01"), Some(PG_EPOCH_OFFSET_US));
+        assert_eq!(parse_timestamp("2001-02-29"), None);
+        assert_eq!(parse_timestamp("garbage"), None);
+    }
+
+    #[test]
+    fn integer_input_checks_range_and_syntax() {
+        assert_eq!(parse_text(SqlType::Int2, "32767"), Ok(Value::Int(32767)));
+        assert_eq!(
+            parse_text(SqlType::Int2, "32768").unwrap_err().sqlstate(),
+            "22003"
+        );
+        assert_eq!(
+            parse_text(SqlType::Int4, "12a").unwrap_err().sqlstate(),
+            "22P02"
+        );
+        assert_eq!(
+            parse_text(SqlType::Bool, "maybe").unwrap_err().sqlstate(),
+            "22P02"
+        );
+    }
+
+    #[test]
+    fn type_names_round_trip() {
+        for t in [
+            SqlType::Int2,
+            SqlType::Int4,
+            SqlType::Int8,
+            SqlType::Bool,
+            SqlType::Float4,
+            SqlType::Float8,
+            SqlType::Text,
+            SqlType::Varchar(None),
+            SqlType::Varchar(Some(12)),
+            SqlType::Bytea,
+            SqlType::Timestamp,
+        ] {
+            assert_eq!(SqlType::from_name(&t.name()), Some(t));
+        }
+    }
+
+    #[test]
+    fn assignment_narrows_with_checks_and_refuses_other_types() {
+        assert_eq!(
+            assign(Value::Int(70_000), SqlType::Int4, SqlType::Int2, "c")
+                .unwrap_err()
+                .sqlstate(),
+            "22003"
+        );
+        assert_eq!(
+            assign(Value::Bool(true), SqlType::Bool, SqlType::Int4, "c")
+                .unwrap_err()
+                .sqlstate(),
+            "42804"
+        );
+        assert_eq!(
+            assign(
+                Value::Text("abc".into()),
+                SqlType::Text,
+                SqlType::Varchar(Some(2)),
+                "c"
+            )
+            .unwrap_err()
+            .sqlstate(),
+            "22001"
+        );
+        assert_eq!(
+            assign(
+                Value::Text("7".into()),
+                SqlType::Unknown,
+                SqlType::Int8,
+                "c"
+            ),
+            Ok(Value::Int(7))
+        );
+    }
+}
