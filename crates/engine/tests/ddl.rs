@@ -123,6 +123,22 @@ fn a_duplicate_table_name_fails_42p07() {
 }
 
 #[test]
+fn find_table_answers_none_without_failing_the_transaction_and_table_fails_it() {
+    let (_vfs, db) = new_db(3, config());
+    let t = create_with_rows(&db, "here", 1);
+    let tx = db.begin(ReadCommitted).unwrap();
+    assert_eq!(tx.find_table("here").unwrap(), Some(t));
+    assert_eq!(tx.find_table("nowhere").unwrap(), None);
+    // The transaction goes on after a missing name (IF EXISTS needs that) ...
+    assert_eq!(tx.table("here").unwrap(), t);
+    // ... while `table` on a missing name is 42P01 and fails it, as in PostgreSQL.
+    assert_eq!(tx.table("nowhere").unwrap_err().sqlstate(), "42P01");
+    assert_eq!(tx.find_table("here").unwrap_err().sqlstate(), "25P02");
+    tx.rollback().unwrap();
+    db.close().unwrap();
+}
+
+#[test]
 fn a_concurrent_create_of_the_same_name_waits_and_fails_if_the_first_commits() {
     let (_vfs, db) = new_db(3, config());
     let t1 = db.begin(ReadCommitted).unwrap();

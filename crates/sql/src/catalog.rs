@@ -72,14 +72,10 @@ pub fn bootstrap(db: &Database) -> Result<()> {
     Ok(())
 }
 
-/// The table named `name`, if there is one. Unlike `Transaction::table`, whose error fails
-/// the transaction, a missing table is no error here (IF EXISTS, IF NOT EXISTS).
+/// The table named `name`, if there is one; a missing table is no error here (IF EXISTS,
+/// IF NOT EXISTS), and the transaction goes on.
 pub(crate) fn find(tx: &Transaction, name: &str) -> Result<Option<TableId>> {
-    Ok(tx
-        .tables()?
-        .into_iter()
-        .find(|d| d.name == name)
-        .map(|d| d.oid))
+    Ok(tx.find_table(name)?)
 }
 
 /// Oids are handed out from a counter far below 2^63, so the cast cannot wrap.

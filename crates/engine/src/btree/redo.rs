@@ -237,6 +237,8 @@ fn redo_split(ctx: &RedoContext<'_>, rec: &DecodedRecord, plan: &SplitPlan) -> R
         return Err(corrupt(rec, &format!("a split at level {}", plan.level)));
     }
     let (left, right) = (block_number(rec, 0)?, block_number(rec, 1)?);
+    // Built once: block 1's contents, and the right half the bounds check compares with.
+    let right_page = right_after_split(plan).map_err(|e| corrupt(rec, &e))?;
     redo_block(ctx, rec, 0, false, |page, tag| {
         let old =
             BtPage::new(page, tag.rel, tag.block).map_err(|e| corrupt(rec, &e.to_string()))?;
@@ -248,7 +250,6 @@ fn redo_split(ctx: &RedoContext<'_>, rec: &DecodedRecord, plan: &SplitPlan) -> R
         }
         let new = left_after_split(&old, plan, right).map_err(|e| corrupt(rec, &e))?;
         // The bounds the primary checked before logging the split (`check_split`).
-        let right_page = right_after_split(plan).map_err(|e| corrupt(rec, &e))?;
         let view = |bytes, block| BtPage::new(bytes, tag.rel, block);
         let bounds = split_bounds_hold(&old, &view(&new, tag.block)?, &view(&right_page, right)?);
         if !bounds.map_err(|e| corrupt(rec, &e.to_string()))? {
@@ -261,8 +262,7 @@ fn redo_split(ctx: &RedoContext<'_>, rec: &DecodedRecord, plan: &SplitPlan) -> R
         Ok(())
     })?;
     redo_block(ctx, rec, 1, true, |page, _| {
-        let new = right_after_split(plan).map_err(|e| corrupt(rec, &e))?;
-        page.copy_from_slice(&new[..]);
+        page.copy_from_slice(&right_page[..]);
         Ok(())
     })?;
     if plan.root_split {

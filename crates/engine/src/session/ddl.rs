@@ -52,17 +52,25 @@ impl Transaction {
 
     /// The table named `name`, as this transaction sees the catalog now.
     pub fn table(&self, name: &str) -> Result<TableId> {
+        let found = self.find_table(name)?;
+        // Through `call`, so that a missing table fails the transaction, as in PostgreSQL.
+        self.call(|| {
+            found.ok_or_else(|| Error::UndefinedTable {
+                name: name.to_string(),
+            })
+        })
+    }
+
+    /// The table named `name` under the transaction's snapshot, or `None`: a missing table is
+    /// no error here, so the transaction goes on (IF EXISTS, IF NOT EXISTS).
+    pub fn find_table(&self, name: &str) -> Result<Option<TableId>> {
         self.call(|| {
             let found = self.catalog_lookup(|looker| {
                 self.engine
                     .catalog
                     .by_name(&self.catalog_heap(), name, looker, &self.engine.txns)
             })?;
-            found
-                .map(|(_, d)| d.oid)
-                .ok_or_else(|| Error::UndefinedTable {
-                    name: name.to_string(),
-                })
+            Ok(found.map(|(_, d)| d.oid))
         })
     }
 
