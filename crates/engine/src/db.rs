@@ -274,6 +274,11 @@ impl Database {
         self.finish_prepared(gid, true)
     }
 
+    /// CHECKPOINT: an immediate checkpoint, as PostgreSQL's command requests one.
+    pub fn checkpoint(&self) -> Result<Lsn> {
+        self.checkpointer.checkpoint()
+    }
+
     /// ROLLBACK PREPARED `gid`.
     pub fn rollback_prepared(&self, gid: &str) -> Result<()> {
         self.finish_prepared(gid, false)

@@ -21,12 +21,39 @@ pub struct ServeArgs {
     /// Sessions at most (PostgreSQL's `max_connections`).
     #[arg(long)]
     max_connections: Option<usize>,
+    /// A setting by PostgreSQL's name, as `postgres -c`: `-c max_prepared_transactions=10`.
+    /// Applied after the `QUIRE_<SETTING>` environment variables, so flags win.
+    #[arg(short = 'c', value_name = "NAME=VALUE")]
+    set: Vec<String>,
 }
+
+/// Environment variables that are not settings (the log filter).
+const NOT_SETTINGS: &[&str] = &["QUIRE_LOG"];
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let mut config = ServerConfig::new(&args.data_dir);
     config.port = args.port;
     config.listen_addresses.clone_from(&args.listen_addresses);
+    let mut env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("QUIRE_") && !NOT_SETTINGS.contains(&k.as_str()))
+        .collect();
+    env.sort();
+    for (k, v) in env {
+        let name = k["QUIRE_".len()..].to_lowercase();
+        config
+            .engine
+            .set(&name, &v)
+            .with_context(|| format!("environment variable {k}"))?;
+    }
+    for s in &args.set {
+        let (name, value) = s
+            .split_once('=')
+            .with_context(|| format!("-c {s}: expected NAME=VALUE"))?;
+        config
+            .engine
+            .set(name.trim(), value.trim())
+            .with_context(|| format!("-c {s}"))?;
+    }
     if let Some(n) = args.max_connections {
         config.engine.max_connections = n;
     }

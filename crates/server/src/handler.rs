@@ -8,15 +8,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use bytes::Bytes;
+use futures::SinkExt;
 use futures::{stream, Sink};
 use pgwire::api::auth::{
     finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata,
     DefaultServerParameterProvider, StartupHandler,
 };
+use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{
-    DescribePortalResponse, DescribeStatementResponse, FieldInfo, QueryResponse, Response, Tag,
+    CopyResponse, DescribePortalResponse, DescribeStatementResponse, FieldInfo, QueryResponse,
+    Response, Tag,
 };
 use pgwire::api::stmt::{QueryParser, StoredStatement};
 use pgwire::api::{
@@ -24,9 +28,13 @@ use pgwire::api::{
     METADATA_USER,
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
+use pgwire::messages::response::CommandComplete;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use quire_engine::Value;
-use quire_sql::{Description, OutColumn, Outcome, OutcomeKind, SqlError, SqlType, Statement};
+use quire_sql::{
+    Description, OutColumn, Outcome, OutcomeKind, Session, SqlError, SqlType, Statement,
+};
 
 use crate::session::SessionHandle;
 use crate::wire;
@@ -73,6 +81,10 @@ impl PgWireServerHandlers for Handlers {
     }
 
     fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        Arc::clone(&self.0)
+    }
+
+    fn copy_handler(&self) -> Arc<impl CopyHandler> {
         Arc::clone(&self.0)
     }
 
@@ -181,6 +193,16 @@ fn response(outcome: Outcome, format: &Format) -> Response {
         OutcomeKind::Command => Response::Execution(Tag::new(&outcome.tag)),
         OutcomeKind::BlockStart => Response::TransactionStart(Tag::new(&outcome.tag)),
         OutcomeKind::BlockEnd => Response::TransactionEnd(Tag::new(&outcome.tag)),
+        OutcomeKind::CopyIn { columns } => {
+            Response::CopyIn(CopyResponse::new(0, columns, stream::empty()))
+        }
+        OutcomeKind::CopyOut { columns, lines } => {
+            let data: Vec<PgWireResult<CopyData>> = lines
+                .into_iter()
+                .map(|l| Ok(CopyData::new(Bytes::from(l))))
+                .collect();
+            Response::CopyOut(CopyResponse::new(0, columns, stream::iter(data)))
+        }
         OutcomeKind::Rows { columns, rows } => {
             let schema = Arc::new(fields(&columns, format));
             let types: Vec<SqlType> = columns.iter().map(|c| c.ty).collect();
@@ -381,7 +403,11 @@ impl ExtendedQueryHandler for Connection {
 /// The ParameterStatus values sent at startup.
 pub(crate) fn server_parameters() -> DefaultServerParameterProvider {
     let mut p = DefaultServerParameterProvider::default();
-    p.server_version = format!("16.0 (quire {})", env!("CARGO_PKG_VERSION"));
+    p.server_version = format!(
+        "{} (quire {})",
+        quire_sql::SERVER_VERSION,
+        env!("CARGO_PKG_VERSION")
+    );
     p.server_encoding = "UTF8".into();
     p.client_encoding = Some("UTF8".into());
     p.date_style = "ISO, MDY".into();
@@ -390,4 +416,61 @@ pub(crate) fn server_parameters() -> DefaultServerParameterProvider {
     p.time_zone = "UTC".into();
     p.application_name = None;
     p
+}
+
+/// COPY FROM STDIN: the data goes to the session thread as it arrives; the session inserts
+/// complete lines and keeps the first error for CopyDone.
+#[async_trait]
+impl CopyHandler for Connection {
+    async fn on_copy_data<C>(&self, _client: &mut C, copy_data: CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let data = copy_data.data;
+        self.session()
+            .map_err(|e| user_error(&e))?
+            .call(move |s| s.copy_data(&data))
+            .await
+            .map_err(|e| user_error(&e))
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let outcome = self
+            .session()
+            .map_err(|e| user_error(&e))?
+            .call(Session::copy_done)
+            .await
+            .and_then(|r| r)
+            .map_err(|e| user_error(&e))?;
+        client
+            .send(PgWireBackendMessage::CommandComplete(CommandComplete::new(
+                outcome.tag,
+            )))
+            .await?;
+        Ok(())
+    }
+
+    async fn on_copy_fail<C>(&self, _client: &mut C, fail: CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let message = fail.message;
+        let e = match self.session() {
+            Ok(s) => s
+                .call(move |s| s.copy_fail(&message))
+                .await
+                .unwrap_or_else(|e| e),
+            Err(e) => e,
+        };
+        user_error(&e)
+    }
 }

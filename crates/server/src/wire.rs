@@ -8,6 +8,8 @@ use pgwire::messages::data::DataRow;
 use quire_engine::Value;
 use quire_sql::{format_text, parse_text, SqlError, SqlType, PG_EPOCH_OFFSET_US};
 
+const US_PER_DAY: i64 = 86_400_000_000;
+
 /// One result row as a DataRow; `binary(i)` says column `i`'s format. Fails (54000) for a
 /// row the protocol cannot carry: more than 32767 columns or a field over 2 GiB.
 pub(crate) fn encode_row(
@@ -42,6 +44,13 @@ fn encode_binary(v: &Value, ty: SqlType) -> Option<Vec<u8>> {
         (Value::Null, _) => return None,
         (Value::Int(i), SqlType::Int2) => (*i as i16).to_be_bytes().to_vec(),
         (Value::Int(i), SqlType::Int4) => (*i as i32).to_be_bytes().to_vec(),
+        (Value::Int(i), SqlType::Oid | SqlType::Regclass | SqlType::Regtype) => {
+            (*i as u32).to_be_bytes().to_vec()
+        }
+        // Days since 1970 on disk, since 2000 on the wire.
+        (Value::Int(d), SqlType::Date) => ((*d - PG_EPOCH_OFFSET_US / US_PER_DAY) as i32)
+            .to_be_bytes()
+            .to_vec(),
         (Value::Int(i), _) => i.to_be_bytes().to_vec(),
         (Value::Bool(b), _) => vec![u8::from(*b)],
         (Value::Float(f), SqlType::Float4) => (*f as f32).to_be_bytes().to_vec(),
@@ -99,12 +108,28 @@ pub(crate) fn decode_param(
         SqlType::Float8 => {
             Value::Float(f64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad())?))
         }
-        SqlType::Text | SqlType::Varchar(_) | SqlType::Unknown => {
+        SqlType::Text
+        | SqlType::Varchar(_)
+        | SqlType::Bpchar(_)
+        | SqlType::Name
+        | SqlType::Char
+        | SqlType::Unknown => {
             let s = std::str::from_utf8(bytes).map_err(|_| bad())?;
             parse_text(ty, s)?
         }
+        SqlType::Oid | SqlType::Regclass | SqlType::Regtype => {
+            Value::Int(u32::from_be_bytes(fixed(4)?.try_into().map_err(|_| bad())?).into())
+        }
+        SqlType::Date => {
+            let d = i32::from_be_bytes(fixed(4)?.try_into().map_err(|_| bad())?);
+            Value::Int(i64::from(d) + PG_EPOCH_OFFSET_US / US_PER_DAY)
+        }
+        SqlType::Uuid => Value::Bytea(fixed(16)?.to_vec()),
+        SqlType::TextArray => {
+            return Err(SqlError::unsupported("text[] parameters in binary format"))
+        }
         SqlType::Bytea => Value::Bytea(bytes.to_vec()),
-        SqlType::Timestamp => {
+        SqlType::Timestamp | SqlType::Timestamptz => {
             let pg = i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad())?);
             Value::Timestamp(pg.checked_add(PG_EPOCH_OFFSET_US).ok_or_else(bad)?)
         }

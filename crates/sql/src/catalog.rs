@@ -7,7 +7,8 @@
 use std::ops::Bound::Included;
 
 use quire_engine::{
-    Column, Database, Error, IndexId, IsolationLevel, TableDef, TableId, Transaction, Type, Value,
+    Column, Database, Error, IndexDef, IndexId, IsolationLevel, TableDef, TableId, Transaction,
+    Type, Value,
 };
 
 use crate::error::{Result, SqlError};
@@ -33,6 +34,8 @@ pub(crate) struct TableInfo {
     pub columns: Vec<ColumnInfo>,
     /// The primary key's index and its columns' positions.
     pub pkey: Option<(IndexId, Vec<usize>)>,
+    /// Every index of the table (the primary key's too), for the planner.
+    pub indexes: Vec<IndexDef>,
 }
 
 impl TableInfo {
@@ -137,12 +140,17 @@ pub(crate) fn lookup(tx: &Transaction, name: &str) -> Result<TableInfo> {
         col.ty = ty;
         col.not_null = *not_null;
     }
-    let pkey = tx
-        .table_indexes(oid)?
-        .into_iter()
+    let indexes = tx.table_indexes(oid)?;
+    let pkey = indexes
+        .iter()
         .find(|i| i.unique && i.name == format!("{name}_pkey"))
         .map(|i| (i.oid, i.columns.iter().map(|&c| usize::from(c)).collect()));
-    Ok(TableInfo { def, columns, pkey })
+    Ok(TableInfo {
+        def,
+        columns,
+        pkey,
+        indexes,
+    })
 }
 
 fn corrupt(table: &str) -> SqlError {
@@ -195,6 +203,24 @@ pub(crate) fn drop(tx: &Transaction, table: TableId) -> Result<()> {
         .collect::<std::result::Result<_, _>>()?;
     for tid in tids {
         tx.delete(meta, tid)?;
+    }
+    Ok(())
+}
+
+/// Marks `columns` of `table` NOT NULL (ALTER TABLE ... ADD PRIMARY KEY).
+pub(crate) fn set_not_null(tx: &Transaction, table: &TableInfo, columns: &[usize]) -> Result<()> {
+    let meta = tx.table(COLUMNS_TABLE)?;
+    let meta_index = tx.index(COLUMNS_INDEX)?;
+    let key = [oid_value(table.def.oid)];
+    let rows: Vec<_> = tx
+        .index_scan(meta_index, Included(&key[..]), Included(&key[..]))?
+        .collect::<std::result::Result<_, _>>()?;
+    for (tid, mut row) in rows {
+        let attnum = row[1].as_int().and_then(|a| usize::try_from(a).ok());
+        if attnum.is_some_and(|a| columns.contains(&a)) {
+            row[3] = Value::Bool(true);
+            tx.update(meta, tid, &row)?;
+        }
     }
     Ok(())
 }

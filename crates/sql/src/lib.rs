@@ -1,8 +1,18 @@
 //! # quire-sql
 //!
 //! quire's SQL layer (DESIGN.md layers 10-11): parse with `sqlparser`, bind against the
-//! engine's catalog, execute through [`quire_engine::Transaction`]. It is synchronous, like
+//! catalog, plan, and execute through [`quire_engine::Transaction`]. It is synchronous, like
 //! the engine, and knows nothing of the network.
+//!
+//! ## Modules, bottom to top
+//! - [`types`]: SQL types over the engine's, text input and output, casts.
+//! - `parse`: statement splitting, `sqlparser`, and the utility commands it lacks.
+//! - `expr`, `func`: typed expressions and functions, and their evaluation.
+//! - `plan`: plan nodes and their pull-based execution.
+//! - `catalog`, `pg_catalog`: what SQL keeps of a table, and PostgreSQL's catalog views.
+//! - `bind`: names, types and access paths: a statement becomes a plan.
+//! - `copy`: COPY's text and CSV formats.
+//! - `session`: a client's transaction state, settings and COPY; statement execution.
 //!
 //! ## Rules
 //!
@@ -13,10 +23,13 @@
 //! - Table definitions are the engine's catalog; what SQL adds (declared types such as
 //!   `integer` over the engine's `Int`, NOT NULL) lives in an engine table of its own
 //!   written in the same transaction, so DDL rolls back as a whole ([`catalog`]'s rules).
+//! - Memory: every node that materializes rows (sort, aggregate, hash join, DISTINCT, a
+//!   statement's result) is bounded by `plan::MAX_MATERIALIZED_ROWS`; beyond it the
+//!   statement fails with 54000.
 //! - Errors: one type, [`SqlError`], with PostgreSQL's SQLSTATE. Engine errors keep theirs
-//!   (23505, 40001, 42P01, ...); this layer adds 42601 (syntax), 42703, 42804, 22P02, 23502,
-//!   25P02 and 0A000 for what is valid SQL that quire does not do yet (it names the
-//!   feature). No input makes this crate panic.
+//!   (23505, 40001, 42P01, ...); this layer adds 42601 (syntax), 42703, 42804, 42883,
+//!   22P02, 23502, 25001, 25P02 and 0A000 for what is valid SQL that quire does not do yet
+//!   (it names the feature). No input makes this crate panic.
 //! - An error inside a transaction block rolls the engine transaction back at once (its
 //!   locks go) and the block then refuses every statement with 25P02 until COMMIT or
 //!   ROLLBACK, as PostgreSQL does.
@@ -24,13 +37,19 @@
 
 mod bind;
 mod catalog;
+mod copy;
 mod error;
+mod expr;
+mod func;
+mod parse;
+mod pg_catalog;
+mod plan;
 mod session;
 mod types;
 
 pub use bind::OutColumn;
 pub use error::{Result, SqlError};
-pub use session::{
-    parse, Description, Outcome, OutcomeKind, Session, Statement, TxStatus, MAX_ROWS_PER_STATEMENT,
-};
+pub use parse::{parse, CopyFormat, CopyStmt, Statement, VacuumStmt};
+pub use plan::MAX_MATERIALIZED_ROWS;
+pub use session::{Description, Outcome, OutcomeKind, Session, Settings, TxStatus, SERVER_VERSION};
 pub use types::{format_text, format_timestamp, parse_text, SqlType, PG_EPOCH_OFFSET_US};

@@ -1,52 +1,27 @@
 //! A SQL session: the transaction state of one client connection (idle, inside a BEGIN
-//! block, or in a block an error aborted) and the execution of bound plans through the
-//! engine's [`Transaction`]. A session is synchronous and not shared: the server gives each
-//! connection a thread of its own that owns its `Session`.
+//! block, or in a block an error aborted), its settings (SET/SHOW), an ongoing COPY FROM
+//! STDIN, and the execution of bound plans through the engine's [`Transaction`]. A session
+//! is synchronous and not shared: the server gives each connection a thread of its own that
+//! owns its `Session`.
 
+use std::collections::BTreeMap;
 use std::ops::Bound::Included;
 use std::sync::Arc;
 
-use quire_engine::{Changed, Database, IsolationLevel, Row, Tid, Transaction, Value};
+use quire_engine::{Changed, Config, Database, IsolationLevel, Row, Transaction, Value};
 
-use crate::bind::{self, Access, ArithOp, CmpOp, Expr, Filter, Item, OutColumn, Plan, Pred};
+use crate::bind::{self, OnConflict, OutColumn, Plan};
 use crate::catalog::{self, TableInfo};
+use crate::copy;
 use crate::error::{Result, SqlError};
-use crate::types::{self, SqlType};
+use crate::expr::{Cx, Expr};
+use crate::parse::{CopyStmt, Statement, VacuumStmt};
+use crate::plan::{self, value_tid};
+use crate::types::SqlType;
 
-/// A parsed statement (one of those [`parse`] returns).
-#[derive(Clone, Debug)]
-pub struct Statement(sqlparser::ast::Statement);
-
-impl Statement {
-    /// The parsed statement (the binder's input).
-    pub(crate) fn ast(&self) -> &sqlparser::ast::Statement {
-        &self.0
-    }
-
-    /// Whether it is a statement a failed transaction block accepts (COMMIT, ROLLBACK).
-    fn ends_block(&self) -> bool {
-        matches!(
-            self.0,
-            sqlparser::ast::Statement::Commit { .. } | sqlparser::ast::Statement::Rollback { .. }
-        )
-    }
-}
-
-/// Parses SQL text into statements (42601 on a syntax error). Never panics on any input:
-/// sqlparser bounds its recursion depth.
-pub fn parse(sql: &str) -> Result<Vec<Statement>> {
-    let dialect = sqlparser::dialect::PostgreSqlDialect {};
-    sqlparser::parser::Parser::parse_sql(&dialect, sql)
-        .map(|v| v.into_iter().map(Statement).collect())
-        .map_err(|e| {
-            let msg = e.to_string();
-            SqlError::syntax(
-                msg.strip_prefix("sql parser error: ")
-                    .unwrap_or(&msg)
-                    .to_string(),
-            )
-        })
-}
+/// The PostgreSQL version quire reports (`server_version`): clients such as pgbench and
+/// psql choose their queries by it.
+pub const SERVER_VERSION: &str = "16.0";
 
 /// The transaction status a client sees (ReadyForQuery's I, T, E).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +37,8 @@ pub struct Outcome {
     /// PostgreSQL's command tag: `INSERT 0 2`, `SELECT 1`, `CREATE TABLE`, ...
     pub tag: String,
     pub kind: OutcomeKind,
+    /// Messages for the client (NoticeResponse), such as VACUUM VERBOSE's report.
+    pub notices: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -74,6 +51,16 @@ pub enum OutcomeKind {
     Rows {
         columns: Vec<OutColumn>,
         rows: Vec<Row>,
+    },
+    /// COPY FROM STDIN started: the client now sends CopyData; the server passes it to
+    /// [`Session::copy_data`] and ends with [`Session::copy_done`] or [`Session::copy_fail`].
+    CopyIn {
+        columns: usize,
+    },
+    /// COPY TO STDOUT: the lines to send as CopyData (the tag is `COPY n`).
+    CopyOut {
+        columns: usize,
+        lines: Vec<Vec<u8>>,
     },
 }
 
@@ -92,6 +79,217 @@ enum State {
     Failed,
 }
 
+/// An ongoing COPY FROM STDIN.
+struct CopyIn {
+    stmt: CopyStmt,
+    table: TableInfo,
+    targets: Vec<usize>,
+    /// Bytes of an incomplete last line.
+    pending: Vec<u8>,
+    rows: u64,
+    header_pending: bool,
+    /// The COPY's own transaction when it did not run inside a block.
+    own_tx: Option<Box<Transaction>>,
+}
+
+/// Most bytes one line of COPY data may have (PostgreSQL's limit on a field is 1 GB; a
+/// line beyond this is refused rather than buffered without end).
+const MAX_COPY_LINE_BYTES: usize = 64 << 20;
+
+/// One client's settings: the session-level parameters it may SET, and the server's.
+pub struct Settings {
+    pub user: String,
+    session: BTreeMap<String, String>,
+    config: Config,
+}
+
+/// Session parameters, their defaults, and whether SET may change them.
+const SESSION_PARAMETERS: &[(&str, &str, bool)] = &[
+    ("application_name", "", true),
+    ("client_encoding", "UTF8", true),
+    ("client_min_messages", "notice", true),
+    ("datestyle", "ISO, MDY", true),
+    ("default_transaction_isolation", "read committed", true),
+    ("extra_float_digits", "1", true),
+    ("idle_in_transaction_session_timeout", "0", true),
+    ("integer_datetimes", "on", false),
+    ("intervalstyle", "postgres", true),
+    ("lc_collate", "C", false),
+    ("lc_ctype", "C", false),
+    ("search_path", "\"$user\", public", true),
+    ("server_encoding", "UTF8", false),
+    ("server_version", SERVER_VERSION, false),
+    ("server_version_num", "160000", false),
+    ("standard_conforming_strings", "on", true),
+    ("statement_timeout", "0", true),
+    ("timezone", "UTC", true),
+    ("transaction_isolation", "read committed", false),
+];
+
+fn format_bytes(b: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "kB")];
+    for (size, unit) in UNITS {
+        if b >= size && b.is_multiple_of(size) {
+            return format!("{}{unit}", b / size);
+        }
+    }
+    format!("{b}B")
+}
+
+fn on_off(b: bool) -> String {
+    if b { "on" } else { "off" }.into()
+}
+
+impl Settings {
+    fn new(config: Config) -> Settings {
+        Settings {
+            user: crate::pg_catalog::SUPERUSER.into(),
+            session: BTreeMap::new(),
+            config,
+        }
+    }
+
+    /// The server's settings (the engine's configuration), by PostgreSQL's names.
+    fn server(&self) -> Vec<(&'static str, String)> {
+        let c = &self.config;
+        vec![
+            ("shared_buffers", format_bytes(c.shared_buffers_bytes)),
+            ("wal_buffers", format_bytes(c.wal_buffers_bytes)),
+            ("wal_segment_size", format_bytes(c.wal_segment_size_bytes)),
+            ("max_wal_size", format_bytes(c.max_wal_size_bytes)),
+            ("checkpoint_timeout", format!("{}s", c.checkpoint_timeout_s)),
+            (
+                "checkpoint_completion_target",
+                c.checkpoint_completion_target.to_string(),
+            ),
+            ("synchronous_commit", on_off(c.synchronous_commit)),
+            ("track_commit_timestamp", on_off(c.track_commit_timestamp)),
+            ("max_connections", c.max_connections.to_string()),
+            (
+                "max_prepared_transactions",
+                c.max_prepared_transactions.to_string(),
+            ),
+            (
+                "max_locks_per_transaction",
+                c.max_locks_per_transaction.to_string(),
+            ),
+            ("deadlock_timeout", format!("{}ms", c.deadlock_timeout_ms)),
+            (
+                "maintenance_work_mem",
+                format_bytes(c.maintenance_work_mem_bytes),
+            ),
+            ("max_files_per_process", c.max_files_per_process.to_string()),
+            ("autovacuum", on_off(c.autovacuum)),
+            ("fsync", "on".into()),
+            ("full_page_writes", "on".into()),
+            ("buffer_drop", c.buffer_drop.name().into()),
+            ("relsize_cache", c.relsize_cache.name().into()),
+            ("twophase_state", c.twophase_state.name().into()),
+            ("dead_tids", c.dead_tids.name().into()),
+            ("sync", c.sync.name().into()),
+        ]
+    }
+
+    /// SHOW `name`: `None` for an unknown parameter.
+    pub fn show(&self, name: &str) -> Option<String> {
+        let name = name.to_lowercase();
+        if let Some(v) = self.session.get(&name) {
+            return Some(v.clone());
+        }
+        if let Some((_, d, _)) = SESSION_PARAMETERS.iter().find(|(n, _, _)| *n == name) {
+            return Some((*d).to_string());
+        }
+        if name == "is_superuser" {
+            return Some("on".into());
+        }
+        if name == "session_authorization" {
+            return Some(self.user.clone());
+        }
+        self.server()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v)
+    }
+
+    /// Every parameter: name, value, and where its value comes from.
+    pub(crate) fn all(&self) -> Vec<(String, String, &'static str)> {
+        let mut v: Vec<(String, String, &'static str)> = SESSION_PARAMETERS
+            .iter()
+            .map(|(n, d, _)| match self.session.get(*n) {
+                Some(s) => ((*n).to_string(), s.clone(), "session"),
+                None => ((*n).to_string(), (*d).to_string(), "default"),
+            })
+            .collect();
+        v.extend(
+            self.server()
+                .into_iter()
+                .map(|(n, s)| (n.to_string(), s, "configuration file")),
+        );
+        v.sort();
+        v
+    }
+
+    fn set(&mut self, name: &str, value: Option<String>) -> Result<()> {
+        let name = name.to_lowercase();
+        if name == "all" && value.is_none() {
+            self.session.clear();
+            return Ok(());
+        }
+        if name == "transaction_isolation" || name == "session characteristics" {
+            return Err(SqlError::unsupported(
+                "SET transaction_isolation (use BEGIN ISOLATION LEVEL)",
+            ));
+        }
+        let Some((_, _, settable)) = SESSION_PARAMETERS.iter().find(|(n, _, _)| *n == name) else {
+            if self.server().iter().any(|(n, _)| *n == name) {
+                return Err(SqlError::new(
+                    "55P02",
+                    format!("parameter \"{name}\" cannot be changed now (it is a server setting: set it in quire.toml, QUIRE_{} or a flag)", name.to_uppercase()),
+                ));
+            }
+            return Err(SqlError::new(
+                "42704",
+                format!("unrecognized configuration parameter \"{name}\""),
+            ));
+        };
+        if !settable {
+            return Err(SqlError::new(
+                "55P02",
+                format!("parameter \"{name}\" cannot be changed"),
+            ));
+        }
+        let Some(value) = value else {
+            self.session.remove(&name);
+            return Ok(());
+        };
+        check_session_value(&name, &value)?;
+        self.session.insert(name, value);
+        Ok(())
+    }
+}
+
+/// Values quire can honour for the parameters whose other values it does not implement.
+fn check_session_value(name: &str, value: &str) -> Result<()> {
+    let v = value.to_lowercase();
+    let ok = match name {
+        "client_encoding" => ["utf8", "utf-8", "unicode"].contains(&v.as_str()),
+        "timezone" => ["utc", "gmt", "etc/utc", "z", "0", "+00", "zulu"].contains(&v.as_str()),
+        "datestyle" => v.starts_with("iso"),
+        "statement_timeout" | "idle_in_transaction_session_timeout" => {
+            v == "0" || v == "0ms" || v == "0s"
+        }
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(SqlError::new(
+            "22023",
+            format!("invalid value for parameter \"{name}\": \"{value}\" (quire supports only the default here)"),
+        ))
+    }
+}
+
 /// One client's session.
 pub struct Session {
     db: Arc<Database>,
@@ -100,11 +298,36 @@ pub struct Session {
     /// ([`Session::execute_simple`]): committed at the message's end, rolled back to idle
     /// (not to the aborted state) on an error, made explicit by a BEGIN inside it.
     implicit: bool,
+    settings: Settings,
+    copy: Option<CopyIn>,
+    /// The error that ended a COPY FROM STDIN, reported at CopyDone.
+    copy_error: Option<SqlError>,
 }
 
-/// Most rows one statement materializes (a SELECT's result, an UPDATE's targets): results
-/// are built in memory until the executor streams them.
-pub const MAX_ROWS_PER_STATEMENT: usize = 10_000_000;
+fn outcome(tag: impl Into<String>, kind: OutcomeKind) -> Outcome {
+    Outcome {
+        tag: tag.into(),
+        kind,
+        notices: Vec::new(),
+    }
+}
+
+fn command(tag: impl Into<String>) -> Outcome {
+    outcome(tag, OutcomeKind::Command)
+}
+
+fn in_block_error(what: &str) -> SqlError {
+    SqlError::new(
+        "25001",
+        format!("{what} cannot run inside a transaction block"),
+    )
+}
+
+fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
 
 impl Session {
     /// Creates the SQL layer's catalog table on a data directory's first start.
@@ -113,11 +336,19 @@ impl Session {
     }
 
     pub fn new(db: Arc<Database>) -> Session {
+        let settings = Settings::new(db.config().clone());
         Session {
             db,
             state: State::Idle,
             implicit: false,
+            settings,
+            copy: None,
+            copy_error: None,
         }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     pub fn status(&self) -> TxStatus {
@@ -130,6 +361,11 @@ impl Session {
 
     /// Rolls back an open transaction (the connection is closing or the server stopping).
     pub fn close(&mut self) -> Result<()> {
+        if let Some(c) = self.copy.take() {
+            if let Some(tx) = c.own_tx {
+                tx.rollback()?;
+            }
+        }
         match std::mem::replace(&mut self.state, State::Idle) {
             State::Block(tx) => Ok(tx.rollback()?),
             State::Idle | State::Failed => Ok(()),
@@ -139,7 +375,19 @@ impl Session {
     /// Parameter types and output columns of `stmt`, given the types the client declared
     /// (`Unknown` for none).
     pub fn describe(&mut self, stmt: &Statement, hints: &[SqlType]) -> Result<Description> {
-        let bound = self.with_tx(stmt, |tx| bind::bind(stmt.ast(), hints, tx))?;
+        let Statement::Sql(ast) = stmt else {
+            return Ok(Description {
+                params: Vec::new(),
+                columns: Vec::new(),
+            });
+        };
+        if bind::is_transaction_control(ast) {
+            return Ok(Description {
+                params: Vec::new(),
+                columns: Vec::new(),
+            });
+        }
+        let bound = self.with_tx(|tx| bind::bind(ast, hints, tx))?;
         Ok(Description {
             params: bound.params,
             columns: bound.out,
@@ -153,54 +401,143 @@ impl Session {
         hints: &[SqlType],
         params: &[Value],
     ) -> Result<Outcome> {
+        if self.copy.is_some() {
+            return Err(SqlError::new("08P01", "a COPY is in progress"));
+        }
         if matches!(self.state, State::Failed) {
-            if stmt.ends_block() {
+            if stmt.ends_block() || matches!(stmt, Statement::PrepareTransaction(_)) {
                 self.state = State::Idle;
-                return Ok(Outcome {
-                    tag: "ROLLBACK".into(),
-                    kind: OutcomeKind::BlockEnd,
-                });
+                return Ok(outcome("ROLLBACK", OutcomeKind::BlockEnd));
             }
             return Err(SqlError::in_failed_transaction());
         }
-        let bound = match self.with_tx(stmt, |tx| bind::bind(stmt.ast(), hints, tx)) {
-            Ok(b) => b,
-            Err(e) => return Err(self.fail(e)),
+        let r = match stmt {
+            Statement::Sql(ast) => self.execute_sql(ast, hints, params),
+            Statement::PrepareTransaction(gid) => self.prepare_transaction(gid),
+            Statement::CommitPrepared(gid) | Statement::RollbackPrepared(gid) => {
+                let commit = matches!(stmt, Statement::CommitPrepared(_));
+                self.finish_prepared(gid, commit)
+            }
+            Statement::Checkpoint => {
+                self.db.checkpoint()?;
+                Ok(command("CHECKPOINT"))
+            }
+            Statement::Vacuum(v) => self.vacuum(v),
+            Statement::Copy(c) => self.copy_start(c),
         };
-        if params.len() != bound.params.len() {
-            let e = SqlError::new(
-                "08P01",
-                format!(
-                    "bind message supplies {} parameters, but prepared statement requires {}",
-                    params.len(),
-                    bound.params.len()
-                ),
-            );
-            return Err(self.fail(e));
+        r.map_err(|e| self.fail(e))
+    }
+
+    fn execute_sql(
+        &mut self,
+        ast: &sqlparser::ast::Statement,
+        hints: &[SqlType],
+        params: &[Value],
+    ) -> Result<Outcome> {
+        if bind::is_transaction_control(ast) {
+            let bound = bind::bind_transaction_control(ast)?;
+            return match bound {
+                Plan::Begin(isolation) => self.begin(isolation),
+                Plan::Commit => self.end(true),
+                _ => self.end(false),
+            };
         }
-        match bound.plan {
-            Plan::Begin(isolation) => self.begin(isolation),
-            Plan::Commit => self.end(true),
-            Plan::Rollback => self.end(false),
-            plan => {
-                if let State::Block(tx) = &self.state {
-                    let r = run(tx, &plan, &bound.params, params);
-                    return r.map_err(|e| self.fail(e));
-                }
-                // Outside a block, the statement is its own transaction.
-                let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
-                match run(&tx, &plan, &bound.params, params) {
-                    Ok(out) => {
-                        tx.commit()?;
-                        Ok(out)
-                    }
-                    Err(e) => {
-                        let _ = tx.rollback();
-                        Err(e)
-                    }
-                }
+        if let State::Block(tx) = &self.state {
+            let bound = bind::bind(ast, hints, tx)?;
+            check_param_count(params.len(), bound.params.len())?;
+            let out = run(&self.db, tx, &mut self.settings, &bound.plan, params)?;
+            return Ok(with_columns(out, bound.out));
+        }
+        // Outside a block, the statement is its own transaction.
+        let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
+        let r = bind::bind(ast, hints, &tx).and_then(|bound| {
+            check_param_count(params.len(), bound.params.len())?;
+            let out = run(&self.db, &tx, &mut self.settings, &bound.plan, params)?;
+            Ok(with_columns(out, bound.out))
+        });
+        match r {
+            Ok(out) => {
+                tx.commit()?;
+                Ok(out)
+            }
+            Err(e) => {
+                let _ = tx.rollback();
+                Err(e)
             }
         }
+    }
+
+    fn prepare_transaction(&mut self, gid: &str) -> Result<Outcome> {
+        self.implicit = false;
+        match std::mem::replace(&mut self.state, State::Idle) {
+            State::Block(tx) => {
+                tx.prepare(gid)?;
+                Ok(outcome("PREPARE TRANSACTION", OutcomeKind::BlockEnd))
+            }
+            State::Idle | State::Failed => Err(SqlError::new(
+                "25P01",
+                "there is no transaction in progress",
+            )),
+        }
+    }
+
+    fn finish_prepared(&mut self, gid: &str, commit: bool) -> Result<Outcome> {
+        let what = if commit {
+            "COMMIT PREPARED"
+        } else {
+            "ROLLBACK PREPARED"
+        };
+        if !matches!(self.state, State::Idle) {
+            return Err(in_block_error(what));
+        }
+        if commit {
+            self.db.commit_prepared(gid)?;
+        } else {
+            self.db.rollback_prepared(gid)?;
+        }
+        Ok(command(what))
+    }
+
+    fn vacuum(&mut self, v: &VacuumStmt) -> Result<Outcome> {
+        if !matches!(self.state, State::Idle) {
+            return Err(in_block_error("VACUUM"));
+        }
+        let tables: Vec<(String, quire_engine::TableId)> = self.with_tx(|tx| {
+            if v.tables.is_empty() {
+                Ok(tx
+                    .tables()?
+                    .into_iter()
+                    .filter(|t| !t.name.starts_with(catalog::RESERVED_PREFIX))
+                    .map(|t| (t.name, t.oid))
+                    .collect())
+            } else {
+                v.tables
+                    .iter()
+                    .map(|n| catalog::lookup(tx, n).map(|t| (t.def.name.clone(), t.def.oid)))
+                    .collect()
+            }
+        })?;
+        let mut notices = Vec::new();
+        for (name, oid) in tables {
+            let s = self.db.vacuum(oid)?;
+            if v.verbose {
+                notices.push(format!(
+                    "vacuuming \"{}.public.{name}\": index scans: {}, pages: {} removed, {} remain, {} scanned; tuples: {} removed, {} remain, {} are dead but not yet removable; {} frozen",
+                    crate::pg_catalog::DATABASE_NAME,
+                    s.index_passes,
+                    s.pages_truncated,
+                    s.pages.saturating_sub(s.pages_truncated),
+                    s.pages_scanned,
+                    s.dead_tuples_removed,
+                    s.live_tuples,
+                    s.recently_dead_tuples,
+                    s.tuples_frozen,
+                ));
+            }
+        }
+        let mut out = command("VACUUM");
+        out.notices = notices;
+        Ok(out)
     }
 
     /// The statements of one simple-query message, as PostgreSQL runs them: outside a block,
@@ -223,9 +560,10 @@ impl Session {
                 }
             }
             let r = self.execute(stmt, &[], &[]);
-            let failed = r.is_err();
+            let stop =
+                r.is_err() || matches!(&r, Ok(o) if matches!(o.kind, OutcomeKind::CopyIn { .. }));
             out.push(r);
-            if failed {
+            if stop {
                 return out;
             }
         }
@@ -268,79 +606,374 @@ impl Session {
             self.state = State::Block(Box::new(self.db.begin(isolation)?));
         }
         // In a block already: PostgreSQL warns and carries on.
-        Ok(Outcome {
-            tag: "BEGIN".into(),
-            kind: OutcomeKind::BlockStart,
-        })
+        Ok(outcome("BEGIN", OutcomeKind::BlockStart))
     }
 
     fn end(&mut self, commit: bool) -> Result<Outcome> {
         self.implicit = false;
         let tag = if commit { "COMMIT" } else { "ROLLBACK" };
-        let done = Outcome {
-            tag: tag.into(),
-            kind: OutcomeKind::BlockEnd,
-        };
         match std::mem::replace(&mut self.state, State::Idle) {
             State::Block(tx) if commit => tx.commit()?,
             State::Block(tx) => tx.rollback()?,
             // No block: PostgreSQL warns "there is no transaction in progress".
             State::Idle | State::Failed => {}
         }
-        Ok(done)
+        Ok(outcome(tag, OutcomeKind::BlockEnd))
     }
 
     /// Runs `f` with the block's transaction, or a short one of its own for catalog lookups.
-    fn with_tx<T>(
-        &self,
-        stmt: &Statement,
-        f: impl FnOnce(Option<&Transaction>) -> Result<T>,
-    ) -> Result<T> {
-        if !bind::needs_catalog(stmt.ast()) {
-            return f(None);
-        }
+    fn with_tx<T>(&self, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
         match &self.state {
-            State::Block(tx) => f(Some(tx)),
+            State::Block(tx) => f(tx),
             State::Failed => Err(SqlError::in_failed_transaction()),
             State::Idle => {
                 let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
-                let r = f(Some(&tx));
+                let r = f(&tx);
                 let _ = tx.rollback();
                 r
             }
         }
     }
-}
 
-fn command(tag: impl Into<String>) -> Outcome {
-    Outcome {
-        tag: tag.into(),
-        kind: OutcomeKind::Command,
+    fn copy_start(&mut self, c: &CopyStmt) -> Result<Outcome> {
+        let own_tx = match &self.state {
+            State::Block(_) => None,
+            _ => Some(Box::new(self.db.begin(IsolationLevel::ReadCommitted)?)),
+        };
+        let tx: &Transaction = match (&own_tx, &self.state) {
+            (Some(t), _) | (None, State::Block(t)) => t,
+            (None, _) => return Err(SqlError::new("XX000", "COPY without a transaction")),
+        };
+        let r = (|| {
+            let table = catalog::lookup(tx, &c.table)?;
+            let targets = copy_targets(&table, &c.columns)?;
+            Ok((table, targets))
+        })();
+        let (table, targets) = match r {
+            Ok(x) => x,
+            Err(e) => {
+                if let Some(t) = own_tx {
+                    let _ = t.rollback();
+                }
+                return Err(e);
+            }
+        };
+        if !c.from {
+            let r = copy_out(tx, &table, &targets, c);
+            if let Some(t) = own_tx {
+                t.commit()?;
+            }
+            let lines = r?;
+            return Ok(outcome(
+                format!("COPY {}", lines.len() - usize::from(c.header)),
+                OutcomeKind::CopyOut {
+                    columns: targets.len(),
+                    lines,
+                },
+            ));
+        }
+        let columns = targets.len();
+        self.copy = Some(CopyIn {
+            stmt: c.clone(),
+            table,
+            targets,
+            pending: Vec::new(),
+            rows: 0,
+            header_pending: c.header,
+            own_tx,
+        });
+        Ok(outcome("COPY", OutcomeKind::CopyIn { columns }))
+    }
+
+    /// COPY FROM STDIN data, in any chunking: complete lines are inserted at once. An error
+    /// ends the COPY (its rows roll back); the rest of the data is ignored and
+    /// [`Session::copy_done`] reports the error, as the client reads it after CopyDone.
+    pub fn copy_data(&mut self, data: &[u8]) {
+        if self.copy.is_none() {
+            return;
+        }
+        if let Err(e) = self.copy_lines(data, false) {
+            let e = self.copy_abort(e);
+            self.copy_error = Some(e);
+        }
+    }
+
+    /// The end of COPY FROM STDIN data: the last line, then `COPY n`.
+    pub fn copy_done(&mut self) -> Result<Outcome> {
+        if let Some(e) = self.copy_error.take() {
+            return Err(e);
+        }
+        if let Err(e) = self.copy_lines(&[], true) {
+            return Err(self.copy_abort(e));
+        }
+        let c = self
+            .copy
+            .take()
+            .ok_or_else(|| SqlError::new("08P01", "no COPY in progress"))?;
+        if let Some(tx) = c.own_tx {
+            tx.commit()?;
+        }
+        Ok(command(format!("COPY {}", c.rows)))
+    }
+
+    /// The client gave up the COPY (CopyFail): nothing of it stays.
+    pub fn copy_fail(&mut self, message: &str) -> SqlError {
+        self.copy_error = None;
+        self.copy_abort(SqlError::new(
+            "57014",
+            format!("COPY from stdin failed: {message}"),
+        ))
+    }
+
+    fn copy_abort(&mut self, e: SqlError) -> SqlError {
+        if let Some(c) = self.copy.take() {
+            if let Some(tx) = c.own_tx {
+                let _ = tx.rollback();
+                return e;
+            }
+        }
+        self.fail(e)
+    }
+
+    fn copy_lines(&mut self, data: &[u8], last: bool) -> Result<()> {
+        let Some(c) = self.copy.as_mut() else {
+            return Err(SqlError::new("08P01", "no COPY in progress"));
+        };
+        c.pending.extend_from_slice(data);
+        let own = c.own_tx.take();
+        let r = copy_chunk(own.as_deref(), &self.state, c, last);
+        c.own_tx = own;
+        r
     }
 }
 
-/// Executes a plan other than BEGIN/COMMIT/ROLLBACK in `tx`.
-fn run(
+fn copy_chunk(own: Option<&Transaction>, state: &State, c: &mut CopyIn, last: bool) -> Result<()> {
+    {
+        let tx: &Transaction = match (own, state) {
+            (Some(t), _) => t,
+            (None, State::Block(t)) => t,
+            (None, _) => return Err(SqlError::new("XX000", "COPY without a transaction")),
+        };
+        let mut start = 0;
+        let buf = std::mem::take(&mut c.pending);
+        let mut lines = copy::Lines::new(&buf, c.stmt.format);
+        while let Some(end) = lines.next_end() {
+            let line = &buf[start..end];
+            start = end + 1;
+            copy_row(tx, c, line)?;
+        }
+        let rest = &buf[start..];
+        if last {
+            let rest = rest.strip_suffix(b"\r").unwrap_or(rest);
+            if !rest.is_empty() && rest != b"\\." {
+                copy_row(tx, c, rest)?;
+            }
+        } else {
+            if rest.len() > MAX_COPY_LINE_BYTES {
+                return Err(SqlError::new(
+                    "54000",
+                    format!("a COPY line may have at most {MAX_COPY_LINE_BYTES} bytes"),
+                ));
+            }
+            c.pending = rest.to_vec();
+        }
+        Ok(())
+    }
+}
+
+/// RETURNING's rows get the statement's output columns (the executor leaves them empty).
+fn with_columns(mut out: Outcome, bound: Vec<OutColumn>) -> Outcome {
+    if let OutcomeKind::Rows { columns, .. } = &mut out.kind {
+        if columns.is_empty() {
+            *columns = bound;
+        }
+    }
+    out
+}
+
+fn check_param_count(given: usize, needed: usize) -> Result<()> {
+    if given != needed {
+        return Err(SqlError::new(
+            "08P01",
+            format!("bind message supplies {given} parameters, but prepared statement requires {needed}"),
+        ));
+    }
+    Ok(())
+}
+
+fn copy_targets(table: &TableInfo, columns: &[String]) -> Result<Vec<usize>> {
+    if columns.is_empty() {
+        return Ok((0..table.columns.len()).collect());
+    }
+    columns.iter().map(|n| table.column(n)).collect()
+}
+
+/// One line of COPY FROM data inserted.
+fn copy_row(tx: &Transaction, c: &mut CopyIn, line: &[u8]) -> Result<()> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line == b"\\." {
+        return Ok(());
+    }
+    if std::mem::take(&mut c.header_pending) {
+        return Ok(());
+    }
+    let fields = copy::parse_line(line, &c.stmt)?;
+    if fields.len() != c.targets.len() {
+        return Err(SqlError::new(
+            "22P04",
+            format!(
+                "{} data for column{} (expected {} fields, got {}), COPY {}, line {}",
+                if fields.len() > c.targets.len() {
+                    "extra"
+                } else {
+                    "missing"
+                },
+                "s",
+                c.targets.len(),
+                fields.len(),
+                c.table.def.name,
+                c.rows + 1
+            ),
+        ));
+    }
+    let mut row = vec![Value::Null; c.table.columns.len()];
+    for (f, &pos) in fields.into_iter().zip(&c.targets) {
+        if let Some(text) = f {
+            let col = &c.table.columns[pos];
+            row[pos] = crate::types::parse_text(col.ty, &text).map_err(|e| {
+                SqlError::new(
+                    e.sqlstate(),
+                    format!(
+                        "{}, COPY {}, line {}, column {}",
+                        e.message(),
+                        c.table.def.name,
+                        c.rows + 1,
+                        col.name
+                    ),
+                )
+            })?;
+        }
+    }
+    check_not_null(&c.table, &row)?;
+    tx.insert(c.table.def.oid, &row)?;
+    c.rows += 1;
+    Ok(())
+}
+
+fn copy_out(
     tx: &Transaction,
+    table: &TableInfo,
+    targets: &[usize],
+    c: &CopyStmt,
+) -> Result<Vec<Vec<u8>>> {
+    let mut lines = Vec::new();
+    if c.header {
+        let names: Vec<Option<String>> = targets
+            .iter()
+            .map(|&i| Some(table.columns[i].name.clone()))
+            .collect();
+        lines.push(copy::format_line(&names, c));
+    }
+    for r in tx.scan(table.def.oid)? {
+        let (_, row) = r?;
+        if lines.len() >= plan::MAX_MATERIALIZED_ROWS {
+            return Err(SqlError::new(
+                "54000",
+                "COPY TO may send at most 10 million rows at once for now",
+            ));
+        }
+        let fields: Vec<Option<String>> = targets
+            .iter()
+            .map(|&i| crate::types::format_text(&row[i], table.columns[i].ty))
+            .collect();
+        lines.push(copy::format_line(&fields, c));
+    }
+    Ok(lines)
+}
+
+fn check_not_null(table: &TableInfo, row: &[Value]) -> Result<()> {
+    for (c, v) in table.columns.iter().zip(row) {
+        if c.not_null && v.is_null() {
+            return Err(SqlError::new(
+                "23502",
+                format!(
+                    "null value in column \"{}\" of relation \"{}\" violates not-null constraint",
+                    c.name, table.def.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Executes a plan other than transaction control in `tx`.
+fn run(
+    db: &Database,
+    tx: &Transaction,
+    settings: &mut Settings,
     plan: &Plan,
-    param_types: &[SqlType],
     params: &[Value],
 ) -> Result<Outcome> {
-    let env = Env {
+    match plan {
+        Plan::Set { name, value } => {
+            settings.set(name, value.clone())?;
+            return Ok(command(if value.is_none() { "RESET" } else { "SET" }));
+        }
+        Plan::Show(name) => {
+            let v = if name == "all" {
+                return Err(SqlError::unsupported("SHOW ALL (query pg_settings)"));
+            } else {
+                settings.show(name).ok_or_else(|| {
+                    SqlError::new(
+                        "42704",
+                        format!("unrecognized configuration parameter \"{name}\""),
+                    )
+                })?
+            };
+            return Ok(outcome(
+                "SHOW",
+                OutcomeKind::Rows {
+                    columns: vec![OutColumn {
+                        name: name.clone(),
+                        ty: SqlType::Text,
+                    }],
+                    rows: vec![vec![Value::Text(v)]],
+                },
+            ));
+        }
+        _ => {}
+    }
+    let cx = Cx {
+        db,
+        tx,
         params,
-        param_types,
+        settings,
+        now_us: now_us(),
+        outer: None,
     };
+    run_plan(&cx, plan)
+}
+
+fn run_plan(cx: &Cx, plan: &Plan) -> Result<Outcome> {
+    let tx = cx.tx;
     match plan {
         Plan::CreateTable {
             name,
             if_not_exists,
             columns,
             pkey,
+            uniques,
         } => {
             if *if_not_exists && catalog::find(tx, name)?.is_some() {
                 return Ok(command("CREATE TABLE"));
             }
             catalog::create(tx, name, columns, pkey.as_deref())?;
+            for (i, u) in uniques.iter().enumerate() {
+                let cols: Vec<&str> = u.iter().map(|&c| columns[c].name.as_str()).collect();
+                let iname = unique_name(name, &cols, i);
+                let table = tx.table(name)?;
+                tx.create_index(&iname, table, &cols, true)?;
+            }
             Ok(command("CREATE TABLE"))
         }
         Plan::DropTable { names, if_exists } => {
@@ -364,429 +997,313 @@ fn run(
             }
             Ok(command("TRUNCATE TABLE"))
         }
-        Plan::Insert { table, rows } => {
-            for row in rows {
-                let values = row
-                    .iter()
-                    .map(|e| env.eval(e, &[]))
-                    .collect::<Result<Vec<_>>>()?;
-                check_not_null(table, &values)?;
-                tx.insert(table.def.oid, &values)?;
-            }
-            Ok(command(format!("INSERT 0 {}", rows.len())))
-        }
-        Plan::Select {
+        Plan::CreateIndex {
+            name,
             table,
-            items,
-            out,
-            filter,
-            order_by,
-            limit,
+            columns,
+            unique,
+            if_not_exists,
         } => {
-            let limit = match limit {
-                None => None,
-                Some(e) => match env.eval(e, &[])? {
-                    Value::Null => None,
-                    Value::Int(n) if n >= 0 => Some(n as usize),
-                    Value::Int(_) => {
-                        return Err(SqlError::new("2201W", "LIMIT must not be negative"))
-                    }
-                    _ => {
-                        return Err(SqlError::type_mismatch(
-                            "argument of LIMIT must be of type bigint",
+            let cols: Vec<&str> = columns
+                .iter()
+                .map(|&c| table.columns[c].name.as_str())
+                .collect();
+            let name = name
+                .clone()
+                .unwrap_or_else(|| format!("{}_{}_idx", table.def.name, cols.join("_")));
+            if *if_not_exists && tx.index(&name).is_ok() {
+                return Ok(command("CREATE INDEX"));
+            }
+            tx.create_index(&name, table.def.oid, &cols, *unique)?;
+            Ok(command("CREATE INDEX"))
+        }
+        Plan::DropIndex { names, if_exists } => {
+            for n in names {
+                match tx.index(n) {
+                    Ok(i) => tx.drop_index(i)?,
+                    Err(_) if *if_exists => {}
+                    Err(_) => {
+                        return Err(SqlError::new(
+                            "42704",
+                            format!("index \"{n}\" does not exist"),
                         ))
                     }
-                },
-            };
-            let counting = items.iter().any(|i| matches!(i, Item::CountStar));
-            // Without ORDER BY and count(*), the scan can stop at the limit.
-            let stop_at = if order_by.is_none() && !counting {
-                limit
-            } else {
-                None
-            };
-            let mut source = match table {
-                Some(t) => matching_rows(tx, t, filter, &env, stop_at)?
-                    .into_iter()
-                    .map(|(_, r)| r)
-                    .collect(),
-                None if filter
-                    .preds
-                    .iter()
-                    .all(|p| env.holds(p, &[]).unwrap_or(false)) =>
-                {
-                    vec![Vec::new()]
                 }
-                None => {
-                    // Evaluate again for the error, if any.
-                    for p in &filter.preds {
-                        env.holds(p, &[])?;
-                    }
-                    Vec::new()
-                }
-            };
-            if let Some((col, desc)) = order_by {
-                source.sort_by(|a, b| {
-                    let o = compare(&a[*col], &b[*col]);
-                    if *desc {
-                        o.reverse()
-                    } else {
-                        o
-                    }
-                });
             }
-            let rows: Vec<Row> = if counting {
-                let n = i64::try_from(source.len()).unwrap_or(i64::MAX);
-                vec![items
-                    .iter()
-                    .map(|i| match i {
-                        Item::CountStar => Ok(Value::Int(n)),
-                        Item::Expr(e) => env.eval(e, &[]),
-                    })
-                    .collect::<Result<_>>()?]
-            } else {
-                source
-                    .iter()
-                    .take(limit.unwrap_or(usize::MAX))
-                    .map(|r| {
-                        items
-                            .iter()
-                            .map(|i| match i {
-                                Item::Expr(e) => env.eval(e, r),
-                                Item::CountStar => {
-                                    Err(SqlError::new("XX000", "count(*) outside an aggregate row"))
-                                }
-                            })
-                            .collect::<Result<Row>>()
-                    })
-                    .collect::<Result<_>>()?
-            };
-            let rows = if counting {
-                rows.into_iter()
-                    .take(limit.unwrap_or(usize::MAX))
-                    .collect::<Vec<_>>()
-            } else {
-                rows
-            };
-            Ok(Outcome {
-                tag: format!("SELECT {}", rows.len()),
-                kind: OutcomeKind::Rows {
+            Ok(command("DROP INDEX"))
+        }
+        Plan::AddKey {
+            table,
+            name,
+            columns,
+            primary,
+        } => add_key(tx, table, name.as_deref(), columns, *primary),
+        Plan::Query { node, out } => {
+            let rows = plan::collect(plan::open(node, cx)?)?;
+            Ok(outcome(
+                format!("SELECT {}", rows.len()),
+                OutcomeKind::Rows {
                     columns: out.clone(),
                     rows,
                 },
-            })
+            ))
         }
+        Plan::Insert {
+            table,
+            source,
+            on_conflict,
+            returning,
+        } => insert(cx, table, source, on_conflict, returning.as_deref()),
         Plan::Update {
             table,
+            scan,
+            recheck,
             sets,
-            filter,
-        } => {
-            let targets = matching_rows(tx, table, filter, &env, None)?;
-            let mut updated = 0u64;
-            for (tid, _) in targets {
-                let mut failure = None;
-                let changed = tx.update_with(table.def.oid, tid, |current| {
-                    // READ COMMITTED: the row may have changed since the scan; the
-                    // predicates are checked again on its newest version.
-                    match new_row(table, sets, filter, &env, current) {
-                        Ok(r) => r,
-                        Err(e) => {
-                            failure = Some(e);
-                            None
-                        }
-                    }
-                })?;
-                if let Some(e) = failure {
-                    return Err(e);
-                }
-                if matches!(changed, Changed::Done(..)) {
-                    updated += 1;
-                }
-            }
-            Ok(command(format!("UPDATE {updated}")))
-        }
-        Plan::Delete { table, filter } => {
-            let targets = matching_rows(tx, table, filter, &env, None)?;
-            let mut deleted = 0u64;
-            for (tid, _) in targets {
-                let mut failure = None;
-                let changed = tx.delete_if(table.def.oid, tid, |current| {
-                    env.all_hold(&filter.preds, current).unwrap_or_else(|e| {
-                        failure = Some(e);
-                        false
-                    })
-                })?;
-                if let Some(e) = failure {
-                    return Err(e);
-                }
-                if matches!(changed, Changed::Done(..)) {
-                    deleted += 1;
-                }
-            }
-            Ok(command(format!("DELETE {deleted}")))
-        }
-        Plan::Begin(_) | Plan::Commit | Plan::Rollback => Err(SqlError::new(
-            "XX000",
-            "transaction control reached the executor",
-        )),
+            returning,
+        } => update(
+            cx,
+            table,
+            scan,
+            recheck.as_ref(),
+            sets,
+            returning.as_deref(),
+        ),
+        Plan::Delete {
+            table,
+            scan,
+            recheck,
+            returning,
+        } => delete(cx, table, scan, recheck.as_ref(), returning.as_deref()),
+        Plan::Begin(_) | Plan::Commit | Plan::Rollback | Plan::Set { .. } | Plan::Show(_) => Err(
+            SqlError::new("XX000", "a statement reached the wrong executor"),
+        ),
     }
 }
 
-/// The new version of `current` under UPDATE's SET list, or `None` if it no longer matches.
-fn new_row(
+fn unique_name(table: &str, cols: &[&str], _i: usize) -> String {
+    format!("{table}_{}_key", cols.join("_"))
+}
+
+/// ALTER TABLE ... ADD PRIMARY KEY / UNIQUE: the unique index, built over the rows there
+/// are (23505 if two share a key), and for a primary key the columns become NOT NULL.
+fn add_key(
+    tx: &Transaction,
     table: &TableInfo,
-    sets: &[(usize, Expr)],
-    filter: &Filter,
-    env: &Env,
-    current: &Row,
-) -> Result<Option<Row>> {
-    if !env.all_hold(&filter.preds, current)? {
-        return Ok(None);
-    }
-    let mut row = current.clone();
-    for (col, e) in sets {
-        row[*col] = env.eval(e, current)?;
-    }
-    check_not_null(table, &row)?;
-    Ok(Some(row))
-}
-
-fn check_not_null(table: &TableInfo, row: &[Value]) -> Result<()> {
-    for (c, v) in table.columns.iter().zip(row) {
-        if c.not_null && v.is_null() {
+    name: Option<&str>,
+    columns: &[usize],
+    primary: bool,
+) -> Result<Outcome> {
+    let cols: Vec<&str> = columns
+        .iter()
+        .map(|&c| table.columns[c].name.as_str())
+        .collect();
+    if primary {
+        if table.pkey.is_some() {
             return Err(SqlError::new(
-                "23502",
+                "42P16",
                 format!(
-                    "null value in column \"{}\" of relation \"{}\" violates not-null constraint",
-                    c.name, table.def.name
+                    "multiple primary keys for table \"{}\" are not allowed",
+                    table.def.name
                 ),
             ));
         }
-    }
-    Ok(())
-}
-
-/// The rows of `table` that satisfy `filter`, through the primary key where it applies.
-fn matching_rows(
-    tx: &Transaction,
-    table: &TableInfo,
-    filter: &Filter,
-    env: &Env,
-    stop_at: Option<usize>,
-) -> Result<Vec<(Tid, Row)>> {
-    let mut out = Vec::new();
-    let limit = stop_at.unwrap_or(MAX_ROWS_PER_STATEMENT);
-    if limit == 0 {
-        return Ok(out);
-    }
-    let mut keep = |tid: Tid, row: Row| -> Result<bool> {
-        if env.all_hold(&filter.preds, &row)? {
-            if out.len() >= MAX_ROWS_PER_STATEMENT {
+        for r in tx.scan(table.def.oid)? {
+            let (_, row) = r?;
+            if let Some(&c) = columns.iter().find(|&&c| row[c].is_null()) {
                 return Err(SqlError::new(
-                    "54000",
-                    format!("a statement may touch at most {MAX_ROWS_PER_STATEMENT} rows for now"),
+                    "23502",
+                    format!(
+                        "column \"{}\" of relation \"{}\" contains null values",
+                        table.columns[c].name, table.def.name
+                    ),
                 ));
             }
-            out.push((tid, row));
         }
-        Ok(out.len() < limit)
+        catalog::set_not_null(tx, table, columns)?;
+    }
+    let name = match (name, primary) {
+        // The primary key's index must be named `<table>_pkey`: that is how quire finds it.
+        (_, true) => format!("{}_pkey", table.def.name),
+        (Some(n), false) => n.to_string(),
+        (None, false) => unique_name(&table.def.name, &cols, 0),
     };
-    match (&filter.access, &table.pkey) {
-        (Access::PrimaryKey(values), Some((index, key_cols))) => {
-            let mut key = Vec::with_capacity(values.len());
-            for (e, &col) in values.iter().zip(key_cols) {
-                let v = env.eval(e, &[])?;
-                // A key value of another type (1.5 = an integer key) cannot match in the
-                // index's order; such a query falls back to checking rows.
-                match types::assign(
-                    v,
-                    SqlType::Unknown.max_of(e, env),
-                    table.columns[col].ty,
-                    "key",
-                ) {
-                    Ok(Value::Null) => return Ok(Vec::new()),
-                    Ok(v) => key.push(v),
-                    Err(_) => return seq(tx, table, &mut keep).map(|()| out),
-                }
-            }
-            for r in tx.index_scan(*index, Included(&key[..]), Included(&key[..]))? {
-                let (tid, row) = r?;
-                if !keep(tid, row)? {
-                    break;
-                }
-            }
-        }
-        _ => seq(tx, table, &mut keep)?,
-    }
-    Ok(out)
+    tx.create_index(&name, table.def.oid, &cols, true)?;
+    Ok(command("ALTER TABLE"))
 }
 
-fn seq(
-    tx: &Transaction,
-    table: &TableInfo,
-    keep: &mut impl FnMut(Tid, Row) -> Result<bool>,
+fn returning_rows(
+    cx: &Cx,
+    exprs: Option<&[Expr]>,
+    row: &[Value],
+    out: &mut Vec<Row>,
 ) -> Result<()> {
-    for r in tx.scan(table.def.oid)? {
-        let (tid, row) = r?;
-        if !keep(tid, row)? {
-            break;
-        }
+    if let Some(exprs) = exprs {
+        out.push(
+            exprs
+                .iter()
+                .map(|e| e.eval(cx, row))
+                .collect::<Result<_>>()?,
+        );
     }
     Ok(())
 }
 
-impl SqlType {
-    /// The type of a key expression's value, for the key's assignment cast.
-    fn max_of(self, e: &Expr, env: &Env) -> SqlType {
-        match e {
-            Expr::Param(n) => env.param_types.get(*n).copied().unwrap_or(self),
-            Expr::Cast(_, _, to) => *to,
-            Expr::Const(Value::Int(_)) => SqlType::Int8,
-            Expr::Const(Value::Float(_)) => SqlType::Float8,
-            Expr::Const(Value::Text(_)) => SqlType::Text,
-            _ => self,
-        }
-    }
-}
-
-/// Values compared the way SQL compares them: integers and floats numerically.
-fn compare(a: &Value, b: &Value) -> std::cmp::Ordering {
-    match (a, b) {
-        (Value::Int(x), Value::Float(y)) => (*x as f64).total_cmp(y),
-        (Value::Float(x), Value::Int(y)) => x.total_cmp(&(*y as f64)),
-        _ => a.compare(b),
-    }
-}
-
-/// What expressions are evaluated against: the parameters.
-struct Env<'a> {
-    params: &'a [Value],
-    param_types: &'a [SqlType],
-}
-
-impl Env<'_> {
-    fn eval(&self, e: &Expr, row: &[Value]) -> Result<Value> {
-        Ok(match e {
-            Expr::Const(v) => v.clone(),
-            Expr::Param(n) => self.params.get(*n).cloned().ok_or_else(|| {
-                SqlError::new("08P01", format!("no value for parameter ${}", n + 1))
-            })?,
-            Expr::Column(c) => row
-                .get(*c)
-                .cloned()
-                .ok_or_else(|| SqlError::new("XX000", "column out of the row"))?,
-            Expr::Neg(inner) => match self.eval(inner, row)? {
-                Value::Int(i) => Value::Int(i.checked_neg().ok_or_else(out_of_range)?),
-                Value::Float(f) => Value::Float(-f),
-                v => v,
+fn dml_outcome(tag: String, returning: Option<&[Expr]>, rows: Vec<Row>) -> Outcome {
+    match returning {
+        Some(_) => outcome(
+            tag,
+            OutcomeKind::Rows {
+                columns: Vec::new(),
+                rows,
             },
-            Expr::Cast(inner, from, to) => types::cast(self.eval(inner, row)?, *from, *to)?,
-            Expr::Arith(op, l, r) => arith(*op, self.eval(l, row)?, self.eval(r, row)?)?,
-        })
-    }
-
-    fn holds(&self, p: &Pred, row: &[Value]) -> Result<bool> {
-        Ok(match p {
-            Pred::IsNull(e, negated) => self.eval(e, row)?.is_null() != *negated,
-            Pred::Cmp(op, l, r) => {
-                let (l, r) = (self.eval(l, row)?, self.eval(r, row)?);
-                if l.is_null() || r.is_null() {
-                    return Ok(false);
-                }
-                let (l, r) = coerce_pair(l, r)?;
-                let o = compare(&l, &r);
-                match op {
-                    CmpOp::Eq => o.is_eq(),
-                    CmpOp::Ne => o.is_ne(),
-                    CmpOp::Lt => o.is_lt(),
-                    CmpOp::Le => o.is_le(),
-                    CmpOp::Gt => o.is_gt(),
-                    CmpOp::Ge => o.is_ge(),
-                }
-            }
-        })
-    }
-
-    fn all_hold(&self, preds: &[Pred], row: &[Value]) -> Result<bool> {
-        for p in preds {
-            if !self.holds(p, row)? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        ),
+        None => command(tag),
     }
 }
 
-/// An untyped string compared with a typed value takes its type (`ts < '2020-01-01'`).
-fn coerce_pair(l: Value, r: Value) -> Result<(Value, Value)> {
-    let as_type = |v: &Value| v.type_of().map(SqlType::of_engine_type);
-    match (&l, &r) {
-        (Value::Text(s), other) if !matches!(other, Value::Text(_)) => {
-            let t = as_type(other).unwrap_or(SqlType::Text);
-            Ok((types::parse_text(t, s)?, r))
-        }
-        (other, Value::Text(s)) if !matches!(other, Value::Text(_)) => {
-            let t = as_type(other).unwrap_or(SqlType::Text);
-            Ok((l.clone(), types::parse_text(t, s)?))
-        }
-        _ => Ok((l, r)),
-    }
-}
-
-fn out_of_range() -> SqlError {
-    SqlError::new("22003", "integer out of range")
-}
-
-fn arith(op: ArithOp, left: Value, right: Value) -> Result<Value> {
-    Ok(match (left, right) {
-        (Value::Null, _) | (_, Value::Null) => Value::Null,
-        (Value::Int(a), Value::Int(b)) => {
-            if b == 0 && matches!(op, ArithOp::Div | ArithOp::Mod) {
-                return Err(division_by_zero());
+fn insert(
+    cx: &Cx,
+    table: &TableInfo,
+    source: &plan::Node,
+    on_conflict: &OnConflict,
+    returning: Option<&[Expr]>,
+) -> Result<Outcome> {
+    // Materialized first: INSERT ... SELECT from the same table must not see its own rows.
+    let rows = plan::collect(plan::open(source, cx)?)?;
+    let mut n = 0u64;
+    let mut out = Vec::new();
+    for row in rows {
+        check_not_null(table, &row)?;
+        if !matches!(on_conflict, OnConflict::Error) {
+            if let Some((tid, existing)) = conflicting_row(cx.tx, table, &row)? {
+                if let OnConflict::Update { sets, filter } = on_conflict {
+                    let mut both = existing.clone();
+                    both.extend(row.iter().cloned());
+                    if filter.as_ref().map_or(Ok(true), |f| f.holds(cx, &both))? {
+                        let mut new = existing;
+                        for (c, e) in sets {
+                            new[*c] = e.eval(cx, &both)?;
+                        }
+                        check_not_null(table, &new)?;
+                        if let Changed::Done(_, r) = cx.tx.update(table.def.oid, tid, &new)? {
+                            n += 1;
+                            returning_rows(cx, returning, &r, &mut out)?;
+                        }
+                    }
+                }
+                continue;
             }
-            Value::Int(
-                match op {
-                    ArithOp::Add => a.checked_add(b),
-                    ArithOp::Sub => a.checked_sub(b),
-                    ArithOp::Mul => a.checked_mul(b),
-                    ArithOp::Div => a.checked_div(b),
-                    ArithOp::Mod => a.checked_rem(b),
-                }
-                .ok_or_else(out_of_range)?,
-            )
         }
-        (lv, rv) => {
-            let (Some(x), Some(y)) = (as_f64(&lv), as_f64(&rv)) else {
-                return Err(SqlError::new(
-                    "42883",
-                    "operator does not exist for these types",
-                ));
-            };
-            Value::Float(match op {
-                ArithOp::Add => x + y,
-                ArithOp::Sub => x - y,
-                ArithOp::Mul => x * y,
-                ArithOp::Div if y == 0.0 => return Err(division_by_zero()),
-                ArithOp::Div => x / y,
-                ArithOp::Mod => {
-                    return Err(SqlError::new(
-                        "42883",
-                        "operator does not exist: double precision % double precision",
-                    ))
+        cx.tx.insert(table.def.oid, &row)?;
+        n += 1;
+        returning_rows(cx, returning, &row, &mut out)?;
+    }
+    Ok(dml_outcome(format!("INSERT 0 {n}"), returning, out))
+}
+
+/// The row `row` would conflict with in a unique index, if any (ON CONFLICT's check).
+fn conflicting_row(
+    tx: &Transaction,
+    table: &TableInfo,
+    row: &[Value],
+) -> Result<Option<(quire_engine::Tid, Row)>> {
+    for idx in table.indexes.iter().filter(|i| i.unique) {
+        let key: Vec<Value> = idx
+            .columns
+            .iter()
+            .map(|&c| row[usize::from(c)].clone())
+            .collect();
+        if key.iter().any(Value::is_null) {
+            continue;
+        }
+        if let Some(r) = tx
+            .index_scan(idx.oid, Included(&key[..]), Included(&key[..]))?
+            .next()
+        {
+            return Ok(Some(r?));
+        }
+    }
+    Ok(None)
+}
+
+fn targets(cx: &Cx, scan: &plan::Node) -> Result<Vec<quire_engine::Tid>> {
+    plan::collect(plan::open(scan, cx)?)?
+        .iter()
+        .map(|r| value_tid(r.last().unwrap_or(&Value::Null)))
+        .collect()
+}
+
+fn update(
+    cx: &Cx,
+    table: &TableInfo,
+    scan: &plan::Node,
+    recheck: Option<&Expr>,
+    sets: &[(usize, Expr)],
+    returning: Option<&[Expr]>,
+) -> Result<Outcome> {
+    let mut n = 0u64;
+    let mut out = Vec::new();
+    for tid in targets(cx, scan)? {
+        let mut failure = None;
+        let changed = cx.tx.update_with(table.def.oid, tid, |current| {
+            // READ COMMITTED: the row may have changed since the scan; the predicate is
+            // checked again on its newest version.
+            let r = (|| -> Result<Option<Row>> {
+                if let Some(p) = recheck {
+                    if !p.holds(cx, current)? {
+                        return Ok(None);
+                    }
                 }
+                let mut row = current.clone();
+                for (c, e) in sets {
+                    row[*c] = e.eval(cx, current)?;
+                }
+                check_not_null(table, &row)?;
+                Ok(Some(row))
+            })();
+            r.unwrap_or_else(|e| {
+                failure = Some(e);
+                None
             })
+        })?;
+        if let Some(e) = failure {
+            return Err(e);
         }
-    })
-}
-
-fn as_f64(v: &Value) -> Option<f64> {
-    match v {
-        Value::Int(i) => Some(*i as f64),
-        Value::Float(f) => Some(*f),
-        _ => None,
+        if let Changed::Done(_, row) = changed {
+            n += 1;
+            returning_rows(cx, returning, &row, &mut out)?;
+        }
     }
+    Ok(dml_outcome(format!("UPDATE {n}"), returning, out))
 }
 
-fn division_by_zero() -> SqlError {
-    SqlError::new("22012", "division by zero")
+fn delete(
+    cx: &Cx,
+    table: &TableInfo,
+    scan: &plan::Node,
+    recheck: Option<&Expr>,
+    returning: Option<&[Expr]>,
+) -> Result<Outcome> {
+    let mut n = 0u64;
+    let mut out = Vec::new();
+    for tid in targets(cx, scan)? {
+        let mut failure = None;
+        let changed = cx
+            .tx
+            .delete_if(table.def.oid, tid, |current| match recheck {
+                None => true,
+                Some(p) => p.holds(cx, current).unwrap_or_else(|e| {
+                    failure = Some(e);
+                    false
+                }),
+            })?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if let Changed::Done(_, row) = changed {
+            n += 1;
+            returning_rows(cx, returning, &row, &mut out)?;
+        }
+    }
+    Ok(dml_outcome(format!("DELETE {n}"), returning, out))
 }

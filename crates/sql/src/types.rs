@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use quire_engine::{Type, Value};
-use sqlparser::ast::{CharacterLength, DataType, TimezoneInfo};
+use sqlparser::ast::{self, CharacterLength, DataType, TimezoneInfo};
 
 use crate::error::{Result, SqlError};
 
@@ -24,6 +24,24 @@ pub enum SqlType {
     Varchar(Option<u32>),
     Bytea,
     Timestamp,
+    /// `timestamp with time zone`: stored as UTC microseconds; the session's TimeZone is UTC.
+    Timestamptz,
+    /// Days since 1970-01-01, stored as an engine `Int`.
+    Date,
+    /// 16 bytes, stored as an engine `Bytea`.
+    Uuid,
+    /// `char(n)`: blank-padded to n characters on input.
+    Bpchar(Option<u32>),
+    /// The catalogs' `oid`, `regclass` and `regtype` (all stored as an engine `Int`).
+    Oid,
+    Regclass,
+    Regtype,
+    /// The catalogs' `name` and `"char"` (text underneath).
+    Name,
+    Char,
+    /// `text[]`, kept in its text form (`{a,b}`): quire has arrays only where the catalog
+    /// functions psql calls need them.
+    TextArray,
     Unknown,
 }
 
@@ -46,6 +64,16 @@ impl SqlType {
             SqlType::Varchar(_) => 1043,
             SqlType::Bytea => 17,
             SqlType::Timestamp => 1114,
+            SqlType::Timestamptz => 1184,
+            SqlType::Date => 1082,
+            SqlType::Uuid => 2950,
+            SqlType::Bpchar(_) => 1042,
+            SqlType::Oid => 26,
+            SqlType::Regclass => 2205,
+            SqlType::Regtype => 2206,
+            SqlType::Name => 19,
+            SqlType::Char => 18,
+            SqlType::TextArray => 1009,
             SqlType::Unknown => 705,
         }
     }
@@ -63,6 +91,16 @@ impl SqlType {
             1043 => SqlType::Varchar(None),
             17 => SqlType::Bytea,
             1114 => SqlType::Timestamp,
+            1184 => SqlType::Timestamptz,
+            1082 => SqlType::Date,
+            2950 => SqlType::Uuid,
+            1042 => SqlType::Bpchar(None),
+            26 => SqlType::Oid,
+            2205 => SqlType::Regclass,
+            2206 => SqlType::Regtype,
+            19 => SqlType::Name,
+            18 => SqlType::Char,
+            1009 => SqlType::TextArray,
             705 | 0 => SqlType::Unknown,
             _ => return None,
         })
@@ -71,12 +109,24 @@ impl SqlType {
     /// The engine type values of this type are stored as.
     pub fn engine_type(self) -> Type {
         match self {
-            SqlType::Int2 | SqlType::Int4 | SqlType::Int8 => Type::Int,
+            SqlType::Int2
+            | SqlType::Int4
+            | SqlType::Int8
+            | SqlType::Date
+            | SqlType::Oid
+            | SqlType::Regclass
+            | SqlType::Regtype => Type::Int,
             SqlType::Bool => Type::Bool,
             SqlType::Float4 | SqlType::Float8 => Type::Float,
-            SqlType::Text | SqlType::Varchar(_) | SqlType::Unknown => Type::Text,
-            SqlType::Bytea => Type::Bytea,
-            SqlType::Timestamp => Type::Timestamp,
+            SqlType::Text
+            | SqlType::Varchar(_)
+            | SqlType::Bpchar(_)
+            | SqlType::Name
+            | SqlType::Char
+            | SqlType::TextArray
+            | SqlType::Unknown => Type::Text,
+            SqlType::Bytea | SqlType::Uuid => Type::Bytea,
+            SqlType::Timestamp | SqlType::Timestamptz => Type::Timestamp,
         }
     }
 
@@ -106,11 +156,23 @@ impl SqlType {
             SqlType::Varchar(Some(n)) => format!("character varying({n})"),
             SqlType::Bytea => "bytea".into(),
             SqlType::Timestamp => "timestamp without time zone".into(),
+            SqlType::Timestamptz => "timestamp with time zone".into(),
+            SqlType::Date => "date".into(),
+            SqlType::Uuid => "uuid".into(),
+            SqlType::Bpchar(None) => "bpchar".into(),
+            SqlType::Bpchar(Some(n)) => format!("character({n})"),
+            SqlType::Oid => "oid".into(),
+            SqlType::Regclass => "regclass".into(),
+            SqlType::Regtype => "regtype".into(),
+            SqlType::Name => "name".into(),
+            SqlType::Char => "\"char\"".into(),
+            SqlType::TextArray => "text[]".into(),
             SqlType::Unknown => "unknown".into(),
         }
     }
 
-    /// The inverse of [`SqlType::name`].
+    /// The inverse of [`SqlType::name`], also accepting PostgreSQL's internal names.
+    #[allow(clippy::match_same_arms)] // a table: each name on its own line
     pub fn from_name(name: &str) -> Option<SqlType> {
         Some(match name {
             "smallint" => SqlType::Int2,
@@ -122,8 +184,28 @@ impl SqlType {
             "text" => SqlType::Text,
             "character varying" => SqlType::Varchar(None),
             "bytea" => SqlType::Bytea,
-            "timestamp without time zone" => SqlType::Timestamp,
+            "timestamp without time zone" | "timestamp" => SqlType::Timestamp,
+            "timestamp with time zone" | "timestamptz" => SqlType::Timestamptz,
+            "date" => SqlType::Date,
+            "uuid" => SqlType::Uuid,
+            "bpchar" => SqlType::Bpchar(None),
+            "oid" => SqlType::Oid,
+            "regclass" => SqlType::Regclass,
+            "regtype" => SqlType::Regtype,
+            "name" => SqlType::Name,
+            "\"char\"" | "char" => SqlType::Char,
+            "text[]" | "_text" => SqlType::TextArray,
+            "int2" => SqlType::Int2,
+            "int" | "int4" => SqlType::Int4,
+            "int8" => SqlType::Int8,
+            "bool" => SqlType::Bool,
+            "float4" => SqlType::Float4,
+            "float8" => SqlType::Float8,
+            "varchar" => SqlType::Varchar(None),
             _ => {
+                if let Some(n) = name.strip_prefix("character(") {
+                    return Some(SqlType::Bpchar(Some(n.strip_suffix(')')?.parse().ok()?)));
+                }
                 let n = name
                     .strip_prefix("character varying(")?
                     .strip_suffix(')')?
@@ -157,9 +239,39 @@ impl SqlType {
                 }
                 Some(CharacterLength::Max) => return Err(SqlError::unsupported("varchar(max)")),
             },
+            DataType::Char(len) | DataType::Character(len) => match len {
+                None => SqlType::Bpchar(Some(1)),
+                Some(CharacterLength::IntegerLength { length, .. }) => {
+                    let n = u32::try_from(*length)
+                        .ok()
+                        .filter(|n| (1..=10_485_760).contains(n))
+                        .ok_or_else(|| {
+                            SqlError::new("22023", "length for type char must be at least 1")
+                        })?;
+                    SqlType::Bpchar(Some(n))
+                }
+                Some(CharacterLength::Max) => return Err(SqlError::unsupported("char(max)")),
+            },
             DataType::Bytea => SqlType::Bytea,
             DataType::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) => {
                 SqlType::Timestamp
+            }
+            DataType::Timestamp(_, TimezoneInfo::WithTimeZone | TimezoneInfo::Tz) => {
+                SqlType::Timestamptz
+            }
+            DataType::Date => SqlType::Date,
+            DataType::Uuid => SqlType::Uuid,
+            DataType::Array(ast::ArrayElemTypeDef::SquareBracket(inner, _))
+                if SqlType::from_ast(inner)?.is_text() =>
+            {
+                SqlType::TextArray
+            }
+            DataType::Custom(name, mods) if mods.is_empty() => {
+                let last = name.0.last().map(ToString::to_string).unwrap_or_default();
+                let last = last.trim_matches('"').to_lowercase();
+                SqlType::from_name(&last).ok_or_else(|| {
+                    SqlError::new("42704", format!("type \"{name}\" does not exist"))
+                })?
             }
             other => return Err(SqlError::unsupported(format!("type {other}"))),
         })
@@ -174,7 +286,20 @@ impl SqlType {
     }
 
     pub fn is_text(self) -> bool {
-        matches!(self, SqlType::Text | SqlType::Varchar(_) | SqlType::Unknown)
+        matches!(
+            self,
+            SqlType::Text
+                | SqlType::Varchar(_)
+                | SqlType::Bpchar(_)
+                | SqlType::Name
+                | SqlType::Char
+                | SqlType::Unknown
+        )
+    }
+
+    /// The oid-like types (compared and cast as integers).
+    pub fn is_oid(self) -> bool {
+        matches!(self, SqlType::Oid | SqlType::Regclass | SqlType::Regtype)
     }
 
     /// The range of an integer type.
@@ -199,6 +324,16 @@ impl SqlType {
             SqlType::Varchar(_) => "character varying",
             SqlType::Bytea => "bytea",
             SqlType::Timestamp => "timestamp",
+            SqlType::Timestamptz => "timestamp with time zone",
+            SqlType::Date => "date",
+            SqlType::Uuid => "uuid",
+            SqlType::Bpchar(_) => "character",
+            SqlType::Oid => "oid",
+            SqlType::Regclass => "regclass",
+            SqlType::Regtype => "regtype",
+            SqlType::Name => "name",
+            SqlType::Char => "\"char\"",
+            SqlType::TextArray => "text[]",
         }
     }
 }
@@ -258,10 +393,21 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
                 Ok(Value::Float(v))
             }
         }
-        SqlType::Text | SqlType::Unknown => Ok(Value::Text(text.to_string())),
+        SqlType::Text | SqlType::Unknown | SqlType::Name | SqlType::TextArray => {
+            Ok(Value::Text(text.to_string()))
+        }
+        SqlType::Char => Ok(Value::Text(text.chars().take(1).collect())),
         SqlType::Varchar(limit) => check_varchar(text.to_string(), limit),
+        SqlType::Bpchar(limit) => check_bpchar(text, limit),
         SqlType::Bytea => parse_bytea(text).ok_or_else(bad).map(Value::Bytea),
         SqlType::Timestamp => parse_timestamp(t).ok_or_else(bad).map(Value::Timestamp),
+        SqlType::Timestamptz => parse_timestamptz(t).ok_or_else(bad).map(Value::Timestamp),
+        SqlType::Date => parse_date(t).ok_or_else(bad).map(Value::Int),
+        SqlType::Uuid => parse_uuid(t).ok_or_else(bad).map(Value::Bytea),
+        SqlType::Oid | SqlType::Regclass | SqlType::Regtype => {
+            let v: u32 = t.parse().map_err(|_| bad())?;
+            Ok(Value::Int(i64::from(v)))
+        }
     }
 }
 
@@ -276,6 +422,83 @@ pub fn check_varchar(s: String, limit: Option<u32>) -> Result<Value> {
         }
     }
     Ok(Value::Text(s))
+}
+
+/// A string padded with blanks to `char(n)`'s length; longer is 22001 unless the excess
+/// is blanks, as in PostgreSQL.
+pub fn check_bpchar(s: &str, limit: Option<u32>) -> Result<Value> {
+    let Some(n) = limit else {
+        return Ok(Value::Text(s.to_string()));
+    };
+    let n = n as usize;
+    let len = s.chars().count();
+    if len > n {
+        let cut: String = s.chars().take(n).collect();
+        if s.chars().skip(n).any(|c| c != ' ') {
+            return Err(SqlError::new(
+                "22001",
+                format!("value too long for type character({n})"),
+            ));
+        }
+        return Ok(Value::Text(cut));
+    }
+    let mut out = String::with_capacity(s.len() + n - len);
+    out.push_str(s);
+    out.extend(std::iter::repeat_n(' ', n - len));
+    Ok(Value::Text(out))
+}
+
+/// `YYYY-MM-DD` to days since 1970-01-01.
+fn parse_date(text: &str) -> Option<i64> {
+    parse_timestamp(text)
+        .filter(|us| us % US_PER_DAY == 0)
+        .map(|us| us / US_PER_DAY)
+}
+
+/// A timestamp with an optional zone suffix (`+00`, `+05:30`, `-08`, `Z`, ` UTC`).
+fn parse_timestamptz(text: &str) -> Option<i64> {
+    let t = text.trim();
+    let t = t
+        .strip_suffix(" UTC")
+        .or_else(|| t.strip_suffix('Z'))
+        .unwrap_or(t);
+    // A sign after the time part starts the zone offset.
+    let time_start = t.find([' ', 'T']).map_or(t.len(), |i| i + 1);
+    let zone_at = t[time_start..].find(['+', '-']).map(|i| i + time_start);
+    let Some(z) = zone_at else {
+        return parse_timestamp(t);
+    };
+    let (ts, zone) = t.split_at(z);
+    let sign = if zone.starts_with('-') { -1 } else { 1 };
+    let (h, m) = zone[1..].split_once(':').unwrap_or((&zone[1..], "0"));
+    let offset_us = (h.parse::<i64>().ok()? * 3600 + m.parse::<i64>().ok()? * 60) * 1_000_000;
+    parse_timestamp(ts.trim()).map(|us| us - sign * offset_us)
+}
+
+fn parse_uuid(text: &str) -> Option<Vec<u8>> {
+    let hex: String = text
+        .trim_matches(['{', '}'])
+        .chars()
+        .filter(|&c| c != '-')
+        .collect();
+    if hex.len() != 32 {
+        return None;
+    }
+    (0..32)
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+fn format_uuid(b: &[u8]) -> String {
+    let mut s = String::with_capacity(36);
+    for (i, byte) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            s.push('-');
+        }
+        let _ = write!(s, "{byte:02x}");
+    }
+    s
 }
 
 fn parse_bytea(text: &str) -> Option<Vec<u8>> {
@@ -386,9 +609,13 @@ pub fn format_text(value: &Value, ty: SqlType) -> Option<String> {
     Some(match value {
         Value::Null => return None,
         Value::Bool(b) => if *b { "t" } else { "f" }.to_string(),
+        Value::Int(i) if ty == SqlType::Date => {
+            format_timestamp(i.saturating_mul(US_PER_DAY))[..10].to_string()
+        }
         Value::Int(i) => i.to_string(),
         Value::Float(f) => format_float(*f, ty),
         Value::Text(s) => s.clone(),
+        Value::Bytea(b) if ty == SqlType::Uuid => format_uuid(b),
         Value::Bytea(b) => {
             let mut s = String::with_capacity(2 + 2 * b.len());
             s.push_str("\\x");
@@ -397,6 +624,7 @@ pub fn format_text(value: &Value, ty: SqlType) -> Option<String> {
             }
             s
         }
+        Value::Timestamp(us) if ty == SqlType::Timestamptz => format_timestamp(*us) + "+00",
         Value::Timestamp(us) => format_timestamp(*us),
     })
 }
@@ -421,25 +649,49 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
     match (value, to) {
         (Value::Null, _) => Ok(Value::Null),
         (Value::Text(s), _) if from == SqlType::Unknown => parse_text(to, &s),
-        (Value::Int(i), t) if t.is_int() => check_int_range(i, t),
-        (Value::Int(i), SqlType::Float8) => Ok(Value::Float(i as f64)),
-        (Value::Int(i), SqlType::Float4) => Ok(Value::Float(f64::from(i as f32))),
+        (Value::Int(i), t) if t.is_int() && (from.is_int() || from.is_oid()) => {
+            check_int_range(i, t)
+        }
+        (Value::Int(i), t) if t.is_oid() && (from.is_int() || from.is_oid()) => u32::try_from(i)
+            .map(|_| Value::Int(i))
+            .map_err(|_| SqlError::new("22003", "OID out of range")),
+        (Value::Int(i), SqlType::Float8) if from.is_int() => Ok(Value::Float(i as f64)),
+        (Value::Int(i), SqlType::Float4) if from.is_int() => Ok(Value::Float(f64::from(i as f32))),
+        (Value::Int(d), SqlType::Timestamp | SqlType::Timestamptz) if from == SqlType::Date => {
+            Ok(Value::Timestamp(d.saturating_mul(US_PER_DAY)))
+        }
         (Value::Float(f), SqlType::Float8) => Ok(Value::Float(f)),
         (Value::Float(f), SqlType::Float4) => Ok(Value::Float(f64::from(f as f32))),
         (Value::Float(f), t) if t.is_int() => float_to_int(f, t),
-        (Value::Text(s), SqlType::Varchar(limit)) => check_varchar(s, limit),
-        (Value::Text(s), SqlType::Text | SqlType::Unknown) => Ok(Value::Text(s)),
-        (v @ (Value::Bool(_) | Value::Bytea(_) | Value::Timestamp(_)), t)
-            if v.type_of() == Some(t.engine_type()) =>
+        (Value::Text(s), t) if from.is_text() => match t {
+            SqlType::Varchar(limit) => check_varchar(s, limit),
+            SqlType::Bpchar(limit) => check_bpchar(&s, limit),
+            SqlType::Text | SqlType::Unknown | SqlType::Name => Ok(Value::Text(s)),
+            SqlType::Char => Ok(Value::Text(s.chars().take(1).collect())),
+            _ => Err(mismatch(what, from, to)),
+        },
+        (v @ Value::Text(_), SqlType::TextArray) if from == SqlType::TextArray => Ok(v),
+        (v @ Value::Timestamp(_), SqlType::Timestamp | SqlType::Timestamptz) => Ok(v),
+        (v @ (Value::Bool(_) | Value::Bytea(_)), t)
+            if v.type_of() == Some(t.engine_type())
+                && (from == t
+                    || from.engine_type() == t.engine_type()
+                        && from != SqlType::Uuid
+                        && t != SqlType::Uuid) =>
         {
             Ok(v)
         }
-        (_, t) => Err(SqlError::type_mismatch(format!(
-            "{what} is of type {} but expression is of type {}",
-            t.name(),
-            from.name()
-        ))),
+        (v @ Value::Int(_), SqlType::Date) if from == SqlType::Date => Ok(v),
+        _ => Err(mismatch(what, from, to)),
     }
+}
+
+fn mismatch(what: &str, from: SqlType, to: SqlType) -> SqlError {
+    SqlError::type_mismatch(format!(
+        "{what} is of type {} but expression is of type {}",
+        to.name(),
+        from.name()
+    ))
 }
 
 /// An explicit cast (`::type`, `CAST`): assignment casts, plus anything to text and text
@@ -447,14 +699,19 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
 pub fn cast(value: Value, from: SqlType, to: SqlType) -> Result<Value> {
     match (&value, to) {
         (Value::Null, _) => Ok(Value::Null),
-        (Value::Text(s), _) => parse_text(to, s),
-        (_, SqlType::Text | SqlType::Unknown) => {
+        (Value::Text(s), _) if from.is_text() || from == SqlType::TextArray => parse_text(to, s),
+        (_, SqlType::Text | SqlType::Unknown | SqlType::Name) => {
             Ok(Value::Text(format_text(&value, from).unwrap_or_default()))
         }
         (_, SqlType::Varchar(limit)) => {
             check_varchar(format_text(&value, from).unwrap_or_default(), limit)
         }
+        (_, SqlType::Bpchar(limit)) => {
+            check_bpchar(&format_text(&value, from).unwrap_or_default(), limit)
+        }
         (Value::Bool(b), t) if t.is_int() => Ok(Value::Int(i64::from(*b))),
+        (Value::Int(i), SqlType::Bool) if from.is_int() => Ok(Value::Bool(*i != 0)),
+        (Value::Timestamp(us), SqlType::Date) => Ok(Value::Int(us.div_euclid(US_PER_DAY))),
         _ => assign(value, from, to, "the value").map_err(|e| {
             if e.sqlstate() == "42804" {
                 SqlError::new(

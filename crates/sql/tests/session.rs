@@ -64,11 +64,22 @@ const ERRORS: &[(&str, &str)] = &[
     ("INSERT INTO t (id, name) VALUES (3, 'long')", "22001"),
     ("UPDATE t SET id = id / 0", "22012"),
     ("SELECT * FROM t WHERE name = 1", "42883"),
-    ("CREATE INDEX i ON t (name)", "0A000"),
-    ("SELECT id FROM t GROUP BY id", "0A000"),
-    ("SELECT a.id FROM t a JOIN t b ON a.id = b.id", "0A000"),
-    ("SELECT * FROM t WHERE id = 1 OR id = 2", "0A000"),
+    ("CREATE VIEW v AS SELECT 1", "0A000"),
+    ("SELECT a.id FROM t a FULL JOIN t b ON a.id = b.id", "0A000"),
+    ("SELECT id, count(*) FROM t GROUP BY s", "42803"),
+    ("SELECT (SELECT id FROM t)", "21000"),
+    (
+        "SELECT * FROM t a JOIN t b ON a.id = b.id WHERE id = 1",
+        "42702",
+    ),
+    ("SELECT x.id FROM t", "42P01"),
+    ("SELECT * FROM t WHERE name LIKE 'a\\'", "22025"),
     ("SAVEPOINT x", "0A000"),
+    ("COMMIT PREPARED 'nope'", "42704"),
+    ("PREPARE TRANSACTION 'p'", "25P01"),
+    ("COPY t FROM '/etc/passwd'", "42501"),
+    ("SET TimeZone = 'Europe/Paris'", "22023"),
+    ("SET shared_buffers = '1GB'", "55P02"),
     ("CREATE TABLE quire_mine (a int)", "42501"),
     ("DROP TABLE quire_sql_columns", "42501"),
     ("DELETE FROM quire_sql_columns", "42501"),
@@ -249,5 +260,220 @@ fn a_multi_statement_message_is_one_implicit_transaction() -> anyhow::Result<()>
     assert_eq!(simple(&mut s, "INSERT INTO t (id, name) VALUES (13, 'a'); COMMIT; INSERT INTO t (id, name) VALUES (13, 'b'); SELECT 1"), Err("23505"));
     assert_eq!(rows(&mut s, "SELECT count(*) FROM t"), [[Value::Int(5)]]);
     assert_eq!(s.status(), TxStatus::Idle);
+    Ok(())
+}
+
+fn col(r: Vec<Vec<Value>>) -> Vec<Value> {
+    r.into_iter().map(|mut r| r.remove(0)).collect()
+}
+
+fn ints(v: &[i64]) -> Vec<Value> {
+    v.iter().map(|&i| Value::Int(i)).collect()
+}
+
+#[test]
+fn queries_join_group_sort_and_nest() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut s = Session::new(open(dir.path())?);
+    run(
+        &mut s,
+        "CREATE TABLE b (bid int PRIMARY KEY, region text); \
+         CREATE TABLE a (aid int PRIMARY KEY, bid int, bal int NOT NULL); \
+         INSERT INTO b SELECT g, CASE WHEN g % 2 = 0 THEN 'even' ELSE 'odd' END FROM generate_series(1, 4) AS g; \
+         INSERT INTO a (aid, bid, bal) SELECT aid, (aid - 1) / 3 + 1, aid * 10 FROM generate_series(1, 10) AS aid",
+    )
+    .unwrap();
+    // Grouping with aggregates, HAVING and ORDER BY an aggregate.
+    assert_eq!(
+        rows(&mut s, "SELECT bid, count(*), sum(bal), max(aid) FROM a GROUP BY bid HAVING count(*) > 1 ORDER BY sum(bal) DESC"),
+        [ints(&[3, 3, 240, 9]), ints(&[2, 3, 150, 6]), ints(&[1, 3, 60, 3])]
+    );
+    // Inner and left joins (a hash join on the equality), with qualified names.
+    assert_eq!(
+        col(rows(
+            &mut s,
+            "SELECT count(*) FROM a JOIN b ON a.bid = b.bid WHERE b.region = 'even'"
+        )),
+        ints(&[4])
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT b.bid, count(a.aid) FROM b LEFT JOIN a ON a.bid = b.bid AND a.bal > 85 GROUP BY b.bid ORDER BY 1"),
+        [ints(&[1, 0]), ints(&[2, 0]), ints(&[3, 1]), ints(&[4, 1])]
+    );
+    // Subqueries: IN, EXISTS (correlated), scalar, and in FROM.
+    assert_eq!(
+        col(rows(&mut s, "SELECT aid FROM a WHERE bid IN (SELECT bid FROM b WHERE region = 'odd') AND aid > 7 ORDER BY aid")),
+        ints(&[8, 9])
+    );
+    assert_eq!(
+        col(rows(
+            &mut s,
+            "SELECT bid FROM b WHERE NOT EXISTS (SELECT 1 FROM a WHERE a.bid = b.bid) ORDER BY bid"
+        )),
+        Vec::<Value>::new()
+    );
+    assert_eq!(
+        col(rows(
+            &mut s,
+            "SELECT (SELECT max(bal) FROM a WHERE a.bid = b.bid) FROM b ORDER BY bid DESC LIMIT 2"
+        )),
+        ints(&[100, 90])
+    );
+    assert_eq!(
+        col(rows(
+            &mut s,
+            "SELECT n FROM (SELECT bid * 100 AS n FROM b) AS x WHERE n > 150 ORDER BY n OFFSET 1"
+        )),
+        ints(&[300, 400])
+    );
+    // DISTINCT, UNION ALL, OR/NOT, BETWEEN, LIKE, COALESCE, string functions.
+    assert_eq!(
+        col(rows(
+            &mut s,
+            "SELECT DISTINCT region FROM b ORDER BY region"
+        )),
+        [Value::Text("even".into()), Value::Text("odd".into())]
+    );
+    assert_eq!(
+        col(rows(&mut s, "SELECT 1 UNION ALL SELECT 2")),
+        ints(&[1, 2])
+    );
+    assert_eq!(
+        col(rows(&mut s, "SELECT aid FROM a WHERE (aid BETWEEN 2 AND 3 OR aid = 10) AND NOT aid = 3 ORDER BY aid")),
+        ints(&[2, 10])
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT upper(region) || '-' || length(region), coalesce(NULL, 'x'), substr('hello', 2, 3) FROM b WHERE region LIKE 'o%' AND bid = 1"),
+        [[Value::Text("ODD-3".into()), Value::Text("x".into()), Value::Text("ell".into())]]
+    );
+    // UPDATE and DELETE with RETURNING; INSERT ... ON CONFLICT.
+    assert_eq!(
+        rows(
+            &mut s,
+            "UPDATE a SET bal = bal + 1 WHERE aid = 1 RETURNING bal"
+        ),
+        [ints(&[11])]
+    );
+    assert_eq!(
+        rows(&mut s, "DELETE FROM a WHERE aid = 10 RETURNING aid, bid"),
+        [ints(&[10, 4])]
+    );
+    assert_eq!(
+        run(
+            &mut s,
+            "INSERT INTO a VALUES (1, 1, 0) ON CONFLICT DO NOTHING"
+        ),
+        Ok("INSERT 0 0".into())
+    );
+    assert_eq!(
+        rows(&mut s, "INSERT INTO a VALUES (1, 1, 5) ON CONFLICT (aid) DO UPDATE SET bal = a.bal + excluded.bal RETURNING bal"),
+        [ints(&[16])]
+    );
+    // Catalog views, as psql's \dt reads them.
+    assert_eq!(
+        col(rows(&mut s, "SELECT c.relname FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                          WHERE c.relkind IN ('r', 'p', '') AND n.nspname <> 'pg_catalog' AND n.nspname !~ '^pg_toast' \
+                          AND pg_catalog.pg_table_is_visible(c.oid) ORDER BY 1")),
+        [Value::Text("a".into()), Value::Text("b".into())]
+    );
+    assert_eq!(
+        col(rows(&mut s, "SELECT pg_catalog.pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid WHERE c.relname = 'a'")),
+        [Value::Text("CREATE UNIQUE INDEX a_pkey ON public.a USING btree (aid)".into())]
+    );
+    Ok(())
+}
+
+#[test]
+fn pgbench_setup_copy_keys_and_two_phase_commit() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    let mut s = Session::new(Arc::clone(&db));
+    run(&mut s, "create table acc(aid int not null, bid int, abalance int, filler char(84)) with (fillfactor=100)").unwrap();
+    // COPY FROM STDIN in pieces that split lines, then the primary key over the rows.
+    let stmt = parse("copy acc from stdin with (freeze on)")?
+        .pop()
+        .unwrap();
+    assert!(matches!(
+        s.execute(&stmt, &[], &[])?.kind,
+        OutcomeKind::CopyIn { columns: 4 }
+    ));
+    s.copy_data(b"1\t1\t0\t\n2\t1");
+    s.copy_data(b"\t0\t\n3\t1\t\\N\tx\n");
+    assert_eq!(s.copy_done()?.tag, "COPY 3");
+    assert_eq!(
+        run(&mut s, "alter table acc add primary key (aid)"),
+        Ok("ALTER TABLE".into())
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT length(filler), abalance FROM acc WHERE aid = 3"
+        ),
+        [[Value::Int(84), Value::Null]]
+    );
+    // A bad line rolls the whole COPY back.
+    let stmt = parse("copy acc (aid, bid) from stdin (format csv)")?
+        .pop()
+        .unwrap();
+    s.execute(&stmt, &[], &[])?;
+    s.copy_data(b"4,1\nfive,1\n");
+    assert_eq!(s.copy_done().unwrap_err().sqlstate(), "22P02");
+    assert_eq!(rows(&mut s, "SELECT count(*) FROM acc"), [[Value::Int(3)]]);
+    // COPY TO STDOUT in CSV.
+    let stmt = parse("COPY acc (aid, abalance) TO STDOUT WITH CSV HEADER")?
+        .pop()
+        .unwrap();
+    let OutcomeKind::CopyOut { lines, .. } = s.execute(&stmt, &[], &[])?.kind else {
+        panic!("copy out")
+    };
+    assert_eq!(lines.concat(), b"aid,abalance\n1,0\n2,0\n3,\n");
+    // The two-phase script, and VACUUM outside a block only.
+    assert_eq!(
+        run(
+            &mut s,
+            "BEGIN; UPDATE acc SET abalance = abalance + 1 WHERE aid = 1"
+        ),
+        Ok("UPDATE 1".into())
+    );
+    assert_eq!(run(&mut s, "VACUUM acc"), Err("25001"));
+    assert_eq!(run(&mut s, "ROLLBACK"), Ok("ROLLBACK".into()));
+    let two_pc = Config {
+        max_prepared_transactions: 2,
+        ..db.config().clone()
+    };
+    drop(s);
+    let db = Arc::try_unwrap(db).map_err(|_| anyhow::anyhow!("database still shared"))?;
+    db.close()?;
+    let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
+    let db = Arc::new(Database::open(&vfs, dir.path(), two_pc)?);
+    let mut s = Session::new(db);
+    run(
+        &mut s,
+        "BEGIN; UPDATE acc SET abalance = abalance + 1 WHERE aid = 1",
+    )
+    .unwrap();
+    assert_eq!(
+        run(&mut s, "PREPARE TRANSACTION 'p_1'"),
+        Ok("PREPARE TRANSACTION".into())
+    );
+    assert_eq!(s.status(), TxStatus::Idle);
+    assert_eq!(
+        col(rows(&mut s, "SELECT gid FROM pg_prepared_xacts")),
+        [Value::Text("p_1".into())]
+    );
+    assert_eq!(
+        run(&mut s, "COMMIT PREPARED 'p_1'"),
+        Ok("COMMIT PREPARED".into())
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT abalance FROM acc WHERE aid = 1"),
+        [[Value::Int(1)]]
+    );
+    assert_eq!(run(&mut s, "VACUUM ANALYZE acc"), Ok("VACUUM".into()));
+    assert_eq!(run(&mut s, "CHECKPOINT"), Ok("CHECKPOINT".into()));
+    assert_eq!(
+        col(rows(&mut s, "SHOW max_prepared_transactions")),
+        [Value::Text("2".into())]
+    );
     Ok(())
 }

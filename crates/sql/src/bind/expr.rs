@@ -1,0 +1,944 @@
+//! Expressions: names resolved against the scope (then the enclosing queries' scopes, for
+//! correlated subqueries), types inferred and checked, untyped literals and parameters
+//! given the type of what they meet (`aid = $1` makes `$1` an integer), implicit casts
+//! made explicit.
+
+use quire_engine::Value;
+use sqlparser::ast::{
+    self, BinaryOperator, Expr as AstExpr, FunctionArg, FunctionArgExpr, FunctionArguments,
+    UnaryOperator, Value as AstValue,
+};
+
+use super::query::{expand_items, Scope};
+use super::{ident_name, Binder, OutColumn, MAX_PARAMS};
+use crate::catalog::ColumnInfo;
+use crate::error::{Result, SqlError};
+use crate::expr::{ArithOp, CmpOp, Expr, SubqueryKind};
+use crate::func::{self, unify, AggFunc, Func};
+use crate::types::{self, SqlType};
+
+impl Binder<'_> {
+    pub(crate) fn expr(&mut self, e: &AstExpr, scope: &Scope) -> Result<(Expr, SqlType)> {
+        self.expr_expecting(e, scope, None)
+    }
+
+    /// A predicate: a boolean expression (42804 otherwise).
+    pub(crate) fn predicate(&mut self, e: &AstExpr, scope: &Scope) -> Result<Expr> {
+        let (x, ty) = self.expr_expecting(e, scope, Some(SqlType::Bool))?;
+        let x = self.coerce(x, ty, SqlType::Bool)?;
+        if !matches!(ty, SqlType::Bool | SqlType::Unknown) {
+            return Err(SqlError::type_mismatch(format!(
+                "argument of WHERE must be type boolean, not type {}",
+                ty.name()
+            )));
+        }
+        Ok(x)
+    }
+
+    /// A value assigned to `col` (INSERT, UPDATE SET), cast to its type.
+    pub(crate) fn assigned(
+        &mut self,
+        e: &AstExpr,
+        col: &ColumnInfo,
+        scope: &Scope,
+    ) -> Result<Expr> {
+        let (x, ty) = self.expr_expecting(e, scope, Some(col.ty))?;
+        let x = match x {
+            Expr::Param(n) => {
+                self.type_param(n, col.ty);
+                return assign_expr(Expr::Param(n), self.params[n], col);
+            }
+            x => x,
+        };
+        assign_expr(x, ty, col)
+    }
+
+    /// A select list (RETURNING) over `scope`.
+    pub(crate) fn select_list(
+        &mut self,
+        items: &[ast::SelectItem],
+        scope: &Scope,
+    ) -> Result<(Vec<Expr>, Vec<OutColumn>)> {
+        let mut exprs = Vec::new();
+        let mut out = Vec::new();
+        for it in expand_items(items, scope)? {
+            let (e, ty) = match &it.expr {
+                super::query::ItemExpr::Column(i) => (Expr::Column(*i), scope.cols[*i].ty),
+                super::query::ItemExpr::Ast(a) => self.expr(a, scope)?,
+            };
+            exprs.push(e);
+            out.push(OutColumn {
+                name: it.name,
+                ty: if ty == SqlType::Unknown {
+                    SqlType::Text
+                } else {
+                    ty
+                },
+            });
+        }
+        Ok((exprs, out))
+    }
+
+    fn type_param(&mut self, n: usize, ty: SqlType) {
+        if self.params.len() <= n {
+            self.params.resize(n + 1, SqlType::Unknown);
+        }
+        if self.params[n] == SqlType::Unknown {
+            self.params[n] = ty;
+        }
+    }
+
+    /// `e` brought to type `to`: an untyped literal parses as `to`, an untyped parameter
+    /// takes it, anything else gets an implicit cast (42804 where none exists).
+    pub(crate) fn coerce(&mut self, e: Expr, from: SqlType, to: SqlType) -> Result<Expr> {
+        if from == to || to == SqlType::Unknown {
+            return Ok(e);
+        }
+        match e {
+            Expr::Const(Value::Text(s)) if from == SqlType::Unknown => {
+                Ok(Expr::Const(types::parse_text(to, &s)?))
+            }
+            Expr::Const(Value::Null) => Ok(Expr::Const(Value::Null)),
+            Expr::Param(n)
+                if self.params.get(n) == Some(&SqlType::Unknown) || self.params.len() <= n =>
+            {
+                self.type_param(n, to);
+                Ok(Expr::Param(n))
+            }
+            e => {
+                // The runtime compares integers with floats and text-like types with each
+                // other directly; a cast is needed only where the representation differs.
+                let same_family = (from.is_int() || from.is_oid())
+                    && (to.is_int() || to.is_oid() || to.is_float())
+                    || from.is_float() && to.is_float()
+                    || from.is_text() && to.is_text()
+                    || from == to;
+                if same_family && !(from.is_int() && to.is_float()) {
+                    return Ok(e);
+                }
+                if unify(from, to).is_none() && !(from == SqlType::Unknown) {
+                    return Err(SqlError::type_mismatch(format!(
+                        "cannot use a value of type {} as {}",
+                        from.name(),
+                        to.name()
+                    )));
+                }
+                Ok(Expr::Cast(Box::new(e), from, to))
+            }
+        }
+    }
+
+    #[allow(clippy::many_single_char_names)] // e: the expression, a/b: operands, l/r: bound
+    pub(crate) fn expr_expecting(
+        &mut self,
+        e: &AstExpr,
+        scope: &Scope,
+        expected: Option<SqlType>,
+    ) -> Result<(Expr, SqlType)> {
+        if let Some(k) = self.group_key_expr(e) {
+            return Ok(k);
+        }
+        match e {
+            AstExpr::Nested(inner) => self.expr_expecting(inner, scope, expected),
+            AstExpr::Identifier(id) => self.column(None, &ident_name(id), scope),
+            AstExpr::CompoundIdentifier(ids) => {
+                let names: Vec<String> = ids.iter().map(ident_name).collect();
+                match names.as_slice() {
+                    [q, c] => self.column(Some(q), c, scope),
+                    [_schema, q, c] => self.column(Some(q), c, scope),
+                    _ => Err(SqlError::unsupported(format!("the name {e}"))),
+                }
+            }
+            AstExpr::Value(v) => match &v.value {
+                AstValue::Placeholder(p) => {
+                    let n = p
+                        .strip_prefix('$')
+                        .and_then(|n| n.parse::<usize>().ok())
+                        .filter(|n| (1..=MAX_PARAMS).contains(n))
+                        .ok_or_else(|| {
+                            SqlError::new("42P02", format!("there is no parameter {p}"))
+                        })?;
+                    if let Some(t) = expected {
+                        self.type_param(n - 1, t);
+                    } else if self.params.len() < n {
+                        self.params.resize(n, SqlType::Unknown);
+                    }
+                    Ok((Expr::Param(n - 1), self.params[n - 1]))
+                }
+                other => literal(other),
+            },
+            AstExpr::TypedString(ts) => {
+                let to = SqlType::from_ast(&ts.data_type)?;
+                let AstValue::SingleQuotedString(s) = &ts.value.value else {
+                    return Err(SqlError::unsupported(format!("literal {e}")));
+                };
+                Ok((Expr::Const(types::parse_text(to, s)?), to))
+            }
+            AstExpr::UnaryOp { op, expr } => self.unary(*op, expr, scope, expected),
+            AstExpr::BinaryOp { left, op, right } => self.binary(left, op, right, scope),
+            AstExpr::IsNull(x) | AstExpr::IsNotNull(x) => {
+                let (x, _) = self.expr(x, scope)?;
+                Ok((
+                    Expr::IsNull(Box::new(x), matches!(e, AstExpr::IsNotNull(_))),
+                    SqlType::Bool,
+                ))
+            }
+            AstExpr::IsTrue(x)
+            | AstExpr::IsNotTrue(x)
+            | AstExpr::IsFalse(x)
+            | AstExpr::IsNotFalse(x) => {
+                let x = self.predicate(x, scope)?;
+                Ok((
+                    Expr::IsBool {
+                        expr: Box::new(x),
+                        value: matches!(e, AstExpr::IsTrue(_) | AstExpr::IsNotTrue(_)),
+                        negated: matches!(e, AstExpr::IsNotTrue(_) | AstExpr::IsNotFalse(_)),
+                    },
+                    SqlType::Bool,
+                ))
+            }
+            AstExpr::IsDistinctFrom(a, b) | AstExpr::IsNotDistinctFrom(a, b) => {
+                let (l, r, ty) = self.pair(a, b, scope)?;
+                // a IS DISTINCT FROM b: NULLs compare as equal to each other.
+                let both_null = Expr::And(vec![
+                    Expr::IsNull(Box::new(l.clone()), false),
+                    Expr::IsNull(Box::new(r.clone()), false),
+                ]);
+                let equal = Expr::Func(
+                    Func::Coalesce,
+                    vec![
+                        Expr::Cmp(CmpOp::Eq, ty, Box::new(l), Box::new(r)),
+                        Expr::Const(Value::Bool(false)),
+                    ],
+                );
+                let same = Expr::Or(vec![both_null, equal]);
+                let out = if matches!(e, AstExpr::IsDistinctFrom(..)) {
+                    Expr::Not(Box::new(same))
+                } else {
+                    same
+                };
+                Ok((out, SqlType::Bool))
+            }
+            AstExpr::Between {
+                expr,
+                negated,
+                low,
+                high,
+            } => {
+                let (x, lo, t1) = self.pair(expr, low, scope)?;
+                let (x2, hi, t2) = self.pair(expr, high, scope)?;
+                let _ = x2;
+                let b = Expr::And(vec![
+                    Expr::Cmp(CmpOp::Ge, t1, Box::new(x.clone()), Box::new(lo)),
+                    Expr::Cmp(CmpOp::Le, t2, Box::new(x), Box::new(hi)),
+                ]);
+                Ok((
+                    if *negated { Expr::Not(Box::new(b)) } else { b },
+                    SqlType::Bool,
+                ))
+            }
+            AstExpr::Like {
+                negated,
+                expr,
+                pattern,
+                escape_char,
+                any: false,
+            }
+            | AstExpr::ILike {
+                negated,
+                expr,
+                pattern,
+                escape_char,
+                any: false,
+            } => {
+                if escape_char.is_some() {
+                    return Err(SqlError::unsupported("LIKE ... ESCAPE"));
+                }
+                let x = self.text_operand(expr, scope)?;
+                let p = self.text_operand(pattern, scope)?;
+                Ok((
+                    Expr::Like {
+                        expr: Box::new(x),
+                        pattern: Box::new(p),
+                        case_insensitive: matches!(e, AstExpr::ILike { .. }),
+                        negated: *negated,
+                    },
+                    SqlType::Bool,
+                ))
+            }
+            AstExpr::In {
+                expr,
+                target,
+                negated,
+                ..
+            } => self.in_expr(expr, target, *negated, scope),
+            AstExpr::Case {
+                operand,
+                conditions,
+                else_result,
+                ..
+            } => self.case(
+                operand.as_deref(),
+                conditions,
+                else_result.as_deref(),
+                scope,
+            ),
+            AstExpr::Cast {
+                kind: ast::CastKind::Cast | ast::CastKind::DoubleColon,
+                expr,
+                data_type,
+                format: None,
+            } => {
+                let to = SqlType::from_ast(data_type)?;
+                let (inner, from) = self.expr_expecting(expr, scope, Some(to))?;
+                if let Expr::Param(n) = inner {
+                    self.type_param(n, to);
+                    if self.params[n] == to {
+                        return Ok((Expr::Param(n), to));
+                    }
+                    return Ok((Expr::Cast(Box::new(Expr::Param(n)), self.params[n], to), to));
+                }
+                if from == to {
+                    return Ok((inner, to));
+                }
+                if let Expr::Const(Value::Text(s)) = &inner {
+                    if from == SqlType::Unknown
+                        && !matches!(to, SqlType::Regclass | SqlType::Regtype)
+                    {
+                        return Ok((Expr::Const(types::parse_text(to, s)?), to));
+                    }
+                }
+                Ok((Expr::Cast(Box::new(inner), from, to), to))
+            }
+            AstExpr::Collate { expr, .. } => self.expr_expecting(expr, scope, expected),
+            AstExpr::Function(f) => self.function(f, scope),
+            AstExpr::Substring {
+                expr,
+                substring_from,
+                substring_for,
+                ..
+            } => {
+                let mut args = vec![(**expr).clone()];
+                args.push(
+                    substring_from
+                        .as_deref()
+                        .cloned()
+                        .unwrap_or_else(|| AstExpr::value(ast::Value::Number("1".into(), false))),
+                );
+                if let Some(f) = substring_for {
+                    args.push((**f).clone());
+                }
+                self.call("substr", &args, scope)
+            }
+            AstExpr::Exists { subquery, negated } => {
+                let (node, _) = self.subquery(subquery, scope)?;
+                let x = Expr::Subquery(Box::new(node), SubqueryKind::Exists);
+                Ok((
+                    if *negated { Expr::Not(Box::new(x)) } else { x },
+                    SqlType::Bool,
+                ))
+            }
+            AstExpr::Subquery(q) => {
+                let (node, out) = self.subquery(q, scope)?;
+                let [col] = out.as_slice() else {
+                    return Err(SqlError::syntax("subquery must return only one column"));
+                };
+                Ok((Expr::Subquery(Box::new(node), SubqueryKind::Scalar), col.ty))
+            }
+            AstExpr::Array(a) => {
+                let mut args = Vec::new();
+                for x in &a.elem {
+                    let (x, ty) = self.expr(x, scope)?;
+                    args.push(self.coerce(x, ty, SqlType::Text).map(|x| to_text(x, ty))?);
+                }
+                Ok((Expr::Func(Func::MakeArray, args), SqlType::TextArray))
+            }
+            other => Err(SqlError::unsupported(format!("expression {other}"))),
+        }
+    }
+
+    fn column(
+        &mut self,
+        qualifier: Option<&str>,
+        name: &str,
+        scope: &Scope,
+    ) -> Result<(Expr, SqlType)> {
+        if qualifier.is_none() && self.agg.is_none() {
+            // CURRENT_USER and friends parse as identifiers in some positions.
+            if let Some(f) = bare_function(name) {
+                return self.call(f, &[], scope);
+            }
+        }
+        if let Some((i, ty)) = scope.resolve(qualifier, name)? {
+            if self.agg.is_some() {
+                let text = qualifier.map_or_else(|| name.to_string(), |q| format!("{q}.{name}"));
+                let e = self.agg_column(&text, name)?;
+                let kt = self.agg_key_type(&e).unwrap_or(ty);
+                return Ok((e, kt));
+            }
+            return Ok((Expr::Column(i), ty));
+        }
+        for (depth, s) in self.outer.iter().rev().enumerate() {
+            if let Some((i, ty)) = s.resolve(qualifier, name)? {
+                return Ok((
+                    Expr::Outer {
+                        levels: depth + 1,
+                        column: i,
+                    },
+                    ty,
+                ));
+            }
+        }
+        if let Some(f) = bare_function(name) {
+            return self.call(f, &[], scope);
+        }
+        Err(match qualifier {
+            Some(q)
+                if !scope.has_qualifier(q) && !self.outer.iter().any(|s| s.has_qualifier(q)) =>
+            {
+                SqlError::new(
+                    "42P01",
+                    format!("missing FROM-clause entry for table \"{q}\""),
+                )
+            }
+            Some(q) => SqlError::new("42703", format!("column {q}.{name} does not exist")),
+            None => SqlError::new("42703", format!("column \"{name}\" does not exist")),
+        })
+    }
+
+    fn agg_column(&self, text: &str, name: &str) -> Result<Expr> {
+        let ctx = self.agg.as_ref().expect("in a grouped query");
+        ctx.keys
+            .iter()
+            .position(|(k, _)| k == text || k == name || k.rsplit('.').next() == Some(name))
+            .map(Expr::Column)
+            .ok_or_else(|| {
+                SqlError::new(
+                    "42803",
+                    format!("column \"{text}\" must appear in the GROUP BY clause or be used in an aggregate function"),
+                )
+            })
+    }
+
+    fn agg_key_type(&self, e: &Expr) -> Option<SqlType> {
+        let Expr::Column(i) = e else { return None };
+        self.agg.as_ref()?.keys.get(*i).map(|(_, t)| *t)
+    }
+
+    fn subquery(
+        &mut self,
+        q: &ast::Query,
+        scope: &Scope,
+    ) -> Result<(crate::plan::Node, Vec<OutColumn>)> {
+        self.outer.push(scope.clone());
+        let saved = self.agg.take();
+        let r = self.query(q);
+        self.agg = saved;
+        self.outer.pop();
+        r
+    }
+
+    fn unary(
+        &mut self,
+        op: UnaryOperator,
+        x: &AstExpr,
+        scope: &Scope,
+        expected: Option<SqlType>,
+    ) -> Result<(Expr, SqlType)> {
+        match op {
+            UnaryOperator::Not => Ok((
+                Expr::Not(Box::new(self.predicate(x, scope)?)),
+                SqlType::Bool,
+            )),
+            UnaryOperator::Plus => self.expr_expecting(x, scope, expected),
+            UnaryOperator::Minus => {
+                if let AstExpr::Value(v) = x {
+                    if let AstValue::Number(n, _) = &v.value {
+                        return number(&format!("-{n}"));
+                    }
+                }
+                let (inner, ty) = self.expr_expecting(x, scope, expected)?;
+                if !(ty.is_int() || ty.is_float() || ty == SqlType::Unknown) {
+                    return Err(SqlError::new(
+                        "42883",
+                        format!("operator does not exist: - {}", ty.name()),
+                    ));
+                }
+                Ok((Expr::Neg(Box::new(inner)), ty))
+            }
+            other => Err(SqlError::unsupported(format!("operator {other}"))),
+        }
+    }
+
+    /// Two operands brought to a common type (for comparisons): the typed side decides
+    /// an untyped literal's or parameter's type.
+    #[allow(clippy::many_single_char_names)] // e: the expression, a/b: operands, l/r: bound
+    fn pair(&mut self, a: &AstExpr, b: &AstExpr, scope: &Scope) -> Result<(Expr, Expr, SqlType)> {
+        let (l, lt) = self.expr(a, scope)?;
+        let (r, rt) = self.expr_expecting(b, scope, (lt != SqlType::Unknown).then_some(lt))?;
+        let (l, lt) = match (&l, lt) {
+            (Expr::Param(n), SqlType::Unknown) if rt != SqlType::Unknown => {
+                self.type_param(*n, rt);
+                (l, rt)
+            }
+            _ => (l, lt),
+        };
+        let ty = match (lt, rt) {
+            (SqlType::Unknown, SqlType::Unknown) => SqlType::Text,
+            (x, y) => unify(x, y).ok_or_else(|| {
+                SqlError::new(
+                    "42883",
+                    format!("operator does not exist: {} = {}", x.name(), y.name()),
+                )
+            })?,
+        };
+        let l = self.coerce(l, lt, ty)?;
+        let r = self.coerce(r, rt, ty)?;
+        Ok((l, r, ty))
+    }
+
+    fn text_operand(&mut self, x: &AstExpr, scope: &Scope) -> Result<Expr> {
+        let (e, ty) = self.expr_expecting(x, scope, Some(SqlType::Text))?;
+        if !ty.is_text() {
+            return Err(SqlError::new(
+                "42883",
+                format!("operator does not exist: {} ~~ text", ty.name()),
+            ));
+        }
+        self.coerce(e, ty, SqlType::Text)
+    }
+
+    #[allow(clippy::many_single_char_names)] // e: the expression, a/b: operands, l/r: bound
+    fn binary(
+        &mut self,
+        a: &AstExpr,
+        op: &BinaryOperator,
+        b: &AstExpr,
+        scope: &Scope,
+    ) -> Result<(Expr, SqlType)> {
+        let cmp = match op {
+            BinaryOperator::Eq => Some(CmpOp::Eq),
+            BinaryOperator::NotEq => Some(CmpOp::Ne),
+            BinaryOperator::Lt => Some(CmpOp::Lt),
+            BinaryOperator::LtEq => Some(CmpOp::Le),
+            BinaryOperator::Gt => Some(CmpOp::Gt),
+            BinaryOperator::GtEq => Some(CmpOp::Ge),
+            _ => None,
+        };
+        if let Some(c) = cmp {
+            let (l, r, ty) = self.pair(a, b, scope)?;
+            return Ok((Expr::Cmp(c, ty, Box::new(l), Box::new(r)), SqlType::Bool));
+        }
+        let arith = match op {
+            BinaryOperator::Plus => Some(ArithOp::Add),
+            BinaryOperator::Minus => Some(ArithOp::Sub),
+            BinaryOperator::Multiply => Some(ArithOp::Mul),
+            BinaryOperator::Divide => Some(ArithOp::Div),
+            BinaryOperator::Modulo => Some(ArithOp::Mod),
+            _ => None,
+        };
+        if let Some(o) = arith {
+            let (l, r, ty) = self.pair(a, b, scope)?;
+            if !(ty.is_int()
+                || ty.is_float()
+                || (ty == SqlType::Timestamp && matches!(o, ArithOp::Add | ArithOp::Sub)))
+            {
+                return Err(SqlError::new(
+                    "42883",
+                    format!("operator does not exist: {} {op} {}", ty.name(), ty.name()),
+                ));
+            }
+            return Ok((Expr::Arith(o, ty, Box::new(l), Box::new(r)), ty));
+        }
+        match op {
+            BinaryOperator::And | BinaryOperator::Or => {
+                let l = self.predicate(a, scope)?;
+                let r = self.predicate(b, scope)?;
+                let mut v = Vec::new();
+                for x in [l, r] {
+                    match (op, x) {
+                        (BinaryOperator::And, Expr::And(inner))
+                        | (BinaryOperator::Or, Expr::Or(inner)) => v.extend(inner),
+                        (_, x) => v.push(x),
+                    }
+                }
+                Ok((
+                    if *op == BinaryOperator::And {
+                        Expr::And(v)
+                    } else {
+                        Expr::Or(v)
+                    },
+                    SqlType::Bool,
+                ))
+            }
+            BinaryOperator::StringConcat => {
+                let (l, lt) = self.expr(a, scope)?;
+                let (r, rt) = self.expr(b, scope)?;
+                if lt == SqlType::TextArray || rt == SqlType::TextArray {
+                    let l = if lt == SqlType::TextArray {
+                        l
+                    } else {
+                        Expr::Func(Func::MakeArray, vec![to_text(l, lt)])
+                    };
+                    let r = if rt == SqlType::TextArray {
+                        r
+                    } else {
+                        Expr::Func(Func::MakeArray, vec![to_text(r, rt)])
+                    };
+                    return Ok((Expr::Func(Func::ArrayCat, vec![l, r]), SqlType::TextArray));
+                }
+                Ok((
+                    Expr::Concat(Box::new(to_text(l, lt)), Box::new(to_text(r, rt))),
+                    SqlType::Text,
+                ))
+            }
+            BinaryOperator::PGRegexMatch
+            | BinaryOperator::PGRegexIMatch
+            | BinaryOperator::PGRegexNotMatch
+            | BinaryOperator::PGRegexNotIMatch => self.regex(a, b, op, scope),
+            BinaryOperator::PGCustomBinaryOperator(parts) => {
+                let name = parts.last().map_or("", String::as_str);
+                let op = match name {
+                    "~" => BinaryOperator::PGRegexMatch,
+                    "~*" => BinaryOperator::PGRegexIMatch,
+                    "!~" => BinaryOperator::PGRegexNotMatch,
+                    "!~*" => BinaryOperator::PGRegexNotIMatch,
+                    "=" => BinaryOperator::Eq,
+                    "<>" => BinaryOperator::NotEq,
+                    "<" => BinaryOperator::Lt,
+                    ">" => BinaryOperator::Gt,
+                    "<=" => BinaryOperator::LtEq,
+                    ">=" => BinaryOperator::GtEq,
+                    _ => {
+                        return Err(SqlError::unsupported(format!(
+                            "operator {}",
+                            parts.join(".")
+                        )))
+                    }
+                };
+                self.binary(a, &op, b, scope)
+            }
+            BinaryOperator::PGLikeMatch
+            | BinaryOperator::PGNotLikeMatch
+            | BinaryOperator::PGILikeMatch
+            | BinaryOperator::PGNotILikeMatch => {
+                let x = self.text_operand(a, scope)?;
+                let p = self.text_operand(b, scope)?;
+                Ok((
+                    Expr::Like {
+                        expr: Box::new(x),
+                        pattern: Box::new(p),
+                        case_insensitive: matches!(
+                            op,
+                            BinaryOperator::PGILikeMatch | BinaryOperator::PGNotILikeMatch
+                        ),
+                        negated: matches!(
+                            op,
+                            BinaryOperator::PGNotLikeMatch | BinaryOperator::PGNotILikeMatch
+                        ),
+                    },
+                    SqlType::Bool,
+                ))
+            }
+            other => Err(SqlError::unsupported(format!("operator {other}"))),
+        }
+    }
+
+    fn regex(
+        &mut self,
+        a: &AstExpr,
+        b: &AstExpr,
+        op: &BinaryOperator,
+        scope: &Scope,
+    ) -> Result<(Expr, SqlType)> {
+        let x = self.text_operand(a, scope)?;
+        let p = self.text_operand(b, scope)?;
+        Ok((
+            Expr::Regex {
+                expr: Box::new(x),
+                pattern: Box::new(p),
+                case_insensitive: matches!(
+                    op,
+                    BinaryOperator::PGRegexIMatch | BinaryOperator::PGRegexNotIMatch
+                ),
+                negated: matches!(
+                    op,
+                    BinaryOperator::PGRegexNotMatch | BinaryOperator::PGRegexNotIMatch
+                ),
+            },
+            SqlType::Bool,
+        ))
+    }
+
+    fn in_expr(
+        &mut self,
+        x: &AstExpr,
+        target: &ast::InTarget,
+        negated: bool,
+        scope: &Scope,
+    ) -> Result<(Expr, SqlType)> {
+        match target {
+            ast::InTarget::List(list) => {
+                let (mut e, mut ty) = self.expr(x, scope)?;
+                let mut items = Vec::new();
+                for item in list {
+                    let (i, it) =
+                        self.expr_expecting(item, scope, (ty != SqlType::Unknown).then_some(ty))?;
+                    items.push((i, it));
+                }
+                for (_, it) in &items {
+                    ty = unify(ty, *it).ok_or_else(|| {
+                        SqlError::new(
+                            "42883",
+                            format!("operator does not exist: {} = {}", ty.name(), it.name()),
+                        )
+                    })?;
+                }
+                if ty == SqlType::Unknown {
+                    ty = SqlType::Text;
+                }
+                let (e0, t0) = (e, self.expr(x, scope)?.1);
+                e = self.coerce(e0, t0, ty)?;
+                let list = items
+                    .into_iter()
+                    .map(|(i, it)| self.coerce(i, it, ty))
+                    .collect::<Result<_>>()?;
+                Ok((
+                    Expr::InList {
+                        expr: Box::new(e),
+                        list,
+                        negated,
+                    },
+                    SqlType::Bool,
+                ))
+            }
+            ast::InTarget::Subquery(q) => {
+                let (e, _) = self.expr(x, scope)?;
+                let (node, out) = self.subquery(q, scope)?;
+                if out.len() != 1 {
+                    return Err(SqlError::syntax("subquery has too many columns"));
+                }
+                Ok((
+                    Expr::Subquery(
+                        Box::new(node),
+                        SubqueryKind::In {
+                            expr: Box::new(e),
+                            negated,
+                        },
+                    ),
+                    SqlType::Bool,
+                ))
+            }
+            _ => Err(SqlError::unsupported("IN UNNEST or IN table")),
+        }
+    }
+
+    fn case(
+        &mut self,
+        operand: Option<&AstExpr>,
+        conditions: &[ast::CaseWhen],
+        otherwise: Option<&AstExpr>,
+        scope: &Scope,
+    ) -> Result<(Expr, SqlType)> {
+        let subject = operand.map(|o| self.expr(o, scope)).transpose()?;
+        let mut whens = Vec::new();
+        let mut results = Vec::new();
+        for c in conditions {
+            let when = match &subject {
+                Some((_, st)) => {
+                    let (w, wt) = self.expr_expecting(&c.condition, scope, Some(*st))?;
+                    self.coerce(w, wt, *st)?
+                }
+                None => self.predicate(&c.condition, scope)?,
+            };
+            whens.push(when);
+            results.push(self.expr(&c.result, scope)?);
+        }
+        let other = otherwise.map(|o| self.expr(o, scope)).transpose()?;
+        let mut ty = SqlType::Unknown;
+        for (_, t) in results.iter().chain(other.iter()) {
+            ty = unify(ty, *t).ok_or_else(|| {
+                SqlError::new(
+                    "42804",
+                    format!(
+                        "CASE types {} and {} cannot be matched",
+                        ty.name(),
+                        t.name()
+                    ),
+                )
+            })?;
+        }
+        if ty == SqlType::Unknown {
+            ty = SqlType::Text;
+        }
+        let mut pairs = Vec::new();
+        for (w, (r, rt)) in whens.into_iter().zip(results) {
+            pairs.push((w, self.coerce(r, rt, ty)?));
+        }
+        let otherwise = match other {
+            Some((o, ot)) => Some(Box::new(self.coerce(o, ot, ty)?)),
+            None => None,
+        };
+        Ok((
+            Expr::Case {
+                operand: subject.map(|(s, _)| Box::new(s)),
+                whens: pairs,
+                otherwise,
+            },
+            ty,
+        ))
+    }
+
+    fn function(&mut self, f: &ast::Function, scope: &Scope) -> Result<(Expr, SqlType)> {
+        if f.over.is_some() || f.filter.is_some() || !f.within_group.is_empty() {
+            return Err(SqlError::unsupported(
+                "window functions, FILTER and WITHIN GROUP",
+            ));
+        }
+        let name = super::name_parts(&f.name)?.join(".");
+        let (args, distinct, star) = match &f.args {
+            FunctionArguments::None => (Vec::new(), false, false),
+            FunctionArguments::Subquery(_) => {
+                return Err(SqlError::unsupported("a subquery as a function argument"))
+            }
+            FunctionArguments::List(list) => {
+                if !list.clauses.is_empty() {
+                    return Err(SqlError::unsupported(format!("clauses in {name}()")));
+                }
+                let distinct = matches!(
+                    list.duplicate_treatment,
+                    Some(ast::DuplicateTreatment::Distinct)
+                );
+                let mut star = false;
+                let mut args = Vec::new();
+                for a in &list.args {
+                    match a {
+                        FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => args.push(e.clone()),
+                        FunctionArg::Unnamed(FunctionArgExpr::Wildcard) => star = true,
+                        _ => return Err(SqlError::unsupported("named function arguments")),
+                    }
+                }
+                (args, distinct, star)
+            }
+        };
+        if let Some(agg) = func::aggregate(&name) {
+            let agg = if star { AggFunc::CountStar } else { agg };
+            return self.aggregate_call(agg, &args, distinct);
+        }
+        if star || distinct {
+            return Err(SqlError::syntax(format!(
+                "{name}(*) or DISTINCT is valid only for aggregates"
+            )));
+        }
+        self.call(&name, &args, scope)
+    }
+
+    fn call(&mut self, name: &str, args: &[AstExpr], scope: &Scope) -> Result<(Expr, SqlType)> {
+        let mut bound = Vec::with_capacity(args.len());
+        for a in args {
+            bound.push(self.expr(a, scope)?);
+        }
+        let types: Vec<SqlType> = bound.iter().map(|(_, t)| *t).collect();
+        let (f, casts, ret) = func::resolve(name, &types)?;
+        let mut exprs = Vec::with_capacity(bound.len());
+        for ((e, t), c) in bound.into_iter().zip(casts) {
+            exprs.push(match c {
+                Some(to) if to.is_text() && !t.is_text() && t != SqlType::Unknown => to_text(e, t),
+                Some(to) => self.coerce(e, t, to)?,
+                None => e,
+            });
+        }
+        Ok((Expr::Func(f, exprs), ret))
+    }
+}
+
+/// SQL's special names that are function calls without parentheses.
+#[allow(clippy::match_same_arms)] // a table: each name on its own line
+fn bare_function(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "current_timestamp" => "now",
+        "current_user" => "current_user",
+        "session_user" => "session_user",
+        "user" => "user",
+        "current_role" => "current_role",
+        "current_schema" => "current_schema",
+        "current_catalog" => "current_database",
+        "localtimestamp" => "now",
+        _ => return None,
+    })
+}
+
+/// `e` as text (for `||` and text function arguments): a cast unless already text-like.
+fn to_text(e: Expr, ty: SqlType) -> Expr {
+    if ty.is_text() || ty == SqlType::Unknown {
+        e
+    } else {
+        Expr::Cast(Box::new(e), ty, SqlType::Text)
+    }
+}
+
+/// A literal other than a placeholder.
+fn literal(v: &AstValue) -> Result<(Expr, SqlType)> {
+    match v {
+        AstValue::Number(n, _) => number(n),
+        AstValue::SingleQuotedString(s) | AstValue::EscapedStringLiteral(s) => {
+            Ok((Expr::Const(Value::Text(s.clone())), SqlType::Unknown))
+        }
+        AstValue::Boolean(b) => Ok((Expr::Const(Value::Bool(*b)), SqlType::Bool)),
+        AstValue::Null => Ok((Expr::Const(Value::Null), SqlType::Unknown)),
+        AstValue::DollarQuotedString(d) => {
+            Ok((Expr::Const(Value::Text(d.value.clone())), SqlType::Unknown))
+        }
+        other => Err(SqlError::unsupported(format!("literal {other}"))),
+    }
+}
+
+/// A numeric literal: integer if it fits (int4, else int8), else double precision.
+fn number(n: &str) -> Result<(Expr, SqlType)> {
+    if let Ok(i) = n.parse::<i64>() {
+        let ty = if i32::try_from(i).is_ok() {
+            SqlType::Int4
+        } else {
+            SqlType::Int8
+        };
+        return Ok((Expr::Const(Value::Int(i)), ty));
+    }
+    n.parse::<f64>()
+        .map(|f| (Expr::Const(Value::Float(f)), SqlType::Float8))
+        .map_err(|_| SqlError::syntax(format!("invalid number \"{n}\"")))
+}
+
+/// The expression of a value assigned to `col`: a cast where the types differ, refused at
+/// bind time where no assignment cast exists (bool into an integer, ...).
+pub(crate) fn assign_expr(e: Expr, ty: SqlType, col: &ColumnInfo) -> Result<Expr> {
+    if ty == col.ty {
+        return Ok(e);
+    }
+    let numeric = |t: SqlType| t.is_int() || t.is_float() || t.is_oid();
+    let family_ok = ty == SqlType::Unknown
+        || numeric(ty) && numeric(col.ty)
+        || ty.is_text() && col.ty.is_text()
+        || matches!(
+            (ty, col.ty),
+            (SqlType::Timestamptz | SqlType::Date, SqlType::Timestamp)
+                | (SqlType::Timestamp | SqlType::Date, SqlType::Timestamptz)
+        )
+        || ty.engine_type() == col.ty.engine_type()
+            && ty != SqlType::Uuid
+            && col.ty != SqlType::Uuid
+            && !ty.is_text()
+            && !col.ty.is_text();
+    if !family_ok {
+        return Err(SqlError::type_mismatch(format!(
+            "column \"{}\" is of type {} but expression is of type {}",
+            col.name,
+            col.ty.name(),
+            ty.name()
+        )));
+    }
+    if let Expr::Const(v) = &e {
+        return types::assign(v.clone(), ty, col.ty, &format!("column \"{}\"", col.name))
+            .map(Expr::Const);
+    }
+    Ok(Expr::Cast(Box::new(e), ty, col.ty))
+}

@@ -1,0 +1,785 @@
+//! Binding: a parsed statement checked against the catalog and turned into a [`Plan`], with
+//! every name resolved to a position and every expression typed, and every parameter's type
+//! inferred from its context (a column it is compared with or assigned to, a cast), as
+//! PostgreSQL infers them for a Parse message without types. What quire does not do is
+//! refused here with 0A000 naming it.
+//!
+//! - [`query`]: SELECT (FROM with joins, WHERE, GROUP BY, HAVING, ORDER BY, LIMIT, UNION
+//!   ALL) and the choice of access path (an index for equality and range predicates).
+//! - [`expr`]: expressions, operators, functions, casts and subqueries.
+//! - this file: statements (DDL, DML, transaction control, utility commands).
+
+mod expr;
+mod query;
+
+use quire_engine::{IsolationLevel, Transaction, Value};
+use sqlparser::ast::{
+    self, AlterTableOperation, AssignmentTarget, ColumnOption, Expr as AstExpr, FromTable, Ident,
+    ObjectName, ObjectNamePart, ObjectType, SetExpr, Statement, TableConstraint, TableFactor,
+    TableObject, TransactionIsolationLevel, TransactionMode,
+};
+
+use crate::catalog::{self, ColumnInfo, TableInfo};
+use crate::error::{Result, SqlError};
+use crate::expr::Expr;
+use crate::plan::Node;
+use crate::types::SqlType;
+
+pub(crate) use query::Scope;
+
+/// Most parameters a statement may have (PostgreSQL's limit, the protocol's 16-bit count).
+pub(crate) const MAX_PARAMS: usize = 65_535;
+
+/// An output column.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutColumn {
+    pub name: String,
+    pub ty: SqlType,
+}
+
+/// What INSERT does with a row whose key already exists.
+#[derive(Clone, Debug)]
+pub(crate) enum OnConflict {
+    Error,
+    Nothing,
+    /// DO UPDATE SET ...: the assignments see the existing row as columns `0..n` and the
+    /// proposed row (`EXCLUDED`) as columns `n..2n`.
+    Update {
+        sets: Vec<(usize, Expr)>,
+        filter: Option<Expr>,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Plan {
+    Begin(IsolationLevel),
+    Commit,
+    Rollback,
+    CreateTable {
+        name: String,
+        if_not_exists: bool,
+        columns: Vec<ColumnInfo>,
+        pkey: Option<Vec<usize>>,
+        uniques: Vec<Vec<usize>>,
+    },
+    DropTable {
+        names: Vec<String>,
+        if_exists: bool,
+    },
+    Truncate(Vec<TableInfo>),
+    CreateIndex {
+        name: Option<String>,
+        table: TableInfo,
+        columns: Vec<usize>,
+        unique: bool,
+        if_not_exists: bool,
+    },
+    DropIndex {
+        names: Vec<String>,
+        if_exists: bool,
+    },
+    /// ALTER TABLE ... ADD PRIMARY KEY / ADD CONSTRAINT ... UNIQUE.
+    AddKey {
+        table: TableInfo,
+        name: Option<String>,
+        columns: Vec<usize>,
+        primary: bool,
+    },
+    Query {
+        node: Node,
+        out: Vec<OutColumn>,
+    },
+    Insert {
+        table: TableInfo,
+        /// Full rows in the table's column order, already cast to the columns' types.
+        source: Node,
+        on_conflict: OnConflict,
+        returning: Option<Vec<Expr>>,
+    },
+    /// UPDATE and DELETE: `scan` yields the target rows with their TID as a last column;
+    /// `recheck` is evaluated again on the newest version of a row a concurrent
+    /// transaction changed (READ COMMITTED).
+    Update {
+        table: TableInfo,
+        scan: Node,
+        recheck: Option<Expr>,
+        sets: Vec<(usize, Expr)>,
+        returning: Option<Vec<Expr>>,
+    },
+    Delete {
+        table: TableInfo,
+        scan: Node,
+        recheck: Option<Expr>,
+        returning: Option<Vec<Expr>>,
+    },
+    Set {
+        name: String,
+        value: Option<String>,
+    },
+    Show(String),
+}
+
+/// A bound statement: its plan, its parameters' types and its output columns.
+pub(crate) struct Bound {
+    pub plan: Plan,
+    pub params: Vec<SqlType>,
+    pub out: Vec<OutColumn>,
+}
+
+/// Binds `stmt`; `hints` are the parameter types the client gave (`Unknown` where it gave
+/// none).
+pub(crate) fn bind(stmt: &Statement, hints: &[SqlType], tx: &Transaction) -> Result<Bound> {
+    let mut b = Binder {
+        tx,
+        params: hints.to_vec(),
+        outer: Vec::new(),
+        returning_out: None,
+        agg: None,
+        base_table: None,
+    };
+    let plan = b.statement(stmt)?;
+    let out = match &plan {
+        Plan::Query { out, .. } => out.clone(),
+        Plan::Show(name) => vec![OutColumn {
+            name: name.clone(),
+            ty: SqlType::Text,
+        }],
+        Plan::Insert {
+            returning: Some(_), ..
+        }
+        | Plan::Update {
+            returning: Some(_), ..
+        }
+        | Plan::Delete {
+            returning: Some(_), ..
+        } => b.returning_out.take().unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    // A parameter no context typed is text, as an untyped literal would be.
+    let params = b
+        .params
+        .into_iter()
+        .map(|t| {
+            if t == SqlType::Unknown {
+                SqlType::Text
+            } else {
+                t
+            }
+        })
+        .collect();
+    Ok(Bound { plan, params, out })
+}
+
+/// BEGIN, COMMIT and ROLLBACK, which bind without a transaction.
+pub(crate) fn bind_transaction_control(stmt: &Statement) -> Result<Plan> {
+    match stmt {
+        Statement::StartTransaction {
+            modes,
+            statements,
+            exception,
+            ..
+        } => {
+            if !statements.is_empty() || exception.is_some() {
+                return Err(SqlError::unsupported("BEGIN ... END blocks"));
+            }
+            Ok(Plan::Begin(isolation(modes)?))
+        }
+        Statement::Commit { chain: false, .. } => Ok(Plan::Commit),
+        Statement::Rollback {
+            chain: false,
+            savepoint: None,
+        } => Ok(Plan::Rollback),
+        Statement::Rollback {
+            savepoint: Some(_), ..
+        } => Err(SqlError::unsupported(
+            "ROLLBACK TO SAVEPOINT (quire has no subtransactions yet)",
+        )),
+        other => Err(SqlError::unsupported(statement_kind(other))),
+    }
+}
+
+/// Whether binding `stmt` needs no transaction (transaction control).
+pub(crate) fn is_transaction_control(stmt: &Statement) -> bool {
+    matches!(
+        stmt,
+        Statement::StartTransaction { .. } | Statement::Commit { .. } | Statement::Rollback { .. }
+    )
+}
+
+pub(crate) struct Binder<'t> {
+    tx: &'t Transaction,
+    /// The type of each parameter seen so far (`Unknown` until a context types it).
+    params: Vec<SqlType>,
+    /// The scopes of the enclosing query levels, innermost last (for correlated subqueries
+    /// and LATERAL).
+    outer: Vec<Scope>,
+    /// RETURNING's output columns, set by DML binding.
+    returning_out: Option<Vec<OutColumn>>,
+    /// Set while binding the select list, HAVING and ORDER BY of a grouped query.
+    agg: Option<query::AggCtx>,
+    /// The last base table a FROM clause named (a one-table SELECT's access path).
+    base_table: Option<TableInfo>,
+}
+
+pub(crate) fn ident_name(i: &Ident) -> String {
+    if i.quote_style.is_some() {
+        i.value.clone()
+    } else {
+        i.value.to_lowercase()
+    }
+}
+
+/// The identifiers of a name (`a.b.c`).
+pub(crate) fn name_parts(name: &ObjectName) -> Result<Vec<String>> {
+    name.0
+        .iter()
+        .map(|p| match p {
+            ObjectNamePart::Identifier(i) => Ok(ident_name(i)),
+            ObjectNamePart::Function(_) => Err(SqlError::unsupported("a function as a name")),
+        })
+        .collect()
+}
+
+/// A user table's name: `t` or `public.t`.
+pub(crate) fn table_name(name: &ObjectName) -> Result<String> {
+    match name_parts(name)?.as_slice() {
+        [t] => Ok(t.clone()),
+        [s, t] if s == "public" => Ok(t.clone()),
+        _ => Err(SqlError::new(
+            "3F000",
+            format!("schema of \"{name}\" does not exist (quire has only \"public\")"),
+        )),
+    }
+}
+
+fn multiple_pkeys(table: &str) -> SqlError {
+    SqlError::new(
+        "42P16",
+        format!("multiple primary keys for table \"{table}\" are not allowed"),
+    )
+}
+
+/// A statement's kind for the 0A000 message ("CREATE VIEW", "MERGE", ...).
+fn statement_kind(stmt: &Statement) -> String {
+    let text = stmt.to_string();
+    let words: Vec<&str> = text.split_whitespace().take(2).collect();
+    let kind = match words.as_slice() {
+        [a, b] if ["CREATE", "DROP", "ALTER"].contains(&a.to_uppercase().as_str()) => {
+            format!("{a} {b}")
+        }
+        [a, ..] => (*a).to_string(),
+        [] => "this statement".into(),
+    };
+    kind.to_uppercase()
+}
+
+fn key_columns(columns: &[ColumnInfo], cols: &[ast::IndexColumn]) -> Result<Vec<usize>> {
+    cols.iter()
+        .map(|ic| {
+            let AstExpr::Identifier(id) = &ic.column.expr else {
+                return Err(SqlError::unsupported("an expression in a key"));
+            };
+            let n = ident_name(id);
+            columns.iter().position(|c| c.name == n).ok_or_else(|| {
+                SqlError::new(
+                    "42703",
+                    format!("column \"{n}\" named in key does not exist"),
+                )
+            })
+        })
+        .collect()
+}
+
+impl Binder<'_> {
+    fn statement(&mut self, stmt: &Statement) -> Result<Plan> {
+        match stmt {
+            Statement::StartTransaction {
+                modes,
+                statements,
+                exception,
+                ..
+            } => {
+                if !statements.is_empty() || exception.is_some() {
+                    return Err(SqlError::unsupported("BEGIN ... END blocks"));
+                }
+                Ok(Plan::Begin(isolation(modes)?))
+            }
+            Statement::Commit { chain: false, .. } => Ok(Plan::Commit),
+            Statement::Rollback {
+                chain: false,
+                savepoint: None,
+            } => Ok(Plan::Rollback),
+            Statement::Rollback {
+                savepoint: Some(_), ..
+            }
+            | Statement::Savepoint { .. }
+            | Statement::ReleaseSavepoint { .. } => Err(SqlError::unsupported(
+                "SAVEPOINT (quire has no subtransactions yet)",
+            )),
+            Statement::CreateTable(ct) => Self::create_table(ct),
+            Statement::Drop {
+                object_type: ObjectType::Table,
+                if_exists,
+                names,
+                cascade: false,
+                ..
+            } => {
+                let names: Vec<String> = names.iter().map(table_name).collect::<Result<_>>()?;
+                for n in &names {
+                    catalog::check_not_reserved(n)?;
+                }
+                Ok(Plan::DropTable {
+                    names,
+                    if_exists: *if_exists,
+                })
+            }
+            Statement::Drop {
+                object_type: ObjectType::Index,
+                if_exists,
+                names,
+                cascade: false,
+                ..
+            } => Ok(Plan::DropIndex {
+                names: names.iter().map(table_name).collect::<Result<_>>()?,
+                if_exists: *if_exists,
+            }),
+            Statement::CreateIndex(ci) => self.create_index(ci),
+            Statement::AlterTable(at) => self.alter_table(at),
+            Statement::Truncate(t) => {
+                if t.partitions.is_some() || t.cascade.is_some() {
+                    return Err(SqlError::unsupported("TRUNCATE ... CASCADE"));
+                }
+                let tables = t
+                    .table_names
+                    .iter()
+                    .map(|n| catalog::lookup(self.tx, &table_name(&n.name)?))
+                    .collect::<Result<_>>()?;
+                Ok(Plan::Truncate(tables))
+            }
+            Statement::Insert(ins) => self.insert(ins),
+            Statement::Query(q) => {
+                if !q.locks.is_empty() {
+                    return Err(SqlError::unsupported("SELECT ... FOR UPDATE"));
+                }
+                let (node, out) = self.query(q)?;
+                Ok(Plan::Query { node, out })
+            }
+            Statement::Update(u) => self.update(u),
+            Statement::Delete(d) => self.delete(d),
+            Statement::Set(set) => set_statement(set),
+            Statement::ShowVariable { variable } => {
+                let name = variable
+                    .iter()
+                    .map(ident_name)
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                Ok(Plan::Show(name))
+            }
+            Statement::Reset(r) => Ok(Plan::Set {
+                name: match &r.reset {
+                    ast::Reset::ALL => "all".into(),
+                    ast::Reset::ConfigurationParameter(n) => name_parts(n)?.join("."),
+                    ast::Reset::SessionAuthorization => "session_authorization".into(),
+                },
+                value: None,
+            }),
+            other => Err(SqlError::unsupported(statement_kind(other))),
+        }
+    }
+
+    fn create_table(ct: &ast::CreateTable) -> Result<Plan> {
+        let name = table_name(&ct.name)?;
+        catalog::check_not_reserved(&name)?;
+        if ct.query.is_some() || ct.like.is_some() || ct.temporary || ct.external {
+            return Err(SqlError::unsupported(
+                "CREATE TABLE AS, LIKE, TEMPORARY or EXTERNAL",
+            ));
+        }
+        if ct.columns.is_empty() {
+            return Err(SqlError::unsupported("a table without columns"));
+        }
+        let mut columns: Vec<ColumnInfo> = Vec::new();
+        let mut pkey: Option<Vec<usize>> = None;
+        let mut uniques = Vec::new();
+        for (i, c) in ct.columns.iter().enumerate() {
+            let cname = ident_name(&c.name);
+            if columns.iter().any(|x| x.name == cname) {
+                return Err(SqlError::new(
+                    "42701",
+                    format!("column \"{cname}\" specified more than once"),
+                ));
+            }
+            let mut col = ColumnInfo {
+                name: cname,
+                ty: SqlType::from_ast(&c.data_type)?,
+                not_null: false,
+            };
+            for opt in &c.options {
+                match &opt.option {
+                    ColumnOption::NotNull => col.not_null = true,
+                    ColumnOption::Null => col.not_null = false,
+                    ColumnOption::PrimaryKey(_) => {
+                        if pkey.is_some() {
+                            return Err(multiple_pkeys(&name));
+                        }
+                        col.not_null = true;
+                        pkey = Some(vec![i]);
+                    }
+                    ColumnOption::Unique(_) => uniques.push(vec![i]),
+                    other => return Err(SqlError::unsupported(format!("column option {other}"))),
+                }
+            }
+            columns.push(col);
+        }
+        for c in &ct.constraints {
+            match c {
+                TableConstraint::PrimaryKey(pk) => {
+                    if pkey.is_some() {
+                        return Err(multiple_pkeys(&name));
+                    }
+                    let key = key_columns(&columns, &pk.columns)?;
+                    for &k in &key {
+                        columns[k].not_null = true;
+                    }
+                    pkey = Some(key);
+                }
+                TableConstraint::Unique(u) => uniques.push(key_columns(&columns, &u.columns)?),
+                other => return Err(SqlError::unsupported(format!("table constraint {other}"))),
+            }
+        }
+        Ok(Plan::CreateTable {
+            name,
+            if_not_exists: ct.if_not_exists,
+            columns,
+            pkey,
+            uniques,
+        })
+    }
+
+    fn create_index(&mut self, ci: &ast::CreateIndex) -> Result<Plan> {
+        if ci.predicate.is_some() || !ci.include.is_empty() || ci.concurrently {
+            return Err(SqlError::unsupported(
+                "CREATE INDEX with WHERE, INCLUDE or CONCURRENTLY",
+            ));
+        }
+        let table = catalog::lookup(self.tx, &table_name(&ci.table_name)?)?;
+        let columns = key_columns(&table.columns, &ci.columns)?;
+        Ok(Plan::CreateIndex {
+            name: ci.name.as_ref().map(table_name).transpose()?,
+            table,
+            columns,
+            unique: ci.unique,
+            if_not_exists: ci.if_not_exists,
+        })
+    }
+
+    fn alter_table(&mut self, at: &ast::AlterTable) -> Result<Plan> {
+        let table = catalog::lookup(self.tx, &table_name(&at.name)?)?;
+        let [op] = at.operations.as_slice() else {
+            return Err(SqlError::unsupported("several ALTER TABLE actions at once"));
+        };
+        let AlterTableOperation::AddConstraint { constraint, .. } = op else {
+            return Err(SqlError::unsupported(format!("ALTER TABLE {op}")));
+        };
+        match constraint {
+            TableConstraint::PrimaryKey(pk) => Ok(Plan::AddKey {
+                columns: key_columns(&table.columns, &pk.columns)?,
+                name: pk.name.as_ref().map(ident_name),
+                table,
+                primary: true,
+            }),
+            TableConstraint::Unique(u) => Ok(Plan::AddKey {
+                columns: key_columns(&table.columns, &u.columns)?,
+                name: u.name.as_ref().map(ident_name),
+                table,
+                primary: false,
+            }),
+            TableConstraint::ForeignKey(_) => Err(SqlError::unsupported("FOREIGN KEY")),
+            other => Err(SqlError::unsupported(format!("constraint {other}"))),
+        }
+    }
+
+    fn insert(&mut self, ins: &ast::Insert) -> Result<Plan> {
+        let TableObject::TableName(name) = &ins.table else {
+            return Err(SqlError::unsupported("INSERT INTO a table function"));
+        };
+        if !ins.assignments.is_empty() {
+            return Err(SqlError::unsupported("INSERT ... SET"));
+        }
+        let table = catalog::lookup(self.tx, &table_name(name)?)?;
+        let targets: Vec<usize> = if ins.columns.is_empty() {
+            (0..table.columns.len()).collect()
+        } else {
+            ins.columns
+                .iter()
+                .map(|c| match c.0.as_slice() {
+                    [ObjectNamePart::Identifier(i)] => table.column(&ident_name(i)),
+                    _ => Err(SqlError::unsupported("a qualified column name in INSERT")),
+                })
+                .collect::<Result<_>>()?
+        };
+        let source = match &ins.source {
+            Some(q) => self.insert_source(q, &table, &targets)?,
+            None => {
+                // DEFAULT VALUES
+                Node::Values(vec![vec![Expr::Const(Value::Null); table.columns.len()]])
+            }
+        };
+        let on_conflict = self.on_conflict(ins.on.as_ref(), &table)?;
+        let returning = self.returning(ins.returning.as_deref(), &table)?;
+        Ok(Plan::Insert {
+            table,
+            source,
+            on_conflict,
+            returning,
+        })
+    }
+
+    fn on_conflict(&mut self, on: Option<&ast::OnInsert>, table: &TableInfo) -> Result<OnConflict> {
+        let Some(on) = on else {
+            return Ok(OnConflict::Error);
+        };
+        let ast::OnInsert::OnConflict(oc) = on else {
+            return Err(SqlError::unsupported("ON DUPLICATE KEY"));
+        };
+        match &oc.action {
+            ast::OnConflictAction::DoNothing => Ok(OnConflict::Nothing),
+            ast::OnConflictAction::DoUpdate(du) => {
+                // The row being updated, then EXCLUDED: the proposed row.
+                let mut scope = Scope::of_table(table, Some(&table.def.name));
+                scope.append(Scope::of_table(table, Some("excluded")));
+                let sets = self.assignments(&du.assignments, table, &scope)?;
+                let filter = du
+                    .selection
+                    .as_ref()
+                    .map(|e| self.predicate(e, &scope))
+                    .transpose()?;
+                Ok(OnConflict::Update { sets, filter })
+            }
+        }
+    }
+
+    fn returning(
+        &mut self,
+        items: Option<&[ast::SelectItem]>,
+        table: &TableInfo,
+    ) -> Result<Option<Vec<Expr>>> {
+        let Some(items) = items else {
+            return Ok(None);
+        };
+        let scope = Scope::of_table(table, Some(&table.def.name));
+        let (exprs, out) = self.select_list(items, &scope)?;
+        self.returning_out = Some(out);
+        Ok(Some(exprs))
+    }
+
+    /// The rows INSERT inserts: VALUES lists (with DEFAULT), or a query, each row widened to
+    /// the table's columns and cast to their types.
+    fn insert_source(
+        &mut self,
+        q: &ast::Query,
+        table: &TableInfo,
+        targets: &[usize],
+    ) -> Result<Node> {
+        let width = table.columns.len();
+        if let SetExpr::Values(values) = &*q.body {
+            let mut rows = Vec::with_capacity(values.rows.len());
+            for value_row in &values.rows {
+                let value_row = &value_row.content;
+                check_insert_width(value_row.len(), targets.len())?;
+                let mut row = vec![Expr::Const(Value::Null); width];
+                for (&pos, e) in targets.iter().zip(value_row) {
+                    if is_default(e) {
+                        continue;
+                    }
+                    let col = &table.columns[pos];
+                    row[pos] = self.assigned(e, col, &Scope::empty())?;
+                }
+                rows.push(row);
+            }
+            return Ok(Node::Values(rows));
+        }
+        let (node, out) = self.query(q)?;
+        check_insert_width(out.len(), targets.len())?;
+        let mut exprs = vec![Expr::Const(Value::Null); width];
+        for ((&pos, oc), i) in targets.iter().zip(&out).zip(0..) {
+            let col = &table.columns[pos];
+            exprs[pos] = expr::assign_expr(Expr::Column(i), oc.ty, col)?;
+        }
+        Ok(Node::Project {
+            input: Box::new(node),
+            exprs,
+        })
+    }
+
+    fn assignments(
+        &mut self,
+        assignments: &[ast::Assignment],
+        table: &TableInfo,
+        scope: &Scope,
+    ) -> Result<Vec<(usize, Expr)>> {
+        let mut sets: Vec<(usize, Expr)> = Vec::new();
+        for a in assignments {
+            let AssignmentTarget::ColumnName(col) = &a.target else {
+                return Err(SqlError::unsupported("assigning a tuple of columns"));
+            };
+            let n = match col.0.as_slice() {
+                [ObjectNamePart::Identifier(i)] => ident_name(i),
+                _ => return Err(SqlError::unsupported("a qualified column name in SET")),
+            };
+            let pos = table.column(&n)?;
+            if sets.iter().any(|(p, _)| *p == pos) {
+                return Err(SqlError::new(
+                    "42601",
+                    format!("multiple assignments to same column \"{n}\""),
+                ));
+            }
+            let col = &table.columns[pos];
+            let e = if is_default(&a.value) {
+                Expr::Const(Value::Null)
+            } else {
+                self.assigned(&a.value, col, scope)?
+            };
+            sets.push((pos, e));
+        }
+        Ok(sets)
+    }
+
+    fn update(&mut self, u: &ast::Update) -> Result<Plan> {
+        if u.from.is_some() || !u.table.joins.is_empty() || u.limit.is_some() {
+            return Err(SqlError::unsupported("UPDATE with FROM, joins or LIMIT"));
+        }
+        let TableFactor::Table { name, alias, .. } = &u.table.relation else {
+            return Err(SqlError::unsupported("this UPDATE target"));
+        };
+        let table = catalog::lookup(self.tx, &table_name(name)?)?;
+        let alias = alias.as_ref().map(|a| ident_name(&a.name));
+        let scope = Scope::of_table(&table, Some(alias.as_deref().unwrap_or(&table.def.name)));
+        let sets = self.assignments(&u.assignments, &table, &scope)?;
+        let (scan, recheck) = self.target_scan(&table, &scope, u.selection.as_ref())?;
+        let returning = self.returning(u.returning.as_deref(), &table)?;
+        Ok(Plan::Update {
+            table,
+            scan,
+            recheck,
+            sets,
+            returning,
+        })
+    }
+
+    fn delete(&mut self, d: &ast::Delete) -> Result<Plan> {
+        if d.using.is_some() || !d.tables.is_empty() || d.limit.is_some() {
+            return Err(SqlError::unsupported("DELETE with USING or LIMIT"));
+        }
+        let (FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from)) = &d.from;
+        let [twj] = from.as_slice() else {
+            return Err(SqlError::unsupported("DELETE from several tables"));
+        };
+        let TableFactor::Table { name, alias, .. } = &twj.relation else {
+            return Err(SqlError::unsupported("this DELETE target"));
+        };
+        if !twj.joins.is_empty() {
+            return Err(SqlError::unsupported("joins in DELETE"));
+        }
+        let table = catalog::lookup(self.tx, &table_name(name)?)?;
+        let alias = alias.as_ref().map(|a| ident_name(&a.name));
+        let scope = Scope::of_table(&table, Some(alias.as_deref().unwrap_or(&table.def.name)));
+        let (scan, recheck) = self.target_scan(&table, &scope, d.selection.as_ref())?;
+        let returning = self.returning(d.returning.as_deref(), &table)?;
+        Ok(Plan::Delete {
+            table,
+            scan,
+            recheck,
+            returning,
+        })
+    }
+
+    /// The scan of UPDATE's or DELETE's target rows (with their TIDs), through an index
+    /// where the WHERE clause allows.
+    fn target_scan(
+        &mut self,
+        table: &TableInfo,
+        scope: &Scope,
+        selection: Option<&AstExpr>,
+    ) -> Result<(Node, Option<Expr>)> {
+        let pred = selection.map(|e| self.predicate(e, scope)).transpose()?;
+        let access = query::access_path(table, pred.as_ref(), true);
+        let scan = match &pred {
+            Some(p) => Node::Filter {
+                input: Box::new(access),
+                pred: p.clone(),
+            },
+            None => access,
+        };
+        Ok((scan, pred))
+    }
+}
+
+fn check_insert_width(exprs: usize, targets: usize) -> Result<()> {
+    if exprs > targets {
+        return Err(SqlError::syntax(
+            "INSERT has more expressions than target columns",
+        ));
+    }
+    if exprs < targets {
+        return Err(SqlError::syntax(
+            "INSERT has more target columns than expressions",
+        ));
+    }
+    Ok(())
+}
+
+fn is_default(e: &AstExpr) -> bool {
+    matches!(e, AstExpr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"))
+}
+
+fn isolation(modes: &[TransactionMode]) -> Result<IsolationLevel> {
+    let mut isolation = IsolationLevel::ReadCommitted;
+    for m in modes {
+        match m {
+            TransactionMode::IsolationLevel(
+                TransactionIsolationLevel::ReadCommitted
+                | TransactionIsolationLevel::ReadUncommitted,
+            ) => isolation = IsolationLevel::ReadCommitted,
+            TransactionMode::IsolationLevel(TransactionIsolationLevel::RepeatableRead) => {
+                isolation = IsolationLevel::RepeatableRead;
+            }
+            TransactionMode::AccessMode(ast::TransactionAccessMode::ReadWrite) => {}
+            other => return Err(SqlError::unsupported(format!("transaction mode {other}"))),
+        }
+    }
+    Ok(isolation)
+}
+
+/// SET name = value / SET name TO DEFAULT / SET TIME ZONE ...
+fn set_statement(set: &ast::Set) -> Result<Plan> {
+    match set {
+        ast::Set::SingleAssignment {
+            variable, values, ..
+        } => {
+            let name = name_parts(variable)?.join(".");
+            let value = match values.as_slice() {
+                [AstExpr::Identifier(i)] if i.value.eq_ignore_ascii_case("default") => None,
+                vals => Some(vals.iter().map(setting_text).collect::<Vec<_>>().join(", ")),
+            };
+            Ok(Plan::Set { name, value })
+        }
+        ast::Set::SetTimeZone { value, .. } => Ok(Plan::Set {
+            name: "timezone".into(),
+            value: Some(setting_text(value)),
+        }),
+        other => Err(SqlError::unsupported(format!("{other}"))),
+    }
+}
+
+/// A SET value as text: a quoted string's contents, a word or number as written.
+fn setting_text(e: &AstExpr) -> String {
+    match e {
+        AstExpr::Value(v) => match &v.value {
+            ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),
+            other => other.to_string(),
+        },
+        AstExpr::Identifier(i) => i.value.clone(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,1193 @@
+//! Queries: FROM (tables, pg_catalog tables, generate_series, subqueries, LATERAL, joins),
+//! WHERE, GROUP BY/HAVING with aggregates, the select list, DISTINCT, ORDER BY,
+//! LIMIT/OFFSET and UNION ALL; and the access path of a single table (an index for equality
+//! and range predicates on its leading columns, a sequential scan otherwise).
+//!
+//! Joins: a nested loop whose inner side is an index scan keyed by the outer row when the
+//! join condition equates an indexed column of the right table with an expression of the
+//! left; a hash join on the other equi-joins; a plain nested loop otherwise.
+
+use std::ops::Bound;
+
+use sqlparser::ast::{
+    self, Expr as AstExpr, GroupByExpr, JoinConstraint, JoinOperator, LimitClause, OrderByKind,
+    OrderBySort, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, SetOperator, SetQuantifier,
+    TableFactor, TableWithJoins,
+};
+
+use super::{ident_name, name_parts, Binder, OutColumn};
+use crate::catalog::{self, TableInfo};
+use crate::error::{Result, SqlError};
+use crate::expr::{CmpOp, Expr};
+use crate::func::AggFunc;
+use crate::pg_catalog::CatalogTable;
+use crate::plan::{Agg, JoinKind, Node, SortKey};
+use crate::types::SqlType;
+
+/// A column a name can refer to.
+#[derive(Clone, Debug)]
+pub(crate) struct ScopeCol {
+    pub qualifier: Option<String>,
+    pub name: String,
+    pub ty: SqlType,
+}
+
+/// The columns of the current row, left to right, with the table names or aliases that
+/// qualify them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Scope {
+    pub cols: Vec<ScopeCol>,
+}
+
+impl Scope {
+    pub(crate) fn empty() -> Scope {
+        Scope::default()
+    }
+
+    pub(crate) fn of_table(t: &TableInfo, qualifier: Option<&str>) -> Scope {
+        Scope {
+            cols: t
+                .columns
+                .iter()
+                .map(|c| ScopeCol {
+                    qualifier: qualifier.map(str::to_string),
+                    name: c.name.clone(),
+                    ty: c.ty,
+                })
+                .collect(),
+        }
+    }
+
+    fn of_out(out: &[OutColumn], qualifier: Option<&str>) -> Scope {
+        Scope {
+            cols: out
+                .iter()
+                .map(|c| ScopeCol {
+                    qualifier: qualifier.map(str::to_string),
+                    name: c.name.clone(),
+                    ty: c.ty,
+                })
+                .collect(),
+        }
+    }
+
+    pub(crate) fn append(&mut self, other: Scope) {
+        self.cols.extend(other.cols);
+    }
+
+    pub(crate) fn width(&self) -> usize {
+        self.cols.len()
+    }
+
+    /// The position and type of `qualifier.name` (or `name`): `None` if no column has that
+    /// name, 42702 if several do.
+    pub(crate) fn resolve(
+        &self,
+        qualifier: Option<&str>,
+        name: &str,
+    ) -> Result<Option<(usize, SqlType)>> {
+        let mut found = None;
+        for (i, c) in self.cols.iter().enumerate() {
+            let q_ok = qualifier.is_none_or(|q| c.qualifier.as_deref() == Some(q));
+            if q_ok && c.name == name {
+                if found.is_some() {
+                    return Err(SqlError::new(
+                        "42702",
+                        format!("column reference \"{name}\" is ambiguous"),
+                    ));
+                }
+                found = Some((i, c.ty));
+            }
+        }
+        Ok(found)
+    }
+
+    pub(crate) fn has_qualifier(&self, q: &str) -> bool {
+        self.cols.iter().any(|c| c.qualifier.as_deref() == Some(q))
+    }
+}
+
+/// The aggregation context of a grouped SELECT: expressions are evaluated on the
+/// aggregate's output row (group keys, then aggregates).
+pub(crate) struct AggCtx {
+    /// Each group key's SQL text (an expression equal to it reads the key) and type.
+    pub keys: Vec<(String, SqlType)>,
+    pub aggs: Vec<Agg>,
+    pub agg_types: Vec<SqlType>,
+    /// The scope aggregate arguments are bound in (the FROM clause's row).
+    pub input: Scope,
+}
+
+/// What one ORDER BY item sorts on.
+enum OrderTarget {
+    Output(usize),
+    Expr(Box<AstExpr>),
+}
+
+/// A query in the making: the select list and ORDER BY of one SELECT.
+struct Shape {
+    exprs: Vec<Expr>,
+    out: Vec<OutColumn>,
+    sort: Vec<(Expr, bool, bool)>,
+    hidden: usize,
+}
+
+impl Binder<'_> {
+    /// A query: its plan and output columns.
+    pub(super) fn query(&mut self, q: &ast::Query) -> Result<(Node, Vec<OutColumn>)> {
+        if q.with.is_some() || q.fetch.is_some() {
+            return Err(SqlError::unsupported("WITH or FETCH"));
+        }
+        if let SetExpr::Select(sel) = &*q.body {
+            let node = self.select(sel, q.order_by.as_ref())?;
+            let (node, out) = node;
+            return Ok((self.limit(node, q.limit_clause.as_ref())?, out));
+        }
+        let (node, out) = self.set_expr(&q.body)?;
+        let node = match &q.order_by {
+            None => node,
+            Some(ob) => {
+                let scope = Scope::of_out(&out, None);
+                let mut keys = Vec::new();
+                for (target, desc, nulls_first) in order_items(ob, &out)? {
+                    let expr = match target {
+                        OrderTarget::Output(i) => Expr::Column(i),
+                        OrderTarget::Expr(e) => self.expr(&e, &scope)?.0,
+                    };
+                    keys.push(SortKey {
+                        expr,
+                        descending: desc,
+                        nulls_first,
+                    });
+                }
+                Node::Sort {
+                    input: Box::new(node),
+                    keys,
+                }
+            }
+        };
+        Ok((self.limit(node, q.limit_clause.as_ref())?, out))
+    }
+
+    fn set_expr(&mut self, body: &SetExpr) -> Result<(Node, Vec<OutColumn>)> {
+        match body {
+            SetExpr::Select(sel) => self.select(sel, None),
+            SetExpr::Query(q) => self.query(q),
+            SetExpr::SetOperation {
+                left,
+                op: SetOperator::Union,
+                set_quantifier,
+                right,
+            } => {
+                let (l, out) = self.set_expr(left)?;
+                let (r, rout) = self.set_expr(right)?;
+                if out.len() != rout.len() {
+                    return Err(SqlError::syntax(
+                        "each UNION query must have the same number of columns",
+                    ));
+                }
+                let node = Node::Append(vec![l, r]);
+                let node = match set_quantifier {
+                    SetQuantifier::All => node,
+                    SetQuantifier::None | SetQuantifier::Distinct => Node::Distinct {
+                        input: Box::new(node),
+                    },
+                    other => return Err(SqlError::unsupported(format!("UNION {other}"))),
+                };
+                Ok((node, out))
+            }
+            SetExpr::Values(v) => self.values(v),
+            other => Err(SqlError::unsupported(format!("query {other}"))),
+        }
+    }
+
+    fn values(&mut self, v: &ast::Values) -> Result<(Node, Vec<OutColumn>)> {
+        let mut rows = Vec::new();
+        let mut out: Vec<OutColumn> = Vec::new();
+        for r in &v.rows {
+            let mut row = Vec::new();
+            for (i, e) in r.content.iter().enumerate() {
+                let (x, ty) = self.expr(e, &Scope::empty())?;
+                if out.len() <= i {
+                    out.push(OutColumn {
+                        name: format!("column{}", i + 1),
+                        ty: if ty == SqlType::Unknown {
+                            SqlType::Text
+                        } else {
+                            ty
+                        },
+                    });
+                }
+                row.push(x);
+            }
+            if row.len() != out.len() {
+                return Err(SqlError::syntax("VALUES lists must all be the same length"));
+            }
+            rows.push(row);
+        }
+        Ok((Node::Values(rows), out))
+    }
+
+    fn limit(&mut self, node: Node, lc: Option<&LimitClause>) -> Result<Node> {
+        let (limit, offset) = match lc {
+            None => return Ok(node),
+            Some(LimitClause::LimitOffset {
+                limit,
+                offset,
+                limit_by,
+            }) if limit_by.is_empty() => (limit.as_ref(), offset.as_ref().map(|o| &o.value)),
+            Some(LimitClause::OffsetCommaLimit { offset, limit }) => (Some(limit), Some(offset)),
+            Some(_) => return Err(SqlError::unsupported("LIMIT BY")),
+        };
+        let mut bound = |e: Option<&AstExpr>, what: &str| -> Result<Option<Expr>> {
+            let Some(e) = e else { return Ok(None) };
+            let (x, ty) = self.expr_expecting(e, &Scope::empty(), Some(SqlType::Int8))?;
+            if !(ty.is_int() || ty == SqlType::Unknown) {
+                return Err(SqlError::type_mismatch(format!(
+                    "argument of {what} must be type bigint, not type {}",
+                    ty.name()
+                )));
+            }
+            Ok(Some(x))
+        };
+        let count = bound(limit, "LIMIT")?;
+        let offset = bound(offset, "OFFSET")?;
+        Ok(Node::Limit {
+            input: Box::new(node),
+            offset,
+            count,
+        })
+    }
+
+    fn select(
+        &mut self,
+        sel: &ast::Select,
+        order_by: Option<&ast::OrderBy>,
+    ) -> Result<(Node, Vec<OutColumn>)> {
+        if sel.into.is_some() || !sel.lateral_views.is_empty() || sel.top.is_some() {
+            return Err(SqlError::unsupported("SELECT INTO, TOP or LATERAL VIEW"));
+        }
+        self.base_table = None;
+        let (from, scope) = self.from(&sel.from)?;
+        let single = sel.from.len() == 1 && sel.from[0].joins.is_empty();
+        let base = self.base_table.take().filter(|_| single);
+        let mut node = from;
+        if let Some(w) = &sel.selection {
+            let pred = self.predicate(w, &scope)?;
+            // One table: the access path may be an index the predicate fixes.
+            if let Some(table) = &base {
+                node = access_path(table, Some(&pred), false);
+            }
+            node = filtered(node, pred);
+        }
+        let group_by = match &sel.group_by {
+            GroupByExpr::Expressions(g, mods) if mods.is_empty() => g.clone(),
+            _ => return Err(SqlError::unsupported("GROUP BY ALL or modifiers")),
+        };
+        let items = expand_items(&sel.projection, &scope)?;
+        let order = match order_by {
+            Some(ob) => order_items(ob, &items_out_names(&items))?,
+            None => Vec::new(),
+        };
+        let grouped = !group_by.is_empty() || sel.having.is_some();
+        let shape = if grouped {
+            None
+        } else {
+            match self.shape(&items, &order, &scope) {
+                Ok(s) => Some(s),
+                Err(e) if e.sqlstate() == NEEDS_AGG => None,
+                Err(e) => return Err(e),
+            }
+        };
+        let shape = if let Some(s) = shape {
+            s
+        } else {
+            let (agg_node, shape) = self.grouped(node, &items, &order, &group_by, sel, &scope)?;
+            node = agg_node;
+            shape
+        };
+        Self::finish_select(node, shape, sel)
+    }
+
+    /// Projection, DISTINCT, ORDER BY and the hidden sort columns' removal.
+    fn finish_select(
+        node: Node,
+        shape: Shape,
+        sel: &ast::Select,
+    ) -> Result<(Node, Vec<OutColumn>)> {
+        let Shape {
+            exprs,
+            out,
+            sort,
+            hidden,
+        } = shape;
+        let visible = out.len();
+        debug_assert_eq!(exprs.len(), visible + hidden);
+        let keys: Vec<SortKey> = sort
+            .into_iter()
+            .map(|(expr, descending, nulls_first)| SortKey {
+                expr,
+                descending,
+                nulls_first,
+            })
+            .collect();
+        let widened = exprs.len() > visible;
+        let mut node = Node::Project {
+            input: Box::new(node),
+            exprs,
+        };
+        match &sel.distinct {
+            None => {}
+            Some(ast::Distinct::Distinct) => {
+                if widened {
+                    return Err(SqlError::new(
+                        "42P10",
+                        "for SELECT DISTINCT, ORDER BY expressions must appear in select list",
+                    ));
+                }
+                node = Node::Distinct {
+                    input: Box::new(node),
+                };
+            }
+            Some(_) => return Err(SqlError::unsupported("DISTINCT ON")),
+        }
+        if !keys.is_empty() {
+            node = Node::Sort {
+                input: Box::new(node),
+                keys,
+            };
+        }
+        if widened {
+            node = Node::Project {
+                input: Box::new(node),
+                exprs: (0..visible).map(Expr::Column).collect(),
+            };
+        }
+        Ok((node, out))
+    }
+
+    /// The select list and ORDER BY bound against `scope` (or, in a grouped query, against
+    /// the aggregate's row through `self.agg`).
+    fn shape(
+        &mut self,
+        items: &[Item],
+        order: &[(OrderTarget, bool, bool)],
+        scope: &Scope,
+    ) -> Result<Shape> {
+        let mut exprs = Vec::with_capacity(items.len());
+        let mut out = Vec::with_capacity(items.len());
+        for it in items {
+            let (e, ty) = match &it.expr {
+                ItemExpr::Column(i) => (Expr::Column(*i), scope.cols[*i].ty),
+                ItemExpr::Ast(a) => self.expr(a, scope)?,
+            };
+            let e = match (&self.agg, &it.expr) {
+                (Some(_), ItemExpr::Column(_)) => {
+                    let ItemExpr::Column(i) = &it.expr else {
+                        unreachable!()
+                    };
+                    let c = &scope.cols[*i];
+                    let a = match &c.qualifier {
+                        Some(q) => format!("{q}.{}", c.name),
+                        None => c.name.clone(),
+                    };
+                    self.agg_key(&a, &c.name)?
+                }
+                _ => e,
+            };
+            exprs.push(e);
+            out.push(OutColumn {
+                name: it.name.clone(),
+                ty: if ty == SqlType::Unknown {
+                    SqlType::Text
+                } else {
+                    ty
+                },
+            });
+        }
+        // Each sort key is an output column, or an expression over the input that becomes
+        // a hidden projection column (removed again after the sort).
+        let mut sort = Vec::new();
+        for (target, desc, nulls_first) in order {
+            let col = match target {
+                OrderTarget::Output(i) => *i,
+                OrderTarget::Expr(a) => {
+                    let (e, _) = self.expr(a, scope)?;
+                    let same = |x: &Expr| format!("{x:?}") == format!("{e:?}");
+                    if let Some(i) = exprs[..out.len()].iter().position(same) {
+                        i
+                    } else {
+                        exprs.push(e);
+                        exprs.len() - 1
+                    }
+                }
+            };
+            sort.push((Expr::Column(col), *desc, *nulls_first));
+        }
+        let fixed = sort;
+        let hidden = exprs.len() - out.len();
+        Ok(Shape {
+            exprs,
+            out,
+            sort: fixed,
+            hidden,
+        })
+    }
+
+    /// A grouped query: the Aggregate node (with HAVING) and the shape over its rows.
+    fn grouped(
+        &mut self,
+        input: Node,
+        items: &[Item],
+        order: &[(OrderTarget, bool, bool)],
+        group_by: &[AstExpr],
+        sel: &ast::Select,
+        scope: &Scope,
+    ) -> Result<(Node, Shape)> {
+        let mut keys = Vec::new();
+        let mut key_meta = Vec::new();
+        for g in group_by {
+            let g = match g {
+                AstExpr::Value(v) => match &v.value {
+                    ast::Value::Number(n, _) => {
+                        let k: usize = n
+                            .parse()
+                            .map_err(|_| SqlError::syntax("bad GROUP BY position"))?;
+                        let item = items.get(k.wrapping_sub(1)).ok_or_else(|| {
+                            SqlError::new(
+                                "42P10",
+                                format!("GROUP BY position {k} is not in select list"),
+                            )
+                        })?;
+                        item.ast_expr(scope)
+                    }
+                    _ => g.clone(),
+                },
+                AstExpr::Identifier(id) if scope.resolve(None, &ident_name(id))?.is_none() => {
+                    let n = ident_name(id);
+                    items
+                        .iter()
+                        .find(|i| i.name == n)
+                        .map_or_else(|| g.clone(), |i| i.ast_expr(scope))
+                }
+                _ => g.clone(),
+            };
+            let (e, ty) = self.expr(&g, scope)?;
+            keys.push(e);
+            key_meta.push((g.to_string(), ty));
+        }
+        let saved = self.agg.replace(AggCtx {
+            keys: key_meta,
+            aggs: Vec::new(),
+            agg_types: Vec::new(),
+            input: scope.clone(),
+        });
+        let result: Result<(Shape, Option<Expr>)> = (|| {
+            let shape = self.shape(items, order, scope)?;
+            let having = sel
+                .having
+                .as_ref()
+                .map(|h| self.predicate(h, scope))
+                .transpose()?;
+            Ok((shape, having))
+        })();
+        let ctx = std::mem::replace(&mut self.agg, saved).expect("the context set above");
+        let (shape, having) = result?;
+        let node = Node::Aggregate {
+            input: Box::new(input),
+            keys,
+            aggs: ctx.aggs,
+        };
+        Ok((filtered_opt(node, having), shape))
+    }
+
+    /// In a grouped query, the group key a column reference names (42803 if none).
+    fn agg_key(&self, text: &str, name: &str) -> Result<Expr> {
+        let ctx = self.agg.as_ref().expect("called in a grouped query");
+        ctx.keys
+            .iter()
+            .position(|(k, _)| k == text || k == name || k.rsplit('.').next() == Some(name))
+            .map(Expr::Column)
+            .ok_or_else(|| must_group(name))
+    }
+
+    /// An aggregate call in a grouped query: bound once, read as a column of the
+    /// aggregate's row.
+    pub(super) fn aggregate_call(
+        &mut self,
+        func: AggFunc,
+        args: &[AstExpr],
+        distinct: bool,
+    ) -> Result<(Expr, SqlType)> {
+        let Some(ctx) = self.agg.take() else {
+            return Err(SqlError::new(
+                NEEDS_AGG,
+                "aggregate outside a grouped query",
+            ));
+        };
+        let input = ctx.input.clone();
+        self.agg = None;
+        let bound: Result<Vec<(Expr, SqlType)>> =
+            args.iter().map(|a| self.expr(a, &input)).collect();
+        self.agg = Some(ctx);
+        let bound = bound?;
+        let arg_ty = bound.first().map_or(SqlType::Int8, |(_, t)| *t);
+        let ty = func.result_type(if arg_ty == SqlType::Unknown {
+            SqlType::Text
+        } else {
+            arg_ty
+        })?;
+        let ctx = self.agg.as_mut().expect("restored above");
+        let nkeys = ctx.keys.len();
+        ctx.aggs.push(Agg {
+            func,
+            args: bound.into_iter().map(|(e, _)| e).collect(),
+            distinct,
+        });
+        ctx.agg_types.push(ty);
+        Ok((Expr::Column(nkeys + ctx.aggs.len() - 1), ty))
+    }
+
+    /// In a grouped query, an expression that is a whole group key reads it.
+    pub(super) fn group_key_expr(&self, e: &AstExpr) -> Option<(Expr, SqlType)> {
+        let ctx = self.agg.as_ref()?;
+        let text = e.to_string();
+        ctx.keys
+            .iter()
+            .position(|(k, _)| *k == text)
+            .map(|i| (Expr::Column(i), ctx.keys[i].1))
+    }
+
+    /// FROM: the joined row source and its scope.
+    fn from(&mut self, from: &[TableWithJoins]) -> Result<(Node, Scope)> {
+        let mut acc: Option<(Node, Scope)> = None;
+        for twj in from {
+            let (node, scope) = self.table_with_joins(twj, acc.as_ref().map(|(_, s)| s))?;
+            acc = Some(match acc {
+                None => (node, scope),
+                Some((ln, mut ls)) => {
+                    let right_width = scope.width();
+                    ls.append(scope);
+                    (
+                        Node::NestedLoop {
+                            kind: JoinKind::Inner,
+                            left: Box::new(ln),
+                            right: Box::new(node),
+                            on: None,
+                            right_width,
+                            lateral: false,
+                        },
+                        ls,
+                    )
+                }
+            });
+        }
+        Ok(acc.unwrap_or_else(|| (Node::Values(vec![Vec::new()]), Scope::empty())))
+    }
+
+    fn table_with_joins(
+        &mut self,
+        twj: &TableWithJoins,
+        _left: Option<&Scope>,
+    ) -> Result<(Node, Scope)> {
+        let (mut node, mut scope) = self.factor(&twj.relation, None)?.0;
+        for j in &twj.joins {
+            let (kind, constraint) = match &j.join_operator {
+                JoinOperator::Join(c) | JoinOperator::Inner(c) | JoinOperator::CrossJoin(c) => {
+                    (JoinKind::Inner, Some(c))
+                }
+                JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (JoinKind::Left, Some(c)),
+                other => {
+                    return Err(SqlError::unsupported(
+                        format!("join {other:?}")
+                            .split('(')
+                            .next()
+                            .unwrap_or("this join")
+                            .to_string(),
+                    ))
+                }
+            };
+            let ((right, rscope), lateral) = self.factor(&j.relation, Some(&scope))?;
+            let left_width = scope.width();
+            let right_width = rscope.width();
+            let mut combined = scope.clone();
+            combined.append(rscope);
+            let on = match constraint {
+                None | Some(JoinConstraint::None) => None,
+                Some(JoinConstraint::On(e)) => Some(self.predicate(e, &combined)?),
+                Some(JoinConstraint::Using(cols)) => {
+                    Some(using(cols, &scope, &combined, left_width)?)
+                }
+                Some(_) => return Err(SqlError::unsupported("NATURAL joins")),
+            };
+            node = join(kind, node, right, on, left_width, right_width, lateral);
+            scope = combined;
+        }
+        Ok((node, scope))
+    }
+
+    /// One FROM item; `left` is the scope a LATERAL item may refer to. Returns whether the
+    /// item is lateral (runs per left row).
+    fn factor(&mut self, tf: &TableFactor, left: Option<&Scope>) -> Result<((Node, Scope), bool)> {
+        match tf {
+            TableFactor::Table {
+                name,
+                alias,
+                args: None,
+                ..
+            } => {
+                let parts = name_parts(name)?;
+                let alias_name = alias.as_ref().map(|a| ident_name(&a.name));
+                let rel = parts.last().cloned().unwrap_or_default();
+                let qualifier = alias_name.unwrap_or_else(|| rel.clone());
+                let catalog_schema = matches!(
+                    parts.first().map(String::as_str),
+                    Some("pg_catalog" | "information_schema")
+                ) && parts.len() == 2;
+                if catalog_schema || (parts.len() == 1 && catalog::find(self.tx, &rel)?.is_none()) {
+                    if let Some(t) = CatalogTable::named(&rel) {
+                        let scope = Scope {
+                            cols: t
+                                .columns()
+                                .iter()
+                                .map(|(n, ty)| ScopeCol {
+                                    qualifier: Some(qualifier.clone()),
+                                    name: (*n).to_string(),
+                                    ty: *ty,
+                                })
+                                .collect(),
+                        };
+                        return Ok(((Node::Catalog(t), rename(scope, alias.as_ref())), false));
+                    }
+                }
+                let table = catalog::lookup(self.tx, &super::table_name(name)?)?;
+                let scope = Scope::of_table(&table, Some(&qualifier));
+                self.base_table = Some(table.clone());
+                Ok((
+                    (
+                        Node::Scan {
+                            table: table.def.oid,
+                            with_tid: false,
+                        },
+                        rename(scope, alias.as_ref()),
+                    ),
+                    false,
+                ))
+            }
+            TableFactor::Table {
+                name,
+                alias,
+                args: Some(args),
+                ..
+            } => {
+                let fname = name_parts(name)?.join(".");
+                let args: Vec<AstExpr> = args
+                    .args
+                    .iter()
+                    .map(|a| match a {
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e.clone()),
+                        _ => Err(SqlError::unsupported(
+                            "named or wildcard table function arguments",
+                        )),
+                    })
+                    .collect::<Result<_>>()?;
+                let outer_scope = left.cloned().unwrap_or_default();
+                let lateral = left.is_some() && !outer_scope.cols.is_empty();
+                if lateral {
+                    self.outer.push(outer_scope);
+                }
+                let r = self.table_function(&fname, &args, alias.as_ref());
+                if lateral {
+                    self.outer.pop();
+                }
+                Ok((r?, lateral))
+            }
+            TableFactor::Derived {
+                lateral,
+                subquery,
+                alias,
+                ..
+            } => {
+                let lateral = *lateral && left.is_some();
+                if lateral {
+                    self.outer.push(left.cloned().unwrap_or_default());
+                }
+                let saved_agg = self.agg.take();
+                let r = self.query(subquery);
+                self.agg = saved_agg;
+                if lateral {
+                    self.outer.pop();
+                }
+                let (node, out) = r?;
+                let q = alias.as_ref().map(|a| ident_name(&a.name));
+                let scope = Scope::of_out(&out, q.as_deref());
+                Ok(((node, rename(scope, alias.as_ref())), lateral))
+            }
+            TableFactor::NestedJoin {
+                table_with_joins,
+                alias: None,
+            } => Ok((self.table_with_joins(table_with_joins, left)?, false)),
+            other => Err(SqlError::unsupported(format!("FROM item {other}"))),
+        }
+    }
+
+    fn table_function(
+        &mut self,
+        name: &str,
+        args: &[AstExpr],
+        alias: Option<&ast::TableAlias>,
+    ) -> Result<(Node, Scope)> {
+        let short = name.strip_prefix("pg_catalog.").unwrap_or(name);
+        if short != "generate_series" {
+            return Err(SqlError::unsupported(format!("table function {name}")));
+        }
+        let bound: Vec<Expr> = args
+            .iter()
+            .map(|a| {
+                let (e, ty) = self.expr_expecting(a, &Scope::empty(), Some(SqlType::Int8))?;
+                if !(ty.is_int() || ty == SqlType::Unknown) {
+                    return Err(SqlError::unsupported(format!(
+                        "generate_series over {}",
+                        ty.name()
+                    )));
+                }
+                Ok(e)
+            })
+            .collect::<Result<_>>()?;
+        let mut it = bound.into_iter();
+        let (Some(start), Some(stop)) = (it.next(), it.next()) else {
+            return Err(SqlError::new(
+                "42883",
+                "function generate_series needs 2 or 3 arguments",
+            ));
+        };
+        let step = it.next();
+        let q = alias.map_or_else(|| "generate_series".to_string(), |a| ident_name(&a.name));
+        let col = alias
+            .and_then(|a| a.columns.first().map(|c| ident_name(&c.name)))
+            .unwrap_or_else(|| q.clone());
+        let scope = Scope {
+            cols: vec![ScopeCol {
+                qualifier: Some(q),
+                name: col,
+                ty: SqlType::Int8,
+            }],
+        };
+        Ok((Node::Series { start, stop, step }, scope))
+    }
+}
+
+/// The SQLSTATE of the binder's internal signal "this select list has aggregates" (never
+/// reaches a client: the select is bound again as a grouped query).
+const NEEDS_AGG: &str = "XXAGG";
+
+fn must_group(name: &str) -> SqlError {
+    SqlError::new(
+        "42803",
+        format!("column \"{name}\" must appear in the GROUP BY clause or be used in an aggregate function"),
+    )
+}
+
+fn filtered(node: Node, pred: Expr) -> Node {
+    Node::Filter {
+        input: Box::new(node),
+        pred,
+    }
+}
+
+fn filtered_opt(node: Node, pred: Option<Expr>) -> Node {
+    match pred {
+        Some(p) => filtered(node, p),
+        None => node,
+    }
+}
+
+/// Column aliases (`AS o(n)`) rename the scope's columns and set its qualifier.
+fn rename(mut scope: Scope, alias: Option<&ast::TableAlias>) -> Scope {
+    if let Some(a) = alias {
+        let q = ident_name(&a.name);
+        for c in &mut scope.cols {
+            c.qualifier = Some(q.clone());
+        }
+        for (c, new) in scope.cols.iter_mut().zip(&a.columns) {
+            c.name = ident_name(&new.name);
+        }
+    }
+    scope
+}
+
+/// JOIN ... USING (cols): equality of the same-named columns of both sides.
+fn using(
+    cols: &[ast::ObjectName],
+    left: &Scope,
+    combined: &Scope,
+    left_width: usize,
+) -> Result<Expr> {
+    let mut conj = Vec::new();
+    for c in cols {
+        let n = name_parts(c)?.join(".");
+        let (l, lt) = left.resolve(None, &n)?.ok_or_else(|| {
+            SqlError::new(
+                "42703",
+                format!("column \"{n}\" specified in USING clause does not exist in left table"),
+            )
+        })?;
+        let r = combined.cols[left_width..]
+            .iter()
+            .position(|x| x.name == n)
+            .ok_or_else(|| {
+                SqlError::new(
+                    "42703",
+                    format!(
+                        "column \"{n}\" specified in USING clause does not exist in right table"
+                    ),
+                )
+            })?;
+        conj.push(Expr::Cmp(
+            CmpOp::Eq,
+            lt,
+            Box::new(Expr::Column(l)),
+            Box::new(Expr::Column(left_width + r)),
+        ));
+    }
+    Ok(if conj.len() == 1 {
+        conj.remove(0)
+    } else {
+        Expr::And(conj)
+    })
+}
+
+/// The conjuncts of a predicate (`a AND b AND c`).
+pub(crate) fn conjuncts(e: &Expr) -> Vec<&Expr> {
+    match e {
+        Expr::And(v) => v.iter().flat_map(conjuncts).collect(),
+        e => vec![e],
+    }
+}
+
+/// A join of `left` and `right` with the best method the condition allows.
+fn join(
+    kind: JoinKind,
+    left: Node,
+    right: Node,
+    on: Option<Expr>,
+    left_width: usize,
+    right_width: usize,
+    lateral: bool,
+) -> Node {
+    if let (Some(p), false) = (&on, lateral) {
+        // An index nested loop: the right side is a table with an index on a column the
+        // condition equates with an expression of the left row.
+        if let Node::Scan { table, .. } = &right {
+            let _ = table;
+        }
+        let mut left_keys = Vec::new();
+        let mut right_keys = Vec::new();
+        for c in conjuncts(p) {
+            if let Expr::Cmp(CmpOp::Eq, _, a, b) = c {
+                let (ac, bc) = (a.columns(), b.columns());
+                let left_only = |cs: &[usize], e: &Expr| {
+                    !cs.is_empty() && cs.iter().all(|&i| i < left_width) && !e.uses_subquery()
+                };
+                let right_only = |cs: &[usize], e: &Expr| {
+                    !cs.is_empty() && cs.iter().all(|&i| i >= left_width) && !e.uses_subquery()
+                };
+                if left_only(&ac, a) && right_only(&bc, b) {
+                    left_keys.push((**a).clone());
+                    right_keys.push(b.rebased(left_width));
+                } else if left_only(&bc, b) && right_only(&ac, a) {
+                    left_keys.push((**b).clone());
+                    right_keys.push(a.rebased(left_width));
+                }
+            }
+        }
+        if !left_keys.is_empty() {
+            return Node::HashJoin {
+                kind,
+                left: Box::new(left),
+                right: Box::new(right),
+                left_keys,
+                right_keys,
+                residual: on,
+                right_width,
+            };
+        }
+    }
+    Node::NestedLoop {
+        kind,
+        left: Box::new(left),
+        right: Box::new(right),
+        on,
+        right_width,
+        lateral,
+    }
+}
+
+/// The access path of one table under predicate `pred`: an index scan when a predicate
+/// fixes the leading key columns of an index (equality, or a range on the first), a
+/// sequential scan otherwise. The predicate is still applied on top (the caller filters).
+pub(crate) fn access_path(table: &TableInfo, pred: Option<&Expr>, with_tid: bool) -> Node {
+    let seq = Node::Scan {
+        table: table.def.oid,
+        with_tid,
+    };
+    let Some(pred) = pred else { return seq };
+    let conj = conjuncts(pred);
+    // (column, op, key expression) for each `column op constant-ish` conjunct whose
+    // comparison type stores like the column.
+    let mut terms: Vec<(usize, CmpOp, &Expr)> = Vec::new();
+    for c in &conj {
+        if let Expr::Cmp(op, ty, a, b) = c {
+            let (col, op, key) = match (&**a, &**b) {
+                (Expr::Column(i), k) if !k.uses_current_row() => (*i, *op, k),
+                (k, Expr::Column(i)) if !k.uses_current_row() => (*i, op.flip(), k),
+                _ => continue,
+            };
+            if op == CmpOp::Ne
+                || table
+                    .columns
+                    .get(col)
+                    .is_none_or(|c| c.ty.engine_type() != ty.engine_type())
+            {
+                continue;
+            }
+            terms.push((col, op, key));
+        }
+    }
+    let mut best: Option<(usize, Node)> = None;
+    for idx in &table.indexes {
+        let mut eq_keys = Vec::new();
+        for &kc in &idx.columns {
+            match terms
+                .iter()
+                .find(|(c, op, _)| *c == usize::from(kc) && *op == CmpOp::Eq)
+            {
+                Some((_, _, k)) => eq_keys.push((*k).clone()),
+                None => break,
+            }
+        }
+        let score =
+            eq_keys.len() * 4 + usize::from(idx.unique && eq_keys.len() == idx.columns.len()) * 2;
+        let node = if eq_keys.is_empty() {
+            let first = usize::from(idx.columns[0]);
+            let mut lower = Bound::Unbounded;
+            let mut upper = Bound::Unbounded;
+            for (c, op, k) in &terms {
+                if *c != first {
+                    continue;
+                }
+                match op {
+                    CmpOp::Gt => lower = Bound::Excluded(vec![(*k).clone()]),
+                    CmpOp::Ge => lower = Bound::Included(vec![(*k).clone()]),
+                    CmpOp::Lt => upper = Bound::Excluded(vec![(*k).clone()]),
+                    CmpOp::Le => upper = Bound::Included(vec![(*k).clone()]),
+                    _ => {}
+                }
+            }
+            if matches!((&lower, &upper), (Bound::Unbounded, Bound::Unbounded)) {
+                continue;
+            }
+            Node::IndexScan {
+                index: idx.oid,
+                lower,
+                upper,
+                with_tid,
+            }
+        } else {
+            Node::IndexScan {
+                index: idx.oid,
+                lower: Bound::Included(eq_keys.clone()),
+                upper: Bound::Included(eq_keys),
+                with_tid,
+            }
+        };
+        let score = score.max(1);
+        if best.as_ref().is_none_or(|(s, _)| score > *s) {
+            best = Some((score, node));
+        }
+    }
+    best.map_or(seq, |(_, n)| n)
+}
+
+/// A select-list item after `*` expansion.
+pub(crate) struct Item {
+    pub name: String,
+    pub expr: ItemExpr,
+}
+
+pub(crate) enum ItemExpr {
+    /// A column of the FROM row (from `*` or `t.*`).
+    Column(usize),
+    Ast(Box<AstExpr>),
+}
+
+impl Item {
+    /// The item as an expression (for GROUP BY position references).
+    fn ast_expr(&self, scope: &Scope) -> AstExpr {
+        match &self.expr {
+            ItemExpr::Ast(a) => (**a).clone(),
+            ItemExpr::Column(i) => {
+                let c = &scope.cols[*i];
+                match &c.qualifier {
+                    Some(q) => AstExpr::CompoundIdentifier(vec![
+                        ast::Ident::new(q),
+                        ast::Ident::new(&c.name),
+                    ]),
+                    None => AstExpr::Identifier(ast::Ident::new(&c.name)),
+                }
+            }
+        }
+    }
+}
+
+fn items_out_names(items: &[Item]) -> Vec<OutColumn> {
+    items
+        .iter()
+        .map(|i| OutColumn {
+            name: i.name.clone(),
+            ty: SqlType::Unknown,
+        })
+        .collect()
+}
+
+/// The select list with `*` and `t.*` expanded to the FROM row's columns.
+pub(crate) fn expand_items(projection: &[SelectItem], scope: &Scope) -> Result<Vec<Item>> {
+    let mut items = Vec::new();
+    for item in projection {
+        match item {
+            SelectItem::Wildcard(_) => {
+                if scope.cols.is_empty() {
+                    return Err(SqlError::syntax(
+                        "SELECT * with no tables specified is not valid",
+                    ));
+                }
+                for (i, c) in scope.cols.iter().enumerate() {
+                    items.push(Item {
+                        name: c.name.clone(),
+                        expr: ItemExpr::Column(i),
+                    });
+                }
+            }
+            SelectItem::QualifiedWildcard(kind, _) => {
+                let SelectItemQualifiedWildcardKind::ObjectName(name) = kind else {
+                    return Err(SqlError::unsupported("this wildcard"));
+                };
+                let q = name_parts(name)?.last().cloned().unwrap_or_default();
+                if !scope.has_qualifier(&q) {
+                    return Err(SqlError::new(
+                        "42P01",
+                        format!("missing FROM-clause entry for table \"{q}\""),
+                    ));
+                }
+                for (i, c) in scope.cols.iter().enumerate() {
+                    if c.qualifier.as_deref() == Some(q.as_str()) {
+                        items.push(Item {
+                            name: c.name.clone(),
+                            expr: ItemExpr::Column(i),
+                        });
+                    }
+                }
+            }
+            SelectItem::UnnamedExpr(e) => items.push(Item {
+                name: output_name(e),
+                expr: ItemExpr::Ast(Box::new(e.clone())),
+            }),
+            SelectItem::ExprWithAlias { expr, alias } => items.push(Item {
+                name: ident_name(alias),
+                expr: ItemExpr::Ast(Box::new(expr.clone())),
+            }),
+            SelectItem::ExprWithAliases { .. } => {
+                return Err(SqlError::unsupported("several aliases"))
+            }
+        }
+    }
+    Ok(items)
+}
+
+/// ORDER BY items: an output position or name, or an expression.
+fn order_items(ob: &ast::OrderBy, out: &[OutColumn]) -> Result<Vec<(OrderTarget, bool, bool)>> {
+    let OrderByKind::Expressions(exprs) = &ob.kind else {
+        return Err(SqlError::unsupported("ORDER BY ALL"));
+    };
+    let mut v = Vec::new();
+    for e in exprs {
+        let desc = match e.options.sort {
+            None | Some(OrderBySort::Asc) => false,
+            Some(OrderBySort::Desc) => true,
+            Some(_) => return Err(SqlError::unsupported("ORDER BY ... USING")),
+        };
+        // PostgreSQL's default: NULLs sort as if larger than every value.
+        let nulls_first = e.options.nulls_first.unwrap_or(desc);
+        let target = match &e.expr {
+            AstExpr::Value(v) if matches!(v.value, ast::Value::Number(..)) => {
+                let ast::Value::Number(n, _) = &v.value else {
+                    unreachable!()
+                };
+                let k: usize = n
+                    .parse()
+                    .map_err(|_| SqlError::syntax("bad ORDER BY position"))?;
+                if k == 0 || k > out.len() {
+                    return Err(SqlError::new(
+                        "42P10",
+                        format!("ORDER BY position {k} is not in select list"),
+                    ));
+                }
+                OrderTarget::Output(k - 1)
+            }
+            AstExpr::Identifier(id)
+                if out.iter().filter(|o| o.name == ident_name(id)).count() == 1 =>
+            {
+                OrderTarget::Output(
+                    out.iter()
+                        .position(|o| o.name == ident_name(id))
+                        .expect("counted above"),
+                )
+            }
+            other => OrderTarget::Expr(Box::new(other.clone())),
+        };
+        v.push((target, desc, nulls_first));
+    }
+    Ok(v)
+}
+
+/// The name PostgreSQL gives an unaliased select-list item.
+pub(crate) fn output_name(e: &AstExpr) -> String {
+    match e {
+        AstExpr::Identifier(i) => ident_name(i),
+        AstExpr::CompoundIdentifier(ids) => {
+            ids.last().map_or_else(|| "?column?".into(), ident_name)
+        }
+        AstExpr::Cast {
+            data_type, expr, ..
+        } => match &**expr {
+            AstExpr::Identifier(_) | AstExpr::CompoundIdentifier(_) => output_name(expr),
+            _ => cast_name(data_type),
+        },
+        AstExpr::Nested(inner) => output_name(inner),
+        AstExpr::Function(f) => f.name.0.last().map_or_else(
+            || "?column?".into(),
+            |p| p.to_string().to_lowercase().trim_matches('"').to_string(),
+        ),
+        AstExpr::Case { .. } => "case".into(),
+        AstExpr::Exists { .. } => "exists".into(),
+        AstExpr::Array(_) => "array".into(),
+        _ => "?column?".into(),
+    }
+}
+
+/// PostgreSQL names a cast's output column after the type's internal name.
+fn cast_name(t: &ast::DataType) -> String {
+    match SqlType::from_ast(t) {
+        Ok(SqlType::Int2) => "int2".into(),
+        Ok(SqlType::Int4) => "int4".into(),
+        Ok(SqlType::Int8) => "int8".into(),
+        Ok(SqlType::Bool) => "bool".into(),
+        Ok(SqlType::Float4) => "float4".into(),
+        Ok(SqlType::Float8) => "float8".into(),
+        Ok(SqlType::Varchar(_)) => "varchar".into(),
+        Ok(SqlType::Bpchar(_)) => "bpchar".into(),
+        Ok(SqlType::Timestamptz) => "timestamptz".into(),
+        Ok(t) => t.name(),
+        _ => t.to_string().to_lowercase(),
+    }
+}

@@ -1,0 +1,823 @@
+//! Typed expressions and their evaluation. The binder ([`crate::bind`]) resolves names and
+//! types; what reaches here is positional (`Column(i)` of the current row, `Outer(d, i)` of
+//! the row `d` query levels out) and every operator already knows its operands' types, so
+//! evaluation does no name lookup and no type inference.
+//!
+//! SQL's three-valued logic: comparisons and most functions are NULL when an operand is
+//! NULL; AND and OR follow the truth tables (`false AND NULL` is false); a WHERE clause keeps
+//! a row only when its predicate is true.
+
+use std::cmp::Ordering;
+
+use quire_engine::{Database, Transaction, Value};
+
+use crate::error::{Result, SqlError};
+use crate::func::Func;
+use crate::plan::{self, Node};
+use crate::session::Settings;
+use crate::types::{self, SqlType};
+
+/// A typed expression.
+#[derive(Clone, Debug)]
+pub(crate) enum Expr {
+    Const(Value),
+    /// `$n`, zero-based.
+    Param(usize),
+    /// A column of the current row.
+    Column(usize),
+    /// A column of an enclosing query's row: `levels` 1 is the immediately enclosing one
+    /// (a correlated subquery's outer row, or a LATERAL item's left side).
+    Outer {
+        levels: usize,
+        column: usize,
+    },
+    Arith(ArithOp, SqlType, Box<Expr>, Box<Expr>),
+    Neg(Box<Expr>),
+    /// A comparison; the type is the one both operands were brought to (the planner uses
+    /// an index only when it matches the indexed column's).
+    Cmp(CmpOp, SqlType, Box<Expr>, Box<Expr>),
+    /// `text || text`.
+    Concat(Box<Expr>, Box<Expr>),
+    /// LIKE (case-insensitive for ILIKE), negated for NOT LIKE.
+    Like {
+        expr: Box<Expr>,
+        pattern: Box<Expr>,
+        case_insensitive: bool,
+        negated: bool,
+    },
+    /// POSIX regular expression match (`~`, `~*`, `!~`, `!~*`).
+    Regex {
+        expr: Box<Expr>,
+        pattern: Box<Expr>,
+        case_insensitive: bool,
+        negated: bool,
+    },
+    And(Vec<Expr>),
+    Or(Vec<Expr>),
+    Not(Box<Expr>),
+    IsNull(Box<Expr>, bool),
+    /// `IS [NOT] TRUE/FALSE` (never NULL).
+    IsBool {
+        expr: Box<Expr>,
+        value: bool,
+        negated: bool,
+    },
+    InList {
+        expr: Box<Expr>,
+        list: Vec<Expr>,
+        negated: bool,
+    },
+    Case {
+        operand: Option<Box<Expr>>,
+        whens: Vec<(Expr, Expr)>,
+        otherwise: Option<Box<Expr>>,
+    },
+    Cast(Box<Expr>, SqlType, SqlType),
+    Func(Func, Vec<Expr>),
+    Subquery(Box<Node>, SubqueryKind),
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum SubqueryKind {
+    /// `(SELECT x ...)`: its one value, NULL for no row, 21000 for more than one.
+    Scalar,
+    Exists,
+    /// `expr [NOT] IN (SELECT ...)`.
+    In {
+        expr: Box<Expr>,
+        negated: bool,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ArithOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl CmpOp {
+    fn holds(self, o: Ordering) -> bool {
+        match self {
+            CmpOp::Eq => o.is_eq(),
+            CmpOp::Ne => o.is_ne(),
+            CmpOp::Lt => o.is_lt(),
+            CmpOp::Le => o.is_le(),
+            CmpOp::Gt => o.is_gt(),
+            CmpOp::Ge => o.is_ge(),
+        }
+    }
+
+    /// The operator with its operands swapped (`a < b` is `b > a`).
+    pub(crate) fn flip(self) -> CmpOp {
+        match self {
+            CmpOp::Lt => CmpOp::Gt,
+            CmpOp::Le => CmpOp::Ge,
+            CmpOp::Gt => CmpOp::Lt,
+            CmpOp::Ge => CmpOp::Le,
+            op => op,
+        }
+    }
+}
+
+/// The rows of the enclosing query levels, innermost first (a linked list on the stack:
+/// a subquery pushes its outer row for the time it runs).
+#[derive(Clone, Copy)]
+pub(crate) struct Frame<'a> {
+    pub row: &'a [Value],
+    pub up: Option<&'a Frame<'a>>,
+}
+
+/// What a statement's expressions are evaluated against.
+pub(crate) struct Cx<'a> {
+    pub db: &'a Database,
+    pub tx: &'a Transaction,
+    pub params: &'a [Value],
+    pub settings: &'a Settings,
+    /// The statement's start (`now()`, `CURRENT_TIMESTAMP`), microseconds since 1970.
+    pub now_us: i64,
+    pub outer: Option<&'a Frame<'a>>,
+}
+
+impl<'a> Cx<'a> {
+    /// The same context with `row` as the innermost outer row (for a subquery or the right
+    /// side of a LATERAL join).
+    pub(crate) fn nested<'b>(&'b self, frame: &'b Frame<'b>) -> Cx<'b>
+    where
+        'a: 'b,
+    {
+        Cx {
+            db: self.db,
+            tx: self.tx,
+            params: self.params,
+            settings: self.settings,
+            now_us: self.now_us,
+            outer: Some(frame),
+        }
+    }
+}
+
+impl Expr {
+    /// Whether the expression reads the current row (not only constants, parameters and
+    /// outer rows): an index key must not.
+    pub(crate) fn uses_current_row(&self) -> bool {
+        let mut found = false;
+        self.visit(&mut |e| {
+            if matches!(e, Expr::Column(_) | Expr::Subquery(..)) {
+                found = true;
+            }
+        });
+        found
+    }
+
+    /// Calls `f` on this expression and each subexpression (not inside subqueries).
+    pub(crate) fn visit(&self, f: &mut impl FnMut(&Expr)) {
+        f(self);
+        match self {
+            Expr::Const(_)
+            | Expr::Param(_)
+            | Expr::Column(_)
+            | Expr::Outer { .. }
+            | Expr::Subquery(_, SubqueryKind::Scalar | SubqueryKind::Exists) => {}
+            Expr::Subquery(_, SubqueryKind::In { expr, .. }) => expr.visit(f),
+            Expr::Arith(_, _, a, b) | Expr::Cmp(_, _, a, b) | Expr::Concat(a, b) => {
+                a.visit(f);
+                b.visit(f);
+            }
+            Expr::Like { expr, pattern, .. } | Expr::Regex { expr, pattern, .. } => {
+                expr.visit(f);
+                pattern.visit(f);
+            }
+            Expr::Neg(a)
+            | Expr::Not(a)
+            | Expr::IsNull(a, _)
+            | Expr::Cast(a, _, _)
+            | Expr::IsBool { expr: a, .. } => a.visit(f),
+            Expr::And(v) | Expr::Or(v) | Expr::Func(_, v) => {
+                for e in v {
+                    e.visit(f);
+                }
+            }
+            Expr::InList { expr, list, .. } => {
+                expr.visit(f);
+                for e in list {
+                    e.visit(f);
+                }
+            }
+            Expr::Case {
+                operand,
+                whens,
+                otherwise,
+            } => {
+                if let Some(o) = operand {
+                    o.visit(f);
+                }
+                for (w, t) in whens {
+                    w.visit(f);
+                    t.visit(f);
+                }
+                if let Some(o) = otherwise {
+                    o.visit(f);
+                }
+            }
+        }
+    }
+
+    /// The expression with each current-row column `c` read as column `c - offset` (the
+    /// right side of a join evaluated on the right row alone).
+    pub(crate) fn rebased(&self, offset: usize) -> Expr {
+        let mut e = self.clone();
+        e.walk_mut(&mut |x| {
+            if let Expr::Column(c) = x {
+                *c -= offset;
+            }
+        });
+        e
+    }
+
+    /// Whether the expression contains a subquery.
+    pub(crate) fn uses_subquery(&self) -> bool {
+        let mut found = false;
+        self.visit(&mut |e| found |= matches!(e, Expr::Subquery(..)));
+        found
+    }
+
+    /// The current-row columns the expression reads (not inside subqueries).
+    pub(crate) fn columns(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        self.visit(&mut |e| {
+            if let Expr::Column(c) = e {
+                out.push(*c);
+            }
+        });
+        out
+    }
+
+    /// Calls `f` on each node, children first (not inside subqueries, whose columns are
+    /// their own).
+    fn walk_mut(&mut self, f: &mut impl FnMut(&mut Expr)) {
+        match self {
+            Expr::Const(_)
+            | Expr::Param(_)
+            | Expr::Column(_)
+            | Expr::Outer { .. }
+            | Expr::Subquery(_, SubqueryKind::Scalar | SubqueryKind::Exists) => {}
+            Expr::Subquery(_, SubqueryKind::In { expr, .. }) => expr.walk_mut(f),
+            Expr::Arith(_, _, a, b) | Expr::Cmp(_, _, a, b) | Expr::Concat(a, b) => {
+                a.walk_mut(f);
+                b.walk_mut(f);
+            }
+            Expr::Like { expr, pattern, .. } | Expr::Regex { expr, pattern, .. } => {
+                expr.walk_mut(f);
+                pattern.walk_mut(f);
+            }
+            Expr::Neg(a)
+            | Expr::Not(a)
+            | Expr::IsNull(a, _)
+            | Expr::Cast(a, _, _)
+            | Expr::IsBool { expr: a, .. } => a.walk_mut(f),
+            Expr::And(v) | Expr::Or(v) | Expr::Func(_, v) => {
+                for e in v {
+                    e.walk_mut(f);
+                }
+            }
+            Expr::InList { expr, list, .. } => {
+                expr.walk_mut(f);
+                for e in list {
+                    e.walk_mut(f);
+                }
+            }
+            Expr::Case {
+                operand,
+                whens,
+                otherwise,
+            } => {
+                if let Some(o) = operand {
+                    o.walk_mut(f);
+                }
+                for (w, t) in whens {
+                    w.walk_mut(f);
+                    t.walk_mut(f);
+                }
+                if let Some(o) = otherwise {
+                    o.walk_mut(f);
+                }
+            }
+        }
+        f(self);
+    }
+
+    pub(crate) fn eval(&self, cx: &Cx, row: &[Value]) -> Result<Value> {
+        Ok(match self {
+            Expr::Const(v) => v.clone(),
+            Expr::Param(n) => cx.params.get(*n).cloned().ok_or_else(|| {
+                SqlError::new("08P01", format!("no value for parameter ${}", n + 1))
+            })?,
+            Expr::Column(c) => row.get(*c).cloned().ok_or_else(|| internal("column"))?,
+            Expr::Outer { levels, column } => outer_value(cx, *levels, *column)?,
+            Expr::Arith(op, ty, l, r) => arith(*op, *ty, l.eval(cx, row)?, r.eval(cx, row)?)?,
+            Expr::Neg(inner) => match inner.eval(cx, row)? {
+                Value::Int(i) => Value::Int(i.checked_neg().ok_or_else(out_of_range)?),
+                Value::Float(f) => Value::Float(-f),
+                v => v,
+            },
+            Expr::Cmp(op, _, l, r) => {
+                let (l, r) = (l.eval(cx, row)?, r.eval(cx, row)?);
+                if l.is_null() || r.is_null() {
+                    Value::Null
+                } else {
+                    Value::Bool(op.holds(compare(&l, &r)))
+                }
+            }
+            Expr::Concat(l, r) => match (l.eval(cx, row)?, r.eval(cx, row)?) {
+                (Value::Text(a), Value::Text(b)) => Value::Text(a + &b),
+                (Value::Null, _) | (_, Value::Null) => Value::Null,
+                _ => return Err(internal("|| operands")),
+            },
+            Expr::Like {
+                expr,
+                pattern,
+                case_insensitive,
+                negated,
+            } => match (expr.eval(cx, row)?, pattern.eval(cx, row)?) {
+                (Value::Text(s), Value::Text(p)) => {
+                    Value::Bool(like(&s, &p, *case_insensitive)? != *negated)
+                }
+                _ => Value::Null,
+            },
+            Expr::Regex {
+                expr,
+                pattern,
+                case_insensitive,
+                negated,
+            } => match (expr.eval(cx, row)?, pattern.eval(cx, row)?) {
+                (Value::Text(s), Value::Text(p)) => {
+                    Value::Bool(regex_match(&s, &p, *case_insensitive)? != *negated)
+                }
+                _ => Value::Null,
+            },
+            Expr::And(v) => and(v, cx, row)?,
+            Expr::Or(v) => or(v, cx, row)?,
+            Expr::Not(e) => match e.eval(cx, row)? {
+                Value::Bool(b) => Value::Bool(!b),
+                _ => Value::Null,
+            },
+            Expr::IsNull(e, negated) => Value::Bool(e.eval(cx, row)?.is_null() != *negated),
+            Expr::IsBool {
+                expr,
+                value,
+                negated,
+            } => {
+                let is = matches!(expr.eval(cx, row)?, Value::Bool(b) if b == *value);
+                Value::Bool(is != *negated)
+            }
+            Expr::InList {
+                expr,
+                list,
+                negated,
+            } => {
+                let v = expr.eval(cx, row)?;
+                let values = list
+                    .iter()
+                    .map(|e| e.eval(cx, row))
+                    .collect::<Result<Vec<_>>>()?;
+                in_values(&v, values.iter(), *negated)
+            }
+            Expr::Case {
+                operand,
+                whens,
+                otherwise,
+            } => case(operand.as_deref(), whens, otherwise.as_deref(), cx, row)?,
+            Expr::Cast(e, from, to) => cast(e.eval(cx, row)?, *from, *to, cx)?,
+            Expr::Func(f, args) => {
+                let values = args
+                    .iter()
+                    .map(|e| e.eval(cx, row))
+                    .collect::<Result<Vec<_>>>()?;
+                f.call(values, cx)?
+            }
+            Expr::Subquery(node, kind) => subquery(node, kind, cx, row)?,
+        })
+    }
+
+    /// Whether the predicate holds (true, not false or NULL).
+    pub(crate) fn holds(&self, cx: &Cx, row: &[Value]) -> Result<bool> {
+        Ok(matches!(self.eval(cx, row)?, Value::Bool(true)))
+    }
+}
+
+fn outer_value(cx: &Cx, levels: usize, column: usize) -> Result<Value> {
+    let mut frame = cx.outer.ok_or_else(|| internal("outer row"))?;
+    for _ in 1..levels {
+        frame = frame.up.ok_or_else(|| internal("outer row"))?;
+    }
+    frame
+        .row
+        .get(column)
+        .cloned()
+        .ok_or_else(|| internal("outer column"))
+}
+
+fn and(v: &[Expr], cx: &Cx, row: &[Value]) -> Result<Value> {
+    let mut unknown = false;
+    for e in v {
+        match e.eval(cx, row)? {
+            Value::Bool(false) => return Ok(Value::Bool(false)),
+            Value::Bool(true) => {}
+            _ => unknown = true,
+        }
+    }
+    Ok(if unknown {
+        Value::Null
+    } else {
+        Value::Bool(true)
+    })
+}
+
+fn or(v: &[Expr], cx: &Cx, row: &[Value]) -> Result<Value> {
+    let mut unknown = false;
+    for e in v {
+        match e.eval(cx, row)? {
+            Value::Bool(true) => return Ok(Value::Bool(true)),
+            Value::Bool(false) => {}
+            _ => unknown = true,
+        }
+    }
+    Ok(if unknown {
+        Value::Null
+    } else {
+        Value::Bool(false)
+    })
+}
+
+/// `v IN (values)` with SQL's NULL rules: true on a match, NULL if no match but a NULL
+/// was involved, false otherwise.
+fn in_values<'v>(v: &Value, values: impl Iterator<Item = &'v Value>, negated: bool) -> Value {
+    if v.is_null() {
+        return Value::Null;
+    }
+    let mut unknown = false;
+    for x in values {
+        if x.is_null() {
+            unknown = true;
+        } else if compare(v, x).is_eq() {
+            return Value::Bool(!negated);
+        }
+    }
+    if unknown {
+        Value::Null
+    } else {
+        Value::Bool(negated)
+    }
+}
+
+fn case(
+    operand: Option<&Expr>,
+    whens: &[(Expr, Expr)],
+    otherwise: Option<&Expr>,
+    cx: &Cx,
+    row: &[Value],
+) -> Result<Value> {
+    let subject = operand.map(|o| o.eval(cx, row)).transpose()?;
+    for (when, then) in whens {
+        let hit = match &subject {
+            Some(s) => {
+                let w = when.eval(cx, row)?;
+                !s.is_null() && !w.is_null() && compare(s, &w).is_eq()
+            }
+            None => when.holds(cx, row)?,
+        };
+        if hit {
+            return then.eval(cx, row);
+        }
+    }
+    otherwise.map_or(Ok(Value::Null), |o| o.eval(cx, row))
+}
+
+/// Casts that need the catalog (an oid shown as a relation or type name) happen here;
+/// the rest are [`types::cast`].
+fn cast(v: Value, from: SqlType, to: SqlType, cx: &Cx) -> Result<Value> {
+    match (&v, from, to) {
+        (Value::Int(oid), SqlType::Regclass, t) if t.is_text() => {
+            let oid = u32::try_from(*oid).unwrap_or(0);
+            Ok(Value::Text(
+                crate::pg_catalog::relation_name(cx.tx, oid)?.unwrap_or_else(|| oid.to_string()),
+            ))
+        }
+        (Value::Int(oid), SqlType::Regtype, t) if t.is_text() => {
+            let oid = u32::try_from(*oid).unwrap_or(0);
+            Ok(Value::Text(
+                SqlType::from_oid(oid).map_or_else(|| oid.to_string(), SqlType::name),
+            ))
+        }
+        (Value::Text(name), f, SqlType::Regclass) if f.is_text() => {
+            let oid = crate::pg_catalog::relation_oid(cx.tx, name)?.ok_or_else(|| {
+                SqlError::new("42P01", format!("relation \"{name}\" does not exist"))
+            })?;
+            Ok(Value::Int(i64::from(oid)))
+        }
+        (Value::Text(name), f, SqlType::Regtype) if f.is_text() => {
+            let ty = SqlType::from_name(name.trim())
+                .ok_or_else(|| SqlError::new("42704", format!("type \"{name}\" does not exist")))?;
+            Ok(Value::Int(i64::from(ty.oid())))
+        }
+        _ => types::cast(v, from, to),
+    }
+}
+
+fn subquery(node: &Node, kind: &SubqueryKind, cx: &Cx, row: &[Value]) -> Result<Value> {
+    let frame = Frame { row, up: cx.outer };
+    let inner = cx.nested(&frame);
+    match kind {
+        SubqueryKind::Exists => {
+            let mut rows = plan::open(node, &inner)?;
+            Ok(Value::Bool(rows.next().transpose()?.is_some()))
+        }
+        SubqueryKind::Scalar => {
+            let mut rows = plan::open(node, &inner)?;
+            let Some(first) = rows.next().transpose()? else {
+                return Ok(Value::Null);
+            };
+            if rows.next().transpose()?.is_some() {
+                return Err(SqlError::new(
+                    "21000",
+                    "more than one row returned by a subquery used as an expression",
+                ));
+            }
+            Ok(first.into_iter().next().unwrap_or(Value::Null))
+        }
+        SubqueryKind::In { expr, negated } => {
+            let v = expr.eval(cx, row)?;
+            let values: Vec<Value> = plan::open(node, &inner)?
+                .map(|r| r.map(|r| r.into_iter().next().unwrap_or(Value::Null)))
+                .collect::<Result<_>>()?;
+            Ok(in_values(&v, values.iter(), *negated))
+        }
+    }
+}
+
+/// Values compared the way SQL compares them: integers and floats numerically, text by
+/// bytes (quire's one collation is C), NULLs last (only ORDER BY sees them here).
+pub(crate) fn compare(a: &Value, b: &Value) -> Ordering {
+    match (a, b) {
+        (Value::Int(x), Value::Float(y)) => (*x as f64).total_cmp(y),
+        (Value::Float(x), Value::Int(y)) => x.total_cmp(&(*y as f64)),
+        _ => a.compare(b),
+    }
+}
+
+pub(crate) fn internal(what: &str) -> SqlError {
+    SqlError::new(
+        "XX000",
+        format!("internal error: bad {what} in a bound plan"),
+    )
+}
+
+fn out_of_range_of(ty: SqlType) -> SqlError {
+    let name = match ty {
+        SqlType::Int2 => "smallint",
+        SqlType::Int4 => "integer",
+        _ => "bigint",
+    };
+    SqlError::new("22003", format!("{name} out of range"))
+}
+
+fn out_of_range() -> SqlError {
+    out_of_range_of(SqlType::Int8)
+}
+
+fn division_by_zero() -> SqlError {
+    SqlError::new("22012", "division by zero")
+}
+
+/// Arithmetic on two values; `ty` is the result type the binder chose (its range is
+/// checked, as PostgreSQL's `int4pl` checks int4's).
+pub(crate) fn arith(op: ArithOp, ty: SqlType, left: Value, right: Value) -> Result<Value> {
+    Ok(match (left, right) {
+        (Value::Null, _) | (_, Value::Null) => Value::Null,
+        (Value::Int(a), Value::Int(b)) if !ty.is_float() => {
+            if b == 0 && matches!(op, ArithOp::Div | ArithOp::Mod) {
+                return Err(division_by_zero());
+            }
+            let v = match op {
+                ArithOp::Add => a.checked_add(b),
+                ArithOp::Sub => a.checked_sub(b),
+                ArithOp::Mul => a.checked_mul(b),
+                ArithOp::Div => a.checked_div(b),
+                ArithOp::Mod => a.checked_rem(b),
+            }
+            .ok_or_else(|| out_of_range_of(ty))?;
+            if ty.is_int() {
+                types::check_int_range(v, ty).map_err(|_| out_of_range_of(ty))?
+            } else {
+                Value::Int(v)
+            }
+        }
+        (Value::Timestamp(t), Value::Int(days)) if ty == SqlType::Timestamp => {
+            let us = days.checked_mul(86_400_000_000).ok_or_else(out_of_range)?;
+            Value::Timestamp(
+                match op {
+                    ArithOp::Add => t.checked_add(us),
+                    ArithOp::Sub => t.checked_sub(us),
+                    _ => None,
+                }
+                .ok_or_else(out_of_range)?,
+            )
+        }
+        (lv, rv) => {
+            let (Some(x), Some(y)) = (as_f64(&lv), as_f64(&rv)) else {
+                return Err(internal("arithmetic operands"));
+            };
+            Value::Float(match op {
+                ArithOp::Add => x + y,
+                ArithOp::Sub => x - y,
+                ArithOp::Mul => x * y,
+                ArithOp::Div if y == 0.0 => return Err(division_by_zero()),
+                ArithOp::Div => x / y,
+                ArithOp::Mod => {
+                    return Err(SqlError::new(
+                        "42883",
+                        "operator does not exist: double precision % double precision",
+                    ))
+                }
+            })
+        }
+    })
+}
+
+pub(crate) fn as_f64(v: &Value) -> Option<f64> {
+    match v {
+        Value::Int(i) => Some(*i as f64),
+        Value::Float(f) => Some(*f),
+        _ => None,
+    }
+}
+
+/// SQL LIKE: `%` any run, `_` one character, `\` escapes the next.
+fn like(s: &str, pattern: &str, case_insensitive: bool) -> Result<bool> {
+    let fold = |x: &str| {
+        if case_insensitive {
+            x.to_lowercase()
+        } else {
+            x.to_string()
+        }
+    };
+    let s: Vec<char> = fold(s).chars().collect();
+    let p: Vec<char> = fold(pattern).chars().collect();
+    let mut i = 0;
+    while i < p.len() {
+        if p[i] == '\\' {
+            if i + 1 == p.len() {
+                return Err(SqlError::new(
+                    "22025",
+                    "LIKE pattern must not end with escape character",
+                ));
+            }
+            i += 1;
+        }
+        i += 1;
+    }
+    like_match(&s, &p)
+}
+
+fn like_match(s: &[char], p: &[char]) -> Result<bool> {
+    // Iterative matching with one backtrack point per `%` (linear in practice, no
+    // recursion depth to bound).
+    let (mut si, mut pi) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        match p.get(pi) {
+            Some('%') => {
+                star = Some((pi, si));
+                pi += 1;
+                continue;
+            }
+            Some('\\') => {
+                let Some(&lit) = p.get(pi + 1) else {
+                    return Err(SqlError::new(
+                        "22025",
+                        "LIKE pattern must not end with escape character",
+                    ));
+                };
+                if lit == s[si] {
+                    si += 1;
+                    pi += 2;
+                    continue;
+                }
+            }
+            Some('_') => {
+                si += 1;
+                pi += 1;
+                continue;
+            }
+            Some(&c) if c == s[si] => {
+                si += 1;
+                pi += 1;
+                continue;
+            }
+            _ => {}
+        }
+        match star {
+            Some((sp, ss)) => {
+                pi = sp + 1;
+                si = ss + 1;
+                star = Some((sp, ss + 1));
+            }
+            None => return Ok(false),
+        }
+    }
+    Ok(p[pi..].iter().all(|&c| c == '%'))
+}
+
+/// The longest pattern a regular expression may have: patterns come from clients, and a
+/// compiled regex's size grows with its pattern.
+const MAX_REGEX_PATTERN_BYTES: usize = 10_000;
+
+fn regex_match(s: &str, pattern: &str, case_insensitive: bool) -> Result<bool> {
+    if pattern.len() > MAX_REGEX_PATTERN_BYTES {
+        return Err(SqlError::new(
+            "2201B",
+            "invalid regular expression: pattern too long",
+        ));
+    }
+    let re = regex_lite::RegexBuilder::new(pattern)
+        .case_insensitive(case_insensitive)
+        .size_limit(1 << 20)
+        .build()
+        .map_err(|e| SqlError::new("2201B", format!("invalid regular expression: {e}")))?;
+    Ok(re.is_match(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l(s: &str, p: &str) -> bool {
+        like(s, p, false).unwrap()
+    }
+
+    #[test]
+    fn like_matches_percent_underscore_and_escapes() {
+        assert!(l("pgbench_accounts", "pgbench%"));
+        assert!(l("abc", "a_c"));
+        assert!(!l("abc", "a_"));
+        assert!(l("a%c", "a\\%c"));
+        assert!(!l("abc", "a\\%c"));
+        assert!(l("", "%"));
+        assert!(l("xaaay", "x%a%y"));
+        assert!(!l("xaaaz", "x%a%y"));
+        assert!(like("ABC", "a%", true).unwrap());
+        assert_eq!(like("a", "a\\", false).unwrap_err().sqlstate(), "22025");
+    }
+
+    #[test]
+    fn in_lists_follow_sql_null_rules() {
+        let one = Value::Int(1);
+        let vals = [Value::Int(2), Value::Null];
+        assert_eq!(in_values(&one, vals.iter(), false), Value::Null);
+        let vals = [Value::Int(1), Value::Null];
+        assert_eq!(in_values(&one, vals.iter(), false), Value::Bool(true));
+        let vals = [Value::Int(2)];
+        assert_eq!(in_values(&one, vals.iter(), true), Value::Bool(true));
+    }
+
+    #[test]
+    fn arithmetic_checks_the_result_type_range() {
+        let e = arith(
+            ArithOp::Add,
+            SqlType::Int4,
+            Value::Int(i64::from(i32::MAX)),
+            Value::Int(1),
+        )
+        .unwrap_err();
+        assert_eq!(e.message(), "integer out of range");
+        assert_eq!(
+            arith(ArithOp::Div, SqlType::Int4, Value::Int(1), Value::Int(0))
+                .unwrap_err()
+                .sqlstate(),
+            "22012"
+        );
+        assert_eq!(
+            arith(
+                ArithOp::Div,
+                SqlType::Float8,
+                Value::Int(1),
+                Value::Float(4.0)
+            )
+            .unwrap(),
+            Value::Float(0.25)
+        );
+    }
+}

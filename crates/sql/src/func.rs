@@ -1,0 +1,749 @@
+//! Scalar functions and aggregates: resolution by name and argument types (what the binder
+//! asks), and evaluation (what the executor asks). A `pg_catalog.` prefix is accepted on
+//! every name, as PostgreSQL resolves unqualified names through `pg_catalog` first.
+
+use quire_engine::Value;
+
+use crate::error::{Result, SqlError};
+use crate::expr::{as_f64, compare, Cx};
+use crate::types::{self, SqlType};
+
+/// A scalar function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Func {
+    Lower,
+    Upper,
+    Length,
+    Substr,
+    Concat,
+    Coalesce,
+    NullIf,
+    Greatest,
+    Least,
+    Abs,
+    Round,
+    Random,
+    Md5,
+    Now,
+    Version,
+    CurrentDatabase,
+    CurrentUser,
+    CurrentSchema,
+    CurrentSchemas,
+    CurrentSetting,
+    ArrayPosition,
+    ArrayToString,
+    TableIsVisible,
+    TypeIsVisible,
+    FormatType,
+    GetUserById,
+    GetIndexDef,
+    GetConstraintDef,
+    GetExpr,
+    ObjDescription,
+    EncodingToChar,
+    BackendPid,
+    QuoteIdent,
+    ToChar,
+    /// `ARRAY[...]` of text elements (built by the binder, not called by name).
+    MakeArray,
+    /// `text[] || text[]`.
+    ArrayCat,
+}
+
+/// An aggregate function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AggFunc {
+    CountStar,
+    Count,
+    Sum,
+    Min,
+    Max,
+    Avg,
+    BoolAnd,
+    BoolOr,
+    StringAgg,
+}
+
+/// Most arguments a variadic function (concat, coalesce) takes.
+const MAX_ARGS: usize = 100;
+
+fn strip_catalog(name: &str) -> &str {
+    name.strip_prefix("pg_catalog.").unwrap_or(name)
+}
+
+/// The aggregate named `name`, if it is one.
+pub(crate) fn aggregate(name: &str) -> Option<AggFunc> {
+    Some(match strip_catalog(name) {
+        "count" => AggFunc::Count,
+        "sum" => AggFunc::Sum,
+        "min" => AggFunc::Min,
+        "max" => AggFunc::Max,
+        "avg" => AggFunc::Avg,
+        "bool_and" | "every" => AggFunc::BoolAnd,
+        "bool_or" => AggFunc::BoolOr,
+        "string_agg" => AggFunc::StringAgg,
+        _ => return None,
+    })
+}
+
+impl AggFunc {
+    /// The aggregate's result type for an argument of type `arg`.
+    pub(crate) fn result_type(self, arg: SqlType) -> Result<SqlType> {
+        Ok(match self {
+            AggFunc::CountStar | AggFunc::Count => SqlType::Int8,
+            AggFunc::Sum if arg.is_int() => SqlType::Int8,
+            AggFunc::Sum | AggFunc::Avg if arg.is_float() || arg.is_int() => SqlType::Float8,
+            AggFunc::Min | AggFunc::Max => arg,
+            AggFunc::BoolAnd | AggFunc::BoolOr if arg == SqlType::Bool => SqlType::Bool,
+            AggFunc::StringAgg if arg.is_text() => SqlType::Text,
+            _ => {
+                return Err(SqlError::new(
+                    "42883",
+                    format!("function {self:?}({}) does not exist", arg.name()).to_lowercase(),
+                ))
+            }
+        })
+    }
+}
+
+/// An aggregate's running state.
+#[derive(Clone, Debug)]
+pub(crate) enum AggState {
+    Count(i64),
+    Sum(Option<Value>),
+    Avg { sum: f64, n: i64 },
+    Extreme(Option<Value>),
+    Bool(Option<bool>),
+    Text(Option<String>),
+}
+
+impl AggState {
+    pub(crate) fn new(f: AggFunc) -> AggState {
+        match f {
+            AggFunc::CountStar | AggFunc::Count => AggState::Count(0),
+            AggFunc::Sum => AggState::Sum(None),
+            AggFunc::Avg => AggState::Avg { sum: 0.0, n: 0 },
+            AggFunc::Min | AggFunc::Max => AggState::Extreme(None),
+            AggFunc::BoolAnd | AggFunc::BoolOr => AggState::Bool(None),
+            AggFunc::StringAgg => AggState::Text(None),
+        }
+    }
+
+    /// Adds one input row's argument values (none for count(*)).
+    pub(crate) fn add(&mut self, f: AggFunc, args: &[Value]) -> Result<()> {
+        if f == AggFunc::CountStar {
+            if let AggState::Count(n) = self {
+                *n += 1;
+            }
+            return Ok(());
+        }
+        let v = args.first().cloned().unwrap_or(Value::Null);
+        if v.is_null() {
+            return Ok(());
+        }
+        match (self, f) {
+            (AggState::Count(n), _) => *n += 1,
+            (AggState::Sum(acc), _) => {
+                *acc = Some(match (acc.take(), v) {
+                    (None, v) => v,
+                    (Some(Value::Int(a)), Value::Int(b)) => Value::Int(
+                        a.checked_add(b)
+                            .ok_or_else(|| SqlError::new("22003", "bigint out of range"))?,
+                    ),
+                    (Some(a), b) => {
+                        Value::Float(as_f64(&a).unwrap_or(0.0) + as_f64(&b).unwrap_or(0.0))
+                    }
+                });
+            }
+            (AggState::Avg { sum, n }, _) => {
+                *sum += as_f64(&v).unwrap_or(0.0);
+                *n += 1;
+            }
+            (AggState::Extreme(acc), f) => {
+                let replace = match acc {
+                    None => true,
+                    Some(cur) => {
+                        let o = compare(&v, cur);
+                        if f == AggFunc::Min {
+                            o.is_lt()
+                        } else {
+                            o.is_gt()
+                        }
+                    }
+                };
+                if replace {
+                    *acc = Some(v);
+                }
+            }
+            (AggState::Bool(acc), f) => {
+                let b = matches!(v, Value::Bool(true));
+                *acc = Some(match (*acc, f) {
+                    (None, _) => b,
+                    (Some(a), AggFunc::BoolAnd) => a && b,
+                    (Some(a), _) => a || b,
+                });
+            }
+            (AggState::Text(acc), _) => {
+                let sep = match args.get(1) {
+                    Some(Value::Text(s)) => s.as_str(),
+                    _ => "",
+                };
+                let Value::Text(s) = v else {
+                    return Ok(());
+                };
+                match acc {
+                    None => *acc = Some(s),
+                    Some(a) => {
+                        a.push_str(sep);
+                        a.push_str(&s);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn finish(self, f: AggFunc) -> Value {
+        match self {
+            AggState::Count(n) => Value::Int(n),
+            AggState::Sum(v) | AggState::Extreme(v) => v.unwrap_or(Value::Null),
+            AggState::Avg { n: 0, .. } => Value::Null,
+            AggState::Avg { sum, n } => Value::Float(sum / n as f64),
+            AggState::Bool(b) => b.map_or(Value::Null, Value::Bool),
+            AggState::Text(s) => {
+                debug_assert_eq!(f, AggFunc::StringAgg);
+                s.map_or(Value::Null, Value::Text)
+            }
+        }
+    }
+}
+
+fn no_such_function(name: &str, args: &[SqlType]) -> SqlError {
+    let types: Vec<String> = args.iter().map(|t| t.name()).collect();
+    SqlError::new(
+        "42883",
+        format!("function {name}({}) does not exist", types.join(", ")),
+    )
+}
+
+/// Resolves a scalar function call: the function, the types its arguments are cast to
+/// (`None` to keep the argument's own), and its result type.
+pub(crate) fn resolve(
+    name: &str,
+    args: &[SqlType],
+) -> Result<(Func, Vec<Option<SqlType>>, SqlType)> {
+    use SqlType as T;
+    let short = strip_catalog(name);
+    let n = args.len();
+    if n > MAX_ARGS {
+        return Err(SqlError::new(
+            "54023",
+            format!("cannot pass more than {MAX_ARGS} arguments to a function"),
+        ));
+    }
+    let text = |k: usize| vec![Some(T::Text); k];
+    let keep = |k: usize| vec![None; k];
+    let common = || -> Result<SqlType> {
+        let mut t = T::Unknown;
+        for &a in args {
+            t = unify(t, a).ok_or_else(|| no_such_function(short, args))?;
+        }
+        Ok(if t == T::Unknown { T::Text } else { t })
+    };
+    let r = match (short, n) {
+        ("lower", 1) => (Func::Lower, text(1), T::Text),
+        ("upper", 1) => (Func::Upper, text(1), T::Text),
+        ("length" | "char_length" | "character_length", 1) => (Func::Length, text(1), T::Int4),
+        ("substr" | "substring", 2 | 3) => {
+            let mut c = vec![Some(T::Text), Some(T::Int8)];
+            if n == 3 {
+                c.push(Some(T::Int8));
+            }
+            (Func::Substr, c, T::Text)
+        }
+        ("concat", _) => (Func::Concat, keep(n), T::Text),
+        ("coalesce", 1..) => {
+            let t = common()?;
+            (Func::Coalesce, vec![Some(t); n], t)
+        }
+        ("nullif", 2) => {
+            let t = common()?;
+            (Func::NullIf, vec![Some(t); 2], t)
+        }
+        ("greatest", 1..) => {
+            let t = common()?;
+            (Func::Greatest, vec![Some(t); n], t)
+        }
+        ("least", 1..) => {
+            let t = common()?;
+            (Func::Least, vec![Some(t); n], t)
+        }
+        ("abs", 1) if args[0].is_int() || args[0].is_float() => (Func::Abs, keep(1), args[0]),
+        ("abs", 1) if args[0] == T::Unknown => (Func::Abs, vec![Some(T::Float8)], T::Float8),
+        ("round", 1 | 2) if args[0].is_int() || args[0].is_float() || args[0] == T::Unknown => {
+            let mut c = vec![Some(T::Float8)];
+            if n == 2 {
+                c.push(Some(T::Int4));
+            }
+            (Func::Round, c, T::Float8)
+        }
+        ("random", 0) => (Func::Random, vec![], T::Float8),
+        ("md5", 1) => (Func::Md5, text(1), T::Text),
+        ("now" | "current_timestamp" | "statement_timestamp" | "transaction_timestamp", 0) => {
+            (Func::Now, vec![], T::Timestamptz)
+        }
+        ("version", 0) => (Func::Version, vec![], T::Text),
+        ("current_database", 0) => (Func::CurrentDatabase, vec![], T::Name),
+        ("current_user" | "session_user" | "user" | "current_role", 0) => {
+            (Func::CurrentUser, vec![], T::Name)
+        }
+        ("current_schema", 0) => (Func::CurrentSchema, vec![], T::Name),
+        ("current_schemas", 1) => (Func::CurrentSchemas, vec![Some(T::Bool)], T::TextArray),
+        ("current_setting", 1 | 2) => {
+            let mut c = text(1);
+            if n == 2 {
+                c.push(Some(T::Bool));
+            }
+            (Func::CurrentSetting, c, T::Text)
+        }
+        ("array_position", 2) => (
+            Func::ArrayPosition,
+            vec![Some(T::TextArray), Some(T::Text)],
+            T::Int4,
+        ),
+        ("array_to_string", 2) => (
+            Func::ArrayToString,
+            vec![Some(T::TextArray), Some(T::Text)],
+            T::Text,
+        ),
+        ("pg_table_is_visible", 1) => (Func::TableIsVisible, vec![Some(T::Oid)], T::Bool),
+        ("pg_type_is_visible", 1) => (Func::TypeIsVisible, vec![Some(T::Oid)], T::Bool),
+        ("format_type", 2) => (Func::FormatType, vec![Some(T::Oid), Some(T::Int4)], T::Text),
+        ("pg_get_userbyid", 1) => (Func::GetUserById, vec![Some(T::Oid)], T::Name),
+        ("pg_get_indexdef", 1 | 3) => {
+            let mut c = vec![Some(T::Oid)];
+            if n == 3 {
+                c.extend([Some(T::Int4), Some(T::Bool)]);
+            }
+            (Func::GetIndexDef, c, T::Text)
+        }
+        ("pg_get_constraintdef", 1 | 2) => {
+            let mut c = vec![Some(T::Oid)];
+            if n == 2 {
+                c.push(Some(T::Bool));
+            }
+            (Func::GetConstraintDef, c, T::Text)
+        }
+        ("pg_get_expr", 2 | 3) => (Func::GetExpr, keep(n), T::Text),
+        ("obj_description" | "col_description" | "shobj_description", 1 | 2) => {
+            (Func::ObjDescription, keep(n), T::Text)
+        }
+        ("pg_encoding_to_char", 1) => (Func::EncodingToChar, vec![Some(T::Int4)], T::Name),
+        ("pg_backend_pid", 0) => (Func::BackendPid, vec![], T::Int4),
+        ("quote_ident", 1) => (Func::QuoteIdent, text(1), T::Text),
+        ("to_char", 2) => (Func::ToChar, keep(2), T::Text),
+        _ => return Err(no_such_function(short, args)),
+    };
+    Ok(r)
+}
+
+/// The common type of two operands (CASE branches, COALESCE arguments, comparisons):
+/// `Unknown` gives way to the other, integers widen, integers and floats meet at float8,
+/// text-like types meet at text.
+pub(crate) fn unify(a: SqlType, b: SqlType) -> Option<SqlType> {
+    use SqlType as T;
+    Some(match (a, b) {
+        (T::Unknown, t) | (t, T::Unknown) => t,
+        (x, y) if x == y => x,
+        (x, y) if x.is_int() && y.is_int() => {
+            if x == T::Int8 || y == T::Int8 {
+                T::Int8
+            } else if x == T::Int4 || y == T::Int4 {
+                T::Int4
+            } else {
+                T::Int2
+            }
+        }
+        (x, y) if (x.is_int() || x.is_float()) && (y.is_int() || y.is_float()) => T::Float8,
+        (x, y) if x.is_oid() && (y.is_oid() || y.is_int()) => x,
+        (x, y) if y.is_oid() && x.is_int() => y,
+        (x, y) if x.is_text() && y.is_text() => T::Text,
+        (T::Timestamp | T::Timestamptz, T::Timestamp | T::Timestamptz) => T::Timestamptz,
+        (T::Date, T::Timestamp) | (T::Timestamp, T::Date) => T::Timestamp,
+        _ => return None,
+    })
+}
+
+fn text_arg(v: &Value) -> Option<&str> {
+    match v {
+        Value::Text(s) => Some(s),
+        _ => None,
+    }
+}
+
+fn int_arg(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        _ => None,
+    }
+}
+
+/// The elements of a `text[]` value in its text form (`{a,b,"c d"}`).
+pub(crate) fn array_elements(s: &str) -> Vec<String> {
+    let inner = s.trim().trim_start_matches('{').trim_end_matches('}');
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '\\' => cur.extend(chars.next()),
+            ',' if !quoted => out.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    if !inner.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// A `text[]` value in its text form.
+pub(crate) fn array_text<S: AsRef<str>>(elements: &[S]) -> String {
+    let mut s = String::from("{");
+    for (i, e) in elements.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        let e = e.as_ref();
+        if e.is_empty() || e.contains([',', '"', '\\', '{', '}', ' ']) {
+            s.push('"');
+            for c in e.chars() {
+                if c == '"' || c == '\\' {
+                    s.push('\\');
+                }
+                s.push(c);
+            }
+            s.push('"');
+        } else {
+            s.push_str(e);
+        }
+    }
+    s.push('}');
+    s
+}
+
+impl Func {
+    /// Whether a NULL argument makes the result NULL without calling the function.
+    fn strict(self) -> bool {
+        !matches!(
+            self,
+            Func::Concat
+                | Func::Coalesce
+                | Func::NullIf
+                | Func::Greatest
+                | Func::Least
+                | Func::GetExpr
+                | Func::ObjDescription
+                | Func::CurrentSetting
+                | Func::GetIndexDef
+                | Func::MakeArray
+                | Func::ArrayCat
+        )
+    }
+
+    pub(crate) fn call(self, args: Vec<Value>, cx: &Cx) -> Result<Value> {
+        if self.strict() && args.iter().any(Value::is_null) {
+            return Ok(Value::Null);
+        }
+        let a0 = args.first();
+        Ok(match self {
+            Func::Lower => Value::Text(text_arg(&args[0]).unwrap_or("").to_lowercase()),
+            Func::Upper => Value::Text(text_arg(&args[0]).unwrap_or("").to_uppercase()),
+            Func::Length => Value::Int(
+                text_arg(&args[0])
+                    .unwrap_or("")
+                    .chars()
+                    .count()
+                    .try_into()
+                    .unwrap_or(i64::MAX),
+            ),
+            Func::Substr => substr(&args)?,
+            Func::Concat => {
+                let mut s = String::new();
+                for v in &args {
+                    match v {
+                        Value::Null => {}
+                        Value::Text(t) => s.push_str(t),
+                        v => s.push_str(
+                            &types::format_text(
+                                v,
+                                SqlType::of_engine_type(
+                                    v.type_of().unwrap_or(quire_engine::Type::Text),
+                                ),
+                            )
+                            .unwrap_or_default(),
+                        ),
+                    }
+                }
+                Value::Text(s)
+            }
+            Func::Coalesce => args
+                .into_iter()
+                .find(|v| !v.is_null())
+                .unwrap_or(Value::Null),
+            Func::NullIf => {
+                let mut it = args.into_iter();
+                let (a, b) = (
+                    it.next().unwrap_or(Value::Null),
+                    it.next().unwrap_or(Value::Null),
+                );
+                if !a.is_null() && !b.is_null() && compare(&a, &b).is_eq() {
+                    Value::Null
+                } else {
+                    a
+                }
+            }
+            Func::Greatest | Func::Least => args
+                .into_iter()
+                .filter(|v| !v.is_null())
+                .reduce(|a, b| {
+                    let o = compare(&b, &a);
+                    if (self == Func::Greatest && o.is_gt()) || (self == Func::Least && o.is_lt()) {
+                        b
+                    } else {
+                        a
+                    }
+                })
+                .unwrap_or(Value::Null),
+            Func::Abs => match &args[0] {
+                Value::Int(i) => Value::Int(
+                    i.checked_abs()
+                        .ok_or_else(|| SqlError::new("22003", "integer out of range"))?,
+                ),
+                Value::Float(f) => Value::Float(f.abs()),
+                v => v.clone(),
+            },
+            Func::Round => {
+                let x = as_f64(&args[0]).unwrap_or(0.0);
+                let digits = args.get(1).and_then(int_arg).unwrap_or(0).clamp(-300, 300) as i32;
+                let scale = 10f64.powi(digits);
+                // Half away from zero, as PostgreSQL's numeric round.
+                Value::Float((x * scale).round() / scale)
+            }
+            Func::Random => Value::Float(random_f64()),
+            Func::Md5 => Value::Text(format!(
+                "{:x}",
+                md5::compute(text_arg(&args[0]).unwrap_or("").as_bytes())
+            )),
+            Func::Now => Value::Timestamp(cx.now_us),
+            Func::Version => Value::Text(format!(
+                "PostgreSQL {} (quire {}) on {}, compiled by rustc",
+                crate::session::SERVER_VERSION,
+                env!("CARGO_PKG_VERSION"),
+                std::env::consts::ARCH
+            )),
+            Func::CurrentDatabase => Value::Text(crate::pg_catalog::DATABASE_NAME.into()),
+            Func::CurrentUser => Value::Text(cx.settings.user.clone()),
+            Func::CurrentSchema => Value::Text("public".into()),
+            Func::CurrentSchemas => {
+                let implicit = matches!(a0, Some(Value::Bool(true)));
+                Value::Text(if implicit {
+                    array_text(&["pg_catalog", "public"])
+                } else {
+                    array_text(&["public"])
+                })
+            }
+            Func::CurrentSetting => {
+                let name = text_arg(a0.unwrap_or(&Value::Null)).unwrap_or("");
+                let missing_ok = matches!(args.get(1), Some(Value::Bool(true)));
+                match cx.settings.show(name) {
+                    Some(v) => Value::Text(v),
+                    None if missing_ok => Value::Null,
+                    None => {
+                        return Err(SqlError::new(
+                            "42704",
+                            format!("unrecognized configuration parameter \"{name}\""),
+                        ))
+                    }
+                }
+            }
+            Func::ArrayPosition => {
+                let elems = array_elements(text_arg(&args[0]).unwrap_or(""));
+                let want = text_arg(&args[1]).unwrap_or("");
+                elems
+                    .iter()
+                    .position(|e| e == want)
+                    .map_or(Value::Null, |i| {
+                        Value::Int(i64::try_from(i).unwrap_or(i64::MAX - 1) + 1)
+                    })
+            }
+            Func::ArrayToString => {
+                let elems = array_elements(text_arg(&args[0]).unwrap_or(""));
+                Value::Text(elems.join(text_arg(&args[1]).unwrap_or("")))
+            }
+            Func::TableIsVisible => {
+                Value::Bool(crate::pg_catalog::relation_name(cx.tx, oid_arg(&args[0]))?.is_some())
+            }
+            Func::TypeIsVisible => Value::Bool(SqlType::from_oid(oid_arg(&args[0])).is_some()),
+            Func::FormatType => {
+                let oid = oid_arg(&args[0]);
+                let typmod = args.get(1).and_then(int_arg).unwrap_or(-1);
+                Value::Text(crate::pg_catalog::format_type(oid, typmod))
+            }
+            Func::GetUserById => Value::Text(crate::pg_catalog::SUPERUSER.into()),
+            Func::GetIndexDef => match a0 {
+                Some(Value::Int(oid)) => {
+                    crate::pg_catalog::index_def(cx.tx, u32::try_from(*oid).unwrap_or(0))?
+                        .map_or(Value::Null, Value::Text)
+                }
+                _ => Value::Null,
+            },
+            Func::GetConstraintDef => crate::pg_catalog::constraint_def(cx.tx, oid_arg(&args[0]))?
+                .map_or(Value::Null, Value::Text),
+            Func::GetExpr | Func::ObjDescription => Value::Null,
+            Func::EncodingToChar => Value::Text(
+                if int_arg(&args[0]) == Some(6) {
+                    "UTF8"
+                } else {
+                    ""
+                }
+                .into(),
+            ),
+            Func::BackendPid => Value::Int(i64::from(std::process::id())),
+            Func::QuoteIdent => Value::Text(quote_ident(text_arg(&args[0]).unwrap_or(""))),
+            Func::MakeArray => {
+                let elems: Vec<String> = args
+                    .iter()
+                    .map(|v| text_arg(v).unwrap_or("NULL").to_string())
+                    .collect();
+                Value::Text(array_text(&elems))
+            }
+            Func::ArrayCat => {
+                let mut elems = Vec::new();
+                for v in &args {
+                    if let Some(s) = text_arg(v) {
+                        elems.extend(array_elements(s));
+                    }
+                }
+                Value::Text(array_text(&elems))
+            }
+            Func::ToChar => Value::Text(
+                types::format_text(
+                    &args[0],
+                    match &args[0] {
+                        Value::Timestamp(_) => SqlType::Timestamp,
+                        Value::Float(_) => SqlType::Float8,
+                        _ => SqlType::Int8,
+                    },
+                )
+                .unwrap_or_default(),
+            ),
+        })
+    }
+}
+
+fn oid_arg(v: &Value) -> u32 {
+    int_arg(v).and_then(|i| u32::try_from(i).ok()).unwrap_or(0)
+}
+
+/// An identifier quoted where PostgreSQL would quote it.
+pub(crate) fn quote_ident(s: &str) -> String {
+    let plain = s
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        return s.to_string();
+    }
+    let mut q = String::from("\"");
+    for c in s.chars() {
+        if c == '"' {
+            q.push('"');
+        }
+        q.push(c);
+    }
+    q.push('"');
+    q
+}
+
+/// `substr(s, from [, count])` with PostgreSQL's 1-based positions; a start before 1
+/// shortens the count, as in PostgreSQL.
+fn substr(args: &[Value]) -> Result<Value> {
+    let s = text_arg(&args[0]).unwrap_or("");
+    let from = int_arg(&args[1]).unwrap_or(1);
+    let end = match args.get(2).and_then(int_arg) {
+        Some(n) if n < 0 => {
+            return Err(SqlError::new(
+                "22011",
+                "negative substring length not allowed",
+            ))
+        }
+        Some(n) => from.saturating_add(n),
+        None => i64::MAX,
+    };
+    let start = from.max(1);
+    if end <= start {
+        return Ok(Value::Text(String::new()));
+    }
+    let skip = usize::try_from(start - 1).unwrap_or(usize::MAX);
+    let take = usize::try_from(end - start).unwrap_or(usize::MAX);
+    Ok(Value::Text(s.chars().skip(skip).take(take).collect()))
+}
+
+/// A random float in [0, 1) from a per-thread SplitMix64 seeded by the clock and thread.
+fn random_f64() -> f64 {
+    use std::cell::Cell;
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new({
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let mut h = std::hash::DefaultHasher::new();
+            std::hash::Hash::hash(&std::thread::current().id(), &mut h);
+            t ^ std::hash::Hasher::finish(&h)
+        });
+    }
+    STATE.with(|s| {
+        let mut z = s.get().wrapping_add(0x9E37_79B9_7F4A_7C15);
+        s.set(z);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrays_round_trip_through_their_text_form() {
+        let a = array_text(&["pg_catalog", "public", "a b", ""]);
+        assert_eq!(a, "{pg_catalog,public,\"a b\",\"\"}");
+        assert_eq!(array_elements(&a), ["pg_catalog", "public", "a b", ""]);
+        assert!(array_elements("{}").is_empty());
+    }
+
+    #[test]
+    fn substr_follows_postgresql_positions() {
+        let s = |a: &[Value]| substr(a).unwrap();
+        let t = |x: &str| Value::Text(x.into());
+        assert_eq!(s(&[t("hello"), Value::Int(2), Value::Int(3)]), t("ell"));
+        assert_eq!(s(&[t("hello"), Value::Int(0), Value::Int(3)]), t("he"));
+        assert_eq!(s(&[t("hello"), Value::Int(4)]), t("lo"));
+        assert!(substr(&[t("x"), Value::Int(1), Value::Int(-1)]).is_err());
+    }
+
+    #[test]
+    fn identifiers_are_quoted_only_when_needed() {
+        assert_eq!(quote_ident("pgbench_accounts"), "pgbench_accounts");
+        assert_eq!(quote_ident("Mixed"), "\"Mixed\"");
+        assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
+    }
+}

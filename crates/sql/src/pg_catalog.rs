@@ -1,0 +1,761 @@
+//! `pg_catalog`: PostgreSQL's system catalogs as read-only views computed from quire's own
+//! catalog (the engine's tables and indexes, and the SQL layer's column types), so that
+//! psql's and pgbench's catalog queries and drivers' metadata queries work. Each view is
+//! built when a query scans it, in the querying transaction, so it shows that
+//! transaction's view of the catalog (an uncommitted CREATE TABLE is visible to itself).
+//!
+//! Oids: a table's or index's oid is its engine oid; the namespaces, types, access methods
+//! and the one database and role have PostgreSQL's fixed oids; a key constraint's oid is
+//! its index's oid plus [`CONSTRAINT_OID_BASE`].
+
+use quire_engine::{IndexDef, Row, Transaction, Value};
+
+use crate::catalog::{self, TableInfo};
+use crate::error::Result;
+use crate::expr::Cx;
+use crate::func::quote_ident;
+use crate::types::SqlType;
+
+pub(crate) const DATABASE_NAME: &str = "quire";
+pub(crate) const SUPERUSER: &str = "postgres";
+const SUPERUSER_OID: i64 = 10;
+const DATABASE_OID: i64 = 5;
+const PG_CATALOG_NS: i64 = 11;
+const PUBLIC_NS: i64 = 2200;
+const HEAP_AM: i64 = 2;
+const BTREE_AM: i64 = 403;
+const DEFAULT_COLLATION: i64 = 100;
+/// Added to an index's oid to name its key constraint (PostgreSQL gives constraints oids of
+/// their own; quire's oids stay far below this).
+pub(crate) const CONSTRAINT_OID_BASE: u32 = 1 << 30;
+
+/// A pg_catalog view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CatalogTable {
+    Namespace,
+    Class,
+    Attribute,
+    Type,
+    Index,
+    Database,
+    Roles,
+    Settings,
+    Am,
+    Inherits,
+    PartitionedTable,
+    Constraint,
+    AttrDef,
+    Collation,
+    PreparedXacts,
+    Description,
+    Tables,
+}
+
+use SqlType as T;
+
+impl CatalogTable {
+    pub(crate) fn named(name: &str) -> Option<CatalogTable> {
+        Some(match name {
+            "pg_namespace" => CatalogTable::Namespace,
+            "pg_class" => CatalogTable::Class,
+            "pg_attribute" => CatalogTable::Attribute,
+            "pg_type" => CatalogTable::Type,
+            "pg_index" => CatalogTable::Index,
+            "pg_database" => CatalogTable::Database,
+            "pg_roles" | "pg_user" | "pg_authid" => CatalogTable::Roles,
+            "pg_settings" => CatalogTable::Settings,
+            "pg_am" => CatalogTable::Am,
+            "pg_inherits" => CatalogTable::Inherits,
+            "pg_partitioned_table" => CatalogTable::PartitionedTable,
+            "pg_constraint" => CatalogTable::Constraint,
+            "pg_attrdef" => CatalogTable::AttrDef,
+            "pg_collation" => CatalogTable::Collation,
+            "pg_prepared_xacts" => CatalogTable::PreparedXacts,
+            "pg_description" => CatalogTable::Description,
+            "pg_tables" | "tables" => CatalogTable::Tables,
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn columns(self) -> &'static [(&'static str, SqlType)] {
+        match self {
+            CatalogTable::Namespace => &[
+                ("oid", T::Oid),
+                ("nspname", T::Name),
+                ("nspowner", T::Oid),
+                ("nspacl", T::TextArray),
+            ],
+            CatalogTable::Class => &[
+                ("oid", T::Oid),
+                ("relname", T::Name),
+                ("relnamespace", T::Oid),
+                ("reltype", T::Oid),
+                ("reloftype", T::Oid),
+                ("relowner", T::Oid),
+                ("relam", T::Oid),
+                ("relfilenode", T::Oid),
+                ("reltablespace", T::Oid),
+                ("relpages", T::Int4),
+                ("reltuples", T::Float4),
+                ("reltoastrelid", T::Oid),
+                ("relhasindex", T::Bool),
+                ("relisshared", T::Bool),
+                ("relpersistence", T::Char),
+                ("relkind", T::Char),
+                ("relnatts", T::Int2),
+                ("relchecks", T::Int2),
+                ("relhasrules", T::Bool),
+                ("relhastriggers", T::Bool),
+                ("relhassubclass", T::Bool),
+                ("relrowsecurity", T::Bool),
+                ("relforcerowsecurity", T::Bool),
+                ("relispopulated", T::Bool),
+                ("relreplident", T::Char),
+                ("relispartition", T::Bool),
+                ("relacl", T::TextArray),
+                ("reloptions", T::TextArray),
+            ],
+            CatalogTable::Attribute => &[
+                ("attrelid", T::Oid),
+                ("attname", T::Name),
+                ("atttypid", T::Oid),
+                ("attlen", T::Int2),
+                ("attnum", T::Int2),
+                ("atttypmod", T::Int4),
+                ("attndims", T::Int2),
+                ("attnotnull", T::Bool),
+                ("atthasdef", T::Bool),
+                ("attidentity", T::Char),
+                ("attgenerated", T::Char),
+                ("attisdropped", T::Bool),
+                ("attcollation", T::Oid),
+                ("attstattarget", T::Int4),
+            ],
+            CatalogTable::Type => &[
+                ("oid", T::Oid),
+                ("typname", T::Name),
+                ("typnamespace", T::Oid),
+                ("typowner", T::Oid),
+                ("typlen", T::Int2),
+                ("typbyval", T::Bool),
+                ("typtype", T::Char),
+                ("typcategory", T::Char),
+                ("typrelid", T::Oid),
+                ("typelem", T::Oid),
+                ("typarray", T::Oid),
+                ("typnotnull", T::Bool),
+                ("typbasetype", T::Oid),
+                ("typtypmod", T::Int4),
+                ("typcollation", T::Oid),
+            ],
+            CatalogTable::Index => &[
+                ("indexrelid", T::Oid),
+                ("indrelid", T::Oid),
+                ("indnatts", T::Int2),
+                ("indnkeyatts", T::Int2),
+                ("indisunique", T::Bool),
+                ("indisprimary", T::Bool),
+                ("indisexclusion", T::Bool),
+                ("indimmediate", T::Bool),
+                ("indisclustered", T::Bool),
+                ("indisvalid", T::Bool),
+                ("indisready", T::Bool),
+                ("indislive", T::Bool),
+                ("indisreplident", T::Bool),
+                ("indkey", T::Text),
+            ],
+            CatalogTable::Database => &[
+                ("oid", T::Oid),
+                ("datname", T::Name),
+                ("datdba", T::Oid),
+                ("encoding", T::Int4),
+                ("datlocprovider", T::Char),
+                ("datistemplate", T::Bool),
+                ("datallowconn", T::Bool),
+                ("datconnlimit", T::Int4),
+                ("datcollate", T::Text),
+                ("datctype", T::Text),
+                ("daticulocale", T::Text),
+                ("datacl", T::TextArray),
+            ],
+            CatalogTable::Roles => &[
+                ("oid", T::Oid),
+                ("rolname", T::Name),
+                ("rolsuper", T::Bool),
+                ("rolinherit", T::Bool),
+                ("rolcreaterole", T::Bool),
+                ("rolcreatedb", T::Bool),
+                ("rolcanlogin", T::Bool),
+                ("rolreplication", T::Bool),
+                ("rolconnlimit", T::Int4),
+                ("rolpassword", T::Text),
+                ("rolvaliduntil", T::Timestamptz),
+                ("rolbypassrls", T::Bool),
+            ],
+            CatalogTable::Settings => &[
+                ("name", T::Text),
+                ("setting", T::Text),
+                ("unit", T::Text),
+                ("category", T::Text),
+                ("short_desc", T::Text),
+                ("context", T::Text),
+                ("vartype", T::Text),
+                ("source", T::Text),
+                ("boot_val", T::Text),
+                ("reset_val", T::Text),
+            ],
+            CatalogTable::Am => &[("oid", T::Oid), ("amname", T::Name), ("amtype", T::Char)],
+            CatalogTable::Inherits => &[
+                ("inhrelid", T::Oid),
+                ("inhparent", T::Oid),
+                ("inhseqno", T::Int4),
+                ("inhdetachpending", T::Bool),
+            ],
+            CatalogTable::PartitionedTable => &[
+                ("partrelid", T::Oid),
+                ("partstrat", T::Char),
+                ("partnatts", T::Int2),
+            ],
+            CatalogTable::Constraint => &[
+                ("oid", T::Oid),
+                ("conname", T::Name),
+                ("connamespace", T::Oid),
+                ("contype", T::Char),
+                ("condeferrable", T::Bool),
+                ("condeferred", T::Bool),
+                ("convalidated", T::Bool),
+                ("conrelid", T::Oid),
+                ("contypid", T::Oid),
+                ("conindid", T::Oid),
+                ("conparentid", T::Oid),
+                ("confrelid", T::Oid),
+                ("conislocal", T::Bool),
+            ],
+            CatalogTable::AttrDef => &[
+                ("oid", T::Oid),
+                ("adrelid", T::Oid),
+                ("adnum", T::Int2),
+                ("adbin", T::Text),
+            ],
+            CatalogTable::Collation => &[
+                ("oid", T::Oid),
+                ("collname", T::Name),
+                ("collnamespace", T::Oid),
+            ],
+            CatalogTable::PreparedXacts => &[
+                ("transaction", T::Int8),
+                ("gid", T::Text),
+                ("prepared", T::Timestamptz),
+                ("owner", T::Name),
+                ("database", T::Name),
+            ],
+            CatalogTable::Description => &[
+                ("objoid", T::Oid),
+                ("classoid", T::Oid),
+                ("objsubid", T::Int4),
+                ("description", T::Text),
+            ],
+            CatalogTable::Tables => &[
+                ("schemaname", T::Name),
+                ("tablename", T::Name),
+                ("tableowner", T::Name),
+                ("tablespace", T::Name),
+                ("hasindexes", T::Bool),
+                ("hasrules", T::Bool),
+                ("hastriggers", T::Bool),
+                ("rowsecurity", T::Bool),
+            ],
+        }
+    }
+
+    /// The view's rows as `cx`'s transaction sees the catalog.
+    pub(crate) fn rows(self, cx: &Cx) -> Result<Vec<Row>> {
+        Ok(match self {
+            CatalogTable::Namespace => vec![
+                vec![
+                    int(PG_CATALOG_NS),
+                    text("pg_catalog"),
+                    int(SUPERUSER_OID),
+                    Value::Null,
+                ],
+                vec![
+                    int(PUBLIC_NS),
+                    text("public"),
+                    int(SUPERUSER_OID),
+                    Value::Null,
+                ],
+            ],
+            CatalogTable::Class => class_rows(cx.tx)?,
+            CatalogTable::Attribute => attribute_rows(cx.tx)?,
+            CatalogTable::Type => type_rows(),
+            CatalogTable::Index => index_rows(cx.tx)?,
+            CatalogTable::Database => vec![vec![
+                int(DATABASE_OID),
+                text(DATABASE_NAME),
+                int(SUPERUSER_OID),
+                int(6),
+                text("c"),
+                Value::Bool(false),
+                Value::Bool(true),
+                int(-1),
+                text("C"),
+                text("C"),
+                Value::Null,
+                Value::Null,
+            ]],
+            CatalogTable::Roles => vec![vec![
+                int(SUPERUSER_OID),
+                text(SUPERUSER),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Bool(true),
+                int(-1),
+                text("********"),
+                Value::Null,
+                Value::Bool(true),
+            ]],
+            CatalogTable::Settings => cx
+                .settings
+                .all()
+                .into_iter()
+                .map(|(name, value, source)| {
+                    vec![
+                        text(&name),
+                        text(&value),
+                        Value::Null,
+                        text("quire"),
+                        Value::Null,
+                        text("user"),
+                        text("string"),
+                        text(source),
+                        Value::Null,
+                        text(&value),
+                    ]
+                })
+                .collect(),
+            CatalogTable::Am => vec![
+                vec![int(HEAP_AM), text("heap"), text("t")],
+                vec![int(BTREE_AM), text("btree"), text("i")],
+            ],
+            CatalogTable::Inherits
+            | CatalogTable::PartitionedTable
+            | CatalogTable::AttrDef
+            | CatalogTable::Description => Vec::new(),
+            CatalogTable::Constraint => constraint_rows(cx.tx)?,
+            CatalogTable::Collation => vec![vec![
+                int(DEFAULT_COLLATION),
+                text("default"),
+                int(PG_CATALOG_NS),
+            ]],
+            CatalogTable::PreparedXacts => cx
+                .db
+                .prepared_transactions()
+                .into_iter()
+                .map(|p| {
+                    let at = i64::try_from(p.prepared_at_micros).unwrap_or(i64::MAX);
+                    vec![
+                        Value::Int(i64::try_from(p.xid.0).unwrap_or(i64::MAX)),
+                        text(&p.gid),
+                        Value::Timestamp(at),
+                        text(SUPERUSER),
+                        text(DATABASE_NAME),
+                    ]
+                })
+                .collect(),
+            CatalogTable::Tables => user_tables(cx.tx)?
+                .into_iter()
+                .map(|t| {
+                    vec![
+                        text("public"),
+                        text(&t.def.name),
+                        text(SUPERUSER),
+                        Value::Null,
+                        Value::Bool(!t.indexes.is_empty()),
+                        Value::Bool(false),
+                        Value::Bool(false),
+                        Value::Bool(false),
+                    ]
+                })
+                .collect(),
+        })
+    }
+}
+
+fn int(i: i64) -> Value {
+    Value::Int(i)
+}
+
+fn text(s: &str) -> Value {
+    Value::Text(s.to_string())
+}
+
+fn oid_of(o: quire_engine::Oid) -> Value {
+    Value::Int(i64::try_from(o.0).unwrap_or(i64::MAX))
+}
+
+/// The SQL-visible tables (quire's own catalog table is hidden), with their SQL types.
+fn user_tables(tx: &Transaction) -> Result<Vec<TableInfo>> {
+    let mut out = Vec::new();
+    for def in tx.tables()? {
+        if def.name.starts_with(catalog::RESERVED_PREFIX) {
+            continue;
+        }
+        out.push(catalog::lookup(tx, &def.name)?);
+    }
+    out.sort_by(|a, b| a.def.name.cmp(&b.def.name));
+    Ok(out)
+}
+
+fn class_rows(tx: &Transaction) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for t in user_tables(tx)? {
+        rows.push(class_row(
+            oid_of(t.def.oid),
+            &t.def.name,
+            "r",
+            HEAP_AM,
+            t.columns.len(),
+            !t.indexes.is_empty(),
+        ));
+        for i in &t.indexes {
+            rows.push(class_row(
+                oid_of(i.oid),
+                &i.name,
+                "i",
+                BTREE_AM,
+                i.columns.len(),
+                false,
+            ));
+        }
+    }
+    Ok(rows)
+}
+
+fn class_row(oid: Value, name: &str, kind: &str, am: i64, natts: usize, has_index: bool) -> Row {
+    let f = Value::Bool(false);
+    vec![
+        oid.clone(),
+        text(name),
+        int(PUBLIC_NS),
+        int(0),
+        int(0),
+        int(SUPERUSER_OID),
+        int(am),
+        oid,
+        int(0),
+        int(0),
+        Value::Float(-1.0),
+        int(0),
+        Value::Bool(has_index),
+        f.clone(),
+        text("p"),
+        text(kind),
+        int(i64::try_from(natts).unwrap_or(i64::MAX)),
+        int(0),
+        f.clone(),
+        f.clone(),
+        f.clone(),
+        f.clone(),
+        f.clone(),
+        Value::Bool(true),
+        text("d"),
+        f,
+        Value::Null,
+        Value::Null,
+    ]
+}
+
+fn attribute_rows(tx: &Transaction) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for t in user_tables(tx)? {
+        for (i, c) in t.columns.iter().enumerate() {
+            rows.push(vec![
+                oid_of(t.def.oid),
+                text(&c.name),
+                int(i64::from(c.ty.oid())),
+                int(type_len(c.ty)),
+                int(i64::try_from(i).unwrap_or(i64::MAX - 1) + 1),
+                int(typmod(c.ty)),
+                int(0),
+                Value::Bool(c.not_null),
+                Value::Bool(false),
+                text(""),
+                text(""),
+                Value::Bool(false),
+                int(if c.ty.is_text() { DEFAULT_COLLATION } else { 0 }),
+                int(-1),
+            ]);
+        }
+        for idx in &t.indexes {
+            for (i, &k) in idx.columns.iter().enumerate() {
+                let c = &t.columns[usize::from(k)];
+                rows.push(vec![
+                    oid_of(idx.oid),
+                    text(&c.name),
+                    int(i64::from(c.ty.oid())),
+                    int(type_len(c.ty)),
+                    int(i64::try_from(i).unwrap_or(i64::MAX - 1) + 1),
+                    int(typmod(c.ty)),
+                    int(0),
+                    Value::Bool(false),
+                    Value::Bool(false),
+                    text(""),
+                    text(""),
+                    Value::Bool(false),
+                    int(0),
+                    int(-1),
+                ]);
+            }
+        }
+    }
+    Ok(rows)
+}
+
+fn index_rows(tx: &Transaction) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for t in user_tables(tx)? {
+        for i in &t.indexes {
+            let primary = is_primary(&t, i);
+            let key: Vec<String> = i.columns.iter().map(|c| (c + 1).to_string()).collect();
+            let n = int(i64::try_from(i.columns.len()).unwrap_or(i64::MAX));
+            rows.push(vec![
+                oid_of(i.oid),
+                oid_of(t.def.oid),
+                n.clone(),
+                n,
+                Value::Bool(i.unique),
+                Value::Bool(primary),
+                Value::Bool(false),
+                Value::Bool(true),
+                Value::Bool(false),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Bool(false),
+                text(&key.join(" ")),
+            ]);
+        }
+    }
+    Ok(rows)
+}
+
+fn is_primary(t: &TableInfo, i: &IndexDef) -> bool {
+    t.pkey.as_ref().is_some_and(|(oid, _)| *oid == i.oid)
+}
+
+fn constraint_rows(tx: &Transaction) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for t in user_tables(tx)? {
+        for i in t.indexes.iter().filter(|i| i.unique) {
+            let oid = i64::try_from(i.oid.0).unwrap_or(0) + i64::from(CONSTRAINT_OID_BASE);
+            let kind = if is_primary(&t, i) { "p" } else { "u" };
+            rows.push(vec![
+                int(oid),
+                text(&i.name),
+                int(PUBLIC_NS),
+                text(kind),
+                Value::Bool(false),
+                Value::Bool(false),
+                Value::Bool(true),
+                oid_of(t.def.oid),
+                int(0),
+                oid_of(i.oid),
+                int(0),
+                int(0),
+                Value::Bool(true),
+            ]);
+        }
+    }
+    Ok(rows)
+}
+
+/// The types pg_type lists: every type quire has.
+const TYPES: &[SqlType] = &[
+    T::Bool,
+    T::Bytea,
+    T::Char,
+    T::Name,
+    T::Int8,
+    T::Int2,
+    T::Int4,
+    T::Text,
+    T::Oid,
+    T::Float4,
+    T::Float8,
+    T::Bpchar(None),
+    T::Varchar(None),
+    T::Date,
+    T::Timestamp,
+    T::Timestamptz,
+    T::Regclass,
+    T::Regtype,
+    T::Uuid,
+    T::TextArray,
+];
+
+fn type_rows() -> Vec<Row> {
+    TYPES
+        .iter()
+        .map(|&t| {
+            let array = t == T::TextArray;
+            vec![
+                int(i64::from(t.oid())),
+                text(&internal_name(t)),
+                int(PG_CATALOG_NS),
+                int(SUPERUSER_OID),
+                int(type_len(t)),
+                Value::Bool(type_len(t) > 0 && type_len(t) <= 8),
+                text("b"),
+                text(if array {
+                    "A"
+                } else if t.is_text() {
+                    "S"
+                } else {
+                    "N"
+                }),
+                int(0),
+                int(if array { i64::from(T::Text.oid()) } else { 0 }),
+                int(if t == T::Text {
+                    i64::from(T::TextArray.oid())
+                } else {
+                    0
+                }),
+                Value::Bool(false),
+                int(0),
+                int(-1),
+                int(if t.is_text() { DEFAULT_COLLATION } else { 0 }),
+            ]
+        })
+        .collect()
+}
+
+/// pg_type's `typname` (PostgreSQL's internal names).
+fn internal_name(t: SqlType) -> String {
+    match t {
+        T::Bool => "bool".into(),
+        T::Int2 => "int2".into(),
+        T::Int4 => "int4".into(),
+        T::Int8 => "int8".into(),
+        T::Float4 => "float4".into(),
+        T::Float8 => "float8".into(),
+        T::Varchar(_) => "varchar".into(),
+        T::Bpchar(_) => "bpchar".into(),
+        T::Timestamptz => "timestamptz".into(),
+        T::Char => "char".into(),
+        T::TextArray => "_text".into(),
+        t => t.name(),
+    }
+}
+
+fn type_len(t: SqlType) -> i64 {
+    match t {
+        T::Bool | T::Char => 1,
+        T::Int2 => 2,
+        T::Int4 | T::Oid | T::Regclass | T::Regtype | T::Float4 | T::Date => 4,
+        T::Int8 | T::Float8 | T::Timestamp | T::Timestamptz => 8,
+        T::Uuid => 16,
+        T::Name => 64,
+        _ => -1,
+    }
+}
+
+/// `atttypmod`: the declared length plus 4 for varchar(n) and char(n), as PostgreSQL stores it.
+fn typmod(t: SqlType) -> i64 {
+    match t {
+        T::Varchar(Some(n)) | T::Bpchar(Some(n)) => i64::from(n) + 4,
+        _ => -1,
+    }
+}
+
+/// `format_type(oid, typmod)`.
+pub(crate) fn format_type(oid: u32, typmod: i64) -> String {
+    let Some(t) = SqlType::from_oid(oid) else {
+        return "???".into();
+    };
+    let n = u32::try_from(typmod - 4).ok();
+    match t {
+        T::Varchar(_) => SqlType::Varchar(n).name(),
+        T::Bpchar(_) => SqlType::Bpchar(n.or(Some(1))).name(),
+        t => t.name(),
+    }
+}
+
+/// The name of relation `oid` (a table or an index), if it exists.
+pub(crate) fn relation_name(tx: &Transaction, oid: u32) -> Result<Option<String>> {
+    for t in user_tables(tx)? {
+        if t.def.oid.0 == u64::from(oid) {
+            return Ok(Some(t.def.name));
+        }
+        if let Some(i) = t.indexes.iter().find(|i| i.oid.0 == u64::from(oid)) {
+            return Ok(Some(i.name.clone()));
+        }
+    }
+    Ok(None)
+}
+
+/// The oid of relation `name` (a table or an index).
+pub(crate) fn relation_oid(tx: &Transaction, name: &str) -> Result<Option<u32>> {
+    let name = name.trim().trim_start_matches("public.");
+    for t in user_tables(tx)? {
+        if t.def.name == name {
+            return Ok(u32::try_from(t.def.oid.0).ok());
+        }
+        if let Some(i) = t.indexes.iter().find(|i| i.name == name) {
+            return Ok(u32::try_from(i.oid.0).ok());
+        }
+    }
+    Ok(None)
+}
+
+fn find_index(tx: &Transaction, oid: u32) -> Result<Option<(TableInfo, IndexDef)>> {
+    for t in user_tables(tx)? {
+        if let Some(i) = t
+            .indexes
+            .iter()
+            .find(|i| i.oid.0 == u64::from(oid))
+            .cloned()
+        {
+            return Ok(Some((t, i)));
+        }
+    }
+    Ok(None)
+}
+
+fn key_list(t: &TableInfo, i: &IndexDef) -> String {
+    i.columns
+        .iter()
+        .map(|&c| quote_ident(&t.columns[usize::from(c)].name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `pg_get_indexdef(oid)`: the CREATE INDEX statement of an index.
+pub(crate) fn index_def(tx: &Transaction, oid: u32) -> Result<Option<String>> {
+    Ok(find_index(tx, oid)?.map(|(t, i)| {
+        format!(
+            "CREATE {}INDEX {} ON public.{} USING btree ({})",
+            if i.unique { "UNIQUE " } else { "" },
+            quote_ident(&i.name),
+            quote_ident(&t.def.name),
+            key_list(&t, &i)
+        )
+    }))
+}
+
+/// `pg_get_constraintdef(oid)`: `PRIMARY KEY (a)` or `UNIQUE (a, b)`.
+pub(crate) fn constraint_def(tx: &Transaction, oid: u32) -> Result<Option<String>> {
+    let Some(index_oid) = oid.checked_sub(CONSTRAINT_OID_BASE) else {
+        return Ok(None);
+    };
+    Ok(find_index(tx, index_oid)?.map(|(t, i)| {
+        let kind = if is_primary(&t, &i) {
+            "PRIMARY KEY"
+        } else {
+            "UNIQUE"
+        };
+        format!("{kind} ({})", key_list(&t, &i))
+    }))
+}

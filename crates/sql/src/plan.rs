@@ -1,0 +1,618 @@
+//! Plans and their execution. A plan is a tree of [`Node`]s; executing one gives an iterator
+//! of rows (pull-based, one row at a time, so `LIMIT 1` over a large table reads one row).
+//! Nodes that must see all their input first (sort, aggregate, DISTINCT, the inner side of
+//! a nested loop) materialize it, bounded by [`MAX_MATERIALIZED_ROWS`].
+//!
+//! ## Rules
+//! - A node's output row is a `Vec<Value>` whose layout the binder fixed: a join's row is the
+//!   left row then the right row; an aggregate's is its group keys then its aggregates.
+//! - Expressions see the current row as `Column(i)` and enclosing rows through the
+//!   context's frames: a LATERAL right side (and an index nested loop's inner scan) runs
+//!   once per left row with that row as its innermost frame.
+//! - Scans read through the engine's `Transaction`, so every row respects the statement's
+//!   snapshot; a scan with `with_tid` appends the row's TID (encoded by [`tid_value`]) for
+//!   UPDATE and DELETE.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
+
+use quire_engine::{IndexId, Row, TableId, Tid, Value};
+
+use crate::error::{Result, SqlError};
+use crate::expr::{compare, Cx, Expr, Frame};
+use crate::func::{AggFunc, AggState};
+use crate::pg_catalog::CatalogTable;
+
+/// Most rows a node materializes (a sort's input, a hash of groups, a nested loop's inner
+/// side), so that memory is bounded whatever the data: beyond it the statement fails with
+/// 54000 rather than exhaust the server's memory.
+pub const MAX_MATERIALIZED_ROWS: usize = 10_000_000;
+
+/// Most rows `generate_series` yields.
+const MAX_SERIES_ROWS: i64 = 100_000_000;
+
+#[derive(Clone, Debug)]
+pub(crate) enum JoinKind {
+    Inner,
+    Left,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct SortKey {
+    pub expr: Expr,
+    pub descending: bool,
+    pub nulls_first: bool,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Agg {
+    pub func: AggFunc,
+    pub args: Vec<Expr>,
+    pub distinct: bool,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Node {
+    Scan {
+        table: TableId,
+        with_tid: bool,
+    },
+    /// Rows through an index whose key bounds are evaluated when the scan opens (constants,
+    /// parameters, or the outer row of an index nested loop).
+    IndexScan {
+        index: IndexId,
+        lower: Bound<Vec<Expr>>,
+        upper: Bound<Vec<Expr>>,
+        with_tid: bool,
+    },
+    Catalog(CatalogTable),
+    Values(Vec<Vec<Expr>>),
+    Series {
+        start: Expr,
+        stop: Expr,
+        step: Option<Expr>,
+    },
+    Filter {
+        input: Box<Node>,
+        pred: Expr,
+    },
+    Project {
+        input: Box<Node>,
+        exprs: Vec<Expr>,
+    },
+    /// A nested loop. Unless `lateral`, the right side does not depend on the left row and
+    /// is materialized once; a lateral right side runs once per left row.
+    NestedLoop {
+        kind: JoinKind,
+        left: Box<Node>,
+        right: Box<Node>,
+        on: Option<Expr>,
+        right_width: usize,
+        lateral: bool,
+    },
+    /// An equi-join: the right side is hashed on `right_keys`, the left probes it.
+    HashJoin {
+        kind: JoinKind,
+        left: Box<Node>,
+        right: Box<Node>,
+        left_keys: Vec<Expr>,
+        right_keys: Vec<Expr>,
+        residual: Option<Expr>,
+        right_width: usize,
+    },
+    Aggregate {
+        input: Box<Node>,
+        keys: Vec<Expr>,
+        aggs: Vec<Agg>,
+    },
+    Sort {
+        input: Box<Node>,
+        keys: Vec<SortKey>,
+    },
+    Distinct {
+        input: Box<Node>,
+    },
+    Limit {
+        input: Box<Node>,
+        offset: Option<Expr>,
+        count: Option<Expr>,
+    },
+    Append(Vec<Node>),
+}
+
+pub(crate) type Rows<'a> = Box<dyn Iterator<Item = Result<Row>> + 'a>;
+
+/// The TID of a row as a value (a scan's hidden last column for UPDATE and DELETE).
+pub(crate) fn tid_value(tid: Tid) -> Value {
+    Value::Int((i64::from(tid.block) << 16) | i64::from(tid.offset))
+}
+
+/// The inverse of [`tid_value`].
+pub(crate) fn value_tid(v: &Value) -> Result<Tid> {
+    match v {
+        Value::Int(i) => Ok(Tid::new(
+            u32::try_from(i >> 16).map_err(|_| crate::expr::internal("tid"))?,
+            (i & 0xffff) as u16,
+        )),
+        _ => Err(crate::expr::internal("tid")),
+    }
+}
+
+fn too_many_rows() -> SqlError {
+    SqlError::new(
+        "54000",
+        format!("a statement may hold at most {MAX_MATERIALIZED_ROWS} rows in memory at one step"),
+    )
+}
+
+/// All rows of `rows`, bounded by [`MAX_MATERIALIZED_ROWS`].
+pub(crate) fn collect(rows: Rows) -> Result<Vec<Row>> {
+    let mut out = Vec::new();
+    for r in rows {
+        if out.len() >= MAX_MATERIALIZED_ROWS {
+            return Err(too_many_rows());
+        }
+        out.push(r?);
+    }
+    Ok(out)
+}
+
+/// Starts executing `node`.
+pub(crate) fn open<'a>(node: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
+    Ok(match node {
+        Node::Scan { table, with_tid } => {
+            let with_tid = *with_tid;
+            Box::new(cx.tx.scan(*table)?.map(move |r| {
+                let (tid, mut row) = r?;
+                if with_tid {
+                    row.push(tid_value(tid));
+                }
+                Ok(row)
+            }))
+        }
+        Node::IndexScan {
+            index,
+            lower,
+            upper,
+            with_tid,
+        } => index_scan(*index, lower, upper, *with_tid, cx)?,
+        Node::Catalog(t) => Box::new(t.rows(cx)?.into_iter().map(Ok)),
+        Node::Values(rows) => Box::new(
+            rows.iter()
+                .map(move |r| r.iter().map(|e| e.eval(cx, &[])).collect()),
+        ),
+        Node::Series { start, stop, step } => series(start, stop, step.as_ref(), cx)?,
+        Node::Filter { input, pred } => {
+            let rows = open(input, cx)?;
+            Box::new(rows.filter_map(move |r| match r {
+                Ok(row) => match pred.holds(cx, &row) {
+                    Ok(true) => Some(Ok(row)),
+                    Ok(false) => None,
+                    Err(e) => Some(Err(e)),
+                },
+                Err(e) => Some(Err(e)),
+            }))
+        }
+        Node::Project { input, exprs } => {
+            let rows = open(input, cx)?;
+            Box::new(rows.map(move |r| {
+                let row = r?;
+                exprs.iter().map(|e| e.eval(cx, &row)).collect()
+            }))
+        }
+        Node::NestedLoop {
+            kind,
+            left,
+            right,
+            on,
+            right_width,
+            lateral,
+        } => nested_loop(kind, left, right, on.as_ref(), *right_width, *lateral, cx)?,
+        Node::HashJoin {
+            kind,
+            left,
+            right,
+            left_keys,
+            right_keys,
+            residual,
+            right_width,
+        } => hash_join(
+            kind,
+            left,
+            right,
+            left_keys,
+            right_keys,
+            residual.as_ref(),
+            *right_width,
+            cx,
+        )?,
+        Node::Aggregate { input, keys, aggs } => Box::new(
+            aggregate(open(input, cx)?, keys, aggs, cx)?
+                .into_iter()
+                .map(Ok),
+        ),
+        Node::Sort { input, keys } => Box::new(
+            sort(collect(open(input, cx)?)?, keys, cx)?
+                .into_iter()
+                .map(Ok),
+        ),
+        Node::Distinct { input } => {
+            let mut seen = HashSet::new();
+            let rows = open(input, cx)?;
+            Box::new(rows.filter_map(move |r| match r {
+                Ok(row) => {
+                    if seen.len() >= MAX_MATERIALIZED_ROWS {
+                        return Some(Err(too_many_rows()));
+                    }
+                    seen.insert(RowKey(row.clone())).then_some(Ok(row))
+                }
+                Err(e) => Some(Err(e)),
+            }))
+        }
+        Node::Limit {
+            input,
+            offset,
+            count,
+        } => {
+            let offset = limit_value(offset.as_ref(), "OFFSET", cx)?.unwrap_or(0);
+            let count = limit_value(count.as_ref(), "LIMIT", cx)?;
+            let rows = open(input, cx)?.skip(offset);
+            match count {
+                Some(n) => Box::new(rows.take(n)),
+                None => Box::new(rows),
+            }
+        }
+        Node::Append(nodes) => {
+            let mut all: Rows = Box::new(std::iter::empty());
+            for n in nodes {
+                all = Box::new(all.chain(open(n, cx)?));
+            }
+            all
+        }
+    })
+}
+
+fn limit_value(e: Option<&Expr>, what: &str, cx: &Cx) -> Result<Option<usize>> {
+    match e.map(|e| e.eval(cx, &[])).transpose()? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Int(n)) if n >= 0 => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
+        Some(Value::Int(_)) => Err(SqlError::new(
+            "2201W",
+            format!("{what} must not be negative"),
+        )),
+        Some(_) => Err(SqlError::type_mismatch(format!(
+            "argument of {what} must be type bigint"
+        ))),
+    }
+}
+
+fn index_scan<'a>(
+    index: IndexId,
+    lower: &Bound<Vec<Expr>>,
+    upper: &Bound<Vec<Expr>>,
+    with_tid: bool,
+    cx: &'a Cx<'a>,
+) -> Result<Rows<'a>> {
+    let eval = |b: &Bound<Vec<Expr>>| -> Result<Option<Bound<Vec<Value>>>> {
+        let keys = |v: &Vec<Expr>| -> Result<Option<Vec<Value>>> {
+            let vals: Vec<Value> = v.iter().map(|e| e.eval(cx, &[])).collect::<Result<_>>()?;
+            // A NULL key matches nothing (`col = NULL` is never true).
+            Ok((!vals.iter().any(Value::is_null)).then_some(vals))
+        };
+        Ok(match b {
+            Bound::Unbounded => Some(Bound::Unbounded),
+            Bound::Included(v) => keys(v)?.map(Bound::Included),
+            Bound::Excluded(v) => keys(v)?.map(Bound::Excluded),
+        })
+    };
+    let (Some(lo), Some(hi)) = (eval(lower)?, eval(upper)?) else {
+        return Ok(Box::new(std::iter::empty()));
+    };
+    let as_ref = |b: &Bound<Vec<Value>>| -> Bound<Vec<Value>> { b.clone() };
+    let (lo, hi) = (as_ref(&lo), as_ref(&hi));
+    let rows = cx.tx.index_scan(
+        index,
+        lo.as_ref().map(Vec::as_slice),
+        hi.as_ref().map(Vec::as_slice),
+    )?;
+    Ok(Box::new(rows.map(move |r| {
+        let (tid, mut row) = r?;
+        if with_tid {
+            row.push(tid_value(tid));
+        }
+        Ok(row)
+    })))
+}
+
+fn series<'a>(start: &Expr, stop: &Expr, step: Option<&Expr>, cx: &Cx) -> Result<Rows<'a>> {
+    let int = |e: &Expr| -> Result<Option<i64>> {
+        match e.eval(cx, &[])? {
+            Value::Int(i) => Ok(Some(i)),
+            Value::Null => Ok(None),
+            _ => Err(SqlError::unsupported("generate_series over non-integers")),
+        }
+    };
+    let (Some(a), Some(b)) = (int(start)?, int(stop)?) else {
+        return Ok(Box::new(std::iter::empty()));
+    };
+    let step = match step {
+        Some(e) => match int(e)? {
+            Some(0) => return Err(SqlError::new("22023", "step size cannot equal zero")),
+            Some(s) => s,
+            None => return Ok(Box::new(std::iter::empty())),
+        },
+        None => 1,
+    };
+    let count = if (step > 0 && b < a) || (step < 0 && b > a) {
+        0
+    } else {
+        (i128::from(b) - i128::from(a)) / i128::from(step) + 1
+    };
+    if count > i128::from(MAX_SERIES_ROWS) {
+        return Err(SqlError::new(
+            "54000",
+            format!("generate_series may yield at most {MAX_SERIES_ROWS} rows"),
+        ));
+    }
+    let count = count as i64;
+    Ok(Box::new(
+        (0..count).map(move |i| Ok(vec![Value::Int(a + i * step)])),
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn nested_loop<'a>(
+    kind: &'a JoinKind,
+    left: &'a Node,
+    right: &'a Node,
+    on: Option<&'a Expr>,
+    right_width: usize,
+    lateral: bool,
+    cx: &'a Cx<'a>,
+) -> Result<Rows<'a>> {
+    let fixed_right = if lateral {
+        None
+    } else {
+        Some(collect(open(right, cx)?)?)
+    };
+    let lefts = open(left, cx)?;
+    let joined = lefts.map(move |l| -> Result<Vec<Row>> {
+        let l = l?;
+        let frame = Frame {
+            row: &l,
+            up: cx.outer,
+        };
+        let inner_cx = cx.nested(&frame);
+        let per_row;
+        let rights = if let Some(r) = &fixed_right {
+            r
+        } else {
+            per_row = collect(open(right, &inner_cx)?)?;
+            &per_row
+        };
+        let mut out = Vec::new();
+        for r in rights {
+            let mut row = l.clone();
+            row.extend_from_slice(r);
+            let keep = match on {
+                Some(p) => p.holds(cx, &row)?,
+                None => true,
+            };
+            if keep {
+                out.push(row);
+            }
+        }
+        if out.is_empty() && matches!(kind, JoinKind::Left) {
+            let mut row = l;
+            row.extend(std::iter::repeat_n(Value::Null, right_width));
+            out.push(row);
+        }
+        Ok(out)
+    });
+    Ok(Box::new(joined.flat_map(|r| -> Vec<Result<Row>> {
+        match r {
+            Ok(rows) => rows.into_iter().map(Ok).collect(),
+            Err(e) => vec![Err(e)],
+        }
+    })))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn hash_join<'a>(
+    kind: &'a JoinKind,
+    left: &'a Node,
+    right: &'a Node,
+    left_keys: &'a [Expr],
+    right_keys: &'a [Expr],
+    residual: Option<&'a Expr>,
+    right_width: usize,
+    cx: &'a Cx<'a>,
+) -> Result<Rows<'a>> {
+    let mut table: HashMap<RowKey, Vec<Row>> = HashMap::new();
+    let mut n = 0usize;
+    for r in open(right, cx)? {
+        let r = r?;
+        let key: Row = right_keys
+            .iter()
+            .map(|e| e.eval(cx, &r))
+            .collect::<Result<_>>()?;
+        if key.iter().any(Value::is_null) {
+            continue;
+        }
+        n += 1;
+        if n > MAX_MATERIALIZED_ROWS {
+            return Err(too_many_rows());
+        }
+        table.entry(RowKey(key)).or_default().push(r);
+    }
+    let lefts = open(left, cx)?;
+    let joined = lefts.map(move |l| -> Result<Vec<Row>> {
+        let l = l?;
+        let key: Row = left_keys
+            .iter()
+            .map(|e| e.eval(cx, &l))
+            .collect::<Result<_>>()?;
+        let mut out = Vec::new();
+        if let Some(matches) = table.get(&RowKey(key)) {
+            for r in matches {
+                let mut row = l.clone();
+                row.extend_from_slice(r);
+                if residual.map_or(Ok(true), |p| p.holds(cx, &row))? {
+                    out.push(row);
+                }
+            }
+        }
+        if out.is_empty() && matches!(kind, JoinKind::Left) {
+            let mut row = l;
+            row.extend(std::iter::repeat_n(Value::Null, right_width));
+            out.push(row);
+        }
+        Ok(out)
+    });
+    Ok(Box::new(joined.flat_map(|r| -> Vec<Result<Row>> {
+        match r {
+            Ok(rows) => rows.into_iter().map(Ok).collect(),
+            Err(e) => vec![Err(e)],
+        }
+    })))
+}
+
+/// A row usable as a hash key: floats by their bits, so that equal rows hash equally.
+#[derive(Clone, Debug)]
+struct RowKey(Row);
+
+impl PartialEq for RowKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len()
+            && self
+                .0
+                .iter()
+                .zip(&other.0)
+                .all(|(a, b)| a.is_null() == b.is_null() && compare(a, b).is_eq())
+    }
+}
+
+impl Eq for RowKey {}
+
+impl std::hash::Hash for RowKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        for v in &self.0 {
+            match v {
+                Value::Null => 0u8.hash(h),
+                Value::Bool(b) => b.hash(h),
+                // Integers hash as floats so that 1 and 1.0 (equal under compare) agree.
+                Value::Int(i) => (*i as f64).to_bits().hash(h),
+                Value::Float(f) => f.to_bits().hash(h),
+                Value::Text(s) => s.hash(h),
+                Value::Bytea(b) => b.hash(h),
+                Value::Timestamp(t) => t.hash(h),
+            }
+        }
+    }
+}
+
+fn aggregate(input: Rows, keys: &[Expr], aggs: &[Agg], cx: &Cx) -> Result<Vec<Row>> {
+    struct Group {
+        states: Vec<AggState>,
+        seen: Vec<HashSet<RowKey>>,
+    }
+    let new_group = || Group {
+        states: aggs.iter().map(|a| AggState::new(a.func)).collect(),
+        seen: aggs.iter().map(|_| HashSet::new()).collect(),
+    };
+    let mut order: Vec<RowKey> = Vec::new();
+    let mut groups: HashMap<RowKey, Group> = HashMap::new();
+    for r in input {
+        let row = r?;
+        let key: Row = keys
+            .iter()
+            .map(|e| e.eval(cx, &row))
+            .collect::<Result<_>>()?;
+        let key = RowKey(key);
+        if !groups.contains_key(&key) {
+            if groups.len() >= MAX_MATERIALIZED_ROWS {
+                return Err(too_many_rows());
+            }
+            order.push(key.clone());
+            groups.insert(key.clone(), new_group());
+        }
+        let g = groups.get_mut(&key).expect("the group was inserted above");
+        for (i, a) in aggs.iter().enumerate() {
+            let args: Row = a
+                .args
+                .iter()
+                .map(|e| e.eval(cx, &row))
+                .collect::<Result<_>>()?;
+            if a.distinct && !g.seen[i].insert(RowKey(args.clone())) {
+                continue;
+            }
+            g.states[i].add(a.func, &args)?;
+        }
+    }
+    // Without GROUP BY, an aggregate over no rows still gives one row (count 0).
+    if keys.is_empty() && order.is_empty() {
+        order.push(RowKey(Vec::new()));
+        groups.insert(RowKey(Vec::new()), new_group());
+    }
+    let mut out = Vec::with_capacity(order.len());
+    for key in order {
+        let g = groups.remove(&key).expect("every ordered key has a group");
+        let mut row = key.0;
+        row.extend(
+            g.states
+                .into_iter()
+                .zip(aggs)
+                .map(|(s, a)| s.finish(a.func)),
+        );
+        out.push(row);
+    }
+    Ok(out)
+}
+
+fn sort(rows: Vec<Row>, keys: &[SortKey], cx: &Cx) -> Result<Vec<Row>> {
+    let mut keyed: Vec<(Row, Row)> = rows
+        .into_iter()
+        .map(|r| {
+            let k: Row = keys
+                .iter()
+                .map(|k| k.expr.eval(cx, &r))
+                .collect::<Result<_>>()?;
+            Ok((k, r))
+        })
+        .collect::<Result<_>>()?;
+    keyed.sort_by(|(a, _), (b, _)| {
+        for (i, k) in keys.iter().enumerate() {
+            let (x, y) = (&a[i], &b[i]);
+            let o = match (x.is_null(), y.is_null()) {
+                (true, true) => std::cmp::Ordering::Equal,
+                (true, false) => {
+                    if k.nulls_first {
+                        std::cmp::Ordering::Less
+                    } else {
+                        std::cmp::Ordering::Greater
+                    }
+                }
+                (false, true) => {
+                    if k.nulls_first {
+                        std::cmp::Ordering::Greater
+                    } else {
+                        std::cmp::Ordering::Less
+                    }
+                }
+                (false, false) => {
+                    let o = compare(x, y);
+                    if k.descending {
+                        o.reverse()
+                    } else {
+                        o
+                    }
+                }
+            };
+            if o.is_ne() {
+                return o;
+            }
+        }
+        std::cmp::Ordering::Equal
+    });
+    Ok(keyed.into_iter().map(|(_, r)| r).collect())
+}
