@@ -44,9 +44,7 @@ fn encode_binary(v: &Value, ty: SqlType) -> Option<Vec<u8>> {
         (Value::Null, _) => return None,
         (Value::Int(i), SqlType::Int2) => (*i as i16).to_be_bytes().to_vec(),
         (Value::Int(i), SqlType::Int4) => (*i as i32).to_be_bytes().to_vec(),
-        (Value::Int(i), SqlType::Oid | SqlType::Regclass | SqlType::Regtype) => {
-            (*i as u32).to_be_bytes().to_vec()
-        }
+        (Value::Int(i), t) if t.is_oid() => (*i as u32).to_be_bytes().to_vec(),
         // Days since 1970 on disk, since 2000 on the wire.
         (Value::Int(d), SqlType::Date) => ((*d - PG_EPOCH_OFFSET_US / US_PER_DAY) as i32)
             .to_be_bytes()
@@ -117,7 +115,7 @@ pub(crate) fn decode_param(
             let s = std::str::from_utf8(bytes).map_err(|_| bad())?;
             parse_text(ty, s)?
         }
-        SqlType::Oid | SqlType::Regclass | SqlType::Regtype => {
+        SqlType::Oid | SqlType::Regclass | SqlType::Regtype | SqlType::Regnamespace => {
             Value::Int(u32::from_be_bytes(fixed(4)?.try_into().map_err(|_| bad())?).into())
         }
         SqlType::Date => {
@@ -125,8 +123,8 @@ pub(crate) fn decode_param(
             Value::Int(i64::from(d) + PG_EPOCH_OFFSET_US / US_PER_DAY)
         }
         SqlType::Uuid => Value::Bytea(fixed(16)?.to_vec()),
-        SqlType::TextArray => {
-            return Err(SqlError::unsupported("text[] parameters in binary format"))
+        SqlType::TextArray | SqlType::Int2Array => {
+            return Err(SqlError::unsupported("array parameters in binary format"))
         }
         SqlType::Bytea => Value::Bytea(bytes.to_vec()),
         SqlType::Timestamp | SqlType::Timestamptz => {

@@ -82,6 +82,8 @@ pub(crate) enum SubqueryKind {
     /// `(SELECT x ...)`: its one value, NULL for no row, 21000 for more than one.
     Scalar,
     Exists,
+    /// `ARRAY(SELECT ...)`: the first column's values as a `text[]`.
+    Array,
     /// `expr [NOT] IN (SELECT ...)`.
     In {
         expr: Box<Expr>,
@@ -190,7 +192,10 @@ impl Expr {
             | Expr::Param(_)
             | Expr::Column(_)
             | Expr::Outer { .. }
-            | Expr::Subquery(_, SubqueryKind::Scalar | SubqueryKind::Exists) => {}
+            | Expr::Subquery(
+                _,
+                SubqueryKind::Scalar | SubqueryKind::Exists | SubqueryKind::Array,
+            ) => {}
             Expr::Subquery(_, SubqueryKind::In { expr, .. }) => expr.visit(f),
             Expr::Arith(_, _, a, b) | Expr::Cmp(_, _, a, b) | Expr::Concat(a, b) => {
                 a.visit(f);
@@ -273,7 +278,10 @@ impl Expr {
             | Expr::Param(_)
             | Expr::Column(_)
             | Expr::Outer { .. }
-            | Expr::Subquery(_, SubqueryKind::Scalar | SubqueryKind::Exists) => {}
+            | Expr::Subquery(
+                _,
+                SubqueryKind::Scalar | SubqueryKind::Exists | SubqueryKind::Array,
+            ) => {}
             Expr::Subquery(_, SubqueryKind::In { expr, .. }) => expr.walk_mut(f),
             Expr::Arith(_, _, a, b) | Expr::Cmp(_, _, a, b) | Expr::Concat(a, b) => {
                 a.walk_mut(f);
@@ -522,6 +530,9 @@ fn cast(v: Value, from: SqlType, to: SqlType, cx: &Cx) -> Result<Value> {
                 SqlType::from_oid(oid).map_or_else(|| oid.to_string(), SqlType::name),
             ))
         }
+        (Value::Int(oid), SqlType::Regnamespace, t) if t.is_text() => Ok(Value::Text(
+            crate::pg_catalog::namespace_name(*oid).unwrap_or_else(|| oid.to_string()),
+        )),
         (Value::Text(name), f, SqlType::Regclass) if f.is_text() => {
             let oid = crate::pg_catalog::relation_oid(cx.tx, name)?.ok_or_else(|| {
                 SqlError::new("42P01", format!("relation \"{name}\" does not exist"))
@@ -557,6 +568,21 @@ fn subquery(node: &Node, kind: &SubqueryKind, cx: &Cx, row: &[Value]) -> Result<
                 ));
             }
             Ok(first.into_iter().next().unwrap_or(Value::Null))
+        }
+        SubqueryKind::Array => {
+            let mut elems = Vec::new();
+            for r in plan::open(node, &inner)? {
+                let v = r?.into_iter().next().unwrap_or(Value::Null);
+                let ty = v.type_of().map_or(SqlType::Text, SqlType::of_engine_type);
+                elems.push(types::format_text(&v, ty).unwrap_or_else(|| "NULL".into()));
+                if elems.len() > plan::MAX_MATERIALIZED_ROWS {
+                    return Err(SqlError::new(
+                        "54000",
+                        "ARRAY(SELECT ...) has too many rows",
+                    ));
+                }
+            }
+            Ok(Value::Text(crate::func::array_text(&elems)))
         }
         SubqueryKind::In { expr, negated } => {
             let v = expr.eval(cx, row)?;

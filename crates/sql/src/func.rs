@@ -41,6 +41,9 @@ pub(crate) enum Func {
     GetConstraintDef,
     GetExpr,
     ObjDescription,
+    /// Definitions of objects quire cannot have (views, triggers, rules, statistics
+    /// objects, partitions): NULL, as PostgreSQL answers for an oid no such object has.
+    NoObjectDef,
     EncodingToChar,
     BackendPid,
     QuoteIdent,
@@ -49,6 +52,13 @@ pub(crate) enum Func {
     MakeArray,
     /// `text[] || text[]`.
     ArrayCat,
+    /// `x = ANY (array)`, compared by text form.
+    AnyEq,
+    /// `array[i]` (1-based; NULL outside the array); the binder casts the element text to
+    /// the array's element type.
+    Subscript,
+    ArrayUpper,
+    RelationIsPublishable,
 }
 
 /// An aggregate function.
@@ -312,6 +322,12 @@ pub(crate) fn resolve(
             vec![Some(T::TextArray), Some(T::Text)],
             T::Int4,
         ),
+        ("array_upper" | "array_length", 2) => {
+            (Func::ArrayUpper, vec![None, Some(T::Int4)], T::Int4)
+        }
+        ("pg_relation_is_publishable", 1) => {
+            (Func::RelationIsPublishable, vec![Some(T::Oid)], T::Bool)
+        }
         ("array_to_string", 2) => (
             Func::ArrayToString,
             vec![Some(T::TextArray), Some(T::Text)],
@@ -336,6 +352,17 @@ pub(crate) fn resolve(
             (Func::GetConstraintDef, c, T::Text)
         }
         ("pg_get_expr", 2 | 3) => (Func::GetExpr, keep(n), T::Text),
+        (
+            "pg_get_statisticsobjdef_columns"
+            | "pg_get_viewdef"
+            | "pg_get_triggerdef"
+            | "pg_get_ruledef"
+            | "pg_get_partkeydef"
+            | "pg_get_partition_constraintdef"
+            | "pg_get_function_arguments"
+            | "pg_get_function_result",
+            1 | 2,
+        ) => (Func::NoObjectDef, keep(n), T::Text),
         ("obj_description" | "col_description" | "shobj_description", 1 | 2) => {
             (Func::ObjDescription, keep(n), T::Text)
         }
@@ -447,6 +474,7 @@ impl Func {
                 | Func::Least
                 | Func::GetExpr
                 | Func::ObjDescription
+                | Func::NoObjectDef
                 | Func::CurrentSetting
                 | Func::GetIndexDef
                 | Func::MakeArray
@@ -603,7 +631,7 @@ impl Func {
             },
             Func::GetConstraintDef => crate::pg_catalog::constraint_def(cx.tx, oid_arg(&args[0]))?
                 .map_or(Value::Null, Value::Text),
-            Func::GetExpr | Func::ObjDescription => Value::Null,
+            Func::GetExpr | Func::ObjDescription | Func::NoObjectDef => Value::Null,
             Func::EncodingToChar => Value::Text(
                 if int_arg(&args[0]) == Some(6) {
                     "UTF8"
@@ -621,6 +649,29 @@ impl Func {
                     .collect();
                 Value::Text(array_text(&elems))
             }
+            Func::AnyEq => {
+                let want = text_arg(&args[0]).unwrap_or("");
+                let elems = array_elements(text_arg(&args[1]).unwrap_or(""));
+                Value::Bool(elems.iter().any(|e| e == want))
+            }
+            Func::Subscript => {
+                let elems = array_elements(text_arg(&args[0]).unwrap_or(""));
+                let i = int_arg(&args[1]).unwrap_or(0);
+                usize::try_from(i - 1)
+                    .ok()
+                    .and_then(|i| elems.get(i))
+                    .map_or(Value::Null, |e| Value::Text(e.clone()))
+            }
+            Func::ArrayUpper => {
+                let n = array_elements(text_arg(&args[0]).unwrap_or("")).len();
+                if n == 0 || int_arg(&args[1]) != Some(1) {
+                    Value::Null
+                } else {
+                    Value::Int(i64::try_from(n).unwrap_or(i64::MAX))
+                }
+            }
+            // No relation is in a publication: quire has no logical replication.
+            Func::RelationIsPublishable => Value::Bool(false),
             Func::ArrayCat => {
                 let mut elems = Vec::new();
                 for v in &args {

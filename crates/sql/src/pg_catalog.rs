@@ -49,6 +49,16 @@ pub(crate) enum CatalogTable {
     PreparedXacts,
     Description,
     Tables,
+    Policy,
+    /// Catalogs of features quire lacks (extended statistics, publications, triggers,
+    /// rules): empty, with the columns psql reads.
+    StatisticExt,
+    Publication,
+    PublicationRel,
+    PublicationNamespace,
+    Trigger,
+    Rewrite,
+    Sequence,
 }
 
 use SqlType as T;
@@ -73,6 +83,14 @@ impl CatalogTable {
             "pg_prepared_xacts" => CatalogTable::PreparedXacts,
             "pg_description" => CatalogTable::Description,
             "pg_tables" | "tables" => CatalogTable::Tables,
+            "pg_policy" => CatalogTable::Policy,
+            "pg_statistic_ext" => CatalogTable::StatisticExt,
+            "pg_publication" => CatalogTable::Publication,
+            "pg_publication_rel" => CatalogTable::PublicationRel,
+            "pg_publication_namespace" => CatalogTable::PublicationNamespace,
+            "pg_trigger" => CatalogTable::Trigger,
+            "pg_rewrite" => CatalogTable::Rewrite,
+            "pg_sequence" => CatalogTable::Sequence,
             _ => return None,
         })
     }
@@ -114,6 +132,7 @@ impl CatalogTable {
                 ("relispartition", T::Bool),
                 ("relacl", T::TextArray),
                 ("reloptions", T::TextArray),
+                ("relpartbound", T::Text),
             ],
             CatalogTable::Attribute => &[
                 ("attrelid", T::Oid),
@@ -162,7 +181,7 @@ impl CatalogTable {
                 ("indisready", T::Bool),
                 ("indislive", T::Bool),
                 ("indisreplident", T::Bool),
-                ("indkey", T::Text),
+                ("indkey", T::Int2Array),
             ],
             CatalogTable::Database => &[
                 ("oid", T::Oid),
@@ -255,6 +274,75 @@ impl CatalogTable {
                 ("objsubid", T::Int4),
                 ("description", T::Text),
             ],
+            CatalogTable::Policy => &[
+                ("oid", T::Oid),
+                ("polname", T::Name),
+                ("polrelid", T::Oid),
+                ("polcmd", T::Char),
+                ("polpermissive", T::Bool),
+                ("polroles", T::TextArray),
+                ("polqual", T::Text),
+                ("polwithcheck", T::Text),
+            ],
+            CatalogTable::StatisticExt => &[
+                ("oid", T::Oid),
+                ("stxrelid", T::Oid),
+                ("stxname", T::Name),
+                ("stxnamespace", T::Oid),
+                ("stxowner", T::Oid),
+                ("stxstattarget", T::Int4),
+                ("stxkeys", T::Text),
+                ("stxkind", T::TextArray),
+                ("stxexprs", T::Text),
+            ],
+            CatalogTable::Publication => &[
+                ("oid", T::Oid),
+                ("pubname", T::Name),
+                ("puballtables", T::Bool),
+                ("pubinsert", T::Bool),
+                ("pubupdate", T::Bool),
+                ("pubdelete", T::Bool),
+                ("pubtruncate", T::Bool),
+                ("pubviaroot", T::Bool),
+            ],
+            CatalogTable::PublicationRel => &[
+                ("oid", T::Oid),
+                ("prpubid", T::Oid),
+                ("prrelid", T::Oid),
+                ("prqual", T::Text),
+                ("prattrs", T::Int2Array),
+            ],
+            CatalogTable::PublicationNamespace => {
+                &[("oid", T::Oid), ("pnpubid", T::Oid), ("pnnspid", T::Oid)]
+            }
+            CatalogTable::Trigger => &[
+                ("oid", T::Oid),
+                ("tgrelid", T::Oid),
+                ("tgparentid", T::Oid),
+                ("tgname", T::Name),
+                ("tgfoid", T::Oid),
+                ("tgtype", T::Int2),
+                ("tgenabled", T::Char),
+                ("tgisinternal", T::Bool),
+            ],
+            CatalogTable::Rewrite => &[
+                ("oid", T::Oid),
+                ("rulename", T::Name),
+                ("ev_class", T::Oid),
+                ("ev_type", T::Char),
+                ("ev_enabled", T::Char),
+                ("is_instead", T::Bool),
+            ],
+            CatalogTable::Sequence => &[
+                ("seqrelid", T::Oid),
+                ("seqtypid", T::Oid),
+                ("seqstart", T::Int8),
+                ("seqincrement", T::Int8),
+                ("seqmax", T::Int8),
+                ("seqmin", T::Int8),
+                ("seqcache", T::Int8),
+                ("seqcycle", T::Bool),
+            ],
             CatalogTable::Tables => &[
                 ("schemaname", T::Name),
                 ("tablename", T::Name),
@@ -343,7 +431,15 @@ impl CatalogTable {
             CatalogTable::Inherits
             | CatalogTable::PartitionedTable
             | CatalogTable::AttrDef
-            | CatalogTable::Description => Vec::new(),
+            | CatalogTable::Description
+            | CatalogTable::Policy
+            | CatalogTable::StatisticExt
+            | CatalogTable::Publication
+            | CatalogTable::PublicationRel
+            | CatalogTable::PublicationNamespace
+            | CatalogTable::Trigger
+            | CatalogTable::Rewrite
+            | CatalogTable::Sequence => Vec::new(),
             CatalogTable::Constraint => constraint_rows(cx.tx)?,
             CatalogTable::Collation => vec![vec![
                 int(DEFAULT_COLLATION),
@@ -465,6 +561,7 @@ fn class_row(oid: Value, name: &str, kind: &str, am: i64, natts: usize, has_inde
         f,
         Value::Null,
         Value::Null,
+        Value::Null,
     ]
 }
 
@@ -535,7 +632,7 @@ fn index_rows(tx: &Transaction) -> Result<Vec<Row>> {
                 Value::Bool(true),
                 Value::Bool(true),
                 Value::Bool(false),
-                text(&key.join(" ")),
+                text(&format!("{{{}}}", key.join(","))),
             ]);
         }
     }
@@ -680,6 +777,15 @@ pub(crate) fn format_type(oid: u32, typmod: i64) -> String {
         T::Varchar(_) => SqlType::Varchar(n).name(),
         T::Bpchar(_) => SqlType::Bpchar(n.or(Some(1))).name(),
         t => t.name(),
+    }
+}
+
+/// The name of namespace `oid` (`regnamespace` output).
+pub(crate) fn namespace_name(oid: i64) -> Option<String> {
+    match oid {
+        PG_CATALOG_NS => Some("pg_catalog".into()),
+        PUBLIC_NS => Some("public".into()),
+        _ => None,
     }
 }
 

@@ -36,12 +36,15 @@ pub enum SqlType {
     Oid,
     Regclass,
     Regtype,
+    Regnamespace,
     /// The catalogs' `name` and `"char"` (text underneath).
     Name,
     Char,
     /// `text[]`, kept in its text form (`{a,b}`): quire has arrays only where the catalog
     /// functions psql calls need them.
     TextArray,
+    /// `smallint[]` (and the catalogs' `int2vector`), also kept in text form.
+    Int2Array,
     Unknown,
 }
 
@@ -71,9 +74,11 @@ impl SqlType {
             SqlType::Oid => 26,
             SqlType::Regclass => 2205,
             SqlType::Regtype => 2206,
+            SqlType::Regnamespace => 4089,
             SqlType::Name => 19,
             SqlType::Char => 18,
             SqlType::TextArray => 1009,
+            SqlType::Int2Array => 1005,
             SqlType::Unknown => 705,
         }
     }
@@ -98,9 +103,11 @@ impl SqlType {
             26 => SqlType::Oid,
             2205 => SqlType::Regclass,
             2206 => SqlType::Regtype,
+            4089 => SqlType::Regnamespace,
             19 => SqlType::Name,
             18 => SqlType::Char,
             1009 => SqlType::TextArray,
+            1005 => SqlType::Int2Array,
             705 | 0 => SqlType::Unknown,
             _ => return None,
         })
@@ -115,7 +122,8 @@ impl SqlType {
             | SqlType::Date
             | SqlType::Oid
             | SqlType::Regclass
-            | SqlType::Regtype => Type::Int,
+            | SqlType::Regtype
+            | SqlType::Regnamespace => Type::Int,
             SqlType::Bool => Type::Bool,
             SqlType::Float4 | SqlType::Float8 => Type::Float,
             SqlType::Text
@@ -124,6 +132,7 @@ impl SqlType {
             | SqlType::Name
             | SqlType::Char
             | SqlType::TextArray
+            | SqlType::Int2Array
             | SqlType::Unknown => Type::Text,
             SqlType::Bytea | SqlType::Uuid => Type::Bytea,
             SqlType::Timestamp | SqlType::Timestamptz => Type::Timestamp,
@@ -164,9 +173,11 @@ impl SqlType {
             SqlType::Oid => "oid".into(),
             SqlType::Regclass => "regclass".into(),
             SqlType::Regtype => "regtype".into(),
+            SqlType::Regnamespace => "regnamespace".into(),
             SqlType::Name => "name".into(),
             SqlType::Char => "\"char\"".into(),
             SqlType::TextArray => "text[]".into(),
+            SqlType::Int2Array => "smallint[]".into(),
             SqlType::Unknown => "unknown".into(),
         }
     }
@@ -192,9 +203,11 @@ impl SqlType {
             "oid" => SqlType::Oid,
             "regclass" => SqlType::Regclass,
             "regtype" => SqlType::Regtype,
+            "regnamespace" => SqlType::Regnamespace,
             "name" => SqlType::Name,
             "\"char\"" | "char" => SqlType::Char,
             "text[]" | "_text" => SqlType::TextArray,
+            "smallint[]" | "_int2" | "int2vector" => SqlType::Int2Array,
             "int2" => SqlType::Int2,
             "int" | "int4" => SqlType::Int4,
             "int8" => SqlType::Int8,
@@ -261,10 +274,12 @@ impl SqlType {
             }
             DataType::Date => SqlType::Date,
             DataType::Uuid => SqlType::Uuid,
-            DataType::Array(ast::ArrayElemTypeDef::SquareBracket(inner, _))
-                if SqlType::from_ast(inner)?.is_text() =>
-            {
-                SqlType::TextArray
+            DataType::Array(ast::ArrayElemTypeDef::SquareBracket(inner, _)) => {
+                match SqlType::from_ast(inner)? {
+                    t if t.is_text() => SqlType::TextArray,
+                    SqlType::Int2 => SqlType::Int2Array,
+                    t => return Err(SqlError::unsupported(format!("arrays of {}", t.name()))),
+                }
             }
             DataType::Custom(name, mods) if mods.is_empty() => {
                 let last = name.0.last().map(ToString::to_string).unwrap_or_default();
@@ -299,7 +314,10 @@ impl SqlType {
 
     /// The oid-like types (compared and cast as integers).
     pub fn is_oid(self) -> bool {
-        matches!(self, SqlType::Oid | SqlType::Regclass | SqlType::Regtype)
+        matches!(
+            self,
+            SqlType::Oid | SqlType::Regclass | SqlType::Regtype | SqlType::Regnamespace
+        )
     }
 
     /// The range of an integer type.
@@ -331,9 +349,11 @@ impl SqlType {
             SqlType::Oid => "oid",
             SqlType::Regclass => "regclass",
             SqlType::Regtype => "regtype",
+            SqlType::Regnamespace => "regnamespace",
             SqlType::Name => "name",
             SqlType::Char => "\"char\"",
             SqlType::TextArray => "text[]",
+            SqlType::Int2Array => "smallint[]",
         }
     }
 }
@@ -396,6 +416,16 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
         SqlType::Text | SqlType::Unknown | SqlType::Name | SqlType::TextArray => {
             Ok(Value::Text(text.to_string()))
         }
+        SqlType::Int2Array => {
+            // int2vector's form is `1 2`, an array's `{1,2}`: both read, stored as an array.
+            let inner = t.trim_start_matches('{').trim_end_matches('}');
+            let mut elems = Vec::new();
+            for e in inner.split([',', ' ']).filter(|e| !e.is_empty()) {
+                let v: i16 = e.trim().parse().map_err(|_| bad())?;
+                elems.push(v.to_string());
+            }
+            Ok(Value::Text(format!("{{{}}}", elems.join(","))))
+        }
         SqlType::Char => Ok(Value::Text(text.chars().take(1).collect())),
         SqlType::Varchar(limit) => check_varchar(text.to_string(), limit),
         SqlType::Bpchar(limit) => check_bpchar(text, limit),
@@ -404,7 +434,7 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
         SqlType::Timestamptz => parse_timestamptz(t).ok_or_else(bad).map(Value::Timestamp),
         SqlType::Date => parse_date(t).ok_or_else(bad).map(Value::Int),
         SqlType::Uuid => parse_uuid(t).ok_or_else(bad).map(Value::Bytea),
-        SqlType::Oid | SqlType::Regclass | SqlType::Regtype => {
+        SqlType::Oid | SqlType::Regclass | SqlType::Regtype | SqlType::Regnamespace => {
             let v: u32 = t.parse().map_err(|_| bad())?;
             Ok(Value::Int(i64::from(v)))
         }
@@ -671,6 +701,7 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
             _ => Err(mismatch(what, from, to)),
         },
         (v @ Value::Text(_), SqlType::TextArray) if from == SqlType::TextArray => Ok(v),
+        (v @ Value::Text(_), SqlType::Int2Array) if from == SqlType::Int2Array => Ok(v),
         (v @ Value::Timestamp(_), SqlType::Timestamp | SqlType::Timestamptz) => Ok(v),
         (v @ (Value::Bool(_) | Value::Bytea(_)), t)
             if v.type_of() == Some(t.engine_type())
@@ -699,7 +730,11 @@ fn mismatch(what: &str, from: SqlType, to: SqlType) -> SqlError {
 pub fn cast(value: Value, from: SqlType, to: SqlType) -> Result<Value> {
     match (&value, to) {
         (Value::Null, _) => Ok(Value::Null),
-        (Value::Text(s), _) if from.is_text() || from == SqlType::TextArray => parse_text(to, s),
+        (Value::Text(s), _)
+            if from.is_text() || matches!(from, SqlType::TextArray | SqlType::Int2Array) =>
+        {
+            parse_text(to, s)
+        }
         (_, SqlType::Text | SqlType::Unknown | SqlType::Name) => {
             Ok(Value::Text(format_text(&value, from).unwrap_or_default()))
         }

@@ -330,6 +330,49 @@ impl Binder<'_> {
                 }
                 self.call("substr", &args, scope)
             }
+            AstExpr::CompoundFieldAccess { root, access_chain } => {
+                let [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] =
+                    access_chain.as_slice()
+                else {
+                    return Err(SqlError::unsupported(format!("expression {e}")));
+                };
+                let (arr, at) = self.expr(root, scope)?;
+                let elem = match at {
+                    SqlType::TextArray => SqlType::Text,
+                    SqlType::Int2Array => SqlType::Int2,
+                    t => {
+                        return Err(SqlError::new(
+                            "42804",
+                            format!(
+                                "cannot subscript type {} because it is not an array",
+                                t.name()
+                            ),
+                        ))
+                    }
+                };
+                let (i, it) = self.expr_expecting(index, scope, Some(SqlType::Int4))?;
+                let i = self.coerce(i, it, SqlType::Int4)?;
+                let text = Expr::Func(Func::Subscript, vec![arr, i]);
+                Ok((Expr::Cast(Box::new(text), SqlType::Text, elem), elem))
+            }
+            AstExpr::AnyOp {
+                left,
+                compare_op: BinaryOperator::Eq,
+                right,
+                ..
+            } => {
+                if let AstExpr::Subquery(q) = &**right {
+                    let target = ast::InTarget::Subquery(q.clone());
+                    return self.in_expr(left, &target, false, scope);
+                }
+                let (l, lt) = self.expr(left, scope)?;
+                let (r, rt) = self.expr_expecting(right, scope, Some(SqlType::TextArray))?;
+                let r = self.coerce(r, rt, SqlType::TextArray)?;
+                Ok((
+                    Expr::Func(Func::AnyEq, vec![to_text(l, lt), r]),
+                    SqlType::Bool,
+                ))
+            }
             AstExpr::Exists { subquery, negated } => {
                 let (node, _) = self.subquery(subquery, scope)?;
                 let x = Expr::Subquery(Box::new(node), SubqueryKind::Exists);
@@ -798,6 +841,16 @@ impl Binder<'_> {
         let name = super::name_parts(&f.name)?.join(".");
         let (args, distinct, star) = match &f.args {
             FunctionArguments::None => (Vec::new(), false, false),
+            FunctionArguments::Subquery(q) if name == "array" => {
+                let (node, out) = self.subquery(q, scope)?;
+                if out.len() != 1 {
+                    return Err(SqlError::syntax("subquery must return only one column"));
+                }
+                return Ok((
+                    Expr::Subquery(Box::new(node), SubqueryKind::Array),
+                    SqlType::TextArray,
+                ));
+            }
             FunctionArguments::Subquery(_) => {
                 return Err(SqlError::unsupported("a subquery as a function argument"))
             }
