@@ -565,3 +565,132 @@ async fn raw_protocol_parameter_status_and_ready_for_query_states() -> anyhow::R
     assert_eq!(simple(&client, "SELECT 5").await?, [vec![Some("5".into())]]);
     server.stop().await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_moves_rows_both_ways_and_a_bad_line_loses_nothing() -> anyhow::Result<()> {
+    use futures::{SinkExt, StreamExt};
+    let dir = tempfile::tempdir()?;
+    let server = Running::start(dir.path(), 10).await?;
+    let client = server.connect().await?;
+    client
+        .batch_execute("CREATE TABLE c (id int PRIMARY KEY, name text, at timestamp)")
+        .await?;
+    // COPY FROM STDIN in text format, in chunks that split lines.
+    let sink = client.copy_in("COPY c FROM STDIN").await?;
+    futures::pin_mut!(sink);
+    for chunk in [
+        "1\tone\t2020-01-01 00:00:00\n2\t",
+        "two\t\\N\n3\tth\\tree\t\\N\n",
+    ] {
+        sink.send(bytes::Bytes::from(chunk)).await?;
+    }
+    assert_eq!(sink.finish().await?, 3);
+    // CSV with a header; a line that does not parse rolls the whole COPY back.
+    let sink = client
+        .copy_in("COPY c (id, name) FROM STDIN WITH (FORMAT csv, HEADER true)")
+        .await?;
+    futures::pin_mut!(sink);
+    sink.send(bytes::Bytes::from("id,name\n4,four\nfive,5\n"))
+        .await?;
+    let e = sink.finish().await.unwrap_err();
+    assert_eq!(code(&e), "22P02");
+    assert_eq!(
+        simple(&client, "SELECT count(*) FROM c").await?,
+        [[Some("3".into())]]
+    );
+    // COPY TO STDOUT in CSV.
+    let out = client
+        .copy_out("COPY c (id, name, at) TO STDOUT WITH CSV")
+        .await?;
+    futures::pin_mut!(out);
+    let mut text = Vec::new();
+    while let Some(chunk) = out.next().await {
+        text.extend_from_slice(&chunk?);
+    }
+    assert_eq!(
+        String::from_utf8(text)?,
+        "1,one,2020-01-01 00:00:00\n2,two,\n3,th\tree,\n"
+    );
+    server.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalog_queries_and_settings_answer_as_postgresql_does() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Running::start(dir.path(), 10).await?;
+    let client = server.connect().await?;
+    client
+        .batch_execute(
+            "CREATE TABLE acc (aid int NOT NULL, bid int, filler char(8)); \
+             ALTER TABLE acc ADD PRIMARY KEY (aid); CREATE INDEX acc_bid ON acc (bid)",
+        )
+        .await?;
+    // pgbench's start-up query (LATERAL, array_position, current_schemas, GROUP BY).
+    let rows = simple(
+        &client,
+        "select o.n, p.partstrat, pg_catalog.count(i.inhparent) from pg_catalog.pg_class as c \
+         join pg_catalog.pg_namespace as n on (n.oid = c.relnamespace) \
+         cross join lateral (select pg_catalog.array_position(pg_catalog.current_schemas(true), n.nspname)) as o(n) \
+         left join pg_catalog.pg_partitioned_table as p on (p.partrelid = c.oid) \
+         left join pg_catalog.pg_inherits as i on (c.oid = i.inhparent) \
+         where c.relname = 'acc' and o.n is not null group by 1, 2 order by 1 asc limit 1",
+    )
+    .await?;
+    assert_eq!(rows, [[Some("2".into()), None, Some("0".into())]]);
+    // psql's column query for \d, through the extended protocol with a parameter.
+    let rows = client
+        .query(
+            "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull \
+             FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 \
+             ORDER BY a.attnum",
+            &[&"acc"],
+        )
+        .await?;
+    let cols: Vec<(String, String, bool)> = rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        cols,
+        [
+            ("aid".into(), "integer".into(), true),
+            ("bid".into(), "integer".into(), false),
+            ("filler".into(), "character(8)".into(), false),
+        ]
+    );
+    let defs = simple(
+        &client,
+        "SELECT pg_catalog.pg_get_indexdef(i.indexrelid) FROM pg_catalog.pg_index i \
+         WHERE i.indrelid = 'acc'::regclass ORDER BY 1",
+    )
+    .await?;
+    assert_eq!(
+        defs,
+        [
+            [Some(
+                "CREATE INDEX acc_bid ON public.acc USING btree (bid)".into()
+            )],
+            [Some(
+                "CREATE UNIQUE INDEX acc_pkey ON public.acc USING btree (aid)".into()
+            )],
+        ]
+    );
+    // SET and SHOW of session settings; a server setting cannot change at run time.
+    client
+        .batch_execute("SET application_name = 'quire-test'")
+        .await?;
+    assert_eq!(
+        simple(&client, "SHOW application_name").await?,
+        [[Some("quire-test".into())]]
+    );
+    assert_eq!(
+        code(
+            &client
+                .batch_execute("SET buffer_drop = 'scan'")
+                .await
+                .unwrap_err()
+        ),
+        "55P02"
+    );
+    server.stop().await
+}

@@ -244,7 +244,10 @@ impl Settings {
             if self.server().iter().any(|(n, _)| *n == name) {
                 return Err(SqlError::new(
                     "55P02",
-                    format!("parameter \"{name}\" cannot be changed now (it is a server setting: set it in quire.toml, QUIRE_{} or a flag)", name.to_uppercase()),
+                    format!(
+                        "parameter \"{name}\" cannot be changed now (a server setting: start quire serve with -c {name}=... or QUIRE_{})",
+                        name.to_uppercase()
+                    ),
                 ));
             }
             return Err(SqlError::new(

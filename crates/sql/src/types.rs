@@ -273,6 +273,7 @@ impl SqlType {
                 SqlType::Timestamptz
             }
             DataType::Date => SqlType::Date,
+            DataType::Regclass => SqlType::Regclass,
             DataType::Uuid => SqlType::Uuid,
             DataType::Array(ast::ArrayElemTypeDef::SquareBracket(inner, _)) => {
                 match SqlType::from_ast(inner)? {

@@ -290,9 +290,16 @@ impl Binder<'_> {
                 format: None,
             } => {
                 let to = SqlType::from_ast(data_type)?;
-                let (inner, from) = self.expr_expecting(expr, scope, Some(to))?;
+                // A name for a reg* type is looked up when the statement runs (a parameter
+                // stays text); other casts type their parameter.
+                let param_type = if to.is_oid() && to != SqlType::Oid {
+                    SqlType::Text
+                } else {
+                    to
+                };
+                let (inner, from) = self.expr_expecting(expr, scope, Some(param_type))?;
                 if let Expr::Param(n) = inner {
-                    self.type_param(n, to);
+                    self.type_param(n, param_type);
                     if self.params[n] == to {
                         return Ok((Expr::Param(n), to));
                     }

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# PostgreSQL's own clients against a freshly started `quire serve`: pgbench's initialization,
+# its built-in scripts in every query mode, the two-phase script, the TPC-B invariant, and
+# psql's \dt, \d and an error's SQLSTATE. Installs Debian's postgresql-client if it is
+# missing. Usage: .ci/interop.sh [seconds per pgbench run, default 10]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-10}
+
+if ! command -v pgbench >/dev/null || ! command -v psql >/dev/null; then
+  echo "== installing postgresql-client"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq postgresql-client >/dev/null
+fi
+
+cargo build --release -q
+data=$(mktemp -d)
+port=55432
+log="$data.log"
+./target/release/quire serve --data-dir "$data" --port "$port" -c max_prepared_transactions=16 >"$log" 2>&1 &
+server=$!
+cleanup() {
+  kill -TERM "$server" 2>/dev/null || true
+  wait "$server" 2>/dev/null || true
+  rm -rf "$data" "$log"
+}
+trap cleanup EXIT
+
+export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=quire
+for _ in $(seq 1 100); do
+  psql -qAtc 'select 1' >/dev/null 2>&1 && break
+  sleep 0.1
+done
+
+fail() {
+  echo "FAILED: $*"
+  echo "--- server log (last 30 lines)"
+  tail -30 "$log"
+  exit 1
+}
+
+q() { psql -qAtc "$1"; }
+
+echo "== pgbench -i -s 2"
+pgbench -i -s 2 2>&1 | tail -2
+
+# One pgbench run; checks that no transaction failed or aborted, prints the figures.
+bench() {
+  local label=$1
+  shift
+  local out
+  out=$(pgbench -T "$secs" "$@" 2>&1) || fail "pgbench $label: $out"
+  grep -q "number of failed transactions: 0 " <<<"$out" || fail "pgbench $label: $out"
+  grep -qi "aborted" <<<"$out" && fail "pgbench $label: $out"
+  printf '%-28s %10s tps  latency %8s ms  failed %s\n' "$label" \
+    "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out")" \
+    "$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' <<<"$out")" \
+    "$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")"
+  last_tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+}
+
+echo "== pgbench -T $secs -c 4 -j 2"
+balances() {
+  q "select (select sum(abalance) from pgbench_accounts), (select sum(tbalance) from pgbench_tellers), (select sum(bbalance) from pgbench_branches)"
+}
+for mode in simple extended prepared; do
+  IFS='|' read -r a0 t0 b0 <<<"$(balances)"
+  bench "tpcb -M $mode" -c 4 -j 2 -M "$mode"
+  # TPC-B's invariant: each transaction adds its delta to one account, teller and branch,
+  # and records it in the history (which pgbench empties before each run).
+  IFS='|' read -r a1 t1 b1 <<<"$(balances)"
+  h=$(q "select coalesce(sum(delta), 0) from pgbench_history")
+  da=$((a1 - a0)) dt=$((t1 - t0)) db=$((b1 - b0))
+  [[ "$da" == "$dt" && "$dt" == "$db" && "$db" == "$h" ]] ||
+    fail "TPC-B invariant after -M $mode: accounts +$da tellers +$dt branches +$db history $h"
+done
+echo "TPC-B invariant holds after each run: the accounts', tellers' and branches' balances grew by the history's deltas"
+
+for mode in simple extended prepared; do
+  bench "select-only -M $mode" -c 4 -j 2 -S -M "$mode"
+done
+for mode in simple extended prepared; do
+  a0=$(q "select sum(abalance) from pgbench_accounts")
+  bench "simple-update -M $mode" -c 4 -j 2 -N -M "$mode"
+  a1=$(q "select sum(abalance) from pgbench_accounts")
+  h=$(q "select coalesce(sum(delta), 0) from pgbench_history")
+  [[ $((a1 - a0)) == "$h" ]] || fail "after -N -M $mode: accounts +$((a1 - a0)), history $h"
+done
+echo "-N: the accounts' balances grew by the history's deltas after each run"
+
+script=$(mktemp)
+cat >"$script" <<'EOF'
+\set aid random(1, 100000 * :scale)
+BEGIN;
+UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = :aid;
+PREPARE TRANSACTION 'p_:client_id';
+COMMIT PREPARED 'p_:client_id';
+EOF
+before=$(q "select sum(abalance) from pgbench_accounts")
+bench "two-phase -c 2" -c 2 -j 2 -f "$script"
+rm -f "$script"
+after=$(q "select sum(abalance) from pgbench_accounts")
+[[ $((after - before)) == "$last_tx" ]] || fail "two-phase: abalance grew by $((after - before)), $last_tx transactions committed"
+[[ "$(q 'select count(*) from pg_prepared_xacts')" == 0 ]] || fail "prepared transactions left over"
+echo "two-phase: abalance grew by exactly the $last_tx committed transactions"
+
+echo "== psql"
+dt=$(psql -c '\dt')
+echo "$dt"
+for t in pgbench_accounts pgbench_branches pgbench_history pgbench_tellers; do
+  grep -q " $t " <<<"$dt" || fail "\\dt lacks $t"
+done
+d=$(psql -c '\d pgbench_accounts')
+echo "$d"
+grep -q '"pgbench_accounts_pkey" PRIMARY KEY, btree (aid)' <<<"$d" || fail "\\d pgbench_accounts lacks its primary key"
+grep -q 'aid      | integer       |           | not null' <<<"$d" || fail "\\d pgbench_accounts: column aid"
+err=$(psql -v VERBOSITY=verbose -c 'select 1/0' 2>&1 || true)
+echo "$err"
+grep -q "ERROR:  22012: division by zero" <<<"$err" || fail "select 1/0 did not report SQLSTATE 22012"
+
+echo "== clean shutdown"
+kill -TERM "$server"
+wait "$server" || fail "quire serve exited with an error on SIGTERM"
+grep -q "shut down" "$log" || grep -qi "shutdown" "$log" || fail "no shutdown in the log"
+echo "interop: all checks passed"
