@@ -31,7 +31,6 @@ use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::response::CommandComplete;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
-use quire_engine::Value;
 use quire_sql::{
     Description, OutColumn, Outcome, OutcomeKind, Session, SqlError, SqlType, Statement,
 };
@@ -345,21 +344,23 @@ impl ExtendedQueryHandler for Connection {
             .session()
             .map_err(|e| user_error(&e))?
             .call(move |s| {
-                let types = s.describe(&statement, &hints).map_err(|e| s.abort(e))?.params;
-                if types.len() != raw.len() {
-                    return Err(s.abort(SqlError::new(
-                        "08P01",
-                        format!("bind message supplies {} parameters, but prepared statement requires {}", raw.len(), types.len()),
-                    )));
-                }
-                let values = raw
-                    .iter()
-                    .zip(&types)
-                    .enumerate()
-                    .map(|(i, (b, t))| wire::decode_param(b.as_deref(), binary[i], *t, i + 1))
-                    .collect::<Result<Vec<Value>, _>>()
-                    .map_err(|e| s.abort(e))?;
-                s.execute(&statement, &types, &values)
+                s.execute_with(&statement, &hints, &|types| {
+                    if types.len() != raw.len() {
+                        return Err(SqlError::new(
+                            "08P01",
+                            format!(
+                                "bind message supplies {} parameters, but prepared statement requires {}",
+                                raw.len(),
+                                types.len()
+                            ),
+                        ));
+                    }
+                    raw.iter()
+                        .zip(types)
+                        .enumerate()
+                        .map(|(i, (b, t))| wire::decode_param(b.as_deref(), binary[i], *t, i + 1))
+                        .collect()
+                })
             })
             .await
             .and_then(|r| r)

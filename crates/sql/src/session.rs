@@ -404,6 +404,21 @@ impl Session {
         hints: &[SqlType],
         params: &[Value],
     ) -> Result<Outcome> {
+        self.execute_with(stmt, hints, &|types| {
+            check_param_count(params.len(), types.len())?;
+            Ok(params.to_vec())
+        })
+    }
+
+    /// Runs `stmt`, its parameter values made by `decode` from the parameter types binding
+    /// inferred (the extended protocol's Bind bytes decode only once the types are known;
+    /// binding once serves both).
+    pub fn execute_with(
+        &mut self,
+        stmt: &Statement,
+        hints: &[SqlType],
+        decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
+    ) -> Result<Outcome> {
         if self.copy.is_some() {
             return Err(SqlError::new("08P01", "a COPY is in progress"));
         }
@@ -415,7 +430,18 @@ impl Session {
             return Err(SqlError::in_failed_transaction());
         }
         let r = match stmt {
-            Statement::Sql(ast) => self.execute_sql(ast, hints, params),
+            Statement::Sql(ast) => self.execute_sql(ast, hints, decode),
+            other => {
+                decode(&[])?;
+                self.execute_utility(other)
+            }
+        };
+        r.map_err(|e| self.fail(e))
+    }
+
+    fn execute_utility(&mut self, stmt: &Statement) -> Result<Outcome> {
+        match stmt {
+            Statement::Sql(_) => Err(SqlError::new("XX000", "SQL reached the utility executor")),
             Statement::PrepareTransaction(gid) => self.prepare_transaction(gid),
             Statement::CommitPrepared(gid) | Statement::RollbackPrepared(gid) => {
                 let commit = matches!(stmt, Statement::CommitPrepared(_));
@@ -427,17 +453,17 @@ impl Session {
             }
             Statement::Vacuum(v) => self.vacuum(v),
             Statement::Copy(c) => self.copy_start(c),
-        };
-        r.map_err(|e| self.fail(e))
+        }
     }
 
     fn execute_sql(
         &mut self,
         ast: &sqlparser::ast::Statement,
         hints: &[SqlType],
-        params: &[Value],
+        decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
     ) -> Result<Outcome> {
         if bind::is_transaction_control(ast) {
+            decode(&[])?;
             let bound = bind::bind_transaction_control(ast)?;
             return match bound {
                 Plan::Begin(isolation) => self.begin(isolation),
@@ -447,15 +473,15 @@ impl Session {
         }
         if let State::Block(tx) = &self.state {
             let bound = bind::bind(ast, hints, tx)?;
-            check_param_count(params.len(), bound.params.len())?;
-            let out = run(&self.db, tx, &mut self.settings, &bound.plan, params)?;
+            let params = decode(&bound.params)?;
+            let out = run(&self.db, tx, &mut self.settings, &bound.plan, &params)?;
             return Ok(with_columns(out, bound.out));
         }
         // Outside a block, the statement is its own transaction.
         let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
         let r = bind::bind(ast, hints, &tx).and_then(|bound| {
-            check_param_count(params.len(), bound.params.len())?;
-            let out = run(&self.db, &tx, &mut self.settings, &bound.plan, params)?;
+            let params = decode(&bound.params)?;
+            let out = run(&self.db, &tx, &mut self.settings, &bound.plan, &params)?;
             Ok(with_columns(out, bound.out))
         });
         match r {
