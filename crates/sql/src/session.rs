@@ -305,6 +305,15 @@ pub struct Session {
     copy: Option<CopyIn>,
     /// The error that ended a COPY FROM STDIN, reported at CopyDone.
     copy_error: Option<SqlError>,
+    /// The statement [`Session::describe`] bound last, kept for the Execute that follows
+    /// (a client's Bind, Describe, Execute of one portal); any other call drops it.
+    described: Option<Described>,
+}
+
+struct Described {
+    ast: Box<sqlparser::ast::Statement>,
+    hints: Vec<SqlType>,
+    bound: bind::Bound,
 }
 
 fn outcome(tag: impl Into<String>, kind: OutcomeKind) -> Outcome {
@@ -347,6 +356,7 @@ impl Session {
             settings,
             copy: None,
             copy_error: None,
+            described: None,
         }
     }
 
@@ -391,10 +401,16 @@ impl Session {
             });
         }
         let bound = self.with_tx(|tx| bind::bind(ast, hints, tx))?;
-        Ok(Description {
-            params: bound.params,
-            columns: bound.out,
-        })
+        let d = Description {
+            params: bound.params.clone(),
+            columns: bound.out.clone(),
+        };
+        self.described = Some(Described {
+            ast: ast.clone(),
+            hints: hints.to_vec(),
+            bound,
+        });
+        Ok(d)
     }
 
     /// Runs `stmt` with parameter values (already of the types [`Session::describe`] gave).
@@ -419,6 +435,7 @@ impl Session {
         hints: &[SqlType],
         decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
     ) -> Result<Outcome> {
+        let described = self.described.take();
         if self.copy.is_some() {
             return Err(SqlError::new("08P01", "a COPY is in progress"));
         }
@@ -430,7 +447,13 @@ impl Session {
             return Err(SqlError::in_failed_transaction());
         }
         let r = match stmt {
-            Statement::Sql(ast) => self.execute_sql(ast, hints, decode),
+            Statement::Sql(ast) => {
+                // The plan Describe just made for this statement, if it did.
+                let bound = described
+                    .filter(|d| d.ast == *ast && d.hints == hints)
+                    .map(|d| d.bound);
+                self.execute_sql(ast, hints, bound, decode)
+            }
             other => {
                 decode(&[])?;
                 self.execute_utility(other)
@@ -460,6 +483,7 @@ impl Session {
         &mut self,
         ast: &sqlparser::ast::Statement,
         hints: &[SqlType],
+        described: Option<bind::Bound>,
         decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
     ) -> Result<Outcome> {
         if bind::is_transaction_control(ast) {
@@ -472,14 +496,21 @@ impl Session {
             };
         }
         if let State::Block(tx) = &self.state {
-            let bound = bind::bind(ast, hints, tx)?;
+            let bound = match described {
+                Some(b) => b,
+                None => bind::bind(ast, hints, tx)?,
+            };
             let params = decode(&bound.params)?;
             let out = run(&self.db, tx, &mut self.settings, &bound.plan, &params)?;
             return Ok(with_columns(out, bound.out));
         }
         // Outside a block, the statement is its own transaction.
         let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
-        let r = bind::bind(ast, hints, &tx).and_then(|bound| {
+        let bound = match described {
+            Some(b) => Ok(b),
+            None => bind::bind(ast, hints, &tx),
+        };
+        let r = bound.and_then(|bound| {
             let params = decode(&bound.params)?;
             let out = run(&self.db, &tx, &mut self.settings, &bound.plan, &params)?;
             Ok(with_columns(out, bound.out))

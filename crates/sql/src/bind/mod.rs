@@ -120,6 +120,7 @@ pub(crate) enum Plan {
 }
 
 /// A bound statement: its plan, its parameters' types and its output columns.
+#[derive(Clone, Debug)]
 pub(crate) struct Bound {
     pub plan: Plan,
     pub params: Vec<SqlType>,
