@@ -1108,6 +1108,13 @@ fn run_plan(cx: &Cx, plan: &Plan) -> Result<Outcome> {
                 },
             ))
         }
+        Plan::SelectForUpdate {
+            table,
+            scan,
+            recheck,
+            exprs,
+            out,
+        } => select_for_update(cx, table, scan, recheck.as_ref(), exprs, out),
         Plan::Insert {
             table,
             source,
@@ -1335,6 +1342,38 @@ fn update(
         }
     }
     Ok(dml_outcome(format!("UPDATE {n}"), returning, out))
+}
+
+fn select_for_update(
+    cx: &Cx,
+    table: &TableInfo,
+    scan: &plan::Node,
+    recheck: Option<&Expr>,
+    exprs: &[Expr],
+    out: &[OutColumn],
+) -> Result<Outcome> {
+    let mut rows = Vec::new();
+    for tid in targets(cx, scan)? {
+        // The lock is taken on the newest version (READ COMMITTED follows concurrent
+        // updates), which must still match.
+        if let Changed::Done(_, row) = cx.tx.lock_row(table.def.oid, tid)? {
+            if recheck.map_or(Ok(true), |p| p.holds(cx, &row))? {
+                rows.push(
+                    exprs
+                        .iter()
+                        .map(|e| e.eval(cx, &row))
+                        .collect::<Result<_>>()?,
+                );
+            }
+        }
+    }
+    Ok(outcome(
+        format!("SELECT {}", rows.len()),
+        OutcomeKind::Rows {
+            columns: out.to_vec(),
+            rows,
+        },
+    ))
 }
 
 fn delete(

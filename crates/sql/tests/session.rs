@@ -548,3 +548,43 @@ fn odd_queries_fail_cleanly_or_run() -> anyhow::Result<()> {
     assert_eq!(rows(&mut s, "SELECT count(*) FROM t"), [[Value::Int(2)]]);
     Ok(())
 }
+
+#[test]
+fn select_for_update_locks_the_rows_until_commit() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    let mut a = Session::new(Arc::clone(&db));
+    run(&mut a, SETUP).unwrap();
+    run(&mut a, "BEGIN").unwrap();
+    assert_eq!(
+        rows(&mut a, "SELECT id, name FROM t WHERE id = 1 FOR UPDATE"),
+        [[Value::Int(1), Value::Text("a".into())]]
+    );
+    let (done, finished) = std::sync::mpsc::channel();
+    let writer = {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || {
+            let mut b = Session::new(db);
+            let r = run(&mut b, "UPDATE t SET name = 'z' WHERE id = 1");
+            done.send(r).expect("the test waits for it");
+        })
+    };
+    // The writer waits for the lock (the row is locked, not only read).
+    assert!(finished
+        .recv_timeout(std::time::Duration::from_millis(300))
+        .is_err());
+    assert_eq!(run(&mut a, "COMMIT"), Ok("COMMIT".into()));
+    assert_eq!(
+        finished.recv_timeout(std::time::Duration::from_secs(10))?,
+        Ok("UPDATE 1".into())
+    );
+    writer.join().expect("the writer thread ends");
+    assert_eq!(
+        run(
+            &mut a,
+            "SELECT * FROM t a JOIN t b ON a.id = b.id FOR UPDATE"
+        ),
+        Err("0A000")
+    );
+    Ok(())
+}

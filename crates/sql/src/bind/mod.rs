@@ -112,6 +112,15 @@ pub(crate) enum Plan {
         recheck: Option<Expr>,
         returning: Option<Vec<Expr>>,
     },
+    /// SELECT ... FOR UPDATE / FOR SHARE of one table: each matching row locked (its
+    /// newest version, checked again against the WHERE clause), then projected.
+    SelectForUpdate {
+        table: TableInfo,
+        scan: Node,
+        recheck: Option<Expr>,
+        exprs: Vec<Expr>,
+        out: Vec<OutColumn>,
+    },
     Set {
         name: String,
         value: Option<String>,
@@ -140,7 +149,7 @@ pub(crate) fn bind(stmt: &Statement, hints: &[SqlType], tx: &Transaction) -> Res
     };
     let plan = b.statement(stmt)?;
     let out = match &plan {
-        Plan::Query { out, .. } => out.clone(),
+        Plan::Query { out, .. } | Plan::SelectForUpdate { out, .. } => out.clone(),
         Plan::Show(name) => vec![OutColumn {
             name: name.clone(),
             ty: SqlType::Text,
@@ -360,7 +369,7 @@ impl Binder<'_> {
             Statement::Insert(ins) => self.insert(ins),
             Statement::Query(q) => {
                 if !q.locks.is_empty() {
-                    return Err(SqlError::unsupported("SELECT ... FOR UPDATE"));
+                    return self.select_for_update(q);
                 }
                 let (node, out) = self.query(q)?;
                 Ok(Plan::Query { node, out })
@@ -386,6 +395,52 @@ impl Binder<'_> {
             }),
             other => Err(SqlError::unsupported(statement_kind(other))),
         }
+    }
+
+    fn select_for_update(&mut self, q: &ast::Query) -> Result<Plan> {
+        let unsupported = || {
+            SqlError::unsupported(
+                "SELECT ... FOR UPDATE other than of one table with WHERE (no joins, grouping, \
+                 ORDER BY, LIMIT, NOWAIT or SKIP LOCKED)",
+            )
+        };
+        let SetExpr::Select(sel) = &*q.body else {
+            return Err(unsupported());
+        };
+        let simple = q.order_by.is_none()
+            && q.limit_clause.is_none()
+            && q.with.is_none()
+            && q.locks.iter().all(|l| l.nonblock.is_none())
+            && sel.distinct.is_none()
+            && sel.having.is_none()
+            && matches!(&sel.group_by, ast::GroupByExpr::Expressions(g, m) if g.is_empty() && m.is_empty());
+        let [twj] = sel.from.as_slice() else {
+            return Err(unsupported());
+        };
+        let TableFactor::Table {
+            name,
+            alias,
+            args: None,
+            ..
+        } = &twj.relation
+        else {
+            return Err(unsupported());
+        };
+        if !simple || !twj.joins.is_empty() {
+            return Err(unsupported());
+        }
+        let table = catalog::lookup(self.tx, &table_name(name)?)?;
+        let alias = alias.as_ref().map(|a| ident_name(&a.name));
+        let scope = Scope::of_table(&table, Some(alias.as_deref().unwrap_or(&table.def.name)));
+        let (scan, recheck) = self.target_scan(&table, &scope, sel.selection.as_ref())?;
+        let (exprs, out) = self.select_list(&sel.projection, &scope)?;
+        Ok(Plan::SelectForUpdate {
+            table,
+            scan,
+            recheck,
+            exprs,
+            out,
+        })
     }
 
     fn create_table(ct: &ast::CreateTable) -> Result<Plan> {
