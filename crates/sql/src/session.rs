@@ -1141,6 +1141,16 @@ fn run_plan(cx: &Cx, plan: &Plan) -> Result<Outcome> {
             recheck,
             returning,
         } => delete(cx, table, scan, recheck.as_ref(), returning.as_deref()),
+        Plan::Explain(lines) => Ok(outcome(
+            "EXPLAIN",
+            OutcomeKind::Rows {
+                columns: vec![OutColumn {
+                    name: "QUERY PLAN".into(),
+                    ty: SqlType::Text,
+                }],
+                rows: lines.iter().map(|l| vec![Value::Text(l.clone())]).collect(),
+            },
+        )),
         Plan::Begin(_) | Plan::Commit | Plan::Rollback | Plan::Set { .. } | Plan::Show(_) => Err(
             SqlError::new("XX000", "a statement reached the wrong executor"),
         ),

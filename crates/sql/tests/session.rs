@@ -369,6 +369,20 @@ fn queries_join_group_sort_and_nest() -> anyhow::Result<()> {
         rows(&mut s, "INSERT INTO a VALUES (1, 1, 5) ON CONFLICT (aid) DO UPDATE SET bal = a.bal + excluded.bal RETURNING bal"),
         [ints(&[16])]
     );
+    // The planner: primary-key equality and ranges through the index, equi-joins hashed.
+    let plan = |s: &mut Session, q: &str| -> String {
+        col(rows(s, q))
+            .into_iter()
+            .map(|v| v.as_text().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(plan(&mut s, "EXPLAIN SELECT bal FROM a WHERE aid = 3")
+        .contains("Index Scan using a_pkey (key equality)"));
+    assert!(plan(&mut s, "EXPLAIN UPDATE a SET bal = 0 WHERE aid > 8")
+        .contains("Index Scan using a_pkey (key range)"));
+    assert!(plan(&mut s, "EXPLAIN SELECT bal FROM a WHERE bal = 3").contains("Seq Scan on a"));
+    assert!(plan(&mut s, "EXPLAIN SELECT * FROM a JOIN b ON a.bid = b.bid").contains("Hash Join"));
     // Catalog views, as psql's \dt reads them.
     assert_eq!(
         col(rows(&mut s, "SELECT c.relname FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \

@@ -126,6 +126,8 @@ pub(crate) enum Plan {
         value: Option<String>,
     },
     Show(String),
+    /// EXPLAIN: the chosen plan, one line per row.
+    Explain(Vec<String>),
 }
 
 /// A bound statement: its plan, its parameters' types and its output columns.
@@ -152,6 +154,10 @@ pub(crate) fn bind(stmt: &Statement, hints: &[SqlType], tx: &Transaction) -> Res
         Plan::Query { out, .. } | Plan::SelectForUpdate { out, .. } => out.clone(),
         Plan::Show(name) => vec![OutColumn {
             name: name.clone(),
+            ty: SqlType::Text,
+        }],
+        Plan::Explain(_) => vec![OutColumn {
+            name: "QUERY PLAN".into(),
             ty: SqlType::Text,
         }],
         Plan::Insert {
@@ -376,6 +382,30 @@ impl Binder<'_> {
             }
             Statement::Update(u) => self.update(u),
             Statement::Delete(d) => self.delete(d),
+            Statement::Explain {
+                statement,
+                analyze: false,
+                ..
+            } => {
+                let plan = self.statement(statement)?;
+                let lines = match &plan {
+                    Plan::Query { node, .. } => crate::plan::explain(node, self.tx)?,
+                    Plan::Update { scan, table, .. } => {
+                        explain_dml("Update", table, scan, self.tx)?
+                    }
+                    Plan::Delete { scan, table, .. } => {
+                        explain_dml("Delete", table, scan, self.tx)?
+                    }
+                    Plan::Insert { table, source, .. } => {
+                        explain_dml("Insert", table, source, self.tx)?
+                    }
+                    _ => return Err(SqlError::unsupported("EXPLAIN of this statement")),
+                };
+                Ok(Plan::Explain(lines))
+            }
+            Statement::Explain { analyze: true, .. } => {
+                Err(SqlError::unsupported("EXPLAIN ANALYZE"))
+            }
             Statement::Set(set) => set_statement(set),
             Statement::ShowVariable { variable } => {
                 let name = variable
@@ -769,6 +799,24 @@ impl Binder<'_> {
         };
         Ok((scan, pred))
     }
+}
+
+/// EXPLAIN of INSERT, UPDATE or DELETE: the change over the plan of its rows.
+fn explain_dml(
+    what: &str,
+    table: &TableInfo,
+    rows: &Node,
+    tx: &Transaction,
+) -> Result<Vec<String>> {
+    let mut lines = vec![format!("{what} on {}", table.def.name)];
+    for l in crate::plan::explain(rows, tx)? {
+        lines.push(if l.starts_with(' ') {
+            format!("      {l}")
+        } else {
+            format!("  ->  {l}")
+        });
+    }
+    Ok(lines)
 }
 
 fn check_insert_width(exprs: usize, targets: usize) -> Result<()> {
