@@ -274,6 +274,14 @@ impl Database {
         self.finish_prepared(gid, true)
     }
 
+    /// Ends the lock wait of the session `owner` (its transaction's
+    /// [`Transaction::session_id`](crate::Transaction::session_id)), if it is waiting: the
+    /// waiting call fails with SQLSTATE 57014. A client's cancel request and a statement
+    /// timeout use it. Returns whether a wait was cancelled.
+    pub fn cancel_lock_wait(&self, owner: crate::LockOwner) -> bool {
+        self.engine.locks.cancel_wait(owner)
+    }
+
     /// CHECKPOINT: an immediate checkpoint, as PostgreSQL's command requests one.
     pub fn checkpoint(&self) -> Result<Lsn> {
         self.checkpointer.checkpoint()

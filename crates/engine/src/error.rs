@@ -140,6 +140,11 @@ pub enum Error {
     #[error("could not obtain {what}")]
     LockNotAvailable { what: String },
 
+    /// A lock wait ended by [`crate::Database::cancel_lock_wait`] (a client's cancel request
+    /// or a statement timeout).
+    #[error("canceling statement while waiting for {what}")]
+    QueryCanceled { what: String },
+
     #[error("out of shared memory: {what} (hint: {hint})")]
     OutOfSharedMemory { what: String, hint: String },
 
@@ -238,6 +243,7 @@ impl Error {
             Error::SerializationFailure { .. } => "40001",
             Error::Deadlock { .. } => "40P01",
             Error::LockNotAvailable { .. } => "55P03",
+            Error::QueryCanceled { .. } => "57014",
             Error::NotInPrerequisiteState { .. } => "55000",
             Error::InFailedTransaction => "25P02",
             Error::InvalidTransactionState { .. } => "25000",

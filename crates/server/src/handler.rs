@@ -15,6 +15,7 @@ use pgwire::api::auth::{
     finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata,
     DefaultServerParameterProvider, StartupHandler,
 };
+use pgwire::api::cancel::CancelHandler;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
@@ -35,6 +36,7 @@ use quire_sql::{
     Description, OutColumn, Outcome, OutcomeKind, Session, SqlError, SqlType, Statement,
 };
 
+use crate::cancel::Registry;
 use crate::session::SessionHandle;
 use crate::wire;
 
@@ -65,6 +67,10 @@ impl Drop for Slot {
 pub(crate) struct Connection {
     /// `None` when the connection is over `max_connections`: startup refuses it (53300).
     pub session: Option<SessionHandle>,
+    pub db: Arc<quire_engine::Database>,
+    pub registry: Arc<Registry>,
+    /// The process id the client was given, once registered for cancel requests.
+    pub pid: std::sync::Mutex<Option<i32>>,
     pub _slot: Option<Slot>,
     pub parameters: Arc<DefaultServerParameterProvider>,
     pub pids: Arc<RandomPidSecretKeyGenerator>,
@@ -80,6 +86,10 @@ impl PgWireServerHandlers for Handlers {
     }
 
     fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        Arc::clone(&self.0)
+    }
+
+    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
         Arc::clone(&self.0)
     }
 
@@ -159,6 +169,17 @@ impl StartupHandler for Connection {
             return Err(fatal("28000", &format!("role \"{user}\" does not exist")));
         }
         let (pid, secret) = self.pids.generate(client);
+        if let Some(session) = &self.session {
+            let interrupt = session
+                .call(|s| s.interrupt())
+                .await
+                .map_err(|e| user_error(&e))?;
+            self.registry.register(pid, secret.clone(), interrupt);
+            *self
+                .pid
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(pid);
+        }
         client.set_pid_and_secret_key(pid, secret);
         finish_authentication(client, self.parameters.as_ref()).await?;
         tracing::debug!(%peer, pid, "connection authenticated (trust)");
@@ -473,5 +494,28 @@ impl CopyHandler for Connection {
             Err(e) => e,
         };
         user_error(&e)
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        let pid = self
+            .pid
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(pid) = pid {
+            self.registry.deregister(pid);
+        }
+    }
+}
+
+/// A CancelRequest arrives on a connection of its own; it stops the statement of the
+/// session whose process id and secret key it names (and nothing if they do not match).
+#[async_trait]
+impl CancelHandler for Connection {
+    async fn on_cancel_request(&self, req: pgwire::messages::cancel::CancelRequest) {
+        let stopped = self.registry.cancel(&self.db, req.pid, &req.secret_key);
+        tracing::debug!(pid = req.pid, stopped, "cancel request");
     }
 }

@@ -23,6 +23,7 @@
 //!   checkpoint).
 #![deny(unsafe_code)]
 
+mod cancel;
 mod handler;
 mod session;
 mod wire;
@@ -41,6 +42,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::cancel::Registry;
 use crate::handler::{Connection, Handlers, Slot, SqlParser};
 use crate::session::SessionHandle;
 
@@ -174,6 +176,11 @@ impl Server {
         let parameters = Arc::new(handler::server_parameters());
         let pids = Arc::new(RandomPidSecretKeyGenerator::default());
         let parser = Arc::new(SqlParser);
+        let registry = Arc::new(Registry::default());
+        let watchdog_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watchdog = registry
+            .watchdog(Arc::clone(&db), Arc::clone(&watchdog_stop))
+            .map_err(|e| ServerError::Join(format!("cannot start the watchdog thread: {e}")))?;
         let mut connections = JoinSet::new();
         let mut next_id = 0u64;
         tokio::pin!(shutdown);
@@ -212,6 +219,9 @@ impl Server {
             tracing::debug!(%peer, id = next_id, "connection accepted");
             let conn = Arc::new(Connection {
                 session,
+                db: Arc::clone(&db),
+                registry: Arc::clone(&registry),
+                pid: std::sync::Mutex::new(None),
                 _slot: slot,
                 parameters: Arc::clone(&parameters),
                 pids: Arc::clone(&pids),
@@ -235,6 +245,8 @@ impl Server {
         drop(listener);
         let _ = stop.send(true);
         while connections.join_next().await.is_some() {}
+        watchdog_stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = watchdog.join();
         let threads = std::mem::take(
             &mut *threads
                 .lock()

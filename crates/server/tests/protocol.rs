@@ -60,6 +60,11 @@ fn code(e: &tokio_postgres::Error) -> String {
         .map_or_else(|| format!("no SQLSTATE: {e}"), |c| c.code().to_string())
 }
 
+fn message(e: &tokio_postgres::Error) -> String {
+    e.as_db_error()
+        .map_or_else(|| e.to_string(), |d| d.message().to_string())
+}
+
 /// The values of a simple query's rows, as text.
 async fn simple(
     client: &Client,
@@ -692,5 +697,68 @@ async fn catalog_queries_and_settings_answer_as_postgresql_does() -> anyhow::Res
         ),
         "55P02"
     );
+    server.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_and_statement_timeout_stop_scans_and_lock_waits() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Running::start(dir.path(), 10).await?;
+    let a = server.connect().await?;
+    let b = server.connect().await?;
+    // A long scan, cancelled by a CancelRequest from another connection.
+    let token = b.cancel_token();
+    let long = tokio::spawn(async move {
+        let r = b
+            .simple_query("SELECT count(*) FROM generate_series(1, 100000000)")
+            .await;
+        (b, r)
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    token.cancel_query(NoTls).await?;
+    let (b, r) = long.await?;
+    let e = r.unwrap_err();
+    assert_eq!(code(&e), "57014");
+    assert!(message(&e).contains("due to user request"), "{e:?}");
+    // A lock wait, cancelled the same way; inside a block the error aborts it.
+    a.batch_execute("CREATE TABLE l (id int PRIMARY KEY, v int); INSERT INTO l VALUES (1, 0)")
+        .await?;
+    a.batch_execute("BEGIN; UPDATE l SET v = 1 WHERE id = 1")
+        .await?;
+    let token = b.cancel_token();
+    let waiting = tokio::spawn(async move {
+        let r = b
+            .batch_execute("BEGIN; UPDATE l SET v = 2 WHERE id = 1")
+            .await;
+        (b, r)
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    token.cancel_query(NoTls).await?;
+    let (b, r) = waiting.await?;
+    assert_eq!(code(&r.unwrap_err()), "57014");
+    assert_eq!(
+        code(&b.batch_execute("SELECT 1").await.unwrap_err()),
+        "25P02"
+    );
+    b.batch_execute("ROLLBACK").await?;
+    // statement_timeout: a scan and a lock wait past it fail with 57014.
+    b.batch_execute("SET statement_timeout = '200ms'").await?;
+    let started = std::time::Instant::now();
+    let e = b
+        .simple_query("SELECT count(*) FROM generate_series(1, 100000000)")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "57014");
+    assert!(message(&e).contains("due to statement timeout"), "{e:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    let e = b
+        .batch_execute("UPDATE l SET v = 3 WHERE id = 1")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "57014");
+    a.batch_execute("COMMIT").await?;
+    b.batch_execute("SET statement_timeout = 0; UPDATE l SET v = 4 WHERE id = 1")
+        .await?;
+    assert_eq!(simple(&a, "SELECT v FROM l").await?, [[Some("4".into())]]);
     server.stop().await
 }

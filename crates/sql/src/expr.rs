@@ -148,6 +148,7 @@ pub(crate) struct Cx<'a> {
     pub tx: &'a Transaction,
     pub params: &'a [Value],
     pub settings: &'a Settings,
+    pub interrupt: &'a crate::interrupt::Interrupt,
     /// The statement's start (`now()`, `CURRENT_TIMESTAMP`), microseconds since 1970.
     pub now_us: i64,
     pub outer: Option<&'a Frame<'a>>,
@@ -165,6 +166,7 @@ impl<'a> Cx<'a> {
             tx: self.tx,
             params: self.params,
             settings: self.settings,
+            interrupt: self.interrupt,
             now_us: self.now_us,
             outer: Some(frame),
         }

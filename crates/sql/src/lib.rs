@@ -12,6 +12,7 @@
 //! - `catalog`, `pg_catalog`: what SQL keeps of a table, and PostgreSQL's catalog views.
 //! - `bind`: names, types and access paths: a statement becomes a plan.
 //! - `copy`: COPY's text and CSV formats.
+//! - `interrupt`: cancel requests and `statement_timeout`.
 //! - `session`: a client's transaction state, settings and COPY; statement execution.
 //!
 //! ## Rules
@@ -41,6 +42,7 @@ mod copy;
 mod error;
 mod expr;
 mod func;
+mod interrupt;
 mod parse;
 mod pg_catalog;
 mod plan;
@@ -49,6 +51,7 @@ mod types;
 
 pub use bind::OutColumn;
 pub use error::{Result, SqlError};
+pub use interrupt::Interrupt;
 pub use parse::{parse, CopyFormat, CopyStmt, Statement, VacuumStmt};
 pub use plan::MAX_MATERIALIZED_ROWS;
 pub use session::{Description, Outcome, OutcomeKind, Session, Settings, TxStatus, SERVER_VERSION};

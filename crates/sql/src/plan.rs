@@ -163,6 +163,7 @@ pub(crate) fn open<'a>(node: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
         Node::Scan { table, with_tid } => {
             let with_tid = *with_tid;
             Box::new(cx.tx.scan(*table)?.map(move |r| {
+                cx.interrupt.check()?;
                 let (tid, mut row) = r?;
                 if with_tid {
                     row.push(tid_value(tid));
@@ -316,6 +317,7 @@ fn index_scan<'a>(
         hi.as_ref().map(Vec::as_slice),
     )?;
     Ok(Box::new(rows.map(move |r| {
+        cx.interrupt.check()?;
         let (tid, mut row) = r?;
         if with_tid {
             row.push(tid_value(tid));
@@ -324,7 +326,7 @@ fn index_scan<'a>(
     })))
 }
 
-fn series<'a>(start: &Expr, stop: &Expr, step: Option<&Expr>, cx: &Cx) -> Result<Rows<'a>> {
+fn series<'a>(start: &Expr, stop: &Expr, step: Option<&Expr>, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
     let int = |e: &Expr| -> Result<Option<i64>> {
         match e.eval(cx, &[])? {
             Value::Int(i) => Ok(Some(i)),
@@ -355,9 +357,10 @@ fn series<'a>(start: &Expr, stop: &Expr, step: Option<&Expr>, cx: &Cx) -> Result
         ));
     }
     let count = count as i64;
-    Ok(Box::new(
-        (0..count).map(move |i| Ok(vec![Value::Int(a + i * step)])),
-    ))
+    Ok(Box::new((0..count).map(move |i| {
+        cx.interrupt.check()?;
+        Ok(vec![Value::Int(a + i * step)])
+    })))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -378,6 +381,7 @@ fn nested_loop<'a>(
     let lefts = open(left, cx)?;
     let joined = lefts.map(move |l| -> Result<Vec<Row>> {
         let l = l?;
+        cx.interrupt.check()?;
         let frame = Frame {
             row: &l,
             up: cx.outer,

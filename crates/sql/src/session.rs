@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound::Included;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use quire_engine::{Changed, Config, Database, IsolationLevel, Row, Transaction, Value};
 
@@ -15,6 +16,7 @@ use crate::catalog::{self, TableInfo};
 use crate::copy;
 use crate::error::{Result, SqlError};
 use crate::expr::{Cx, Expr};
+use crate::interrupt::Interrupt;
 use crate::parse::{CopyStmt, Statement, VacuumStmt};
 use crate::plan::{self, value_tid};
 use crate::types::SqlType;
@@ -211,6 +213,16 @@ impl Settings {
             .map(|(_, v)| v)
     }
 
+    /// `statement_timeout`, if set (zero is none).
+    pub fn statement_timeout(&self) -> Option<Duration> {
+        let ms = self
+            .session
+            .get("statement_timeout")
+            .and_then(|v| quire_engine::config::parse_millis(v).ok())
+            .unwrap_or(0);
+        (ms > 0).then(|| Duration::from_millis(ms))
+    }
+
     /// Every parameter: name, value, and where its value comes from.
     pub(crate) fn all(&self) -> Vec<(String, String, &'static str)> {
         let mut v: Vec<(String, String, &'static str)> = SESSION_PARAMETERS
@@ -278,9 +290,8 @@ fn check_session_value(name: &str, value: &str) -> Result<()> {
         "client_encoding" => ["utf8", "utf-8", "unicode"].contains(&v.as_str()),
         "timezone" => ["utc", "gmt", "etc/utc", "z", "0", "+00", "zulu"].contains(&v.as_str()),
         "datestyle" => v.starts_with("iso"),
-        "statement_timeout" | "idle_in_transaction_session_timeout" => {
-            v == "0" || v == "0ms" || v == "0s"
-        }
+        "statement_timeout" => quire_engine::config::parse_millis(value).is_ok(),
+        "idle_in_transaction_session_timeout" => v == "0" || v == "0ms" || v == "0s",
         _ => true,
     };
     if ok {
@@ -305,6 +316,8 @@ pub struct Session {
     copy: Option<CopyIn>,
     /// The error that ended a COPY FROM STDIN, reported at CopyDone.
     copy_error: Option<SqlError>,
+    /// How other threads stop the running statement (cancel requests, statement_timeout).
+    interrupt: Arc<Interrupt>,
     /// The statement [`Session::describe`] bound last, kept for the Execute that follows
     /// (a client's Bind, Describe, Execute of one portal); any other call drops it.
     described: Option<Described>,
@@ -357,7 +370,13 @@ impl Session {
             copy: None,
             copy_error: None,
             described: None,
+            interrupt: Arc::default(),
         }
+    }
+
+    /// The handle a cancel request and the statement-timeout watchdog use.
+    pub fn interrupt(&self) -> Arc<Interrupt> {
+        Arc::clone(&self.interrupt)
     }
 
     pub fn settings(&self) -> &Settings {
@@ -501,7 +520,14 @@ impl Session {
                 None => bind::bind(ast, hints, tx)?,
             };
             let params = decode(&bound.params)?;
-            let out = run(&self.db, tx, &mut self.settings, &bound.plan, &params)?;
+            let out = run(
+                &self.db,
+                tx,
+                &mut self.settings,
+                &self.interrupt,
+                &bound.plan,
+                &params,
+            )?;
             return Ok(with_columns(out, bound.out));
         }
         // Outside a block, the statement is its own transaction.
@@ -512,7 +538,14 @@ impl Session {
         };
         let r = bound.and_then(|bound| {
             let params = decode(&bound.params)?;
-            let out = run(&self.db, &tx, &mut self.settings, &bound.plan, &params)?;
+            let out = run(
+                &self.db,
+                &tx,
+                &mut self.settings,
+                &self.interrupt,
+                &bound.plan,
+                &params,
+            )?;
             Ok(with_columns(out, bound.out))
         });
         match r {
@@ -971,6 +1004,7 @@ fn run(
     db: &Database,
     tx: &Transaction,
     settings: &mut Settings,
+    interrupt: &Interrupt,
     plan: &Plan,
     params: &[Value],
 ) -> Result<Outcome> {
@@ -1003,15 +1037,26 @@ fn run(
         }
         _ => {}
     }
+    let deadline = settings.statement_timeout().map(|t| Instant::now() + t);
+    interrupt.begin(tx.session_id(), deadline);
     let cx = Cx {
         db,
         tx,
         params,
         settings,
+        interrupt,
         now_us: now_us(),
         outer: None,
     };
-    run_plan(&cx, plan)
+    let r = run_plan(&cx, plan).map_err(|e| {
+        if e.sqlstate() == "57014" {
+            interrupt.reported(e)
+        } else {
+            e
+        }
+    });
+    interrupt.end();
+    r
 }
 
 fn run_plan(cx: &Cx, plan: &Plan) -> Result<Outcome> {

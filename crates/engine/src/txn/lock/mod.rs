@@ -153,6 +153,8 @@ impl Hold {
 /// whoever grants the request, and read by the waiter under the same mutex.
 struct WaitSlot {
     granted: AtomicBool,
+    /// Set by [`LockManager::cancel_wait`]: the waiter withdraws and fails with 57014.
+    cancelled: AtomicBool,
     cv: Condvar,
 }
 
@@ -469,6 +471,7 @@ impl LockManager {
         }
         let slot = Arc::new(WaitSlot {
             granted: AtomicBool::new(false),
+            cancelled: AtomicBool::new(false),
             cv: Condvar::new(),
         });
         entry.queue.push_back(Waiter {
@@ -505,6 +508,12 @@ impl LockManager {
                 self.stats.acquired.fetch_add(1, Ordering::Relaxed);
                 return Ok(());
             }
+            if slot.cancelled.load(Ordering::Relaxed) {
+                self.withdraw(&mut guard, owner, tag, slot);
+                return Err(Error::QueryCanceled {
+                    what: format!("{} on {tag}", mode.name()),
+                });
+            }
             let now = Instant::now();
             if give_up_at.is_some_and(|t| now >= t) {
                 self.withdraw(&mut guard, owner, tag, slot);
@@ -533,6 +542,29 @@ impl LockManager {
                 None => slot.cv.wait(&mut guard),
             }
         }
+    }
+
+    /// Ends `owner`'s lock wait, if it is waiting: the waiter wakes, leaves the queue and
+    /// fails with [`Error::QueryCanceled`]. Returns whether a wait was cancelled.
+    pub fn cancel_wait(&self, owner: LockOwner) -> bool {
+        let Some((tag, _)) = self
+            .owner_part(owner)
+            .owners
+            .get(&owner)
+            .and_then(|e| e.waiting)
+        else {
+            return false;
+        };
+        let part = self.partition(&tag);
+        let Some(entry) = part.locks.get(&tag) else {
+            return false;
+        };
+        let Some(w) = entry.queue.iter().find(|w| w.owner == owner) else {
+            return false;
+        };
+        w.slot.cancelled.store(true, Ordering::Relaxed);
+        w.slot.cv.notify_one();
+        true
     }
 
     /// Takes a queued request of `owner` (identified by its slot) out of `tag`'s queue: after

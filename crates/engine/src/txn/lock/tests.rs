@@ -922,3 +922,27 @@ fn lock_stress_random_modes_with_deadlocks() {
     assert!(deadlocks > 0, "the workload is meant to deadlock");
     assert!(stats.waits.load(Ordering::Relaxed) > 0);
 }
+
+#[test]
+fn a_cancelled_wait_fails_with_57014_and_leaves_no_trace() {
+    let lm = Arc::new(LockManager::new(1000, Duration::from_secs(3600)));
+    let t = rel(1);
+    ok(&lm, LockOwner(1), t, AccessExclusive);
+    let used = lm.entries_in_use();
+    // Nothing to cancel before the wait.
+    assert!(!lm.cancel_wait(LockOwner(2)));
+    let waiter = spawn_acquire(&lm, LockOwner(2), t, AccessShare, LockWait::Block);
+    let start = Instant::now();
+    while !lm.is_waiting(LockOwner(2)) {
+        assert!(start.elapsed() < PATIENCE, "the waiter never queued");
+        thread::yield_now();
+    }
+    assert!(lm.cancel_wait(LockOwner(2)));
+    // The waiter wakes at once, not after deadlock_timeout (an hour here).
+    let e = waiter.recv_timeout(PATIENCE).expect("the wait ends").unwrap_err();
+    assert_eq!(e.sqlstate(), "57014");
+    assert!(!lm.is_waiting(LockOwner(2)));
+    assert_eq!(lm.locks_of(LockOwner(2)), []);
+    assert_eq!(lm.entries_in_use(), used);
+    lm.release_all(LockOwner(1));
+}
