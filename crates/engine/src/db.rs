@@ -274,6 +274,12 @@ impl Database {
         self.finish_prepared(gid, true)
     }
 
+    /// The file layer's operation counts since the database opened (opens, reads, writes,
+    /// size probes, fsyncs, ...): what `quire_stat_io` shows.
+    pub fn io_counts(&self) -> crate::vfs::OpCounts {
+        self.engine.smgr.vfs().counters().snapshot()
+    }
+
     /// Ends the lock wait of the session `owner` (its transaction's
     /// [`Transaction::session_id`](crate::Transaction::session_id)), if it is waiting: the
     /// waiting call fails with SQLSTATE 57014. A client's cancel request and a statement

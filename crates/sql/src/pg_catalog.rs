@@ -59,6 +59,9 @@ pub(crate) enum CatalogTable {
     Trigger,
     Rewrite,
     Sequence,
+    /// quire's file-layer counters, one row per operation kind (opens, reads, writes, size
+    /// probes, fsyncs, ...) since the server started.
+    StatIo,
 }
 
 use SqlType as T;
@@ -91,6 +94,7 @@ impl CatalogTable {
             "pg_trigger" => CatalogTable::Trigger,
             "pg_rewrite" => CatalogTable::Rewrite,
             "pg_sequence" => CatalogTable::Sequence,
+            "quire_stat_io" => CatalogTable::StatIo,
             _ => return None,
         })
     }
@@ -343,6 +347,7 @@ impl CatalogTable {
                 ("seqcache", T::Int8),
                 ("seqcycle", T::Bool),
             ],
+            CatalogTable::StatIo => &[("op", T::Text), ("count", T::Int8)],
             CatalogTable::Tables => &[
                 ("schemaname", T::Name),
                 ("tablename", T::Name),
@@ -441,6 +446,18 @@ impl CatalogTable {
             | CatalogTable::Rewrite
             | CatalogTable::Sequence => Vec::new(),
             CatalogTable::Constraint => constraint_rows(cx.tx)?,
+            CatalogTable::StatIo => {
+                let counts = cx.db.io_counts();
+                quire_engine::vfs::OpKind::ALL
+                    .iter()
+                    .map(|&k| {
+                        vec![
+                            text(k.name()),
+                            Value::Int(i64::try_from(counts.get(k)).unwrap_or(i64::MAX)),
+                        ]
+                    })
+                    .collect()
+            }
             CatalogTable::Collation => vec![vec![
                 int(DEFAULT_COLLATION),
                 text("default"),

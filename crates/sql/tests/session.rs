@@ -602,3 +602,27 @@ fn select_for_update_locks_the_rows_until_commit() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn quire_stat_io_counts_the_file_layer_operations() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut s = Session::new(open(dir.path())?);
+    run(&mut s, SETUP).unwrap();
+    let counts = |s: &mut Session| -> std::collections::HashMap<String, i64> {
+        rows(s, "SELECT op, count FROM quire_stat_io")
+            .into_iter()
+            .map(|r| (r[0].as_text().unwrap().to_string(), r[1].as_int().unwrap()))
+            .collect()
+    };
+    let before = counts(&mut s);
+    assert_eq!(before.len(), 10, "{before:?}");
+    // A primary-key read probes no file size (the relation-size cache) and opens nothing.
+    rows(&mut s, "SELECT name FROM t WHERE id = 1");
+    let after_read = counts(&mut s);
+    assert_eq!(after_read["size_probe"], before["size_probe"]);
+    assert_eq!(after_read["open"], before["open"]);
+    // A commit flushes the WAL: at least one fsync.
+    run(&mut s, "INSERT INTO t (id, name) VALUES (9, 'i')").unwrap();
+    assert!(counts(&mut s)["fsync"] > after_read["fsync"]);
+    Ok(())
+}
