@@ -5,24 +5,30 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use quire_server::{Server, ServerConfig, DEFAULT_PORT};
+use quire_server::{Server, ServerConfig};
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
-    /// The data directory: created on first start, recovered on later ones.
-    #[arg(long, default_value = "./quire-data")]
-    data_dir: PathBuf,
-    /// The TCP port (PostgreSQL's `port`).
-    #[arg(long, default_value_t = DEFAULT_PORT)]
-    port: u16,
-    /// The address to listen on (PostgreSQL's `listen_addresses`; loopback only for now).
-    #[arg(long, default_value = "127.0.0.1")]
-    listen_addresses: String,
+    /// A TOML file of settings by PostgreSQL's names (`port = 5433`,
+    /// `shared_buffers = "1GB"`, `max_prepared_transactions = 16`, ...). Environment variables
+    /// `QUIRE_<SETTING>` override it, and flags override both.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The data directory: created on first start, recovered on later ones (`data_directory`;
+    /// default `./quire-data`).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// The TCP port (PostgreSQL's `port`; default 5433).
+    #[arg(long)]
+    port: Option<u16>,
+    /// The address to listen on (PostgreSQL's `listen_addresses`; loopback only for now;
+    /// default 127.0.0.1).
+    #[arg(long)]
+    listen_addresses: Option<String>,
     /// Sessions at most (PostgreSQL's `max_connections`).
     #[arg(long)]
     max_connections: Option<usize>,
     /// A setting by PostgreSQL's name, as `postgres -c`: `-c max_prepared_transactions=10`.
-    /// Applied after the `QUIRE_<SETTING>` environment variables, so flags win.
     #[arg(short = 'c', value_name = "NAME=VALUE")]
     set: Vec<String>,
 }
@@ -30,33 +36,94 @@ pub struct ServeArgs {
 /// Environment variables that are not settings (the log filter).
 const NOT_SETTINGS: &[&str] = &["QUIRE_LOG"];
 
-pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
-    let mut config = ServerConfig::new(&args.data_dir);
-    config.port = args.port;
-    config.listen_addresses.clone_from(&args.listen_addresses);
+/// One setting applied to the server's configuration: the server's own (`port`,
+/// `listen_addresses`, `data_directory`) or the engine's.
+fn apply(config: &mut ServerConfig, name: &str, value: &str) -> anyhow::Result<()> {
+    match name {
+        "port" => {
+            config.port = value
+                .trim()
+                .parse()
+                .with_context(|| format!("port: \"{value}\" is not a port number"))?;
+        }
+        "listen_addresses" => config.listen_addresses = value.trim().to_string(),
+        "data_directory" => config.data_dir = PathBuf::from(value.trim()),
+        _ => config.engine.set(name, value)?,
+    }
+    Ok(())
+}
+
+/// The settings of a TOML file: `name = value` at the top level.
+fn file_settings(path: &std::path::Path) -> anyhow::Result<Vec<(String, String)>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the configuration file {}", path.display()))?;
+    let doc: toml_edit::DocumentMut = text
+        .parse()
+        .with_context(|| format!("parsing {}", path.display()))?;
+    let mut out = Vec::new();
+    for (key, item) in doc.iter() {
+        let Some(v) = item.as_value() else {
+            anyhow::bail!(
+                "{}: \"{key}\" is a table; settings are top-level `name = value` lines",
+                path.display()
+            );
+        };
+        let text = match v {
+            toml_edit::Value::String(s) => s.value().clone(),
+            toml_edit::Value::Integer(i) => i.value().to_string(),
+            toml_edit::Value::Float(f) => f.value().to_string(),
+            toml_edit::Value::Boolean(b) => if *b.value() { "on" } else { "off" }.to_string(),
+            _ => anyhow::bail!(
+                "{}: \"{key}\" must be a string, number or boolean",
+                path.display()
+            ),
+        };
+        out.push((key.to_string(), text));
+    }
+    Ok(out)
+}
+
+/// The server's configuration: defaults, then the file, then the environment, then flags.
+fn server_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
+    let mut config = ServerConfig::new("./quire-data");
+    if let Some(path) = &args.config {
+        for (name, value) in file_settings(path)? {
+            apply(&mut config, &name, &value)
+                .with_context(|| format!("{}: {name}", path.display()))?;
+        }
+    }
     let mut env: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| k.starts_with("QUIRE_") && !NOT_SETTINGS.contains(&k.as_str()))
         .collect();
     env.sort();
     for (k, v) in env {
         let name = k["QUIRE_".len()..].to_lowercase();
-        config
-            .engine
-            .set(&name, &v)
-            .with_context(|| format!("environment variable {k}"))?;
+        apply(&mut config, &name, &v).with_context(|| format!("environment variable {k}"))?;
     }
     for s in &args.set {
         let (name, value) = s
             .split_once('=')
             .with_context(|| format!("-c {s}: expected NAME=VALUE"))?;
-        config
-            .engine
-            .set(name.trim(), value.trim())
-            .with_context(|| format!("-c {s}"))?;
+        apply(&mut config, name.trim(), value.trim()).with_context(|| format!("-c {s}"))?;
+    }
+    if let Some(d) = &args.data_dir {
+        config.data_dir.clone_from(d);
+    }
+    if let Some(p) = args.port {
+        config.port = p;
+    }
+    if let Some(l) = &args.listen_addresses {
+        config.listen_addresses.clone_from(l);
     }
     if let Some(n) = args.max_connections {
         config.engine.max_connections = n;
     }
+    config.engine.validate()?;
+    Ok(config)
+}
+
+pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    let config = server_config(args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("quire-io")
@@ -94,5 +161,50 @@ async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => tracing::info!("SIGINT received"),
         () = term => tracing::info!("SIGTERM received"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(config: Option<PathBuf>, set: &[&str], port: Option<u16>) -> ServeArgs {
+        ServeArgs {
+            config,
+            data_dir: None,
+            port,
+            listen_addresses: None,
+            max_connections: None,
+            set: set.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    #[test]
+    fn settings_come_from_the_file_then_c_flags_then_named_flags() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let file = dir.path().join("quire.toml");
+        std::fs::write(
+            &file,
+            "port = 6000\nshared_buffers = \"16MB\"\nmax_prepared_transactions = 8\n\
+             synchronous_commit = false\ndata_directory = \"/tmp/q\"\n",
+        )?;
+        let c = server_config(&args(Some(file.clone()), &[], None))?;
+        assert_eq!(c.port, 6000);
+        assert_eq!(c.engine.shared_buffers_bytes, 16 << 20);
+        assert_eq!(c.engine.max_prepared_transactions, 8);
+        assert!(!c.engine.synchronous_commit);
+        assert_eq!(c.data_dir, PathBuf::from("/tmp/q"));
+        let c = server_config(&args(Some(file.clone()), &["port=6001"], None))?;
+        assert_eq!(c.port, 6001);
+        let c = server_config(&args(Some(file.clone()), &["port=6001"], Some(6002)))?;
+        assert_eq!(c.port, 6002);
+        // A name quire does not know, and a value that does not parse, are refused with the
+        // setting named.
+        std::fs::write(&file, "no_such_setting = 1\n")?;
+        let e = server_config(&args(Some(file.clone()), &[], None)).unwrap_err();
+        assert!(format!("{e:#}").contains("no_such_setting"), "{e:#}");
+        let e = server_config(&args(None, &["shared_buffers=lots"], None)).unwrap_err();
+        assert!(format!("{e:#}").contains("shared_buffers"), "{e:#}");
+        Ok(())
     }
 }
