@@ -15,6 +15,13 @@
 //!   `max_connections`, 28000 for an unknown user or a non-loopback peer). After an error
 //!   inside a transaction block the session refuses everything with 25P02 until ROLLBACK;
 //!   ReadyForQuery reports I, T or E accordingly.
+//! - A statement is stopped only through its session's `quire_sql::Interrupt` ([`cancel`]):
+//!   a CancelRequest naming the session's process id and secret key, or the watchdog thread
+//!   when `statement_timeout` passes. Never by dropping a thread.
+//! - COPY FROM STDIN data goes to the session thread chunk by chunk as it arrives; the
+//!   session keeps at most one incomplete line.
+//! - Message sizes are bounded by pgwire's codec as by PostgreSQL: 1 GiB for a query or a
+//!   COPY chunk, 10,000 bytes for the other messages.
 //! - Authentication is `trust` for the user `postgres` on loopback only, and the server
 //!   refuses to listen on a non-loopback address until password authentication exists.
 //! - Shutdown (the future given to [`Server::run`] completes, e.g. on SIGINT/SIGTERM): stop
