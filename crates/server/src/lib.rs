@@ -20,8 +20,9 @@
 //!   when `statement_timeout` passes. Never by dropping a thread.
 //! - COPY FROM STDIN data goes to the session thread chunk by chunk as it arrives; the
 //!   session keeps at most one incomplete line.
-//! - Message sizes are bounded by pgwire's codec as by PostgreSQL: 1 GiB for a query or a
-//!   COPY chunk, 10,000 bytes for the other messages.
+//! - Message sizes are bounded by pgwire's codec as by PostgreSQL: 1 GiB for Query, Parse,
+//!   Bind and CopyData, 10,000 bytes for the small control messages; a longer length
+//!   header ends the connection before anything is allocated.
 //! - Authentication is `trust` for the user `postgres` on loopback only, and the server
 //!   refuses to listen on a non-loopback address until password authentication exists.
 //! - Shutdown (the future given to [`Server::run`] completes, e.g. on SIGINT/SIGTERM): stop
