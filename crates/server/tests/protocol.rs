@@ -762,3 +762,42 @@ async fn cancel_and_statement_timeout_stop_scans_and_lock_waits() -> anyhow::Res
     assert_eq!(simple(&a, "SELECT v FROM l").await?, [[Some("4".into())]]);
     server.stop().await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_message_ends_its_connection_only() -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir()?;
+    let server = Running::start(dir.path(), 10).await?;
+    let mut raw = tokio::net::TcpStream::connect(server.addr).await?;
+    let mut startup = Vec::new();
+    startup.extend_from_slice(&196_608i32.to_be_bytes());
+    startup.extend_from_slice(b"user\0postgres\0database\0quire\0\0");
+    let len = i32::try_from(startup.len() + 4)?;
+    raw.write_all(&len.to_be_bytes()).await?;
+    raw.write_all(&startup).await?;
+    // Read until ReadyForQuery ('Z', length 5, status).
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !seen.windows(6).any(|w| w == [b'Z', 0, 0, 0, 5, b'I']) {
+        let n =
+            tokio::time::timeout(std::time::Duration::from_secs(10), raw.read(&mut buf)).await??;
+        anyhow::ensure!(n > 0, "the server closed before ReadyForQuery");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    // A query claiming 2 GiB: refused from its header, nothing allocated or awaited.
+    raw.write_all(&[b'Q', 0x7f, 0xff, 0xff, 0xff]).await?;
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        raw.read_to_end(&mut rest),
+    )
+    .await?;
+    assert!(
+        rest.is_empty() || rest[0] == b'E',
+        "an error or a closed connection, got {rest:?}"
+    );
+    // The server goes on serving.
+    let client = server.connect().await?;
+    assert_eq!(simple(&client, "SELECT 1").await?, [[Some("1".into())]]);
+    server.stop().await
+}
