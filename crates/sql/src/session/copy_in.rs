@@ -1,0 +1,251 @@
+//! COPY of a session: FROM STDIN (data inserted line by line as it arrives, in the
+//! session's block or a transaction of its own, all or nothing) and TO STDOUT.
+
+use quire_engine::{IsolationLevel, Transaction, Value};
+
+use super::command;
+use super::exec::check_not_null;
+use super::Outcome;
+use super::{outcome, CopyIn, OutcomeKind, Session, State, MAX_COPY_LINE_BYTES};
+use crate::catalog::{self, TableInfo};
+use crate::copy;
+use crate::error::{Result, SqlError};
+use crate::parse::CopyStmt;
+use crate::plan;
+
+impl Session {
+    pub(super) fn copy_start(&mut self, c: &CopyStmt) -> Result<Outcome> {
+        let own_tx = match &self.state {
+            State::Block(_) => None,
+            _ => Some(Box::new(self.db.begin(IsolationLevel::ReadCommitted)?)),
+        };
+        let tx: &Transaction = match (&own_tx, &self.state) {
+            (Some(t), _) | (None, State::Block(t)) => t,
+            (None, _) => return Err(SqlError::new("XX000", "COPY without a transaction")),
+        };
+        let r = (|| {
+            let table = catalog::lookup(tx, &c.table)?;
+            let targets = copy_targets(&table, &c.columns)?;
+            Ok((table, targets))
+        })();
+        let (table, targets) = match r {
+            Ok(x) => x,
+            Err(e) => {
+                if let Some(t) = own_tx {
+                    let _ = t.rollback();
+                }
+                return Err(e);
+            }
+        };
+        if !c.from {
+            let r = copy_out(tx, &table, &targets, c);
+            if let Some(t) = own_tx {
+                t.commit()?;
+            }
+            let lines = r?;
+            return Ok(outcome(
+                format!("COPY {}", lines.len() - usize::from(c.header)),
+                OutcomeKind::CopyOut {
+                    columns: targets.len(),
+                    lines,
+                },
+            ));
+        }
+        let columns = targets.len();
+        self.copy = Some(CopyIn {
+            stmt: c.clone(),
+            table,
+            targets,
+            pending: Vec::new(),
+            rows: 0,
+            header_pending: c.header,
+            own_tx,
+        });
+        Ok(outcome("COPY", OutcomeKind::CopyIn { columns }))
+    }
+
+    /// COPY FROM STDIN data, in any chunking: complete lines are inserted at once. An error
+    /// ends the COPY (its rows roll back); the rest of the data is ignored and
+    /// [`Session::copy_done`] reports the error, as the client reads it after CopyDone.
+    pub fn copy_data(&mut self, data: &[u8]) {
+        if self.copy.is_none() {
+            return;
+        }
+        if let Err(e) = self.copy_lines(data, false) {
+            let e = self.copy_abort(e);
+            self.copy_error = Some(e);
+        }
+    }
+
+    /// The end of COPY FROM STDIN data: the last line, then `COPY n`.
+    pub fn copy_done(&mut self) -> Result<Outcome> {
+        if let Some(e) = self.copy_error.take() {
+            return Err(e);
+        }
+        if let Err(e) = self.copy_lines(&[], true) {
+            return Err(self.copy_abort(e));
+        }
+        let c = self
+            .copy
+            .take()
+            .ok_or_else(|| SqlError::new("08P01", "no COPY in progress"))?;
+        if let Some(tx) = c.own_tx {
+            tx.commit()?;
+        }
+        Ok(command(format!("COPY {}", c.rows)))
+    }
+
+    /// The client gave up the COPY (CopyFail): nothing of it stays.
+    pub fn copy_fail(&mut self, message: &str) -> SqlError {
+        self.copy_error = None;
+        self.copy_abort(SqlError::new(
+            "57014",
+            format!("COPY from stdin failed: {message}"),
+        ))
+    }
+
+    fn copy_abort(&mut self, e: SqlError) -> SqlError {
+        if let Some(c) = self.copy.take() {
+            if let Some(tx) = c.own_tx {
+                let _ = tx.rollback();
+                return e;
+            }
+        }
+        self.fail(e)
+    }
+
+    fn copy_lines(&mut self, data: &[u8], last: bool) -> Result<()> {
+        let Some(c) = self.copy.as_mut() else {
+            return Err(SqlError::new("08P01", "no COPY in progress"));
+        };
+        c.pending.extend_from_slice(data);
+        let own = c.own_tx.take();
+        let r = copy_chunk(own.as_deref(), &self.state, c, last);
+        c.own_tx = own;
+        r
+    }
+}
+
+fn copy_chunk(own: Option<&Transaction>, state: &State, c: &mut CopyIn, last: bool) -> Result<()> {
+    {
+        let tx: &Transaction = match (own, state) {
+            (Some(t), _) => t,
+            (None, State::Block(t)) => t,
+            (None, _) => return Err(SqlError::new("XX000", "COPY without a transaction")),
+        };
+        let mut start = 0;
+        let buf = std::mem::take(&mut c.pending);
+        let mut lines = copy::Lines::new(&buf, c.stmt.format);
+        while let Some(end) = lines.next_end() {
+            let line = &buf[start..end];
+            start = end + 1;
+            copy_row(tx, c, line)?;
+        }
+        let rest = &buf[start..];
+        if last {
+            let rest = rest.strip_suffix(b"\r").unwrap_or(rest);
+            if !rest.is_empty() && rest != b"\\." {
+                copy_row(tx, c, rest)?;
+            }
+        } else {
+            if rest.len() > MAX_COPY_LINE_BYTES {
+                return Err(SqlError::new(
+                    "54000",
+                    format!("a COPY line may have at most {MAX_COPY_LINE_BYTES} bytes"),
+                ));
+            }
+            c.pending = rest.to_vec();
+        }
+        Ok(())
+    }
+}
+
+fn copy_targets(table: &TableInfo, columns: &[String]) -> Result<Vec<usize>> {
+    if columns.is_empty() {
+        return Ok((0..table.columns.len()).collect());
+    }
+    columns.iter().map(|n| table.column(n)).collect()
+}
+
+/// One line of COPY FROM data inserted.
+fn copy_row(tx: &Transaction, c: &mut CopyIn, line: &[u8]) -> Result<()> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line == b"\\." {
+        return Ok(());
+    }
+    if std::mem::take(&mut c.header_pending) {
+        return Ok(());
+    }
+    let fields = copy::parse_line(line, &c.stmt)?;
+    if fields.len() != c.targets.len() {
+        return Err(SqlError::new(
+            "22P04",
+            format!(
+                "{} data for column{} (expected {} fields, got {}), COPY {}, line {}",
+                if fields.len() > c.targets.len() {
+                    "extra"
+                } else {
+                    "missing"
+                },
+                "s",
+                c.targets.len(),
+                fields.len(),
+                c.table.def.name,
+                c.rows + 1
+            ),
+        ));
+    }
+    let mut row = vec![Value::Null; c.table.columns.len()];
+    for (f, &pos) in fields.into_iter().zip(&c.targets) {
+        if let Some(text) = f {
+            let col = &c.table.columns[pos];
+            row[pos] = crate::types::parse_text(col.ty, &text).map_err(|e| {
+                SqlError::new(
+                    e.sqlstate(),
+                    format!(
+                        "{}, COPY {}, line {}, column {}",
+                        e.message(),
+                        c.table.def.name,
+                        c.rows + 1,
+                        col.name
+                    ),
+                )
+            })?;
+        }
+    }
+    check_not_null(&c.table, &row)?;
+    tx.insert(c.table.def.oid, &row)?;
+    c.rows += 1;
+    Ok(())
+}
+
+fn copy_out(
+    tx: &Transaction,
+    table: &TableInfo,
+    targets: &[usize],
+    c: &CopyStmt,
+) -> Result<Vec<Vec<u8>>> {
+    let mut lines = Vec::new();
+    if c.header {
+        let names: Vec<Option<String>> = targets
+            .iter()
+            .map(|&i| Some(table.columns[i].name.clone()))
+            .collect();
+        lines.push(copy::format_line(&names, c));
+    }
+    for r in tx.scan(table.def.oid)? {
+        let (_, row) = r?;
+        if lines.len() >= plan::MAX_MATERIALIZED_ROWS {
+            return Err(SqlError::new(
+                "54000",
+                "COPY TO may send at most 10 million rows at once for now",
+            ));
+        }
+        let fields: Vec<Option<String>> = targets
+            .iter()
+            .map(|&i| crate::types::format_text(&row[i], table.columns[i].ty))
+            .collect();
+        lines.push(copy::format_line(&fields, c));
+    }
+    Ok(lines)
+}

@@ -1,0 +1,494 @@
+//! Executing a bound plan in a transaction: queries, DML (with RETURNING, ON CONFLICT,
+//! READ COMMITTED rechecks), DDL, SET/SHOW and EXPLAIN output.
+
+use std::ops::Bound::Included;
+use std::time::Instant;
+
+use quire_engine::{Changed, Database, Row, Transaction, Value};
+
+use super::{command, now_us, outcome, Outcome, OutcomeKind, Settings};
+use crate::bind::{OnConflict, OutColumn, Plan};
+use crate::catalog::{self, TableInfo};
+use crate::error::{Result, SqlError};
+use crate::expr::{Cx, Expr};
+use crate::interrupt::Interrupt;
+use crate::plan::{self, value_tid};
+use crate::types::SqlType;
+
+pub(super) fn check_not_null(table: &TableInfo, row: &[Value]) -> Result<()> {
+    for (c, v) in table.columns.iter().zip(row) {
+        if c.not_null && v.is_null() {
+            return Err(SqlError::new(
+                "23502",
+                format!(
+                    "null value in column \"{}\" of relation \"{}\" violates not-null constraint",
+                    c.name, table.def.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Executes a plan other than transaction control in `tx`.
+pub(super) fn run(
+    db: &Database,
+    tx: &Transaction,
+    settings: &mut Settings,
+    interrupt: &Interrupt,
+    plan: &Plan,
+    params: &[Value],
+) -> Result<Outcome> {
+    match plan {
+        Plan::Set { name, value } => {
+            settings.set(name, value.clone())?;
+            return Ok(command(if value.is_none() { "RESET" } else { "SET" }));
+        }
+        Plan::Show(name) => {
+            let v = if name == "all" {
+                return Err(SqlError::unsupported("SHOW ALL (query pg_settings)"));
+            } else {
+                settings.show(name).ok_or_else(|| {
+                    SqlError::new(
+                        "42704",
+                        format!("unrecognized configuration parameter \"{name}\""),
+                    )
+                })?
+            };
+            return Ok(outcome(
+                "SHOW",
+                OutcomeKind::Rows {
+                    columns: vec![OutColumn {
+                        name: name.clone(),
+                        ty: SqlType::Text,
+                    }],
+                    rows: vec![vec![Value::Text(v)]],
+                },
+            ));
+        }
+        _ => {}
+    }
+    let deadline = settings.statement_timeout().map(|t| Instant::now() + t);
+    interrupt.begin(tx.session_id(), deadline);
+    let cx = Cx {
+        db,
+        tx,
+        params,
+        settings,
+        interrupt,
+        now_us: now_us(),
+        outer: None,
+    };
+    let r = run_plan(&cx, plan).map_err(|e| {
+        if e.sqlstate() == "57014" {
+            interrupt.reported(e)
+        } else {
+            e
+        }
+    });
+    interrupt.end();
+    r
+}
+
+fn run_plan(cx: &Cx, plan: &Plan) -> Result<Outcome> {
+    let tx = cx.tx;
+    match plan {
+        Plan::CreateTable {
+            name,
+            if_not_exists,
+            columns,
+            pkey,
+            uniques,
+        } => {
+            if *if_not_exists && catalog::find(tx, name)?.is_some() {
+                return Ok(command("CREATE TABLE"));
+            }
+            catalog::create(tx, name, columns, pkey.as_deref())?;
+            for (i, u) in uniques.iter().enumerate() {
+                let cols: Vec<&str> = u.iter().map(|&c| columns[c].name.as_str()).collect();
+                let iname = unique_name(name, &cols, i);
+                let table = tx.table(name)?;
+                tx.create_index(&iname, table, &cols, true)?;
+            }
+            Ok(command("CREATE TABLE"))
+        }
+        Plan::DropTable { names, if_exists } => {
+            for name in names {
+                match catalog::find(tx, name)? {
+                    Some(t) => catalog::drop(tx, t)?,
+                    None if *if_exists => {}
+                    None => {
+                        return Err(SqlError::new(
+                            "42P01",
+                            format!("table \"{name}\" does not exist"),
+                        ))
+                    }
+                }
+            }
+            Ok(command("DROP TABLE"))
+        }
+        Plan::Truncate(tables) => {
+            for t in tables {
+                tx.truncate(t.def.oid)?;
+            }
+            Ok(command("TRUNCATE TABLE"))
+        }
+        Plan::CreateIndex {
+            name,
+            table,
+            columns,
+            unique,
+            if_not_exists,
+        } => {
+            let cols: Vec<&str> = columns
+                .iter()
+                .map(|&c| table.columns[c].name.as_str())
+                .collect();
+            let name = name
+                .clone()
+                .unwrap_or_else(|| format!("{}_{}_idx", table.def.name, cols.join("_")));
+            if *if_not_exists && tx.index(&name).is_ok() {
+                return Ok(command("CREATE INDEX"));
+            }
+            tx.create_index(&name, table.def.oid, &cols, *unique)?;
+            Ok(command("CREATE INDEX"))
+        }
+        Plan::DropIndex { names, if_exists } => {
+            for n in names {
+                match tx.index(n) {
+                    Ok(i) => tx.drop_index(i)?,
+                    Err(_) if *if_exists => {}
+                    Err(_) => {
+                        return Err(SqlError::new(
+                            "42704",
+                            format!("index \"{n}\" does not exist"),
+                        ))
+                    }
+                }
+            }
+            Ok(command("DROP INDEX"))
+        }
+        Plan::AddKey {
+            table,
+            name,
+            columns,
+            primary,
+        } => add_key(tx, table, name.as_deref(), columns, *primary),
+        Plan::Query { node, out } => {
+            let rows = plan::collect(plan::open(node, cx)?)?;
+            Ok(outcome(
+                format!("SELECT {}", rows.len()),
+                OutcomeKind::Rows {
+                    columns: out.clone(),
+                    rows,
+                },
+            ))
+        }
+        Plan::SelectForUpdate {
+            table,
+            scan,
+            recheck,
+            exprs,
+            out,
+        } => select_for_update(cx, table, scan, recheck.as_ref(), exprs, out),
+        Plan::Insert {
+            table,
+            source,
+            on_conflict,
+            returning,
+        } => insert(cx, table, source, on_conflict, returning.as_deref()),
+        Plan::Update {
+            table,
+            scan,
+            recheck,
+            sets,
+            returning,
+        } => update(
+            cx,
+            table,
+            scan,
+            recheck.as_ref(),
+            sets,
+            returning.as_deref(),
+        ),
+        Plan::Delete {
+            table,
+            scan,
+            recheck,
+            returning,
+        } => delete(cx, table, scan, recheck.as_ref(), returning.as_deref()),
+        Plan::Explain(lines) => Ok(outcome(
+            "EXPLAIN",
+            OutcomeKind::Rows {
+                columns: vec![OutColumn {
+                    name: "QUERY PLAN".into(),
+                    ty: SqlType::Text,
+                }],
+                rows: lines.iter().map(|l| vec![Value::Text(l.clone())]).collect(),
+            },
+        )),
+        Plan::Begin(_) | Plan::Commit | Plan::Rollback | Plan::Set { .. } | Plan::Show(_) => Err(
+            SqlError::new("XX000", "a statement reached the wrong executor"),
+        ),
+    }
+}
+
+fn unique_name(table: &str, cols: &[&str], _i: usize) -> String {
+    format!("{table}_{}_key", cols.join("_"))
+}
+
+/// ALTER TABLE ... ADD PRIMARY KEY / UNIQUE: the unique index, built over the rows there
+/// are (23505 if two share a key), and for a primary key the columns become NOT NULL.
+fn add_key(
+    tx: &Transaction,
+    table: &TableInfo,
+    name: Option<&str>,
+    columns: &[usize],
+    primary: bool,
+) -> Result<Outcome> {
+    let cols: Vec<&str> = columns
+        .iter()
+        .map(|&c| table.columns[c].name.as_str())
+        .collect();
+    if primary {
+        if table.pkey.is_some() {
+            return Err(SqlError::new(
+                "42P16",
+                format!(
+                    "multiple primary keys for table \"{}\" are not allowed",
+                    table.def.name
+                ),
+            ));
+        }
+        for r in tx.scan(table.def.oid)? {
+            let (_, row) = r?;
+            if let Some(&c) = columns.iter().find(|&&c| row[c].is_null()) {
+                return Err(SqlError::new(
+                    "23502",
+                    format!(
+                        "column \"{}\" of relation \"{}\" contains null values",
+                        table.columns[c].name, table.def.name
+                    ),
+                ));
+            }
+        }
+        catalog::set_not_null(tx, table, columns)?;
+    }
+    let name = match (name, primary) {
+        // The primary key's index must be named `<table>_pkey`: that is how quire finds it.
+        (_, true) => format!("{}_pkey", table.def.name),
+        (Some(n), false) => n.to_string(),
+        (None, false) => unique_name(&table.def.name, &cols, 0),
+    };
+    tx.create_index(&name, table.def.oid, &cols, true)?;
+    Ok(command("ALTER TABLE"))
+}
+
+fn returning_rows(
+    cx: &Cx,
+    exprs: Option<&[Expr]>,
+    row: &[Value],
+    out: &mut Vec<Row>,
+) -> Result<()> {
+    if let Some(exprs) = exprs {
+        out.push(
+            exprs
+                .iter()
+                .map(|e| e.eval(cx, row))
+                .collect::<Result<_>>()?,
+        );
+    }
+    Ok(())
+}
+
+fn dml_outcome(tag: String, returning: Option<&[Expr]>, rows: Vec<Row>) -> Outcome {
+    match returning {
+        Some(_) => outcome(
+            tag,
+            OutcomeKind::Rows {
+                columns: Vec::new(),
+                rows,
+            },
+        ),
+        None => command(tag),
+    }
+}
+
+fn insert(
+    cx: &Cx,
+    table: &TableInfo,
+    source: &plan::Node,
+    on_conflict: &OnConflict,
+    returning: Option<&[Expr]>,
+) -> Result<Outcome> {
+    // Materialized first: INSERT ... SELECT from the same table must not see its own rows.
+    let rows = plan::collect(plan::open(source, cx)?)?;
+    let mut n = 0u64;
+    let mut out = Vec::new();
+    for row in rows {
+        check_not_null(table, &row)?;
+        if !matches!(on_conflict, OnConflict::Error) {
+            if let Some((tid, existing)) = conflicting_row(cx.tx, table, &row)? {
+                if let OnConflict::Update { sets, filter } = on_conflict {
+                    let mut both = existing.clone();
+                    both.extend(row.iter().cloned());
+                    if filter.as_ref().map_or(Ok(true), |f| f.holds(cx, &both))? {
+                        let mut new = existing;
+                        for (c, e) in sets {
+                            new[*c] = e.eval(cx, &both)?;
+                        }
+                        check_not_null(table, &new)?;
+                        if let Changed::Done(_, r) = cx.tx.update(table.def.oid, tid, &new)? {
+                            n += 1;
+                            returning_rows(cx, returning, &r, &mut out)?;
+                        }
+                    }
+                }
+                continue;
+            }
+        }
+        cx.tx.insert(table.def.oid, &row)?;
+        n += 1;
+        returning_rows(cx, returning, &row, &mut out)?;
+    }
+    Ok(dml_outcome(format!("INSERT 0 {n}"), returning, out))
+}
+
+/// The row `row` would conflict with in a unique index, if any (ON CONFLICT's check).
+fn conflicting_row(
+    tx: &Transaction,
+    table: &TableInfo,
+    row: &[Value],
+) -> Result<Option<(quire_engine::Tid, Row)>> {
+    for idx in table.indexes.iter().filter(|i| i.unique) {
+        let key: Vec<Value> = idx
+            .columns
+            .iter()
+            .map(|&c| row[usize::from(c)].clone())
+            .collect();
+        if key.iter().any(Value::is_null) {
+            continue;
+        }
+        if let Some(r) = tx
+            .index_scan(idx.oid, Included(&key[..]), Included(&key[..]))?
+            .next()
+        {
+            return Ok(Some(r?));
+        }
+    }
+    Ok(None)
+}
+
+fn targets(cx: &Cx, scan: &plan::Node) -> Result<Vec<quire_engine::Tid>> {
+    plan::collect(plan::open(scan, cx)?)?
+        .iter()
+        .map(|r| value_tid(r.last().unwrap_or(&Value::Null)))
+        .collect()
+}
+
+fn update(
+    cx: &Cx,
+    table: &TableInfo,
+    scan: &plan::Node,
+    recheck: Option<&Expr>,
+    sets: &[(usize, Expr)],
+    returning: Option<&[Expr]>,
+) -> Result<Outcome> {
+    let mut n = 0u64;
+    let mut out = Vec::new();
+    for tid in targets(cx, scan)? {
+        let mut failure = None;
+        let changed = cx.tx.update_with(table.def.oid, tid, |current| {
+            // READ COMMITTED: the row may have changed since the scan; the predicate is
+            // checked again on its newest version.
+            let r = (|| -> Result<Option<Row>> {
+                if let Some(p) = recheck {
+                    if !p.holds(cx, current)? {
+                        return Ok(None);
+                    }
+                }
+                let mut row = current.clone();
+                for (c, e) in sets {
+                    row[*c] = e.eval(cx, current)?;
+                }
+                check_not_null(table, &row)?;
+                Ok(Some(row))
+            })();
+            r.unwrap_or_else(|e| {
+                failure = Some(e);
+                None
+            })
+        })?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if let Changed::Done(_, row) = changed {
+            n += 1;
+            returning_rows(cx, returning, &row, &mut out)?;
+        }
+    }
+    Ok(dml_outcome(format!("UPDATE {n}"), returning, out))
+}
+
+fn select_for_update(
+    cx: &Cx,
+    table: &TableInfo,
+    scan: &plan::Node,
+    recheck: Option<&Expr>,
+    exprs: &[Expr],
+    out: &[OutColumn],
+) -> Result<Outcome> {
+    let mut rows = Vec::new();
+    for tid in targets(cx, scan)? {
+        // The lock is taken on the newest version (READ COMMITTED follows concurrent
+        // updates), which must still match.
+        if let Changed::Done(_, row) = cx.tx.lock_row(table.def.oid, tid)? {
+            if recheck.map_or(Ok(true), |p| p.holds(cx, &row))? {
+                rows.push(
+                    exprs
+                        .iter()
+                        .map(|e| e.eval(cx, &row))
+                        .collect::<Result<_>>()?,
+                );
+            }
+        }
+    }
+    Ok(outcome(
+        format!("SELECT {}", rows.len()),
+        OutcomeKind::Rows {
+            columns: out.to_vec(),
+            rows,
+        },
+    ))
+}
+
+fn delete(
+    cx: &Cx,
+    table: &TableInfo,
+    scan: &plan::Node,
+    recheck: Option<&Expr>,
+    returning: Option<&[Expr]>,
+) -> Result<Outcome> {
+    let mut n = 0u64;
+    let mut out = Vec::new();
+    for tid in targets(cx, scan)? {
+        let mut failure = None;
+        let changed = cx
+            .tx
+            .delete_if(table.def.oid, tid, |current| match recheck {
+                None => true,
+                Some(p) => p.holds(cx, current).unwrap_or_else(|e| {
+                    failure = Some(e);
+                    false
+                }),
+            })?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if let Changed::Done(_, row) = changed {
+            n += 1;
+            returning_rows(cx, returning, &row, &mut out)?;
+        }
+    }
+    Ok(dml_outcome(format!("DELETE {n}"), returning, out))
+}

@@ -1,0 +1,553 @@
+//! A SQL session: the transaction state of one client connection (idle, inside a BEGIN
+//! block, or in a block an error aborted), its settings (SET/SHOW), an ongoing COPY FROM
+//! STDIN, and the execution of bound plans through the engine's [`Transaction`]. A session
+//! is synchronous and not shared: the server gives each connection a thread of its own that
+//! owns its `Session`.
+//!
+//! - this file: the session's states and transaction control (BEGIN/COMMIT/ROLLBACK, an
+//!   error aborting a block, the implicit transaction of a multi-statement query, PREPARE
+//!   TRANSACTION, COMMIT/ROLLBACK PREPARED), VACUUM and CHECKPOINT;
+//! - `exec`: a bound plan executed in a transaction;
+//! - `copy_in`: COPY FROM STDIN and TO STDOUT;
+//! - `settings`: SET, SHOW and RESET.
+
+use std::sync::Arc;
+
+use quire_engine::{Database, IsolationLevel, Row, Transaction, Value};
+
+use crate::bind::{self, OutColumn, Plan};
+use crate::catalog::{self, TableInfo};
+use crate::error::{Result, SqlError};
+use crate::interrupt::Interrupt;
+use crate::parse::{CopyStmt, Statement, VacuumStmt};
+use crate::types::SqlType;
+
+/// The PostgreSQL version quire reports (`server_version`): clients such as pgbench and
+/// psql choose their queries by it.
+pub const SERVER_VERSION: &str = "16.0";
+
+/// The transaction status a client sees (ReadyForQuery's I, T, E).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxStatus {
+    Idle,
+    InBlock,
+    Failed,
+}
+
+/// What a statement did.
+#[derive(Debug)]
+pub struct Outcome {
+    /// PostgreSQL's command tag: `INSERT 0 2`, `SELECT 1`, `CREATE TABLE`, ...
+    pub tag: String,
+    pub kind: OutcomeKind,
+    /// Messages for the client (NoticeResponse), such as VACUUM VERBOSE's report.
+    pub notices: Vec<String>,
+}
+
+#[derive(Debug)]
+pub enum OutcomeKind {
+    Command,
+    /// BEGIN: a transaction block started (or was already open).
+    BlockStart,
+    /// COMMIT or ROLLBACK: the block ended.
+    BlockEnd,
+    Rows {
+        columns: Vec<OutColumn>,
+        rows: Vec<Row>,
+    },
+    /// COPY FROM STDIN started: the client now sends CopyData; the server passes it to
+    /// [`Session::copy_data`] and ends with [`Session::copy_done`] or [`Session::copy_fail`].
+    CopyIn {
+        columns: usize,
+    },
+    /// COPY TO STDOUT: the lines to send as CopyData (the tag is `COPY n`).
+    CopyOut {
+        columns: usize,
+        lines: Vec<Vec<u8>>,
+    },
+}
+
+/// A statement's parameter types and output columns (Describe).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Description {
+    pub params: Vec<SqlType>,
+    pub columns: Vec<OutColumn>,
+}
+
+enum State {
+    Idle,
+    /// Boxed: a transaction is large, and most sessions are idle most of the time.
+    Block(Box<Transaction>),
+    /// An error aborted the block; the engine transaction is rolled back already.
+    Failed,
+}
+
+mod copy_in;
+mod exec;
+mod settings;
+
+use exec::run;
+
+pub use settings::Settings;
+
+/// An ongoing COPY FROM STDIN.
+struct CopyIn {
+    stmt: CopyStmt,
+    table: TableInfo,
+    targets: Vec<usize>,
+    /// Bytes of an incomplete last line.
+    pending: Vec<u8>,
+    rows: u64,
+    header_pending: bool,
+    /// The COPY's own transaction when it did not run inside a block.
+    own_tx: Option<Box<Transaction>>,
+}
+
+/// Most bytes one line of COPY data may have (PostgreSQL's limit on a field is 1 GB; a
+/// line beyond this is refused rather than buffered without end).
+const MAX_COPY_LINE_BYTES: usize = 64 << 20;
+
+/// One client's session.
+pub struct Session {
+    db: Arc<Database>,
+    state: State,
+    /// The block is the implicit transaction of a multi-statement simple query
+    /// ([`Session::execute_simple`]): committed at the message's end, rolled back to idle
+    /// (not to the aborted state) on an error, made explicit by a BEGIN inside it.
+    implicit: bool,
+    settings: Settings,
+    copy: Option<CopyIn>,
+    /// The error that ended a COPY FROM STDIN, reported at CopyDone.
+    copy_error: Option<SqlError>,
+    /// How other threads stop the running statement (cancel requests, statement_timeout).
+    interrupt: Arc<Interrupt>,
+    /// The statement [`Session::describe`] bound last, kept for the Execute that follows
+    /// (a client's Bind, Describe, Execute of one portal); any other call drops it.
+    described: Option<Described>,
+}
+
+struct Described {
+    ast: Box<sqlparser::ast::Statement>,
+    hints: Vec<SqlType>,
+    bound: bind::Bound,
+}
+
+fn outcome(tag: impl Into<String>, kind: OutcomeKind) -> Outcome {
+    Outcome {
+        tag: tag.into(),
+        kind,
+        notices: Vec::new(),
+    }
+}
+
+fn command(tag: impl Into<String>) -> Outcome {
+    outcome(tag, OutcomeKind::Command)
+}
+
+fn in_block_error(what: &str) -> SqlError {
+    SqlError::new(
+        "25001",
+        format!("{what} cannot run inside a transaction block"),
+    )
+}
+
+fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+impl Session {
+    /// Creates the SQL layer's catalog table on a data directory's first start.
+    pub fn bootstrap(db: &Database) -> Result<()> {
+        catalog::bootstrap(db)
+    }
+
+    pub fn new(db: Arc<Database>) -> Session {
+        let settings = Settings::new(db.config().clone());
+        Session {
+            db,
+            state: State::Idle,
+            implicit: false,
+            settings,
+            copy: None,
+            copy_error: None,
+            described: None,
+            interrupt: Arc::default(),
+        }
+    }
+
+    /// The handle a cancel request and the statement-timeout watchdog use.
+    pub fn interrupt(&self) -> Arc<Interrupt> {
+        Arc::clone(&self.interrupt)
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub fn status(&self) -> TxStatus {
+        match self.state {
+            State::Idle => TxStatus::Idle,
+            State::Block(_) => TxStatus::InBlock,
+            State::Failed => TxStatus::Failed,
+        }
+    }
+
+    /// Rolls back an open transaction (the connection is closing or the server stopping).
+    pub fn close(&mut self) -> Result<()> {
+        if let Some(c) = self.copy.take() {
+            if let Some(tx) = c.own_tx {
+                tx.rollback()?;
+            }
+        }
+        match std::mem::replace(&mut self.state, State::Idle) {
+            State::Block(tx) => Ok(tx.rollback()?),
+            State::Idle | State::Failed => Ok(()),
+        }
+    }
+
+    /// Parameter types and output columns of `stmt`, given the types the client declared
+    /// (`Unknown` for none).
+    pub fn describe(&mut self, stmt: &Statement, hints: &[SqlType]) -> Result<Description> {
+        let Statement::Sql(ast) = stmt else {
+            return Ok(Description {
+                params: Vec::new(),
+                columns: Vec::new(),
+            });
+        };
+        if bind::is_transaction_control(ast) {
+            return Ok(Description {
+                params: Vec::new(),
+                columns: Vec::new(),
+            });
+        }
+        let bound = self.with_tx(|tx| bind::bind(ast, hints, tx))?;
+        let d = Description {
+            params: bound.params.clone(),
+            columns: bound.out.clone(),
+        };
+        self.described = Some(Described {
+            ast: ast.clone(),
+            hints: hints.to_vec(),
+            bound,
+        });
+        Ok(d)
+    }
+
+    /// Runs `stmt` with parameter values (already of the types [`Session::describe`] gave).
+    pub fn execute(
+        &mut self,
+        stmt: &Statement,
+        hints: &[SqlType],
+        params: &[Value],
+    ) -> Result<Outcome> {
+        self.execute_with(stmt, hints, &|types| {
+            check_param_count(params.len(), types.len())?;
+            Ok(params.to_vec())
+        })
+    }
+
+    /// Runs `stmt`, its parameter values made by `decode` from the parameter types binding
+    /// inferred (the extended protocol's Bind bytes decode only once the types are known;
+    /// binding once serves both).
+    pub fn execute_with(
+        &mut self,
+        stmt: &Statement,
+        hints: &[SqlType],
+        decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
+    ) -> Result<Outcome> {
+        let described = self.described.take();
+        if self.copy.is_some() {
+            return Err(SqlError::new("08P01", "a COPY is in progress"));
+        }
+        if matches!(self.state, State::Failed) {
+            if stmt.ends_block() || matches!(stmt, Statement::PrepareTransaction(_)) {
+                self.state = State::Idle;
+                return Ok(outcome("ROLLBACK", OutcomeKind::BlockEnd));
+            }
+            return Err(SqlError::in_failed_transaction());
+        }
+        let r = match stmt {
+            Statement::Sql(ast) => {
+                // The plan Describe just made for this statement, if it did.
+                let bound = described
+                    .filter(|d| d.ast == *ast && d.hints == hints)
+                    .map(|d| d.bound);
+                self.execute_sql(ast, hints, bound, decode)
+            }
+            other => {
+                decode(&[])?;
+                self.execute_utility(other)
+            }
+        };
+        r.map_err(|e| self.fail(e))
+    }
+
+    fn execute_utility(&mut self, stmt: &Statement) -> Result<Outcome> {
+        match stmt {
+            Statement::Sql(_) => Err(SqlError::new("XX000", "SQL reached the utility executor")),
+            Statement::PrepareTransaction(gid) => self.prepare_transaction(gid),
+            Statement::CommitPrepared(gid) | Statement::RollbackPrepared(gid) => {
+                let commit = matches!(stmt, Statement::CommitPrepared(_));
+                self.finish_prepared(gid, commit)
+            }
+            Statement::Checkpoint => {
+                self.db.checkpoint()?;
+                Ok(command("CHECKPOINT"))
+            }
+            Statement::Vacuum(v) => self.vacuum(v),
+            Statement::Copy(c) => self.copy_start(c),
+        }
+    }
+
+    fn execute_sql(
+        &mut self,
+        ast: &sqlparser::ast::Statement,
+        hints: &[SqlType],
+        described: Option<bind::Bound>,
+        decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
+    ) -> Result<Outcome> {
+        if bind::is_transaction_control(ast) {
+            decode(&[])?;
+            let bound = bind::bind_transaction_control(ast)?;
+            return match bound {
+                Plan::Begin(isolation) => self.begin(isolation),
+                Plan::Commit => self.end(true),
+                _ => self.end(false),
+            };
+        }
+        if let State::Block(tx) = &self.state {
+            let bound = match described {
+                Some(b) => b,
+                None => bind::bind(ast, hints, tx)?,
+            };
+            let params = decode(&bound.params)?;
+            let out = run(
+                &self.db,
+                tx,
+                &mut self.settings,
+                &self.interrupt,
+                &bound.plan,
+                &params,
+            )?;
+            return Ok(with_columns(out, bound.out));
+        }
+        // Outside a block, the statement is its own transaction.
+        let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
+        let bound = match described {
+            Some(b) => Ok(b),
+            None => bind::bind(ast, hints, &tx),
+        };
+        let r = bound.and_then(|bound| {
+            let params = decode(&bound.params)?;
+            let out = run(
+                &self.db,
+                &tx,
+                &mut self.settings,
+                &self.interrupt,
+                &bound.plan,
+                &params,
+            )?;
+            Ok(with_columns(out, bound.out))
+        });
+        match r {
+            Ok(out) => {
+                tx.commit()?;
+                Ok(out)
+            }
+            Err(e) => {
+                let _ = tx.rollback();
+                Err(e)
+            }
+        }
+    }
+
+    fn prepare_transaction(&mut self, gid: &str) -> Result<Outcome> {
+        self.implicit = false;
+        match std::mem::replace(&mut self.state, State::Idle) {
+            State::Block(tx) => {
+                tx.prepare(gid)?;
+                Ok(outcome("PREPARE TRANSACTION", OutcomeKind::BlockEnd))
+            }
+            State::Idle | State::Failed => Err(SqlError::new(
+                "25P01",
+                "there is no transaction in progress",
+            )),
+        }
+    }
+
+    fn finish_prepared(&mut self, gid: &str, commit: bool) -> Result<Outcome> {
+        let what = if commit {
+            "COMMIT PREPARED"
+        } else {
+            "ROLLBACK PREPARED"
+        };
+        if !matches!(self.state, State::Idle) {
+            return Err(in_block_error(what));
+        }
+        if commit {
+            self.db.commit_prepared(gid)?;
+        } else {
+            self.db.rollback_prepared(gid)?;
+        }
+        Ok(command(what))
+    }
+
+    fn vacuum(&mut self, v: &VacuumStmt) -> Result<Outcome> {
+        if !matches!(self.state, State::Idle) {
+            return Err(in_block_error("VACUUM"));
+        }
+        let tables: Vec<(String, quire_engine::TableId)> = self.with_tx(|tx| {
+            if v.tables.is_empty() {
+                Ok(tx
+                    .tables()?
+                    .into_iter()
+                    .filter(|t| !t.name.starts_with(catalog::RESERVED_PREFIX))
+                    .map(|t| (t.name, t.oid))
+                    .collect())
+            } else {
+                v.tables
+                    .iter()
+                    .map(|n| catalog::lookup(tx, n).map(|t| (t.def.name.clone(), t.def.oid)))
+                    .collect()
+            }
+        })?;
+        let mut notices = Vec::new();
+        for (name, oid) in tables {
+            let s = self.db.vacuum(oid)?;
+            if v.verbose {
+                notices.push(format!(
+                    "vacuuming \"{}.public.{name}\": index scans: {}, pages: {} removed, {} remain, {} scanned; tuples: {} removed, {} remain, {} are dead but not yet removable; {} frozen",
+                    crate::pg_catalog::DATABASE_NAME,
+                    s.index_passes,
+                    s.pages_truncated,
+                    s.pages.saturating_sub(s.pages_truncated),
+                    s.pages_scanned,
+                    s.dead_tuples_removed,
+                    s.live_tuples,
+                    s.recently_dead_tuples,
+                    s.tuples_frozen,
+                ));
+            }
+        }
+        let mut out = command("VACUUM");
+        out.notices = notices;
+        Ok(out)
+    }
+
+    /// The statements of one simple-query message, as PostgreSQL runs them: outside a block,
+    /// several statements form one implicit transaction (all or nothing), unless they
+    /// contain their own BEGIN/COMMIT. The first error ends the message.
+    pub fn execute_simple(&mut self, statements: &[Statement]) -> Vec<Result<Outcome>> {
+        let mut out = Vec::with_capacity(statements.len());
+        for (i, stmt) in statements.iter().enumerate() {
+            let more_follow = i + 1 < statements.len();
+            if more_follow && matches!(self.state, State::Idle) {
+                match self.db.begin(IsolationLevel::ReadCommitted) {
+                    Ok(tx) => {
+                        self.state = State::Block(Box::new(tx));
+                        self.implicit = true;
+                    }
+                    Err(e) => {
+                        out.push(Err(e.into()));
+                        return out;
+                    }
+                }
+            }
+            let r = self.execute(stmt, &[], &[]);
+            let stop =
+                r.is_err() || matches!(&r, Ok(o) if matches!(o.kind, OutcomeKind::CopyIn { .. }));
+            out.push(r);
+            if stop {
+                return out;
+            }
+        }
+        if self.implicit {
+            self.implicit = false;
+            if let State::Block(tx) = std::mem::replace(&mut self.state, State::Idle) {
+                if let Err(e) = tx.commit() {
+                    out.push(Err(e.into()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Reports an error found outside [`Session::execute`] (a parameter that does not
+    /// decode): inside a block it aborts the block, as any statement's error does.
+    pub fn abort(&mut self, e: SqlError) -> SqlError {
+        self.fail(e)
+    }
+
+    /// An error inside a block aborts it: the engine transaction rolls back (releasing its
+    /// locks) and the block refuses everything until COMMIT or ROLLBACK.
+    fn fail(&mut self, e: SqlError) -> SqlError {
+        if let State::Block(tx) = std::mem::replace(&mut self.state, State::Failed) {
+            let _ = tx.rollback();
+            if std::mem::take(&mut self.implicit) {
+                self.state = State::Idle;
+            }
+        } else {
+            self.state = State::Idle;
+        }
+        e
+    }
+
+    fn begin(&mut self, isolation: IsolationLevel) -> Result<Outcome> {
+        // A BEGIN inside a simple query's implicit transaction makes it an ordinary block
+        // (PostgreSQL does the same; the statements before it are part of the block).
+        self.implicit = false;
+        if matches!(self.state, State::Idle) {
+            self.state = State::Block(Box::new(self.db.begin(isolation)?));
+        }
+        // In a block already: PostgreSQL warns and carries on.
+        Ok(outcome("BEGIN", OutcomeKind::BlockStart))
+    }
+
+    fn end(&mut self, commit: bool) -> Result<Outcome> {
+        self.implicit = false;
+        let tag = if commit { "COMMIT" } else { "ROLLBACK" };
+        match std::mem::replace(&mut self.state, State::Idle) {
+            State::Block(tx) if commit => tx.commit()?,
+            State::Block(tx) => tx.rollback()?,
+            // No block: PostgreSQL warns "there is no transaction in progress".
+            State::Idle | State::Failed => {}
+        }
+        Ok(outcome(tag, OutcomeKind::BlockEnd))
+    }
+
+    /// Runs `f` with the block's transaction, or a short one of its own for catalog lookups.
+    fn with_tx<T>(&self, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
+        match &self.state {
+            State::Block(tx) => f(tx),
+            State::Failed => Err(SqlError::in_failed_transaction()),
+            State::Idle => {
+                let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
+                let r = f(&tx);
+                let _ = tx.rollback();
+                r
+            }
+        }
+    }
+}
+
+/// RETURNING's rows get the statement's output columns (the executor leaves them empty).
+fn with_columns(mut out: Outcome, bound: Vec<OutColumn>) -> Outcome {
+    if let OutcomeKind::Rows { columns, .. } = &mut out.kind {
+        if columns.is_empty() {
+            *columns = bound;
+        }
+    }
+    out
+}
+
+fn check_param_count(given: usize, needed: usize) -> Result<()> {
+    if given != needed {
+        return Err(SqlError::new(
+            "08P01",
+            format!("bind message supplies {given} parameters, but prepared statement requires {needed}"),
+        ));
+    }
+    Ok(())
+}

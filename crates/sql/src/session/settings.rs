@@ -1,0 +1,217 @@
+//! A session's settings: the session-level parameters a client may SET (and their
+//! defaults, PostgreSQL's), and the server's settings, which SHOW and `pg_settings` read
+//! but SET may not change (55P02).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use quire_engine::Config;
+
+use super::SERVER_VERSION;
+use crate::error::{Result, SqlError};
+
+/// One client's settings: the session-level parameters it may SET, and the server's.
+pub struct Settings {
+    pub user: String,
+    session: BTreeMap<String, String>,
+    config: Config,
+}
+
+/// Session parameters, their defaults, and whether SET may change them.
+const SESSION_PARAMETERS: &[(&str, &str, bool)] = &[
+    ("application_name", "", true),
+    ("client_encoding", "UTF8", true),
+    ("client_min_messages", "notice", true),
+    ("datestyle", "ISO, MDY", true),
+    ("default_transaction_isolation", "read committed", true),
+    ("extra_float_digits", "1", true),
+    ("idle_in_transaction_session_timeout", "0", true),
+    ("integer_datetimes", "on", false),
+    ("intervalstyle", "postgres", true),
+    ("lc_collate", "C", false),
+    ("lc_ctype", "C", false),
+    ("search_path", "\"$user\", public", true),
+    ("server_encoding", "UTF8", false),
+    ("server_version", SERVER_VERSION, false),
+    ("server_version_num", "160000", false),
+    ("standard_conforming_strings", "on", true),
+    ("statement_timeout", "0", true),
+    ("timezone", "UTC", true),
+    ("transaction_isolation", "read committed", false),
+];
+
+fn format_bytes(b: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "kB")];
+    for (size, unit) in UNITS {
+        if b >= size && b.is_multiple_of(size) {
+            return format!("{}{unit}", b / size);
+        }
+    }
+    format!("{b}B")
+}
+
+fn on_off(b: bool) -> String {
+    if b { "on" } else { "off" }.into()
+}
+
+impl Settings {
+    pub(super) fn new(config: Config) -> Settings {
+        Settings {
+            user: crate::pg_catalog::SUPERUSER.into(),
+            session: BTreeMap::new(),
+            config,
+        }
+    }
+
+    /// The server's settings (the engine's configuration), by PostgreSQL's names.
+    fn server(&self) -> Vec<(&'static str, String)> {
+        let c = &self.config;
+        vec![
+            ("shared_buffers", format_bytes(c.shared_buffers_bytes)),
+            ("wal_buffers", format_bytes(c.wal_buffers_bytes)),
+            ("wal_segment_size", format_bytes(c.wal_segment_size_bytes)),
+            ("max_wal_size", format_bytes(c.max_wal_size_bytes)),
+            ("checkpoint_timeout", format!("{}s", c.checkpoint_timeout_s)),
+            (
+                "checkpoint_completion_target",
+                c.checkpoint_completion_target.to_string(),
+            ),
+            ("synchronous_commit", on_off(c.synchronous_commit)),
+            ("track_commit_timestamp", on_off(c.track_commit_timestamp)),
+            ("max_connections", c.max_connections.to_string()),
+            (
+                "max_prepared_transactions",
+                c.max_prepared_transactions.to_string(),
+            ),
+            (
+                "max_locks_per_transaction",
+                c.max_locks_per_transaction.to_string(),
+            ),
+            ("deadlock_timeout", format!("{}ms", c.deadlock_timeout_ms)),
+            (
+                "maintenance_work_mem",
+                format_bytes(c.maintenance_work_mem_bytes),
+            ),
+            ("max_files_per_process", c.max_files_per_process.to_string()),
+            ("autovacuum", on_off(c.autovacuum)),
+            ("fsync", "on".into()),
+            ("full_page_writes", "on".into()),
+            ("buffer_drop", c.buffer_drop.name().into()),
+            ("relsize_cache", c.relsize_cache.name().into()),
+            ("twophase_state", c.twophase_state.name().into()),
+            ("dead_tids", c.dead_tids.name().into()),
+            ("sync", c.sync.name().into()),
+        ]
+    }
+
+    /// SHOW `name`: `None` for an unknown parameter.
+    pub fn show(&self, name: &str) -> Option<String> {
+        let name = name.to_lowercase();
+        if let Some(v) = self.session.get(&name) {
+            return Some(v.clone());
+        }
+        if let Some((_, d, _)) = SESSION_PARAMETERS.iter().find(|(n, _, _)| *n == name) {
+            return Some((*d).to_string());
+        }
+        if name == "is_superuser" {
+            return Some("on".into());
+        }
+        if name == "session_authorization" {
+            return Some(self.user.clone());
+        }
+        self.server()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v)
+    }
+
+    /// `statement_timeout`, if set (zero is none).
+    pub fn statement_timeout(&self) -> Option<Duration> {
+        let ms = self
+            .session
+            .get("statement_timeout")
+            .and_then(|v| quire_engine::config::parse_millis(v).ok())
+            .unwrap_or(0);
+        (ms > 0).then(|| Duration::from_millis(ms))
+    }
+
+    /// Every parameter: name, value, and where its value comes from.
+    pub(crate) fn all(&self) -> Vec<(String, String, &'static str)> {
+        let mut v: Vec<(String, String, &'static str)> = SESSION_PARAMETERS
+            .iter()
+            .map(|(n, d, _)| match self.session.get(*n) {
+                Some(s) => ((*n).to_string(), s.clone(), "session"),
+                None => ((*n).to_string(), (*d).to_string(), "default"),
+            })
+            .collect();
+        v.extend(
+            self.server()
+                .into_iter()
+                .map(|(n, s)| (n.to_string(), s, "configuration file")),
+        );
+        v.sort();
+        v
+    }
+
+    pub(super) fn set(&mut self, name: &str, value: Option<String>) -> Result<()> {
+        let name = name.to_lowercase();
+        if name == "all" && value.is_none() {
+            self.session.clear();
+            return Ok(());
+        }
+        if name == "transaction_isolation" || name == "session characteristics" {
+            return Err(SqlError::unsupported(
+                "SET transaction_isolation (use BEGIN ISOLATION LEVEL)",
+            ));
+        }
+        let Some((_, _, settable)) = SESSION_PARAMETERS.iter().find(|(n, _, _)| *n == name) else {
+            if self.server().iter().any(|(n, _)| *n == name) {
+                return Err(SqlError::new(
+                    "55P02",
+                    format!(
+                        "parameter \"{name}\" cannot be changed now (a server setting: start quire serve with -c {name}=... or QUIRE_{})",
+                        name.to_uppercase()
+                    ),
+                ));
+            }
+            return Err(SqlError::new(
+                "42704",
+                format!("unrecognized configuration parameter \"{name}\""),
+            ));
+        };
+        if !settable {
+            return Err(SqlError::new(
+                "55P02",
+                format!("parameter \"{name}\" cannot be changed"),
+            ));
+        }
+        let Some(value) = value else {
+            self.session.remove(&name);
+            return Ok(());
+        };
+        check_session_value(&name, &value)?;
+        self.session.insert(name, value);
+        Ok(())
+    }
+}
+
+/// Values quire can honour for the parameters whose other values it does not implement.
+fn check_session_value(name: &str, value: &str) -> Result<()> {
+    let v = value.to_lowercase();
+    let ok = match name {
+        "client_encoding" => ["utf8", "utf-8", "unicode"].contains(&v.as_str()),
+        "timezone" => ["utc", "gmt", "etc/utc", "z", "0", "+00", "zulu"].contains(&v.as_str()),
+        "datestyle" => v.starts_with("iso"),
+        "statement_timeout" => quire_engine::config::parse_millis(value).is_ok(),
+        "idle_in_transaction_session_timeout" => v == "0" || v == "0ms" || v == "0s",
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(SqlError::new(
+            "22023",
+            format!("invalid value for parameter \"{name}\": \"{value}\" (quire supports only the default here)"),
+        ))
+    }
+}
