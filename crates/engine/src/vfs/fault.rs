@@ -137,6 +137,14 @@ impl FaultCounts {
     }
 }
 
+impl std::ops::AddAssign for FaultCounts {
+    fn add_assign(&mut self, other: FaultCounts) {
+        for (c, o) in self.counts.iter_mut().zip(other.counts) {
+            *c += o;
+        }
+    }
+}
+
 impl fmt::Display for FaultCounts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
