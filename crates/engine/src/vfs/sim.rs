@@ -39,6 +39,8 @@
 //!   on an extension (a write past the end, a growing `set_len`), nothing written; a short
 //!   write (a prefix written, then ENOSPC); EIO on read; EIO or EMFILE on open. Bit flips
 //!   ([`SimVfs::flip_bit`], [`SimVfs::flip_random_bit`]) change the disk and the cache.
+//! - **Power cut at the Nth operation** ([`SimVfs::cut_power_after`]): the next N counted
+//!   operations run, every later one fails, until `crash` restores the power.
 //! - **Unlink or rename-over while open**: the inode lives on through its open handles (unix
 //!   semantics) and is freed once no handle and no current or durable name refers to it.
 //!
@@ -116,6 +118,8 @@ struct Shared {
     latency_nanos: [AtomicU64; OpKind::ALL.len()],
     /// Directories locked by a live [`SimDirLock`].
     dir_locks: Mutex<BTreeSet<PathBuf>>,
+    /// Counted operations left before the power cut ([`NO_CUT`]: none planned).
+    ops_until_cut: AtomicU64,
 }
 
 type InodeId = u64;
@@ -324,6 +328,7 @@ impl SimVfs {
                 counters: OpCounters::default(),
                 latency_nanos: std::array::from_fn(|_| AtomicU64::new(0)),
                 dir_locks: Mutex::new(BTreeSet::new()),
+                ops_until_cut: AtomicU64::new(NO_CUT),
             }),
         }
     }
@@ -340,6 +345,7 @@ impl SimVfs {
         let mut guard = self.shared.state.lock();
         let state = &mut *guard;
         state.epoch += 1;
+        self.shared.ops_until_cut.store(NO_CUT, Ordering::Release);
         state.replay_names_at_crash(keep_probability);
         let reachable: BTreeSet<InodeId> = state.durable.values().copied().collect();
         state.inodes.retain(|id, _| reachable.contains(id));
@@ -486,6 +492,16 @@ impl SimVfs {
         Ok(())
     }
 
+    /// Cuts the power after `ops` more counted operations (every kind [`OpKind`] lists): they
+    /// run, and every operation after them fails (an `io::Error` saying "power lost"), as a
+    /// machine that stopped does nothing more; so does `create_dir_all`. The test then calls
+    /// [`SimVfs::crash`], which restores the power. With a sweep over `ops`, a crash lands at
+    /// every point of a workload: inside a checkpoint, a commit, a truncation (SQLite's crash
+    /// tests stop at every sync the same way).
+    pub fn cut_power_after(&self, ops: u64) {
+        self.shared.ops_until_cut.store(ops, Ordering::Release);
+    }
+
     /// Adds a sleep of `latency` to every operation of `kind` (e.g. OpKind::Fsync, 2.5 ms).
     /// `Duration::ZERO` removes it.
     pub fn set_latency(&self, kind: OpKind, latency: Duration) {
@@ -524,14 +540,41 @@ impl fmt::Debug for SimVfs {
 }
 
 impl Shared {
-    /// Counts an operation and sleeps its configured latency.
-    fn begin(&self, kind: OpKind) {
+    /// Counts an operation and sleeps its configured latency; fails it once the power is
+    /// cut ([`SimVfs::cut_power_after`]).
+    fn begin(&self, kind: OpKind) -> io::Result<()> {
         self.counters.bump(kind);
+        self.powered()?;
         let nanos = self.latency_nanos[kind_index(kind)].load(Ordering::Relaxed);
         if nanos > 0 {
             std::thread::sleep(Duration::from_nanos(nanos));
         }
+        Ok(())
     }
+
+    /// Takes one operation from the budget left before the power cut; fails once it is spent.
+    fn powered(&self) -> io::Result<()> {
+        let taken = self
+            .ops_until_cut
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                (left != NO_CUT && left > 0).then(|| left - 1)
+            });
+        match taken {
+            Err(0) => Err(power_lost_error()),
+            _ => Ok(()),
+        }
+    }
+
+    fn power_is_cut(&self) -> bool {
+        self.ops_until_cut.load(Ordering::Acquire) == 0
+    }
+}
+
+/// `ops_until_cut` when no power cut is planned.
+const NO_CUT: u64 = u64::MAX;
+
+fn power_lost_error() -> io::Error {
+    io::Error::other("power lost (SimVfs::cut_power_after): the file system does nothing more")
 }
 
 impl State {
@@ -685,7 +728,7 @@ impl SimFile {
     }
 
     fn sync(&self) -> io::Result<()> {
-        self.shared.begin(OpKind::Fsync);
+        self.shared.begin(OpKind::Fsync)?;
         let mut guard = self.shared.state.lock();
         if guard.epoch != self.epoch {
             return Err(crashed_error(&self.path));
@@ -715,7 +758,8 @@ impl SimFile {
 
 impl Drop for SimFile {
     fn drop(&mut self) {
-        self.shared.begin(OpKind::Close);
+        // A close after the power cut still drops the handle.
+        let _powered = self.shared.begin(OpKind::Close).is_ok();
         let mut state = self.shared.state.lock();
         // A handle from before a crash holds no count: the crash reset them.
         if state.epoch == self.epoch {
@@ -729,7 +773,7 @@ impl Drop for SimFile {
 
 impl VfsFile for SimFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.shared.begin(OpKind::Read);
+        self.shared.begin(OpKind::Read)?;
         self.with_faults(|faults, inode| {
             if faults.hit(Fault::ReadIo, &self.path) {
                 return Err(Fault::ReadIo.error());
@@ -742,7 +786,7 @@ impl VfsFile for SimFile {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.shared.begin(OpKind::Write);
+        self.shared.begin(OpKind::Write)?;
         let start = checked_range(offset, buf.len(), &self.path)?;
         self.with_faults(|faults, inode| {
             // pwrite of nothing does not extend the file.
@@ -785,12 +829,12 @@ impl VfsFile for SimFile {
     }
 
     fn size(&self) -> io::Result<u64> {
-        self.shared.begin(OpKind::SizeProbe);
+        self.shared.begin(OpKind::SizeProbe)?;
         self.with_inode(|inode| Ok(inode.data.len() as u64))
     }
 
     fn set_len(&self, size_bytes: u64) -> io::Result<()> {
-        self.shared.begin(OpKind::Truncate);
+        self.shared.begin(OpKind::Truncate)?;
         let size_bytes = checked_range(size_bytes, 0, &self.path)?;
         self.with_faults(|faults, inode| {
             if size_bytes > inode.data.len() {
@@ -823,7 +867,7 @@ impl Drop for SimDirLock {
 
 impl Vfs for SimVfs {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn VfsFile>> {
-        self.shared.begin(OpKind::Open);
+        self.shared.begin(OpKind::Open)?;
         let path = normalize(path);
         let mut state = self.shared.state.lock();
         for fault in [Fault::OpenIo, Fault::TooManyFiles] {
@@ -877,7 +921,7 @@ impl Vfs for SimVfs {
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.shared.begin(OpKind::Unlink);
+        self.shared.begin(OpKind::Unlink)?;
         let path = normalize(path);
         let mut state = self.shared.state.lock();
         match state.current.remove(&path) {
@@ -896,7 +940,7 @@ impl Vfs for SimVfs {
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.shared.begin(OpKind::Rename);
+        self.shared.begin(OpKind::Rename)?;
         let from = normalize(from);
         let to = normalize(to);
         let mut state = self.shared.state.lock();
@@ -935,6 +979,9 @@ impl Vfs for SimVfs {
     }
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        if self.shared.power_is_cut() {
+            return Err(power_lost_error());
+        }
         let path = normalize(path);
         let mut state = self.shared.state.lock();
         for ancestor in path.ancestors() {
@@ -964,7 +1011,7 @@ impl Vfs for SimVfs {
     }
 
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        self.shared.begin(OpKind::DirSync);
+        self.shared.begin(OpKind::DirSync)?;
         let dir = normalize(path);
         let mut guard = self.shared.state.lock();
         guard.check_dir(&dir)?;
@@ -1937,5 +1984,27 @@ mod tests {
             vfs.flip_random_bit(p("/d/f")).is_err(),
             "an empty file has no bit"
         );
+    }
+
+    #[test]
+    fn after_a_power_cut_nothing_happens_until_the_crash() {
+        let (vfs, f) = with_durable_file(1);
+        vfs.cut_power_after(2);
+        f.write_at(b"ab", 0).unwrap();
+        f.sync_data().unwrap();
+        let err = f.write_at(b"cd", 0).unwrap_err();
+        assert!(err.to_string().contains("power lost"), "{err}");
+        assert!(f.sync_data().is_err());
+        assert!(vfs.open(p("/d/g"), OpenMode::CreateNew).is_err());
+        assert!(vfs.create_dir_all(p("/d/e")).is_err());
+        assert_eq!(vfs.contents(p("/d/f")).unwrap(), b"ab");
+        vfs.crash(&CrashOptions::default());
+        assert_eq!(
+            vfs.contents(p("/d/f")).unwrap(),
+            b"ab",
+            "what was synced before the cut"
+        );
+        let g = vfs.open(p("/d/f"), OpenMode::Existing).unwrap();
+        g.write_at(b"ef", 0).unwrap();
     }
 }
