@@ -1,11 +1,16 @@
 //! The engine as one object: a data directory opened exclusively, with its storage manager,
 //! buffer pool, WAL, checkpointer, transactions, locks, catalog and prepared transactions.
 //! [`Database::open`] is startup: it reads the control file and, unless the last stop was
-//! clean, redoes the WAL from the last checkpoint's redo point; then it loads the catalog,
+//! clean, redoes the WAL from the last checkpoint's redo point; it refuses a directory it
+//! cannot trust (relation files or WAL but no control file, a fork with a missing middle
+//! segment, WAL that ends before the checkpoint the control file names, a changed block
+//! that does not exist and was never dropped), each with a message naming what is wrong;
+//! then it loads the catalog,
 //! brings back the prepared transactions (with their locks), and writes an end-of-recovery
 //! checkpoint. [`Database::close`] writes a shutdown checkpoint, so the next start replays
 //! nothing. Dropping a `Database` without closing it is a crash as far as the data directory
-//! is concerned.
+//! is concerned. After an I/O failure the engine stops ([`crate::health`],
+//! [`Database::health`]): every call fails until a new `Database` is opened, which recovers.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -22,7 +27,10 @@ use crate::commands::vacuum::{vacuum_database, vacuum_table, DatabaseVacuum};
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::recovery::{redo_all, RecoveryStats, RedoContext, Registry, ResourceManager};
+use crate::health::{Health, HealthState};
+use crate::recovery::{
+    redo_all, InvalidPages, RecoveryStats, RedoContext, Registry, ResourceManager,
+};
 use crate::session::{IsolationLevel, Transaction};
 use crate::smgr::Smgr;
 use crate::stats::{StatsRegistry, TableStats};
@@ -31,20 +39,69 @@ use crate::txn::twophase::{PreparedXact, TwoPhase, TwoPhaseRedo};
 use crate::txn::{TransactionManager, TxnRecord, FIRST_XID};
 use crate::types::{BufferTag, Lsn, Rmid};
 use crate::vacuum::VacuumStats;
-use crate::vfs::Vfs;
+use crate::vfs::{create_dir_durable, Vfs};
 use crate::wal::{Wal, WalReader, FIRST_LSN};
 
 /// The buffer pool's WAL rule, bound once the WAL is open. During redo it is unbound: every
-/// page redo dirties carries the LSN of WAL that is already durable.
-#[derive(Default)]
-struct LateWal(OnceLock<Arc<Wal>>);
+/// page redo dirties carries the LSN of WAL that is already durable. A WAL that stopped by
+/// itself fails the engine here, so that no page is written after it (its flush would pass
+/// a page whose WAL was flushed before the failure).
+struct LateWal {
+    wal: OnceLock<Arc<Wal>>,
+    health: Arc<Health>,
+}
 
 impl WriteBackHook for LateWal {
     fn before_write(&self, tag: BufferTag, page_lsn: Lsn) -> Result<()> {
-        match self.0.get() {
-            Some(wal) => wal.before_write(tag, page_lsn),
-            None => Ok(()),
+        let Some(wal) = self.wal.get() else {
+            return Ok(());
+        };
+        if wal.is_failed() && !self.health.is_failed() {
+            self.health
+                .fail_because("the WAL stopped after a failed write or fsync");
         }
+        self.health.check()?;
+        wal.before_write(tag, page_lsn)
+    }
+}
+
+/// Refuses a data directory that holds relation files or WAL but no control file: it is
+/// not new (taking it for new would start an empty database over the old files) and
+/// without the control file nothing says where redo starts.
+fn refuse_without_control_file(vfs: &Arc<dyn Vfs>, data_dir: &Path) -> Result<()> {
+    for sub in ["base", "wal"] {
+        let path = data_dir.join(sub);
+        let exists = vfs
+            .exists(&path)
+            .map_err(|e| Error::file("look for", &path, e))?;
+        if exists {
+            return Err(Error::StartupRefused {
+                reason: format!(
+                    "{} exists but the control file {} is missing: the directory is not new \
+                     and nothing says where recovery starts (restore the control file, or \
+                     remove the directory if its creation was interrupted)",
+                    path.display(),
+                    data_dir.join("global/quire_control").display()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a redo that stopped before the checkpoint record the control file names: the
+/// WAL holding it is missing or cut short, and what the checkpoint promised is not there.
+fn refuse_redo_short_of(control: Option<&ControlData>, end: Lsn, wal_dir: &Path) -> Result<()> {
+    match control {
+        Some(c) if end <= c.checkpoint_lsn => Err(Error::StartupRefused {
+            reason: format!(
+                "the WAL in {} ends at {end}, before the checkpoint record at {} that the \
+                 control file names: a WAL segment is missing or truncated",
+                wal_dir.display(),
+                c.checkpoint_lsn
+            ),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -85,7 +142,7 @@ impl Database {
         extra: &[(Rmid, Arc<dyn ResourceManager>)],
     ) -> Result<Self> {
         config.validate()?;
-        vfs.create_dir_all(data_dir)
+        create_dir_durable(&**vfs, data_dir)
             .map_err(|e| Error::file("create data directory", data_dir, e))?;
         let lock = vfs.lock_dir(data_dir).map_err(|e| {
             let op = if e.kind() == io::ErrorKind::WouldBlock {
@@ -95,15 +152,25 @@ impl Database {
             };
             Error::file(op, data_dir, e)
         })?;
+        let control = ControlData::read(vfs, data_dir)?;
+        if control.is_none() {
+            refuse_without_control_file(vfs, data_dir)?;
+        }
         let smgr = Arc::new(Smgr::new(Arc::clone(vfs), data_dir, &config)?);
-        let hook = Arc::new(LateWal::default());
+        smgr.check_segments().map_err(|e| Error::StartupRefused {
+            reason: format!("{e}, though a later segment exists"),
+        })?;
+        let wal_dir = Wal::dir_of(data_dir);
+        let hook = Arc::new(LateWal {
+            wal: OnceLock::new(),
+            health: Arc::clone(smgr.health()),
+        });
         let pool = Arc::new(BufferPool::new(
             Arc::clone(&smgr),
             &config,
             Some(hook.clone()),
         )?);
 
-        let control = ControlData::read(vfs, data_dir)?;
         let (start, clean) = match control {
             None => (FIRST_LSN, false),
             Some(c) if c.state == DbState::ShutDown => (c.checkpoint_lsn, true),
@@ -111,13 +178,15 @@ impl Database {
         };
         let mut reader = WalReader::new(
             Arc::clone(vfs),
-            &Wal::dir_of(data_dir),
+            &wal_dir,
             config.wal_segment_size_bytes,
             start,
         );
+        let invalid_pages = InvalidPages::default();
         let ctx = RedoContext {
             smgr: &smgr,
             pool: &pool,
+            invalid_pages: &invalid_pages,
         };
         let twophase_redo = Arc::new(TwoPhaseRedo::new(Arc::clone(vfs), data_dir));
         let mut registry = resource_managers(Arc::clone(&twophase_redo));
@@ -125,6 +194,7 @@ impl Database {
             registry.register(*rmid, Arc::clone(rm));
         }
         let recovery = redo_all(&mut reader, &registry, &ctx)?;
+        refuse_redo_short_of(control.as_ref(), reader.end_lsn(), &wal_dir)?;
         if recovery.records > 0 || !clean {
             tracing::info!(
                 records = recovery.records,
@@ -143,9 +213,12 @@ impl Database {
             reader.prev_lsn(),
         )?);
         wal.set_redo_point(start);
-        if hook.0.set(Arc::clone(&wal)).is_err() {
+        if hook.wal.set(Arc::clone(&wal)).is_err() {
             unreachable!("the hook is bound once, here");
         }
+        // A failure anywhere stops the WAL too: nothing more is logged, no commit is made.
+        let stopped = Arc::clone(&wal);
+        smgr.health().on_fail(move |reason| stopped.fail(reason));
         let txns = TransactionManager::new(
             Arc::clone(&wal),
             Arc::clone(&pool),
@@ -237,6 +310,15 @@ impl Database {
         Ok(())
     }
 
+    /// Running, or stopped by an I/O failure (PostgreSQL's PANIC; see [`crate::health`]):
+    /// then every call fails with SQLSTATE 58030 naming the failure, and only opening the
+    /// directory again (which recovers from the WAL) goes on.
+    pub fn health(&self) -> HealthState {
+        // Checked, not just read: a WAL that stopped by itself is noticed here too.
+        let _ = self.engine.check_health();
+        self.engine.smgr.health().state()
+    }
+
     /// Transactions begun and not yet ended.
     pub fn open_transactions(&self) -> usize {
         self.engine.txns.procs().sessions()
@@ -252,6 +334,7 @@ impl Database {
     /// cuts empty pages off the end of the table when ACCESS EXCLUSIVE can be had at once
     /// (else it leaves them, as PostgreSQL does). Runs alongside reads and writes.
     pub fn vacuum(&self, table: crate::TableId) -> Result<VacuumStats> {
+        self.engine.check_health()?;
         let stats = vacuum_table(&self.engine, table, true)?;
         Ok(stats.expect("a vacuum that waits for its lock always runs"))
     }
@@ -300,6 +383,7 @@ impl Database {
 
     fn finish_prepared(&self, gid: &str, commit: bool) -> Result<()> {
         let e = &self.engine;
+        e.check_health()?;
         let f = e.twophase.begin_finish(gid, &e.wal)?;
         let (record_type, drops) = if commit {
             (TxnRecord::CommitPrepared, &f.state.commit_drops)

@@ -11,6 +11,9 @@
 //!   `Engine` adds no lock of its own.
 //! - It lives as long as its last holder, an open transaction outliving its `Database`
 //!   included, and so does the data directory's lock, which it drops last.
+//! - Every entry point (a new transaction, each call of one, COMMIT, the ends of prepared
+//!   transactions, VACUUM) asks [`Engine::check_health`] first: a failed engine accepts no
+//!   work ([`crate::health`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,7 +22,7 @@ use crate::buffer::BufferPool;
 use crate::catalog::Catalog;
 use crate::checkpoint::{CheckpointHook, CheckpointIds};
 use crate::config::Config;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::smgr::Smgr;
 use crate::stats::StatsRegistry;
 use crate::txn::lock::LockManager;
@@ -56,6 +59,25 @@ impl Engine {
 }
 
 impl Engine {
+    /// `Ok` while the engine runs; once it failed, the one error of the failed state. A WAL
+    /// that stopped by itself (its own write or fsync failed) fails the engine here, if no
+    /// error has yet done so ([`Engine::note_failure`]).
+    pub fn check_health(&self) -> Result<()> {
+        let health = self.smgr.health();
+        if self.wal.is_failed() && !health.is_failed() {
+            health.fail_because("the WAL stopped after a failed write or fsync");
+        }
+        health.check()
+    }
+
+    /// After a call failed with `e`: if the WAL has stopped, `e` is (or follows) what stopped
+    /// it, and becomes the failed state's reason unless one was kept before.
+    pub fn note_failure(&self, e: &Error) {
+        if self.wal.is_failed() {
+            self.smgr.health().fail_because(&e.to_string());
+        }
+    }
+
     /// Debug builds check the buffer pool's invariants where nothing else uses it: after the
     /// end-of-recovery checkpoint and after the shutdown checkpoint.
     pub fn debug_check_idle(&self, when: &str) {

@@ -124,6 +124,15 @@ pub enum Error {
     #[error("checkpoint failed, the engine stopped: {reason}")]
     CheckpointFailed { reason: String },
 
+    #[error(
+        "the engine stopped after an I/O failure and must be restarted, which recovers from \
+         the WAL (the failure: {reason})"
+    )]
+    EngineFailed { reason: String },
+
+    #[error("cannot start on this data directory: {reason}")]
+    StartupRefused { reason: String },
+
     #[error("no resource manager {rmid} to redo the WAL record at LSN {lsn}")]
     UnknownResourceManager { rmid: Rmid, lsn: Lsn },
 
@@ -229,8 +238,10 @@ impl Error {
             | Error::BlockIo { .. }
             | Error::MissingSegment { .. }
             | Error::File { .. }
+            | Error::EngineFailed { .. }
             | Error::WalIo { .. } => "58030", // io_error
             Error::ControlFile { .. }
+            | Error::StartupRefused { .. }
             | Error::CheckpointFailed { .. }
             | Error::WalFailed { .. }
             | Error::UnknownResourceManager { .. }

@@ -17,8 +17,9 @@
 //!    logged bytes), [`rng`] (the one deterministic random generator).
 //! 1. [`vfs`]: the only code that touches files (OS and a crash-simulating implementation).
 //! 2. [`page`]: the 8 KiB page layout and its CRC32C checksum.
-//! 3. [`error`]: the one error type, each variant with its SQLSTATE; [`config`]: every
-//!    setting; [`sync`]: the sync-request queue.
+//! 3. [`error`]: the one error type, each variant with its SQLSTATE; [`health`]: the
+//!    engine's failed state (PostgreSQL's PANIC); [`config`]: every setting; [`sync`]: the
+//!    sync-request queue.
 //! 4. [`smgr`]: relations as segment files, and the relation-size cache.
 //! 5. [`buffer`]: the shared buffer pool, whose relation drop does not scan the pool.
 //! 6. [`wal`]: the write-ahead log: parallel insertion, group commit, reading back;
@@ -137,6 +138,7 @@
 // the shared small types, and the file layer (an embedding program chooses it).
 pub mod config;
 pub mod error;
+pub mod health;
 pub mod types;
 pub mod vfs;
 
@@ -173,6 +175,7 @@ pub use config::{
 };
 pub use db::Database;
 pub use error::{Error, Result};
+pub use health::HealthState;
 pub use page::{PageError, Tid};
 pub use recovery::RecoveryStats;
 pub use session::{Changed, IndexRows, IsolationLevel, Scan, Transaction};

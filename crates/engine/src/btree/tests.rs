@@ -1081,6 +1081,7 @@ fn redo_of_malformed_records_never_panics() {
     let ctx = crate::recovery::RedoContext {
         smgr: env.db.smgr(),
         pool: env.db.buffer_pool(),
+        invalid_pages: &crate::recovery::InvalidPages::default(),
     };
     let leaf = super::page::encode_tuple(Tid::new(1, 1), 1, super::page::NO_BLOCK, &[3; 9]);
     let split = redo::SplitPlan {
@@ -1192,6 +1193,7 @@ fn redo_refuses_a_well_formed_split_that_does_not_fit_the_page() {
     let ctx = crate::recovery::RedoContext {
         smgr: env.db.smgr(),
         pool: env.db.buffer_pool(),
+        invalid_pages: &crate::recovery::InvalidPages::default(),
     };
     let block = |b: u32| crate::wal::DecodedBlock {
         tag: BufferTag::new(env.desc.rel, crate::types::Fork::Main, b),

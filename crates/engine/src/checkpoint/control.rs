@@ -113,7 +113,7 @@ impl ControlData {
     /// Replaces the control file crash-safely.
     pub fn write(&self, vfs: &Arc<dyn Vfs>, data_dir: &Path) -> Result<()> {
         let (path, tmp, dir) = paths(data_dir);
-        vfs.create_dir_all(&dir)
+        crate::vfs::create_dir_durable(&**vfs, &dir)
             .map_err(|e| Error::file("create directory", &dir, e))?;
         let file = vfs
             .open(&tmp, OpenMode::CreateIfMissing)

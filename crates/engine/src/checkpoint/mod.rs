@@ -15,14 +15,16 @@
 //! - One checkpoint at a time.
 //! - **An fsync failure is final.** The data it covered may be lost while a retried fsync
 //!   would report success (PostgreSQL's lesson of 2018), so the checkpoint never completes,
-//!   the WAL is put in its failed state (every later write is refused), and only a restart,
-//!   which recovers from the WAL of the last *completed* checkpoint, continues.
+//!   the engine enters its failed state ([`health`](crate::health), held by the storage
+//!   manager; its hook stops the WAL), and only a restart, which recovers from the WAL of the
+//!   last *completed* checkpoint, continues. A failed engine runs no checkpoint at all: the
+//!   redo point never moves past data that an fsync failure may have lost.
 //! - The control file changes only after everything before the redo point is durable.
 
 pub mod control;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -87,7 +89,6 @@ struct Shared {
     run_lock: Mutex<()>,
     /// The redo point of the last checkpoint (an [`Lsn`]'s value).
     last_redo: AtomicU64,
-    failed: AtomicBool,
     stop: Mutex<bool>,
     wake: Condvar,
     stats: CheckpointStats,
@@ -123,7 +124,6 @@ impl Checkpointer {
                 completion_target: config.checkpoint_completion_target,
                 run_lock: Mutex::new(()),
                 last_redo: AtomicU64::new(last_redo.0),
-                failed: AtomicBool::new(false),
                 stop: Mutex::new(false),
                 wake: Condvar::new(),
                 stats: CheckpointStats::default(),
@@ -208,7 +208,8 @@ impl Shared {
     }
 
     fn fail(&self, e: &Error) -> Error {
-        self.failed.store(true, Ordering::Release);
+        self.smgr.health().fail_because(&e.to_string());
+        // Also here, for a checkpointer whose engine wired no hook (tests of this layer).
         self.wal.fail(&e.to_string());
         Error::CheckpointFailed {
             reason: e.to_string(),
@@ -239,11 +240,7 @@ impl Shared {
 
     fn run(&self, shutdown: bool, spread: bool) -> Result<Lsn> {
         let _one_at_a_time = self.run_lock.lock();
-        if self.failed.load(Ordering::Acquire) {
-            return Err(Error::CheckpointFailed {
-                reason: "an earlier fsync failed; restart to recover".into(),
-            });
-        }
+        self.smgr.health().check()?;
         let redo = self.wal.begin_checkpoint();
         let started = Instant::now();
         self.pool.flush_all_paced(|done, total| {

@@ -13,7 +13,15 @@
 //!   already has it), then sets the page LSN and marks the page dirty.
 //! - A record carrying a full-page image restores the page from it instead of reading the
 //!   page from disk, which may be torn.
-//! - Files that a crash lost are created, and forks too short are extended, on demand.
+//! - A block that a record restores from its full-page image, or rebuilds from scratch, is
+//!   created on demand (its file, and the fork extended to it): a crash may have lost an
+//!   extension or a creation the WAL describes.
+//! - **Invalid pages** (PostgreSQL's `log_invalid_page`): a record that *changes* a block of
+//!   a fork that does not exist, or past the fork's end, is skipped and the block remembered
+//!   in [`InvalidPages`]. A later drop of the relation, or a truncation below the block,
+//!   forgets it (the file was gone because of that); one still remembered when redo ends
+//!   means data was lost (a file or an extension the last checkpoint made durable is gone)
+//!   and startup refuses, naming the block.
 //! - Redo never fsyncs: dirtied pages are written and synced by the end-of-recovery
 //!   checkpoint.
 //! - A record's format is decoded only by its resource manager: the id counters a record
@@ -36,7 +44,7 @@ use crate::error::{Error, Result};
 use crate::page::PageMut;
 use crate::smgr::Smgr;
 pub use crate::types::Rmid;
-use crate::types::{BufferTag, Oid, Xid, PAGE_SIZE};
+use crate::types::{BlockNumber, BufferTag, Fork, Lsn, Oid, RelFileLocator, Xid, PAGE_SIZE};
 use crate::wal::{DecodedRecord, WalReader};
 
 /// Resource manager ids. Each manager's record types are an enum tied to its id
@@ -64,6 +72,51 @@ pub mod rmid {
 pub struct RedoContext<'a> {
     pub smgr: &'a Smgr,
     pub pool: &'a BufferPool,
+    pub invalid_pages: &'a InvalidPages,
+}
+
+/// Blocks that records changed but that did not exist (see the module header), each with
+/// the first record that touched it.
+#[derive(Default)]
+pub struct InvalidPages {
+    pages: parking_lot::Mutex<std::collections::BTreeMap<BufferTag, Lsn>>,
+}
+
+impl InvalidPages {
+    fn remember(&self, tag: BufferTag, lsn: Lsn) {
+        self.pages.lock().entry(tag).or_insert(lsn);
+    }
+
+    /// A relation was dropped: its missing blocks are explained.
+    pub fn forget_relation(&self, rel: RelFileLocator) {
+        self.pages.lock().retain(|tag, _| tag.rel != rel);
+    }
+
+    /// A fork was cut to `nblocks`: its missing blocks from there on are explained.
+    pub fn forget_from(&self, rel: RelFileLocator, fork: Fork, nblocks: BlockNumber) {
+        self.pages
+            .lock()
+            .retain(|tag, _| !(tag.rel == rel && tag.fork == fork && tag.block >= nblocks));
+    }
+
+    /// At the end of redo: an error naming the first block still unexplained, if any.
+    pub fn check(&self) -> Result<()> {
+        let pages = self.pages.lock();
+        match pages.iter().next() {
+            None => Ok(()),
+            Some((tag, lsn)) => Err(Error::StartupRefused {
+                reason: format!(
+                    "the WAL record at {lsn} changes block {} of relation {} fork {}, which \
+                     does not exist, and no later record drops or truncates it: a file or \
+                     an extension that a checkpoint made durable is lost ({} such blocks)",
+                    tag.block,
+                    tag.rel,
+                    tag.fork,
+                    pages.len()
+                ),
+            }),
+        }
+    }
 }
 
 /// The id counters a WAL record moves. Recovery raises its own to every record's, so that
@@ -182,6 +235,8 @@ enum RedoBuffer<'a> {
     Restored,
     /// The page already has this change.
     AlreadyApplied,
+    /// The block does not exist: remembered as an invalid page, the change skipped.
+    Missing,
     /// Apply the change, then set the page LSN to the record's end and mark it dirty.
     Apply(PinnedBuffer<'a>),
 }
@@ -197,14 +252,20 @@ fn redo_buffer<'a>(
         reason: format!("record has no block {index}"),
     })?;
     let tag = block.tag;
-    ensure_block_exists(ctx, tag)?;
     if let Some(image) = &block.image {
+        ensure_block_exists(ctx, tag)?;
         let buf = ctx.pool.read_buffer_mode(tag, ReadMode::Zero)?;
         let mut page = buf.write();
         page.copy_from_slice(&image[..]);
         PageMut::new(&mut page).set_lsn(rec.end_lsn);
         page.mark_dirty();
         return Ok(RedoBuffer::Restored);
+    }
+    let exists = ctx.smgr.exists(tag.rel, tag.fork)?
+        && ctx.smgr.nblocks(tag.rel, tag.fork)? > tag.block;
+    if !exists {
+        ctx.invalid_pages.remember(tag, rec.lsn);
+        return Ok(RedoBuffer::Missing);
     }
     let buf = ctx.pool.read_buffer(tag)?;
     let lsn = crate::page::Page::new(&buf.read()).lsn();
@@ -248,7 +309,9 @@ pub fn redo_block(
     } else {
         match redo_buffer(ctx, rec, index)? {
             RedoBuffer::Apply(buf) => buf,
-            RedoBuffer::Restored | RedoBuffer::AlreadyApplied => return Ok(()),
+            RedoBuffer::Restored | RedoBuffer::AlreadyApplied | RedoBuffer::Missing => {
+                return Ok(());
+            }
         }
     };
     let tag = buf.tag();
@@ -310,6 +373,7 @@ pub fn redo_all(
         }
     }
     registry.finish(ctx)?;
+    ctx.invalid_pages.check()?;
     stats.next_xid = ids.next_xid;
     stats.next_oid = ids.next_oid;
     stats.oldest_xid = ids.oldest_xid;

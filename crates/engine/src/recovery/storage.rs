@@ -131,6 +131,7 @@ impl ResourceManager for Storage {
                 }
             }
             StorageChange::Truncate(rel, fork, nblocks) => {
+                ctx.invalid_pages.forget_from(rel, fork, nblocks);
                 ctx.pool.drop_relation_buffers(rel, fork, nblocks);
                 if ctx.smgr.exists(rel, fork)? {
                     ctx.smgr.truncate(rel, fork, nblocks)?;
@@ -139,6 +140,7 @@ impl ResourceManager for Storage {
             StorageChange::Drop(rels) => {
                 ctx.pool.drop_relations(&rels);
                 for r in rels {
+                    ctx.invalid_pages.forget_relation(r);
                     ctx.smgr.unlink(r)?;
                 }
             }

@@ -11,11 +11,23 @@ use crate::wal::WalRecord;
 impl Transaction {
     /// COMMIT. A failed transaction is rolled back instead, and the error says so.
     pub fn commit(self) -> Result<()> {
+        if let Err(stopped) = self.engine.check_health() {
+            // Nothing more reaches the WAL; the rollback only releases what this process
+            // holds (recovery aborts the transaction), so its error says nothing new.
+            if let Err(e) = self.finish(false) {
+                tracing::debug!(error = %e, "rolling back in a failed engine");
+            }
+            return Err(stopped);
+        }
         if self.st.borrow().failed {
             self.finish(false)?;
             return Err(Error::InFailedTransaction);
         }
-        self.finish(true)
+        let result = self.finish(true);
+        if let Err(e) = &result {
+            self.engine.note_failure(e);
+        }
+        result
     }
 
     /// ROLLBACK.
@@ -57,6 +69,12 @@ impl Transaction {
     /// [`Database::rollback_prepared`](crate::Database::rollback_prepared), from any session,
     /// after any crash; until then it keeps its locks.
     pub fn prepare(self, gid: &str) -> Result<()> {
+        if let Err(stopped) = self.engine.check_health() {
+            if let Err(e) = self.finish(false) {
+                tracing::debug!(error = %e, "rolling back in a failed engine");
+            }
+            return Err(stopped);
+        }
         if self.st.borrow().failed {
             self.finish(false)?;
             return Err(Error::InFailedTransaction);

@@ -107,6 +107,7 @@ pub struct Transaction {
 
 impl Transaction {
     pub(crate) fn begin(engine: Arc<Engine>, isolation: IsolationLevel) -> Result<Self> {
+        engine.check_health()?;
         let proc = engine.txns.register()?;
         Ok(Transaction {
             engine,
@@ -140,7 +141,8 @@ impl Transaction {
 
     // ------------------------------------------------------------------ plumbing
 
-    /// Runs one call: refuses if the transaction failed, marks it failed on error.
+    /// Runs one call: refuses if the transaction or the engine failed, marks the transaction
+    /// failed on error.
     fn call<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
         {
             let st = self.st.borrow();
@@ -153,8 +155,9 @@ impl Transaction {
                 return Err(Error::InFailedTransaction);
             }
         }
-        let r = f();
-        if r.is_err() {
+        let r = self.engine.check_health().and_then(|()| f());
+        if let Err(e) = &r {
+            self.engine.note_failure(e);
             self.st.borrow_mut().failed = true;
         }
         r

@@ -31,6 +31,13 @@
 //!   `sync = immediate` each request is an fsync at once. [`Smgr::sync`] fsyncs a fork now,
 //!   for the few paths that cannot wait for a checkpoint.
 //! - Open files are cached, at most `max_files_per_process` of them (LRU).
+//! - **Failure is final** ([`health`](crate::health)): every fsync failure here (a drained
+//!   request, the writer's own fsync when the queue is full or `sync = immediate`, a
+//!   directory) puts the engine in its failed state, which this layer holds
+//!   ([`Smgr::health`]); once failed, it refuses every write, extension, truncation,
+//!   creation and removal, so no data page reaches a file after the failure.
+//! - Directories are created with [`create_dir_durable`] (their parent fsynced), so that a
+//!   crash cannot lose `base/` or `base/<db>` with the files the checkpoint made durable.
 
 mod files;
 mod relsize;
@@ -44,9 +51,10 @@ use parking_lot::Mutex;
 use crate::config::{Config, RelsizeCacheMode};
 use crate::error::{Error, Result};
 use crate::hash::hash_one;
+use crate::health::Health;
 use crate::page::{self};
 use crate::sync::{SyncQueue, SyncTarget};
-use crate::vfs::{OpenMode, Vfs, VfsFile};
+use crate::vfs::{create_dir_durable, OpenMode, Vfs, VfsFile};
 use files::FileCache;
 use relsize::RelsizeCache;
 
@@ -69,6 +77,7 @@ pub struct Smgr {
     /// fsync: the checkpointer syncs them with the files, or a crash could lose a file whose
     /// data it had made durable.
     dirty_dirs: Mutex<std::collections::BTreeSet<PathBuf>>,
+    health: Arc<Health>,
 }
 
 impl Smgr {
@@ -76,7 +85,7 @@ impl Smgr {
     pub fn new(vfs: Arc<dyn Vfs>, data_dir: &Path, config: &Config) -> Result<Self> {
         config.validate()?;
         let base_dir = data_dir.join("base");
-        vfs.create_dir_all(&base_dir)
+        create_dir_durable(&*vfs, &base_dir)
             .map_err(|e| Error::file("create directory", &base_dir, e))?;
         Ok(Smgr {
             vfs,
@@ -91,7 +100,18 @@ impl Smgr {
             // PostgreSQL sizes the checkpointer's request queue by NBuffers too.
             sync_queue: SyncQueue::new(config.sync, config.nbuffers()),
             dirty_dirs: Mutex::new(std::collections::BTreeSet::new()),
+            health: Arc::new(Health::new()),
         })
+    }
+
+    /// The engine's failed state (see the module header).
+    pub fn health(&self) -> &Arc<Health> {
+        &self.health
+    }
+
+    /// Fails the engine with an fsync's error (any fsync failure is final) and returns it.
+    fn fsync_failed(&self, op: &'static str, path: impl Into<PathBuf>, e: io::Error) -> Error {
+        self.health.fail(Error::file(op, path, e))
     }
 
     /// The file layer underneath (for its counters).
@@ -135,10 +155,12 @@ impl Smgr {
 
     /// Creates a fork (its segment 0, empty). Fails if it exists.
     pub fn create(&self, rel: RelFileLocator, fork: Fork) -> Result<()> {
+        self.health.check()?;
         let dir = self.rel_dir(rel);
-        self.vfs
-            .create_dir_all(&dir)
-            .map_err(|e| Error::file("create directory", &dir, e))?;
+        create_dir_durable(&*self.vfs, &dir).map_err(|e| {
+            // Its parent's fsync may be what failed: final, like any fsync failure.
+            self.health.fail(Error::file("create directory", &dir, e))
+        })?;
         let path = self.segment_path(rel, fork, 0);
         let file = match self.vfs.open(&path, OpenMode::CreateNew) {
             Ok(file) => file,
@@ -302,6 +324,7 @@ impl Smgr {
         block: BlockNumber,
         page_bytes: &[u8; PAGE_SIZE],
     ) -> Result<()> {
+        self.health.check()?;
         let (file, offset_bytes) = self.file_for_block(rel, fork, block, OpenMode::Existing)?;
         write_page(&file, rel, fork, block, offset_bytes, page_bytes)?;
         self.register_sync(rel, fork, block / self.segment_size_blocks, &file)
@@ -323,7 +346,7 @@ impl Smgr {
         let target = SyncTarget::Segment { rel, fork, segno };
         self.sync_queue.register(target, || {
             file.sync_data()
-                .map_err(|e| Error::file("fsync", self.segment_path(rel, fork, segno), e))
+                .map_err(|e| self.fsync_failed("fsync", self.segment_path(rel, fork, segno), e))
         })
     }
 
@@ -336,9 +359,9 @@ impl Smgr {
                 if e.kind() == io::ErrorKind::NotFound {
                     continue;
                 }
-                // Put them back: they still need it (the caller fails the engine anyway).
+                // Put them back: they still need it (though the engine has stopped).
                 self.dirty_dirs.lock().extend(dirs.iter().cloned());
-                return Err(Error::file("fsync directory", dir, e));
+                return Err(self.fsync_failed("fsync directory", dir, e));
             }
         }
         Ok(())
@@ -352,7 +375,7 @@ impl Smgr {
             return Ok(());
         };
         file.sync_data()
-            .map_err(|e| Error::file("fsync", self.segment_path(rel, fork, segno), e))
+            .map_err(|e| self.fsync_failed("fsync", self.segment_path(rel, fork, segno), e))
     }
 }
 
@@ -391,6 +414,7 @@ impl Smgr {
         fork: Fork,
         page_bytes: &[u8; PAGE_SIZE],
     ) -> Result<BlockNumber> {
+        self.health.check()?;
         let stripe = (hash_one(&rel) as usize) % EXTENSION_LOCK_STRIPES;
         let _extension_lock = self.extension_locks[stripe].lock();
         let block = self.nblocks(rel, fork)?;
@@ -419,6 +443,7 @@ impl Smgr {
     /// dropped the buffers at and beyond `nblocks`. Segments are cut from the last to the
     /// first, so a crash part-way leaves a shorter prefix, never a hole.
     pub fn truncate(&self, rel: RelFileLocator, fork: Fork, nblocks: BlockNumber) -> Result<()> {
+        self.health.check()?;
         let old = self.nblocks(rel, fork)?;
         if nblocks >= old {
             return Ok(());
@@ -467,6 +492,7 @@ impl Smgr {
     /// Removes every fork of a relation. The caller holds it exclusively and has dropped its
     /// buffers. Missing forks are skipped.
     pub fn unlink(&self, rel: RelFileLocator) -> Result<()> {
+        self.health.check()?;
         // Cancelled first: a deleted file is never fsynced.
         self.sync_queue.forget_relation(rel);
         for fork in Fork::ALL {
@@ -504,18 +530,77 @@ impl Smgr {
                 });
             };
             file.sync_data()
-                .map_err(|e| Error::file("fsync", path(), e))?;
+                .map_err(|e| self.fsync_failed("fsync", path(), e))?;
         }
         let dir = self.rel_dir(rel);
         self.vfs
             .sync_dir(&dir)
-            .map_err(|e| Error::file("fsync directory", dir, e))
+            .map_err(|e| self.fsync_failed("fsync directory", dir, e))
+    }
+
+    /// Checks, at startup, that no fork has a hole: a segment missing below one that exists.
+    /// Truncation and unlink remove segments from the last one down and extension adds them
+    /// in order, so a hole is never a crash's doing; it is a lost file, and the blocks past
+    /// it would silently vanish from the fork's size (which ends at the first missing
+    /// segment). Names that are not segment files are ignored.
+    pub fn check_segments(&self) -> Result<()> {
+        let list = |dir: &Path| {
+            self.vfs
+                .list_dir(dir)
+                .map_err(|e| Error::file("list directory", dir, e))
+        };
+        for db in list(&self.base_dir)? {
+            let Some(db_oid) = db.to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let db_dir = self.base_dir.join(&db);
+            let mut segments: std::collections::BTreeMap<(u64, Fork), Vec<u32>> =
+                std::collections::BTreeMap::new();
+            for name in list(&db_dir)? {
+                if let Some((rel_number, fork, segno)) = name.to_str().and_then(parse_segment_name)
+                {
+                    segments.entry((rel_number, fork)).or_default().push(segno);
+                }
+            }
+            for ((rel_number, fork), mut segnos) in segments {
+                segnos.sort_unstable();
+                let hole = segnos.iter().zip(0u32..).find(|(segno, want)| **segno != *want);
+                if let Some((_, missing)) = hole {
+                    let rel = RelFileLocator::new(db_oid, rel_number);
+                    return Err(Error::MissingSegment {
+                        rel,
+                        fork,
+                        block: missing * self.segment_size_blocks,
+                        segment: missing,
+                        path: self.segment_path(rel, fork, missing),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// How many segment files are open (bounded by `max_files_per_process`).
     pub fn open_files(&self) -> usize {
         self.files.open_count()
     }
+}
+
+/// `<rel_number>[_fsm|_vm][.<segno>]`, as [`Smgr::segment_path`] names a segment file.
+fn parse_segment_name(name: &str) -> Option<(u64, Fork, u32)> {
+    let (stem, segno) = match name.split_once('.') {
+        Some((stem, seg)) => (stem, seg.parse::<u32>().ok().filter(|&s| s > 0)?),
+        None => (name, 0),
+    };
+    let (number, fork) = Fork::ALL
+        .iter()
+        .rev()
+        .find_map(|&fork| {
+            let number = stem.strip_suffix(fork.file_suffix())?;
+            Some((number, fork))
+        })?;
+    let number = number.parse::<u64>().ok()?;
+    Some((number, fork, segno))
 }
 
 fn is_all_zero(bytes: &[u8]) -> bool {

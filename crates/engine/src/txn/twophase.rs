@@ -436,8 +436,7 @@ impl TwoPhase {
         let bytes = encode_state_file(state);
         let path = self.state_path(state.xid);
         let tmp = path.with_extension("tmp");
-        self.vfs
-            .create_dir_all(&self.dir)
+        crate::vfs::create_dir_durable(&*self.vfs, &self.dir)
             .map_err(|e| Error::file("create directory", &self.dir, e))?;
         let f = self
             .vfs

@@ -14,12 +14,18 @@
 //!   pages, so a later fsync that succeeds proves nothing about them. Callers must treat
 //!   `sync_*` errors as fatal (the engine stops and recovers from WAL); the simulator models
 //!   this by discarding the unsynced writes when it fails an fsync.
+//! - A directory is a name in its parent like any other: it is durable only once its parent
+//!   was fsynced. [`create_dir_durable`] is the one way the engine creates a directory.
+//! - [`SimVfs`] injects the faults of [`Fault`] (ENOSPC and EIO on write and extend, short
+//!   writes, EIO on read, open and fsync, EMFILE, bit flips, lost directory changes), each
+//!   drawn from its seed and counted.
 //! - Every operation is counted by kind in [`OpCounters`], so tests and benchmarks can assert
 //!   syscall budgets (for example: zero size probes per buffer read once the relation is open).
 //! - This layer never panics on what it reads; errors are `std::io::Error` and the caller adds
 //!   context (relation, fork, block).
 
 mod counters;
+mod fault;
 mod os;
 mod sim;
 
@@ -28,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use counters::{OpCounters, OpCounts, OpKind};
+pub use fault::{Fault, FaultCounts};
 pub use os::OsVfs;
 pub use sim::{CrashOptions, SimVfs};
 
@@ -82,4 +89,27 @@ pub trait Vfs: Send + Sync {
     fn lock_dir(&self, path: &Path) -> io::Result<Box<dyn DirLock>>;
     /// The operation counters of this file system.
     fn counters(&self) -> &OpCounters;
+}
+
+/// Creates a directory and its missing parents so that a crash keeps them: after each
+/// directory it creates, its parent is fsynced (PostgreSQL fsyncs the parent of every
+/// directory it makes, `fsync_parent_path`). A directory that already exists is taken as
+/// durable: every directory of a data directory is created here.
+pub fn create_dir_durable(vfs: &dyn Vfs, path: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    for dir in path.ancestors() {
+        if dir.as_os_str().is_empty() || vfs.exists(dir)? {
+            break;
+        }
+        missing.push(dir);
+    }
+    for dir in missing.into_iter().rev() {
+        vfs.create_dir_all(dir)?;
+        let parent = dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        vfs.sync_dir(parent)?;
+    }
+    Ok(())
 }

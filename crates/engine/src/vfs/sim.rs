@@ -16,26 +16,39 @@
 //!   `current`. `sync_dir(dir)` makes the `durable` entries whose parent is `dir` equal to the
 //!   `current` ones (adds, replaces, removes). An fsync of a file does not make its name
 //!   durable, and a rename across directories needs both parents synced.
-//! - **Directories** are durable as soon as `create_dir_all` returns and are never removed
-//!   (a simplification: quire creates its directories once and the API cannot remove them).
-//!   So that a crash cannot resurrect a file where a directory now is, `create_dir_all` also
-//!   refuses a path that is still a file in the durable namespace.
-//! - **Crash.** The current namespace becomes the durable one; files reachable by no durable
-//!   name are gone. Each remaining file restarts from `durable`, then, per [`CrashOptions`],
-//!   each logged operation survives with a probability, and a surviving write may be torn
+//! - **Directories** are names too: one `create_dir_all` makes is durable once its parent is
+//!   synced, and lost at a crash until then, with everything under it. They are never
+//!   removed (a simplification: quire creates its directories once and the API cannot remove
+//!   them). So that a crash cannot resurrect a file where a directory now is,
+//!   `create_dir_all` also refuses a path that is still a file in the durable namespace.
+//! - **Crash.** The namespace becomes the durable one, plus an in-order prefix of the
+//!   directory changes (creates, unlinks, renames, mkdirs) not yet synced: each survives with
+//!   the probability of [`CrashOptions::keep_unsynced_probability`] while every earlier one
+//!   did, as a journaling file system commits them in order; the others are lost (counted
+//!   as [`Fault::LostNameChange`]). An entry whose directory is gone goes too; files
+//!   reachable by no name are gone. Each remaining file restarts from `durable`, then each
+//!   logged operation survives with that probability, and a surviving write may be torn
 //!   into a random subset of its 512-byte sectors (sectors aligned to file offsets). Handles
 //!   opened before the crash fail with "file system crashed" on every call; directory locks
 //!   are kept (they belong to the test process, which lives on).
-//! - **Failed fsync** ([`SimVfs::fail_next_fsync`]): returns EIO and discards the log, as Linux
-//!   drops dirty pages after a writeback error: those writes stay readable until a crash but
-//!   never become durable, even if a later fsync succeeds.
+//! - **Failed fsync** ([`SimVfs::fail_next_fsync`], [`Fault::FsyncIo`]): returns EIO and
+//!   discards the log, as Linux drops dirty pages after a writeback error: those writes stay
+//!   readable until a crash but never become durable, even if a later fsync succeeds.
+//! - **Other faults** ([`SimVfs::inject`] arms one, [`SimVfs::set_fault_rate`] sets a rate;
+//!   [`SimVfs::faults_injected`] counts them): ENOSPC or EIO on a write inside the file or
+//!   on an extension (a write past the end, a growing `set_len`), nothing written; a short
+//!   write (a prefix written, then ENOSPC); EIO on read; EIO or EMFILE on open. Bit flips
+//!   ([`SimVfs::flip_bit`], [`SimVfs::flip_random_bit`]) change the disk and the cache.
+//! - **Power cut at the Nth operation** ([`SimVfs::cut_power_after`]): the next N counted
+//!   operations run, every later one fails, until `crash` restores the power.
 //! - **Unlink or rename-over while open**: the inode lives on through its open handles (unix
 //!   semantics) and is freed once no handle and no current or durable name refers to it.
 //!
 //! ## Determinism
-//! Randomness is used only by `crash`, from the project's one generator ([`crate::rng`],
-//! SplitMix64) seeded by [`SimVfs::new`], visiting files in creation order: the same seed and
-//! the same sequence of operations give the same crash result. (With several threads, the
+//! Randomness comes from the project's one generator ([`crate::rng`], SplitMix64) seeded by
+//! [`SimVfs::new`]: one stream for `crash`, which visits files in creation order, and one
+//! for injected faults (drawn only when a rate applies): the same seed and the same
+//! sequence of operations give the same faults and the same crash result. (With several threads, the
 //! sequence is whatever order the threads produced.)
 //!
 //! ## Counting
@@ -66,6 +79,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use super::fault::{Fault, FaultCounts, Faults};
 use super::{DirLock, OpCounters, OpKind, OpenMode, Vfs, VfsFile};
 use crate::rng::SplitMix64;
 
@@ -78,9 +92,6 @@ pub const MAX_FILE_SIZE_BYTES: u64 = 1 << 32;
 
 /// The file `lock_dir` creates, named as `OsVfs` names it.
 const LOCK_FILE_NAME: &str = "quire.lock";
-
-/// Linux's EIO, what a failed fsync returns.
-const EIO: i32 = 5;
 
 /// How a crash treats the writes that were not yet fsynced.
 #[derive(Clone, Debug, Default)]
@@ -107,6 +118,8 @@ struct Shared {
     latency_nanos: [AtomicU64; OpKind::ALL.len()],
     /// Directories locked by a live [`SimDirLock`].
     dir_locks: Mutex<BTreeSet<PathBuf>>,
+    /// Counted operations left before the power cut ([`NO_CUT`]: none planned).
+    ops_until_cut: AtomicU64,
 }
 
 type InodeId = u64;
@@ -119,12 +132,32 @@ struct State {
     next_inode: InodeId,
     /// Existing directories, except the roots (`/` and the empty path), which always exist.
     dirs: BTreeSet<PathBuf>,
+    /// The directories a crash leaves: those whose parent was fsynced after their creation.
+    durable_dirs: BTreeSet<PathBuf>,
     current: Names,
     durable: Names,
+    /// The directory changes not yet made durable, in the order they were made; each entry
+    /// is one operation (a rename is two changes that survive or go together).
+    name_log: Vec<Vec<NameChange>>,
     /// Ordered by id, i.e. by creation, which makes crashes deterministic.
     inodes: BTreeMap<InodeId, Inode>,
-    /// Pending injected fsync failures, each a path filter (`None`: any file), used once.
-    fsync_failures: Vec<Option<String>>,
+    faults: Faults,
+}
+
+/// One change to a directory's entries.
+enum NameChange {
+    /// `path` now names the inode (`Some`) or nothing (`None`).
+    File(PathBuf, Option<InodeId>),
+    /// A directory was created at the path.
+    Dir(PathBuf),
+}
+
+impl NameChange {
+    fn path(&self) -> &Path {
+        match self {
+            NameChange::File(path, _) | NameChange::Dir(path) => path,
+        }
+    }
 }
 
 /// A directory tree's names: path → inode, with each inode's link count kept alongside, so
@@ -285,14 +318,17 @@ impl SimVfs {
                     epoch: 0,
                     next_inode: 1,
                     dirs: BTreeSet::new(),
+                    durable_dirs: BTreeSet::new(),
                     current: Names::default(),
                     durable: Names::default(),
+                    name_log: Vec::new(),
                     inodes: BTreeMap::new(),
-                    fsync_failures: Vec::new(),
+                    faults: Faults::new(seed),
                 }),
                 counters: OpCounters::default(),
                 latency_nanos: std::array::from_fn(|_| AtomicU64::new(0)),
                 dir_locks: Mutex::new(BTreeSet::new()),
+                ops_until_cut: AtomicU64::new(NO_CUT),
             }),
         }
     }
@@ -309,7 +345,8 @@ impl SimVfs {
         let mut guard = self.shared.state.lock();
         let state = &mut *guard;
         state.epoch += 1;
-        state.current = state.durable.clone();
+        self.shared.ops_until_cut.store(NO_CUT, Ordering::Release);
+        state.replay_names_at_crash(keep_probability);
         let reachable: BTreeSet<InodeId> = state.durable.values().copied().collect();
         state.inodes.retain(|id, _| reachable.contains(id));
         for inode in state.inodes.values_mut() {
@@ -336,14 +373,67 @@ impl SimVfs {
     /// (any file if None) fails with EIO (io::Error::from_raw_os_error(5)) and, as Linux does,
     /// drops that file's dirty (unsynced) writes: they never become durable, though reads keep
     /// seeing them until a crash (the page cache still holds them). Later fsyncs succeed.
+    /// A `sync_dir` of a matching directory takes it too (nothing of it becomes durable).
     ///
     /// The path matched is the one the handle was opened with. Each call arms one failure.
     pub fn fail_next_fsync(&self, path_contains: Option<&str>) {
+        self.inject(Fault::FsyncIo, path_contains);
+    }
+
+    /// Arms one fault: the next operation of its kind on a path containing `path_contains`
+    /// (any path if None) fails as [`Fault`] describes. Each call arms one failure.
+    /// [`Fault::BitFlip`] and [`Fault::LostNameChange`] are not armed this way.
+    pub fn inject(&self, fault: Fault, path_contains: Option<&str>) {
+        assert!(
+            !matches!(fault, Fault::BitFlip | Fault::LostNameChange),
+            "{} is not an operation's failure",
+            fault.name()
+        );
+        self.shared.state.lock().faults.arm(fault, path_contains);
+    }
+
+    /// From now on, each operation of `fault`'s kind on a path containing `path_contains`
+    /// (any path if None) fails with `probability`, drawn from the seed; 0.0 stops it.
+    pub fn set_fault_rate(&self, fault: Fault, probability: f64, path_contains: Option<&str>) {
+        assert!(
+            !matches!(fault, Fault::BitFlip | Fault::LostNameChange),
+            "{} is not an operation's failure",
+            fault.name()
+        );
         self.shared
             .state
             .lock()
-            .fsync_failures
-            .push(path_contains.map(str::to_owned));
+            .faults
+            .set_rate(fault, probability, path_contains);
+    }
+
+    /// How many faults of each kind were injected so far.
+    pub fn faults_injected(&self) -> FaultCounts {
+        self.shared.state.lock().faults.counts()
+    }
+
+    /// Flips one bit, chosen from the seed, of a non-empty file (see [`SimVfs::flip_bit`]);
+    /// returns the byte offset and the bit.
+    pub fn flip_random_bit(&self, path: &Path) -> io::Result<(u64, u8)> {
+        let (offset, bit) = {
+            let mut state = self.shared.state.lock();
+            let size = state
+                .current
+                .get(&normalize(path))
+                .and_then(|id| state.inodes.get(id))
+                .map_or(0, |inode| inode.data.len() as u64);
+            if size == 0 {
+                return Err(path_error(
+                    io::ErrorKind::InvalidInput,
+                    "no such file, or an empty one",
+                    path,
+                ));
+            }
+            let offset = state.faults.below(size);
+            (offset, state.faults.below(8) as u8)
+        };
+        self.flip_bit(path, offset, bit)?;
+        Ok((offset, bit))
     }
 
     /// Flips one bit in both the current and the durable contents of a file (simulated media
@@ -378,6 +468,7 @@ impl SimVfs {
                 )
             })?;
         let mask = 1u8 << bit;
+        state.faults.count(Fault::BitFlip, 1);
         if let Some(byte) = inode.data.byte_mut(offset) {
             *byte ^= mask;
         }
@@ -399,6 +490,16 @@ impl SimVfs {
             }
         }
         Ok(())
+    }
+
+    /// Cuts the power after `ops` more counted operations (every kind [`OpKind`] lists): they
+    /// run, and every operation after them fails (an `io::Error` saying "power lost"), as a
+    /// machine that stopped does nothing more; so does `create_dir_all`. The test then calls
+    /// [`SimVfs::crash`], which restores the power. With a sweep over `ops`, a crash lands at
+    /// every point of a workload: inside a checkpoint, a commit, a truncation (SQLite's crash
+    /// tests stop at every sync the same way).
+    pub fn cut_power_after(&self, ops: u64) {
+        self.shared.ops_until_cut.store(ops, Ordering::Release);
     }
 
     /// Adds a sleep of `latency` to every operation of `kind` (e.g. OpKind::Fsync, 2.5 ms).
@@ -439,14 +540,41 @@ impl fmt::Debug for SimVfs {
 }
 
 impl Shared {
-    /// Counts an operation and sleeps its configured latency.
-    fn begin(&self, kind: OpKind) {
+    /// Counts an operation and sleeps its configured latency; fails it once the power is
+    /// cut ([`SimVfs::cut_power_after`]).
+    fn begin(&self, kind: OpKind) -> io::Result<()> {
         self.counters.bump(kind);
+        self.powered()?;
         let nanos = self.latency_nanos[kind_index(kind)].load(Ordering::Relaxed);
         if nanos > 0 {
             std::thread::sleep(Duration::from_nanos(nanos));
         }
+        Ok(())
     }
+
+    /// Takes one operation from the budget left before the power cut; fails once it is spent.
+    fn powered(&self) -> io::Result<()> {
+        let taken = self
+            .ops_until_cut
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                (left != NO_CUT && left > 0).then(|| left - 1)
+            });
+        match taken {
+            Err(0) => Err(power_lost_error()),
+            _ => Ok(()),
+        }
+    }
+
+    fn power_is_cut(&self) -> bool {
+        self.ops_until_cut.load(Ordering::Acquire) == 0
+    }
+}
+
+/// `ops_until_cut` when no power cut is planned.
+const NO_CUT: u64 = u64::MAX;
+
+fn power_lost_error() -> io::Error {
+    io::Error::other("power lost (SimVfs::cut_power_after): the file system does nothing more")
 }
 
 impl State {
@@ -491,8 +619,66 @@ impl State {
         let id = self.next_inode;
         self.next_inode += 1;
         self.inodes.insert(id, Inode::default());
+        self.name_log
+            .push(vec![NameChange::File(path.clone(), Some(id))]);
         self.current.insert(path, id);
         id
+    }
+
+    /// At a crash: the namespace becomes the durable one plus an in-order prefix of the
+    /// directory changes not yet synced, each surviving with `keep_probability` while the
+    /// ones before it did (a file system journals them in order). A change naming an inode
+    /// that no longer exists (created, removed and closed) is skipped. Then every entry whose
+    /// directory did not survive goes too.
+    fn replay_names_at_crash(&mut self, keep_probability: f64) {
+        let mut names = self.durable.clone();
+        let mut dirs = self.durable_dirs.clone();
+        let log = std::mem::take(&mut self.name_log);
+        let mut kept = 0;
+        for op in &log {
+            if keep_probability <= 0.0 || !self.rng.chance(keep_probability) {
+                break;
+            }
+            kept += 1;
+            for change in op {
+                match change {
+                    NameChange::File(path, Some(id)) if self.inodes.contains_key(id) => {
+                        names.insert(path.clone(), *id);
+                    }
+                    NameChange::File(path, _) => {
+                        names.remove(path);
+                    }
+                    NameChange::Dir(path) => {
+                        dirs.insert(path.clone());
+                    }
+                }
+            }
+        }
+        self.faults
+            .count(Fault::LostNameChange, (log.len() - kept) as u64);
+        // Sorted, so a parent comes before its children: one pass drops whole subtrees.
+        let mut surviving_dirs = BTreeSet::new();
+        for dir in dirs {
+            let parent_kept = dir
+                .parent()
+                .is_none_or(|p| p.parent().is_none() || surviving_dirs.contains(p));
+            if parent_kept {
+                surviving_dirs.insert(dir);
+            }
+        }
+        names.retain(|path, _| {
+            path.parent()
+                .is_some_and(|p| p.parent().is_none() || surviving_dirs.contains(p))
+        });
+        self.dirs.clone_from(&surviving_dirs);
+        self.durable_dirs = surviving_dirs;
+        self.current = names.clone();
+        self.durable = names;
+    }
+
+    /// Does the fault strike this operation on `path`?
+    fn fault(&mut self, fault: Fault, path: &Path) -> bool {
+        self.faults.hit(fault, path)
     }
 
     /// Frees an inode once nothing can reach it any more: no handle and no name, current or
@@ -521,19 +707,14 @@ struct SimFile {
 impl SimFile {
     /// Runs `f` on this file's inode, under the file system lock.
     fn with_inode<R>(&self, f: impl FnOnce(&mut Inode) -> io::Result<R>) -> io::Result<R> {
-        let mut state = self.shared.state.lock();
-        if state.epoch != self.epoch {
-            return Err(crashed_error(&self.path));
-        }
-        let inode = state
-            .inodes
-            .get_mut(&self.inode)
-            .expect("an open handle keeps its inode alive until a crash");
-        f(inode)
+        self.with_faults(|_, inode| f(inode))
     }
 
-    fn sync(&self) -> io::Result<()> {
-        self.shared.begin(OpKind::Fsync);
+    /// Runs `f` on the fault state and this file's inode, under the file system lock.
+    fn with_faults<R>(
+        &self,
+        f: impl FnOnce(&mut Faults, &mut Inode) -> io::Result<R>,
+    ) -> io::Result<R> {
         let mut guard = self.shared.state.lock();
         if guard.epoch != self.epoch {
             return Err(crashed_error(&self.path));
@@ -543,17 +724,25 @@ impl SimFile {
             .inodes
             .get_mut(&self.inode)
             .expect("an open handle keeps its inode alive until a crash");
-        let path = self.path.to_string_lossy();
-        let failure = state
-            .fsync_failures
-            .iter()
-            .position(|filter| filter.as_deref().is_none_or(|part| path.contains(part)));
-        if let Some(index) = failure {
-            state.fsync_failures.remove(index);
+        f(&mut state.faults, inode)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.shared.begin(OpKind::Fsync)?;
+        let mut guard = self.shared.state.lock();
+        if guard.epoch != self.epoch {
+            return Err(crashed_error(&self.path));
+        }
+        let state = &mut *guard;
+        let inode = state
+            .inodes
+            .get_mut(&self.inode)
+            .expect("an open handle keeps its inode alive until a crash");
+        if state.faults.hit(Fault::FsyncIo, &self.path) {
             // Writeback failed: the dirty pages are dropped from the log (never durable) but
             // stay in `data`, as Linux keeps serving them from the page cache.
             inode.unsynced.clear();
-            return Err(io::Error::from_raw_os_error(EIO));
+            return Err(Fault::FsyncIo.error());
         }
         for op in inode.unsynced.drain(..) {
             match op {
@@ -569,7 +758,8 @@ impl SimFile {
 
 impl Drop for SimFile {
     fn drop(&mut self) {
-        self.shared.begin(OpKind::Close);
+        // A close after the power cut still drops the handle.
+        let _powered = self.shared.begin(OpKind::Close).is_ok();
         let mut state = self.shared.state.lock();
         // A handle from before a crash holds no count: the crash reset them.
         if state.epoch == self.epoch {
@@ -583,8 +773,11 @@ impl Drop for SimFile {
 
 impl VfsFile for SimFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.shared.begin(OpKind::Read);
-        self.with_inode(|inode| {
+        self.shared.begin(OpKind::Read)?;
+        self.with_faults(|faults, inode| {
+            if faults.hit(Fault::ReadIo, &self.path) {
+                return Err(Fault::ReadIo.error());
+            }
             let Ok(start) = usize::try_from(offset) else {
                 return Ok(0);
             };
@@ -593,16 +786,35 @@ impl VfsFile for SimFile {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.shared.begin(OpKind::Write);
+        self.shared.begin(OpKind::Write)?;
         let start = checked_range(offset, buf.len(), &self.path)?;
-        self.with_inode(|inode| {
+        self.with_faults(|faults, inode| {
             // pwrite of nothing does not extend the file.
-            if !buf.is_empty() {
-                apply_write(&mut inode.data, start, buf);
-                inode.unsynced.push(PendingOp::Write {
-                    offset: start,
-                    bytes: buf.to_vec(),
-                });
+            if buf.is_empty() {
+                return Ok(());
+            }
+            let (no_space, io) = if start + buf.len() > inode.data.len() {
+                (Fault::ExtendNoSpace, Fault::ExtendIo)
+            } else {
+                (Fault::WriteNoSpace, Fault::WriteIo)
+            };
+            for fault in [no_space, io] {
+                if faults.hit(fault, &self.path) {
+                    return Err(fault.error());
+                }
+            }
+            let mut len = buf.len();
+            let short = len > 1 && faults.hit(Fault::ShortWrite, &self.path);
+            if short {
+                len = 1 + faults.below(len as u64 - 1) as usize;
+            }
+            apply_write(&mut inode.data, start, &buf[..len]);
+            inode.unsynced.push(PendingOp::Write {
+                offset: start,
+                bytes: buf[..len].to_vec(),
+            });
+            if short {
+                return Err(Fault::ShortWrite.error());
             }
             Ok(())
         })
@@ -617,14 +829,21 @@ impl VfsFile for SimFile {
     }
 
     fn size(&self) -> io::Result<u64> {
-        self.shared.begin(OpKind::SizeProbe);
+        self.shared.begin(OpKind::SizeProbe)?;
         self.with_inode(|inode| Ok(inode.data.len() as u64))
     }
 
     fn set_len(&self, size_bytes: u64) -> io::Result<()> {
-        self.shared.begin(OpKind::Truncate);
+        self.shared.begin(OpKind::Truncate)?;
         let size_bytes = checked_range(size_bytes, 0, &self.path)?;
-        self.with_inode(|inode| {
+        self.with_faults(|faults, inode| {
+            if size_bytes > inode.data.len() {
+                for fault in [Fault::ExtendNoSpace, Fault::ExtendIo] {
+                    if faults.hit(fault, &self.path) {
+                        return Err(fault.error());
+                    }
+                }
+            }
             inode.data.set_len(size_bytes);
             inode.unsynced.push(PendingOp::SetLen(size_bytes));
             Ok(())
@@ -648,9 +867,14 @@ impl Drop for SimDirLock {
 
 impl Vfs for SimVfs {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn VfsFile>> {
-        self.shared.begin(OpKind::Open);
+        self.shared.begin(OpKind::Open)?;
         let path = normalize(path);
         let mut state = self.shared.state.lock();
+        for fault in [Fault::OpenIo, Fault::TooManyFiles] {
+            if state.fault(fault, &path) {
+                return Err(fault.error());
+            }
+        }
         if state.is_dir(&path) {
             return Err(path_error(
                 io::ErrorKind::IsADirectory,
@@ -697,11 +921,12 @@ impl Vfs for SimVfs {
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.shared.begin(OpKind::Unlink);
+        self.shared.begin(OpKind::Unlink)?;
         let path = normalize(path);
         let mut state = self.shared.state.lock();
         match state.current.remove(&path) {
             Some(id) => {
+                state.name_log.push(vec![NameChange::File(path, None)]);
                 state.release_if_unused(id);
                 Ok(())
             }
@@ -715,7 +940,7 @@ impl Vfs for SimVfs {
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.shared.begin(OpKind::Rename);
+        self.shared.begin(OpKind::Rename)?;
         let from = normalize(from);
         let to = normalize(to);
         let mut state = self.shared.state.lock();
@@ -743,6 +968,10 @@ impl Vfs for SimVfs {
             return Ok(());
         }
         state.current.remove(&from);
+        state.name_log.push(vec![
+            NameChange::File(from, None),
+            NameChange::File(to.clone(), Some(id)),
+        ]);
         if let Some(replaced) = state.current.insert(to, id) {
             state.release_if_unused(replaced);
         }
@@ -750,6 +979,9 @@ impl Vfs for SimVfs {
     }
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        if self.shared.power_is_cut() {
+            return Err(power_lost_error());
+        }
         let path = normalize(path);
         let mut state = self.shared.state.lock();
         for ancestor in path.ancestors() {
@@ -765,19 +997,28 @@ impl Vfs for SimVfs {
                 return Err(path_error(kind, what, &path));
             }
         }
-        for ancestor in path.ancestors() {
-            if ancestor.parent().is_some() {
-                state.dirs.insert(ancestor.to_path_buf());
+        // Top down, so the log holds a parent's creation before its children's.
+        let mut ancestors: Vec<&Path> = path.ancestors().collect();
+        ancestors.reverse();
+        for ancestor in ancestors {
+            if ancestor.parent().is_some() && state.dirs.insert(ancestor.to_path_buf()) {
+                state
+                    .name_log
+                    .push(vec![NameChange::Dir(ancestor.to_path_buf())]);
             }
         }
         Ok(())
     }
 
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        self.shared.begin(OpKind::DirSync);
+        self.shared.begin(OpKind::DirSync)?;
         let dir = normalize(path);
         let mut guard = self.shared.state.lock();
         guard.check_dir(&dir)?;
+        if guard.fault(Fault::FsyncIo, &dir) {
+            // Nothing of the directory became durable.
+            return Err(Fault::FsyncIo.error());
+        }
         let state = &mut *guard;
         let in_dir = |entry: &Path| entry.parent() == Some(dir.as_path());
         let mut dropped = Vec::new();
@@ -793,6 +1034,14 @@ impl Vfs for SimVfs {
                 state.durable.insert(name.clone(), id);
             }
         }
+        for sub in state.dirs.iter().filter(|d| in_dir(d)) {
+            state.durable_dirs.insert(sub.clone());
+        }
+        // What the log held for this directory is durable now; the rest still waits.
+        for op in &mut state.name_log {
+            op.retain(|change| !in_dir(change.path()));
+        }
+        state.name_log.retain(|op| !op.is_empty());
         for id in dropped {
             state.release_if_unused(id);
         }
@@ -925,6 +1174,7 @@ fn crashed_error(path: &Path) -> io::Error {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fault::EIO;
     use super::*;
     use std::time::Instant;
 
@@ -934,10 +1184,15 @@ mod tests {
         Path::new(s)
     }
 
+    /// Creates a directory durably (its parents synced), as the engine does.
+    fn mkdir(vfs: &SimVfs, path: &str) {
+        super::super::create_dir_durable(vfs, p(path)).unwrap();
+    }
+
     /// A file system with `/d` created, and `/d/f` created and durable (empty).
     fn with_durable_file(seed: u64) -> (SimVfs, Arc<dyn VfsFile>) {
         let vfs = SimVfs::new(seed);
-        vfs.create_dir_all(p("/d")).unwrap();
+        mkdir(&vfs, "/d");
         let f = vfs.open(p("/d/f"), OpenMode::CreateNew).unwrap();
         f.sync_all().unwrap();
         vfs.sync_dir(p("/d")).unwrap();
@@ -986,7 +1241,7 @@ mod tests {
     #[test]
     fn created_and_fsynced_file_without_dir_sync_disappears_on_crash() {
         let vfs = SimVfs::new(1);
-        vfs.create_dir_all(p("/d")).unwrap();
+        mkdir(&vfs, "/d");
         let f = vfs.open(p("/d/new"), OpenMode::CreateNew).unwrap();
         f.write_at(b"data", 0).unwrap();
         f.sync_all().unwrap();
@@ -995,7 +1250,7 @@ mod tests {
         vfs.crash(&CrashOptions::default());
         assert!(!vfs.exists(p("/d/new")).unwrap());
         assert_eq!(vfs.contents(p("/d/new")), None);
-        // The directory itself is durable from creation.
+        // The directory itself is durable: its parent was synced after its creation.
         assert!(vfs.exists(p("/d")).unwrap());
         let err = vfs.open(p("/d/new"), OpenMode::Existing).err().unwrap();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
@@ -1082,7 +1337,7 @@ mod tests {
     #[test]
     fn fsync_failure_applies_only_to_matching_paths_and_only_once() {
         let vfs = SimVfs::new(1);
-        vfs.create_dir_all(p("/d")).unwrap();
+        mkdir(&vfs, "/d");
         let a = vfs.open(p("/d/a"), OpenMode::CreateNew).unwrap();
         let wal = vfs.open(p("/d/wal.1"), OpenMode::CreateNew).unwrap();
         vfs.fail_next_fsync(Some("wal"));
@@ -1152,7 +1407,7 @@ mod tests {
     /// A fixed workload then a random crash; returns every file after it.
     fn random_crash(seed: u64) -> Vec<Vec<u8>> {
         let vfs = SimVfs::new(seed);
-        vfs.create_dir_all(p("/d")).unwrap();
+        mkdir(&vfs, "/d");
         let mut files = Vec::new();
         for i in 0..4u8 {
             let name = format!("/d/{i}");
@@ -1220,7 +1475,7 @@ mod tests {
     fn counters_count_each_op_like_os_vfs() {
         // The sequence of `OsVfs`'s own counter test, plus what it does not cover.
         let vfs = SimVfs::new(1);
-        vfs.create_dir_all(p("/d")).unwrap();
+        mkdir(&vfs, "/d");
         let path = p("/d/f");
         let before = vfs.counters().snapshot();
         {
@@ -1301,8 +1556,8 @@ mod tests {
     #[test]
     fn lock_dir_is_exclusive() {
         let vfs = SimVfs::new(1);
-        vfs.create_dir_all(p("/data")).unwrap();
-        vfs.create_dir_all(p("/other")).unwrap();
+        mkdir(&vfs, "/data");
+        mkdir(&vfs, "/other");
         let lock = vfs.lock_dir(p("/data")).unwrap();
         let err = vfs
             .lock_dir(p("/data/./"))
@@ -1458,7 +1713,7 @@ mod tests {
         const THREADS: u8 = 8;
         const BLOCKS: u64 = 32;
         let vfs = Arc::new(SimVfs::new(5));
-        vfs.create_dir_all(p("/d")).unwrap();
+        mkdir(&vfs, "/d");
         let threads: Vec<_> = (0..THREADS)
             .map(|t| {
                 let vfs = Arc::clone(&vfs);
@@ -1506,7 +1761,7 @@ mod tests {
     #[test]
     fn a_grown_file_reads_zeros_in_its_tail_and_a_crash_keeps_what_was_synced() {
         let vfs = SimVfs::new(3);
-        vfs.create_dir_all(p("/d")).unwrap();
+        mkdir(&vfs, "/d");
         let f = vfs.open(p("/d/f"), OpenMode::CreateNew).unwrap();
         f.write_at(b"abc", 0).unwrap();
         f.set_len(1 << 24).unwrap();
@@ -1529,5 +1784,227 @@ mod tests {
         assert_eq!(durable.len(), 1 << 24, "the synced length");
         assert_eq!(&durable[..3], b"abc");
         assert_eq!(&durable[100..102], b"xy");
+    }
+
+    #[test]
+    fn a_directory_is_durable_only_once_its_parent_is_synced() {
+        let vfs = SimVfs::new(1);
+        vfs.create_dir_all(p("/a/b")).unwrap();
+        let f = vfs.open(p("/a/b/f"), OpenMode::CreateNew).unwrap();
+        f.write_at(b"x", 0).unwrap();
+        f.sync_all().unwrap();
+        vfs.sync_dir(p("/a/b")).unwrap();
+        vfs.sync_dir(p("/a")).unwrap();
+        // `/a` itself was never synced into `/`: it goes, with everything under it.
+        vfs.crash(&CrashOptions::default());
+        assert!(!vfs.exists(p("/a")).unwrap());
+        assert_eq!(vfs.contents(p("/a/b/f")), None);
+        let before = vfs.faults_injected();
+        vfs.create_dir_all(p("/a/b")).unwrap();
+        vfs.sync_dir(p("/")).unwrap();
+        vfs.crash(&CrashOptions::default());
+        assert!(vfs.exists(p("/a")).unwrap());
+        assert!(
+            !vfs.exists(p("/a/b")).unwrap(),
+            "/a was not synced after /a/b was made"
+        );
+        assert_eq!(
+            vfs.faults_injected()
+                .since(&before)
+                .get(Fault::LostNameChange),
+            1
+        );
+        mkdir(&vfs, "/a/b/c");
+        vfs.crash(&CrashOptions::default());
+        assert!(
+            vfs.exists(p("/a/b/c")).unwrap(),
+            "create_dir_durable syncs each parent"
+        );
+    }
+
+    /// Five creates and an unlink in one directory, never synced, then a crash that keeps
+    /// each with even odds: what survives is always an in-order prefix of the changes.
+    #[test]
+    fn unsynced_directory_changes_survive_a_crash_as_an_in_order_prefix() {
+        let mut outcomes = BTreeSet::new();
+        for seed in 0..64 {
+            let vfs = SimVfs::new(seed);
+            mkdir(&vfs, "/d");
+            // Held open, so that the removed file's inode lives on to the crash (a replayed
+            // create of a file that no longer exists at all is skipped).
+            let _handles: Vec<_> = (0..5)
+                .map(|i| {
+                    vfs.open(&PathBuf::from(format!("/d/{i}")), OpenMode::CreateNew)
+                        .unwrap()
+                })
+                .collect();
+            vfs.remove_file(p("/d/0")).unwrap();
+            vfs.crash(&CrashOptions {
+                keep_unsynced_probability: 0.5,
+                tear_writes: false,
+            });
+            let names: Vec<String> = vfs
+                .list_dir(p("/d"))
+                .unwrap()
+                .iter()
+                .map(|n| n.to_string_lossy().into_owned())
+                .collect();
+            let lost = vfs.faults_injected().get(Fault::LostNameChange);
+            let expected: Vec<String> = match 6 - lost {
+                6 => (1..5).map(|i| i.to_string()).collect(),
+                n => (0..n).map(|i| i.to_string()).collect(),
+            };
+            assert_eq!(names, expected, "seed {seed}");
+            outcomes.insert(names);
+        }
+        assert!(outcomes.len() > 3, "the odds must matter: {outcomes:?}");
+    }
+
+    #[test]
+    fn each_armed_fault_fails_its_operation_once_and_is_counted() {
+        // (fault, operation, errno)
+        type Op<'a> = Box<dyn Fn() -> io::Result<()> + 'a>;
+        let (vfs, f) = with_durable_file(1);
+        f.write_at(&[1u8; 100], 0).unwrap();
+        let mut buf = [0u8; 10];
+        let cases: Vec<(Fault, Op<'_>, i32)> = vec![
+            (Fault::WriteNoSpace, Box::new(|| f.write_at(b"ab", 10)), 28),
+            (Fault::WriteIo, Box::new(|| f.write_at(b"ab", 10)), EIO),
+            (Fault::ExtendNoSpace, Box::new(|| f.write_at(b"ab", 99)), 28),
+            (Fault::ExtendIo, Box::new(|| f.set_len(200)), EIO),
+            (
+                Fault::ReadIo,
+                Box::new(|| f.read_at(&mut [0u8; 4], 0).map(drop)),
+                EIO,
+            ),
+            (
+                Fault::OpenIo,
+                Box::new(|| vfs.open(p("/d/f"), OpenMode::Existing).map(drop)),
+                EIO,
+            ),
+            (
+                Fault::TooManyFiles,
+                Box::new(|| vfs.open(p("/d/g"), OpenMode::CreateNew).map(drop)),
+                24,
+            ),
+            (Fault::FsyncIo, Box::new(|| f.sync_data()), EIO),
+        ];
+        for (fault, op, errno) in &cases {
+            vfs.inject(*fault, Some("/d/"));
+            let err = op().unwrap_err();
+            assert_eq!(err.raw_os_error(), Some(*errno), "{}", fault.name());
+            assert_eq!(vfs.faults_injected().get(*fault), 1, "{}", fault.name());
+        }
+        // A failed write or extension changed nothing; the failed open created nothing.
+        assert_eq!(vfs.contents(p("/d/f")).unwrap(), vec![1u8; 100]);
+        assert!(!vfs.exists(p("/d/g")).unwrap());
+        // Each fault was used once: the same operations succeed now.
+        for (fault, op, _) in &cases {
+            op().unwrap_or_else(|e| panic!("{} again: {e}", fault.name()));
+        }
+        // A write inside the file does not take an extension's fault, nor the reverse.
+        vfs.inject(Fault::ExtendIo, None);
+        f.write_at(b"in", 0).unwrap();
+        assert!(f.write_at(b"out", 300).is_err());
+        vfs.inject(Fault::WriteIo, None);
+        f.write_at(b"out", 300).unwrap();
+        assert!(f.write_at(b"in", 0).is_err());
+        assert_eq!(f.read_at(&mut buf, 0).unwrap(), 10);
+        assert_eq!(vfs.faults_injected().total(), cases.len() as u64 + 2);
+    }
+
+    #[test]
+    fn a_short_write_writes_a_prefix_then_fails_with_enospc() {
+        let (vfs, f) = with_durable_file(3);
+        vfs.inject(Fault::ShortWrite, Some("/d/f"));
+        let err = f.write_at(&[7u8; 1000], 0).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(28));
+        let written = vfs.contents(p("/d/f")).unwrap();
+        assert!(
+            !written.is_empty() && written.len() < 1000,
+            "{}",
+            written.len()
+        );
+        assert!(written.iter().all(|&b| b == 7));
+        f.sync_data().unwrap();
+        vfs.crash(&CrashOptions::default());
+        assert_eq!(
+            vfs.contents(p("/d/f")).unwrap(),
+            written,
+            "the prefix was written"
+        );
+    }
+
+    /// A rate fails operations at random, drawn from the seed: the same seed fails the same
+    /// operations, a rate on another path draws nothing, and a crash keeps what it would
+    /// have kept without the faults.
+    #[test]
+    fn fault_rates_are_drawn_from_the_seed() {
+        let run = |seed: u64| {
+            let (vfs, f) = with_durable_file(seed);
+            vfs.set_fault_rate(Fault::WriteIo, 0.3, Some("/d/f"));
+            vfs.set_fault_rate(Fault::ReadIo, 1.0, Some("/elsewhere"));
+            let failed: Vec<bool> = (0..64u64)
+                .map(|i| f.write_at(b"x", i % 8).is_err())
+                .collect();
+            let mut buf = [0u8; 1];
+            f.read_at(&mut buf, 0).unwrap();
+            (failed, vfs.faults_injected())
+        };
+        let (a, counts) = run(5);
+        assert_eq!(run(5).0, a);
+        let hits = a.iter().filter(|&&x| x).count() as u64;
+        assert_eq!(counts.get(Fault::WriteIo), hits);
+        assert_eq!(counts.get(Fault::ReadIo), 0);
+        assert!((5..40).contains(&hits), "{hits} of 64 at 30%");
+        assert_ne!(run(6).0, a);
+        // Rates stop at 0.0.
+        let (vfs, f) = with_durable_file(1);
+        vfs.set_fault_rate(Fault::ExtendIo, 1.0, None);
+        assert!(f.write_at(b"x", 0).is_err());
+        vfs.set_fault_rate(Fault::ExtendIo, 0.0, None);
+        f.write_at(b"x", 0).unwrap();
+    }
+
+    #[test]
+    fn random_bit_flips_are_counted_and_seeded() {
+        let flip = |seed| {
+            let (vfs, f) = with_durable_file(seed);
+            f.write_at(&[0u8; 4096], 0).unwrap();
+            let at = vfs.flip_random_bit(p("/d/f")).unwrap();
+            assert_eq!(vfs.faults_injected().get(Fault::BitFlip), 1);
+            let data = vfs.contents(p("/d/f")).unwrap();
+            assert_eq!(data.iter().map(|b| b.count_ones()).sum::<u32>(), 1);
+            assert_eq!(data[at.0 as usize], 1 << at.1);
+            at
+        };
+        assert_eq!(flip(9), flip(9));
+        let (vfs, _f) = with_durable_file(1);
+        assert!(
+            vfs.flip_random_bit(p("/d/f")).is_err(),
+            "an empty file has no bit"
+        );
+    }
+
+    #[test]
+    fn after_a_power_cut_nothing_happens_until_the_crash() {
+        let (vfs, f) = with_durable_file(1);
+        vfs.cut_power_after(2);
+        f.write_at(b"ab", 0).unwrap();
+        f.sync_data().unwrap();
+        let err = f.write_at(b"cd", 0).unwrap_err();
+        assert!(err.to_string().contains("power lost"), "{err}");
+        assert!(f.sync_data().is_err());
+        assert!(vfs.open(p("/d/g"), OpenMode::CreateNew).is_err());
+        assert!(vfs.create_dir_all(p("/d/e")).is_err());
+        assert_eq!(vfs.contents(p("/d/f")).unwrap(), b"ab");
+        vfs.crash(&CrashOptions::default());
+        assert_eq!(
+            vfs.contents(p("/d/f")).unwrap(),
+            b"ab",
+            "what was synced before the cut"
+        );
+        let g = vfs.open(p("/d/f"), OpenMode::Existing).unwrap();
+        g.write_at(b"ef", 0).unwrap();
     }
 }

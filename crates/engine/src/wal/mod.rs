@@ -264,7 +264,7 @@ impl Wal {
     ) -> Result<Wal> {
         config.validate()?;
         let dir = Self::dir_of(data_dir);
-        vfs.create_dir_all(&dir)
+        crate::vfs::create_dir_durable(&*vfs, &dir)
             .map_err(|e| Error::file("create directory", &dir, e))?;
         Ok(Wal::new(vfs, dir, config, end, prev))
     }
@@ -331,6 +331,11 @@ impl Wal {
     pub fn fail(&self, reason: &str) {
         tracing::error!(reason, "WAL stopped: the engine must restart and recover");
         self.failed.store(true, Ordering::Release);
+    }
+
+    /// Has the WAL stopped (see [`Wal::fail`])?
+    pub fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
     }
 
     /// Sets the redo point at startup, before anything is inserted.

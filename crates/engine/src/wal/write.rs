@@ -100,6 +100,8 @@ impl Wal {
                     f.set_len(self.segment_size)
                         .map_err(|e| Error::file("size WAL segment", &path, e))?;
                 }
+                // Its creation may be this run's (an attempt whose sizing failed): sync its name.
+                w.dir_dirty = true;
                 f
             }
             Err(e) => return Err(Error::file("create WAL segment", &path, e)),
