@@ -226,11 +226,11 @@ impl Binder<'_> {
                 high,
             } => {
                 let (x, lo, t1) = self.pair(expr, low, scope)?;
+                // Each bound brings the operand to a common type of its own.
                 let (x2, hi, t2) = self.pair(expr, high, scope)?;
-                let _ = x2;
                 let b = Expr::And(vec![
-                    Expr::Cmp(CmpOp::Ge, t1, Box::new(x.clone()), Box::new(lo)),
-                    Expr::Cmp(CmpOp::Le, t2, Box::new(x), Box::new(hi)),
+                    Expr::Cmp(CmpOp::Ge, t1, Box::new(x), Box::new(lo)),
+                    Expr::Cmp(CmpOp::Le, t2, Box::new(x2), Box::new(hi)),
                 ]);
                 Ok((
                     if *negated { Expr::Not(Box::new(b)) } else { b },

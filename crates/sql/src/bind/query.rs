@@ -113,7 +113,6 @@ pub(crate) struct AggCtx {
     /// Each group key's SQL text (an expression equal to it reads the key) and type.
     pub keys: Vec<(String, SqlType)>,
     pub aggs: Vec<Agg>,
-    pub agg_types: Vec<SqlType>,
     /// The scope aggregate arguments are bound in (the FROM clause's row).
     pub input: Scope,
 }
@@ -479,7 +478,6 @@ impl Binder<'_> {
         let saved = self.agg.replace(AggCtx {
             keys: key_meta,
             aggs: Vec::new(),
-            agg_types: Vec::new(),
             input: scope.clone(),
         });
         let result: Result<(Shape, Option<Expr>)> = (|| {
@@ -544,7 +542,6 @@ impl Binder<'_> {
             args: bound.into_iter().map(|(e, _)| e).collect(),
             distinct,
         });
-        ctx.agg_types.push(ty);
         Ok((Expr::Column(nkeys + ctx.aggs.len() - 1), ty))
     }
 
@@ -562,7 +559,7 @@ impl Binder<'_> {
     fn from(&mut self, from: &[TableWithJoins]) -> Result<(Node, Scope)> {
         let mut acc: Option<(Node, Scope)> = None;
         for twj in from {
-            let (node, scope) = self.table_with_joins(twj, acc.as_ref().map(|(_, s)| s))?;
+            let (node, scope) = self.table_with_joins(twj)?;
             acc = Some(match acc {
                 None => (node, scope),
                 Some((ln, mut ls)) => {
@@ -585,11 +582,7 @@ impl Binder<'_> {
         Ok(acc.unwrap_or_else(|| (Node::Values(vec![Vec::new()]), Scope::empty())))
     }
 
-    fn table_with_joins(
-        &mut self,
-        twj: &TableWithJoins,
-        _left: Option<&Scope>,
-    ) -> Result<(Node, Scope)> {
+    fn table_with_joins(&mut self, twj: &TableWithJoins) -> Result<(Node, Scope)> {
         let (mut node, mut scope) = self.factor(&twj.relation, None)?.0;
         for j in &twj.joins {
             let (kind, constraint) = match &j.join_operator {
@@ -726,7 +719,7 @@ impl Binder<'_> {
             TableFactor::NestedJoin {
                 table_with_joins,
                 alias: None,
-            } => Ok((self.table_with_joins(table_with_joins, left)?, false)),
+            } => Ok((self.table_with_joins(table_with_joins)?, false)),
             other => Err(SqlError::unsupported(format!("FROM item {other}"))),
         }
     }
@@ -876,11 +869,8 @@ fn join(
     lateral: bool,
 ) -> Node {
     if let (Some(p), false) = (&on, lateral) {
-        // An index nested loop: the right side is a table with an index on a column the
-        // condition equates with an expression of the left row.
-        if let Node::Scan { table, .. } = &right {
-            let _ = table;
-        }
+        // A hash join on the conjuncts that equate an expression of the left row with one
+        // of the right row; the whole condition is checked again on each match.
         let mut left_keys = Vec::new();
         let mut right_keys = Vec::new();
         for c in conjuncts(p) {
