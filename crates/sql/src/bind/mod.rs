@@ -152,6 +152,13 @@ pub(crate) fn bind(stmt: &Statement, hints: &[SqlType], tx: &Transaction) -> Res
     let plan = b.statement(stmt)?;
     let out = match &plan {
         Plan::Query { out, .. } | Plan::SelectForUpdate { out, .. } => out.clone(),
+        Plan::Show(name) if name == "all" => ["name", "setting", "source"]
+            .iter()
+            .map(|n| OutColumn {
+                name: (*n).to_string(),
+                ty: SqlType::Text,
+            })
+            .collect(),
         Plan::Show(name) => vec![OutColumn {
             name: name.clone(),
             ty: SqlType::Text,

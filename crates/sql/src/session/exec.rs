@@ -46,7 +46,20 @@ pub(super) fn run(
         }
         Plan::Show(name) => {
             let v = if name == "all" {
-                return Err(SqlError::unsupported("SHOW ALL (query pg_settings)"));
+                let text = |s: &str| Value::Text(s.to_string());
+                let rows = settings
+                    .all()
+                    .into_iter()
+                    .map(|(n, v, source)| vec![text(&n), text(&v), text(source)])
+                    .collect();
+                let columns = ["name", "setting", "source"]
+                    .iter()
+                    .map(|n| OutColumn {
+                        name: (*n).to_string(),
+                        ty: SqlType::Text,
+                    })
+                    .collect();
+                return Ok(outcome("SHOW", OutcomeKind::Rows { columns, rows }));
             } else {
                 settings.show(name).ok_or_else(|| {
                     SqlError::new(
