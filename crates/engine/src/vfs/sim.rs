@@ -125,6 +125,8 @@ struct State {
     inodes: BTreeMap<InodeId, Inode>,
     /// Pending injected fsync failures, each a path filter (`None`: any file), used once.
     fsync_failures: Vec<Option<String>>,
+    /// Pending injected write failures, as `fsync_failures`.
+    write_failures: Vec<Option<String>>,
 }
 
 /// A directory tree's names: path → inode, with each inode's link count kept alongside, so
@@ -289,6 +291,7 @@ impl SimVfs {
                     durable: Names::default(),
                     inodes: BTreeMap::new(),
                     fsync_failures: Vec::new(),
+                    write_failures: Vec::new(),
                 }),
                 counters: OpCounters::default(),
                 latency_nanos: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -343,6 +346,16 @@ impl SimVfs {
             .state
             .lock()
             .fsync_failures
+            .push(path_contains.map(str::to_owned));
+    }
+
+    /// The next `write_at` on a file whose path contains `path_contains` (any file if None)
+    /// fails with EIO and writes nothing; later writes succeed. Each call arms one failure.
+    pub fn fail_next_write(&self, path_contains: Option<&str>) {
+        self.shared
+            .state
+            .lock()
+            .write_failures
             .push(path_contains.map(str::to_owned));
     }
 
@@ -595,6 +608,18 @@ impl VfsFile for SimFile {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.shared.begin(OpKind::Write);
         let start = checked_range(offset, buf.len(), &self.path)?;
+        {
+            let mut state = self.shared.state.lock();
+            let path = self.path.to_string_lossy();
+            let failure = state
+                .write_failures
+                .iter()
+                .position(|filter| filter.as_deref().is_none_or(|part| path.contains(part)));
+            if let Some(index) = failure {
+                state.write_failures.remove(index);
+                return Err(io::Error::from_raw_os_error(EIO));
+            }
+        }
         self.with_inode(|inode| {
             // pwrite of nothing does not extend the file.
             if !buf.is_empty() {

@@ -130,8 +130,19 @@ impl Wal {
             slot.inserting_at.store(start, Ordering::Release);
             (start, pos_to_end_lsn(r.bytepos), prev)
         };
+        #[cfg(test)]
+        {
+            let hook = self.after_reserve.lock().clone();
+            if let Some(hook) = hook {
+                hook(start);
+            }
+        }
         record::seal(&mut bytes, prev);
         let result = self.copy_into_ring(slot, start, &bytes);
+        if result.is_err() {
+            // Its reserved bytes stay a hole: stop before anything after it is written.
+            self.fail("a WAL insertion failed after reserving its bytes");
+        }
         slot.inserting_at.store(IDLE, Ordering::Release);
         result?;
         Ok(Some((start, end)))

@@ -24,8 +24,12 @@
 //!   ever waits for *earlier* insertions: there is no cycle, hence no deadlock.
 //! - Lock order: insertion slot → reservation mutex; insertion slot → ring-init mutex;
 //!   insertion slot → writer mutex. Nobody waits for an insertion while holding the writer.
-//! - A failed fsync is final: the WAL enters a failed state, every later insert and flush is
-//!   refused, and only a restart (recovery from what is durable) clears it.
+//! - A failed write or fsync is final (PostgreSQL PANICs): the WAL enters a failed state,
+//!   every later insert and flush is refused, and only a restart (recovery from what is
+//!   durable) clears it. So a record whose flush failed (a commit reported as failed) never
+//!   becomes durable later in the same run, and an insertion that fails after reserving its
+//!   bytes (a failed write-out for ring space) stops the WAL too: nothing after its hole is
+//!   ever written, so recovery never meets valid records beyond unreadable bytes.
 //! - **Logging a page change** ([`Wal::log_page_change`], the one way to do it): under the
 //!   page's exclusive content lock, change the page, then log. The page is marked dirty
 //!   *before* its record is reserved, so a checkpoint whose redo point follows the record
@@ -94,15 +98,16 @@ const IDLE: Lsn = Lsn(u64::MAX);
 const EMPTY: Lsn = Lsn(u64::MAX);
 /// The largest single write of WAL (bounds the writer's scratch buffer).
 const MAX_WRITE_BYTES: u64 = 1024 * 1024;
+thread_local! {
+    /// This thread's insertion slot, once given.
+    static MY_SLOT: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
 /// Each thread keeps the insertion slot it was first given, so threads do not all bump one
 /// shared counter per insert (and, with up to 8 threads, never share a slot).
 fn my_slot() -> usize {
-    use std::cell::Cell;
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    thread_local! {
-        static SLOT: Cell<Option<usize>> = const { Cell::new(None) };
-    }
-    SLOT.with(|cell| {
+    MY_SLOT.with(|cell| {
         if let Some(slot) = cell.get() {
             return slot;
         }
@@ -110,6 +115,14 @@ fn my_slot() -> usize {
         cell.set(Some(slot));
         slot
     })
+}
+
+/// Gives this thread insertion slot `slot` (tests that stop one inserter need the others on
+/// other slots).
+#[cfg(test)]
+fn pin_slot(slot: usize) {
+    assert!(slot < INSERT_SLOTS);
+    MY_SLOT.with(|cell| cell.set(Some(slot)));
 }
 
 /// Open segment files kept by readers.
@@ -203,7 +216,9 @@ pub struct Wal {
     reserve: Mutex<Reservation>,
     slots: Vec<InsertSlot>,
     ring: Ring,
-    init_lock: Mutex<()>,
+    /// The next ring page to set up (pages are set up strictly in order, see
+    /// `ensure_page`); readers of the ring hold it too.
+    init_lock: Mutex<Lsn>,
     written_upto: AtomicLsn,
     flushed_upto: AtomicLsn,
     writer: Mutex<Writer>,
@@ -219,7 +234,14 @@ pub struct Wal {
     /// checkpointer fixes one.
     checkpoint_barrier: RwLock<()>,
     stats: WalStats,
+    /// Called by each inserter right after its reservation, with the record's start: lets a
+    /// test stop an inserter between reserving and copying.
+    #[cfg(test)]
+    after_reserve: Mutex<Option<TestHook>>,
 }
+
+#[cfg(test)]
+type TestHook = Arc<dyn Fn(Lsn) + Send + Sync>;
 
 /// A changed page to log with [`Wal::log_page_change`].
 pub struct LoggedPage<'a, 'g> {
@@ -293,7 +315,7 @@ impl Wal {
                 })
                 .collect(),
             ring: Ring::new(npages),
-            init_lock: Mutex::new(()),
+            init_lock: Mutex::new(end.align_down(PAGE)),
             written_upto: AtomicLsn::new(written),
             flushed_upto: AtomicLsn::new(written),
             writer: Mutex::new(Writer::new()),
@@ -303,6 +325,8 @@ impl Wal {
             read_files: Mutex::new(Vec::new()),
             checkpoint_barrier: RwLock::new(()),
             stats: WalStats::default(),
+            #[cfg(test)]
+            after_reserve: Mutex::new(None),
         }
     }
 
@@ -326,11 +350,19 @@ impl Wal {
         pos_to_end_lsn(self.reserve.lock().bytepos)
     }
 
-    /// Puts the WAL in the failed state: another layer's durability failed (a data-file
-    /// fsync at checkpoint), so nothing more may be written until a restart recovers.
+    /// Puts the WAL in the failed state: a write or fsync of its own failed, or another
+    /// layer's durability failed (a data-file fsync at checkpoint), so nothing more may be
+    /// written until a restart recovers.
     pub fn fail(&self, reason: &str) {
-        tracing::error!(reason, "WAL stopped: the engine must restart and recover");
-        self.failed.store(true, Ordering::Release);
+        if !self.failed.swap(true, Ordering::AcqRel) {
+            tracing::error!(reason, "WAL stopped: the engine must restart and recover");
+        }
+    }
+
+    /// [`Wal::fail`] for an error of the WAL's own I/O, which it hands back to the caller.
+    fn stop(&self, e: Error) -> Error {
+        self.fail(&e.to_string());
+        e
     }
 
     /// Sets the redo point at startup, before anything is inserted.
@@ -395,7 +427,8 @@ impl Wal {
     fn check_failed(&self) -> Result<()> {
         if self.failed.load(Ordering::Acquire) {
             return Err(Error::WalFailed {
-                reason: "an earlier WAL fsync failed; restart to recover from durable WAL".into(),
+                reason: "an earlier WAL write or fsync failed; restart to recover from durable WAL"
+                    .into(),
             });
         }
         Ok(())

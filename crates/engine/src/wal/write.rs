@@ -130,12 +130,16 @@ impl Wal {
                 w.scratch[at..at + 8].copy_from_slice(&hint);
                 page_start += PAGE;
             }
-            let file = self.segment_for_write(w, segno)?;
+            let file = self
+                .segment_for_write(w, segno)
+                .map_err(|e| self.stop(e))?;
             file.write_at(&w.scratch[..len], from.offset_in(self.segment_size))
-                .map_err(|source| Error::WalIo {
-                    op: "write",
-                    lsn: from,
-                    source,
+                .map_err(|source| {
+                    self.stop(Error::WalIo {
+                        op: "write",
+                        lsn: from,
+                        source,
+                    })
                 })?;
             if !w.unsynced.contains(&segno) {
                 w.unsynced.push(segno);
@@ -155,23 +159,21 @@ impl Wal {
             );
             self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
             if let Err(source) = file.sync_data() {
-                self.failed.store(true, Ordering::Release);
                 tracing::error!(lsn = %target, segment = segno, error = %source, "WAL fsync failed; refusing further writes");
-                return Err(Error::WalIo {
+                return Err(self.stop(Error::WalIo {
                     op: "fsync",
                     lsn: target,
                     source,
-                });
+                }));
             }
         }
         if w.dir_dirty {
             self.vfs.sync_dir(&self.dir).map_err(|source| {
-                self.failed.store(true, Ordering::Release);
-                Error::WalIo {
+                self.stop(Error::WalIo {
                     op: "fsync directory of",
                     lsn: target,
                     source,
-                }
+                })
             })?;
             w.dir_dirty = false;
         }
