@@ -11,10 +11,22 @@
 //! 2. Copy: each inserter holds one of 8 insertion slots and copies its bytes into the ring of
 //!    WAL buffers (`wal_buffers`) in parallel with the others; its slot publishes how far it
 //!    has got (`inserting_at`), so writers know which bytes are complete.
-//! 3. Write and flush: [`Wal::flush`] waits for the insertions before its target, then one
-//!    thread at a time (the writer mutex) writes the complete bytes and fdatasyncs. A flusher
-//!    writes and syncs *everything* complete, so the committers that queued behind it find
-//!    their LSN already durable: one fdatasync serves the whole group.
+//! 3. Write and flush: one thread at a time (the writer mutex) writes the complete bytes and
+//!    fdatasyncs them.
+//!
+//! ## Group commit (PostgreSQL's `XLogFlush`)
+//! A committer whose record is not yet durable either becomes the flush leader or sleeps on
+//! a condition variable until the leader is done (no spinning). The leader flushes
+//! *everything inserted so far* (it waits for the insertions before the insert position),
+//! not only up to its own record, so the committers that slept find theirs durable: one
+//! fdatasync serves the whole group. A commit leader first waits (briefly, bounded by a
+//! quarter of the last flush's time) until as many committers sleep as the last flush
+//! served: committers that commit back to back come back in a burst after each flush, and
+//! without this the first one back would flush alone. With `commit_delay` set, a leader that sees at least
+//! `commit_siblings` other active transactions ([`Wal::flush_commit`]) first sleeps that
+//! long so more commits join (PostgreSQL's meaning; off by default). Asynchronous commits
+//! (`synchronous_commit = off`) never flush: the background [`WalWriter`] flushes at least
+//! every `wal_writer_delay`.
 //!
 //! ## Rules
 //! - **The WAL rule**: a data page may be written only once WAL up to its LSN is durable; the
@@ -51,7 +63,8 @@
 //! ## Files
 //! `record.rs`: the record format; `ring.rs`: the WAL buffers and every access to their
 //! bytes (the engine's only `unsafe` code); `insert.rs`: reservation, insertion, page-change
-//! logging; `write.rs`: writing and flushing segment files; `reader.rs`: reading records
+//! logging; `write.rs`: writing, flushing and group commit; `walwriter.rs`: the background
+//! flusher for asynchronous commits; `reader.rs`: reading records
 //! back, sequentially for recovery and by LSN from the ring or the files.
 
 mod insert;
@@ -60,19 +73,21 @@ pub mod record;
 mod ring;
 #[cfg(test)]
 mod tests;
+mod walwriter;
 mod write;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard};
 
 use crate::buffer::PageWriteGuard;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::vfs::{Vfs, VfsFile};
 pub use reader::WalReader;
+pub use walwriter::WalWriter;
 pub use record::{
     BlockRef, DecodedBlock, DecodedRecord, RecordType, WalRecord, MAX_BLOCK_REFS,
 };
@@ -187,6 +202,10 @@ const PH_FLUSH_HINT: usize = 16;
 #[derive(Debug, Default)]
 pub struct WalStats {
     pub flush_calls: AtomicU64,
+    /// Times a committer slept while a flush leader worked.
+    pub group_waits: AtomicU64,
+    /// Times a commit leader stopped waiting for the last group to come back.
+    pub gather_timeouts: AtomicU64,
     pub fsyncs: AtomicU64,
     pub reads_from_buffers: AtomicU64,
     pub reads_from_files: AtomicU64,
@@ -222,6 +241,15 @@ pub struct Wal {
     written_upto: AtomicLsn,
     flushed_upto: AtomicLsn,
     writer: Mutex<Writer>,
+    /// Whether a flush leader is at work (group commit); committers whose record it may
+    /// cover sleep on `group_done` meanwhile.
+    group: Mutex<write::Group>,
+    group_done: Condvar,
+    /// Signalled by each committer that goes to sleep (a gathering leader waits for it).
+    group_arrived: Condvar,
+    /// `commit_delay` and `commit_siblings` (see [`Config`]).
+    commit_delay_us: u64,
+    commit_siblings: usize,
     failed: AtomicBool,
     /// Where this WAL was opened: ring pages before it hold no bytes of earlier records
     /// (those are only in the files).
@@ -319,6 +347,11 @@ impl Wal {
             written_upto: AtomicLsn::new(written),
             flushed_upto: AtomicLsn::new(written),
             writer: Mutex::new(Writer::new()),
+            group: Mutex::new(write::Group::default()),
+            group_done: Condvar::new(),
+            group_arrived: Condvar::new(),
+            commit_delay_us: config.commit_delay_us,
+            commit_siblings: config.commit_siblings,
             failed: AtomicBool::new(false),
             redo_point: AtomicLsn::new(end),
             opened_at: end,

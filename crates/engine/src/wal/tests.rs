@@ -179,7 +179,7 @@ fn group_commit_shares_fsyncs_between_committers() {
             std::thread::spawn(move || {
                 for i in 0..COMMITS {
                     let (_, end) = insert_plain(&wal, t * 1000 + i, 100);
-                    wal.flush(end).unwrap();
+                    wal.flush_commit(end, &|| THREADS as usize - 1).unwrap();
                     assert!(wal.flushed_lsn() >= end);
                 }
             })
@@ -191,10 +191,11 @@ fn group_commit_shares_fsyncs_between_committers() {
     let fsyncs = wal.stats().fsyncs.load(Ordering::Relaxed);
     let commits = THREADS * COMMITS;
     // Without grouping every commit would fsync; a loaded machine groups less, so the bound
-    // leaves room (a quiet one measures about 0.4 fsyncs per commit).
+    // leaves room (a quiet one measures about 1/8 fsync per commit, the bench's target is
+    // 1.25/8 + 0.02).
     assert!(
-        fsyncs * 4 <= commits * 3,
-        "{fsyncs} fsyncs for {commits} commits: no grouping"
+        fsyncs * 2 <= commits,
+        "{fsyncs} fsyncs for {commits} commits: too little grouping"
     );
 }
 
