@@ -211,6 +211,17 @@ pub struct WalStats {
     pub reads_from_files: AtomicU64,
 }
 
+/// A value alone on its cache lines (128 bytes: adjacent lines are prefetched in pairs).
+#[repr(align(128))]
+struct CachePadded<T>(T);
+
+impl<T> std::ops::Deref for CachePadded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 struct Reservation {
     /// Next free usable byte.
     bytepos: u64,
@@ -221,10 +232,36 @@ struct Reservation {
     bytes: u64,
 }
 
+/// Each slot on cache lines of its own: an inserter locks its slot and publishes progress
+/// twice per record, and slots sharing a line made two threads' inserts contend as if they
+/// shared one slot (PostgreSQL pads its WAL insertion locks for the same reason).
+#[repr(align(128))]
 struct InsertSlot {
+    /// Held by the one insertion under way in this slot (threads sharing a slot take turns).
     lock: Mutex<()>,
     /// While an insertion is under way: the LSN up to which its bytes are complete.
     inserting_at: AtomicLsn,
+    /// Threads in [`Wal::wait_insertions`] waiting for this slot's progress (PostgreSQL's
+    /// `LWLockWaitForVar`): they sleep on `progressed` under `wait_lock` until
+    /// `inserting_at` passes what they need. Waiting for the slot's `lock` instead deadlocked:
+    /// a waiter that saw stale progress slept on the lock while its owner, a ring further on
+    /// by then, waited for the waiter.
+    waiters: std::sync::atomic::AtomicUsize,
+    wait_lock: Mutex<()>,
+    progressed: Condvar,
+}
+
+impl InsertSlot {
+    /// Publishes progress (or `IDLE` at the end of an insertion) and wakes the waiters.
+    fn publish(&self, at: Lsn) {
+        // SeqCst on both sides (here and in `wait_insertions`): either the waiter's count is
+        // seen here or this store is seen by the waiter's check.
+        self.inserting_at.0.store(at.0, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            drop(self.wait_lock.lock());
+            self.progressed.notify_all();
+        }
+    }
 }
 
 /// The write-ahead log.
@@ -232,7 +269,8 @@ pub struct Wal {
     vfs: Arc<dyn Vfs>,
     dir: PathBuf,
     segment_size: u64,
-    reserve: Mutex<Reservation>,
+    /// On cache lines of its own, for the same reason as the slots: every insert takes it.
+    reserve: CachePadded<Mutex<Reservation>>,
     slots: Vec<InsertSlot>,
     ring: Ring,
     /// The next ring page to set up (pages are set up strictly in order, see
@@ -330,16 +368,19 @@ impl Wal {
             vfs,
             dir,
             segment_size: config.wal_segment_size_bytes,
-            reserve: Mutex::new(Reservation {
+            reserve: CachePadded(Mutex::new(Reservation {
                 bytepos: lsn_to_pos(end),
                 prev,
                 records: 0,
                 bytes: 0,
-            }),
+            })),
             slots: (0..INSERT_SLOTS)
                 .map(|_| InsertSlot {
                     lock: Mutex::new(()),
                     inserting_at: AtomicLsn::new(IDLE),
+                    waiters: std::sync::atomic::AtomicUsize::new(0),
+                    wait_lock: Mutex::new(()),
+                    progressed: Condvar::new(),
                 })
                 .collect(),
             ring: Ring::new(npages),

@@ -138,7 +138,7 @@ impl Wal {
                 return Ok(());
             };
             drop(next);
-            slot.inserting_at.store(progress, Ordering::Release);
+            slot.publish(progress);
             self.write_out(old + PAGE, false)?;
         }
         unreachable!("ensure_page did not converge")

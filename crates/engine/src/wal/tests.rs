@@ -856,3 +856,37 @@ fn an_insertion_that_fails_after_reserving_leaves_no_hole_on_disk() {
         "a flush after the hole succeeded (its record found by recovery: {acknowledged_found})"
     );
 }
+
+/// Eight inserters wrap a 1 MiB ring many times without a flush, so they keep waiting for
+/// each other's insertions to make room. Waiting on an inserter's slot lock deadlocked here
+/// (about one run in three): a waiter that saw stale progress slept on the lock while its
+/// owner, a ring further on by then, waited for the waiter.
+#[test]
+fn inserters_waiting_for_ring_space_never_deadlock() {
+    const THREADS: u64 = 8;
+    const RECORDS: u64 = 20_000;
+    let vfs = Arc::new(SimVfs::new(14));
+    let (wal, _) = open(&vfs).unwrap();
+    let wal = Arc::new(wal);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    for t in 0..THREADS {
+        let (wal, done) = (Arc::clone(&wal), done_tx.clone());
+        std::thread::spawn(move || {
+            pin_slot(t as usize);
+            for i in 0..RECORDS {
+                insert_plain(&wal, t * 1_000_000 + i, 100);
+            }
+            done.send(()).unwrap();
+        });
+    }
+    for _ in 0..THREADS {
+        done_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("inserters deadlocked waiting for each other");
+    }
+    assert!(wal.insert_lsn().0 > 4 * config().wal_buffers_bytes, "the ring wrapped");
+    wal.flush(wal.insert_lsn()).unwrap();
+    drop(wal);
+    let (_, found) = open(&vfs).unwrap();
+    assert_eq!(found.len() as u64, THREADS * RECORDS);
+}

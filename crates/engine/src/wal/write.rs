@@ -43,7 +43,7 @@ impl Drop for Leader<'_> {
     fn drop(&mut self) {
         let mut g = self.0.group.lock();
         // The committers this flush served: they are likely to commit again soon.
-        g.last_group = 1 + g.sleepers;
+        g.last_served = 1 + g.sleepers;
         g.sleepers = 0;
         g.leading = false;
         self.0.group_done.notify_all();
@@ -59,7 +59,7 @@ pub(super) struct Group {
     /// all when done and resets this).
     sleepers: usize,
     /// How many committers the last flush served (its leader and the sleepers then).
-    last_group: usize,
+    last_served: usize,
     /// How long the last flush took (write and fsync).
     last_flush: Duration,
 }
@@ -157,7 +157,7 @@ impl Wal {
     fn gather(&self, g: &mut MutexGuard<'_, Group>) {
         let limit = (g.last_flush / 4).min(MAX_GATHER);
         let deadline = Instant::now() + limit;
-        while g.sleepers + 1 < g.last_group {
+        while g.sleepers + 1 < g.last_served {
             if self.group_arrived.wait_until(g, deadline).timed_out() {
                 self.stats.gather_timeouts.fetch_add(1, Ordering::Relaxed);
                 break;
