@@ -33,9 +33,16 @@
 //!   buffer pool's write-back hook calls [`Wal::flush`] to ensure it.
 //! - A record is at most [`MAX_RECORD_SIZE`](crate::types::MAX_RECORD_SIZE) bytes and
 //!   `wal_buffers` is at least four times that, so an inserter waiting for ring space only
-//!   ever waits for *earlier* insertions: there is no cycle, hence no deadlock.
+//!   ever waits for *earlier* insertions: there is no cycle, hence no deadlock. Ring pages
+//!   are set up strictly in LSN order (`ensure_page`), so a page a ring further on never
+//!   takes the slot of a page an inserter has reserved bytes on but not yet reached.
+//! - Waiting for insertions ([`Wal::wait_insertions`]) sleeps on each lagging slot's
+//!   published progress, never on the slot's lock: an inserter holds its slot's lock while
+//!   it waits for ring space, so a waiter that saw stale progress and slept on the lock
+//!   could wait for a thread that waits for it.
 //! - Lock order: insertion slot → reservation mutex; insertion slot → ring-init mutex;
-//!   insertion slot → writer mutex. Nobody waits for an insertion while holding the writer.
+//!   insertion slot → writer mutex; group-commit mutex alone (never held across a wait for
+//!   anything else). Nobody waits for an insertion while holding the writer.
 //! - A failed write or fsync is final (PostgreSQL PANICs): the WAL enters a failed state,
 //!   every later insert and flush is refused, and only a restart (recovery from what is
 //!   durable) clears it. So a record whose flush failed (a commit reported as failed) never

@@ -135,13 +135,32 @@ impl Wal {
             let Some(old) = old else {
                 let held = self.ring.page_addr[idx].load(Ordering::Acquire);
                 assert_eq!(held, page_lsn, "WAL ring slot taken by another page");
-                return Ok(());
+                drop(next);
+                return self.write_ahead(page_lsn, slot, progress);
             };
             drop(next);
             slot.publish(progress);
             self.write_out(old + PAGE, false)?;
         }
         unreachable!("ensure_page did not converge")
+    }
+
+    /// Once half the ring is unwritten, an inserter that finds the writer free writes out
+    /// what is complete (PostgreSQL's walwriter does it in the background), so that the
+    /// write-out overlaps other threads' insertion instead of every inserter finding the
+    /// ring full at once and waiting for one of them to write all of it.
+    fn write_ahead(&self, page_lsn: Lsn, slot: &InsertSlot, progress: Lsn) -> Result<()> {
+        let ring_bytes = self.ring.npages * PAGE;
+        if page_lsn.bytes_since(self.written_upto.load(Ordering::Acquire)) < ring_bytes / 2 {
+            return Ok(());
+        }
+        let Some(mut w) = self.writer.try_lock() else {
+            return Ok(());
+        };
+        self.check_failed()?;
+        slot.publish(progress);
+        let target = self.finished_point();
+        self.write_locked(&mut w, target)
     }
 
     /// Sets up `page_lsn` in its ring slot: a fresh header. The caller holds `init_lock`, has
