@@ -141,6 +141,17 @@ pub struct Config {
     /// `synchronous_commit`: a commit returns once its record is durable (on), or at once
     /// (off: a crash may lose the last commits, never corrupt). PostgreSQL's default, on.
     pub synchronous_commit: bool,
+    /// `commit_delay`: microseconds a group-commit leader waits before its flush, so more
+    /// commits join it, when at least `commit_siblings` other transactions are active.
+    /// PostgreSQL's meaning and default, 0 (off); at most 100,000 as in PostgreSQL.
+    pub commit_delay_us: u64,
+    /// `commit_siblings`: other active transactions needed before `commit_delay` applies.
+    /// PostgreSQL's default, 5.
+    pub commit_siblings: usize,
+    /// `wal_writer_delay`: the background WAL writer flushes at least this often, so an
+    /// asynchronous commit (`synchronous_commit = off`) is durable within about three times
+    /// it, as in PostgreSQL. PostgreSQL's default, 200 ms.
+    pub wal_writer_delay_ms: u64,
     /// `track_commit_timestamp`: record each commit's time. PostgreSQL's default, off.
     pub track_commit_timestamp: bool,
     /// Seed 000 switch.
@@ -202,6 +213,9 @@ impl Default for Config {
             wal_buffers_bytes: 16 * 1024 * 1024,
             checkpoint_timeout_s: 300,
             synchronous_commit: true,
+            commit_delay_us: 0,
+            commit_siblings: 5,
+            wal_writer_delay_ms: 200,
             track_commit_timestamp: false,
             checkpoint_completion_target: 0.9,
             max_wal_size_bytes: 1024 * 1024 * 1024,
@@ -287,6 +301,9 @@ impl Config {
                 self.checkpoint_timeout_s = parse_seconds(value).map_err(bad)?;
             }
             "synchronous_commit" => self.synchronous_commit = parse_on_off(value).map_err(bad)?,
+            "commit_delay" => self.commit_delay_us = parse_micros(value).map_err(bad)?,
+            "commit_siblings" => self.commit_siblings = parse_count(value).map_err(bad)?,
+            "wal_writer_delay" => self.wal_writer_delay_ms = parse_millis(value).map_err(bad)?,
             "track_commit_timestamp" => {
                 self.track_commit_timestamp = parse_on_off(value).map_err(bad)?;
             }
@@ -452,6 +469,9 @@ impl Config {
             usize::MAX,
         )?;
         check_range("deadlock_timeout", self.deadlock_timeout_ms, 1, u64::MAX)?;
+        check_range("commit_delay", self.commit_delay_us, 0, 100_000)?;
+        check_range("commit_siblings", self.commit_siblings, 0, 1000)?;
+        check_range("wal_writer_delay", self.wal_writer_delay_ms, 1, 10_000)?;
         check_range(
             "autovacuum_naptime",
             self.autovacuum_naptime_ms,
@@ -540,6 +560,25 @@ pub fn parse_millis(text: &str) -> std::result::Result<u64, String> {
         "min" => 60_000,
         "h" => 3_600_000,
         other => return Err(format!("\"{other}\" is not a unit (use ms, s, min, h)")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("\"{text}\" is too large"))
+}
+
+/// Parses a duration in microseconds: a bare number is microseconds (PostgreSQL's unit for
+/// `commit_delay`); `us`, `ms` and `s` suffixes.
+pub fn parse_micros(text: &str) -> std::result::Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("\"{text}\" does not start with a whole number"))?;
+    let mult = match unit.trim() {
+        "" | "us" => 1,
+        "ms" => 1000,
+        "s" => 1_000_000,
+        other => return Err(format!("\"{other}\" is not a unit (use us, ms, s)")),
     };
     n.checked_mul(mult)
         .ok_or_else(|| format!("\"{text}\" is too large"))
@@ -638,6 +677,33 @@ mod tests {
         assert!(c.set("twophase_state", "disk").is_err());
         assert!(c.set("deadlock_timeout", "0").is_err());
         assert!(c.set("max_locks_per_transaction", "-1").is_err());
+    }
+
+    #[test]
+    fn group_commit_settings_parse_with_postgres_units_and_default_off() {
+        let mut c = Config::default();
+        assert_eq!((c.commit_delay_us, c.commit_siblings), (0, 5));
+        assert_eq!(c.wal_writer_delay_ms, 200);
+        c.set("commit_delay", "250").unwrap();
+        assert_eq!(c.commit_delay_us, 250);
+        c.set("commit_delay", "2ms").unwrap();
+        assert_eq!(c.commit_delay_us, 2000);
+        c.set("commit_siblings", "0").unwrap();
+        assert_eq!(c.commit_siblings, 0);
+        c.set("wal_writer_delay", "50ms").unwrap();
+        assert_eq!(c.wal_writer_delay_ms, 50);
+        let err = c.set("commit_delay", "100001").unwrap_err().to_string();
+        assert!(
+            err.contains("commit_delay") && err.contains("maximum"),
+            "{err}"
+        );
+        assert!(c.set("commit_siblings", "1001").is_err());
+        assert!(c.set("wal_writer_delay", "0").is_err());
+        assert!(c.set("commit_delay", "1min").is_err());
+        assert_eq!(
+            c.commit_delay_us, 2000,
+            "a refused value leaves the setting"
+        );
     }
 
     #[test]

@@ -40,7 +40,7 @@ use crate::txn::{TransactionManager, TxnRecord, FIRST_XID};
 use crate::types::{BufferTag, Lsn, Rmid};
 use crate::vacuum::VacuumStats;
 use crate::vfs::{create_dir_durable, Vfs};
-use crate::wal::{Wal, WalReader, FIRST_LSN};
+use crate::wal::{Wal, WalReader, WalWriter, FIRST_LSN};
 
 /// The buffer pool's WAL rule, bound once the WAL is open. During redo it is unbound: every
 /// page redo dirties carries the LSN of WAL that is already durable. A WAL that stopped by
@@ -111,6 +111,8 @@ pub struct Database {
     engine: Arc<Engine>,
     checkpointer: Checkpointer,
     autovacuum: Option<Autovacuum>,
+    /// Runs when `synchronous_commit` is off: it makes asynchronous commits durable.
+    _wal_writer: Option<WalWriter>,
     recovery: RecoveryStats,
 }
 
@@ -276,6 +278,14 @@ impl Database {
         }
         engine.debug_check_idle("after recovery");
         checkpointer.start()?;
+        let wal_writer = if engine.config.synchronous_commit {
+            None
+        } else {
+            Some(WalWriter::start(
+                Arc::clone(&engine.wal),
+                Duration::from_millis(engine.config.wal_writer_delay_ms),
+            )?)
+        };
         let autovacuum = if engine.config.autovacuum {
             Some(Autovacuum::start(Arc::clone(&engine))?)
         } else {
@@ -286,6 +296,7 @@ impl Database {
             engine,
             checkpointer,
             autovacuum,
+            _wal_writer: wal_writer,
             recovery,
         })
     }

@@ -323,7 +323,9 @@ impl TransactionManager {
             TxnRecord::CommitPrepared | TxnRecord::AbortPrepared
         );
         if (commit && self.synchronous_commit) || prepared_end {
-            self.wal.flush(end)?;
+            // The others, for `commit_siblings` (this one still has its id).
+            let other_active = || self.procs.with_xid().saturating_sub(1);
+            self.wal.flush_commit(end, &other_active)?;
         }
         let status = if commit {
             TxnStatus::Committed

@@ -179,6 +179,17 @@ impl ProcArray {
     pub fn sessions(&self) -> usize {
         self.inner.lock().procs.len()
     }
+
+    /// Transactions that have an id (that write), as PostgreSQL's `MinimumActiveBackends`
+    /// counts them for `commit_siblings`.
+    pub fn with_xid(&self) -> usize {
+        self.inner
+            .lock()
+            .procs
+            .values()
+            .filter(|p| p.xid.is_valid())
+            .count()
+    }
 }
 
 #[cfg(test)]

@@ -142,6 +142,9 @@ struct State {
     /// Ordered by id, i.e. by creation, which makes crashes deterministic.
     inodes: BTreeMap<InodeId, Inode>,
     faults: Faults,
+    /// Armed by [`SimVfs::fail_next_write`]: the next `write_at` on a matching path fails
+    /// with EIO whether or not it extends the file (the WAL tests' exact failure).
+    write_failures: Vec<Option<String>>,
 }
 
 /// One change to a directory's entries.
@@ -324,6 +327,7 @@ impl SimVfs {
                     name_log: Vec::new(),
                     inodes: BTreeMap::new(),
                     faults: Faults::new(seed),
+                    write_failures: Vec::new(),
                 }),
                 counters: OpCounters::default(),
                 latency_nanos: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -434,6 +438,16 @@ impl SimVfs {
         };
         self.flip_bit(path, offset, bit)?;
         Ok((offset, bit))
+    }
+
+    /// The next `write_at` on a file whose path contains `path_contains` (any file if None)
+    /// fails with EIO and writes nothing; later writes succeed. Each call arms one failure.
+    pub fn fail_next_write(&self, path_contains: Option<&str>) {
+        self.shared
+            .state
+            .lock()
+            .write_failures
+            .push(path_contains.map(str::to_owned));
     }
 
     /// Flips one bit in both the current and the durable contents of a file (simulated media
@@ -788,6 +802,18 @@ impl VfsFile for SimFile {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.shared.begin(OpKind::Write)?;
         let start = checked_range(offset, buf.len(), &self.path)?;
+        {
+            let mut state = self.shared.state.lock();
+            let path = self.path.to_string_lossy();
+            let failure = state
+                .write_failures
+                .iter()
+                .position(|filter| filter.as_deref().is_none_or(|part| path.contains(part)));
+            if let Some(index) = failure {
+                state.write_failures.remove(index);
+                return Err(io::Error::from_raw_os_error(super::fault::EIO));
+            }
+        }
         self.with_faults(|faults, inode| {
             // pwrite of nothing does not extend the file.
             if buf.is_empty() {

@@ -11,21 +11,44 @@
 //! 2. Copy: each inserter holds one of 8 insertion slots and copies its bytes into the ring of
 //!    WAL buffers (`wal_buffers`) in parallel with the others; its slot publishes how far it
 //!    has got (`inserting_at`), so writers know which bytes are complete.
-//! 3. Write and flush: [`Wal::flush`] waits for the insertions before its target, then one
-//!    thread at a time (the writer mutex) writes the complete bytes and fdatasyncs. A flusher
-//!    writes and syncs *everything* complete, so the committers that queued behind it find
-//!    their LSN already durable: one fdatasync serves the whole group.
+//! 3. Write and flush: one thread at a time (the writer mutex) writes the complete bytes and
+//!    fdatasyncs them.
+//!
+//! ## Group commit (PostgreSQL's `XLogFlush`)
+//! A committer whose record is not yet durable either becomes the flush leader or sleeps on
+//! a condition variable until the leader is done (no spinning). The leader flushes
+//! *everything inserted so far* (it waits for the insertions before the insert position),
+//! not only up to its own record, so the committers that slept find theirs durable: one
+//! fdatasync serves the whole group. A commit leader first waits (briefly, bounded by a
+//! quarter of the last flush's time) until as many committers sleep as the last flush
+//! served: committers that commit back to back come back in a burst after each flush, and
+//! without this the first one back would flush alone. With `commit_delay` set, a leader that sees at least
+//! `commit_siblings` other active transactions ([`Wal::flush_commit`]) first sleeps that
+//! long so more commits join (PostgreSQL's meaning; off by default). Asynchronous commits
+//! (`synchronous_commit = off`) never flush: the background [`WalWriter`] flushes at least
+//! every `wal_writer_delay`.
 //!
 //! ## Rules
 //! - **The WAL rule**: a data page may be written only once WAL up to its LSN is durable; the
 //!   buffer pool's write-back hook calls [`Wal::flush`] to ensure it.
 //! - A record is at most [`MAX_RECORD_SIZE`](crate::types::MAX_RECORD_SIZE) bytes and
 //!   `wal_buffers` is at least four times that, so an inserter waiting for ring space only
-//!   ever waits for *earlier* insertions: there is no cycle, hence no deadlock.
+//!   ever waits for *earlier* insertions: there is no cycle, hence no deadlock. Ring pages
+//!   are set up strictly in LSN order (`ensure_page`), so a page a ring further on never
+//!   takes the slot of a page an inserter has reserved bytes on but not yet reached.
+//! - Waiting for insertions ([`Wal::wait_insertions`]) sleeps on each lagging slot's
+//!   published progress, never on the slot's lock: an inserter holds its slot's lock while
+//!   it waits for ring space, so a waiter that saw stale progress and slept on the lock
+//!   could wait for a thread that waits for it.
 //! - Lock order: insertion slot → reservation mutex; insertion slot → ring-init mutex;
-//!   insertion slot → writer mutex. Nobody waits for an insertion while holding the writer.
-//! - A failed fsync is final: the WAL enters a failed state, every later insert and flush is
-//!   refused, and only a restart (recovery from what is durable) clears it.
+//!   insertion slot → writer mutex; group-commit mutex alone (never held across a wait for
+//!   anything else). Nobody waits for an insertion while holding the writer.
+//! - A failed write or fsync is final (PostgreSQL PANICs): the WAL enters a failed state,
+//!   every later insert and flush is refused, and only a restart (recovery from what is
+//!   durable) clears it. So a record whose flush failed (a commit reported as failed) never
+//!   becomes durable later in the same run, and an insertion that fails after reserving its
+//!   bytes (a failed write-out for ring space) stops the WAL too: nothing after its hole is
+//!   ever written, so recovery never meets valid records beyond unreadable bytes.
 //! - **Logging a page change** ([`Wal::log_page_change`], the one way to do it): under the
 //!   page's exclusive content lock, change the page, then log. The page is marked dirty
 //!   *before* its record is reserved, so a checkpoint whose redo point follows the record
@@ -47,7 +70,8 @@
 //! ## Files
 //! `record.rs`: the record format; `ring.rs`: the WAL buffers and every access to their
 //! bytes (the engine's only `unsafe` code); `insert.rs`: reservation, insertion, page-change
-//! logging; `write.rs`: writing and flushing segment files; `reader.rs`: reading records
+//! logging; `write.rs`: writing, flushing and group commit; `walwriter.rs`: the background
+//! flusher for asynchronous commits; `reader.rs`: reading records
 //! back, sequentially for recovery and by LSN from the ring or the files.
 
 mod insert;
@@ -56,19 +80,21 @@ pub mod record;
 mod ring;
 #[cfg(test)]
 mod tests;
+mod walwriter;
 mod write;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard};
 
 use crate::buffer::PageWriteGuard;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::vfs::{Vfs, VfsFile};
 pub use reader::WalReader;
+pub use walwriter::WalWriter;
 pub use record::{
     BlockRef, DecodedBlock, DecodedRecord, RecordType, WalRecord, MAX_BLOCK_REFS,
 };
@@ -94,15 +120,16 @@ const IDLE: Lsn = Lsn(u64::MAX);
 const EMPTY: Lsn = Lsn(u64::MAX);
 /// The largest single write of WAL (bounds the writer's scratch buffer).
 const MAX_WRITE_BYTES: u64 = 1024 * 1024;
+thread_local! {
+    /// This thread's insertion slot, once given.
+    static MY_SLOT: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
 /// Each thread keeps the insertion slot it was first given, so threads do not all bump one
 /// shared counter per insert (and, with up to 8 threads, never share a slot).
 fn my_slot() -> usize {
-    use std::cell::Cell;
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    thread_local! {
-        static SLOT: Cell<Option<usize>> = const { Cell::new(None) };
-    }
-    SLOT.with(|cell| {
+    MY_SLOT.with(|cell| {
         if let Some(slot) = cell.get() {
             return slot;
         }
@@ -110,6 +137,14 @@ fn my_slot() -> usize {
         cell.set(Some(slot));
         slot
     })
+}
+
+/// Gives this thread insertion slot `slot` (tests that stop one inserter need the others on
+/// other slots).
+#[cfg(test)]
+fn pin_slot(slot: usize) {
+    assert!(slot < INSERT_SLOTS);
+    MY_SLOT.with(|cell| cell.set(Some(slot)));
 }
 
 /// Open segment files kept by readers.
@@ -174,9 +209,24 @@ const PH_FLUSH_HINT: usize = 16;
 #[derive(Debug, Default)]
 pub struct WalStats {
     pub flush_calls: AtomicU64,
+    /// Times a committer slept while a flush leader worked.
+    pub group_waits: AtomicU64,
+    /// Times a commit leader stopped waiting for the last group to come back.
+    pub gather_timeouts: AtomicU64,
     pub fsyncs: AtomicU64,
     pub reads_from_buffers: AtomicU64,
     pub reads_from_files: AtomicU64,
+}
+
+/// A value alone on its cache lines (128 bytes: adjacent lines are prefetched in pairs).
+#[repr(align(128))]
+struct CachePadded<T>(T);
+
+impl<T> std::ops::Deref for CachePadded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 struct Reservation {
@@ -189,10 +239,36 @@ struct Reservation {
     bytes: u64,
 }
 
+/// Each slot on cache lines of its own: an inserter locks its slot and publishes progress
+/// twice per record, and slots sharing a line made two threads' inserts contend as if they
+/// shared one slot (PostgreSQL pads its WAL insertion locks for the same reason).
+#[repr(align(128))]
 struct InsertSlot {
+    /// Held by the one insertion under way in this slot (threads sharing a slot take turns).
     lock: Mutex<()>,
     /// While an insertion is under way: the LSN up to which its bytes are complete.
     inserting_at: AtomicLsn,
+    /// Threads in [`Wal::wait_insertions`] waiting for this slot's progress (PostgreSQL's
+    /// `LWLockWaitForVar`): they sleep on `progressed` under `wait_lock` until
+    /// `inserting_at` passes what they need. Waiting for the slot's `lock` instead deadlocked:
+    /// a waiter that saw stale progress slept on the lock while its owner, a ring further on
+    /// by then, waited for the waiter.
+    waiters: std::sync::atomic::AtomicUsize,
+    wait_lock: Mutex<()>,
+    progressed: Condvar,
+}
+
+impl InsertSlot {
+    /// Publishes progress (or `IDLE` at the end of an insertion) and wakes the waiters.
+    fn publish(&self, at: Lsn) {
+        // SeqCst on both sides (here and in `wait_insertions`): either the waiter's count is
+        // seen here or this store is seen by the waiter's check.
+        self.inserting_at.0.store(at.0, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            drop(self.wait_lock.lock());
+            self.progressed.notify_all();
+        }
+    }
 }
 
 /// The write-ahead log.
@@ -200,13 +276,25 @@ pub struct Wal {
     vfs: Arc<dyn Vfs>,
     dir: PathBuf,
     segment_size: u64,
-    reserve: Mutex<Reservation>,
+    /// On cache lines of its own, for the same reason as the slots: every insert takes it.
+    reserve: CachePadded<Mutex<Reservation>>,
     slots: Vec<InsertSlot>,
     ring: Ring,
-    init_lock: Mutex<()>,
+    /// The next ring page to set up (pages are set up strictly in order, see
+    /// `ensure_page`); readers of the ring hold it too.
+    init_lock: Mutex<Lsn>,
     written_upto: AtomicLsn,
     flushed_upto: AtomicLsn,
     writer: Mutex<Writer>,
+    /// Whether a flush leader is at work (group commit); committers whose record it may
+    /// cover sleep on `group_done` meanwhile.
+    group: Mutex<write::Group>,
+    group_done: Condvar,
+    /// Signalled by each committer that goes to sleep (a gathering leader waits for it).
+    group_arrived: Condvar,
+    /// `commit_delay` and `commit_siblings` (see [`Config`]).
+    commit_delay_us: u64,
+    commit_siblings: usize,
     failed: AtomicBool,
     /// Where this WAL was opened: ring pages before it hold no bytes of earlier records
     /// (those are only in the files).
@@ -219,7 +307,14 @@ pub struct Wal {
     /// checkpointer fixes one.
     checkpoint_barrier: RwLock<()>,
     stats: WalStats,
+    /// Called by each inserter right after its reservation, with the record's start: lets a
+    /// test stop an inserter between reserving and copying.
+    #[cfg(test)]
+    after_reserve: Mutex<Option<TestHook>>,
 }
+
+#[cfg(test)]
+type TestHook = Arc<dyn Fn(Lsn) + Send + Sync>;
 
 /// A changed page to log with [`Wal::log_page_change`].
 pub struct LoggedPage<'a, 'g> {
@@ -280,29 +375,39 @@ impl Wal {
             vfs,
             dir,
             segment_size: config.wal_segment_size_bytes,
-            reserve: Mutex::new(Reservation {
+            reserve: CachePadded(Mutex::new(Reservation {
                 bytepos: lsn_to_pos(end),
                 prev,
                 records: 0,
                 bytes: 0,
-            }),
+            })),
             slots: (0..INSERT_SLOTS)
                 .map(|_| InsertSlot {
                     lock: Mutex::new(()),
                     inserting_at: AtomicLsn::new(IDLE),
+                    waiters: std::sync::atomic::AtomicUsize::new(0),
+                    wait_lock: Mutex::new(()),
+                    progressed: Condvar::new(),
                 })
                 .collect(),
             ring: Ring::new(npages),
-            init_lock: Mutex::new(()),
+            init_lock: Mutex::new(end.align_down(PAGE)),
             written_upto: AtomicLsn::new(written),
             flushed_upto: AtomicLsn::new(written),
             writer: Mutex::new(Writer::new()),
+            group: Mutex::new(write::Group::default()),
+            group_done: Condvar::new(),
+            group_arrived: Condvar::new(),
+            commit_delay_us: config.commit_delay_us,
+            commit_siblings: config.commit_siblings,
             failed: AtomicBool::new(false),
             redo_point: AtomicLsn::new(end),
             opened_at: end,
             read_files: Mutex::new(Vec::new()),
             checkpoint_barrier: RwLock::new(()),
             stats: WalStats::default(),
+            #[cfg(test)]
+            after_reserve: Mutex::new(None),
         }
     }
 
@@ -326,11 +431,19 @@ impl Wal {
         pos_to_end_lsn(self.reserve.lock().bytepos)
     }
 
-    /// Puts the WAL in the failed state: another layer's durability failed (a data-file
-    /// fsync at checkpoint), so nothing more may be written until a restart recovers.
+    /// Puts the WAL in the failed state: a write or fsync of its own failed, or another
+    /// layer's durability failed (a data-file fsync at checkpoint), so nothing more may be
+    /// written until a restart recovers.
     pub fn fail(&self, reason: &str) {
-        tracing::error!(reason, "WAL stopped: the engine must restart and recover");
-        self.failed.store(true, Ordering::Release);
+        if !self.failed.swap(true, Ordering::AcqRel) {
+            tracing::error!(reason, "WAL stopped: the engine must restart and recover");
+        }
+    }
+
+    /// [`Wal::fail`] for an error of the WAL's own I/O, which it hands back to the caller.
+    fn stop(&self, e: Error) -> Error {
+        self.fail(&e.to_string());
+        e
     }
 
     /// Has the WAL stopped (see [`Wal::fail`])?
@@ -400,7 +513,8 @@ impl Wal {
     fn check_failed(&self) -> Result<()> {
         if self.failed.load(Ordering::Acquire) {
             return Err(Error::WalFailed {
-                reason: "an earlier WAL fsync failed; restart to recover from durable WAL".into(),
+                reason: "an earlier WAL write or fsync failed; restart to recover from durable WAL"
+                    .into(),
             });
         }
         Ok(())

@@ -18,8 +18,9 @@ use crate::error::Result;
 /// Safety protocol: the bytes of a reserved record belong to its inserter until its slot
 /// publishes past them; a page's header belongs to whoever holds `init_lock` while the page
 /// is (re)initialised, and its continuation fields to the one inserter whose record continues
-/// onto it. The writer reads only complete bytes. A page is re-initialised only after it has
-/// been written out, and readers copy only under `init_lock`. So no two threads ever touch the
+/// onto it. The writer reads only complete bytes. Pages are set up in LSN order, each only
+/// after the page its slot held has been written out, and readers copy only under
+/// `init_lock`. So no two threads ever touch the
 /// same byte at once unless both only read.
 pub(super) struct Ring {
     bytes: Box<[UnsafeCell<u8>]>,
@@ -99,9 +100,14 @@ impl Wal {
         }
     }
 
-    /// Makes the ring slot for `page_lsn` hold that page, writing out the page it held
-    /// before if needed. `progress` is how far this insertion has copied: published first,
-    /// so the writer can write what precedes it while we wait.
+    /// Makes the ring slot for `page_lsn` hold that page. Pages are set up strictly in
+    /// order (PostgreSQL's `AdvanceXLInsertBuffer`): whoever needs a page not yet set up
+    /// first sets up every page before it, each only after the page its slot held was written
+    /// out. So a page `wal_buffers` further on can never take the slot of a page whose
+    /// inserter has reserved bytes on it but not yet reached it: setting that later page up
+    /// waits for the write-out of this one, which waits for that insertion. `progress` is
+    /// how far this insertion has copied: published before waiting, so the writer can write
+    /// what precedes it.
     pub(super) fn ensure_page(
         &self,
         page_lsn: Lsn,
@@ -109,35 +115,70 @@ impl Wal {
         progress: Lsn,
     ) -> Result<()> {
         let idx = self.ring.slot(page_lsn);
-        // Bounded: each turn either returns or writes out the slot's old page.
+        // Bounded: each turn either returns or writes out the page a slot held before.
         for _ in 0..1_000_000 {
-            let cur = self.ring.page_addr[idx].load(Ordering::Acquire);
-            if cur == page_lsn {
+            if self.ring.page_addr[idx].load(Ordering::Acquire) == page_lsn {
                 return Ok(());
             }
-            assert!(
-                cur == EMPTY || cur < page_lsn,
-                "WAL ring slot holds a newer page"
-            );
-            if cur != EMPTY && self.written_upto.load(Ordering::Acquire) < cur + PAGE {
-                slot.inserting_at.store(progress, Ordering::Release);
-                self.write_out(cur + PAGE, false)?;
-                continue;
-            }
-            let _init = self.init_lock.lock();
-            if self.ring.page_addr[idx].load(Ordering::Acquire) != cur {
-                continue;
-            }
-            let mut page = vec![0u8; WAL_PAGE_SIZE];
-            page[PH_MAGIC..PH_MAGIC + 2].copy_from_slice(&WAL_MAGIC.to_le_bytes());
-            page[PH_ADDR..PH_ADDR + 8].copy_from_slice(&page_lsn.0.to_le_bytes());
-            // SAFETY: the old page is written out and no inserter can reach this page before
-            // page_addr says it is ready; we hold init_lock, which readers take too.
-            unsafe { self.ring.write(page_lsn, &page) };
-            self.ring.page_addr[idx].store(page_lsn, Ordering::Release);
-            return Ok(());
+            let mut next = self.init_lock.lock();
+            let old = loop {
+                if *next > page_lsn {
+                    break None;
+                }
+                let old = self.ring.page_addr[self.ring.slot(*next)].load(Ordering::Acquire);
+                if old != EMPTY && self.written_upto.load(Ordering::Acquire) < old + PAGE {
+                    break Some(old);
+                }
+                self.init_page(*next);
+                *next += PAGE;
+            };
+            let Some(old) = old else {
+                let held = self.ring.page_addr[idx].load(Ordering::Acquire);
+                assert_eq!(held, page_lsn, "WAL ring slot taken by another page");
+                drop(next);
+                return self.write_ahead(page_lsn, slot, progress);
+            };
+            drop(next);
+            slot.publish(progress);
+            self.write_out(old + PAGE, false)?;
         }
         unreachable!("ensure_page did not converge")
+    }
+
+    /// Once half the ring is unwritten, an inserter that finds the writer free writes out
+    /// what is complete (PostgreSQL's walwriter does it in the background), so that the
+    /// write-out overlaps other threads' insertion instead of every inserter finding the
+    /// ring full at once and waiting for one of them to write all of it.
+    fn write_ahead(&self, page_lsn: Lsn, slot: &InsertSlot, progress: Lsn) -> Result<()> {
+        let ring_bytes = self.ring.npages * PAGE;
+        if page_lsn.bytes_since(self.written_upto.load(Ordering::Acquire)) < ring_bytes / 2 {
+            return Ok(());
+        }
+        let Some(mut w) = self.writer.try_lock() else {
+            return Ok(());
+        };
+        self.check_failed()?;
+        slot.publish(progress);
+        let target = self.finished_point();
+        self.write_locked(&mut w, target)
+    }
+
+    /// Sets up `page_lsn` in its ring slot: a fresh header. The caller holds `init_lock`, has
+    /// set up every page before it, and the page the slot held is written out.
+    fn init_page(&self, page_lsn: Lsn) {
+        let idx = self.ring.slot(page_lsn);
+        let old = self.ring.page_addr[idx].load(Ordering::Acquire);
+        assert!(
+            old == EMPTY || (old < page_lsn && self.written_upto.load(Ordering::Acquire) >= old + PAGE),
+            "WAL ring slot of {page_lsn} set up over {old}, not yet written out"
+        );
+        let mut page = vec![0u8; WAL_PAGE_SIZE];
+        page[PH_MAGIC..PH_MAGIC + 2].copy_from_slice(&WAL_MAGIC.to_le_bytes());
+        page[PH_ADDR..PH_ADDR + 8].copy_from_slice(&page_lsn.0.to_le_bytes());
+        // SAFETY: the old page is written out and no inserter can reach this page before
+        // page_addr says it is ready; we hold init_lock, which readers take too.
+        unsafe { self.ring.write(page_lsn, &page) };
+        self.ring.page_addr[idx].store(page_lsn, Ordering::Release);
     }
 
     pub(super) fn page_from_ring(

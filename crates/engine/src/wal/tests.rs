@@ -179,7 +179,7 @@ fn group_commit_shares_fsyncs_between_committers() {
             std::thread::spawn(move || {
                 for i in 0..COMMITS {
                     let (_, end) = insert_plain(&wal, t * 1000 + i, 100);
-                    wal.flush(end).unwrap();
+                    wal.flush_commit(end, &|| THREADS as usize - 1).unwrap();
                     assert!(wal.flushed_lsn() >= end);
                 }
             })
@@ -191,10 +191,11 @@ fn group_commit_shares_fsyncs_between_committers() {
     let fsyncs = wal.stats().fsyncs.load(Ordering::Relaxed);
     let commits = THREADS * COMMITS;
     // Without grouping every commit would fsync; a loaded machine groups less, so the bound
-    // leaves room (a quiet one measures about 0.4 fsyncs per commit).
+    // leaves room (a quiet one measures about 1/8 fsync per commit, the bench's target is
+    // 1.25/8 + 0.02).
     assert!(
-        fsyncs * 4 <= commits * 3,
-        "{fsyncs} fsyncs for {commits} commits: no grouping"
+        fsyncs * 2 <= commits,
+        "{fsyncs} fsyncs for {commits} commits: too little grouping"
     );
 }
 
@@ -670,4 +671,222 @@ fn record_types_decode_only_their_own_bytes_and_anything_else_is_corruption() {
             other => panic!("rmid {rmid} info {info}: {other:?}"),
         }
     }
+}
+
+/// Inserts a record that ends exactly at the end of a WAL page, so the next record is the
+/// first on a fresh page (one no earlier record set up).
+fn fill_to_page_end(wal: &Wal, id: u64) {
+    let room = PAGE - wal.insert_lsn().offset_in(PAGE);
+    // A record needs its header and the 8 bytes of its id; else end on the next page.
+    let len = if room >= 48 { room } else { room + USABLE };
+    insert_plain(wal, id, len as usize - record::RECORD_HEADER_SIZE);
+    assert_eq!(wal.insert_lsn().offset_in(PAGE), 0);
+}
+
+/// Stops the thread named `name` right after its reservation (sending the record's start on
+/// the returned receiver) until the returned sender says go.
+fn stall_thread_after_reserve(
+    wal: &Wal,
+    name: &'static str,
+) -> (std::sync::mpsc::Receiver<Lsn>, std::sync::mpsc::Sender<()>) {
+    let (reached_tx, reached_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let go_rx = Mutex::new(go_rx);
+    *wal.after_reserve.lock() = Some(Arc::new(move |start| {
+        if std::thread::current().name() == Some(name) {
+            reached_tx.send(start).expect("the test waits");
+            go_rx.lock().recv().expect("the test says go");
+        }
+    }));
+    (reached_rx, go_tx)
+}
+
+/// Issue 12 item 6: an inserter stopped between its reservation and setting up its pages
+/// (no other record touches them), while others insert a whole ring (`wal_buffers`) further on. The ring slot of its page
+/// must not be given to the page one ring later (it was: "WAL ring slot holds a newer page",
+/// and then the others spun forever in `wait_insertions`).
+#[test]
+fn a_stalled_inserter_keeps_its_ring_page_while_others_go_a_ring_further() {
+    let vfs = Arc::new(SimVfs::new(11));
+    let (wal, _) = open(&vfs).unwrap();
+    let wal = Arc::new(wal);
+    insert_plain(&wal, 0, 100);
+    fill_to_page_end(&wal, 1);
+    let (reached, go) = stall_thread_after_reserve(&wal, "stalled");
+    let stalled = {
+        let wal = Arc::clone(&wal);
+        std::thread::Builder::new()
+            .name("stalled".into())
+            .spawn(move || {
+                pin_slot(0);
+                // Over two pages: the pages after the first hold nothing but its bytes.
+                insert_plain(&wal, 2, 20_000)
+            })
+            .unwrap()
+    };
+    let start = reached.recv().unwrap();
+    assert_eq!(start.offset_in(PAGE), HDR, "the stalled record opens its page");
+    let ring_bytes = config().wal_buffers_bytes;
+    let others = {
+        let wal = Arc::clone(&wal);
+        std::thread::spawn(move || {
+            pin_slot(1);
+            let mut id = 3;
+            while wal.insert_lsn() < start + ring_bytes + 2 * PAGE {
+                insert_plain(&wal, id, 1000);
+                id += 1;
+            }
+            id
+        })
+    };
+    // Wait until the others have reserved bytes on the page one ring after the stalled one,
+    // then give them time to run into its slot.
+    for _ in 0..10_000 {
+        if wal.insert_lsn() > start + ring_bytes {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(wal.insert_lsn() > start + ring_bytes);
+    std::thread::sleep(Duration::from_millis(100));
+    go.send(()).unwrap();
+    assert!(
+        stalled.join().is_ok(),
+        "the stalled inserter panicked: its ring page was taken"
+    );
+    let next_id = others.join().unwrap();
+    wal.flush(wal.insert_lsn()).unwrap();
+    drop(wal);
+    let (_, found) = open(&vfs).unwrap();
+    let ids: Vec<u64> = found.iter().map(|r| id_of(&r.main)).collect();
+    assert_eq!(ids, (0..next_id).collect::<Vec<_>>());
+}
+
+/// Issue 12 item 2: a failed WAL write stops the WAL as a failed fsync does. The record whose
+/// flush failed (a commit reported as failed) must never become durable in this run: no
+/// later insert or flush may succeed and carry it to disk.
+#[test]
+fn a_failed_write_fails_the_wal_and_its_record_never_becomes_durable() {
+    let vfs = Arc::new(SimVfs::new(12));
+    let (wal, _) = open(&vfs).unwrap();
+    let (_, end) = insert_plain(&wal, 0, 100);
+    wal.flush(end).unwrap();
+    let (_, commit_end) = insert_plain(&wal, 1, 100);
+    vfs.fail_next_write(Some("wal"));
+    let err = wal.flush(commit_end).unwrap_err();
+    assert!(matches!(err, Error::WalIo { op: "write", .. }), "{err}");
+    let later = wal.insert(&WalRecord {
+        xid: Xid(2),
+        rmid: Rmid(7),
+        info: 0,
+        blocks: &[],
+        main: b"refused!",
+    });
+    assert!(
+        matches!(later, Err(Error::WalFailed { .. })),
+        "an insert after a failed write: {later:?}"
+    );
+    let retried = wal.flush(commit_end);
+    assert!(
+        retried.is_err(),
+        "a retried flush made the failed commit durable: {retried:?}"
+    );
+    drop(wal);
+    vfs.crash(&CrashOptions::default());
+    let (_, found) = open(&vfs).unwrap();
+    assert_eq!(found.len(), 1, "only the record whose flush succeeded");
+}
+
+/// Issue 12 item 2: an insertion that fails after its bytes were reserved (here: writing
+/// out a full ring to make room for its page fails) leaves a hole in the WAL. Nothing after
+/// the hole may become durable, or the next start finds valid records beyond unreadable
+/// bytes and refuses to recover.
+#[test]
+fn an_insertion_that_fails_after_reserving_leaves_no_hole_on_disk() {
+    let vfs = Arc::new(SimVfs::new(13));
+    let (wal, _) = open(&vfs).unwrap();
+    let (_, end) = insert_plain(&wal, 0, 100);
+    wal.flush(end).unwrap();
+    // Fill the ring without flushing, so the next page needs a write-out first.
+    let mut id = 1;
+    while wal.insert_lsn() + 2 * PAGE < wal.flushed_lsn() + config().wal_buffers_bytes {
+        insert_plain(&wal, id, 4000);
+        id += 1;
+    }
+    vfs.fail_next_write(Some("wal"));
+    let mut failed = false;
+    for _ in 0..8 {
+        if wal.insert(&WalRecord {
+            xid: Xid(id),
+            rmid: Rmid(7),
+            info: 0,
+            blocks: &[],
+            main: &payload(id, 4000),
+        })
+        .is_err()
+        {
+            failed = true;
+            break;
+        }
+        id += 1;
+    }
+    assert!(failed, "an insert needing a write-out met the failed write");
+    let (after, flushed) = match wal.insert(&WalRecord {
+        xid: Xid(id + 1),
+        rmid: Rmid(7),
+        info: 0,
+        blocks: &[],
+        main: &payload(id + 1, 100),
+    }) {
+        Ok((_, end)) => (true, wal.flush(end).is_ok()),
+        Err(_) => (false, false),
+    };
+    drop(wal);
+    vfs.crash(&CrashOptions::default());
+    let reopened = open(&vfs);
+    assert!(
+        reopened.is_ok(),
+        "recovery refused after a failed insertion (later insert {after}, flushed {flushed}): {:?}",
+        reopened.err()
+    );
+    let (_, found) = reopened.unwrap();
+    let acknowledged_found = found.iter().any(|r| id_of(&r.main) == id + 1);
+    assert!(
+        !flushed,
+        "a flush after the hole succeeded (its record found by recovery: {acknowledged_found})"
+    );
+}
+
+/// Eight inserters wrap a 1 MiB ring many times without a flush, so they keep waiting for
+/// each other's insertions to make room. Waiting on an inserter's slot lock deadlocked here
+/// (about one run in three): a waiter that saw stale progress slept on the lock while its
+/// owner, a ring further on by then, waited for the waiter.
+#[test]
+fn inserters_waiting_for_ring_space_never_deadlock() {
+    const THREADS: u64 = 8;
+    const RECORDS: u64 = 20_000;
+    let vfs = Arc::new(SimVfs::new(14));
+    let (wal, _) = open(&vfs).unwrap();
+    let wal = Arc::new(wal);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    for t in 0..THREADS {
+        let (wal, done) = (Arc::clone(&wal), done_tx.clone());
+        std::thread::spawn(move || {
+            pin_slot(t as usize);
+            for i in 0..RECORDS {
+                insert_plain(&wal, t * 1_000_000 + i, 100);
+            }
+            done.send(()).unwrap();
+        });
+    }
+    for _ in 0..THREADS {
+        done_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("inserters deadlocked waiting for each other");
+    }
+    assert!(wal.insert_lsn().0 > 4 * config().wal_buffers_bytes, "the ring wrapped");
+    wal.flush(wal.insert_lsn()).unwrap();
+    drop(wal);
+    let (_, found) = open(&vfs).unwrap();
+    assert_eq!(found.len() as u64, THREADS * RECORDS);
 }
