@@ -166,7 +166,7 @@ pub(crate) fn create(
     name: &str,
     columns: &[ColumnInfo],
     pkey: Option<&[usize]>,
-) -> Result<()> {
+) -> Result<TableId> {
     let engine_columns: Vec<Column> = columns
         .iter()
         .map(|c| Column::new(&c.name, c.ty.engine_type()))
@@ -188,7 +188,7 @@ pub(crate) fn create(
         let key_names: Vec<&str> = key.iter().map(|&i| columns[i].name.as_str()).collect();
         tx.create_index(&format!("{name}_pkey"), table, &key_names, true)?;
     }
-    Ok(())
+    Ok(table)
 }
 
 /// DROP TABLE: the engine's table (with its indexes) and its SQL column rows.

@@ -309,8 +309,6 @@ fn index_scan<'a>(
     let (Some(lo), Some(hi)) = (eval(lower)?, eval(upper)?) else {
         return Ok(Box::new(std::iter::empty()));
     };
-    let as_ref = |b: &Bound<Vec<Value>>| -> Bound<Vec<Value>> { b.clone() };
-    let (lo, hi) = (as_ref(&lo), as_ref(&hi));
     let rows = cx.tx.index_scan(
         index,
         lo.as_ref().map(Vec::as_slice),
@@ -413,12 +411,7 @@ fn nested_loop<'a>(
         }
         Ok(out)
     });
-    Ok(Box::new(joined.flat_map(|r| -> Vec<Result<Row>> {
-        match r {
-            Ok(rows) => rows.into_iter().map(Ok).collect(),
-            Err(e) => vec![Err(e)],
-        }
-    })))
+    Ok(flatten(joined))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -473,12 +466,17 @@ fn hash_join<'a>(
         }
         Ok(out)
     });
-    Ok(Box::new(joined.flat_map(|r| -> Vec<Result<Row>> {
+    Ok(flatten(joined))
+}
+
+/// The rows of a join's per-left-row batches, an error ending them.
+fn flatten<'a>(batches: impl Iterator<Item = Result<Vec<Row>>> + 'a) -> Rows<'a> {
+    Box::new(batches.flat_map(|r| -> Vec<Result<Row>> {
         match r {
             Ok(rows) => rows.into_iter().map(Ok).collect(),
             Err(e) => vec![Err(e)],
         }
-    })))
+    }))
 }
 
 /// A row usable as a hash key: floats by their bits, so that equal rows hash equally.

@@ -316,29 +316,10 @@ fn key_columns(columns: &[ColumnInfo], cols: &[ast::IndexColumn]) -> Result<Vec<
 impl Binder<'_> {
     fn statement(&mut self, stmt: &Statement) -> Result<Plan> {
         match stmt {
-            Statement::StartTransaction {
-                modes,
-                statements,
-                exception,
-                ..
-            } => {
-                if !statements.is_empty() || exception.is_some() {
-                    return Err(SqlError::unsupported("BEGIN ... END blocks"));
-                }
-                Ok(Plan::Begin(isolation(modes)?))
-            }
-            Statement::Commit { chain: false, .. } => Ok(Plan::Commit),
-            Statement::Rollback {
-                chain: false,
-                savepoint: None,
-            } => Ok(Plan::Rollback),
-            Statement::Rollback {
-                savepoint: Some(_), ..
-            }
-            | Statement::Savepoint { .. }
-            | Statement::ReleaseSavepoint { .. } => Err(SqlError::unsupported(
-                "SAVEPOINT (quire has no subtransactions yet)",
-            )),
+            s if is_transaction_control(s) => bind_transaction_control(s),
+            Statement::Savepoint { .. } | Statement::ReleaseSavepoint { .. } => Err(
+                SqlError::unsupported("SAVEPOINT (quire has no subtransactions yet)"),
+            ),
             Statement::CreateTable(ct) => Self::create_table(ct),
             Statement::Drop {
                 object_type: ObjectType::Table,

@@ -128,7 +128,6 @@ struct Shape {
     exprs: Vec<Expr>,
     out: Vec<OutColumn>,
     sort: Vec<(Expr, bool, bool)>,
-    hidden: usize,
 }
 
 impl Binder<'_> {
@@ -314,14 +313,12 @@ impl Binder<'_> {
         shape: Shape,
         sel: &ast::Select,
     ) -> Result<(Node, Vec<OutColumn>)> {
-        let Shape {
-            exprs,
-            out,
-            sort,
-            hidden,
-        } = shape;
+        let Shape { exprs, out, sort } = shape;
         let visible = out.len();
-        debug_assert_eq!(exprs.len(), visible + hidden);
+        debug_assert!(
+            exprs.len() >= visible,
+            "hidden sort columns follow the output"
+        );
         let keys: Vec<SortKey> = sort
             .into_iter()
             .map(|(expr, descending, nulls_first)| SortKey {
@@ -424,12 +421,10 @@ impl Binder<'_> {
             sort.push((Expr::Column(col), *desc, *nulls_first));
         }
         let fixed = sort;
-        let hidden = exprs.len() - out.len();
         Ok(Shape {
             exprs,
             out,
             sort: fixed,
-            hidden,
         })
     }
 

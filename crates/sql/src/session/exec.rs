@@ -116,12 +116,10 @@ fn run_plan(cx: &Cx, plan: &Plan) -> Result<Outcome> {
             if *if_not_exists && catalog::find(tx, name)?.is_some() {
                 return Ok(command("CREATE TABLE"));
             }
-            catalog::create(tx, name, columns, pkey.as_deref())?;
-            for (i, u) in uniques.iter().enumerate() {
+            let table = catalog::create(tx, name, columns, pkey.as_deref())?;
+            for u in uniques {
                 let cols: Vec<&str> = u.iter().map(|&c| columns[c].name.as_str()).collect();
-                let iname = unique_name(name, &cols, i);
-                let table = tx.table(name)?;
-                tx.create_index(&iname, table, &cols, true)?;
+                tx.create_index(&unique_name(name, &cols), table, &cols, true)?;
             }
             Ok(command("CREATE TABLE"))
         }
@@ -246,7 +244,7 @@ fn run_plan(cx: &Cx, plan: &Plan) -> Result<Outcome> {
     }
 }
 
-fn unique_name(table: &str, cols: &[&str], _i: usize) -> String {
+fn unique_name(table: &str, cols: &[&str]) -> String {
     format!("{table}_{}_key", cols.join("_"))
 }
 
@@ -291,7 +289,7 @@ fn add_key(
         // The primary key's index must be named `<table>_pkey`: that is how quire finds it.
         (_, true) => format!("{}_pkey", table.def.name),
         (Some(n), false) => n.to_string(),
-        (None, false) => unique_name(&table.def.name, &cols, 0),
+        (None, false) => unique_name(&table.def.name, &cols),
     };
     tx.create_index(&name, table.def.oid, &cols, true)?;
     Ok(command("ALTER TABLE"))
