@@ -382,6 +382,13 @@ impl Database {
         self.engine.locks.cancel_wait(owner)
     }
 
+    /// The catalog's generation: it moves whenever a definition may have changed for some
+    /// transaction (a DDL's catalog write, the end of a transaction that made one). A plan
+    /// cache keeps a plan while it is unchanged.
+    pub fn catalog_generation(&self) -> u64 {
+        self.engine.catalog.generation()
+    }
+
     /// CHECKPOINT: an immediate checkpoint, as PostgreSQL's command requests one.
     pub fn checkpoint(&self) -> Result<Lsn> {
         self.checkpointer.checkpoint()
@@ -406,6 +413,9 @@ impl Database {
             return Err(err);
         }
         e.txns.procs().end_prepared(f.xid);
+        if f.state.may_change_definitions() {
+            e.catalog.invalidate();
+        }
         e.locks.release_all(LockOwner::prepared(f.xid));
         e.pool.drop_relation_files(drops)?;
         e.twophase.finished(gid)

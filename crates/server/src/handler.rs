@@ -270,30 +270,41 @@ impl SimpleQueryHandler for Connection {
 #[derive(Debug, Default)]
 pub(crate) struct SqlParser;
 
+/// A statement of the extended protocol: its source (the session's plan cache key) and its
+/// parse, shared so that each Execute hands the session thread two pointers, not a copy.
+#[derive(Clone, Debug)]
+pub(crate) struct Prepared {
+    text: Arc<str>,
+    stmt: Arc<Statement>,
+}
+
 #[async_trait]
 impl QueryParser for SqlParser {
-    type Statement = Statement;
+    type Statement = Prepared;
 
     async fn parse_sql<C>(
         &self,
         _client: &C,
         sql: &str,
         _types: &[Option<Type>],
-    ) -> PgWireResult<Option<Statement>>
+    ) -> PgWireResult<Option<Prepared>>
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
         let mut statements = quire_sql::parse(sql).map_err(|e| user_error(&e))?;
         match statements.len() {
             0 => Ok(None),
-            1 => Ok(statements.pop()),
+            1 => Ok(statements.pop().map(|stmt| Prepared {
+                text: Arc::from(sql),
+                stmt: Arc::new(stmt),
+            })),
             _ => Err(user_error(&SqlError::syntax(
                 "cannot insert multiple commands into a prepared statement",
             ))),
         }
     }
 
-    fn get_parameter_types(&self, _stmt: &Statement) -> PgWireResult<Vec<Type>> {
+    fn get_parameter_types(&self, _stmt: &Prepared) -> PgWireResult<Vec<Type>> {
         // Parameter types need the catalog: `Connection::do_describe_statement` asks the
         // session thread instead.
         Ok(Vec::new())
@@ -301,7 +312,7 @@ impl QueryParser for SqlParser {
 
     fn get_result_schema(
         &self,
-        _stmt: &Statement,
+        _stmt: &Prepared,
         _format: Option<&Format>,
     ) -> PgWireResult<Vec<FieldInfo>> {
         Ok(Vec::new())
@@ -321,12 +332,12 @@ fn hints(declared: &[Option<Type>]) -> Result<Vec<SqlType>, SqlError> {
 }
 
 impl Connection {
-    async fn describe(&self, stmt: &StoredStatement<Statement>) -> PgWireResult<Description> {
+    async fn describe(&self, stmt: &StoredStatement<Prepared>) -> PgWireResult<Description> {
         let hints = hints(&stmt.parameter_types).map_err(|e| user_error(&e))?;
-        let statement = stmt.statement.clone();
+        let p = stmt.statement.clone();
         self.session()
             .map_err(|e| user_error(&e))?
-            .call(move |s| s.describe(&statement, &hints))
+            .call(move |s| s.describe(&p.text, &p.stmt, &hints))
             .await
             .and_then(|r| r)
             .map_err(|e| user_error(&e))
@@ -335,7 +346,7 @@ impl Connection {
 
 #[async_trait]
 impl ExtendedQueryHandler for Connection {
-    type Statement = Statement;
+    type Statement = Prepared;
     type QueryParser = SqlParser;
 
     fn query_parser(&self) -> Arc<SqlParser> {
@@ -345,14 +356,14 @@ impl ExtendedQueryHandler for Connection {
     async fn do_query<C>(
         &self,
         _client: &mut C,
-        portal: &Portal<Statement>,
+        portal: &Portal<Prepared>,
         _max_rows: usize,
     ) -> PgWireResult<Response>
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
         let hints = hints(&portal.statement.parameter_types).map_err(|e| user_error(&e))?;
-        let statement = portal.statement.statement.clone();
+        let p = portal.statement.statement.clone();
         let raw: Vec<Option<Vec<u8>>> = portal
             .parameters
             .iter()
@@ -365,7 +376,7 @@ impl ExtendedQueryHandler for Connection {
             .session()
             .map_err(|e| user_error(&e))?
             .call(move |s| {
-                s.execute_with(&statement, &hints, &|types| {
+                s.execute_with(&p.text, &p.stmt, &hints, &|types| {
                     if types.len() != raw.len() {
                         return Err(SqlError::new(
                             "08P01",
@@ -392,7 +403,7 @@ impl ExtendedQueryHandler for Connection {
     async fn do_describe_statement<C>(
         &self,
         _client: &mut C,
-        stmt: &StoredStatement<Statement>,
+        stmt: &StoredStatement<Prepared>,
     ) -> PgWireResult<DescribeStatementResponse>
     where
         C: ClientInfo + Unpin + Send + Sync,
@@ -409,7 +420,7 @@ impl ExtendedQueryHandler for Connection {
     async fn do_describe_portal<C>(
         &self,
         _client: &mut C,
-        portal: &Portal<Statement>,
+        portal: &Portal<Prepared>,
     ) -> PgWireResult<DescribePortalResponse>
     where
         C: ClientInfo + Unpin + Send + Sync,

@@ -34,6 +34,7 @@
 mod cancel;
 mod handler;
 mod session;
+mod socket;
 mod wire;
 
 use std::future::Future;
@@ -225,6 +226,7 @@ impl Server {
                 },
             };
             tracing::debug!(%peer, id = next_id, "connection accepted");
+            let idle = session.as_ref().map(SessionHandle::idle_timer);
             let conn = Arc::new(Connection {
                 session,
                 db: Arc::clone(&db),
@@ -238,7 +240,7 @@ impl Server {
             let mut stopped = stopped.clone();
             connections.spawn(async move {
                 tokio::select! {
-                    r = pgwire::tokio::process_socket(socket, None, Handlers(conn)) => {
+                    r = socket::serve(socket, None, Handlers(conn), idle) => {
                         if let Err(e) = r {
                             tracing::debug!(%peer, error = %e, "connection ended with an error");
                         }

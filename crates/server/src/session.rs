@@ -4,13 +4,19 @@
 //! waits for a row lock or for I/O blocks only this thread, never a runtime worker.
 //! When the connection's handle is dropped, the channel closes and the thread rolls back
 //! whatever transaction is open and ends.
+//!
+//! After each job the session says how long it may now wait for the next command
+//! ([`quire_sql::IdleLimit`]); the handle arms its [`IdleTimer`] with that, and disarms it
+//! when the next job starts. The connection's message loop ends the connection when the
+//! timer expires.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use quire_engine::Database;
-use quire_sql::{Session, SqlError};
-use tokio::sync::{mpsc, oneshot};
+use quire_sql::{IdleLimit, Session, SqlError};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 type Job = Box<dyn FnOnce(&mut Session) + Send>;
 
@@ -21,6 +27,46 @@ const JOB_QUEUE_LEN: usize = 1;
 /// The async side's handle on a session thread.
 pub(crate) struct SessionHandle {
     jobs: mpsc::Sender<Job>,
+    idle: Arc<IdleTimer>,
+}
+
+/// When the connection, waiting for its client's next command, must end.
+#[derive(Default)]
+pub(crate) struct IdleTimer {
+    armed: Mutex<Option<(Instant, IdleLimit)>>,
+    /// Wakes the waiter in [`IdleTimer::expired`] when the timer is armed or disarmed.
+    changed: Notify,
+}
+
+impl IdleTimer {
+    fn set(&self, armed: Option<(Instant, IdleLimit)>) {
+        *self.armed.lock().unwrap_or_else(PoisonError::into_inner) = armed;
+        self.changed.notify_one();
+    }
+
+    fn get(&self) -> Option<(Instant, IdleLimit)> {
+        *self.armed.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Completes when the timer, armed, expires without having been re-armed or disarmed.
+    pub(crate) async fn expired(&self) -> IdleLimit {
+        loop {
+            let armed = self.get();
+            match armed {
+                None => self.changed.notified().await,
+                Some((at, limit)) => {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(at.into()) => {
+                            if self.get() == armed {
+                                return limit;
+                            }
+                        }
+                        () = self.changed.notified() => {}
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl SessionHandle {
@@ -42,7 +88,13 @@ impl SessionHandle {
                 }
                 tracing::debug!(session = id, "session thread ends");
             })?;
-        Ok((SessionHandle { jobs }, thread))
+        let idle = Arc::default();
+        Ok((SessionHandle { jobs, idle }, thread))
+    }
+
+    /// The timer the connection's message loop waits on between commands.
+    pub(crate) fn idle_timer(&self) -> Arc<IdleTimer> {
+        Arc::clone(&self.idle)
     }
 
     /// Runs `f` on the session thread and awaits its result.
@@ -52,11 +104,15 @@ impl SessionHandle {
     ) -> Result<R, SqlError> {
         let (reply, answer) = oneshot::channel();
         let job: Job = Box::new(move |s| {
+            let r = f(s);
             // The receiver is gone only if the connection was dropped meanwhile.
-            let _ = reply.send(f(s));
+            let _ = reply.send((r, s.idle_limit()));
         });
         let gone = || SqlError::new("XX000", "the session's thread has ended");
+        self.idle.set(None);
         self.jobs.send(job).await.map_err(|_| gone())?;
-        answer.await.map_err(|_| gone())
+        let (r, limit) = answer.await.map_err(|_| gone())?;
+        self.idle.set(limit.map(|l| (Instant::now() + l.after, l)));
+        Ok(r)
     }
 }

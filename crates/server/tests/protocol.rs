@@ -801,3 +801,66 @@ async fn an_oversized_message_ends_its_connection_only() -> anyhow::Result<()> {
     assert_eq!(simple(&client, "SELECT 1").await?, [[Some("1".into())]]);
     server.stop().await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_timeouts_end_the_connection_and_roll_back() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Running::start(dir.path(), 10).await?;
+    let other = server.connect().await?;
+    other
+        .batch_execute(
+            "CREATE TABLE idle (id int PRIMARY KEY, n int); INSERT INTO idle VALUES (1, 0)",
+        )
+        .await?;
+
+    // Idle in a transaction that holds a row lock: the server ends it with 25P03.
+    let (client, connection) = tokio_postgres::Config::new()
+        .host(server.addr.ip().to_string())
+        .port(server.addr.port())
+        .user("postgres")
+        .connect(NoTls)
+        .await?;
+    let ended = tokio::spawn(connection);
+    client
+        .batch_execute(
+            "SET idle_in_transaction_session_timeout = '200ms'; BEGIN; UPDATE idle SET n = 1 WHERE id = 1",
+        )
+        .await?;
+    let r = tokio::time::timeout(std::time::Duration::from_secs(10), ended).await??;
+    let e = r.expect_err("the server must end an idle-in-transaction connection");
+    assert_eq!(code(&e), "25P03", "{e}");
+    assert!(client.is_closed());
+    // Its transaction was rolled back and its row lock released: this does not wait.
+    let updated = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        other.execute("UPDATE idle SET n = n + 10 WHERE id = 1", &[]),
+    )
+    .await??;
+    assert_eq!(updated, 1);
+    assert_eq!(
+        simple(&other, "SELECT n FROM idle").await?,
+        [[Some("10".into())]]
+    );
+
+    // A busy or idle-outside-a-block session is not touched by that setting...
+    other
+        .batch_execute("SET idle_in_transaction_session_timeout = '100ms'")
+        .await?;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(simple(&other, "SELECT 1").await?, [[Some("1".into())]]);
+
+    // ... but idle_session_timeout ends an idle session with 57P05.
+    let (client, connection) = tokio_postgres::Config::new()
+        .host(server.addr.ip().to_string())
+        .port(server.addr.port())
+        .user("postgres")
+        .connect(NoTls)
+        .await?;
+    let ended = tokio::spawn(connection);
+    client
+        .batch_execute("SET idle_session_timeout = 150")
+        .await?;
+    let r = tokio::time::timeout(std::time::Duration::from_secs(10), ended).await??;
+    assert_eq!(code(&r.expect_err("idle session ended")), "57P05");
+    server.stop().await
+}

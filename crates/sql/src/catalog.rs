@@ -222,5 +222,7 @@ pub(crate) fn set_not_null(tx: &Transaction, table: &TableInfo, columns: &[usize
             tx.update(meta, tid, &row)?;
         }
     }
+    // A definition only this table knows changed: cached plans must see it.
+    tx.note_definition_change();
     Ok(())
 }

@@ -54,5 +54,7 @@ pub use error::{Result, SqlError};
 pub use interrupt::Interrupt;
 pub use parse::{parse, CopyFormat, CopyStmt, Statement, VacuumStmt};
 pub use plan::MAX_MATERIALIZED_ROWS;
-pub use session::{Description, Outcome, OutcomeKind, Session, Settings, TxStatus, SERVER_VERSION};
+pub use session::{
+    Description, IdleLimit, Outcome, OutcomeKind, Session, Settings, TxStatus, SERVER_VERSION,
+};
 pub use types::{format_text, format_timestamp, parse_text, SqlType, PG_EPOCH_OFFSET_US};

@@ -172,7 +172,7 @@ fn select_filters_orders_limits_and_uses_declared_types() -> anyhow::Result<()> 
         .unwrap()
         .pop()
         .unwrap();
-    let d = s.describe(&stmt, &[])?;
+    let d = s.describe("q", &stmt, &[])?;
     assert_eq!(d.params, [SqlType::Int4, SqlType::Varchar(Some(3))]);
     let types: Vec<SqlType> = d.columns.iter().map(|c| c.ty).collect();
     assert_eq!(

@@ -20,6 +20,7 @@
 //! - Relation numbers below 16384 are the engine's: 1 and 2 the commit logs, 3 the catalog.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
@@ -273,6 +274,11 @@ struct Index {
 /// The catalog's in-memory index.
 pub struct Catalog {
     index: RwLock<Index>,
+    /// Bumped whenever a definition may have changed for some transaction: when a DDL
+    /// writes a catalog row (its own transaction sees it at once) and again when that
+    /// transaction ends (everyone else sees it then). Plan caches compare it, as
+    /// PostgreSQL's backends take invalidation messages.
+    generation: AtomicU64,
 }
 
 impl Catalog {
@@ -291,6 +297,7 @@ impl Catalog {
         let heap = Self::heap(pool, wal);
         let catalog = Catalog {
             index: RwLock::new(Index::default()),
+            generation: AtomicU64::new(0),
         };
         let mut next_oid = FIRST_USER_OID;
         for block in 0..heap.nblocks()? {
@@ -308,6 +315,18 @@ impl Catalog {
             }
         }
         Ok((catalog, next_oid))
+    }
+
+    /// The definitions' generation: unchanged means no definition changed for anyone since
+    /// it was read.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Announces that definitions may have changed (a catalog write, or the end of a
+    /// transaction that made one).
+    pub fn invalidate(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Records that a version of a table's definition lies at `tid`.

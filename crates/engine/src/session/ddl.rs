@@ -118,6 +118,7 @@ impl Transaction {
                 .catalog_heap()
                 .insert(xid, cid, &def.to_row(), &mut hint)?;
             self.engine.catalog.note(tid, &def);
+            self.note_definition_change();
             let mut st = self.st.borrow_mut();
             st.cid_used = true;
             st.defs.insert(oid, (tid, def));
@@ -157,6 +158,7 @@ impl Transaction {
             }
             None => heap.delete(tid, &self.writer(xid, cid))?,
         };
+        self.note_definition_change();
         self.st.borrow_mut().cid_used = true;
         match check {
             UpdateCheck::Ok => Ok(()),

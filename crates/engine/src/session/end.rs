@@ -49,6 +49,7 @@ impl Transaction {
             };
             (st.xid, drops, std::mem::take(&mut st.changes))
         };
+        let definitions_changed = self.st.borrow().definitions_changed;
         let result = if !xid.is_valid() {
             Ok(())
         } else if commit {
@@ -56,6 +57,10 @@ impl Transaction {
         } else {
             self.engine.txns.abort(self.proc, xid, &drops).map(|_| ())
         };
+        if definitions_changed {
+            // Before the locks go: whoever takes them next must see the new generation.
+            self.engine.catalog.invalidate();
+        }
         self.engine.locks.release_all(self.owner());
         self.engine.txns.procs().unregister(self.proc);
         self.engine

@@ -283,6 +283,7 @@ impl Transaction {
                 .catalog_heap()
                 .insert(xid, cid, &def.to_row(), &mut hint)?;
             self.engine.catalog.note_entry(tid, &Entry::Index(def));
+            self.note_definition_change();
             let mut st = self.st.borrow_mut();
             st.cid_used = true;
             st.index_defs.remove(&table);

@@ -75,6 +75,8 @@ pub enum Changed {
     Skipped,
 }
 
+// Independent facts about one transaction, not a state machine in disguise.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Default)]
 struct State {
     xid: Xid,
@@ -94,6 +96,8 @@ struct State {
     changes: HashMap<TableId, TableChanges>,
     /// The indexes of each table used, by table.
     index_defs: HashMap<TableId, Vec<IndexDef>>,
+    /// A definition changed: the catalog's generation moves again when the transaction ends.
+    definitions_changed: bool,
 }
 
 /// One transaction. Not shared between threads (it is `Send`, not `Sync`); many may run at
@@ -161,6 +165,14 @@ impl Transaction {
             self.st.borrow_mut().failed = true;
         }
         r
+    }
+
+    /// Marks that this transaction changed a definition (a catalog row, or a table the SQL
+    /// layer keeps definitions in): plan caches see a new catalog generation now and again
+    /// when the transaction ends, before its locks go.
+    pub fn note_definition_change(&self) {
+        self.st.borrow_mut().definitions_changed = true;
+        self.engine.catalog.invalidate();
     }
 
     /// Starts a command: a new command id if the last one changed anything, and a snapshot.

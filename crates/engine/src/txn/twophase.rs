@@ -64,6 +64,18 @@ pub struct PreparedState {
 }
 
 impl PreparedState {
+    /// Whether finishing this transaction may change a definition others see. The state
+    /// does not record it, but every DDL creates or drops a relation file or holds ACCESS
+    /// EXCLUSIVE on what it changes, and an ordinary write does neither.
+    pub fn may_change_definitions(&self) -> bool {
+        !self.commit_drops.is_empty()
+            || !self.abort_drops.is_empty()
+            || self
+                .locks
+                .iter()
+                .any(|(_, mode)| *mode == LockMode::AccessExclusive)
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64 + self.locks.len() * 16);
         out.extend_from_slice(&self.xid.0.to_le_bytes());

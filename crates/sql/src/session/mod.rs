@@ -67,6 +67,16 @@ pub enum OutcomeKind {
     },
 }
 
+/// How long a client may leave its session waiting for the next command before the server
+/// ends the connection, and with which FATAL error (PostgreSQL's
+/// `idle_in_transaction_session_timeout` and `idle_session_timeout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdleLimit {
+    pub after: std::time::Duration,
+    pub sqlstate: &'static str,
+    pub message: &'static str,
+}
+
 /// A statement's parameter types and output columns (Describe).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Description {
@@ -84,9 +94,11 @@ enum State {
 
 mod copy_in;
 mod exec;
+mod plans;
 mod settings;
 
 use exec::run;
+use plans::PlanCache;
 
 pub use settings::Settings;
 
@@ -121,15 +133,8 @@ pub struct Session {
     copy_error: Option<SqlError>,
     /// How other threads stop the running statement (cancel requests, statement_timeout).
     interrupt: Arc<Interrupt>,
-    /// The statement [`Session::describe`] bound last, kept for the Execute that follows
-    /// (a client's Bind, Describe, Execute of one portal); any other call drops it.
-    described: Option<Described>,
-}
-
-struct Described {
-    ast: Box<sqlparser::ast::Statement>,
-    hints: Vec<SqlType>,
-    bound: bind::Bound,
+    /// The plans of statements sent through the extended protocol ([`plans`]'s rules).
+    plans: PlanCache,
 }
 
 fn outcome(tag: impl Into<String>, kind: OutcomeKind) -> Outcome {
@@ -172,7 +177,7 @@ impl Session {
             settings,
             copy: None,
             copy_error: None,
-            described: None,
+            plans: PlanCache::default(),
             interrupt: Arc::default(),
         }
     }
@@ -184,6 +189,31 @@ impl Session {
 
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// The idle limit that applies now, between two commands: `idle_in_transaction_session_timeout`
+    /// inside a block (open or aborted), `idle_session_timeout` outside one; none during a
+    /// COPY FROM STDIN, which waits for data, not for a command.
+    pub fn idle_limit(&self) -> Option<IdleLimit> {
+        if self.copy.is_some() {
+            return None;
+        }
+        if matches!(self.state, State::Idle) {
+            let after = self.settings.duration("idle_session_timeout")?;
+            return Some(IdleLimit {
+                after,
+                sqlstate: "57P05",
+                message: "terminating connection due to idle-session timeout",
+            });
+        }
+        let after = self
+            .settings
+            .duration("idle_in_transaction_session_timeout")?;
+        Some(IdleLimit {
+            after,
+            sqlstate: "25P03",
+            message: "terminating connection due to idle-in-transaction timeout",
+        })
     }
 
     pub fn status(&self) -> TxStatus {
@@ -208,8 +238,14 @@ impl Session {
     }
 
     /// Parameter types and output columns of `stmt`, given the types the client declared
-    /// (`Unknown` for none).
-    pub fn describe(&mut self, stmt: &Statement, hints: &[SqlType]) -> Result<Description> {
+    /// (`Unknown` for none). `text` is the statement's source: the plan made here is kept
+    /// under it for the executions that follow ([`plans`]).
+    pub fn describe(
+        &mut self,
+        text: &str,
+        stmt: &Statement,
+        hints: &[SqlType],
+    ) -> Result<Description> {
         let Statement::Sql(ast) = stmt else {
             return Ok(Description {
                 params: Vec::new(),
@@ -222,17 +258,18 @@ impl Session {
                 columns: Vec::new(),
             });
         }
-        let bound = self.with_tx(|tx| bind::bind(ast, hints, tx))?;
-        let d = Description {
+        let generation = self.db.catalog_generation();
+        let bound = if let Some(b) = self.plans.get(text, hints, generation) {
+            b
+        } else {
+            let b = Arc::new(self.with_tx(|tx| bind::bind(ast, hints, tx))?);
+            self.plans.put(text, hints, generation, Arc::clone(&b));
+            b
+        };
+        Ok(Description {
             params: bound.params.clone(),
             columns: bound.out.clone(),
-        };
-        self.described = Some(Described {
-            ast: ast.clone(),
-            hints: hints.to_vec(),
-            bound,
-        });
-        Ok(d)
+        })
     }
 
     /// Runs `stmt` with parameter values (already of the types [`Session::describe`] gave).
@@ -242,22 +279,33 @@ impl Session {
         hints: &[SqlType],
         params: &[Value],
     ) -> Result<Outcome> {
-        self.execute_with(stmt, hints, &|types| {
+        self.execute_keyed(None, stmt, hints, &|types| {
             check_param_count(params.len(), types.len())?;
             Ok(params.to_vec())
         })
     }
 
-    /// Runs `stmt`, its parameter values made by `decode` from the parameter types binding
-    /// inferred (the extended protocol's Bind bytes decode only once the types are known;
-    /// binding once serves both).
+    /// Runs `stmt` of the extended protocol, its parameter values made by `decode` from the
+    /// parameter types binding inferred (Bind's bytes decode only once the types are known).
+    /// `text` is the statement's source: its plan is kept under it and used again while
+    /// the catalog does not change ([`plans`]).
     pub fn execute_with(
         &mut self,
+        text: &str,
         stmt: &Statement,
         hints: &[SqlType],
         decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
     ) -> Result<Outcome> {
-        let described = self.described.take();
+        self.execute_keyed(Some(text), stmt, hints, decode)
+    }
+
+    fn execute_keyed(
+        &mut self,
+        key: Option<&str>,
+        stmt: &Statement,
+        hints: &[SqlType],
+        decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
+    ) -> Result<Outcome> {
         if self.copy.is_some() {
             return Err(SqlError::new("08P01", "a COPY is in progress"));
         }
@@ -269,13 +317,7 @@ impl Session {
             return Err(SqlError::in_failed_transaction());
         }
         let r = match stmt {
-            Statement::Sql(ast) => {
-                // The plan Describe just made for this statement, if it did.
-                let bound = described
-                    .filter(|d| d.ast == *ast && d.hints == hints)
-                    .map(|d| d.bound);
-                self.execute_sql(ast, hints, bound, decode)
-            }
+            Statement::Sql(ast) => self.execute_sql(key, ast, hints, decode),
             other => {
                 decode(&[])?;
                 self.execute_utility(other)
@@ -303,9 +345,9 @@ impl Session {
 
     fn execute_sql(
         &mut self,
+        key: Option<&str>,
         ast: &sqlparser::ast::Statement,
         hints: &[SqlType],
-        described: Option<bind::Bound>,
         decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
     ) -> Result<Outcome> {
         if bind::is_transaction_control(ast) {
@@ -318,10 +360,7 @@ impl Session {
             };
         }
         if let State::Block(tx) = &self.state {
-            let bound = match described {
-                Some(b) => b,
-                None => bind::bind(ast, hints, tx)?,
-            };
+            let bound = cached_bind(&mut self.plans, &self.db, key, ast, hints, tx)?;
             let params = decode(&bound.params)?;
             let out = run(
                 &self.db,
@@ -331,14 +370,11 @@ impl Session {
                 &bound.plan,
                 &params,
             )?;
-            return Ok(with_columns(out, bound.out));
+            return Ok(with_columns(out, &bound.out));
         }
         // Outside a block, the statement is its own transaction.
         let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
-        let bound = match described {
-            Some(b) => Ok(b),
-            None => bind::bind(ast, hints, &tx),
-        };
+        let bound = cached_bind(&mut self.plans, &self.db, key, ast, hints, &tx);
         let r = bound.and_then(|bound| {
             let params = decode(&bound.params)?;
             let out = run(
@@ -349,7 +385,7 @@ impl Session {
                 &bound.plan,
                 &params,
             )?;
-            Ok(with_columns(out, bound.out))
+            Ok(with_columns(out, &bound.out))
         });
         match r {
             Ok(out) => {
@@ -533,13 +569,36 @@ impl Session {
 }
 
 /// RETURNING's rows get the statement's output columns (the executor leaves them empty).
-fn with_columns(mut out: Outcome, bound: Vec<OutColumn>) -> Outcome {
+fn with_columns(mut out: Outcome, bound: &[OutColumn]) -> Outcome {
     if let OutcomeKind::Rows { columns, .. } = &mut out.kind {
         if columns.is_empty() {
-            *columns = bound;
+            *columns = bound.to_vec();
         }
     }
     out
+}
+
+/// `ast` bound in `tx`: the plan kept under `key` if it is still valid, else a new one (kept
+/// under `key` when there is one). The generation is read before binding, so a definition
+/// that changes while binding makes the next use bind again.
+fn cached_bind(
+    plans: &mut PlanCache,
+    db: &Database,
+    key: Option<&str>,
+    ast: &sqlparser::ast::Statement,
+    hints: &[SqlType],
+    tx: &Transaction,
+) -> Result<Arc<bind::Bound>> {
+    let Some(text) = key else {
+        return Ok(Arc::new(bind::bind(ast, hints, tx)?));
+    };
+    let generation = db.catalog_generation();
+    if let Some(b) = plans.get(text, hints, generation) {
+        return Ok(b);
+    }
+    let b = Arc::new(bind::bind(ast, hints, tx)?);
+    plans.put(text, hints, generation, Arc::clone(&b));
+    Ok(b)
 }
 
 fn check_param_count(given: usize, needed: usize) -> Result<()> {

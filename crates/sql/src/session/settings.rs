@@ -26,6 +26,7 @@ const SESSION_PARAMETERS: &[(&str, &str, bool)] = &[
     ("default_transaction_isolation", "read committed", true),
     ("extra_float_digits", "1", true),
     ("idle_in_transaction_session_timeout", "0", true),
+    ("idle_session_timeout", "0", true),
     ("integer_datetimes", "on", false),
     ("intervalstyle", "postgres", true),
     ("lc_collate", "C", false),
@@ -127,9 +128,14 @@ impl Settings {
 
     /// `statement_timeout`, if set (zero is none).
     pub fn statement_timeout(&self) -> Option<Duration> {
+        self.duration("statement_timeout")
+    }
+
+    /// A duration parameter (milliseconds unless it names its unit), if set and not zero.
+    pub(super) fn duration(&self, name: &str) -> Option<Duration> {
         let ms = self
             .session
-            .get("statement_timeout")
+            .get(name)
             .and_then(|v| quire_engine::config::parse_millis(v).ok())
             .unwrap_or(0);
         (ms > 0).then(|| Duration::from_millis(ms))
@@ -202,8 +208,9 @@ fn check_session_value(name: &str, value: &str) -> Result<()> {
         "client_encoding" => ["utf8", "utf-8", "unicode"].contains(&v.as_str()),
         "timezone" => ["utc", "gmt", "etc/utc", "z", "0", "+00", "zulu"].contains(&v.as_str()),
         "datestyle" => v.starts_with("iso"),
-        "statement_timeout" => quire_engine::config::parse_millis(value).is_ok(),
-        "idle_in_transaction_session_timeout" => v == "0" || v == "0ms" || v == "0s",
+        "statement_timeout" | "idle_in_transaction_session_timeout" | "idle_session_timeout" => {
+            quire_engine::config::parse_millis(value).is_ok()
+        }
         _ => true,
     };
     if ok {
