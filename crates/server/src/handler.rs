@@ -238,9 +238,11 @@ fn response(outcome: Outcome, format: &Format) -> Response {
 
 #[async_trait]
 impl SimpleQueryHandler for Connection {
-    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
-        C: ClientInfo + Unpin + Send + Sync,
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let statements = match quire_sql::parse(query) {
             Ok(s) => s,
@@ -256,6 +258,11 @@ impl SimpleQueryHandler for Connection {
             .call(move |s| s.execute_simple(&statements))
             .await
             .unwrap_or_else(|e| vec![Err(e)]);
+        // Before the results: VACUUM, the one statement with notices, runs alone in its
+        // message (never in a block or an implicit transaction).
+        for outcome in results.iter().flatten() {
+            send_notices(client, &outcome.notices).await?;
+        }
         Ok(results
             .into_iter()
             .map(|r| match r {
@@ -264,6 +271,22 @@ impl SimpleQueryHandler for Connection {
             })
             .collect())
     }
+}
+
+/// A statement's messages to the client (VACUUM VERBOSE's report), as PostgreSQL sends
+/// them: NoticeResponse at level INFO.
+async fn send_notices<C>(client: &mut C, notices: &[String]) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    for n in notices {
+        let info = ErrorInfo::new("INFO".into(), "00000".into(), n.clone());
+        client
+            .feed(PgWireBackendMessage::NoticeResponse(info.into()))
+            .await?;
+    }
+    Ok(())
 }
 
 /// Parses a Parse message's SQL (syntax only: binding needs the session's transaction).
@@ -355,12 +378,14 @@ impl ExtendedQueryHandler for Connection {
 
     async fn do_query<C>(
         &self,
-        _client: &mut C,
+        client: &mut C,
         portal: &Portal<Prepared>,
         _max_rows: usize,
     ) -> PgWireResult<Response>
     where
-        C: ClientInfo + Unpin + Send + Sync,
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let hints = hints(&portal.statement.parameter_types).map_err(|e| user_error(&e))?;
         let p = portal.statement.statement.clone();
@@ -397,6 +422,7 @@ impl ExtendedQueryHandler for Connection {
             .await
             .and_then(|r| r)
             .map_err(|e| user_error(&e))?;
+        send_notices(client, &outcome.notices).await?;
         Ok(response(outcome, &portal.result_column_format))
     }
 

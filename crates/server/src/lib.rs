@@ -25,10 +25,20 @@
 //!   header ends the connection before anything is allocated.
 //! - Authentication is `trust` for the user `postgres` on loopback only, and the server
 //!   refuses to listen on a non-loopback address until password authentication exists.
+//! - Between two commands a session may wait at most `idle_in_transaction_session_timeout`
+//!   inside a block and `idle_session_timeout` outside one (both off by default); then the
+//!   connection ends with PostgreSQL's FATAL 25P03 or 57P05 ([`socket`]), and its
+//!   transaction rolls back. A prepared statement keeps its plan in the session until a
+//!   definition changes (`quire_sql`'s plan cache).
 //! - Shutdown (the future given to [`Server::run`] completes, e.g. on SIGINT/SIGTERM): stop
-//!   accepting, drop every connection (each session thread rolls back its open
-//!   transaction), wait for the session threads, then `Database::close()` (the shutdown
-//!   checkpoint).
+//!   accepting, end every connection (FATAL 57P01 to a client between commands), each
+//!   session thread rolling back its open transaction; wait for the session threads, then
+//!   `Database::close()` (the shutdown checkpoint).
+//! - The engine's failed state (PostgreSQL's PANIC) is PostgreSQL's `restart_after_crash`:
+//!   the server notices it within [`HEALTH_CHECK_PERIOD`], ends every connection (FATAL
+//!   57P02), waits for the session threads, drops the failed database without a checkpoint
+//!   and opens the directory again, which recovers from the WAL; meanwhile new connections
+//!   wait in the listen backlog.
 #![deny(unsafe_code)]
 
 mod cancel;
@@ -46,7 +56,7 @@ use std::thread::JoinHandle;
 
 use pgwire::api::RandomPidSecretKeyGenerator;
 use quire_engine::vfs::{OsVfs, Vfs};
-use quire_engine::{Config, Database};
+use quire_engine::{Config, Database, HealthState};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -110,7 +120,50 @@ pub struct Server {
     db: Arc<Database>,
     listener: TcpListener,
     max_connections: usize,
+    /// What opening the database again (after the engine's failed state) needs.
+    reopen: Reopen,
 }
+
+#[derive(Clone)]
+struct Reopen {
+    vfs: Arc<dyn Vfs>,
+    data_dir: PathBuf,
+    engine: Config,
+}
+
+impl Reopen {
+    /// Opens (creating or recovering) the data directory, on the blocking pool.
+    async fn open(&self) -> Result<Database, ServerError> {
+        let Reopen {
+            vfs,
+            data_dir,
+            engine,
+        } = self.clone();
+        tokio::task::spawn_blocking(move || -> Result<Database, ServerError> {
+            vfs.create_dir_all(&data_dir)
+                .map_err(|source| ServerError::DataDir {
+                    path: data_dir.clone(),
+                    source,
+                })?;
+            let db = Database::open(&vfs, &data_dir, engine)?;
+            quire_sql::Session::bootstrap(&db)?;
+            Ok(db)
+        })
+        .await
+        .map_err(|e| ServerError::Join(e.to_string()))?
+    }
+}
+
+/// Why [`Server::serve`] stopped serving.
+enum Ended {
+    Shutdown,
+    /// The engine entered its failed state (PostgreSQL's PANIC), for this reason.
+    EngineFailed(String),
+}
+
+/// How often the server looks at the engine's health: how soon after a PANIC the sessions
+/// end and the restart begins.
+const HEALTH_CHECK_PERIOD: std::time::Duration = std::time::Duration::from_millis(50);
 
 fn listen_ip(s: &str) -> Result<IpAddr, ServerError> {
     let s = s.trim();
@@ -124,25 +177,23 @@ fn listen_ip(s: &str) -> Result<IpAddr, ServerError> {
 impl Server {
     /// Opens (creating or recovering) the data directory and starts listening.
     pub async fn start(config: ServerConfig) -> Result<Server, ServerError> {
+        Self::start_on(config, Arc::new(OsVfs::new())).await
+    }
+
+    /// [`Server::start`] on a file system of the caller's choosing (tests use the simulated
+    /// one, to make the engine fail).
+    pub async fn start_on(config: ServerConfig, vfs: Arc<dyn Vfs>) -> Result<Server, ServerError> {
         let ip = listen_ip(&config.listen_addresses)?;
         if !ip.is_loopback() {
             return Err(ServerError::NotLoopback(ip));
         }
         let max_connections = config.engine.max_connections;
-        let data_dir = config.data_dir.clone();
-        let engine = config.engine.clone();
-        let db = tokio::task::spawn_blocking(move || -> Result<Database, ServerError> {
-            std::fs::create_dir_all(&data_dir).map_err(|source| ServerError::DataDir {
-                path: data_dir.clone(),
-                source,
-            })?;
-            let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
-            let db = Database::open(&vfs, &data_dir, engine)?;
-            quire_sql::Session::bootstrap(&db)?;
-            Ok(db)
-        })
-        .await
-        .map_err(|e| ServerError::Join(e.to_string()))??;
+        let reopen = Reopen {
+            vfs,
+            data_dir: config.data_dir.clone(),
+            engine: config.engine.clone(),
+        };
+        let db = reopen.open().await?;
         let addr = SocketAddr::new(ip, config.port);
         let listener = match TcpListener::bind(addr).await {
             Ok(l) => l,
@@ -162,6 +213,7 @@ impl Server {
             db: Arc::new(db),
             listener,
             max_connections,
+            reopen,
         })
     }
 
@@ -172,110 +224,172 @@ impl Server {
             .expect("a bound listener has a local address")
     }
 
-    /// Serves connections until `shutdown` completes, then shuts down cleanly.
+    /// Serves connections until `shutdown` completes, then shuts down cleanly. When the
+    /// engine enters its failed state, every session ends and the database is opened again,
+    /// which recovers from the WAL (PostgreSQL's `restart_after_crash`); then serving goes on.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
         let Server {
-            db,
+            mut db,
             listener,
             max_connections,
+            reopen,
         } = self;
-        let (stop, stopped) = watch::channel(false);
-        let count = Arc::new(AtomicUsize::new(0));
-        let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
-        let parameters = Arc::new(handler::server_parameters());
-        let pids = Arc::new(RandomPidSecretKeyGenerator::default());
-        let parser = Arc::new(SqlParser);
-        let registry = Arc::new(Registry::default());
-        let watchdog_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let watchdog = registry
-            .watchdog(Arc::clone(&db), Arc::clone(&watchdog_stop))
-            .map_err(|e| ServerError::Join(format!("cannot start the watchdog thread: {e}")))?;
-        let mut connections = JoinSet::new();
-        let mut next_id = 0u64;
         tokio::pin!(shutdown);
         loop {
-            let (socket, peer) = tokio::select! {
-                () = &mut shutdown => break,
-                accepted = listener.accept() => match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        // Out of file descriptors and the like: log, pause, go on.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                        continue;
-                    }
-                },
+            let ended = serve(&db, &listener, max_connections, &mut shutdown).await?;
+            let reason = match ended {
+                Ended::Shutdown => break,
+                Ended::EngineFailed(reason) => reason,
             };
-            next_id += 1;
-            let slot = Slot::acquire(&count, max_connections);
-            let session = match &slot {
-                None => None,
-                Some(_) => match SessionHandle::spawn(Arc::clone(&db), next_id) {
-                    Ok((handle, thread)) => {
-                        let mut t = threads
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner);
-                        t.retain(|h| !h.is_finished());
-                        t.push(thread);
-                        Some(handle)
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot start a session thread");
-                        None
-                    }
-                },
-            };
-            tracing::debug!(%peer, id = next_id, "connection accepted");
-            let idle = session.as_ref().map(SessionHandle::idle_timer);
-            let conn = Arc::new(Connection {
-                session,
-                db: Arc::clone(&db),
-                registry: Arc::clone(&registry),
-                pid: std::sync::Mutex::new(None),
-                _slot: slot,
-                parameters: Arc::clone(&parameters),
-                pids: Arc::clone(&pids),
-                parser: Arc::clone(&parser),
-            });
-            let mut stopped = stopped.clone();
-            connections.spawn(async move {
-                tokio::select! {
-                    r = socket::serve(socket, None, Handlers(conn), idle) => {
-                        if let Err(e) = r {
-                            tracing::debug!(%peer, error = %e, "connection ended with an error");
-                        }
-                    }
-                    _ = stopped.changed() => {}
-                }
-            });
-            // Reap finished connection tasks so the set does not grow without bound.
-            while connections.try_join_next().is_some() {}
+            tracing::warn!(
+                reason,
+                "all sessions ended after the engine failed; restarting, which recovers from the WAL"
+            );
+            let failed = take_last(db)?;
+            // No shutdown checkpoint: a failed engine writes nothing more. Dropping it
+            // releases the directory; recovery replays the WAL from the last checkpoint.
+            drop(failed);
+            db = Arc::new(reopen.open().await?);
+            tracing::info!("recovered after the engine failed; accepting connections again");
         }
-        tracing::info!("shutting down: no new connections; rolling back open transactions");
         drop(listener);
-        let _ = stop.send(true);
-        while connections.join_next().await.is_some() {}
-        watchdog_stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let _ = watchdog.join();
-        let threads = std::mem::take(
-            &mut *threads
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
-        tokio::task::spawn_blocking(move || -> Result<(), ServerError> {
-            for t in threads {
-                let _ = t.join();
-            }
-            match Arc::try_unwrap(db) {
-                Ok(db) => Ok(db.close()?),
-                Err(_) => Err(ServerError::Join(
-                    "the database is still in use after the sessions ended".into(),
-                )),
-            }
-        })
-        .await
-        .map_err(|e| ServerError::Join(e.to_string()))??;
+        let db = take_last(db)?;
+        tokio::task::spawn_blocking(move || db.close())
+            .await
+            .map_err(|e| ServerError::Join(e.to_string()))??;
         tracing::info!("database closed (shutdown checkpoint written)");
         Ok(())
     }
+}
+
+/// The database once every session has let go of it.
+fn take_last(db: Arc<Database>) -> Result<Database, ServerError> {
+    Arc::try_unwrap(db).map_err(|_| {
+        ServerError::Join("the database is still in use after the sessions ended".into())
+    })
+}
+
+/// Resolves when the engine has entered its failed state, with the reason.
+async fn engine_failed(db: &Database) -> String {
+    let mut every = tokio::time::interval(HEALTH_CHECK_PERIOD);
+    loop {
+        every.tick().await;
+        if let HealthState::Failed { reason } = db.health() {
+            return reason;
+        }
+    }
+}
+
+/// Serves connections on `db` until `shutdown` completes or the engine fails; then ends
+/// every connection and waits for every session thread, so that `db` is no longer shared.
+async fn serve(
+    db: &Arc<Database>,
+    listener: &TcpListener,
+    max_connections: usize,
+    shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> Result<Ended, ServerError> {
+    let (stop, stopped) = watch::channel(None);
+    let count = Arc::new(AtomicUsize::new(0));
+    let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+    let parameters = Arc::new(handler::server_parameters());
+    let pids = Arc::new(RandomPidSecretKeyGenerator::default());
+    let parser = Arc::new(SqlParser);
+    let registry = Arc::new(Registry::default());
+    let watchdog_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = registry
+        .watchdog(Arc::clone(db), Arc::clone(&watchdog_stop))
+        .map_err(|e| ServerError::Join(format!("cannot start the watchdog thread: {e}")))?;
+    let mut connections = JoinSet::new();
+    let mut next_id = 0u64;
+    let ended = loop {
+        let (socket, peer) = tokio::select! {
+            () = shutdown.as_mut() => break Ended::Shutdown,
+            reason = engine_failed(db) => break Ended::EngineFailed(reason),
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors and the like: log, pause, go on.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        next_id += 1;
+        let slot = Slot::acquire(&count, max_connections);
+        let session = match &slot {
+            None => None,
+            Some(_) => match SessionHandle::spawn(Arc::clone(db), next_id) {
+                Ok((handle, thread)) => {
+                    let mut t = threads
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    t.retain(|h| !h.is_finished());
+                    t.push(thread);
+                    Some(handle)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot start a session thread");
+                    None
+                }
+            },
+        };
+        tracing::debug!(%peer, id = next_id, "connection accepted");
+        let idle = session.as_ref().map(SessionHandle::idle_timer);
+        let conn = Arc::new(Connection {
+            session,
+            db: Arc::clone(db),
+            registry: Arc::clone(&registry),
+            pid: std::sync::Mutex::new(None),
+            _slot: slot,
+            parameters: Arc::clone(&parameters),
+            pids: Arc::clone(&pids),
+            parser: Arc::clone(&parser),
+        });
+        let mut stopped = stopped.clone();
+        let farewell = stopped.clone();
+        connections.spawn(async move {
+            // Biased, the connection first: between commands it says farewell itself; in
+            // the middle of one, the stop drops it.
+            tokio::select! {
+                biased;
+                r = socket::serve(socket, None, Handlers(conn), idle, farewell) => {
+                    if let Err(e) = r {
+                        tracing::debug!(%peer, error = %e, "connection ended with an error");
+                    }
+                }
+                _ = stopped.changed() => {}
+            }
+        });
+        // Reap finished connection tasks so the set does not grow without bound.
+        while connections.try_join_next().is_some() {}
+    };
+    match &ended {
+        Ended::Shutdown => {
+            tracing::info!("shutting down: no new connections; rolling back open transactions");
+        }
+        Ended::EngineFailed(reason) => {
+            tracing::error!(reason, "the engine failed: ending every session");
+        }
+    }
+    let _ = stop.send(Some(match ended {
+        Ended::Shutdown => socket::SHUTDOWN,
+        Ended::EngineFailed(_) => socket::ENGINE_FAILED,
+    }));
+    while connections.join_next().await.is_some() {}
+    watchdog_stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let threads = std::mem::take(
+        &mut *threads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    tokio::task::spawn_blocking(move || {
+        let _ = watchdog.join();
+        for t in threads {
+            let _ = t.join();
+        }
+    })
+    .await
+    .map_err(|e| ServerError::Join(e.to_string()))?;
+    Ok(ended)
 }

@@ -4,6 +4,8 @@
 //! the session's [`IdleTimer`] and, when it expires, sends PostgreSQL's FATAL error (25P03
 //! idle in transaction, 57P05 idle session) and closes the connection. Closing drops the
 //! session's handle, so its thread rolls the open transaction back and its locks go.
+//! Likewise when the server stops serving ([`Farewell`]): a client waiting between
+//! commands gets PostgreSQL's FATAL (57P01 at shutdown, 57P02 after the engine failed).
 
 use std::io;
 use std::sync::Arc;
@@ -16,6 +18,7 @@ use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
 use pgwire::tokio::TlsAcceptor;
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 
 use crate::handler::Handlers;
 use crate::session::IdleTimer;
@@ -24,13 +27,32 @@ use crate::session::IdleTimer;
 /// startup by then is dropped.
 const AUTHENTICATION_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Serves one connection until the client leaves, a FATAL error, or its idle timer expires.
-/// `idle` is `None` for a connection without a session (refused: too many clients).
+/// Why the server ends every connection, as the clients are told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Farewell {
+    pub sqlstate: &'static str,
+    pub message: &'static str,
+}
+
+pub(crate) const SHUTDOWN: Farewell = Farewell {
+    sqlstate: "57P01",
+    message: "terminating connection due to administrator command",
+};
+
+pub(crate) const ENGINE_FAILED: Farewell = Farewell {
+    sqlstate: "57P02",
+    message: "terminating connection because the engine failed (an I/O failure); the server restarts and recovers from the WAL",
+};
+
+/// Serves one connection until the client leaves, a FATAL error, its idle timer expires or
+/// `stop` names a farewell. `idle` is `None` for a connection without a session (refused:
+/// too many clients).
 pub(crate) async fn serve(
     tcp: TcpStream,
     tls: Option<TlsAcceptor>,
     handlers: Handlers,
     idle: Option<Arc<IdleTimer>>,
+    mut stop: watch::Receiver<Option<Farewell>>,
 ) -> io::Result<()> {
     let startup_timeout = tokio::time::sleep(AUTHENTICATION_TIMEOUT);
     tokio::pin!(startup_timeout);
@@ -56,14 +78,17 @@ pub(crate) async fn serve(
             PgWireConnectionState::AwaitingStartup
                 | PgWireConnectionState::AuthenticationInProgress
         );
+        let farewell = *stop.borrow_and_update();
+        if let Some(f) = farewell {
+            return fatal(&mut socket, f.sqlstate, f.message).await;
+        }
         let msg = tokio::select! {
             () = &mut startup_timeout, if starting => None,
             limit = idle.expired(), if !starting => {
-                let info = ErrorInfo::new("FATAL".into(), limit.sqlstate.into(), limit.message.into());
                 tracing::info!(sqlstate = limit.sqlstate, "{}", limit.message);
-                socket.send(PgWireBackendMessage::ErrorResponse(info.into())).await?;
-                return Ok(());
+                return fatal(&mut socket, limit.sqlstate, limit.message).await;
             }
+            _ = stop.changed() => continue,
             msg = socket.next() => msg,
         };
         let Some(Ok(msg)) = msg else {
@@ -100,4 +125,17 @@ pub(crate) async fn serve(
             return Ok(());
         }
     }
+}
+
+/// Sends a FATAL error; the caller then closes the connection.
+async fn fatal<S>(socket: &mut S, sqlstate: &str, message: &str) -> io::Result<()>
+where
+    S: futures::Sink<PgWireBackendMessage> + Unpin,
+    io::Error: From<S::Error>,
+{
+    let info = ErrorInfo::new("FATAL".into(), sqlstate.into(), message.into());
+    socket
+        .send(PgWireBackendMessage::ErrorResponse(info.into()))
+        .await?;
+    Ok(())
 }

@@ -501,16 +501,25 @@ async fn read_until_ready(sock: &mut tokio::net::TcpStream) -> anyhow::Result<Ve
     }
 }
 
+/// Sends a simple query; returns the transaction status of the ReadyForQuery that ends it.
 async fn send_query(sock: &mut tokio::net::TcpStream, sql: &str) -> anyhow::Result<u8> {
+    let messages = query_messages(sock, sql).await?;
+    let (_, status) = messages.last().expect("ReadyForQuery");
+    Ok(status[0])
+}
+
+/// Sends a simple query; returns every message up to ReadyForQuery.
+async fn query_messages(
+    sock: &mut tokio::net::TcpStream,
+    sql: &str,
+) -> anyhow::Result<Vec<(u8, Vec<u8>)>> {
     use tokio::io::AsyncWriteExt;
     let mut msg = vec![b'Q'];
     msg.extend_from_slice(&i32::try_from(4 + sql.len() + 1)?.to_be_bytes());
     msg.extend_from_slice(sql.as_bytes());
     msg.push(0);
     sock.write_all(&msg).await?;
-    let messages = read_until_ready(sock).await?;
-    let (_, status) = messages.last().expect("ReadyForQuery");
-    Ok(status[0])
+    read_until_ready(sock).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -562,6 +571,21 @@ async fn raw_protocol_parameter_status_and_ready_for_query_states() -> anyhow::R
     assert_eq!(
         send_query(&mut sock, "BEGIN; SELECT 1; COMMIT").await?,
         b'I'
+    );
+    // VACUUM VERBOSE reports as PostgreSQL does: an INFO NoticeResponse before its
+    // CommandComplete.
+    send_query(
+        &mut sock,
+        "CREATE TABLE v (a int); INSERT INTO v VALUES (1)",
+    )
+    .await?;
+    let messages = query_messages(&mut sock, "VACUUM VERBOSE v").await?;
+    let kinds: Vec<u8> = messages.iter().map(|(k, _)| *k).collect();
+    assert_eq!(kinds, b"NCZ", "{messages:?}");
+    let notice = String::from_utf8_lossy(&messages[0].1);
+    assert!(
+        notice.contains("SINFO") && notice.contains("vacuuming"),
+        "{notice}"
     );
     // Garbage after startup: an error, never a crash; the server keeps serving others.
     sock.write_all(&[b'?', 0, 0, 0, 4]).await?;
