@@ -24,13 +24,15 @@ use pgwire::api::results::{
     Response, Tag,
 };
 use pgwire::api::stmt::{QueryParser, StoredStatement};
+use pgwire::api::store::PortalStore;
 use pgwire::api::{
-    ClientInfo, PgWireServerHandlers, PidSecretKeyGenerator, RandomPidSecretKeyGenerator, Type,
-    METADATA_USER,
+    ClientInfo, ClientPortalStore, PgWireServerHandlers, PidSecretKeyGenerator,
+    RandomPidSecretKeyGenerator, Type, DEFAULT_NAME, METADATA_USER,
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
-use pgwire::messages::response::CommandComplete;
+use pgwire::messages::extendedquery::Sync as PgSync;
+use pgwire::messages::response::{CommandComplete, ReadyForQuery};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use quire_sql::{
     Description, OutColumn, Outcome, OutcomeKind, Session, SqlError, SqlType, Statement,
@@ -424,6 +426,35 @@ impl ExtendedQueryHandler for Connection {
             .map_err(|e| user_error(&e))?;
         send_notices(client, &outcome.notices).await?;
         Ok(response(outcome, &portal.result_column_format))
+    }
+
+    /// Sync: commits the implicit transaction of the writes executed since the last Sync
+    /// (a failed commit is reported here, as PostgreSQL does), then pgwire's own Sync.
+    async fn on_sync<C>(&self, client: &mut C, _message: PgSync) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Prepared>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if let Some(session) = self.session.as_ref().filter(|s| s.awaits_sync()) {
+            let committed = session.call(Session::sync).await.and_then(|r| r);
+            if let Err(e) = committed {
+                client
+                    .feed(PgWireBackendMessage::ErrorResponse(
+                        error_info("ERROR", &e).into(),
+                    ))
+                    .await?;
+            }
+        }
+        client.portal_store().rm_portal(DEFAULT_NAME);
+        client
+            .send(PgWireBackendMessage::ReadyForQuery(ReadyForQuery::new(
+                client.transaction_status(),
+            )))
+            .await?;
+        client.flush().await?;
+        Ok(())
     }
 
     async fn do_describe_statement<C>(

@@ -10,6 +10,7 @@
 //! when the next job starts. The connection's message loop ends the connection when the
 //! timer expires.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -28,6 +29,9 @@ const JOB_QUEUE_LEN: usize = 1;
 pub(crate) struct SessionHandle {
     jobs: mpsc::Sender<Job>,
     idle: Arc<IdleTimer>,
+    /// After the last job: an implicit transaction of the extended protocol is open, and
+    /// the next Sync must commit it (saves a trip to the thread for every other Sync).
+    awaits_sync: AtomicBool,
 }
 
 /// When the connection, waiting for its client's next command, must end.
@@ -89,7 +93,17 @@ impl SessionHandle {
                 tracing::debug!(session = id, "session thread ends");
             })?;
         let idle = Arc::default();
-        Ok((SessionHandle { jobs, idle }, thread))
+        let handle = SessionHandle {
+            jobs,
+            idle,
+            awaits_sync: AtomicBool::new(false),
+        };
+        Ok((handle, thread))
+    }
+
+    /// Whether the session's last job left an implicit transaction for Sync to commit.
+    pub(crate) fn awaits_sync(&self) -> bool {
+        self.awaits_sync.load(Ordering::Acquire)
     }
 
     /// The timer the connection's message loop waits on between commands.
@@ -106,12 +120,13 @@ impl SessionHandle {
         let job: Job = Box::new(move |s| {
             let r = f(s);
             // The receiver is gone only if the connection was dropped meanwhile.
-            let _ = reply.send((r, s.idle_limit()));
+            let _ = reply.send((r, s.idle_limit(), s.awaits_sync()));
         });
         let gone = || SqlError::new("XX000", "the session's thread has ended");
         self.idle.set(None);
         self.jobs.send(job).await.map_err(|_| gone())?;
-        let (r, limit) = answer.await.map_err(|_| gone())?;
+        let (r, limit, awaits_sync) = answer.await.map_err(|_| gone())?;
+        self.awaits_sync.store(awaits_sync, Ordering::Release);
         self.idle.set(limit.map(|l| (Instant::now() + l.after, l)));
         Ok(r)
     }

@@ -484,6 +484,44 @@ async fn startup_reports_parameters_and_refuses_unknown_users_and_non_loopback(
     server.stop().await
 }
 
+/// A connection without a client library: the startup message sent, the messages up to
+/// the first ReadyForQuery read.
+async fn raw_connect(
+    addr: SocketAddr,
+) -> anyhow::Result<(tokio::net::TcpStream, Vec<(u8, Vec<u8>)>)> {
+    use tokio::io::AsyncWriteExt;
+    let mut sock = tokio::net::TcpStream::connect(addr).await?;
+    let mut body = 196_608i32.to_be_bytes().to_vec(); // protocol 3.0
+    for s in ["user", "postgres", "database", "postgres", ""] {
+        body.extend_from_slice(s.as_bytes());
+        body.push(0);
+    }
+    let mut msg = i32::try_from(4 + body.len())?.to_be_bytes().to_vec();
+    msg.extend_from_slice(&body);
+    sock.write_all(&msg).await?;
+    let messages = read_until_ready(&mut sock).await?;
+    Ok((sock, messages))
+}
+
+/// One extended-protocol message: its type byte and body, with the length header.
+fn frontend(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![kind];
+    m.extend_from_slice(&i32::try_from(4 + body.len()).expect("small").to_be_bytes());
+    m.extend_from_slice(body);
+    m
+}
+
+/// Parse, Bind and Execute of `sql` on the unnamed statement and portal, no parameters.
+fn parse_bind_execute(sql: &str) -> Vec<u8> {
+    let mut parse = vec![0];
+    parse.extend_from_slice(sql.as_bytes());
+    parse.extend_from_slice(&[0, 0, 0]);
+    let mut out = frontend(b'P', &parse);
+    out.extend(frontend(b'B', &[0, 0, 0, 0, 0, 0, 0, 0]));
+    out.extend(frontend(b'E', &[0, 0, 0, 0, 0]));
+    out
+}
+
 /// Reads backend messages until ReadyForQuery; returns them as (type byte, body).
 async fn read_until_ready(sock: &mut tokio::net::TcpStream) -> anyhow::Result<Vec<(u8, Vec<u8>)>> {
     use tokio::io::AsyncReadExt;
@@ -527,16 +565,7 @@ async fn raw_protocol_parameter_status_and_ready_for_query_states() -> anyhow::R
     use tokio::io::AsyncWriteExt;
     let dir = tempfile::tempdir()?;
     let server = Running::start(dir.path(), 10).await?;
-    let mut sock = tokio::net::TcpStream::connect(server.addr).await?;
-    let mut body = 196_608i32.to_be_bytes().to_vec(); // protocol 3.0
-    for s in ["user", "postgres", "database", "postgres", ""] {
-        body.extend_from_slice(s.as_bytes());
-        body.push(0);
-    }
-    let mut msg = i32::try_from(4 + body.len())?.to_be_bytes().to_vec();
-    msg.extend_from_slice(&body);
-    sock.write_all(&msg).await?;
-    let messages = read_until_ready(&mut sock).await?;
+    let (mut sock, messages) = raw_connect(server.addr).await?;
     let mut params = std::collections::HashMap::new();
     for (kind, body) in &messages {
         if *kind == b'S' {
@@ -886,5 +915,59 @@ async fn idle_timeouts_end_the_connection_and_roll_back() -> anyhow::Result<()> 
         .await?;
     let r = tokio::time::timeout(std::time::Duration::from_secs(10), ended).await??;
     assert_eq!(code(&r.expect_err("idle session ended")), "57P05");
+    server.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extended_protocol_writes_up_to_sync_are_one_implicit_transaction() -> anyhow::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir()?;
+    let server = Running::start(dir.path(), 10).await?;
+    let other = server.connect().await?;
+    other
+        .batch_execute("CREATE TABLE p (id int PRIMARY KEY)")
+        .await?;
+    let (mut sock, _) = raw_connect(server.addr).await?;
+    let count = || async { simple(&other, "SELECT count(*) FROM p").await };
+
+    // Two inserts, then a failing one, then Sync: all three roll back together.
+    let mut batch = parse_bind_execute("INSERT INTO p VALUES (1)");
+    batch.extend(parse_bind_execute("INSERT INTO p VALUES (2)"));
+    batch.extend(parse_bind_execute("INSERT INTO p VALUES (1)"));
+    batch.extend(frontend(b'S', &[]));
+    sock.write_all(&batch).await?;
+    let kinds: Vec<u8> = read_until_ready(&mut sock)
+        .await?
+        .iter()
+        .map(|(k, _)| *k)
+        .collect();
+    assert_eq!(
+        kinds, b"12C12C12EZ",
+        "a duplicate key error after two inserts"
+    );
+    // The ReadyForQuery after the error: idle, nothing left open.
+    assert_eq!(
+        count().await?,
+        [[Some("0".into())]],
+        "the error rolled back the whole batch"
+    );
+
+    // Two inserts, not yet synced: invisible to others; Sync commits both.
+    let mut batch = parse_bind_execute("INSERT INTO p VALUES (1)");
+    batch.extend(parse_bind_execute("INSERT INTO p VALUES (2)"));
+    batch.extend(frontend(b'H', &[])); // Flush: the results now, the Sync later
+    sock.write_all(&batch).await?;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(
+        count().await?,
+        [[Some("0".into())]],
+        "uncommitted before Sync"
+    );
+    sock.write_all(&frontend(b'S', &[])).await?;
+    let messages = read_until_ready(&mut sock).await?;
+    let kinds: Vec<u8> = messages.iter().map(|(k, _)| *k).collect();
+    assert_eq!(kinds, b"12C12CZ");
+    assert_eq!(messages.last().map(|(_, b)| b[0]), Some(b'I'));
+    assert_eq!(count().await?, [[Some("2".into())]], "Sync committed both");
     server.stop().await
 }

@@ -130,6 +130,17 @@ pub(crate) enum Plan {
     Explain(Vec<String>),
 }
 
+impl Plan {
+    /// Whether the plan only reads (or only touches session state): no transaction needs
+    /// to outlive it. Anything else counts as a write.
+    pub(crate) fn is_read_only(&self) -> bool {
+        matches!(
+            self,
+            Plan::Query { .. } | Plan::Explain(_) | Plan::Show(_) | Plan::Set { .. }
+        )
+    }
+}
+
 /// A bound statement: its plan, its parameters' types and its output columns.
 #[derive(Clone, Debug)]
 pub(crate) struct Bound {

@@ -123,9 +123,10 @@ const MAX_COPY_LINE_BYTES: usize = 64 << 20;
 pub struct Session {
     db: Arc<Database>,
     state: State,
-    /// The block is the implicit transaction of a multi-statement simple query
-    /// ([`Session::execute_simple`]): committed at the message's end, rolled back to idle
-    /// (not to the aborted state) on an error, made explicit by a BEGIN inside it.
+    /// The block is an implicit transaction: of a multi-statement simple query
+    /// ([`Session::execute_simple`]), committed at the message's end; or of the extended
+    /// protocol's writes up to the next Sync ([`Session::sync`]). Rolled back to idle (not
+    /// to the aborted state) on an error, made explicit by a BEGIN inside it.
     implicit: bool,
     settings: Settings,
     copy: Option<CopyIn>,
@@ -372,9 +373,13 @@ impl Session {
             )?;
             return Ok(with_columns(out, &bound.out));
         }
-        // Outside a block, the statement is its own transaction.
+        // Outside a block, the statement is its own transaction; in the extended protocol a
+        // write's transaction lasts to the next Sync, as PostgreSQL's implicit block does
+        // (a later error up to the Sync rolls it back). A read commits at once: under READ
+        // COMMITTED nothing tells the two apart, and it saves the Sync a trip.
         let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
         let bound = cached_bind(&mut self.plans, &self.db, key, ast, hints, &tx);
+        let mut until_sync = false;
         let r = bound.and_then(|bound| {
             let params = decode(&bound.params)?;
             let out = run(
@@ -385,9 +390,15 @@ impl Session {
                 &bound.plan,
                 &params,
             )?;
+            until_sync = key.is_some() && !bound.plan.is_read_only();
             Ok(with_columns(out, &bound.out))
         });
         match r {
+            Ok(out) if until_sync => {
+                self.state = State::Block(Box::new(tx));
+                self.implicit = true;
+                Ok(out)
+            }
             Ok(out) => {
                 tx.commit()?;
                 Ok(out)
@@ -396,6 +407,25 @@ impl Session {
                 let _ = tx.rollback();
                 Err(e)
             }
+        }
+    }
+
+    /// Whether an implicit transaction of the extended protocol is open: the next Sync
+    /// must call [`Session::sync`].
+    pub fn awaits_sync(&self) -> bool {
+        self.implicit && matches!(self.state, State::Block(_))
+    }
+
+    /// The extended protocol's Sync: commits the implicit transaction of the writes since
+    /// the last one. An explicit block stays open.
+    pub fn sync(&mut self) -> Result<()> {
+        if !self.awaits_sync() {
+            return Ok(());
+        }
+        self.implicit = false;
+        match std::mem::replace(&mut self.state, State::Idle) {
+            State::Block(tx) => Ok(tx.commit()?),
+            State::Idle | State::Failed => Ok(()),
         }
     }
 
