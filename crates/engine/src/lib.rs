@@ -168,7 +168,7 @@ mod hash;
 mod hintfork;
 
 // The embedded API: what `Database` and `Transaction` take and return.
-pub use catalog::{Column, IndexDef, IndexId, TableDef, TableId};
+pub use catalog::{Column, Entry, IndexDef, IndexId, TableDef, TableId};
 pub use commands::vacuum::DatabaseVacuum;
 pub use config::{
     BufferDropMode, Config, DeadTidsMode, RelsizeCacheMode, SyncMode, TwophaseStateMode,

@@ -8,7 +8,7 @@
 //! and the one database and role have PostgreSQL's fixed oids; a key constraint's oid is
 //! its index's oid plus [`CONSTRAINT_OID_BASE`].
 
-use quire_engine::{IndexDef, Row, Transaction, Value};
+use quire_engine::{Entry, IndexDef, Row, Transaction, Value};
 
 use crate::catalog::{self, TableInfo};
 use crate::error::Result;
@@ -806,45 +806,39 @@ pub(crate) fn namespace_name(oid: i64) -> Option<String> {
     }
 }
 
+/// A user relation (table or index) by oid, by one catalog lookup: `::regclass` output
+/// and `pg_table_is_visible` run once per row of psql's catalog queries, so they must not
+/// cost a pass over every table.
+fn user_relation(tx: &Transaction, oid: u32) -> Result<Option<Entry>> {
+    let found = tx.relation(quire_engine::Oid(u64::from(oid)))?;
+    Ok(found.filter(|e| !e.name().starts_with(catalog::RESERVED_PREFIX)))
+}
+
 /// The name of relation `oid` (a table or an index), if it exists.
 pub(crate) fn relation_name(tx: &Transaction, oid: u32) -> Result<Option<String>> {
-    for t in user_tables(tx)? {
-        if t.def.oid.0 == u64::from(oid) {
-            return Ok(Some(t.def.name));
-        }
-        if let Some(i) = t.indexes.iter().find(|i| i.oid.0 == u64::from(oid)) {
-            return Ok(Some(i.name.clone()));
-        }
-    }
-    Ok(None)
+    Ok(user_relation(tx, oid)?.map(|e| e.name().to_string()))
 }
 
 /// The oid of relation `name` (a table or an index).
 pub(crate) fn relation_oid(tx: &Transaction, name: &str) -> Result<Option<u32>> {
     let name = name.trim().trim_start_matches("public.");
-    for t in user_tables(tx)? {
-        if t.def.name == name {
-            return Ok(u32::try_from(t.def.oid.0).ok());
-        }
-        if let Some(i) = t.indexes.iter().find(|i| i.name == name) {
-            return Ok(u32::try_from(i.oid.0).ok());
-        }
+    if name.starts_with(catalog::RESERVED_PREFIX) {
+        return Ok(None);
     }
-    Ok(None)
+    Ok(tx
+        .relation_named(name)?
+        .and_then(|e| u32::try_from(e.oid().0).ok()))
 }
 
+/// Index `oid` and its table.
 fn find_index(tx: &Transaction, oid: u32) -> Result<Option<(TableInfo, IndexDef)>> {
-    for t in user_tables(tx)? {
-        if let Some(i) = t
-            .indexes
-            .iter()
-            .find(|i| i.oid.0 == u64::from(oid))
-            .cloned()
-        {
-            return Ok(Some((t, i)));
-        }
-    }
-    Ok(None)
+    let Some(Entry::Index(i)) = user_relation(tx, oid)? else {
+        return Ok(None);
+    };
+    let Some(Entry::Table(t)) = tx.relation(i.table)? else {
+        return Ok(None);
+    };
+    Ok(Some((catalog::lookup(tx, &t.name)?, i)))
 }
 
 fn key_list(t: &TableInfo, i: &IndexDef) -> String {

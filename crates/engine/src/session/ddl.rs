@@ -50,6 +50,18 @@ impl Transaction {
         })
     }
 
+    /// The relation (table or index) `oid` as this transaction sees the catalog now, or
+    /// `None`: a lookup by oid without a lock, as PostgreSQL's syscache answers
+    /// `pg_class` by oid (psql's `::regclass` and `pg_table_is_visible`).
+    pub fn relation(&self, oid: Oid) -> Result<Option<Entry>> {
+        self.call(|| Ok(self.lookup_oid(oid)?.map(|(_, e)| e)))
+    }
+
+    /// The relation (table or index) named `name`, or `None`, without a lock.
+    pub fn relation_named(&self, name: &str) -> Result<Option<Entry>> {
+        self.call(|| self.lookup_name(name))
+    }
+
     /// The table named `name`, as this transaction sees the catalog now.
     pub fn table(&self, name: &str) -> Result<TableId> {
         let found = self.find_table(name)?;
