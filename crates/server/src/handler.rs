@@ -105,11 +105,14 @@ impl PgWireServerHandlers for Handlers {
 }
 
 fn error_info(severity: &str, e: &SqlError) -> ErrorInfo {
-    ErrorInfo::new(
+    let mut info = ErrorInfo::new(
         severity.to_owned(),
         e.sqlstate().to_owned(),
         e.message().to_owned(),
-    )
+    );
+    info.detail = e.detail().map(str::to_owned);
+    info.position = e.position().map(|p| p.to_string());
+    info
 }
 
 fn user_error(e: &SqlError) -> PgWireError {

@@ -971,3 +971,37 @@ async fn extended_protocol_writes_up_to_sync_are_one_implicit_transaction() -> a
     assert_eq!(count().await?, [[Some("2".into())]], "Sync committed both");
     server.stop().await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_carry_postgresql_detail_and_position() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Running::start(dir.path(), 10).await?;
+    let client = server.connect().await?;
+    client
+        .batch_execute("CREATE TABLE u (id int PRIMARY KEY, k int); INSERT INTO u VALUES (1, 1)")
+        .await?;
+    let e = client
+        .batch_execute("INSERT INTO u VALUES (1, 2)")
+        .await
+        .expect_err("duplicate key");
+    let db = e.as_db_error().expect("an ErrorResponse");
+    assert_eq!(db.code().code(), "23505");
+    assert_eq!(
+        db.message(),
+        "duplicate key value violates unique constraint \"u_pkey\""
+    );
+    assert_eq!(db.detail(), Some("Key (id)=(1) already exists."));
+
+    let e = client
+        .batch_execute("SELECT k FROM u WHERE )")
+        .await
+        .expect_err("syntax error");
+    let db = e.as_db_error().expect("an ErrorResponse");
+    assert_eq!(db.code().code(), "42601");
+    assert_eq!(db.message(), "syntax error at or near \")\"");
+    assert_eq!(
+        db.position(),
+        Some(&tokio_postgres::error::ErrorPosition::Original(23))
+    );
+    server.stop().await
+}

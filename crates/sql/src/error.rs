@@ -1,4 +1,6 @@
-//! The SQL layer's one error type: a SQLSTATE and a message, as the client sees them.
+//! The SQL layer's one error type: a SQLSTATE, a message, and where PostgreSQL gives them a
+//! detail and a position (a 1-based character index into the query string), as the client
+//! sees them.
 
 /// An error of a SQL statement, with its PostgreSQL SQLSTATE.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -6,6 +8,8 @@
 pub struct SqlError {
     code: &'static str,
     message: String,
+    detail: Option<String>,
+    position: Option<usize>,
 }
 
 impl SqlError {
@@ -13,7 +17,30 @@ impl SqlError {
         SqlError {
             code,
             message: message.into(),
+            detail: None,
+            position: None,
         }
+    }
+
+    #[must_use]
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    /// `position`: the 1-based character index of the error in the query string.
+    #[must_use]
+    pub fn with_position(mut self, position: usize) -> Self {
+        self.position = Some(position);
+        self
+    }
+
+    pub fn detail(&self) -> Option<&str> {
+        self.detail.as_deref()
+    }
+
+    pub fn position(&self) -> Option<usize> {
+        self.position
     }
 
     /// 42601: the statement does not parse.
@@ -56,10 +83,20 @@ impl SqlError {
     }
 }
 
-/// The engine's errors keep their SQLSTATE.
+/// The engine's errors keep their SQLSTATE; those PostgreSQL reports with a DETAIL get one.
 impl From<quire_engine::Error> for SqlError {
     fn from(e: quire_engine::Error) -> Self {
-        SqlError::new(e.sqlstate(), e.to_string())
+        match &e {
+            quire_engine::Error::UniqueViolation { index, key } => SqlError::new(
+                e.sqlstate(),
+                format!("duplicate key value violates unique constraint \"{index}\""),
+            )
+            .with_detail(format!("Key ({key}) already exists.")),
+            quire_engine::Error::Deadlock { detail } => {
+                SqlError::new(e.sqlstate(), "deadlock detected").with_detail(detail.clone())
+            }
+            _ => SqlError::new(e.sqlstate(), e.to_string()),
+        }
     }
 }
 

@@ -72,17 +72,60 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
             continue;
         }
         let dialect = sqlparser::dialect::PostgreSqlDialect {};
-        let parsed = sqlparser::parser::Parser::parse_sql(&dialect, p).map_err(|e| {
-            let msg = e.to_string();
-            SqlError::syntax(
-                msg.strip_prefix("sql parser error: ")
-                    .unwrap_or(&msg)
-                    .to_string(),
-            )
-        })?;
+        let parsed = sqlparser::parser::Parser::parse_sql(&dialect, p)
+            .map_err(|e| syntax_error(sql, p, &e.to_string()))?;
         out.extend(parsed.into_iter().map(|s| Statement::Sql(Box::new(s))));
     }
     Ok(out)
+}
+
+/// sqlparser's error (`Expected: X, found: Y at Line: 1, Column: 8`) as PostgreSQL words
+/// it: `syntax error at or near "Y"` (or `at end of input`) with the position of `Y` in the
+/// whole query string; sqlparser's own words become the detail.
+fn syntax_error(sql: &str, piece: &str, parser_message: &str) -> SqlError {
+    let text = parser_message
+        .strip_prefix("sql parser error: ")
+        .unwrap_or(parser_message);
+    let (what, location) = match text.rsplit_once(" at Line: ") {
+        Some((w, l)) => (w, Some(l)),
+        None => (text, None),
+    };
+    let found = what.rsplit_once("found: ").map(|(_, f)| f.trim());
+    let message = match found {
+        Some("EOF") => "syntax error at end of input".to_string(),
+        Some(token) => format!("syntax error at or near \"{token}\""),
+        None => return SqlError::syntax(text),
+    };
+    let mut e = SqlError::syntax(message).with_detail(what);
+    let piece_start = (piece.as_ptr() as usize).saturating_sub(sql.as_ptr() as usize);
+    let before_piece = sql.get(..piece_start).map_or(0, |s| s.chars().count());
+    let position = match (found, location.and_then(line_column)) {
+        (Some("EOF"), _) => Some(sql.chars().count() + 1),
+        (_, Some((line, column))) => char_index(piece, line, column).map(|i| before_piece + i),
+        _ => None,
+    };
+    if let Some(p) = position {
+        e = e.with_position(p);
+    }
+    e
+}
+
+/// `1, Column: 8` → (1, 8).
+fn line_column(location: &str) -> Option<(usize, usize)> {
+    let (line, column) = location.split_once(", Column: ")?;
+    Some((line.trim().parse().ok()?, column.trim().parse().ok()?))
+}
+
+/// The 1-based character index of 1-based `line` and `column` in `s`.
+fn char_index(s: &str, line: usize, column: usize) -> Option<usize> {
+    let mut index = 0;
+    for (n, l) in s.split('\n').enumerate() {
+        if n + 1 == line {
+            return (column >= 1).then_some(index + column);
+        }
+        index += l.chars().count() + 1;
+    }
+    None
 }
 
 /// The statements of `sql`: non-empty pieces between top-level semicolons.
@@ -494,6 +537,20 @@ mod tests {
         assert_eq!(p.len(), 3, "{p:?}");
         assert!(split("select 'open").is_err());
         assert!(split("-- only a comment").unwrap().is_empty());
+    }
+
+    #[test]
+    fn syntax_errors_say_where_as_postgresql_does() {
+        let e = parse("SELECT 1; SELEC 2").unwrap_err();
+        assert_eq!(e.message(), "syntax error at or near \"SELEC\"");
+        assert_eq!(e.sqlstate(), "42601");
+        assert_eq!(e.position(), Some(11), "{e:?}");
+        let e = parse("SELECT 1 +").unwrap_err();
+        assert_eq!(e.message(), "syntax error at end of input");
+        assert_eq!(e.position(), Some(11));
+        let e = parse("SELECT a\nFROM t WHERE )").unwrap_err();
+        assert_eq!(e.message(), "syntax error at or near \")\"", "{e:?}");
+        assert_eq!(e.position(), Some(23), "{e:?}");
     }
 
     #[test]

@@ -325,6 +325,30 @@ fn dml_outcome(tag: String, returning: Option<&[Expr]>, rows: Vec<Row>) -> Outco
     }
 }
 
+/// An engine error of a write to `table`; a unique violation gets PostgreSQL's DETAIL,
+/// which names the key's columns: `Key (id)=(1) already exists.`
+fn key_error(table: &TableInfo, e: quire_engine::Error) -> SqlError {
+    let detail = match &e {
+        quire_engine::Error::UniqueViolation { index, key } => {
+            table.indexes.iter().find(|i| &i.name == index).map(|i| {
+                let columns: Vec<&str> = i
+                    .columns
+                    .iter()
+                    .filter_map(|&c| table.columns.get(usize::from(c)))
+                    .map(|c| c.name.as_str())
+                    .collect();
+                format!("Key ({})=({key}) already exists.", columns.join(", "))
+            })
+        }
+        _ => None,
+    };
+    let e = SqlError::from(e);
+    match detail {
+        Some(d) => e.with_detail(d),
+        None => e,
+    }
+}
+
 fn insert(
     cx: &Cx,
     table: &TableInfo,
@@ -349,7 +373,11 @@ fn insert(
                             new[*c] = e.eval(cx, &both)?;
                         }
                         check_not_null(table, &new)?;
-                        if let Changed::Done(_, r) = cx.tx.update(table.def.oid, tid, &new)? {
+                        let changed = cx
+                            .tx
+                            .update(table.def.oid, tid, &new)
+                            .map_err(|e| key_error(table, e))?;
+                        if let Changed::Done(_, r) = changed {
                             n += 1;
                             returning_rows(cx, returning, &r, &mut out)?;
                         }
@@ -358,7 +386,9 @@ fn insert(
                 continue;
             }
         }
-        cx.tx.insert(table.def.oid, &row)?;
+        cx.tx
+            .insert(table.def.oid, &row)
+            .map_err(|e| key_error(table, e))?;
         n += 1;
         returning_rows(cx, returning, &row, &mut out)?;
     }
@@ -429,7 +459,8 @@ fn update(
                 failure = Some(e);
                 None
             })
-        })?;
+        });
+        let changed = changed.map_err(|e| key_error(table, e))?;
         if let Some(e) = failure {
             return Err(e);
         }
