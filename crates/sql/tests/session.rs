@@ -489,6 +489,17 @@ fn pgbench_setup_copy_keys_and_two_phase_commit() -> anyhow::Result<()> {
         col(rows(&mut s, "SHOW max_prepared_transactions")),
         [Value::Text("2".into())]
     );
+    // transaction_isolation is the running transaction's.
+    run(&mut s, "BEGIN ISOLATION LEVEL REPEATABLE READ").unwrap();
+    assert_eq!(
+        col(rows(&mut s, "SHOW transaction_isolation")),
+        [Value::Text("repeatable read".into())]
+    );
+    run(&mut s, "COMMIT").unwrap();
+    assert_eq!(
+        col(rows(&mut s, "SHOW transaction_isolation")),
+        [Value::Text("read committed".into())]
+    );
     Ok(())
 }
 

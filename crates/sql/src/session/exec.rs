@@ -60,6 +60,13 @@ pub(super) fn run(
                     })
                     .collect();
                 return Ok(outcome("SHOW", OutcomeKind::Rows { columns, rows }));
+            } else if name.eq_ignore_ascii_case("transaction_isolation") {
+                // The running transaction's, which BEGIN ISOLATION LEVEL chose.
+                match tx.isolation() {
+                    quire_engine::IsolationLevel::ReadCommitted => "read committed",
+                    quire_engine::IsolationLevel::RepeatableRead => "repeatable read",
+                }
+                .to_string()
             } else {
                 settings.show(name).ok_or_else(|| {
                     SqlError::new(
