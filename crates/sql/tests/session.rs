@@ -383,6 +383,22 @@ fn queries_join_group_sort_and_nest() -> anyhow::Result<()> {
         .contains("Index Scan using a_pkey (key range)"));
     assert!(plan(&mut s, "EXPLAIN SELECT bal FROM a WHERE bal = 3").contains("Seq Scan on a"));
     assert!(plan(&mut s, "EXPLAIN SELECT * FROM a JOIN b ON a.bid = b.bid").contains("Hash Join"));
+    // A comma join's WHERE: equalities between items hash the join, a condition on one
+    // item goes down to it (here: the primary key's index); same rows as the cross product.
+    let comma = "SELECT a.aid, b.bid FROM a, b WHERE a.bid = b.bid AND a.aid = 3 AND b.bid > 0";
+    let p = plan(&mut s, &format!("EXPLAIN {comma}"));
+    assert!(
+        p.contains("Hash Join") && p.contains("Index Scan using a_pkey"),
+        "{p}"
+    );
+    assert_eq!(
+        rows(&mut s, comma),
+        rows(
+            &mut s,
+            "SELECT a.aid, b.bid FROM a CROSS JOIN b WHERE a.bid = b.bid AND a.aid = 3 AND b.bid > 0"
+        )
+    );
+    assert_eq!(rows(&mut s, comma).len(), 1);
     // Catalog views, as psql's \dt reads them.
     assert_eq!(
         col(rows(&mut s, "SELECT c.relname FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \

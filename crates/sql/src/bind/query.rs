@@ -266,18 +266,24 @@ impl Binder<'_> {
             return Err(SqlError::unsupported("SELECT INTO, TOP or LATERAL VIEW"));
         }
         self.base_table = None;
-        let (from, scope) = self.from(&sel.from)?;
-        let single = sel.from.len() == 1 && sel.from[0].joins.is_empty();
-        let base = self.base_table.take().filter(|_| single);
-        let mut node = from;
-        if let Some(w) = &sel.selection {
-            let pred = self.predicate(w, &scope)?;
-            // One table: the access path may be an index the predicate fixes.
-            if let Some(table) = &base {
-                node = access_path(table, Some(&pred), false);
+        let (mut node, scope) = match &sel.selection {
+            Some(w) if sel.from.len() > 1 => self.comma_join(&sel.from, w)?,
+            _ => {
+                let (from, scope) = self.from(&sel.from)?;
+                let single = sel.from.len() == 1 && sel.from[0].joins.is_empty();
+                let base = self.base_table.take().filter(|_| single);
+                let mut node = from;
+                if let Some(w) = &sel.selection {
+                    let pred = self.predicate(w, &scope)?;
+                    // One table: the access path may be an index the predicate fixes.
+                    if let Some(table) = &base {
+                        node = access_path(table, Some(&pred), false);
+                    }
+                    node = filtered(node, pred);
+                }
+                (node, scope)
             }
-            node = filtered(node, pred);
-        }
+        };
         let group_by = match &sel.group_by {
             GroupByExpr::Expressions(g, mods) if mods.is_empty() => g.clone(),
             _ => return Err(SqlError::unsupported("GROUP BY ALL or modifiers")),
@@ -577,6 +583,56 @@ impl Binder<'_> {
         Ok(acc.unwrap_or_else(|| (Node::Values(vec![Vec::new()]), Scope::empty())))
     }
 
+    /// `FROM a, b, c WHERE ...`: each item bound alone and the WHERE's conjuncts placed as
+    /// low as they can go: on the one item they read (where an index may serve them), as
+    /// the condition of the first join that has all they read (a hash join when they equate
+    /// the two sides), the rest (constants, subqueries) on top. Without this the comma join
+    /// is a cross product that the WHERE filters afterwards: psql's `\d` joins two
+    /// `pg_class`es and `pg_index` so, cubic in the number of relations.
+    fn comma_join(
+        &mut self,
+        from: &[TableWithJoins],
+        selection: &AstExpr,
+    ) -> Result<(Node, Scope)> {
+        let mut items = Vec::with_capacity(from.len());
+        let mut scope = Scope::empty();
+        for twj in from {
+            self.base_table = None;
+            let (node, s) = self.table_with_joins(twj)?;
+            let table = self.base_table.take().filter(|_| twj.joins.is_empty());
+            items.push((node, scope.width(), s.width(), table));
+            scope.append(s);
+        }
+        let pred = self.predicate(selection, &scope)?;
+        let mut pending: Vec<Option<Expr>> =
+            conjuncts(&pred).into_iter().cloned().map(Some).collect();
+        let mut acc: Option<Node> = None;
+        for (node, start, width, table) in items {
+            let end = start + width;
+            let own: Vec<Expr> = take_conjuncts(&mut pending, start, end)
+                .into_iter()
+                .map(|c| c.rebased(start))
+                .collect();
+            let node = match and_of(own) {
+                None => node,
+                Some(p) => {
+                    let base = table.map_or(node, |t| access_path(&t, Some(&p), false));
+                    filtered(base, p)
+                }
+            };
+            acc = Some(match acc {
+                None => node,
+                Some(left) => {
+                    let on = and_of(take_conjuncts(&mut pending, 0, end));
+                    join(JoinKind::Inner, left, node, on, start, width, false)
+                }
+            });
+        }
+        let node = acc.unwrap_or_else(|| Node::Values(vec![Vec::new()]));
+        let rest = pending.into_iter().flatten().collect();
+        Ok((filtered_opt(node, and_of(rest)), scope))
+    }
+
     fn table_with_joins(&mut self, twj: &TableWithJoins) -> Result<(Node, Scope)> {
         let (mut node, mut scope) = self.factor(&twj.relation, None)?.0;
         for j in &twj.joins {
@@ -843,6 +899,31 @@ fn using(
     } else {
         Expr::And(conj)
     })
+}
+
+/// Takes from `pending` the conjuncts that read columns and only columns in `start..end`
+/// (and no subquery, whose correlation the column list does not show).
+fn take_conjuncts(pending: &mut [Option<Expr>], start: usize, end: usize) -> Vec<Expr> {
+    let mut out = Vec::new();
+    for slot in pending.iter_mut() {
+        let fits = slot.as_ref().is_some_and(|c| {
+            let cs = c.columns();
+            !c.uses_subquery() && !cs.is_empty() && cs.iter().all(|&i| (start..end).contains(&i))
+        });
+        if fits {
+            out.extend(slot.take());
+        }
+    }
+    out
+}
+
+/// `a AND b AND ...`, or `None` for no conjunct.
+fn and_of(mut conjuncts: Vec<Expr>) -> Option<Expr> {
+    match conjuncts.len() {
+        0 => None,
+        1 => conjuncts.pop(),
+        _ => Some(Expr::And(conjuncts)),
+    }
 }
 
 /// The conjuncts of a predicate (`a AND b AND c`).
