@@ -45,6 +45,15 @@ impl Registry {
         target.is_some_and(|i| i.cancel(db))
     }
 
+    /// Stops every running statement (shutdown, the engine's failed state): PostgreSQL's
+    /// fast shutdown, where each backend stops at its next interrupt check. Returns how
+    /// many statements were stopped.
+    pub(crate) fn cancel_all(&self, db: &Database) -> usize {
+        let interrupts: Vec<Arc<Interrupt>> =
+            self.lock().values().map(|(_, i)| Arc::clone(i)).collect();
+        interrupts.into_iter().filter(|i| i.cancel(db)).count()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i32, (SecretKey, Arc<Interrupt>)>> {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -376,6 +376,12 @@ async fn serve(
         Ended::Shutdown => socket::SHUTDOWN,
         Ended::EngineFailed(_) => socket::ENGINE_FAILED,
     }));
+    // Statements still running stop at their next interrupt check, so that no session
+    // thread keeps the shutdown (or the restart) waiting.
+    let stopped_statements = registry.cancel_all(db);
+    if stopped_statements > 0 {
+        tracing::info!(stopped_statements, "cancelled running statements");
+    }
     while connections.join_next().await.is_some() {}
     watchdog_stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let threads = std::mem::take(

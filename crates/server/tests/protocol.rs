@@ -1005,3 +1005,20 @@ async fn errors_carry_postgresql_detail_and_position() -> anyhow::Result<()> {
     );
     server.stop().await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_stops_running_statements_and_waits_for_nothing_else() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Running::start(dir.path(), 10).await?;
+    let busy = server.connect().await?;
+    let long = tokio::spawn(async move {
+        busy.simple_query("SELECT count(*) FROM generate_series(1, 10000000000)")
+            .await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // Without cancelling it the statement would run for many minutes and so would the
+    // shutdown, which waits for every session thread.
+    tokio::time::timeout(std::time::Duration::from_secs(20), server.stop()).await??;
+    assert!(long.await?.is_err(), "the running statement was stopped");
+    Ok(())
+}
