@@ -1,7 +1,6 @@
 //! The pgwire handlers of one connection: startup (trust for `postgres` on loopback, the
-//! connection limit), simple query, and the extended protocol. Every statement goes to the
-//! connection's session thread ([`SessionHandle`]); these handlers only await replies and
-//! encode them.
+//! connection limit), simple query, and the extended protocol. They run on the connection's
+//! own thread and call its session ([`SessionHandle`]) in place.
 
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -175,10 +174,7 @@ impl StartupHandler for Connection {
         }
         let (pid, secret) = self.pids.generate(client);
         if let Some(session) = &self.session {
-            let interrupt = session
-                .call(|s| s.interrupt())
-                .await
-                .map_err(|e| user_error(&e))?;
+            let interrupt = session.call(|s| s.interrupt());
             self.registry.register(pid, secret.clone(), interrupt);
             *self
                 .pid
@@ -259,10 +255,7 @@ impl SimpleQueryHandler for Connection {
         };
         // All statements of the message in one job: one implicit transaction, the first
         // error ending the message, as in PostgreSQL.
-        let results = session
-            .call(move |s| s.execute_simple(&statements))
-            .await
-            .unwrap_or_else(|e| vec![Err(e)]);
+        let results = session.call(|s| s.execute_simple(&statements));
         // Before the results: VACUUM, the one statement with notices, runs alone in its
         // message (never in a block or an implicit transaction).
         for outcome in results.iter().flatten() {
@@ -299,7 +292,7 @@ where
 pub(crate) struct SqlParser;
 
 /// A statement of the extended protocol: its source (the session's plan cache key) and its
-/// parse, shared so that each Execute hands the session thread two pointers, not a copy.
+/// parse, shared so that pgwire's statement and portal stores copy two pointers.
 #[derive(Clone, Debug)]
 pub(crate) struct Prepared {
     text: Arc<str>,
@@ -334,7 +327,7 @@ impl QueryParser for SqlParser {
 
     fn get_parameter_types(&self, _stmt: &Prepared) -> PgWireResult<Vec<Type>> {
         // Parameter types need the catalog: `Connection::do_describe_statement` asks the
-        // session thread instead.
+        // session instead.
         Ok(Vec::new())
     }
 
@@ -360,14 +353,12 @@ fn hints(declared: &[Option<Type>]) -> Result<Vec<SqlType>, SqlError> {
 }
 
 impl Connection {
-    async fn describe(&self, stmt: &StoredStatement<Prepared>) -> PgWireResult<Description> {
+    fn describe(&self, stmt: &StoredStatement<Prepared>) -> PgWireResult<Description> {
         let hints = hints(&stmt.parameter_types).map_err(|e| user_error(&e))?;
-        let p = stmt.statement.clone();
+        let p = &stmt.statement;
         self.session()
             .map_err(|e| user_error(&e))?
-            .call(move |s| s.describe(&p.text, &p.stmt, &hints))
-            .await
-            .and_then(|r| r)
+            .call(|s| s.describe(&p.text, &p.stmt, &hints))
             .map_err(|e| user_error(&e))
     }
 }
@@ -393,19 +384,12 @@ impl ExtendedQueryHandler for Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let hints = hints(&portal.statement.parameter_types).map_err(|e| user_error(&e))?;
-        let p = portal.statement.statement.clone();
-        let raw: Vec<Option<Vec<u8>>> = portal
-            .parameters
-            .iter()
-            .map(|p| p.as_ref().map(|b| b.to_vec()))
-            .collect();
-        let binary: Vec<bool> = (0..raw.len())
-            .map(|i| portal.parameter_format.is_binary(i))
-            .collect();
+        let p = &portal.statement.statement;
+        let raw = &portal.parameters;
         let outcome = self
             .session()
             .map_err(|e| user_error(&e))?
-            .call(move |s| {
+            .call(|s| {
                 s.execute_with(&p.text, &p.stmt, &hints, &|types| {
                     if types.len() != raw.len() {
                         return Err(SqlError::new(
@@ -420,12 +404,13 @@ impl ExtendedQueryHandler for Connection {
                     raw.iter()
                         .zip(types)
                         .enumerate()
-                        .map(|(i, (b, t))| wire::decode_param(b.as_deref(), binary[i], *t, i + 1))
+                        .map(|(i, (b, t))| {
+                            let binary = portal.parameter_format.is_binary(i);
+                            wire::decode_param(b.as_deref(), binary, *t, i + 1)
+                        })
                         .collect()
                 })
             })
-            .await
-            .and_then(|r| r)
             .map_err(|e| user_error(&e))?;
         send_notices(client, &outcome.notices).await?;
         Ok(response(outcome, &portal.result_column_format))
@@ -441,7 +426,7 @@ impl ExtendedQueryHandler for Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         if let Some(session) = self.session.as_ref().filter(|s| s.awaits_sync()) {
-            let committed = session.call(Session::sync).await.and_then(|r| r);
+            let committed = session.call(Session::sync);
             if let Err(e) = committed {
                 client
                     .feed(PgWireBackendMessage::ErrorResponse(
@@ -468,7 +453,7 @@ impl ExtendedQueryHandler for Connection {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
-        let d = self.describe(stmt).await?;
+        let d = self.describe(stmt)?;
         let params = d.params.iter().map(|t| pg_type(*t)).collect();
         // Formats are not known before Bind; text is what PostgreSQL reports here too.
         Ok(DescribeStatementResponse::new(
@@ -485,7 +470,7 @@ impl ExtendedQueryHandler for Connection {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
-        let d = self.describe(&portal.statement).await?;
+        let d = self.describe(&portal.statement)?;
         Ok(DescribePortalResponse::new(fields(
             &d.columns,
             &portal.result_column_format,
@@ -511,7 +496,7 @@ pub(crate) fn server_parameters() -> DefaultServerParameterProvider {
     p
 }
 
-/// COPY FROM STDIN: the data goes to the session thread as it arrives; the session inserts
+/// COPY FROM STDIN: the data goes to the session as it arrives; the session inserts
 /// complete lines and keeps the first error for CopyDone.
 #[async_trait]
 impl CopyHandler for Connection {
@@ -524,9 +509,8 @@ impl CopyHandler for Connection {
         let data = copy_data.data;
         self.session()
             .map_err(|e| user_error(&e))?
-            .call(move |s| s.copy_data(&data))
-            .await
-            .map_err(|e| user_error(&e))
+            .call(|s| s.copy_data(&data));
+        Ok(())
     }
 
     async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
@@ -539,8 +523,6 @@ impl CopyHandler for Connection {
             .session()
             .map_err(|e| user_error(&e))?
             .call(Session::copy_done)
-            .await
-            .and_then(|r| r)
             .map_err(|e| user_error(&e))?;
         client
             .send(PgWireBackendMessage::CommandComplete(CommandComplete::new(
@@ -558,10 +540,7 @@ impl CopyHandler for Connection {
     {
         let message = fail.message;
         let e = match self.session() {
-            Ok(s) => s
-                .call(move |s| s.copy_fail(&message))
-                .await
-                .unwrap_or_else(|e| e),
+            Ok(s) => s.call(|s| s.copy_fail(&message)),
             Err(e) => e,
         };
         user_error(&e)

@@ -5,11 +5,12 @@
 //!
 //! ## Rules
 //!
-//! - The async runtime never runs engine or SQL work. Each connection has an OS thread of
-//!   its own ([`session`]) that owns the connection's `quire_sql::Session` and with it the
-//!   engine `Transaction`; the connection's async task sends it jobs over a bounded channel
-//!   and awaits the reply. A session waiting for a row lock holds its own thread, no
-//!   runtime thread. Opening and closing the database run on the blocking pool.
+//! - The shared async runtime only accepts connections and watches the engine's health; it
+//!   never runs engine or SQL work. Each connection has an OS thread of its own with a
+//!   single-threaded runtime for its socket ([`socket`]), and its handlers call the
+//!   connection's `quire_sql::Session` in place ([`session`]): a session waiting for a row
+//!   lock blocks only its own thread. Opening and closing the database run on the
+//!   blocking pool.
 //! - Errors reach the client as ErrorResponse with the SQLSTATE of the engine or the SQL
 //!   layer; protocol and startup errors use PostgreSQL's codes (53300 beyond
 //!   `max_connections`, 28000 for an unknown user or a non-loopback peer). After an error
@@ -18,7 +19,7 @@
 //! - A statement is stopped only through its session's `quire_sql::Interrupt` ([`cancel`]):
 //!   a CancelRequest naming the session's process id and secret key, or the watchdog thread
 //!   when `statement_timeout` passes. Never by dropping a thread.
-//! - COPY FROM STDIN data goes to the session thread chunk by chunk as it arrives; the
+//! - COPY FROM STDIN data goes to the session chunk by chunk as it arrives; the
 //!   session keeps at most one incomplete line.
 //! - Message sizes are bounded by pgwire's codec as by PostgreSQL: 1 GiB for Query, Parse,
 //!   Bind and CopyData, 10,000 bytes for the small control messages; a longer length
@@ -32,11 +33,11 @@
 //!   definition changes (`quire_sql`'s plan cache).
 //! - Shutdown (the future given to [`Server::run`] completes, e.g. on SIGINT/SIGTERM): stop
 //!   accepting, end every connection (FATAL 57P01 to a client between commands), each
-//!   session thread rolling back its open transaction; wait for the session threads, then
+//!   session thread rolling back its open transaction; wait for the connection threads, then
 //!   `Database::close()` (the shutdown checkpoint).
 //! - The engine's failed state (PostgreSQL's PANIC) is PostgreSQL's `restart_after_crash`:
 //!   the server notices it within [`HEALTH_CHECK_PERIOD`], ends every connection (FATAL
-//!   57P02), waits for the session threads, drops the failed database without a checkpoint
+//!   57P02), waits for the connection threads, drops the failed database without a checkpoint
 //!   and opens the directory again, which recovers from the WAL; meanwhile new connections
 //!   wait in the listen backlog.
 #![deny(unsafe_code)]
@@ -59,7 +60,6 @@ use quire_engine::vfs::{OsVfs, Vfs};
 use quire_engine::{Config, Database, HealthState};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 
 use crate::cancel::Registry;
 use crate::handler::{Connection, Handlers, Slot, SqlParser};
@@ -269,6 +269,41 @@ fn take_last(db: Arc<Database>) -> Result<Database, ServerError> {
     })
 }
 
+/// One connection, on its own thread: a single-threaded runtime speaks the protocol on the
+/// socket and the handlers call the session in place ([`session`]'s rules).
+fn connection_thread(
+    socket: std::net::TcpStream,
+    handlers: Handlers,
+    idle: Option<Arc<session::IdleTimer>>,
+    farewell: watch::Receiver<Option<socket::Farewell>>,
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot start a connection's runtime");
+            return;
+        }
+    };
+    let mut stopped = farewell.clone();
+    let served = runtime.block_on(async move {
+        let socket = tokio::net::TcpStream::from_std(socket)?;
+        // Biased, the connection first: between commands it says farewell itself; a
+        // connection stuck writing to a client that does not read is dropped by the stop.
+        tokio::select! {
+            biased;
+            r = socket::serve(socket, None, handlers, idle, farewell) => r,
+            _ = stopped.changed() => Ok(()),
+        }
+    });
+    if let Err(e) = served {
+        tracing::debug!(error = %e, "connection ended with an error");
+    }
+}
+
 /// Resolves when the engine has entered its failed state, with the reason.
 async fn engine_failed(db: &Database) -> String {
     let mut every = tokio::time::interval(HEALTH_CHECK_PERIOD);
@@ -281,7 +316,7 @@ async fn engine_failed(db: &Database) -> String {
 }
 
 /// Serves connections on `db` until `shutdown` completes or the engine fails; then ends
-/// every connection and waits for every session thread, so that `db` is no longer shared.
+/// every connection and waits for every connection thread, so that `db` is no longer shared.
 async fn serve(
     db: &Arc<Database>,
     listener: &TcpListener,
@@ -299,7 +334,6 @@ async fn serve(
     let watchdog = registry
         .watchdog(Arc::clone(db), Arc::clone(&watchdog_stop))
         .map_err(|e| ServerError::Join(format!("cannot start the watchdog thread: {e}")))?;
-    let mut connections = JoinSet::new();
     let mut next_id = 0u64;
     let ended = loop {
         let (socket, peer) = tokio::select! {
@@ -317,23 +351,9 @@ async fn serve(
         };
         next_id += 1;
         let slot = Slot::acquire(&count, max_connections);
-        let session = match &slot {
-            None => None,
-            Some(_) => match SessionHandle::spawn(Arc::clone(db), next_id) {
-                Ok((handle, thread)) => {
-                    let mut t = threads
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    t.retain(|h| !h.is_finished());
-                    t.push(thread);
-                    Some(handle)
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot start a session thread");
-                    None
-                }
-            },
-        };
+        let session = slot
+            .as_ref()
+            .map(|_| SessionHandle::new(Arc::clone(db), next_id));
         tracing::debug!(%peer, id = next_id, "connection accepted");
         let idle = session.as_ref().map(SessionHandle::idle_timer);
         let conn = Arc::new(Connection {
@@ -346,23 +366,23 @@ async fn serve(
             pids: Arc::clone(&pids),
             parser: Arc::clone(&parser),
         });
-        let mut stopped = stopped.clone();
         let farewell = stopped.clone();
-        connections.spawn(async move {
-            // Biased, the connection first: between commands it says farewell itself; in
-            // the middle of one, the stop drops it.
-            tokio::select! {
-                biased;
-                r = socket::serve(socket, None, Handlers(conn), idle, farewell) => {
-                    if let Err(e) = r {
-                        tracing::debug!(%peer, error = %e, "connection ended with an error");
-                    }
-                }
-                _ = stopped.changed() => {}
-            }
+        let spawned = socket.into_std().and_then(|socket| {
+            std::thread::Builder::new()
+                .name(format!("quire-conn-{next_id}"))
+                .spawn(move || connection_thread(socket, Handlers(conn), idle, farewell))
         });
-        // Reap finished connection tasks so the set does not grow without bound.
-        while connections.try_join_next().is_some() {}
+        match spawned {
+            Ok(thread) => {
+                let mut t = threads
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                // Reap finished threads so the list does not grow without bound.
+                t.retain(|h| !h.is_finished());
+                t.push(thread);
+            }
+            Err(e) => tracing::warn!(%peer, error = %e, "cannot start a connection thread"),
+        }
     };
     match &ended {
         Ended::Shutdown => {
@@ -382,7 +402,6 @@ async fn serve(
     if stopped_statements > 0 {
         tracing::info!(stopped_statements, "cancelled running statements");
     }
-    while connections.join_next().await.is_some() {}
     watchdog_stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let threads = std::mem::take(
         &mut *threads

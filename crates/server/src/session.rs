@@ -1,36 +1,33 @@
-//! The thread of a connection's engine work. Each connection gets one OS thread that owns
-//! its [`Session`] (and so the engine `Transaction` inside it); the async side sends it
-//! jobs over a bounded channel and awaits the reply on a oneshot channel. A statement that
-//! waits for a row lock or for I/O blocks only this thread, never a runtime worker.
-//! When the connection's handle is dropped, the channel closes and the thread rolls back
-//! whatever transaction is open and ends.
+//! A connection's [`Session`]. Each connection runs on an OS thread of its own, with a
+//! single-threaded tokio runtime that speaks the protocol on its socket ([`crate::socket`]);
+//! the handlers call the session directly on that thread. A statement that waits for a row
+//! lock or for I/O blocks only its connection's thread, never a thread another connection
+//! needs, and a message costs one wakeup (the socket's), as a PostgreSQL backend's does,
+//! not three (runtime worker, session thread, runtime worker again).
+//! When the handle is dropped (the connection ends), the session rolls back whatever
+//! transaction is open.
 //!
-//! After each job the session says how long it may now wait for the next command
+//! After each call the session says how long it may now wait for the next command
 //! ([`quire_sql::IdleLimit`]); the handle arms its [`IdleTimer`] with that, and disarms it
-//! when the next job starts. The connection's message loop ends the connection when the
+//! when the next call starts. The connection's message loop ends the connection when the
 //! timer expires.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
 use std::time::Instant;
 
 use quire_engine::Database;
-use quire_sql::{IdleLimit, Session, SqlError};
-use tokio::sync::{mpsc, oneshot, Notify};
+use quire_sql::{IdleLimit, Session};
+use tokio::sync::Notify;
 
-type Job = Box<dyn FnOnce(&mut Session) + Send>;
-
-/// Jobs in flight per connection: the async side awaits each reply before sending the next,
-/// so one is enough; the bound keeps a misbehaving caller from queueing without limit.
-const JOB_QUEUE_LEN: usize = 1;
-
-/// The async side's handle on a session thread.
+/// A connection's session.
 pub(crate) struct SessionHandle {
-    jobs: mpsc::Sender<Job>,
+    /// Locked only by the connection's own thread, one call at a time: uncontended.
+    session: Mutex<Session>,
+    id: u64,
     idle: Arc<IdleTimer>,
-    /// After the last job: an implicit transaction of the extended protocol is open, and
-    /// the next Sync must commit it (saves a trip to the thread for every other Sync).
+    /// After the last call: an implicit transaction of the extended protocol is open, and
+    /// the next Sync must commit it.
     awaits_sync: AtomicBool,
 }
 
@@ -74,34 +71,17 @@ impl IdleTimer {
 }
 
 impl SessionHandle {
-    /// Starts the thread of connection `id`.
-    pub(crate) fn spawn(
-        db: Arc<Database>,
-        id: u64,
-    ) -> std::io::Result<(SessionHandle, JoinHandle<()>)> {
-        let (jobs, mut rx) = mpsc::channel::<Job>(JOB_QUEUE_LEN);
-        let thread = std::thread::Builder::new()
-            .name(format!("quire-session-{id}"))
-            .spawn(move || {
-                let mut session = Session::new(db);
-                while let Some(job) = rx.blocking_recv() {
-                    job(&mut session);
-                }
-                if let Err(e) = session.close() {
-                    tracing::warn!(session = id, error = %e, "rolling back at disconnect failed");
-                }
-                tracing::debug!(session = id, "session thread ends");
-            })?;
-        let idle = Arc::default();
-        let handle = SessionHandle {
-            jobs,
-            idle,
+    /// The session of connection `id`.
+    pub(crate) fn new(db: Arc<Database>, id: u64) -> SessionHandle {
+        SessionHandle {
+            session: Mutex::new(Session::new(db)),
+            id,
+            idle: Arc::default(),
             awaits_sync: AtomicBool::new(false),
-        };
-        Ok((handle, thread))
+        }
     }
 
-    /// Whether the session's last job left an implicit transaction for Sync to commit.
+    /// Whether the session's last call left an implicit transaction for Sync to commit.
     pub(crate) fn awaits_sync(&self) -> bool {
         self.awaits_sync.load(Ordering::Acquire)
     }
@@ -111,23 +91,29 @@ impl SessionHandle {
         Arc::clone(&self.idle)
     }
 
-    /// Runs `f` on the session thread and awaits its result.
-    pub(crate) async fn call<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Session) -> R + Send + 'static,
-    ) -> Result<R, SqlError> {
-        let (reply, answer) = oneshot::channel();
-        let job: Job = Box::new(move |s| {
-            let r = f(s);
-            // The receiver is gone only if the connection was dropped meanwhile.
-            let _ = reply.send((r, s.idle_limit(), s.awaits_sync()));
-        });
-        let gone = || SqlError::new("XX000", "the session's thread has ended");
+    /// Runs `f` on the session (on the connection's own thread, which it may block).
+    pub(crate) fn call<R>(&self, f: impl FnOnce(&mut Session) -> R) -> R {
         self.idle.set(None);
-        self.jobs.send(job).await.map_err(|_| gone())?;
-        let (r, limit, awaits_sync) = answer.await.map_err(|_| gone())?;
-        self.awaits_sync.store(awaits_sync, Ordering::Release);
+        let mut session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+        let r = f(&mut session);
+        self.awaits_sync
+            .store(session.awaits_sync(), Ordering::Release);
+        let limit = session.idle_limit();
+        drop(session);
         self.idle.set(limit.map(|l| (Instant::now() + l.after, l)));
-        Ok(r)
+        r
+    }
+}
+
+impl Drop for SessionHandle {
+    fn drop(&mut self) {
+        let session = self
+            .session
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Err(e) = session.close() {
+            tracing::warn!(session = self.id, error = %e, "rolling back at disconnect failed");
+        }
+        tracing::debug!(session = self.id, "session ends");
     }
 }
