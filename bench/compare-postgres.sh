@@ -68,9 +68,12 @@ q_pid=""
 # PostgreSQL refuses to run as root: as the postgres user when we are root.
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
+# The postmaster's process id (the one started may be runuser's, its parent).
+postmaster() { head -1 "$tmp/pg/postmaster.pid"; }
+
 cleanup() {
   set +e
-  if [ -n "$pg_pid" ]; then kill -TERM "$pg_pid" 2>/dev/null; wait "$pg_pid" 2>/dev/null; fi
+  if [ -n "$pg_pid" ]; then kill -TERM "$(postmaster)" 2>/dev/null; wait "$pg_pid" 2>/dev/null; fi
   if [ -n "$q_pid" ]; then kill -TERM "$q_pid" 2>/dev/null; wait "$q_pid" 2>/dev/null; fi
   rm -rf "$tmp"
 }
@@ -127,13 +130,14 @@ start() { # start SERVER [NAME=VALUE ...]
   if [ "$which" = pg ]; then start_pg "$@"; wait_ready "$pg_port"; else start_quire "$@"; wait_ready "$q_port"; fi
 }
 stop() { # stop SERVER: a clean shutdown
-  if [ "$1" = pg ]; then kill -TERM "$pg_pid"; wait "$pg_pid" || true; pg_pid=""
+  if [ "$1" = pg ]; then kill -TERM "$(postmaster)"; wait "$pg_pid" || true; pg_pid=""
   else kill -TERM "$q_pid"; wait "$q_pid" || true; q_pid=""; fi
 }
 crash() { # crash SERVER: kill -9 (PostgreSQL: the postmaster and every backend)
   if [ "$1" = pg ]; then
-    pkill -9 -P "$pg_pid" 2>/dev/null || true
-    kill -9 "$pg_pid"; wait "$pg_pid" 2>/dev/null || true; pg_pid=""
+    local pm; pm=$(postmaster)
+    pkill -9 -P "$pm" 2>/dev/null || true
+    kill -9 "$pm"; wait "$pg_pid" 2>/dev/null || true; pg_pid=""
   else kill -9 "$q_pid"; wait "$q_pid" 2>/dev/null || true; q_pid=""; fi
 }
 port() { if [ "$1" = pg ]; then echo "$pg_port"; else echo "$q_port"; fi; }
@@ -142,12 +146,13 @@ wipe() { # wipe SERVER: a fresh data directory next time
 }
 sql() { psql -p "$(port "$1")" -X -qAt -v ON_ERROR_STOP=1 -c "$2"; }
 
-# Restart time: from the start of the server process to its first answered query.
-restart_seconds() { # restart_seconds SERVER [NAME=VALUE ...]
+# Restart time: from the start of the server process to its first answered query, in
+# $restart_secs (not printed: a command substitution's subshell would lose the server's pid).
+restart() { # restart SERVER [NAME=VALUE ...]
   local which=$1; shift
   local t0; t0=$(now)
   start "$which" "$@"
-  elapsed "$t0" "$(now)"
+  restart_secs=$(elapsed "$t0" "$(now)")
 }
 
 # --- results ---------------------------------------------------------------------------
@@ -249,7 +254,7 @@ io_per_transaction() {
       for (i in aa) { split(aa[i], kv, "="); d[kv[1]] = kv[2] - base[kv[1]] }
       printf "open %.3f, size probe %.3f, fsync %.3f", d["open"] / n, d["size_probe"] / n, d["fsync"] / n }')
     local trace=$tmp/strace.$name
-    strace -c -f -q -o "$trace" -p "$pg_pid" &
+    strace -c -f -q -o "$trace" -p "$(postmaster)" &
     local st=$!
     sleep 0.5
     # shellcheck disable=SC2086
@@ -287,7 +292,7 @@ seed000() {
       sql "$s" "VACUUM" >/dev/null
       secs_vacuum=$(elapsed "$t0" "$(now)")
       crash "$s"
-      secs_restart=$(restart_seconds "$s")
+      restart "$s"; secs_restart=$restart_secs
       local left
       left=$(sql "$s" "select count(*) from s0_1")
       [ "$left" = 0 ] || { echo "$s: s0_1 has $left rows after recovery" >&2; exit 1; }
@@ -319,7 +324,7 @@ seed001() {
       sql "$s" "CHECKPOINT"
       pgbench -p "$(port "$s")" -n -M prepared -c 4 -j 2 -t "$per_client" -f "$script" >/dev/null 2>&1
       crash "$s"
-      secs_restart=$(restart_seconds "$s" track_commit_timestamp=on synchronous_commit=off)
+      restart "$s" track_commit_timestamp=on synchronous_commit=off; secs_restart=$restart_secs
       stop "$s"
       sample seed001-recovery "$s" "$secs_restart"
       echo "   round $r $s: restart ${secs_restart}s" >&2
