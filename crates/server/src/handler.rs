@@ -25,8 +25,8 @@ use pgwire::api::results::{
 use pgwire::api::stmt::{QueryParser, StoredStatement};
 use pgwire::api::store::PortalStore;
 use pgwire::api::{
-    ClientInfo, ClientPortalStore, PgWireServerHandlers, PidSecretKeyGenerator,
-    RandomPidSecretKeyGenerator, Type, DEFAULT_NAME, METADATA_USER,
+    ClientInfo, ClientPortalStore, PidSecretKeyGenerator, RandomPidSecretKeyGenerator, Type,
+    DEFAULT_NAME, METADATA_USER,
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
@@ -76,31 +76,6 @@ pub(crate) struct Connection {
     pub parameters: Arc<DefaultServerParameterProvider>,
     pub pids: Arc<RandomPidSecretKeyGenerator>,
     pub parser: Arc<SqlParser>,
-}
-
-/// The per-connection factory pgwire asks for handlers.
-pub(crate) struct Handlers(pub Arc<Connection>);
-
-impl PgWireServerHandlers for Handlers {
-    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
-        Arc::clone(&self.0)
-    }
-
-    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
-        Arc::clone(&self.0)
-    }
-
-    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
-        Arc::clone(&self.0)
-    }
-
-    fn copy_handler(&self) -> Arc<impl CopyHandler> {
-        Arc::clone(&self.0)
-    }
-
-    fn startup_handler(&self) -> Arc<impl StartupHandler> {
-        Arc::clone(&self.0)
-    }
 }
 
 fn error_info(severity: &str, e: &SqlError) -> ErrorInfo {

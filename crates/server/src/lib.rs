@@ -32,9 +32,9 @@
 //!   transaction rolls back. A prepared statement keeps its plan in the session until a
 //!   definition changes (`quire_sql`'s plan cache).
 //! - Shutdown (the future given to [`Server::run`] completes, e.g. on SIGINT/SIGTERM): stop
-//!   accepting, end every connection (FATAL 57P01 to a client between commands), each
-//!   session thread rolling back its open transaction; wait for the connection threads, then
-//!   `Database::close()` (the shutdown checkpoint).
+//!   accepting, cancel running statements, end every connection (FATAL 57P01 to a client
+//!   between commands), each session rolling back its open transaction; wait for the
+//!   connection threads, then `Database::close()` (the shutdown checkpoint).
 //! - The engine's failed state (PostgreSQL's PANIC) is PostgreSQL's `restart_after_crash`:
 //!   the server notices it within [`HEALTH_CHECK_PERIOD`], ends every connection (FATAL
 //!   57P02), waits for the connection threads, drops the failed database without a checkpoint
@@ -62,7 +62,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::cancel::Registry;
-use crate::handler::{Connection, Handlers, Slot, SqlParser};
+use crate::handler::{Connection, Slot, SqlParser};
 use crate::session::SessionHandle;
 
 /// PostgreSQL's default port is 5432; quire's is one above, so both can run side by side.
@@ -154,7 +154,7 @@ impl Reopen {
     }
 }
 
-/// Why [`Server::serve`] stopped serving.
+/// Why [`serve`] stopped serving.
 enum Ended {
     Shutdown,
     /// The engine entered its failed state (PostgreSQL's PANIC), for this reason.
@@ -273,7 +273,7 @@ fn take_last(db: Arc<Database>) -> Result<Database, ServerError> {
 /// socket and the handlers call the session in place ([`session`]'s rules).
 fn connection_thread(
     socket: std::net::TcpStream,
-    handlers: Handlers,
+    conn: Arc<Connection>,
     idle: Option<Arc<session::IdleTimer>>,
     farewell: watch::Receiver<Option<socket::Farewell>>,
 ) {
@@ -295,7 +295,7 @@ fn connection_thread(
         // connection stuck writing to a client that does not read is dropped by the stop.
         tokio::select! {
             biased;
-            r = socket::serve(socket, None, handlers, idle, farewell) => r,
+            r = socket::serve(socket, None, conn, idle, farewell) => r,
             _ = stopped.changed() => Ok(()),
         }
     });
@@ -370,7 +370,7 @@ async fn serve(
         let spawned = socket.into_std().and_then(|socket| {
             std::thread::Builder::new()
                 .name(format!("quire-conn-{next_id}"))
-                .spawn(move || connection_thread(socket, Handlers(conn), idle, farewell))
+                .spawn(move || connection_thread(socket, conn, idle, farewell))
         });
         match spawned {
             Ok(thread) => {

@@ -1,27 +1,41 @@
 //! The message loop of one client connection: pgwire's `process_socket` (TLS negotiation,
 //! the authentication timeout, each message through [`process_message`], errors through
-//! [`process_error`]), with what quire adds: between two commands the loop also waits on
-//! the session's [`IdleTimer`] and, when it expires, sends PostgreSQL's FATAL error (25P03
-//! idle in transaction, 57P05 idle session) and closes the connection. Closing drops the
-//! session's handle, so its thread rolls the open transaction back and its locks go.
-//! Likewise when the server stops serving ([`Farewell`]): a client waiting between
-//! commands gets PostgreSQL's FATAL (57P01 at shutdown, 57P02 after the engine failed).
+//! [`process_error`]), with what quire adds:
+//! - Between two commands the loop also waits on the session's [`IdleTimer`] and, when it
+//!   expires, sends PostgreSQL's FATAL error (25P03 idle in transaction, 57P05 idle session)
+//!   and closes the connection. Closing drops the session's handle, so its open
+//!   transaction rolls back and its locks go. Likewise when the server stops serving
+//!   ([`Farewell`]): a client waiting between commands gets PostgreSQL's FATAL (57P01 at
+//!   shutdown, 57P02 after the engine failed).
+//! - Replies are written when the connection is about to wait for its client, not message
+//!   by message ([`Coalescing`]), as PostgreSQL's backends flush before they wait for
+//!   input: a Bind/Execute/Sync round trip is one `send` and one wakeup of the client, not
+//!   four. At most [`WRITE_BUFFER_BYTES`] wait; a larger reply is written as it grows.
 
 use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use pgwire::api::{ClientInfo, ErrorHandler, PgWireConnectionState, PgWireServerHandlers};
+use pgwire::api::{ClientInfo, PgWireConnectionState};
 use pgwire::error::ErrorInfo;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
-use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
+use pgwire::tokio::server::{
+    negotiate_tls, process_error, process_message, MaybeTls, PgWireMessageServerCodec,
+};
 use pgwire::tokio::TlsAcceptor;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
+use tokio_util::codec::{Framed, FramedParts};
 
-use crate::handler::Handlers;
+use crate::handler::{Connection, Prepared};
 use crate::session::IdleTimer;
+
+/// Most reply bytes held back until the connection waits for its client.
+pub(crate) const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
 /// PostgreSQL's `authentication_timeout` default: a client that has not finished its
 /// startup by then is dropped.
@@ -50,28 +64,60 @@ pub(crate) const ENGINE_FAILED: Farewell = Farewell {
 pub(crate) async fn serve(
     tcp: TcpStream,
     tls: Option<TlsAcceptor>,
-    handlers: Handlers,
+    conn: Arc<Connection>,
     idle: Option<Arc<IdleTimer>>,
-    mut stop: watch::Receiver<Option<Farewell>>,
+    stop: watch::Receiver<Option<Farewell>>,
 ) -> io::Result<()> {
     let startup_timeout = tokio::time::sleep(AUTHENTICATION_TIMEOUT);
     tokio::pin!(startup_timeout);
     let socket = tokio::select! {
         () = &mut startup_timeout => return Ok(()),
-        socket = negotiate_tls(tcp, tls) => socket?,
+        socket = negotiate_tls::<Prepared>(tcp, tls) => socket?,
     };
     // A direct TLS handshake without a certificate configured: nothing to talk to.
-    let Some(mut socket) = socket else {
+    let Some(socket) = socket else {
         return Ok(());
     };
-    let startup = handlers.startup_handler();
-    let simple = handlers.simple_query_handler();
-    let extended = handlers.extended_query_handler();
-    let copy = handlers.copy_handler();
-    let cancel = handlers.cancel_handler();
-    let errors = handlers.error_handler();
-    let never = Arc::new(IdleTimer::default());
-    let idle = idle.unwrap_or(never);
+    let idle = idle.unwrap_or_default();
+    let parts = socket.into_parts();
+    match parts.io {
+        MaybeTls::Plain(tcp) => {
+            let mut socket = reframed(Coalescing::new(tcp), parts.codec, parts.read_buf);
+            let served = messages(&mut socket, &conn, &idle, stop, startup_timeout).await;
+            // What the last messages left in the buffer: a FATAL, a farewell.
+            if let Err(e) = socket.get_mut().drain().await {
+                tracing::debug!(error = %e, "the client left before the last reply");
+            }
+            served
+        }
+        io => {
+            let mut socket = reframed(io, parts.codec, parts.read_buf);
+            messages(&mut socket, &conn, &idle, stop, startup_timeout).await
+        }
+    }
+}
+
+/// The connection's frames over `io`, keeping what was read past the TLS negotiation.
+fn reframed<S: AsyncRead + AsyncWrite>(
+    io: S,
+    codec: PgWireMessageServerCodec<Prepared>,
+    read_buf: bytes::BytesMut,
+) -> Framed<S, PgWireMessageServerCodec<Prepared>> {
+    let mut parts = FramedParts::new(io, codec);
+    parts.read_buf = read_buf;
+    Framed::from_parts(parts)
+}
+
+async fn messages<S>(
+    socket: &mut Framed<S, PgWireMessageServerCodec<Prepared>>,
+    conn: &Arc<Connection>,
+    idle: &IdleTimer,
+    mut stop: watch::Receiver<Option<Farewell>>,
+    mut startup_timeout: Pin<&mut tokio::time::Sleep>,
+) -> io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static,
+{
     loop {
         let starting = matches!(
             socket.state(),
@@ -80,13 +126,13 @@ pub(crate) async fn serve(
         );
         let farewell = *stop.borrow_and_update();
         if let Some(f) = farewell {
-            return fatal(&mut socket, f.sqlstate, f.message).await;
+            return fatal(socket, f.sqlstate, f.message).await;
         }
         let msg = tokio::select! {
             () = &mut startup_timeout, if starting => None,
             limit = idle.expired(), if !starting => {
                 tracing::info!(sqlstate = limit.sqlstate, "{}", limit.message);
-                return fatal(&mut socket, limit.sqlstate, limit.message).await;
+                return fatal(socket, limit.sqlstate, limit.message).await;
             }
             _ = stop.changed() => continue,
             msg = socket.next() => msg,
@@ -103,20 +149,11 @@ pub(crate) async fn serve(
             _ => msg.is_extended_query(),
         };
         let cancel_request = matches!(msg, PgWireFrontendMessage::CancelRequest(_));
-        let processed = process_message(
-            msg,
-            &mut socket,
-            Arc::clone(&startup),
-            Arc::clone(&simple),
-            Arc::clone(&extended),
-            Arc::clone(&copy),
-            Arc::clone(&cancel),
-        )
-        .await;
-        if let Err(mut e) = processed {
-            errors.on_error(&socket, &mut e);
+        let c = || Arc::clone(conn);
+        let processed = process_message(msg, socket, c(), c(), c(), c(), c()).await;
+        if let Err(e) = processed {
             let fatal = e.is_fatal();
-            process_error(&mut socket, e, extended_query).await?;
+            process_error(socket, e, extended_query).await?;
             if fatal {
                 return Ok(());
             }
@@ -124,6 +161,86 @@ pub(crate) async fn serve(
         if cancel_request {
             return Ok(());
         }
+    }
+}
+
+/// A socket whose writes wait in a buffer until the connection is about to wait for its
+/// client: a read that finds nothing to read writes the buffer first. A flush alone writes
+/// nothing (the read that follows it will); a shutdown writes everything first.
+pub(crate) struct Coalescing<T> {
+    io: T,
+    out: Vec<u8>,
+    /// Bytes of `out` already written.
+    written: usize,
+}
+
+impl<T: AsyncWrite + Unpin> Coalescing<T> {
+    fn new(io: T) -> Self {
+        Coalescing {
+            io,
+            out: Vec::new(),
+            written: 0,
+        }
+    }
+
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.written < self.out.len() {
+            let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.out[self.written..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.written += n;
+        }
+        self.out.clear();
+        self.written = 0;
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    /// Writes everything buffered.
+    async fn drain(&mut self) -> io::Result<()> {
+        std::future::poll_fn(|cx| self.poll_drain(cx)).await
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Coalescing<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let read = Pin::new(&mut this.io).poll_read(cx, buf);
+        if read.is_pending() && !this.out.is_empty() {
+            // About to wait for the client: it must have every reply first.
+            ready!(this.poll_drain(cx))?;
+        }
+        read
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Coalescing<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.out.len() >= WRITE_BUFFER_BYTES {
+            ready!(this.poll_drain(cx))?;
+        }
+        this.out.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Deferred to the read that waits next (see the type's rule).
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.io).poll_shutdown(cx)
     }
 }
 
