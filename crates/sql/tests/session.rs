@@ -631,6 +631,44 @@ fn select_for_update_locks_the_rows_until_commit() -> anyhow::Result<()> {
 }
 
 #[test]
+fn lock_table_holds_its_mode_to_the_end_of_the_block() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    let mut a = Session::new(Arc::clone(&db));
+    let mut b = Session::new(Arc::clone(&db));
+    run(&mut a, SETUP).unwrap();
+    assert_eq!(run(&mut a, "LOCK TABLE t"), Err("25P01"), "outside a block");
+    run(&mut a, "BEGIN").unwrap();
+    assert_eq!(
+        run(&mut a, "LOCK TABLE t IN SHARE MODE"),
+        Ok("LOCK TABLE".into())
+    );
+    // SHARE admits readers and other SHARE lockers, not writers.
+    assert_eq!(col(rows(&mut b, "SELECT count(*) FROM t")), [Value::Int(2)]);
+    run(&mut b, "BEGIN").unwrap();
+    assert_eq!(
+        run(&mut b, "LOCK t IN SHARE MODE NOWAIT"),
+        Ok("LOCK TABLE".into())
+    );
+    assert_eq!(run(&mut b, "ROLLBACK"), Ok("ROLLBACK".into()));
+    run(&mut b, "BEGIN").unwrap();
+    assert_eq!(
+        run(&mut b, "LOCK t IN ROW EXCLUSIVE MODE NOWAIT"),
+        Err("55P03")
+    );
+    assert_eq!(run(&mut b, "ROLLBACK"), Ok("ROLLBACK".into()));
+    run(&mut a, "COMMIT").unwrap();
+    run(&mut b, "BEGIN").unwrap();
+    assert_eq!(
+        run(&mut b, "LOCK t NOWAIT"),
+        Ok("LOCK TABLE".into()),
+        "free after COMMIT"
+    );
+    assert_eq!(run(&mut b, "LOCK nowhere"), Err("42P01"));
+    Ok(())
+}
+
+#[test]
 fn quire_stat_io_counts_the_file_layer_operations() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut s = Session::new(open(dir.path())?);

@@ -67,6 +67,12 @@ pub(crate) enum Plan {
         if_exists: bool,
     },
     Truncate(Vec<TableInfo>),
+    /// LOCK TABLE: `mode` on each table until the end of the transaction block.
+    Lock {
+        tables: Vec<TableInfo>,
+        mode: quire_engine::LockMode,
+        nowait: bool,
+    },
     CreateIndex {
         name: Option<String>,
         table: TableInfo,
@@ -325,6 +331,33 @@ fn key_columns(columns: &[ColumnInfo], cols: &[ast::IndexColumn]) -> Result<Vec<
 }
 
 impl Binder<'_> {
+    /// LOCK [TABLE] names [IN mode MODE] [NOWAIT]; ACCESS EXCLUSIVE when no mode is named,
+    /// as in PostgreSQL.
+    fn lock(&self, lock: &ast::Lock) -> Result<Plan> {
+        use ast::LockTableMode as M;
+        use quire_engine::LockMode as L;
+        let mode = match lock.lock_mode {
+            None | Some(M::AccessExclusive) => L::AccessExclusive,
+            Some(M::AccessShare) => L::AccessShare,
+            Some(M::RowShare) => L::RowShare,
+            Some(M::RowExclusive) => L::RowExclusive,
+            Some(M::ShareUpdateExclusive) => L::ShareUpdateExclusive,
+            Some(M::Share) => L::Share,
+            Some(M::ShareRowExclusive) => L::ShareRowExclusive,
+            Some(M::Exclusive) => L::Exclusive,
+        };
+        let tables = lock
+            .tables
+            .iter()
+            .map(|t| catalog::lookup(self.tx, &table_name(&t.name)?))
+            .collect::<Result<_>>()?;
+        Ok(Plan::Lock {
+            tables,
+            mode,
+            nowait: lock.nowait,
+        })
+    }
+
     fn statement(&mut self, stmt: &Statement) -> Result<Plan> {
         match stmt {
             s if is_transaction_control(s) => bind_transaction_control(s),
@@ -371,6 +404,7 @@ impl Binder<'_> {
                     .collect::<Result<_>>()?;
                 Ok(Plan::Truncate(tables))
             }
+            Statement::Lock(lock) => self.lock(lock),
             Statement::Insert(ins) => self.insert(ins),
             Statement::Query(q) => {
                 if !q.locks.is_empty() {

@@ -145,6 +145,16 @@ fn run_plan(cx: &Cx, plan: &Plan) -> Result<Outcome> {
             }
             Ok(command("DROP TABLE"))
         }
+        Plan::Lock {
+            tables,
+            mode,
+            nowait,
+        } => {
+            for t in tables {
+                tx.lock_table(t.def.oid, *mode, *nowait)?;
+            }
+            Ok(command("LOCK TABLE"))
+        }
         Plan::Truncate(tables) => {
             for t in tables {
                 tx.truncate(t.def.oid)?;

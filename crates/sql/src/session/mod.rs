@@ -381,6 +381,13 @@ impl Session {
         let bound = cached_bind(&mut self.plans, &self.db, key, ast, hints, &tx);
         let mut until_sync = false;
         let r = bound.and_then(|bound| {
+            if matches!(bound.plan, bind::Plan::Lock { .. }) {
+                // Its lock would end with the statement's own transaction.
+                return Err(SqlError::new(
+                    "25P01",
+                    "LOCK TABLE can only be used in transaction blocks",
+                ));
+            }
             let params = decode(&bound.params)?;
             let out = run(
                 &self.db,
