@@ -259,13 +259,17 @@ impl Session {
                 columns: Vec::new(),
             });
         }
-        let generation = self.db.catalog_generation();
-        let bound = if let Some(b) = self.plans.get(text, hints, generation) {
-            b
-        } else {
-            let b = Arc::new(self.with_tx(|tx| bind::bind(ast, hints, tx))?);
-            self.plans.put(text, hints, generation, Arc::clone(&b));
-            b
+        let key = Some(text);
+        let bound = match &self.state {
+            State::Block(tx) => cached_bind(&mut self.plans, &self.db, key, ast, hints, tx)?,
+            State::Failed => return Err(SqlError::in_failed_transaction()),
+            State::Idle => {
+                // A short transaction for the catalog lookups only.
+                let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
+                let bound = cached_bind(&mut self.plans, &self.db, key, ast, hints, &tx);
+                let _ = tx.rollback();
+                bound?
+            }
         };
         Ok(Description {
             params: bound.params.clone(),
