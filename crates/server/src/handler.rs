@@ -228,7 +228,7 @@ impl SimpleQueryHandler for Connection {
             Ok(s) => s,
             Err(e) => return Ok(vec![Response::Error(Box::new(error_info("ERROR", &e)))]),
         };
-        // All statements of the message in one job: one implicit transaction, the first
+        // All statements of the message in one call: one implicit transaction, the first
         // error ending the message, as in PostgreSQL.
         let results = session.call(|s| s.execute_simple(&statements));
         // Before the results: VACUUM, the one statement with notices, runs alone in its
