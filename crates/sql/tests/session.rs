@@ -631,6 +631,53 @@ fn select_for_update_locks_the_rows_until_commit() -> anyhow::Result<()> {
 }
 
 #[test]
+fn order_by_limit_reads_an_index_in_order() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut s = Session::new(open(dir.path())?);
+    run(&mut s, "CREATE TABLE o (id int PRIMARY KEY, v int, n int)").unwrap();
+    for id in [5, 3, 9, 1, 7, 2, 8, 4, 6] {
+        run(
+            &mut s,
+            &format!("INSERT INTO o VALUES ({id}, {}, NULL)", id * 10),
+        )
+        .unwrap();
+    }
+    let plan = |s: &mut Session, q: &str| -> String {
+        col(rows(s, &format!("EXPLAIN {q}")))
+            .into_iter()
+            .map(|v| v.as_text().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let q = "SELECT id, v FROM o ORDER BY id LIMIT 3";
+    let p = plan(&mut s, q);
+    assert!(
+        p.contains("Index Scan using o_pkey") && !p.contains("Sort"),
+        "{p}"
+    );
+    assert_eq!(
+        rows(&mut s, q),
+        [ints(&[1, 10]), ints(&[2, 20]), ints(&[3, 30])]
+    );
+    let q = "SELECT v FROM o WHERE id > 4 AND v < 90 ORDER BY id LIMIT 2 OFFSET 1";
+    assert!(!plan(&mut s, q).contains("Sort"));
+    assert_eq!(rows(&mut s, q), [ints(&[60]), ints(&[70])]);
+    // Not served by the index: descending, a nullable column, no LIMIT.
+    for q in [
+        "SELECT id FROM o ORDER BY id DESC LIMIT 2",
+        "SELECT id FROM o ORDER BY v LIMIT 2",
+        "SELECT id FROM o ORDER BY id",
+    ] {
+        assert!(plan(&mut s, q).contains("Sort"), "{q}");
+    }
+    assert_eq!(
+        rows(&mut s, "SELECT id FROM o ORDER BY id DESC LIMIT 2"),
+        [ints(&[9]), ints(&[8])]
+    );
+    Ok(())
+}
+
+#[test]
 fn lock_table_holds_its_mode_to_the_end_of_the_block() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let db = open(dir.path())?;

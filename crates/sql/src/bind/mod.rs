@@ -165,6 +165,7 @@ pub(crate) fn bind(stmt: &Statement, hints: &[SqlType], tx: &Transaction) -> Res
         returning_out: None,
         agg: None,
         base_table: None,
+        select_base: None,
     };
     let plan = b.statement(stmt)?;
     let out = match &plan {
@@ -259,6 +260,8 @@ pub(crate) struct Binder<'t> {
     agg: Option<query::AggCtx>,
     /// The last base table a FROM clause named (a one-table SELECT's access path).
     base_table: Option<TableInfo>,
+    /// The one table of the SELECT bound last, for its query's ORDER BY ... LIMIT.
+    select_base: Option<TableInfo>,
 }
 
 pub(crate) fn ident_name(i: &Ident) -> String {

@@ -137,8 +137,12 @@ impl Binder<'_> {
             return Err(SqlError::unsupported("WITH or FETCH"));
         }
         if let SetExpr::Select(sel) = &*q.body {
-            let node = self.select(sel, q.order_by.as_ref())?;
-            let (node, out) = node;
+            let (mut node, out) = self.select(sel, q.order_by.as_ref())?;
+            let base = self.select_base.take();
+            if let (Some(table), Some(_)) = (&base, &q.limit_clause) {
+                // ORDER BY ... LIMIT: read in an index's order and stop early.
+                node = ordered_by_index(node, table);
+            }
             return Ok((self.limit(node, q.limit_clause.as_ref())?, out));
         }
         let (node, out) = self.set_expr(&q.body)?;
@@ -266,12 +270,12 @@ impl Binder<'_> {
             return Err(SqlError::unsupported("SELECT INTO, TOP or LATERAL VIEW"));
         }
         self.base_table = None;
+        let single = sel.from.len() == 1 && sel.from[0].joins.is_empty();
         let (mut node, scope) = match &sel.selection {
             Some(w) if sel.from.len() > 1 => self.comma_join(&sel.from, w)?,
             _ => {
                 let (from, scope) = self.from(&sel.from)?;
-                let single = sel.from.len() == 1 && sel.from[0].joins.is_empty();
-                let base = self.base_table.take().filter(|_| single);
+                let base = self.base_table.clone().filter(|_| single);
                 let mut node = from;
                 if let Some(w) = &sel.selection {
                     let pred = self.predicate(w, &scope)?;
@@ -310,7 +314,10 @@ impl Binder<'_> {
             node = agg_node;
             shape
         };
-        Self::finish_select(node, shape, sel)
+        let done = Self::finish_select(node, shape, sel)?;
+        // Last, after any nested SELECT of this one has bound: its query reads it next.
+        self.select_base = self.base_table.take().filter(|_| single);
+        Ok(done)
     }
 
     /// Projection, DISTINCT, ORDER BY and the hidden sort columns' removal.
@@ -899,6 +906,92 @@ fn using(
     } else {
         Expr::And(conj)
     })
+}
+
+/// `Sort(Project(scan))` (under the projection that cuts hidden sort columns, if any) where
+/// the sort keys are ascending columns that lead an index and
+/// can hold no NULL (an index does not order NULLs as `NULLS LAST` promises without
+/// checking): the scan reads through that index instead and the sort goes, so that a LIMIT
+/// above stops after its rows. Any other shape comes back as it was.
+fn ordered_by_index(node: Node, table: &TableInfo) -> Node {
+    let (input, keys) = match node {
+        Node::Sort { input, keys } => (input, keys),
+        // Hidden sort columns (ORDER BY what the select list lacks) are cut above the sort.
+        Node::Project { input, exprs } if matches!(*input, Node::Sort { .. }) => {
+            return Node::Project {
+                input: Box::new(ordered_by_index(*input, table)),
+                exprs,
+            };
+        }
+        other => return other,
+    };
+    let Node::Project {
+        input: inner,
+        exprs,
+    } = *input
+    else {
+        return Node::Sort { input, keys };
+    };
+    let key_columns: Option<Vec<usize>> = keys
+        .iter()
+        .map(|k| match (&k.expr, k.descending, k.nulls_first) {
+            (Expr::Column(i), false, false) => match exprs.get(*i) {
+                Some(Expr::Column(c)) if table.columns.get(*c).is_some_and(|c| c.not_null) => {
+                    Some(*c)
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    let index = key_columns.and_then(|cols| {
+        table.indexes.iter().find(|i| {
+            i.columns.len() >= cols.len()
+                && cols
+                    .iter()
+                    .zip(&i.columns)
+                    .all(|(c, ic)| *c == usize::from(*ic))
+        })
+    });
+    match index.and_then(|index| with_index_order(&inner, table, index)) {
+        Some(scan) => Node::Project {
+            input: Box::new(scan),
+            exprs,
+        },
+        None => Node::Sort {
+            input: Box::new(Node::Project {
+                input: inner,
+                exprs,
+            }),
+            keys,
+        },
+    }
+}
+
+/// `node` (a scan of `table`, maybe filtered) reading through `index`, in its order: a
+/// sequential scan becomes a full index scan, a scan of that index stays; `None` otherwise.
+fn with_index_order(
+    node: &Node,
+    table: &TableInfo,
+    index: &quire_engine::IndexDef,
+) -> Option<Node> {
+    match node {
+        Node::Scan {
+            table: t,
+            with_tid: false,
+        } if *t == table.def.oid => Some(Node::IndexScan {
+            index: index.oid,
+            lower: Bound::Unbounded,
+            upper: Bound::Unbounded,
+            with_tid: false,
+        }),
+        Node::IndexScan { index: i, .. } if *i == index.oid => Some(node.clone()),
+        Node::Filter { input, pred } => Some(Node::Filter {
+            input: Box::new(with_index_order(input, table, index)?),
+            pred: pred.clone(),
+        }),
+        _ => None,
+    }
 }
 
 /// Takes from `pending` the conjuncts that read columns and only columns in `start..end`
