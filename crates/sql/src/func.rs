@@ -15,6 +15,17 @@ pub(crate) enum Func {
     Upper,
     Length,
     Substr,
+    Left,
+    Right,
+    Replace,
+    /// btrim, ltrim, rtrim (and SQL's TRIM): which ends, and the characters (blank if none).
+    Trim {
+        leading: bool,
+        trailing: bool,
+    },
+    Strpos,
+    Repeat,
+    CurrentDate,
     Concat,
     Coalesce,
     NullIf,
@@ -272,6 +283,15 @@ pub(crate) fn resolve(
             }
             (Func::Substr, c, T::Text)
         }
+        ("left", 2) => (Func::Left, vec![Some(T::Text), Some(T::Int8)], T::Text),
+        ("right", 2) => (Func::Right, vec![Some(T::Text), Some(T::Int8)], T::Text),
+        ("replace", 3) => (Func::Replace, text(3), T::Text),
+        ("btrim" | "trim", 1 | 2) => (trim(true, true), text(n), T::Text),
+        ("ltrim", 1 | 2) => (trim(true, false), text(n), T::Text),
+        ("rtrim", 1 | 2) => (trim(false, true), text(n), T::Text),
+        ("strpos", 2) => (Func::Strpos, text(2), T::Int4),
+        ("repeat", 2) => (Func::Repeat, vec![Some(T::Text), Some(T::Int8)], T::Text),
+        ("current_date", 0) => (Func::CurrentDate, vec![], T::Date),
         ("concat", _) => (Func::Concat, keep(n), T::Text),
         ("coalesce", 1..) => {
             let t = common()?;
@@ -499,6 +519,64 @@ impl Func {
                     .unwrap_or(i64::MAX),
             ),
             Func::Substr => substr(&args)?,
+            Func::Left | Func::Right => {
+                let s = text_arg(&args[0]).unwrap_or("");
+                let n = int_arg(&args[1]).unwrap_or(0);
+                Value::Text(left_right(s, n, self == Func::Left))
+            }
+            Func::Replace => {
+                let (s, from, to) = (
+                    text_arg(&args[0]).unwrap_or(""),
+                    text_arg(&args[1]).unwrap_or(""),
+                    text_arg(&args[2]).unwrap_or(""),
+                );
+                // PostgreSQL: an empty pattern replaces nothing.
+                let out = if from.is_empty() {
+                    s.to_string()
+                } else {
+                    check_text_len(s.len() / from.len() * to.len() + s.len())?;
+                    s.replace(from, to)
+                };
+                Value::Text(out)
+            }
+            Func::Trim { leading, trailing } => {
+                let s = text_arg(&args[0]).unwrap_or("");
+                let chars: Vec<char> = args
+                    .get(1)
+                    .and_then(text_arg)
+                    .map_or_else(|| vec![' '], |c| c.chars().collect());
+                let is_trimmed = |c: char| chars.contains(&c);
+                let s = if leading {
+                    s.trim_start_matches(is_trimmed)
+                } else {
+                    s
+                };
+                let s = if trailing {
+                    s.trim_end_matches(is_trimmed)
+                } else {
+                    s
+                };
+                Value::Text(s.to_string())
+            }
+            Func::Strpos => {
+                let (s, sub) = (
+                    text_arg(&args[0]).unwrap_or(""),
+                    text_arg(&args[1]).unwrap_or(""),
+                );
+                let at = s.find(sub).map_or(0, |byte| s[..byte].chars().count() + 1);
+                Value::Int(i64::try_from(at).unwrap_or(i64::MAX))
+            }
+            Func::Repeat => {
+                let s = text_arg(&args[0]).unwrap_or("");
+                let n = usize::try_from(int_arg(&args[1]).unwrap_or(0).max(0)).unwrap_or(0);
+                check_text_len(s.len().saturating_mul(n))?;
+                Value::Text(s.repeat(n))
+            }
+            Func::CurrentDate => types::cast(
+                Value::Timestamp(cx.now_us),
+                SqlType::Timestamptz,
+                SqlType::Date,
+            )?,
             Func::Concat => {
                 let mut s = String::new();
                 for v in &args {
@@ -724,6 +802,34 @@ pub(crate) fn quote_ident(s: &str) -> String {
 
 /// `substr(s, from [, count])` with PostgreSQL's 1-based positions; a start before 1
 /// shortens the count, as in PostgreSQL.
+fn trim(leading: bool, trailing: bool) -> Func {
+    Func::Trim { leading, trailing }
+}
+
+/// PostgreSQL's limit on a text value (1 GB): a function that would build a longer one
+/// fails (54000) before allocating it.
+fn check_text_len(bytes: usize) -> Result<()> {
+    const MAX_TEXT_BYTES: usize = (1 << 30) - 1;
+    if bytes > MAX_TEXT_BYTES {
+        return Err(SqlError::new("54000", "requested length too large"));
+    }
+    Ok(())
+}
+
+/// `left(s, n)` / `right(s, n)`: the first (last) `n` characters; a negative `n` means all
+/// but the last (first) `-n`.
+fn left_right(s: &str, n: i64, left: bool) -> String {
+    let len = i64::try_from(s.chars().count()).unwrap_or(i64::MAX);
+    let keep = if n >= 0 { n.min(len) } else { (len + n).max(0) };
+    let keep = usize::try_from(keep).unwrap_or(0);
+    if left {
+        s.chars().take(keep).collect()
+    } else {
+        let skip = s.chars().count() - keep;
+        s.chars().skip(skip).collect()
+    }
+}
+
 fn substr(args: &[Value]) -> Result<Value> {
     let s = text_arg(&args[0]).unwrap_or("");
     let from = int_arg(&args[1]).unwrap_or(1);

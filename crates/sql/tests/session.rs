@@ -631,6 +631,42 @@ fn select_for_update_locks_the_rows_until_commit() -> anyhow::Result<()> {
 }
 
 #[test]
+fn string_functions_answer_as_postgresql_does() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut s = Session::new(open(dir.path())?);
+    let text = |s: &mut Session, q: &str| -> Vec<Value> { rows(s, q).remove(0) };
+    let t = |v: &str| Value::Text(v.into());
+    assert_eq!(
+        text(&mut s, "SELECT left('abcde', 2), right('abcde', 2), left('abcde', -2), right('abcde', -2), left('ab', 5)"),
+        [t("ab"), t("de"), t("abc"), t("cde"), t("ab")]
+    );
+    assert_eq!(
+        text(&mut s, "SELECT replace('a-b-c', '-', '+'), replace('abc', '', 'x'), repeat('ab', 3), repeat('x', -1)"),
+        [t("a+b+c"), t("abc"), t("ababab"), t("")]
+    );
+    assert_eq!(
+        text(&mut s, "SELECT trim('  x  '), ltrim('  x  '), rtrim('  x  '), btrim('xxaxx', 'x'), trim(leading 'x' from 'xxaxx'), trim(trailing from ' a ')"),
+        [t("x"), t("x  "), t("  x"), t("a"), t("axx"), t(" a")]
+    );
+    assert_eq!(
+        text(
+            &mut s,
+            "SELECT strpos('héllo', 'l'), position('z' in 'abc'), position('b' in 'abc')"
+        ),
+        [Value::Int(3), Value::Int(0), Value::Int(2)]
+    );
+    assert_eq!(
+        text(
+            &mut s,
+            "SELECT current_date = now()::date, CURRENT_DATE = now()::date"
+        ),
+        [Value::Bool(true), Value::Bool(true)]
+    );
+    assert_eq!(run(&mut s, "SELECT repeat('x', 2000000000)"), Err("54000"));
+    Ok(())
+}
+
+#[test]
 fn order_by_limit_reads_an_index_in_order() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut s = Session::new(open(dir.path())?);

@@ -337,6 +337,27 @@ impl Binder<'_> {
                 }
                 self.call("substr", &args, scope)
             }
+            AstExpr::Trim {
+                expr,
+                trim_where,
+                trim_what,
+                trim_characters,
+            } => {
+                if trim_characters.is_some() {
+                    return Err(SqlError::unsupported("TRIM with a character list"));
+                }
+                let name = match trim_where {
+                    None | Some(ast::TrimWhereField::Both) => "btrim",
+                    Some(ast::TrimWhereField::Leading) => "ltrim",
+                    Some(ast::TrimWhereField::Trailing) => "rtrim",
+                };
+                let mut args = vec![(**expr).clone()];
+                args.extend(trim_what.as_deref().cloned());
+                self.call(name, &args, scope)
+            }
+            AstExpr::Position { expr, r#in } => {
+                self.call("strpos", &[(**r#in).clone(), (**expr).clone()], scope)
+            }
             AstExpr::CompoundFieldAccess { root, access_chain } => {
                 let [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] =
                     access_chain.as_slice()
@@ -917,6 +938,7 @@ impl Binder<'_> {
 fn bare_function(name: &str) -> Option<&'static str> {
     Some(match name {
         "current_timestamp" => "now",
+        "current_date" => "current_date",
         "current_user" => "current_user",
         "session_user" => "session_user",
         "user" => "user",
