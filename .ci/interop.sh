@@ -88,17 +88,9 @@ for mode in simple extended prepared; do
 done
 echo "-N: the accounts' balances grew by the history's deltas after each run"
 
-script=$(mktemp)
-cat >"$script" <<'EOF'
-\set aid random(1, 100000 * :scale)
-BEGIN;
-UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = :aid;
-PREPARE TRANSACTION 'p_:client_id';
-COMMIT PREPARED 'p_:client_id';
-EOF
+# Seed 003's two-phase script (bench/twophase.sql, shared with bench/compare-postgres.sh).
 before=$(q "select sum(abalance) from pgbench_accounts")
-bench "two-phase -c 2" -c 2 -j 2 -f "$script"
-rm -f "$script"
+bench "two-phase -c 2" -c 2 -j 2 -f bench/twophase.sql
 after=$(q "select sum(abalance) from pgbench_accounts")
 [[ $((after - before)) == "$last_tx" ]] || fail "two-phase: abalance grew by $((after - before)), $last_tx transactions committed"
 [[ "$(q 'select count(*) from pg_prepared_xacts')" == 0 ]] || fail "prepared transactions left over"

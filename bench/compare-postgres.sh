@@ -174,15 +174,8 @@ finish() { # finish WORKLOAD UNIT: the medians of its samples become a result ro
 wanted() { [[ $1 =~ $only ]]; }
 
 # --- pgbench workloads -----------------------------------------------------------------
-twophase_script=$tmp/twophase.sql
-cat >"$twophase_script" <<'EOF'
-\set aid random(1, 100000 * :scale)
-BEGIN;
-UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = :aid;
-PREPARE TRANSACTION 'p_:client_id';
-COMMIT PREPARED 'p_:client_id';
-EOF
-chmod 644 "$twophase_script"
+# Seed 003's two-phase script (also run by .ci/interop.sh).
+twophase_script=$PWD/bench/twophase.sql
 
 # name|pgbench arguments
 pgbench_workloads=(
