@@ -18,6 +18,10 @@
 //! - Creating or dropping a table name takes the name's lock ([`name_lock`]) until the end of
 //!   the transaction, standing in for PostgreSQL's unique index on `pg_class(relname)`.
 //! - Relation numbers below 16384 are the engine's: 1 and 2 the commit logs, 3 the catalog.
+//! - The generation ([`Catalog::generation`]) moves at every catalog write, again when the
+//!   writing transaction ends (before its locks go), and at the end of a prepared
+//!   transaction that may have written one. Plan caches above keep a plan only while it
+//!   stands still, as PostgreSQL's backends drop plans on invalidation messages.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
