@@ -36,6 +36,14 @@ impl Running {
     }
 
     async fn connect(&self) -> Result<Client, tokio_postgres::Error> {
+        Ok(self.connect_watched().await?.0)
+    }
+
+    /// A client and its connection's task, whose result says how the server ended it.
+    async fn connect_watched(
+        &self,
+    ) -> Result<(Client, JoinHandle<Result<(), tokio_postgres::Error>>), tokio_postgres::Error>
+    {
         let (client, connection) = tokio_postgres::Config::new()
             .host(self.addr.ip().to_string())
             .port(self.addr.port())
@@ -43,8 +51,7 @@ impl Running {
             .dbname("postgres")
             .connect(NoTls)
             .await?;
-        tokio::spawn(connection);
-        Ok(client)
+        Ok((client, tokio::spawn(connection)))
     }
 
     /// Shuts the server down and waits until the database is closed.
@@ -867,13 +874,7 @@ async fn idle_timeouts_end_the_connection_and_roll_back() -> anyhow::Result<()> 
         .await?;
 
     // Idle in a transaction that holds a row lock: the server ends it with 25P03.
-    let (client, connection) = tokio_postgres::Config::new()
-        .host(server.addr.ip().to_string())
-        .port(server.addr.port())
-        .user("postgres")
-        .connect(NoTls)
-        .await?;
-    let ended = tokio::spawn(connection);
+    let (client, ended) = server.connect_watched().await?;
     client
         .batch_execute(
             "SET idle_in_transaction_session_timeout = '200ms'; BEGIN; UPDATE idle SET n = 1 WHERE id = 1",
@@ -903,13 +904,7 @@ async fn idle_timeouts_end_the_connection_and_roll_back() -> anyhow::Result<()> 
     assert_eq!(simple(&other, "SELECT 1").await?, [[Some("1".into())]]);
 
     // ... but idle_session_timeout ends an idle session with 57P05.
-    let (client, connection) = tokio_postgres::Config::new()
-        .host(server.addr.ip().to_string())
-        .port(server.addr.port())
-        .user("postgres")
-        .connect(NoTls)
-        .await?;
-    let ended = tokio::spawn(connection);
+    let (client, ended) = server.connect_watched().await?;
     client
         .batch_execute("SET idle_session_timeout = 150")
         .await?;

@@ -50,16 +50,22 @@ fn explain(s: &mut Session, sql: &str) -> anyhow::Result<String> {
         .join("\n"))
 }
 
-#[test]
-fn a_table_recreated_by_another_session_is_bound_again() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let db = open(dir.path())?;
+/// Two sessions on a new database with a table `t (x, y)` holding (1, 2).
+fn two_sessions_on_t(dir: &std::path::Path) -> anyhow::Result<(Session, Session)> {
+    let db = open(dir)?;
     let mut a = Session::new(Arc::clone(&db));
-    let mut b = Session::new(Arc::clone(&db));
+    let b = Session::new(db);
     run(
         &mut a,
         "CREATE TABLE t (x int, y int); INSERT INTO t VALUES (1, 2)",
     )?;
+    Ok((a, b))
+}
+
+#[test]
+fn a_table_recreated_by_another_session_is_bound_again() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (mut a, mut b) = two_sessions_on_t(dir.path())?;
     let q = "SELECT * FROM t";
     assert_eq!(prepared(&mut a, q)?.0, ["x", "y"]);
     assert_eq!(prepared(&mut a, q)?.1, [vec![Value::Int(1), Value::Int(2)]]);
@@ -78,13 +84,7 @@ fn a_table_recreated_by_another_session_is_bound_again() -> anyhow::Result<()> {
 fn an_index_made_in_a_block_or_prepared_transaction_changes_the_plan_when_it_counts(
 ) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let db = open(dir.path())?;
-    let mut a = Session::new(Arc::clone(&db));
-    let mut b = Session::new(Arc::clone(&db));
-    run(
-        &mut a,
-        "CREATE TABLE t (x int, y int); INSERT INTO t VALUES (1, 2)",
-    )?;
+    let (mut a, mut b) = two_sessions_on_t(dir.path())?;
     let q = "EXPLAIN SELECT y FROM t WHERE x = 1";
     assert!(explain(&mut a, q)?.contains("Seq Scan"));
 

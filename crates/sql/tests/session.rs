@@ -267,6 +267,15 @@ fn col(r: Vec<Vec<Value>>) -> Vec<Value> {
     r.into_iter().map(|mut r| r.remove(0)).collect()
 }
 
+/// The lines of an EXPLAIN statement's plan, as one string.
+fn explain(s: &mut Session, sql: &str) -> String {
+    col(rows(s, sql))
+        .into_iter()
+        .map(|v| v.as_text().unwrap_or_default().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn ints(v: &[i64]) -> Vec<Value> {
     v.iter().map(|&i| Value::Int(i)).collect()
 }
@@ -370,13 +379,7 @@ fn queries_join_group_sort_and_nest() -> anyhow::Result<()> {
         [ints(&[16])]
     );
     // The planner: primary-key equality and ranges through the index, equi-joins hashed.
-    let plan = |s: &mut Session, q: &str| -> String {
-        col(rows(s, q))
-            .into_iter()
-            .map(|v| v.as_text().unwrap_or_default().to_string())
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let plan = explain;
     assert!(plan(&mut s, "EXPLAIN SELECT bal FROM a WHERE aid = 3")
         .contains("Index Scan using a_pkey (key equality)"));
     assert!(plan(&mut s, "EXPLAIN UPDATE a SET bal = 0 WHERE aid > 8")
@@ -678,13 +681,7 @@ fn order_by_limit_reads_an_index_in_order() -> anyhow::Result<()> {
         )
         .unwrap();
     }
-    let plan = |s: &mut Session, q: &str| -> String {
-        col(rows(s, &format!("EXPLAIN {q}")))
-            .into_iter()
-            .map(|v| v.as_text().unwrap_or_default().to_string())
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let plan = |s: &mut Session, q: &str| explain(s, &format!("EXPLAIN {q}"));
     let q = "SELECT id, v FROM o ORDER BY id LIMIT 3";
     let p = plan(&mut s, q);
     assert!(

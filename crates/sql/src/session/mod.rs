@@ -259,18 +259,10 @@ impl Session {
                 columns: Vec::new(),
             });
         }
-        let key = Some(text);
-        let bound = match &self.state {
-            State::Block(tx) => cached_bind(&mut self.plans, &self.db, key, ast, hints, tx)?,
-            State::Failed => return Err(SqlError::in_failed_transaction()),
-            State::Idle => {
-                // A short transaction for the catalog lookups only.
-                let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
-                let bound = cached_bind(&mut self.plans, &self.db, key, ast, hints, &tx);
-                let _ = tx.rollback();
-                bound?
-            }
-        };
+        let plans = &mut self.plans;
+        let bound = with_tx(&self.db, &self.state, |tx| {
+            cached_bind(plans, &self.db, Some(text), ast, hints, tx)
+        })?;
         Ok(Description {
             params: bound.params.clone(),
             columns: bound.out.clone(),
@@ -475,7 +467,7 @@ impl Session {
         if !matches!(self.state, State::Idle) {
             return Err(in_block_error("VACUUM"));
         }
-        let tables: Vec<(String, quire_engine::TableId)> = self.with_tx(|tx| {
+        let tables: Vec<(String, quire_engine::TableId)> = with_tx(&self.db, &self.state, |tx| {
             if v.tables.is_empty() {
                 Ok(tx
                     .tables()?
@@ -593,18 +585,23 @@ impl Session {
         }
         Ok(outcome(tag, OutcomeKind::BlockEnd))
     }
+}
 
-    /// Runs `f` with the block's transaction, or a short one of its own for catalog lookups.
-    fn with_tx<T>(&self, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
-        match &self.state {
-            State::Block(tx) => f(tx),
-            State::Failed => Err(SqlError::in_failed_transaction()),
-            State::Idle => {
-                let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
-                let r = f(&tx);
-                let _ = tx.rollback();
-                r
-            }
+/// Runs `f` with the block's transaction, or a short one of its own for catalog lookups.
+/// A function of the two fields, not a method, so that `f` may borrow the session's others.
+fn with_tx<T>(
+    db: &Database,
+    state: &State,
+    f: impl FnOnce(&Transaction) -> Result<T>,
+) -> Result<T> {
+    match state {
+        State::Block(tx) => f(tx),
+        State::Failed => Err(SqlError::in_failed_transaction()),
+        State::Idle => {
+            let tx = db.begin(IsolationLevel::ReadCommitted)?;
+            let r = f(&tx);
+            let _ = tx.rollback();
+            r
         }
     }
 }
