@@ -492,6 +492,7 @@ fn resource_managers(twophase: Arc<TwoPhaseRedo>) -> Registry {
     let mut registry = Registry::new();
     registry.register(rmid::HEAP, Arc::new(crate::heap::redo::HeapRedo));
     registry.register(rmid::BTREE, Arc::new(crate::btree::redo::BTreeRedo));
+    registry.register(rmid::SEQUENCE, Arc::new(crate::sequence::SequenceRedo));
     let txn = Arc::new(crate::txn::TxnRedo::new(twophase));
     registry.register(rmid::TXN, txn.clone());
     registry.register(rmid::CLOG, txn);

@@ -214,6 +214,21 @@ pub enum Error {
     #[error("column \"{name}\" does not exist")]
     UndefinedColumn { name: String },
 
+    /// nextval past a sequence's bound without CYCLE.
+    #[error("{what}")]
+    SequenceLimit { what: String },
+
+    /// setval outside a sequence's bounds, an increment that overflows.
+    #[error("{what}")]
+    OutOfRange { what: String },
+
+    /// A name of one kind of relation used as another ("\"t\" is not a sequence").
+    #[error("{what}")]
+    WrongObjectType { what: String },
+
+    #[error("invalid sequence page of relation {rel}: {reason}")]
+    CorruptSequence { rel: RelFileLocator, reason: String },
+
     #[error("invalid index entry in block {block} of index {rel}: {reason}")]
     CorruptIndex {
         rel: RelFileLocator,
@@ -233,7 +248,8 @@ impl Error {
             | Error::CorruptTuple { .. }
             | Error::TwoPhaseStateFile { .. }
             | Error::TransactionStatusRemoved { .. }
-            | Error::CorruptIndex { .. } => "XX001", // data_corrupted
+            | Error::CorruptIndex { .. }
+            | Error::CorruptSequence { .. } => "XX001", // data_corrupted
             Error::ShortRead { .. }
             | Error::BlockIo { .. }
             | Error::MissingSegment { .. }
@@ -266,6 +282,9 @@ impl Error {
             Error::DatatypeMismatch { .. } => "42804",
             Error::UniqueViolation { .. } => "23505",
             Error::UndefinedColumn { .. } => "42703",
+            Error::SequenceLimit { .. } => "2200H",
+            Error::OutOfRange { .. } => "22003",
+            Error::WrongObjectType { .. } => "42809",
         }
     }
 

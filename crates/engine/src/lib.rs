@@ -158,7 +158,7 @@ macro_rules! internal_modules {
 
 internal_modules! {
     autovacuum, btree, buffer, catalog, checkpoint, clog, commands, fsm, heap, page, recovery,
-    rng, session, smgr, stats, sync, txn, vacuum, value, vm, wal,
+    rng, sequence, session, smgr, stats, sync, txn, vacuum, value, vm, wal,
 }
 
 mod bytes;
@@ -178,6 +178,7 @@ pub use error::{Error, Result};
 pub use health::HealthState;
 pub use page::{PageError, Tid};
 pub use recovery::RecoveryStats;
+pub use sequence::{SeqOptions, SeqState, SequenceDef};
 pub use session::{Changed, IndexRows, IsolationLevel, Scan, Transaction};
 pub use stats::TableStats;
 pub use txn::lock::{LockMode, LockOwner};

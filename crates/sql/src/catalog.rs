@@ -3,6 +3,12 @@
 //! table, `quire_sql_columns` (one row per column), written in the same transaction as the
 //! engine's catalog entry, so that CREATE and DROP TABLE roll back as one. The primary key is
 //! the unique engine index named `<table>_pkey`, as PostgreSQL names it.
+//!
+//! Column defaults live likewise in `quire_sql_attrdef` (PostgreSQL's `pg_attrdef`): one row
+//! per column with a DEFAULT (its expression as SQL text, bound again where it is used) or
+//! an owned sequence (a `serial` column's, dropped with the table, as PostgreSQL's
+//! `pg_depend` auto dependency). The table is created at startup when missing, so a data
+//! directory made before it existed gains it.
 
 use std::ops::Bound::Included;
 
@@ -17,6 +23,8 @@ use crate::types::SqlType;
 /// The SQL layer's column table; names with this prefix are reserved.
 pub(crate) const COLUMNS_TABLE: &str = "quire_sql_columns";
 const COLUMNS_INDEX: &str = "quire_sql_columns_table";
+const ATTRDEF_TABLE: &str = "quire_sql_attrdef";
+const ATTRDEF_INDEX: &str = "quire_sql_attrdef_table";
 pub(crate) const RESERVED_PREFIX: &str = "quire_";
 
 /// A column as SQL sees it.
@@ -25,6 +33,8 @@ pub(crate) struct ColumnInfo {
     pub name: String,
     pub ty: SqlType,
     pub not_null: bool,
+    /// The DEFAULT expression, as SQL text.
+    pub default: Option<String>,
 }
 
 /// A table as SQL sees it.
@@ -55,23 +65,120 @@ impl TableInfo {
     }
 }
 
-/// Creates the column table on a data directory's first start as a server.
+/// Creates the SQL layer's tables that are missing: all of them on a data directory's first
+/// start as a server.
 pub fn bootstrap(db: &Database) -> Result<()> {
     let tx = db.begin(IsolationLevel::ReadCommitted)?;
-    if find(&tx, COLUMNS_TABLE)?.is_some() {
-        return Ok(tx.rollback()?);
+    if find(&tx, COLUMNS_TABLE)?.is_none() {
+        let table = tx.create_table(
+            COLUMNS_TABLE,
+            &[
+                Column::new("table_oid", Type::Int),
+                Column::new("attnum", Type::Int),
+                Column::new("type_name", Type::Text),
+                Column::new("not_null", Type::Bool),
+            ],
+        )?;
+        tx.create_index(COLUMNS_INDEX, table, &["table_oid"], false)?;
     }
-    let table = tx.create_table(
-        COLUMNS_TABLE,
-        &[
-            Column::new("table_oid", Type::Int),
-            Column::new("attnum", Type::Int),
-            Column::new("type_name", Type::Text),
-            Column::new("not_null", Type::Bool),
-        ],
-    )?;
-    tx.create_index(COLUMNS_INDEX, table, &["table_oid"], false)?;
+    if find(&tx, ATTRDEF_TABLE)?.is_none() {
+        let table = tx.create_table(
+            ATTRDEF_TABLE,
+            &[
+                Column::new("table_oid", Type::Int),
+                Column::new("attnum", Type::Int),
+                Column::new("expr", Type::Text),
+                Column::new("owned_seq", Type::Int),
+            ],
+        )?;
+        tx.create_index(ATTRDEF_INDEX, table, &["table_oid"], false)?;
+    }
     tx.commit()?;
+    Ok(())
+}
+
+/// A row of `quire_sql_attrdef`: a column's DEFAULT and the sequence it owns.
+struct AttrDef {
+    attnum: usize,
+    expr: Option<String>,
+    owned_seq: Option<quire_engine::Oid>,
+}
+
+/// The attrdef rows of `table`, with their addresses.
+fn attrdefs(tx: &Transaction, table: TableId) -> Result<Vec<(quire_engine::Tid, AttrDef)>> {
+    let index = tx.index(ATTRDEF_INDEX)?;
+    let key = [oid_value(table)];
+    let mut out = Vec::new();
+    for row in tx.index_scan(index, Included(&key[..]), Included(&key[..]))? {
+        let (tid, row) = row?;
+        let attnum = row[1].as_int().and_then(|a| usize::try_from(a).ok());
+        let owned = match &row[3] {
+            Value::Null => None,
+            v => Some(v.as_int().and_then(|o| u64::try_from(o).ok())),
+        };
+        let expr = match &row[2] {
+            Value::Null => None,
+            Value::Text(t) => Some(t.clone()),
+            _ => return Err(corrupt(&format!("with oid {table}"))),
+        };
+        let (Some(attnum), None | Some(Some(_))) = (attnum, owned) else {
+            return Err(corrupt(&format!("with oid {table}")));
+        };
+        out.push((
+            tid,
+            AttrDef {
+                attnum,
+                expr,
+                owned_seq: owned.flatten().map(quire_engine::Oid),
+            },
+        ));
+    }
+    Ok(out)
+}
+
+/// The table and column that own sequence `seq` (a `serial` column's), if any: a scan of
+/// every attrdef row, which only DROP SEQUENCE needs.
+pub(crate) fn owner_of(tx: &Transaction, seq: quire_engine::Oid) -> Result<Option<TableId>> {
+    let meta = tx.table(ATTRDEF_TABLE)?;
+    for row in tx.scan(meta)? {
+        let (_, row) = row?;
+        if row[3].as_int() == Some(seq.0.cast_signed()) {
+            let table = row[0].as_int().and_then(|t| u64::try_from(t).ok());
+            return Ok(table.map(quire_engine::Oid));
+        }
+    }
+    Ok(None)
+}
+
+/// Records column `attnum`'s DEFAULT and the sequence it owns.
+pub(crate) fn set_default(
+    tx: &Transaction,
+    table: TableId,
+    attnum: usize,
+    expr: Option<&str>,
+    owned_seq: Option<quire_engine::Oid>,
+) -> Result<()> {
+    let meta = tx.table(ATTRDEF_TABLE)?;
+    let existing = attrdefs(tx, table)?;
+    let mut owned = owned_seq;
+    for (tid, d) in existing {
+        if d.attnum == attnum {
+            owned = owned.or(d.owned_seq);
+            tx.delete(meta, tid)?;
+        }
+    }
+    if expr.is_some() || owned.is_some() {
+        tx.insert(
+            meta,
+            &[
+                oid_value(table),
+                Value::Int(i64::try_from(attnum).expect("a column index fits in i64")),
+                expr.map_or(Value::Null, |e| Value::Text(e.to_string())),
+                owned.map_or(Value::Null, oid_value),
+            ],
+        )?;
+    }
+    tx.note_definition_change();
     Ok(())
 }
 
@@ -117,6 +224,7 @@ pub(crate) fn lookup(tx: &Transaction, name: &str) -> Result<TableInfo> {
             name: c.name.clone(),
             ty: SqlType::of_engine_type(c.ty),
             not_null: false,
+            default: None,
         })
         .collect();
     let meta_index = tx.index(COLUMNS_INDEX)?;
@@ -139,6 +247,10 @@ pub(crate) fn lookup(tx: &Transaction, name: &str) -> Result<TableInfo> {
         }
         col.ty = ty;
         col.not_null = *not_null;
+    }
+    for (_, d) in attrdefs(tx, oid)? {
+        let col = columns.get_mut(d.attnum).ok_or_else(|| corrupt(name))?;
+        col.default = d.expr;
     }
     let indexes = tx.table_indexes(oid)?;
     let pkey = indexes
@@ -184,6 +296,11 @@ pub(crate) fn create(
             ],
         )?;
     }
+    for (i, c) in columns.iter().enumerate() {
+        if let Some(expr) = &c.default {
+            set_default(tx, table, i, Some(expr), None)?;
+        }
+    }
     if let Some(key) = pkey {
         let key_names: Vec<&str> = key.iter().map(|&i| columns[i].name.as_str()).collect();
         tx.create_index(&format!("{name}_pkey"), table, &key_names, true)?;
@@ -203,6 +320,16 @@ pub(crate) fn drop(tx: &Transaction, table: TableId) -> Result<()> {
         .collect::<std::result::Result<_, _>>()?;
     for tid in tids {
         tx.delete(meta, tid)?;
+    }
+    let attrdef = tx.table(ATTRDEF_TABLE)?;
+    for (tid, d) in attrdefs(tx, table)? {
+        tx.delete(attrdef, tid)?;
+        if let Some(seq) = d.owned_seq {
+            // Gone already if dropped by hand (PostgreSQL's dependency would refuse that).
+            if matches!(tx.relation(seq)?, Some(quire_engine::Entry::Sequence(_))) {
+                tx.drop_sequence(seq)?;
+            }
+        }
     }
     Ok(())
 }

@@ -149,6 +149,8 @@ pub(crate) struct Cx<'a> {
     pub params: &'a [Value],
     pub settings: &'a Settings,
     pub interrupt: &'a crate::interrupt::Interrupt,
+    /// The session's `currval` values.
+    pub sequences: &'a crate::sequence::SessionSequences,
     /// The statement's start (`now()`, `CURRENT_TIMESTAMP`), microseconds since 1970.
     pub now_us: i64,
     pub outer: Option<&'a Frame<'a>>,
@@ -167,6 +169,7 @@ impl<'a> Cx<'a> {
             params: self.params,
             settings: self.settings,
             interrupt: self.interrupt,
+            sequences: self.sequences,
             now_us: self.now_us,
             outer: Some(frame),
         }

@@ -34,6 +34,11 @@ pub(crate) enum Func {
     Abs,
     Round,
     Random,
+    /// nextval, currval, setval, lastval: see `crate::sequence`.
+    NextVal,
+    CurrVal,
+    SetVal,
+    LastVal,
     Md5,
     Now,
     Version,
@@ -319,6 +324,16 @@ pub(crate) fn resolve(
             (Func::Round, c, T::Float8)
         }
         ("random", 0) => (Func::Random, vec![], T::Float8),
+        ("nextval", 1) => (Func::NextVal, vec![Some(T::Regclass)], T::Int8),
+        ("currval", 1) => (Func::CurrVal, vec![Some(T::Regclass)], T::Int8),
+        ("setval", 2 | 3) => {
+            let mut c = vec![Some(T::Regclass), Some(T::Int8)];
+            if n == 3 {
+                c.push(Some(T::Bool));
+            }
+            (Func::SetVal, c, T::Int8)
+        }
+        ("lastval", 0) => (Func::LastVal, vec![], T::Int8),
         ("md5", 1) => (Func::Md5, text(1), T::Text),
         ("now" | "current_timestamp" | "statement_timestamp" | "transaction_timestamp", 0) => {
             (Func::Now, vec![], T::Timestamptz)
@@ -427,6 +442,11 @@ fn text_arg(v: &Value) -> Option<&str> {
         Value::Text(s) => Some(s),
         _ => None,
     }
+}
+
+/// A `regclass` argument: the relation's oid (the cast from a name looked it up).
+fn seq_arg(v: &Value) -> quire_engine::Oid {
+    quire_engine::Oid(int_arg(v).and_then(|i| u64::try_from(i).ok()).unwrap_or(0))
 }
 
 fn int_arg(v: &Value) -> Option<i64> {
@@ -640,6 +660,17 @@ impl Func {
                 Value::Float((x * scale).round() / scale)
             }
             Func::Random => Value::Float(random_f64()),
+            Func::NextVal => Value::Int(cx.sequences.nextval(cx.tx, seq_arg(&args[0]))?),
+            Func::CurrVal => Value::Int(cx.sequences.currval(cx.tx, seq_arg(&args[0]))?),
+            Func::SetVal => {
+                let value = int_arg(&args[1]).unwrap_or(0);
+                let is_called = !matches!(args.get(2), Some(Value::Bool(false)));
+                Value::Int(
+                    cx.sequences
+                        .setval(cx.tx, seq_arg(&args[0]), value, is_called)?,
+                )
+            }
+            Func::LastVal => Value::Int(cx.sequences.lastval(cx.tx)?),
             Func::Md5 => Value::Text(format!(
                 "{:x}",
                 md5::compute(text_arg(&args[0]).unwrap_or("").as_bytes())
@@ -709,7 +740,12 @@ impl Func {
             },
             Func::GetConstraintDef => crate::pg_catalog::constraint_def(cx.tx, oid_arg(&args[0]))?
                 .map_or(Value::Null, Value::Text),
-            Func::GetExpr | Func::ObjDescription | Func::NoObjectDef => Value::Null,
+            // quire keeps expressions as text (pg_attrdef.adbin): shown as they are.
+            Func::GetExpr => match a0 {
+                Some(Value::Text(t)) => Value::Text(t.clone()),
+                _ => Value::Null,
+            },
+            Func::ObjDescription | Func::NoObjectDef => Value::Null,
             Func::EncodingToChar => Value::Text(
                 if int_arg(&args[0]) == Some(6) {
                     "UTF8"

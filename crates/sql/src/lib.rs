@@ -10,6 +10,7 @@
 //! - `expr`, `func`: typed expressions and functions, and their evaluation.
 //! - `plan`: plan nodes and their pull-based execution.
 //! - `catalog`, `pg_catalog`: what SQL keeps of a table, and PostgreSQL's catalog views.
+//! - `sequence`: CREATE SEQUENCE's options, `nextval` and its kin, `serial` columns.
 //! - `bind`: names, types and access paths: a statement becomes a plan.
 //! - `copy`: COPY's text and CSV formats.
 //! - `interrupt`: cancel requests and `statement_timeout`.
@@ -46,6 +47,7 @@ mod interrupt;
 mod parse;
 mod pg_catalog;
 mod plan;
+mod sequence;
 mod session;
 mod types;
 

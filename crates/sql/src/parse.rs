@@ -79,6 +79,15 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     Ok(out)
 }
 
+/// Parses one SQL expression (a column's stored DEFAULT), 42601 on a syntax error.
+pub(crate) fn expression(sql: &str) -> Result<sqlparser::ast::Expr> {
+    let dialect = sqlparser::dialect::PostgreSqlDialect {};
+    sqlparser::parser::Parser::new(&dialect)
+        .try_with_sql(sql)
+        .and_then(|mut p| p.parse_expr())
+        .map_err(|e| syntax_error(sql, sql, &e.to_string()))
+}
+
 /// sqlparser's error (`Expected: X, found: Y at Line: 1, Column: 8`) as PostgreSQL words
 /// it: `syntax error at or near "Y"` (or `at end of input`) with the position of `Y` in the
 /// whole query string; sqlparser's own words become the detail.

@@ -435,7 +435,6 @@ impl CatalogTable {
             ],
             CatalogTable::Inherits
             | CatalogTable::PartitionedTable
-            | CatalogTable::AttrDef
             | CatalogTable::Description
             | CatalogTable::Policy
             | CatalogTable::StatisticExt
@@ -443,8 +442,9 @@ impl CatalogTable {
             | CatalogTable::PublicationRel
             | CatalogTable::PublicationNamespace
             | CatalogTable::Trigger
-            | CatalogTable::Rewrite
-            | CatalogTable::Sequence => Vec::new(),
+            | CatalogTable::Rewrite => Vec::new(),
+            CatalogTable::AttrDef => attrdef_rows(cx.tx)?,
+            CatalogTable::Sequence => sequence_rows(cx.tx)?,
             CatalogTable::Constraint => constraint_rows(cx.tx)?,
             CatalogTable::StatIo => {
                 let counts = cx.db.io_counts();
@@ -524,6 +524,10 @@ fn user_tables(tx: &Transaction) -> Result<Vec<TableInfo>> {
 
 fn class_rows(tx: &Transaction) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
+    for s in tx.sequences()? {
+        // PostgreSQL's sequence relation has three columns: last_value, log_cnt, is_called.
+        rows.push(class_row(oid_of(s.oid), &s.name, "S", 0, 3, false));
+    }
     for t in user_tables(tx)? {
         rows.push(class_row(
             oid_of(t.def.oid),
@@ -582,6 +586,49 @@ fn class_row(oid: Value, name: &str, kind: &str, am: i64, natts: usize, has_inde
     ]
 }
 
+/// One row per column DEFAULT; `adbin` holds the expression's text, which
+/// `pg_get_expr` returns as it is.
+fn attrdef_rows(tx: &Transaction) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for t in user_tables(tx)? {
+        for (i, c) in t.columns.iter().enumerate() {
+            if let Some(expr) = &c.default {
+                let attnum = i64::try_from(i).unwrap_or(i64::MAX - 1) + 1;
+                rows.push(vec![
+                    // Oids of their own are not kept: the table's, offset by the column.
+                    oid_of(t.def.oid)
+                        .as_int()
+                        .map_or(Value::Null, |o| int(o * 2048 + attnum)),
+                    oid_of(t.def.oid),
+                    int(attnum),
+                    text(expr),
+                ]);
+            }
+        }
+    }
+    Ok(rows)
+}
+
+fn sequence_rows(tx: &Transaction) -> Result<Vec<Row>> {
+    Ok(tx
+        .sequences()?
+        .into_iter()
+        .map(|s| {
+            let o = s.options;
+            vec![
+                oid_of(s.oid),
+                int(i64::from(SqlType::Int8.oid())),
+                int(o.start),
+                int(o.increment),
+                int(o.max_value),
+                int(o.min_value),
+                int(o.cache),
+                Value::Bool(o.cycle),
+            ]
+        })
+        .collect())
+}
+
 fn attribute_rows(tx: &Transaction) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for t in user_tables(tx)? {
@@ -595,7 +642,7 @@ fn attribute_rows(tx: &Transaction) -> Result<Vec<Row>> {
                 int(typmod(c.ty)),
                 int(0),
                 Value::Bool(c.not_null),
-                Value::Bool(false),
+                Value::Bool(c.default.is_some()),
                 text(""),
                 text(""),
                 Value::Bool(false),

@@ -1,6 +1,6 @@
 //! # catalog — tables, stored transactionally
 //!
-//! Table definitions are rows of a system heap table, `quire_class` (relation file
+//! Table, index and sequence definitions are rows of a system heap table, `quire_class` (relation file
 //! `base/0/3`), one version per definition: `(oid, name, relation file number, columns)`.
 //! Because it is an ordinary MVCC heap, DDL is transactional for free: CREATE TABLE inserts a
 //! row, DROP TABLE deletes it, TRUNCATE updates it to point at a new relation file (as
@@ -33,6 +33,7 @@ use crate::bytes::Reader;
 use crate::error::{Error, Result};
 use crate::heap::{Heap, Looker, XidOracle};
 use crate::page::Tid;
+pub use crate::sequence::{SeqOptions, SequenceDef};
 
 use crate::txn::lock::LockTag;
 use crate::types::{Fork, Oid, RelFileLocator};
@@ -216,11 +217,47 @@ impl IndexDef {
     }
 }
 
-/// A catalog row: a table's or an index's definition.
+/// The fourth value of a sequence's catalog row (an index has its table's oid there).
+const SEQUENCE_KIND: &str = "S";
+
+impl SequenceDef {
+    /// The catalog row of this definition: `(oid, name, relation file number, "S",
+    /// options)`.
+    pub fn to_row(&self) -> Row {
+        vec![
+            Value::Int(self.oid.0.cast_signed()),
+            Value::Text(self.name.clone()),
+            Value::Int(self.rel.rel_number.cast_signed()),
+            Value::Text(SEQUENCE_KIND.into()),
+            Value::Bytea(self.options.encode()),
+        ]
+    }
+
+    /// Decodes a catalog row; `None` if it is not a sequence's.
+    pub fn from_row(row: &[Value]) -> Option<SequenceDef> {
+        let [Value::Int(oid), Value::Text(name), Value::Int(number), Value::Text(kind), Value::Bytea(options)] =
+            row
+        else {
+            return None;
+        };
+        if kind != SEQUENCE_KIND {
+            return None;
+        }
+        Some(SequenceDef {
+            oid: Oid(u64::try_from(*oid).ok()?),
+            name: name.clone(),
+            rel: RelFileLocator::new(USER_DB, u64::try_from(*number).ok()?),
+            options: SeqOptions::decode(options)?,
+        })
+    }
+}
+
+/// A catalog row: a table's, an index's or a sequence's definition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Entry {
     Table(TableDef),
     Index(IndexDef),
+    Sequence(SequenceDef),
 }
 
 impl Entry {
@@ -228,12 +265,14 @@ impl Entry {
         TableDef::from_row(row)
             .map(Entry::Table)
             .or_else(|| IndexDef::from_row(row).map(Entry::Index))
+            .or_else(|| SequenceDef::from_row(row).map(Entry::Sequence))
     }
 
     pub fn oid(&self) -> Oid {
         match self {
             Entry::Table(t) => t.oid,
             Entry::Index(i) => i.oid,
+            Entry::Sequence(s) => s.oid,
         }
     }
 
@@ -241,13 +280,15 @@ impl Entry {
         match self {
             Entry::Table(t) => &t.name,
             Entry::Index(i) => &i.name,
+            Entry::Sequence(s) => &s.name,
         }
     }
 
-    fn rel(&self) -> RelFileLocator {
+    pub fn rel(&self) -> RelFileLocator {
         match self {
             Entry::Table(t) => t.rel,
             Entry::Index(i) => i.rel,
+            Entry::Sequence(s) => s.rel,
         }
     }
 
@@ -255,6 +296,7 @@ impl Entry {
         match self {
             Entry::Table(t) => t.to_row(),
             Entry::Index(i) => i.to_row(),
+            Entry::Sequence(s) => s.to_row(),
         }
     }
 }
@@ -513,21 +555,38 @@ impl Catalog {
         })
     }
 
-    /// Every definition `looker` sees, by name.
+    /// Every table definition `looker` sees, by name.
     pub fn list(
         &self,
         heap: &Heap<'_>,
         looker: &Looker<'_>,
         oracle: &dyn XidOracle,
     ) -> Result<Vec<TableDef>> {
-        let oids: Vec<TableId> = self.index.read().versions.keys().copied().collect();
+        Ok(self
+            .list_entries(heap, looker, oracle)?
+            .into_iter()
+            .filter_map(|e| match e {
+                Entry::Table(t) => Some(t),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Every definition (tables, indexes, sequences) `looker` sees, by name.
+    pub fn list_entries(
+        &self,
+        heap: &Heap<'_>,
+        looker: &Looker<'_>,
+        oracle: &dyn XidOracle,
+    ) -> Result<Vec<Entry>> {
+        let oids: Vec<Oid> = self.index.read().versions.keys().copied().collect();
         let mut out = Vec::new();
         for oid in oids {
-            if let Some((_, def)) = self.by_oid(heap, oid, looker, oracle)? {
-                out.push(def);
+            if let Some((_, e)) = self.entry(heap, oid, looker, oracle)? {
+                out.push(e);
             }
         }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out.sort_by(|a, b| a.name().cmp(b.name()));
         Ok(out)
     }
 }
@@ -557,6 +616,29 @@ mod tests {
         let mut bad = row.clone();
         bad[4] = Value::Bytea(vec![1, 0]);
         assert_eq!(IndexDef::from_row(&bad), None, "an odd column list");
+    }
+
+    #[test]
+    fn sequence_definitions_round_trip_and_differ_from_the_others() {
+        let def = SequenceDef {
+            oid: Oid(16600),
+            name: "t_id_seq".into(),
+            rel: RelFileLocator::new(USER_DB, 16600),
+            options: SeqOptions {
+                cycle: true,
+                ..SeqOptions::default()
+            },
+        };
+        let row = def.to_row();
+        assert_eq!(Entry::from_row(&row), Some(Entry::Sequence(def.clone())));
+        assert_eq!(IndexDef::from_row(&row), None);
+        assert_eq!(TableDef::from_row(&row), None);
+        let mut bad = row.clone();
+        bad[3] = Value::Text("X".into());
+        assert_eq!(Entry::from_row(&bad), None, "another kind");
+        let mut bad = row;
+        bad[4] = Value::Bytea(vec![1, 2, 3]);
+        assert_eq!(Entry::from_row(&bad), None, "options too short");
     }
 
     #[test]

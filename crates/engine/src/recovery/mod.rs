@@ -64,6 +64,8 @@ pub mod rmid {
     pub const HEAP: Rmid = Rmid(4);
     /// B+tree indexes.
     pub const BTREE: Rmid = Rmid(5);
+    /// Sequences: their state, set in place.
+    pub const SEQUENCE: Rmid = Rmid(6);
     /// Page-level byte changes, for crash tests and the torture tool.
     pub const TEST: Rmid = Rmid(255);
 }

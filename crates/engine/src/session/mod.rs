@@ -27,13 +27,15 @@
 //! ## Files
 //! `mod.rs` holds the transaction's state and the plumbing every operation uses (command
 //! snapshots, the transaction id, locks, waits); `ddl.rs` tables and LOCK TABLE; `index.rs`
-//! indexes and index scans; `rows.rs` row operations and sequential scans; `end.rs` COMMIT,
+//! indexes and index scans; `rows.rs` row operations and sequential scans; `sequence.rs`
+//! sequences (CREATE/DROP, and `nextval`, which is not transactional); `end.rs` COMMIT,
 //! ROLLBACK and PREPARE TRANSACTION.
 
 mod ddl;
 mod end;
 mod index;
 mod rows;
+mod sequence;
 
 use std::cell::RefCell;
 use std::collections::HashMap;

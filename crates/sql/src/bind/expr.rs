@@ -95,6 +95,18 @@ impl Binder<'_> {
             return Ok(e);
         }
         match e {
+            // A relation or type name is looked up when the statement runs (the catalog
+            // may change between a prepared statement's bind and its execution).
+            Expr::Const(Value::Text(s))
+                if from == SqlType::Unknown
+                    && matches!(to, SqlType::Regclass | SqlType::Regtype) =>
+            {
+                Ok(Expr::Cast(
+                    Box::new(Expr::Const(Value::Text(s))),
+                    SqlType::Text,
+                    to,
+                ))
+            }
             Expr::Const(Value::Text(s)) if from == SqlType::Unknown => {
                 Ok(Expr::Const(types::parse_text(to, &s)?))
             }

@@ -61,12 +61,23 @@ pub(crate) enum Plan {
         columns: Vec<ColumnInfo>,
         pkey: Option<Vec<usize>>,
         uniques: Vec<Vec<usize>>,
+        /// `serial` columns: each gets a sequence of its own (the maximum value given).
+        serials: Vec<(usize, i64)>,
     },
     DropTable {
         names: Vec<String>,
         if_exists: bool,
     },
     Truncate(Vec<TableInfo>),
+    CreateSequence {
+        name: String,
+        if_not_exists: bool,
+        options: quire_engine::SeqOptions,
+    },
+    DropSequence {
+        names: Vec<String>,
+        if_exists: bool,
+    },
     /// LOCK TABLE: `mode` on each table until the end of the transaction block.
     Lock {
         tables: Vec<TableInfo>,
@@ -367,7 +378,34 @@ impl Binder<'_> {
             Statement::Savepoint { .. } | Statement::ReleaseSavepoint { .. } => Err(
                 SqlError::unsupported("SAVEPOINT (quire has no subtransactions yet)"),
             ),
-            Statement::CreateTable(ct) => Self::create_table(ct),
+            Statement::CreateTable(ct) => self.create_table(ct),
+            Statement::CreateSequence {
+                temporary,
+                if_not_exists,
+                name,
+                sequence_options,
+            } => {
+                if *temporary {
+                    return Err(SqlError::unsupported("CREATE TEMPORARY SEQUENCE"));
+                }
+                let name = table_name(name)?;
+                catalog::check_not_reserved(&name)?;
+                Ok(Plan::CreateSequence {
+                    options: crate::sequence::options(&name, sequence_options)?,
+                    name,
+                    if_not_exists: *if_not_exists,
+                })
+            }
+            Statement::Drop {
+                object_type: ObjectType::Sequence,
+                if_exists,
+                names,
+                cascade: false,
+                ..
+            } => Ok(Plan::DropSequence {
+                names: names.iter().map(table_name).collect::<Result<_>>()?,
+                if_exists: *if_exists,
+            }),
             Statement::Drop {
                 object_type: ObjectType::Table,
                 if_exists,
@@ -509,7 +547,7 @@ impl Binder<'_> {
         })
     }
 
-    fn create_table(ct: &ast::CreateTable) -> Result<Plan> {
+    fn create_table(&mut self, ct: &ast::CreateTable) -> Result<Plan> {
         let name = table_name(&ct.name)?;
         catalog::check_not_reserved(&name)?;
         if ct.query.is_some() || ct.like.is_some() || ct.temporary || ct.external {
@@ -523,6 +561,7 @@ impl Binder<'_> {
         let mut columns: Vec<ColumnInfo> = Vec::new();
         let mut pkey: Option<Vec<usize>> = None;
         let mut uniques = Vec::new();
+        let mut serials = Vec::new();
         for (i, c) in ct.columns.iter().enumerate() {
             let cname = ident_name(&c.name);
             if columns.iter().any(|x| x.name == cname) {
@@ -531,13 +570,34 @@ impl Binder<'_> {
                     format!("column \"{cname}\" specified more than once"),
                 ));
             }
+            let serial = serial_type(&c.data_type);
             let mut col = ColumnInfo {
                 name: cname,
-                ty: SqlType::from_ast(&c.data_type)?,
-                not_null: false,
+                ty: match serial {
+                    Some((ty, _)) => ty,
+                    None => SqlType::from_ast(&c.data_type)?,
+                },
+                not_null: serial.is_some(),
+                default: None,
             };
+            if let Some((_, max)) = serial {
+                serials.push((i, max));
+            }
             for opt in &c.options {
                 match &opt.option {
+                    ColumnOption::Default(e) => {
+                        if col.default.is_some() || serial.is_some() {
+                            return Err(SqlError::new(
+                                "42601",
+                                format!(
+                                    "multiple default values specified for column \"{}\" of table \"{name}\"",
+                                    col.name
+                                ),
+                            ));
+                        }
+                        self.check_default(e, &col)?;
+                        col.default = Some(e.to_string());
+                    }
                     ColumnOption::NotNull => col.not_null = true,
                     ColumnOption::Null => col.not_null = false,
                     ColumnOption::PrimaryKey(_) => {
@@ -575,7 +635,37 @@ impl Binder<'_> {
             columns,
             pkey,
             uniques,
+            serials,
         })
+    }
+
+    /// A DEFAULT expression must bind without columns and fit its column's type.
+    fn check_default(&mut self, e: &AstExpr, col: &ColumnInfo) -> Result<()> {
+        self.assigned(e, col, &Scope::empty()).map_err(|err| {
+            if err.sqlstate() == "42703" {
+                SqlError::new("0A000", "cannot use column reference in DEFAULT expression")
+            } else {
+                err
+            }
+        })?;
+        Ok(())
+    }
+
+    /// The value a column gets when a statement gives none: its DEFAULT, bound again from
+    /// its text, or NULL.
+    fn default_of(&mut self, col: &ColumnInfo) -> Result<Expr> {
+        match &col.default {
+            None => Ok(Expr::Const(Value::Null)),
+            Some(text) => {
+                let e = crate::parse::expression(text)?;
+                self.assigned(&e, col, &Scope::empty())
+            }
+        }
+    }
+
+    /// A row of defaults for `table`.
+    fn default_row(&mut self, table: &TableInfo) -> Result<Vec<Expr>> {
+        table.columns.iter().map(|c| self.default_of(c)).collect()
     }
 
     fn create_index(&mut self, ci: &ast::CreateIndex) -> Result<Plan> {
@@ -642,10 +732,8 @@ impl Binder<'_> {
         };
         let source = match &ins.source {
             Some(q) => self.insert_source(q, &table, &targets)?,
-            None => {
-                // DEFAULT VALUES
-                Node::Values(vec![vec![Expr::Const(Value::Null); table.columns.len()]])
-            }
+            // DEFAULT VALUES
+            None => Node::Values(vec![self.default_row(&table)?]),
         };
         let on_conflict = self.on_conflict(ins.on.as_ref(), &table)?;
         let returning = self.returning(ins.returning.as_deref(), &table)?;
@@ -703,13 +791,13 @@ impl Binder<'_> {
         table: &TableInfo,
         targets: &[usize],
     ) -> Result<Node> {
-        let width = table.columns.len();
+        let defaults = self.default_row(table)?;
         if let SetExpr::Values(values) = &*q.body {
             let mut rows = Vec::with_capacity(values.rows.len());
             for value_row in &values.rows {
                 let value_row = &value_row.content;
                 check_insert_width(value_row.len(), targets.len())?;
-                let mut row = vec![Expr::Const(Value::Null); width];
+                let mut row = defaults.clone();
                 for (&pos, e) in targets.iter().zip(value_row) {
                     if is_default(e) {
                         continue;
@@ -723,7 +811,7 @@ impl Binder<'_> {
         }
         let (node, out) = self.query(q)?;
         check_insert_width(out.len(), targets.len())?;
-        let mut exprs = vec![Expr::Const(Value::Null); width];
+        let mut exprs = defaults;
         for ((&pos, oc), i) in targets.iter().zip(&out).zip(0..) {
             let col = &table.columns[pos];
             exprs[pos] = expr::assign_expr(Expr::Column(i), oc.ty, col)?;
@@ -758,7 +846,7 @@ impl Binder<'_> {
             }
             let col = &table.columns[pos];
             let e = if is_default(&a.value) {
-                Expr::Const(Value::Null)
+                self.default_of(col)?
             } else {
                 self.assigned(&a.value, col, scope)?
             };
@@ -867,6 +955,24 @@ fn check_insert_width(exprs: usize, targets: usize) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// `serial`, `bigserial`, `smallserial` (and `serial2/4/8`): the column's type and its
+/// sequence's maximum.
+fn serial_type(ty: &ast::DataType) -> Option<(SqlType, i64)> {
+    let ast::DataType::Custom(name, mods) = ty else {
+        return None;
+    };
+    if !mods.is_empty() {
+        return None;
+    }
+    let last = name.0.last()?.to_string().to_lowercase();
+    match last.as_str() {
+        "serial" | "serial4" => Some((SqlType::Int4, i32::MAX.into())),
+        "bigserial" | "serial8" => Some((SqlType::Int8, i64::MAX)),
+        "smallserial" | "serial2" => Some((SqlType::Int2, i16::MAX.into())),
+        _ => None,
+    }
 }
 
 fn is_default(e: &AstExpr) -> bool {

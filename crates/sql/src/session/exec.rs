@@ -13,6 +13,7 @@ use crate::error::{Result, SqlError};
 use crate::expr::{Cx, Expr};
 use crate::interrupt::Interrupt;
 use crate::plan::{self, value_tid};
+use crate::sequence::{self, SessionSequences};
 use crate::types::SqlType;
 
 pub(super) fn check_not_null(table: &TableInfo, row: &[Value]) -> Result<()> {
@@ -30,12 +31,44 @@ pub(super) fn check_not_null(table: &TableInfo, row: &[Value]) -> Result<()> {
     Ok(())
 }
 
+/// DROP SEQUENCE of one name: refused while a column's DEFAULT uses it (a `serial`
+/// column's, which DROP TABLE drops), as PostgreSQL's dependency does.
+fn drop_sequence(tx: &Transaction, name: &str, if_exists: bool) -> Result<()> {
+    match tx.relation_named(name)? {
+        Some(quire_engine::Entry::Sequence(seq)) => {
+            if let Some(table) = catalog::owner_of(tx, seq.oid)? {
+                let table = tx
+                    .relation(table)?
+                    .map_or_else(|| table.to_string(), |e| e.name().to_string());
+                return Err(SqlError::new(
+                    "2BP01",
+                    format!("cannot drop sequence {name} because other objects depend on it"),
+                )
+                .with_detail(format!(
+                    "default value for a column of table {table} depends on sequence {name}"
+                )));
+            }
+            Ok(tx.drop_sequence(seq.oid)?)
+        }
+        Some(_) => Err(SqlError::new(
+            "42809",
+            format!("\"{name}\" is not a sequence"),
+        )),
+        None if if_exists => Ok(()),
+        None => Err(SqlError::new(
+            "42P01",
+            format!("sequence \"{name}\" does not exist"),
+        )),
+    }
+}
+
 /// Executes a plan other than transaction control in `tx`.
 pub(super) fn run(
     db: &Database,
     tx: &Transaction,
     settings: &mut Settings,
     interrupt: &Interrupt,
+    sequences: &SessionSequences,
     plan: &Plan,
     params: &[Value],
 ) -> Result<Outcome> {
@@ -96,6 +129,7 @@ pub(super) fn run(
         params,
         settings,
         interrupt,
+        sequences,
         now_us: now_us(),
         outer: None,
     };
@@ -119,11 +153,24 @@ fn run_plan(cx: &Cx, plan: &Plan) -> Result<Outcome> {
             columns,
             pkey,
             uniques,
+            serials,
         } => {
             if *if_not_exists && catalog::find(tx, name)?.is_some() {
                 return Ok(command("CREATE TABLE"));
             }
-            let table = catalog::create(tx, name, columns, pkey.as_deref())?;
+            // Each serial column's sequence first: the column's DEFAULT names it.
+            let mut columns = columns.clone();
+            let mut owned = Vec::with_capacity(serials.len());
+            for &(i, max_value) in serials {
+                let seq_name = sequence::serial_name(tx, name, &columns[i].name)?;
+                let seq = tx.create_sequence(&seq_name, &sequence::serial_options(max_value))?;
+                columns[i].default = Some(sequence::nextval_default(&seq_name));
+                owned.push((i, seq));
+            }
+            let table = catalog::create(tx, name, &columns, pkey.as_deref())?;
+            for (i, seq) in owned {
+                catalog::set_default(tx, table, i, columns[i].default.as_deref(), Some(seq))?;
+            }
             for u in uniques {
                 let cols: Vec<&str> = u.iter().map(|&c| columns[c].name.as_str()).collect();
                 tx.create_index(&unique_name(name, &cols), table, &cols, true)?;
@@ -180,6 +227,22 @@ fn run_plan(cx: &Cx, plan: &Plan) -> Result<Outcome> {
             }
             tx.create_index(&name, table.def.oid, &cols, *unique)?;
             Ok(command("CREATE INDEX"))
+        }
+        Plan::CreateSequence {
+            name,
+            if_not_exists,
+            options,
+        } => {
+            if !(*if_not_exists && tx.relation_named(name)?.is_some()) {
+                tx.create_sequence(name, options)?;
+            }
+            Ok(command("CREATE SEQUENCE"))
+        }
+        Plan::DropSequence { names, if_exists } => {
+            for n in names {
+                drop_sequence(tx, n, *if_exists)?;
+            }
+            Ok(command("DROP SEQUENCE"))
         }
         Plan::DropIndex { names, if_exists } => {
             for n in names {

@@ -97,6 +97,7 @@ mod exec;
 mod plans;
 mod settings;
 
+use crate::sequence::SessionSequences;
 use exec::run;
 use plans::PlanCache;
 
@@ -136,6 +137,8 @@ pub struct Session {
     interrupt: Arc<Interrupt>,
     /// The plans of statements sent through the extended protocol ([`plans`]'s rules).
     plans: PlanCache,
+    /// What this session's `nextval`s returned, for `currval` and `lastval`.
+    sequences: SessionSequences,
 }
 
 fn outcome(tag: impl Into<String>, kind: OutcomeKind) -> Outcome {
@@ -179,6 +182,7 @@ impl Session {
             copy: None,
             copy_error: None,
             plans: PlanCache::default(),
+            sequences: SessionSequences::default(),
             interrupt: Arc::default(),
         }
     }
@@ -364,6 +368,7 @@ impl Session {
                 tx,
                 &mut self.settings,
                 &self.interrupt,
+                &self.sequences,
                 &bound.plan,
                 &params,
             )?;
@@ -390,6 +395,7 @@ impl Session {
                 &tx,
                 &mut self.settings,
                 &self.interrupt,
+                &self.sequences,
                 &bound.plan,
                 &params,
             )?;

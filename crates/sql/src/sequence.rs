@@ -1,0 +1,233 @@
+//! Sequences as SQL sees them (the engine's `sequence` layer keeps their state): CREATE
+//! SEQUENCE's options, the functions `nextval`, `currval`, `setval` and `lastval`, the
+//! session's last values, and the sequences `serial` columns own.
+//!
+//! ## Rules
+//! - Options get PostgreSQL's defaults: ascending from 1 up to the type's maximum
+//!   (`AS smallint|integer|bigint`, bigint by default), descending from -1 down to the
+//!   type's minimum; START at MINVALUE going up, MAXVALUE going down.
+//! - `currval` and `lastval` are the session's, set by its own `nextval` and `setval` only
+//!   (55000 before that), as PostgreSQL's backend-local sequence table.
+//! - A `serial` column is an `integer NOT NULL DEFAULT nextval('<table>_<column>_seq')`
+//!   whose sequence the column owns: DROP TABLE drops it (see `catalog::drop`).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use quire_engine::{Oid, SeqOptions, Transaction};
+use sqlparser::ast::{self, DataType, Expr as AstExpr, SequenceOptions, UnaryOperator};
+
+use crate::error::{Result, SqlError};
+
+/// `nextval` and `setval` results of this session, for `currval` and `lastval`.
+#[derive(Default)]
+pub(crate) struct SessionSequences {
+    values: RefCell<HashMap<Oid, i64>>,
+    /// The sequence `nextval` last advanced, for `lastval`.
+    latest: RefCell<Option<Oid>>,
+}
+
+impl SessionSequences {
+    pub(crate) fn nextval(&self, tx: &Transaction, seq: Oid) -> Result<i64> {
+        let v = tx.nextval(seq)?;
+        self.values.borrow_mut().insert(seq, v);
+        *self.latest.borrow_mut() = Some(seq);
+        Ok(v)
+    }
+
+    pub(crate) fn setval(
+        &self,
+        tx: &Transaction,
+        seq: Oid,
+        value: i64,
+        is_called: bool,
+    ) -> Result<i64> {
+        tx.setval(seq, value, is_called)?;
+        // PostgreSQL's setval sets currval only when the value counts as handed out.
+        if is_called {
+            self.values.borrow_mut().insert(seq, value);
+        }
+        Ok(value)
+    }
+
+    pub(crate) fn currval(&self, tx: &Transaction, seq: Oid) -> Result<i64> {
+        // The lookup checks that it is a sequence, and takes its lock, as PostgreSQL does.
+        let def = tx.sequence_def(seq)?;
+        self.values.borrow().get(&seq).copied().ok_or_else(|| {
+            SqlError::new(
+                "55000",
+                format!(
+                    "currval of sequence \"{}\" is not yet defined in this session",
+                    def.name
+                ),
+            )
+        })
+    }
+
+    pub(crate) fn lastval(&self, tx: &Transaction) -> Result<i64> {
+        let not_yet = || SqlError::new("55000", "lastval is not yet defined in this session");
+        let seq = (*self.latest.borrow()).ok_or_else(not_yet)?;
+        if tx.relation(seq)?.is_none() {
+            return Err(not_yet());
+        }
+        self.values.borrow().get(&seq).copied().ok_or_else(not_yet)
+    }
+}
+
+/// The bounds of a sequence's type (`AS ...`).
+fn type_bounds(ty: &DataType) -> Result<(i64, i64)> {
+    Ok(match ty {
+        DataType::SmallInt(_) | DataType::Int2(_) => (i16::MIN.into(), i16::MAX.into()),
+        DataType::Int(_) | DataType::Integer(_) | DataType::Int4(_) => {
+            (i32::MIN.into(), i32::MAX.into())
+        }
+        DataType::BigInt(_) | DataType::Int8(_) => (i64::MIN, i64::MAX),
+        other => {
+            return Err(SqlError::new(
+                "22023",
+                "sequence type must be smallint, integer, or bigint".to_string()
+                    + &format!(" (not {other})"),
+            ))
+        }
+    })
+}
+
+/// An integer constant of a sequence option (`-5`, `+3`, `100`).
+fn constant(e: &AstExpr) -> Result<i64> {
+    let bad = || {
+        SqlError::new(
+            "42601",
+            format!("sequence option value {e} is not an integer"),
+        )
+    };
+    match e {
+        AstExpr::Value(v) => match &v.value {
+            ast::Value::Number(n, _) => n.parse().map_err(|_| bad()),
+            _ => Err(bad()),
+        },
+        AstExpr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => constant(expr)?.checked_neg().ok_or_else(bad),
+        AstExpr::UnaryOp {
+            op: UnaryOperator::Plus,
+            expr,
+        }
+        | AstExpr::Nested(expr) => constant(expr),
+        _ => Err(bad()),
+    }
+}
+
+/// CREATE SEQUENCE's options with PostgreSQL's defaults filled in. OWNED BY is refused
+/// (ownership comes from `serial`).
+pub(crate) fn options(name: &str, given: &[SequenceOptions]) -> Result<SeqOptions> {
+    let mut bounds = (i64::MIN, i64::MAX);
+    let (mut increment, mut min, mut max, mut start, mut cache, mut cycle) =
+        (1, None, None, None, 1, false);
+    for o in given {
+        match o {
+            SequenceOptions::DataType(ty) => bounds = type_bounds(ty)?,
+            SequenceOptions::IncrementBy(e, _) => increment = constant(e)?,
+            SequenceOptions::MinValue(e) => min = e.as_ref().map(constant).transpose()?,
+            SequenceOptions::MaxValue(e) => max = e.as_ref().map(constant).transpose()?,
+            SequenceOptions::StartWith(e, _) => start = Some(constant(e)?),
+            SequenceOptions::Cache(e) => cache = constant(e)?,
+            SequenceOptions::Cycle(no) => cycle = !no,
+            SequenceOptions::OwnedBy(_) => {
+                return Err(SqlError::unsupported("CREATE SEQUENCE ... OWNED BY"))
+            }
+        }
+    }
+    let ascending = increment > 0;
+    let min_value = min.unwrap_or(if ascending { 1 } else { bounds.0 });
+    let max_value = max.unwrap_or(if ascending { bounds.1 } else { -1 });
+    for (what, v) in [("MINVALUE", min_value), ("MAXVALUE", max_value)] {
+        if !(bounds.0..=bounds.1).contains(&v) {
+            return Err(SqlError::new(
+                "22023",
+                format!("{what} ({v}) is out of range for sequence data type"),
+            ));
+        }
+    }
+    let opts = SeqOptions {
+        increment,
+        min_value,
+        max_value,
+        start: start.unwrap_or(if ascending { min_value } else { max_value }),
+        cache,
+        cycle,
+    };
+    opts.check(name)?;
+    Ok(opts)
+}
+
+/// The options of a `serial` column's sequence: integer bounds (bigint for `bigserial`,
+/// smallint for `smallserial`).
+pub(crate) fn serial_options(max_value: i64) -> SeqOptions {
+    SeqOptions {
+        max_value,
+        ..SeqOptions::default()
+    }
+}
+
+/// The name PostgreSQL gives a serial column's sequence: `<table>_<column>_seq`, with a
+/// number appended while the name is taken.
+pub(crate) fn serial_name(tx: &Transaction, table: &str, column: &str) -> Result<String> {
+    let base = format!("{table}_{column}_seq");
+    if tx.relation_named(&base)?.is_none() {
+        return Ok(base);
+    }
+    for n in 1..1000 {
+        let name = format!("{base}{n}");
+        if tx.relation_named(&name)?.is_none() {
+            return Ok(name);
+        }
+    }
+    Err(SqlError::new(
+        "42P07",
+        format!("could not choose a name for the sequence of column \"{column}\""),
+    ))
+}
+
+/// The DEFAULT text of a column that `seq` numbers, as PostgreSQL shows it.
+pub(crate) fn nextval_default(seq: &str) -> String {
+    format!("nextval('{}'::regclass)", seq.replace('\'', "''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlparser::dialect::PostgreSqlDialect;
+    use sqlparser::parser::Parser;
+
+    fn opts_of(sql: &str) -> Result<SeqOptions> {
+        let stmt = Parser::parse_sql(&PostgreSqlDialect {}, sql).expect("parses");
+        let ast::Statement::CreateSequence {
+            sequence_options, ..
+        } = &stmt[0]
+        else {
+            panic!("not CREATE SEQUENCE");
+        };
+        options("s", sequence_options)
+    }
+
+    #[test]
+    fn options_default_as_postgresql_does() {
+        assert_eq!(opts_of("CREATE SEQUENCE s").unwrap(), SeqOptions::default());
+        let down = opts_of("CREATE SEQUENCE s INCREMENT BY -2 AS integer").unwrap();
+        assert_eq!(
+            (down.min_value, down.max_value, down.start),
+            (i64::from(i32::MIN), -1, -1)
+        );
+        let o = opts_of("CREATE SEQUENCE s AS smallint START WITH 5 MINVALUE 0 CYCLE").unwrap();
+        assert_eq!(
+            (o.min_value, o.max_value, o.start, o.cycle),
+            (0, 32767, 5, true)
+        );
+        let e = opts_of("CREATE SEQUENCE s AS smallint MAXVALUE 40000").unwrap_err();
+        assert_eq!(e.sqlstate(), "22023");
+        let e = opts_of("CREATE SEQUENCE s START 0").unwrap_err();
+        assert_eq!(e.sqlstate(), "22023");
+        assert_eq!(nextval_default("a'b"), "nextval('a''b'::regclass)");
+    }
+}
