@@ -182,6 +182,52 @@ fn serial_and_default_columns_fill_what_a_statement_leaves_out() -> anyhow::Resu
         ),
         Value::Int(i64::from(i32::MAX))
     );
+    // ALTER COLUMN SET/DROP DEFAULT; DROP DEFAULT keeps the serial column's sequence.
+    run(
+        &mut s,
+        "ALTER TABLE items ALTER COLUMN name SET DEFAULT 'x' || 'y'",
+    )
+    .unwrap();
+    run(&mut s, "ALTER TABLE items ALTER COLUMN qty DROP DEFAULT").unwrap();
+    run(&mut s, "ALTER TABLE items ALTER id DROP DEFAULT").unwrap();
+    assert_eq!(
+        code(run(&mut s, "INSERT INTO items (big) VALUES (0)")),
+        "23502"
+    );
+    run(
+        &mut s,
+        "BEGIN; ALTER TABLE items ALTER COLUMN qty SET DEFAULT 9; ROLLBACK",
+    )
+    .unwrap();
+    let err = run(
+        &mut s,
+        "INSERT INTO items (id, big) VALUES (nextval('items_id_seq'), 0)",
+    );
+    assert!(
+        err.unwrap_err().contains("column \"qty\""),
+        "no default for qty"
+    );
+    run(
+        &mut s,
+        "INSERT INTO items (id, big, qty) VALUES (nextval('items_id_seq'), 0, 3)",
+    )
+    .unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT id, name, qty FROM items WHERE big = 0"),
+        [[Value::Int(8), Value::Text("xy".into()), Value::Int(3)]]
+    );
+    assert_eq!(
+        code(run(&mut s, "ALTER TABLE items ALTER nope DROP DEFAULT")),
+        "42703"
+    );
+    run(
+        &mut s,
+        "DELETE FROM items WHERE big = 0; \
+         ALTER TABLE items ALTER id SET DEFAULT nextval('items_id_seq'::regclass); \
+         ALTER TABLE items ALTER name SET DEFAULT 'none'; \
+         ALTER TABLE items ALTER qty SET DEFAULT 1 + 1",
+    )
+    .unwrap();
     // The column owns its sequence: not dropped alone, dropped with the table.
     assert_eq!(code(run(&mut s, "DROP SEQUENCE items_id_seq")), "2BP01");
     // Bad defaults are refused when the table is made.
@@ -208,7 +254,7 @@ fn serial_and_default_columns_fill_what_a_statement_leaves_out() -> anyhow::Resu
     run(&mut s, "INSERT INTO items (name) VALUES ('after')").unwrap();
     assert_eq!(
         one(&mut s, "SELECT id FROM items WHERE name = 'after'"),
-        Value::Int(7)
+        Value::Int(9)
     );
     run(&mut s, "DROP TABLE items").unwrap();
     assert!(rows(&mut s, "SELECT relname FROM pg_class WHERE relkind = 'S'").is_empty());

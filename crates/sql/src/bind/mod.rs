@@ -95,6 +95,12 @@ pub(crate) enum Plan {
         names: Vec<String>,
         if_exists: bool,
     },
+    /// ALTER TABLE ... ALTER COLUMN ... SET DEFAULT / DROP DEFAULT (`expr` None).
+    SetDefault {
+        table: TableInfo,
+        column: usize,
+        expr: Option<String>,
+    },
     /// ALTER TABLE ... ADD PRIMARY KEY / ADD CONSTRAINT ... UNIQUE.
     AddKey {
         table: TableInfo,
@@ -690,6 +696,22 @@ impl Binder<'_> {
         let [op] = at.operations.as_slice() else {
             return Err(SqlError::unsupported("several ALTER TABLE actions at once"));
         };
+        if let AlterTableOperation::AlterColumn { column_name, op } = op {
+            let column = table.column(&ident_name(column_name))?;
+            let expr = match op {
+                ast::AlterColumnOperation::SetDefault { value } => {
+                    self.check_default(value, &table.columns[column])?;
+                    Some(value.to_string())
+                }
+                ast::AlterColumnOperation::DropDefault => None,
+                other => return Err(SqlError::unsupported(format!("ALTER COLUMN ... {other}"))),
+            };
+            return Ok(Plan::SetDefault {
+                table,
+                column,
+                expr,
+            });
+        }
         let AlterTableOperation::AddConstraint { constraint, .. } = op else {
             return Err(SqlError::unsupported(format!("ALTER TABLE {op}")));
         };

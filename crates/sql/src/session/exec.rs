@@ -259,6 +259,16 @@ fn run_plan(cx: &Cx, plan: &Plan) -> Result<Outcome> {
             }
             Ok(command("DROP INDEX"))
         }
+        Plan::SetDefault {
+            table,
+            column,
+            expr,
+        } => {
+            let oid = table.def.oid;
+            tx.lock_table(oid, quire_engine::LockMode::AccessExclusive, false)?;
+            catalog::set_default(tx, oid, *column, expr.as_deref(), None)?;
+            Ok(command("ALTER TABLE"))
+        }
         Plan::AddKey {
             table,
             name,
