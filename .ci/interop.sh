@@ -106,6 +106,14 @@ d=$(psql -c '\d pgbench_accounts')
 echo "$d"
 grep -q '"pgbench_accounts_pkey" PRIMARY KEY, btree (aid)' <<<"$d" || fail "\\d pgbench_accounts lacks its primary key"
 grep -q 'aid      | integer       |           | not null' <<<"$d" || fail "\\d pgbench_accounts: column aid"
+q 'create table notes (id serial primary key, body text not null, at timestamptz default now())' >/dev/null
+q "insert into notes (body) values ('a'), ('b')" >/dev/null
+[[ "$(q 'select max(id) from notes')" == 2 ]] || fail "serial column did not number the rows 1, 2"
+d=$(psql -c '\d notes')
+echo "$d"
+grep -q "nextval('notes_id_seq'::regclass)" <<<"$d" || fail "\\d notes lacks the serial column's default"
+grep -q 'now()' <<<"$d" || fail "\\d notes lacks the DEFAULT now()"
+q 'drop table notes' >/dev/null
 err=$(psql -v VERBOSITY=verbose -c 'select 1/0' 2>&1 || true)
 echo "$err"
 grep -q "ERROR:  22012: division by zero" <<<"$err" || fail "select 1/0 did not report SQLSTATE 22012"

@@ -32,8 +32,10 @@
 //! 10. Access methods: [`value`] (the data types), `hintfork` (one byte of hint per heap
 //!     block), [`fsm`] (the free-space map), [`vm`] (the visibility map), [`heap`] (MVCC
 //!     tables), [`vacuum`] (the heap's lazy vacuum and the dead-TID store, seed 004),
-//!     [`btree`] (B+tree indexes: Lehman-Yao, unique checks, bulk delete, bottom-up build).
-//! 11. [`catalog`]: table and index definitions, stored transactionally in a system heap.
+//!     [`btree`] (B+tree indexes: Lehman-Yao, unique checks, bulk delete, bottom-up build),
+//!     [`sequence`] (one-page sequences, changed in place outside transactions).
+//! 11. [`catalog`]: table, index and sequence definitions, stored transactionally in a
+//!     system heap.
 //! 12. [`stats`]: per-table tuple counts (PostgreSQL's pgstat).
 //! 13. `engine`: the state every session of a data directory shares.
 //! 14. [`session`]: one transaction's work ([`Transaction`]).

@@ -469,6 +469,26 @@ mod tests {
         assert_eq!(down.step(i64::MIN), None, "no overflow past i64::MIN");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        /// Bytes from disk: any special space, any options, an error or a value, no panic.
+        #[test]
+        fn decoders_never_panic(
+            special in proptest::collection::vec(proptest::prelude::any::<u8>(), 32),
+            options in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+            flip in 0usize..PAGE_SIZE,
+        ) {
+            let rel = RelFileLocator::new(1, 16400);
+            let mut page = [0u8; PAGE_SIZE];
+            SeqState { last_value: 1, log_cnt: 0, is_called: false }.write(&mut page);
+            page[PAGE_SIZE - SPECIAL_SIZE_BYTES..].copy_from_slice(&special);
+            let _ = SeqState::read(&page, rel);
+            page[flip] ^= 0xff;
+            let _ = SeqState::read(&page, rel);
+            let _ = SeqOptions::decode(&options);
+        }
+    }
+
     #[test]
     fn page_state_round_trips_and_garbage_is_an_error() {
         let rel = RelFileLocator::new(1, 16400);
