@@ -214,6 +214,9 @@ pub enum Error {
     #[error("column \"{name}\" does not exist")]
     UndefinedColumn { name: String },
 
+    #[error("{what}")]
+    DuplicateColumn { what: String },
+
     /// nextval past a sequence's bound without CYCLE.
     #[error("{what}")]
     SequenceLimit { what: String },
@@ -283,6 +286,7 @@ impl Error {
             Error::UniqueViolation { .. } => "23505",
             Error::UndefinedColumn { .. } => "42703",
             Error::SequenceLimit { .. } => "2200H",
+            Error::DuplicateColumn { .. } => "42701",
             Error::OutOfRange { .. } => "22003",
             Error::WrongObjectType { .. } => "42809",
         }

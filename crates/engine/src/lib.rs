@@ -170,7 +170,7 @@ mod hash;
 mod hintfork;
 
 // The embedded API: what `Database` and `Transaction` take and return.
-pub use catalog::{Column, Entry, IndexDef, IndexId, TableDef, TableId};
+pub use catalog::{Column, Entry, IndexDef, IndexId, RowShape, TableDef, TableId};
 pub use commands::vacuum::DatabaseVacuum;
 pub use config::{
     BufferDropMode, Config, DeadTidsMode, RelsizeCacheMode, SyncMode, TwophaseStateMode,

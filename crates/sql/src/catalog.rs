@@ -35,6 +35,9 @@ pub(crate) struct ColumnInfo {
     pub not_null: bool,
     /// The DEFAULT expression, as SQL text.
     pub default: Option<String>,
+    /// Dropped (ALTER TABLE ... DROP COLUMN): it keeps its place in stored rows, under a
+    /// name no statement can write, and `*` and column lists leave it out.
+    pub dropped: bool,
 }
 
 /// A table as SQL sees it.
@@ -49,10 +52,18 @@ pub(crate) struct TableInfo {
 }
 
 impl TableInfo {
+    /// The positions of the columns a statement sees (all but the dropped ones), in order:
+    /// an INSERT's or a COPY's columns when it names none.
+    pub fn visible_columns(&self) -> Vec<usize> {
+        (0..self.columns.len())
+            .filter(|&i| !self.columns[i].dropped)
+            .collect()
+    }
+
     pub fn column(&self, name: &str) -> Result<usize> {
         self.columns
             .iter()
-            .position(|c| c.name == name)
+            .position(|c| c.name == name && !c.dropped)
             .ok_or_else(|| {
                 SqlError::new(
                     "42703",
@@ -225,6 +236,7 @@ pub(crate) fn lookup(tx: &Transaction, name: &str) -> Result<TableInfo> {
             ty: SqlType::of_engine_type(c.ty),
             not_null: false,
             default: None,
+            dropped: c.dropped,
         })
         .collect();
     let meta_index = tx.index(COLUMNS_INDEX)?;
@@ -334,8 +346,59 @@ pub(crate) fn drop(tx: &Transaction, table: TableId) -> Result<()> {
     Ok(())
 }
 
+/// ALTER TABLE ... ADD COLUMN: the engine's column (at the end) and its SQL row.
+pub(crate) fn add_column(tx: &Transaction, table: &TableInfo, col: &ColumnInfo) -> Result<usize> {
+    let attnum = table.columns.len();
+    tx.add_column(table.def.oid, Column::new(&col.name, col.ty.engine_type()))?;
+    let meta = tx.table(COLUMNS_TABLE)?;
+    tx.insert(
+        meta,
+        &[
+            oid_value(table.def.oid),
+            Value::Int(i64::try_from(attnum).expect("a column index fits in i64")),
+            Value::Text(col.ty.name()),
+            Value::Bool(col.not_null),
+        ],
+    )?;
+    Ok(attnum)
+}
+
+/// ALTER TABLE ... DROP COLUMN: the engine marks it dropped (and drops the indexes over
+/// it); here it loses NOT NULL, its DEFAULT and the sequence it owns. Returns the dropped
+/// indexes' names.
+pub(crate) fn drop_column(
+    tx: &Transaction,
+    table: &TableInfo,
+    attnum: usize,
+) -> Result<Vec<String>> {
+    let dropped = tx.drop_column(table.def.oid, attnum)?;
+    set_not_null_flag(tx, table, &[attnum], false)?;
+    let attrdef = tx.table(ATTRDEF_TABLE)?;
+    for (tid, d) in attrdefs(tx, table.def.oid)? {
+        if d.attnum != attnum {
+            continue;
+        }
+        tx.delete(attrdef, tid)?;
+        if let Some(seq) = d.owned_seq {
+            if matches!(tx.relation(seq)?, Some(quire_engine::Entry::Sequence(_))) {
+                tx.drop_sequence(seq)?;
+            }
+        }
+    }
+    Ok(dropped)
+}
+
 /// Marks `columns` of `table` NOT NULL (ALTER TABLE ... ADD PRIMARY KEY).
 pub(crate) fn set_not_null(tx: &Transaction, table: &TableInfo, columns: &[usize]) -> Result<()> {
+    set_not_null_flag(tx, table, columns, true)
+}
+
+fn set_not_null_flag(
+    tx: &Transaction,
+    table: &TableInfo,
+    columns: &[usize],
+    not_null: bool,
+) -> Result<()> {
     let meta = tx.table(COLUMNS_TABLE)?;
     let meta_index = tx.index(COLUMNS_INDEX)?;
     let key = [oid_value(table.def.oid)];
@@ -345,7 +408,7 @@ pub(crate) fn set_not_null(tx: &Transaction, table: &TableInfo, columns: &[usize
     for (tid, mut row) in rows {
         let attnum = row[1].as_int().and_then(|a| usize::try_from(a).ok());
         if attnum.is_some_and(|a| columns.contains(&a)) {
-            row[3] = Value::Bool(true);
+            row[3] = Value::Bool(not_null);
             tx.update(meta, tid, &row)?;
         }
     }

@@ -645,7 +645,7 @@ fn attribute_rows(tx: &Transaction) -> Result<Vec<Row>> {
                 Value::Bool(c.default.is_some()),
                 text(""),
                 text(""),
-                Value::Bool(false),
+                Value::Bool(c.dropped),
                 int(if c.ty.is_text() { DEFAULT_COLLATION } else { 0 }),
                 int(-1),
             ]);

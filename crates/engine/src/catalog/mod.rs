@@ -59,6 +59,9 @@ pub type TableId = Oid;
 pub struct Column {
     pub name: String,
     pub ty: Type,
+    /// Dropped (PostgreSQL's `attisdropped`): it keeps its place, so that stored rows need
+    /// no rewrite; its values are never read again, and new rows hold NULL there.
+    pub dropped: bool,
 }
 
 impl Column {
@@ -66,9 +69,13 @@ impl Column {
         Column {
             name: name.to_string(),
             ty,
+            dropped: false,
         }
     }
 }
+
+/// Marks a dropped column in the type byte of a catalog row's column list.
+const COLUMN_DROPPED: u8 = 0x80;
 
 /// A table's definition.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,7 +92,7 @@ impl TableDef {
     pub fn to_row(&self) -> Row {
         let mut cols = Vec::new();
         for c in &self.columns {
-            cols.push(c.ty.to_u8());
+            cols.push(c.ty.to_u8() | if c.dropped { COLUMN_DROPPED } else { 0 });
             cols.extend_from_slice(&(c.name.len() as u16).to_le_bytes());
             cols.extend_from_slice(c.name.as_bytes());
         }
@@ -107,9 +114,13 @@ impl TableDef {
         let mut r = Reader::new(cols);
         // Bounded by the bytes: each column takes at least three.
         while r.remaining() > 0 {
-            let ty = Type::from_u8(r.u8()?)?;
+            let byte = r.u8()?;
+            let ty = Type::from_u8(byte & !COLUMN_DROPPED)?;
             let name = std::str::from_utf8(r.bytes_u16()?).ok()?;
-            columns.push(Column::new(name, ty));
+            columns.push(Column {
+                dropped: byte & COLUMN_DROPPED != 0,
+                ..Column::new(name, ty)
+            });
         }
         Some(TableDef {
             oid: Oid(u64::try_from(*oid).ok()?),
@@ -119,7 +130,23 @@ impl TableDef {
         })
     }
 
-    /// Checks a row against the columns: arity and types (NULL fits every column).
+    /// A stored row as the table reads it now ([`RowShape::apply`]).
+    pub fn widen(&self, row: Row) -> Row {
+        self.shape().apply(row)
+    }
+
+    /// How stored rows of this table are read.
+    pub fn shape(&self) -> RowShape {
+        RowShape {
+            width: self.columns.len(),
+            dropped: (0..self.columns.len())
+                .filter(|&i| self.columns[i].dropped)
+                .collect(),
+        }
+    }
+
+    /// Checks a row against the columns: arity and types (NULL fits every column; a
+    /// dropped column takes nothing else).
     pub fn check_row(&self, row: &[Value]) -> Result<()> {
         if row.len() != self.columns.len() {
             return Err(Error::DatatypeMismatch {
@@ -132,6 +159,11 @@ impl TableDef {
             });
         }
         for (v, c) in row.iter().zip(&self.columns) {
+            if c.dropped && !v.is_null() {
+                return Err(Error::DatatypeMismatch {
+                    what: format!("a value for a dropped column of table \"{}\"", self.name),
+                });
+            }
             if let Some(t) = v.type_of() {
                 if t != c.ty {
                     return Err(Error::DatatypeMismatch {
@@ -146,6 +178,30 @@ impl TableDef {
             }
         }
         Ok(())
+    }
+}
+
+/// How a table's stored rows are read: a row stored before ADD COLUMN lacks the columns
+/// added since, which read as NULL (PostgreSQL's tuples shorter than their relation's
+/// `natts`); a dropped column reads as NULL whatever a row stored there.
+#[derive(Clone, Debug, Default)]
+pub struct RowShape {
+    width: usize,
+    /// Positions of dropped columns (empty, and unallocated, for most tables).
+    dropped: Vec<usize>,
+}
+
+impl RowShape {
+    pub fn apply(&self, mut row: Row) -> Row {
+        if row.len() < self.width {
+            row.resize(self.width, Value::Null);
+        }
+        for &i in &self.dropped {
+            if let Some(v) = row.get_mut(i) {
+                *v = Value::Null;
+            }
+        }
+        row
     }
 }
 
@@ -653,6 +709,22 @@ mod tests {
             ],
         };
         assert_eq!(TableDef::from_row(&def.to_row()), Some(def.clone()));
+        // A dropped column keeps its place and its flag; its value reads as NULL and a
+        // row shorter than the table reads NULL for the columns added since.
+        let mut with_dropped = def.clone();
+        with_dropped.columns[1].dropped = true;
+        with_dropped.columns.push(Column::new("added", Type::Int));
+        assert_eq!(
+            TableDef::from_row(&with_dropped.to_row()),
+            Some(with_dropped.clone())
+        );
+        assert_eq!(
+            with_dropped.widen(vec![Value::Int(1), Value::Text("x".into())]),
+            vec![Value::Int(1), Value::Null, Value::Null]
+        );
+        assert!(with_dropped
+            .check_row(&[Value::Int(1), Value::Text("x".into()), Value::Null])
+            .is_err());
         let mut row = def.to_row();
         row[3] = Value::Bytea(vec![2, 9, 0]);
         assert_eq!(TableDef::from_row(&row), None);

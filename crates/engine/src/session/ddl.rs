@@ -4,6 +4,9 @@
 
 use super::Transaction;
 use crate::catalog::{name_lock, Column, Entry, TableDef, TableId, USER_DB};
+
+/// Most columns a table may have, dropped ones included (PostgreSQL's `MaxHeapAttributeNumber`).
+const MAX_COLUMNS: usize = 1600;
 use crate::error::{Error, Result};
 use crate::heap::{Looker, UpdateCheck};
 use crate::page::Tid;
@@ -217,6 +220,58 @@ impl Transaction {
             st.drop_at_commit.push(def.rel);
             st.defs.remove(&table);
             Ok(())
+        })
+    }
+
+    /// ALTER TABLE ... ADD COLUMN: the column goes at the end; stored rows stay as they are
+    /// and read it as NULL ([`TableDef::widen`]), so no row is rewritten.
+    pub fn add_column(&self, table: TableId, column: Column) -> Result<()> {
+        self.call(|| {
+            self.command();
+            self.lock_table_mode(table, LockMode::AccessExclusive, LockWait::Block)?;
+            let (tid, mut def) = self.def(table)?;
+            if def.columns.iter().any(|c| c.name == column.name) {
+                return Err(Error::DuplicateColumn {
+                    what: format!(
+                        "column \"{}\" of relation \"{}\" already exists",
+                        column.name, def.name
+                    ),
+                });
+            }
+            if def.columns.len() >= MAX_COLUMNS {
+                return Err(Error::ProgramLimitExceeded {
+                    what: format!("tables can have at most {MAX_COLUMNS} columns"),
+                });
+            }
+            def.columns.push(column);
+            self.rewrite_entry(tid, Some(&Entry::Table(def)))
+        })
+    }
+
+    /// ALTER TABLE ... DROP COLUMN: the column is marked dropped and renamed, as
+    /// PostgreSQL's `attisdropped` (its place stays, so no row is rewritten), and every index
+    /// over it is dropped. Returns the names of the dropped indexes.
+    pub fn drop_column(&self, table: TableId, position: usize) -> Result<Vec<String>> {
+        self.call(|| {
+            self.command();
+            self.lock_table_mode(table, LockMode::AccessExclusive, LockWait::Block)?;
+            let (tid, mut def) = self.def(table)?;
+            let Some(col) = def.columns.get_mut(position).filter(|c| !c.dropped) else {
+                return Err(Error::UndefinedColumn {
+                    name: format!("number {position} of relation \"{}\"", def.name),
+                });
+            };
+            col.dropped = true;
+            col.name = format!("........pg.dropped.{}........", position + 1);
+            let mut dropped = Vec::new();
+            for index in self.indexes(table)? {
+                if index.columns.iter().any(|&c| usize::from(c) == position) {
+                    self.drop_index_entry(index.oid)?;
+                    dropped.push(index.name);
+                }
+            }
+            self.rewrite_entry(tid, Some(&Entry::Table(def)))?;
+            Ok(dropped)
         })
     }
 

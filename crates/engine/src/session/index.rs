@@ -80,6 +80,8 @@ pub struct IndexRows<'t> {
     entries: IndexScan<'t>,
     def: IndexDef,
     rel: RelFileLocator,
+    /// How stored rows read ([`crate::catalog::RowShape`]).
+    shape: crate::catalog::RowShape,
     snapshot: Snapshot,
     xid: Xid,
     cid: u32,
@@ -99,7 +101,7 @@ impl IndexRows<'_> {
             let Some(t) = heap.fetch_chain(root, &looker, &self.tx.engine.txns)? else {
                 continue;
             };
-            let row = t.row(self.rel)?;
+            let row = self.shape.apply(t.row(self.rel)?);
             if same_key(&self.def.key_of(&row), &key) {
                 return Ok(Some((t.tid, row)));
             }
@@ -420,19 +422,24 @@ impl Transaction {
     pub fn drop_index(&self, index: IndexId) -> Result<()> {
         self.call(|| {
             self.command();
-            let Some((tid, Entry::Index(def))) = self.lookup_oid(index)? else {
-                return Err(Error::UndefinedTable {
-                    name: format!("index with oid {index}"),
-                });
-            };
-            self.lock_table_mode(def.table, LockMode::AccessExclusive, LockWait::Block)?;
-            self.lock(name_lock(&def.name), LockMode::Exclusive, LockWait::Block)?;
-            self.rewrite_entry(tid, None)?;
-            let mut st = self.st.borrow_mut();
-            st.drop_at_commit.push(def.rel);
-            st.index_defs.remove(&def.table);
-            Ok(())
+            self.drop_index_entry(index)
         })
+    }
+
+    /// DROP INDEX's work, for DROP INDEX and for what drops indexes with it (DROP COLUMN).
+    pub(super) fn drop_index_entry(&self, index: IndexId) -> Result<()> {
+        let Some((tid, Entry::Index(def))) = self.lookup_oid(index)? else {
+            return Err(Error::UndefinedTable {
+                name: format!("index with oid {index}"),
+            });
+        };
+        self.lock_table_mode(def.table, LockMode::AccessExclusive, LockWait::Block)?;
+        self.lock(name_lock(&def.name), LockMode::Exclusive, LockWait::Block)?;
+        self.rewrite_entry(tid, None)?;
+        let mut st = self.st.borrow_mut();
+        st.drop_at_commit.push(def.rel);
+        st.index_defs.remove(&def.table);
+        Ok(())
     }
 
     /// Rows through an index: those whose key lies within the bounds (each a bound on the
@@ -457,6 +464,7 @@ impl Transaction {
                 tx: self,
                 entries,
                 rel: table.rel,
+                shape: table.shape(),
                 def,
                 snapshot,
                 xid: self.st.borrow().xid,

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use super::{Changed, IsolationLevel, Transaction, MAX_CHANGE_ROUNDS};
-use crate::catalog::{TableDef, TableId};
+use crate::catalog::{RowShape, TableDef, TableId};
 use crate::error::{Error, Result};
 use crate::heap::{Heap, HeapTuple, Looker, UpdateCheck};
 use crate::page::Tid;
@@ -51,6 +51,7 @@ impl Transaction {
             Ok(Scan {
                 tx: self,
                 rel: def.rel,
+                shape: def.shape(),
                 snapshot,
                 xid: self.st.borrow().xid,
                 cid,
@@ -75,7 +76,9 @@ impl Transaction {
                 cid,
             };
             match self.heap(def.rel).fetch(tid)? {
-                Some(t) if looker.sees(&t.header, &self.engine.txns)? => Ok(Some(t.row(def.rel)?)),
+                Some(t) if looker.sees(&t.header, &self.engine.txns)? => {
+                    Ok(Some(def.widen(t.row(def.rel)?)))
+                }
                 _ => Ok(None),
             }
         })
@@ -100,7 +103,7 @@ impl Transaction {
             let heap = self.heap(def.rel);
             let mut hint = self.st.borrow().targets.get(&def.rel).copied().flatten();
             let r = self.change_loop(&heap, tid, |t| {
-                let current = t.row(def.rel)?;
+                let current = def.widen(t.row(def.rel)?);
                 let Some(row) = new_row(&current) else {
                     return Ok(Step::Declined);
                 };
@@ -142,7 +145,7 @@ impl Transaction {
             let (cid, def, xid) = self.begin_row_change(table, LockMode::RowExclusive)?;
             let heap = self.heap(def.rel);
             let r = self.change_loop(&heap, tid, |t| {
-                let current = t.row(def.rel)?;
+                let current = def.widen(t.row(def.rel)?);
                 if !keep_going(&current) {
                     return Ok(Step::Declined);
                 }
@@ -165,7 +168,7 @@ impl Transaction {
             let (cid, def, xid) = self.begin_row_change(table, LockMode::RowShare)?;
             let heap = self.heap(def.rel);
             let r = self.change_loop(&heap, tid, |t| {
-                let current = t.row(def.rel)?;
+                let current = def.widen(t.row(def.rel)?);
                 let check = heap.lock_row(t.tid, &self.writer(xid, cid))?;
                 Ok(Step::Tried(check, Some((t.tid, current))))
             });
@@ -247,6 +250,8 @@ enum Step {
 pub struct Scan<'t> {
     tx: &'t Transaction,
     rel: RelFileLocator,
+    /// How stored rows read ([`crate::catalog::RowShape`]).
+    shape: RowShape,
     snapshot: Snapshot,
     xid: Xid,
     cid: u32,
@@ -275,7 +280,7 @@ impl Scan<'_> {
             )?;
             self.next_block += 1;
             for t in self.page.drain(..) {
-                let row = t.row(self.rel)?;
+                let row = self.shape.apply(t.row(self.rel)?);
                 self.ready.push_back((t.tid, row));
             }
         }

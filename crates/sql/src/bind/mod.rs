@@ -95,6 +95,19 @@ pub(crate) enum Plan {
         names: Vec<String>,
         if_exists: bool,
     },
+    /// ALTER TABLE ... ADD COLUMN: rows that exist get the column's DEFAULT (evaluated per
+    /// row) or NULL. With IF NOT EXISTS and the column there, `skip` says so.
+    AddColumn {
+        table: TableInfo,
+        column: ColumnInfo,
+        serial_max: Option<i64>,
+        skip: bool,
+    },
+    /// ALTER TABLE ... DROP COLUMN (positions).
+    DropColumns {
+        table: TableInfo,
+        columns: Vec<usize>,
+    },
     /// ALTER TABLE ... ALTER COLUMN ... SET DEFAULT / DROP DEFAULT (`expr` None).
     SetDefault {
         table: TableInfo,
@@ -175,15 +188,7 @@ pub(crate) struct Bound {
 /// Binds `stmt`; `hints` are the parameter types the client gave (`Unknown` where it gave
 /// none).
 pub(crate) fn bind(stmt: &Statement, hints: &[SqlType], tx: &Transaction) -> Result<Bound> {
-    let mut b = Binder {
-        tx,
-        params: hints.to_vec(),
-        outer: Vec::new(),
-        returning_out: None,
-        agg: None,
-        base_table: None,
-        select_base: None,
-    };
+    let mut b = Binder::new(tx, hints);
     let plan = b.statement(stmt)?;
     let out = match &plan {
         Plan::Query { out, .. } | Plan::SelectForUpdate { out, .. } => out.clone(),
@@ -226,6 +231,12 @@ pub(crate) fn bind(stmt: &Statement, hints: &[SqlType], tx: &Transaction) -> Res
         })
         .collect();
     Ok(Bound { plan, params, out })
+}
+
+/// The DEFAULT of `col` (or NULL) as an expression to evaluate, for the rows that exist
+/// when ADD COLUMN adds a column with one.
+pub(crate) fn default_expr(tx: &Transaction, col: &ColumnInfo) -> Result<Expr> {
+    Binder::new(tx, &[]).default_of(col)
 }
 
 /// BEGIN, COMMIT and ROLLBACK, which bind without a transaction.
@@ -340,14 +351,31 @@ fn key_columns(columns: &[ColumnInfo], cols: &[ast::IndexColumn]) -> Result<Vec<
                 return Err(SqlError::unsupported("an expression in a key"));
             };
             let n = ident_name(id);
-            columns.iter().position(|c| c.name == n).ok_or_else(|| {
-                SqlError::new(
-                    "42703",
-                    format!("column \"{n}\" named in key does not exist"),
-                )
-            })
+            columns
+                .iter()
+                .position(|c| c.name == n && !c.dropped)
+                .ok_or_else(|| {
+                    SqlError::new(
+                        "42703",
+                        format!("column \"{n}\" named in key does not exist"),
+                    )
+                })
         })
         .collect()
+}
+
+impl<'t> Binder<'t> {
+    fn new(tx: &'t Transaction, hints: &[SqlType]) -> Self {
+        Binder {
+            tx,
+            params: hints.to_vec(),
+            outer: Vec::new(),
+            returning_out: None,
+            agg: None,
+            base_table: None,
+            select_base: None,
+        }
+    }
 }
 
 impl Binder<'_> {
@@ -576,47 +604,20 @@ impl Binder<'_> {
                     format!("column \"{cname}\" specified more than once"),
                 ));
             }
-            let serial = serial_type(&c.data_type);
-            let mut col = ColumnInfo {
-                name: cname,
-                ty: match serial {
-                    Some((ty, _)) => ty,
-                    None => SqlType::from_ast(&c.data_type)?,
-                },
-                not_null: serial.is_some(),
-                default: None,
-            };
-            if let Some((_, max)) = serial {
+            let def = self.column_def(&name, c)?;
+            if let Some(max) = def.serial_max {
                 serials.push((i, max));
             }
-            for opt in &c.options {
-                match &opt.option {
-                    ColumnOption::Default(e) => {
-                        if col.default.is_some() || serial.is_some() {
-                            return Err(SqlError::new(
-                                "42601",
-                                format!(
-                                    "multiple default values specified for column \"{}\" of table \"{name}\"",
-                                    col.name
-                                ),
-                            ));
-                        }
-                        self.check_default(e, &col)?;
-                        col.default = Some(e.to_string());
-                    }
-                    ColumnOption::NotNull => col.not_null = true,
-                    ColumnOption::Null => col.not_null = false,
-                    ColumnOption::PrimaryKey(_) => {
-                        if pkey.is_some() {
-                            return Err(multiple_pkeys(&name));
-                        }
-                        col.not_null = true;
-                        pkey = Some(vec![i]);
-                    }
-                    ColumnOption::Unique(_) => uniques.push(vec![i]),
-                    other => return Err(SqlError::unsupported(format!("column option {other}"))),
+            if def.primary {
+                if pkey.is_some() {
+                    return Err(multiple_pkeys(&name));
                 }
+                pkey = Some(vec![i]);
             }
+            if def.unique {
+                uniques.push(vec![i]);
+            }
+            let col = def.column;
             columns.push(col);
         }
         for c in &ct.constraints {
@@ -643,6 +644,55 @@ impl Binder<'_> {
             uniques,
             serials,
         })
+    }
+
+    /// A column definition of CREATE TABLE or ADD COLUMN: its type (`serial` and kin
+    /// included), NOT NULL, DEFAULT, and whether it is declared PRIMARY KEY or UNIQUE.
+    fn column_def(&mut self, table: &str, c: &ast::ColumnDef) -> Result<ColumnDef> {
+        let serial = serial_type(&c.data_type);
+        let mut def = ColumnDef {
+            column: ColumnInfo {
+                name: ident_name(&c.name),
+                ty: match serial {
+                    Some((ty, _)) => ty,
+                    None => SqlType::from_ast(&c.data_type)?,
+                },
+                not_null: serial.is_some(),
+                default: None,
+                dropped: false,
+            },
+            serial_max: serial.map(|(_, max)| max),
+            primary: false,
+            unique: false,
+        };
+        for opt in &c.options {
+            let col = &mut def.column;
+            match &opt.option {
+                ColumnOption::Default(e) => {
+                    if col.default.is_some() || serial.is_some() {
+                        return Err(SqlError::new(
+                            "42601",
+                            format!(
+                                "multiple default values specified for column \"{}\" of table \"{table}\"",
+                                col.name
+                            ),
+                        ));
+                    }
+                    let checked = col.clone();
+                    self.check_default(e, &checked)?;
+                    def.column.default = Some(e.to_string());
+                }
+                ColumnOption::NotNull => col.not_null = true,
+                ColumnOption::Null => col.not_null = false,
+                ColumnOption::PrimaryKey(_) => {
+                    col.not_null = true;
+                    def.primary = true;
+                }
+                ColumnOption::Unique(_) => def.unique = true,
+                other => return Err(SqlError::unsupported(format!("column option {other}"))),
+            }
+        }
+        Ok(def)
     }
 
     /// A DEFAULT expression must bind without columns and fit its column's type.
@@ -696,6 +746,57 @@ impl Binder<'_> {
         let [op] = at.operations.as_slice() else {
             return Err(SqlError::unsupported("several ALTER TABLE actions at once"));
         };
+        match op {
+            AlterTableOperation::AddColumn {
+                if_not_exists,
+                column_def,
+                column_position: None,
+                ..
+            } => {
+                let def = self.column_def(&table.def.name, column_def)?;
+                if def.primary || def.unique {
+                    return Err(SqlError::unsupported(
+                        "ADD COLUMN ... PRIMARY KEY or UNIQUE (add the column, then the constraint)",
+                    ));
+                }
+                let exists = table.column(&def.column.name).is_ok();
+                if exists && !*if_not_exists {
+                    return Err(SqlError::new(
+                        "42701",
+                        format!(
+                            "column \"{}\" of relation \"{}\" already exists",
+                            def.column.name, table.def.name
+                        ),
+                    ));
+                }
+                return Ok(Plan::AddColumn {
+                    table,
+                    column: def.column,
+                    serial_max: def.serial_max,
+                    skip: exists,
+                });
+            }
+            AlterTableOperation::DropColumn {
+                column_names,
+                if_exists,
+                drop_behavior,
+                ..
+            } => {
+                if matches!(drop_behavior, Some(ast::DropBehavior::Cascade)) {
+                    return Err(SqlError::unsupported("DROP COLUMN ... CASCADE"));
+                }
+                let mut columns = Vec::new();
+                for n in column_names {
+                    match table.column(&ident_name(n)) {
+                        Ok(c) => columns.push(c),
+                        Err(_) if *if_exists => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                return Ok(Plan::DropColumns { table, columns });
+            }
+            _ => {}
+        }
         if let AlterTableOperation::AlterColumn { column_name, op } = op {
             let column = table.column(&ident_name(column_name))?;
             let expr = match op {
@@ -742,7 +843,7 @@ impl Binder<'_> {
         }
         let table = catalog::lookup(self.tx, &table_name(name)?)?;
         let targets: Vec<usize> = if ins.columns.is_empty() {
-            (0..table.columns.len()).collect()
+            table.visible_columns()
         } else {
             ins.columns
                 .iter()
@@ -753,7 +854,15 @@ impl Binder<'_> {
                 .collect::<Result<_>>()?
         };
         let source = match &ins.source {
-            Some(q) => self.insert_source(q, &table, &targets)?,
+            Some(q) => {
+                // Without a column list, fewer values fill the first columns and the rest
+                // take their defaults, as in PostgreSQL.
+                let targets = match (ins.columns.is_empty(), source_width(q)) {
+                    (true, Some(w)) if w < targets.len() => &targets[..w],
+                    _ => &targets[..],
+                };
+                self.insert_source(q, &table, targets)?
+            }
             // DEFAULT VALUES
             None => Node::Values(vec![self.default_row(&table)?]),
         };
@@ -965,6 +1074,14 @@ fn explain_dml(
     Ok(lines)
 }
 
+/// The width of an INSERT's VALUES (its first row), if that is its source.
+fn source_width(q: &ast::Query) -> Option<usize> {
+    match &*q.body {
+        SetExpr::Values(v) => v.rows.first().map(|r| r.content.len()),
+        _ => None,
+    }
+}
+
 fn check_insert_width(exprs: usize, targets: usize) -> Result<()> {
     if exprs > targets {
         return Err(SqlError::syntax(
@@ -977,6 +1094,15 @@ fn check_insert_width(exprs: usize, targets: usize) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// A column definition as [`Binder::column_def`] reads it.
+struct ColumnDef {
+    column: ColumnInfo,
+    /// A `serial` column's sequence maximum.
+    serial_max: Option<i64>,
+    primary: bool,
+    unique: bool,
 }
 
 /// `serial`, `bigserial`, `smallserial` (and `serial2/4/8`): the column's type and its

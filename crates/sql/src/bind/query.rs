@@ -30,6 +30,8 @@ pub(crate) struct ScopeCol {
     pub qualifier: Option<String>,
     pub name: String,
     pub ty: SqlType,
+    /// A dropped column: it holds its place in the row, but `*` leaves it out.
+    pub hidden: bool,
 }
 
 /// The columns of the current row, left to right, with the table names or aliases that
@@ -53,6 +55,7 @@ impl Scope {
                     qualifier: qualifier.map(str::to_string),
                     name: c.name.clone(),
                     ty: c.ty,
+                    hidden: c.dropped,
                 })
                 .collect(),
         }
@@ -66,6 +69,7 @@ impl Scope {
                     qualifier: qualifier.map(str::to_string),
                     name: c.name.clone(),
                     ty: c.ty,
+                    hidden: false,
                 })
                 .collect(),
         }
@@ -705,6 +709,7 @@ impl Binder<'_> {
                                     qualifier: Some(qualifier.clone()),
                                     name: (*n).to_string(),
                                     ty: *ty,
+                                    hidden: false,
                                 })
                                 .collect(),
                         };
@@ -822,6 +827,7 @@ impl Binder<'_> {
                 qualifier: Some(q),
                 name: col,
                 ty: SqlType::Int8,
+                hidden: false,
             }],
         };
         Ok((Node::Series { start, stop, step }, scope))
@@ -1220,7 +1226,7 @@ pub(crate) fn expand_items(projection: &[SelectItem], scope: &Scope) -> Result<V
                         "SELECT * with no tables specified is not valid",
                     ));
                 }
-                for (i, c) in scope.cols.iter().enumerate() {
+                for (i, c) in scope.cols.iter().enumerate().filter(|(_, c)| !c.hidden) {
                     items.push(Item {
                         name: c.name.clone(),
                         expr: ItemExpr::Column(i),
@@ -1238,7 +1244,7 @@ pub(crate) fn expand_items(projection: &[SelectItem], scope: &Scope) -> Result<V
                         format!("missing FROM-clause entry for table \"{q}\""),
                     ));
                 }
-                for (i, c) in scope.cols.iter().enumerate() {
+                for (i, c) in scope.cols.iter().enumerate().filter(|(_, c)| !c.hidden) {
                     if c.qualifier.as_deref() == Some(q.as_str()) {
                         items.push(Item {
                             name: c.name.clone(),

@@ -182,7 +182,7 @@ fn refuse_omitted_defaults(table: &TableInfo, targets: &[usize]) -> Result<()> {
 
 fn copy_targets(table: &TableInfo, columns: &[String]) -> Result<Vec<usize>> {
     if columns.is_empty() {
-        return Ok((0..table.columns.len()).collect());
+        return Ok(table.visible_columns());
     }
     columns.iter().map(|n| table.column(n)).collect()
 }
