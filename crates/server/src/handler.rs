@@ -19,6 +19,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::SinkExt;
 use futures::{stream, Sink};
+use pgwire::api::auth::sasl::scram::{
+    ScramSecret, ScramServerAuth, ScramServerAuthWaitingForClientFinal,
+};
 use pgwire::api::auth::{
     finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata,
     DefaultServerParameterProvider, StartupHandler,
@@ -33,6 +36,7 @@ use pgwire::api::results::{
 };
 use pgwire::api::stmt::{QueryParser, StoredStatement};
 use pgwire::api::store::PortalStore;
+use pgwire::api::PgWireConnectionState;
 use pgwire::api::{
     ClientInfo, ClientPortalStore, PidSecretKeyGenerator, RandomPidSecretKeyGenerator, Type,
     DEFAULT_NAME, METADATA_USER,
@@ -41,13 +45,11 @@ use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::extendedquery::Sync as PgSync;
 use pgwire::messages::response::{CommandComplete, ReadyForQuery};
-use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
-use pgwire::api::auth::sasl::scram::{ScramSecret, ScramServerAuth, ScramServerAuthWaitingForClientFinal};
-use pgwire::api::PgWireConnectionState;
 use pgwire::messages::startup::{Authentication, PasswordMessageFamily};
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use quire_sql::{
-    Description, OutColumn, Outcome, OutcomeKind, Role, ScramVerifier, Session, SqlError,
-    SqlType, Statement,
+    Description, OutColumn, Outcome, OutcomeKind, Role, ScramVerifier, Session, SqlError, SqlType,
+    Statement,
 };
 
 use crate::hba::{Hba, Method};
@@ -199,7 +201,10 @@ impl Connection {
             .cloned()
             .unwrap_or_default();
         if user.is_empty() {
-            return Err(fatal("28000", "no PostgreSQL user name specified in startup packet"));
+            return Err(fatal(
+                "28000",
+                "no PostgreSQL user name specified in startup packet",
+            ));
         }
         let database = client
             .metadata()
@@ -208,7 +213,11 @@ impl Connection {
             .unwrap_or_else(|| user.clone());
         let peer = client.socket_addr().ip().to_canonical();
         let ssl = client.is_secure();
-        let encryption = if ssl { "SSL encryption" } else { "no encryption" };
+        let encryption = if ssl {
+            "SSL encryption"
+        } else {
+            "no encryption"
+        };
         let Some(rule) = self.auth.hba.matching(peer, ssl, &user, &database) else {
             return Err(fatal(
                 "28000",
@@ -219,9 +228,8 @@ impl Connection {
         };
         tracing::debug!(%peer, user, database, line = rule.line, method = ?rule.method, "pg_hba.conf rule");
         let lookup = |name: &str| -> PgWireResult<Option<Role>> {
-            quire_sql::lookup_role(&self.db, name).map_err(|e| {
-                PgWireError::UserError(Box::new(error_info("FATAL", &e)))
-            })
+            quire_sql::lookup_role(&self.db, name)
+                .map_err(|e| PgWireError::UserError(Box::new(error_info("FATAL", &e))))
         };
         match rule.method {
             Method::Reject => Err(fatal(

@@ -86,11 +86,15 @@ impl Net {
     fn contains(&self, ip: IpAddr) -> bool {
         match (self.addr, ip) {
             (IpAddr::V4(a), IpAddr::V4(b)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
                 u32::from(a) & mask == u32::from(b) & mask
             }
             (IpAddr::V6(a), IpAddr::V6(b)) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix)).unwrap_or(0);
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
                 u128::from(a) & mask == u128::from(b) & mask
             }
             _ => false,
@@ -233,7 +237,9 @@ impl Hba {
             let users = names(user);
             if matches!(&users, Names::List(l) if l.iter().any(|u| u.starts_with('+') || u.starts_with('@')))
             {
-                return Err(bad("group (+role) and file (@file) user names are not supported".into()));
+                return Err(bad(
+                    "group (+role) and file (@file) user names are not supported".into(),
+                ));
             }
             rules.push(Rule {
                 line,
@@ -321,9 +327,7 @@ impl Hba {
 
     /// Whether some rule wants TLS (`hostssl`).
     pub fn needs_ssl(&self) -> Option<&Rule> {
-        self.rules
-            .iter()
-            .find(|r| r.conn_type == ConnType::HostSsl)
+        self.rules.iter().find(|r| r.conn_type == ConnType::HostSsl)
     }
 }
 
@@ -351,13 +355,25 @@ host all all ::1/128 trust
             h.matching(ip(peer), ssl, user, db)
                 .map(|r| (r.line, r.method))
         };
-        assert_eq!(m("1.2.3.4", true, "alice", "x"), Some((3, Method::Password)));
+        assert_eq!(
+            m("1.2.3.4", true, "alice", "x"),
+            Some((3, Method::Password))
+        );
         assert_eq!(m("1.2.3.4", false, "alice", "x"), None);
-        assert_eq!(m("10.1.2.3", false, "bob", "bob"), Some((4, Method::ScramSha256)));
+        assert_eq!(
+            m("10.1.2.3", false, "bob", "bob"),
+            Some((4, Method::ScramSha256))
+        );
         assert_eq!(m("10.1.2.3", false, "bob", "x"), Some((5, Method::Reject)));
-        assert_eq!(m("10.9.2.3", false, "bob", "x"), Some((6, Method::ScramSha256)));
+        assert_eq!(
+            m("10.9.2.3", false, "bob", "x"),
+            Some((6, Method::ScramSha256))
+        );
         assert_eq!(m("::1", false, "bob", "x"), Some((7, Method::Trust)));
-        assert_eq!(m("::ffff:10.9.2.3", false, "bob", "x"), Some((6, Method::ScramSha256)));
+        assert_eq!(
+            m("::ffff:10.9.2.3", false, "bob", "x"),
+            Some((6, Method::ScramSha256))
+        );
         assert_eq!(m("127.0.0.1", false, "bob", "x"), None);
         assert!(h.trust_beyond_loopback().is_none());
         assert_eq!(h.needs_ssl().map(|r| r.line), Some(3));
@@ -367,19 +383,30 @@ host all all ::1/128 trust
     fn trust_beyond_loopback_is_named() {
         assert!(hba(DEFAULT_HBA).trust_beyond_loopback().is_none());
         for (text, line) in [
-            ("host all all 127.0.0.1/32 trust\nhost all all 0.0.0.0/0 trust\n", 2),
+            (
+                "host all all 127.0.0.1/32 trust\nhost all all 0.0.0.0/0 trust\n",
+                2,
+            ),
             ("host all all all trust\n", 1),
             ("host all all 127.0.0.0/7 trust\n", 1),
             ("host all all ::/0 trust\n", 1),
         ] {
-            assert_eq!(hba(text).trust_beyond_loopback().map(|r| r.line), Some(line), "{text}");
+            assert_eq!(
+                hba(text).trust_beyond_loopback().map(|r| r.line),
+                Some(line),
+                "{text}"
+            );
         }
     }
 
     #[test]
     fn bad_lines_are_refused_with_their_number() {
         for (text, line, words) in [
-            ("host all all 127.0.0.1/32 trust\nhots all all all trust\n", 2, "connection type"),
+            (
+                "host all all 127.0.0.1/32 trust\nhots all all all trust\n",
+                2,
+                "connection type",
+            ),
             ("host all all 127.0.0.1/33 trust\n", 1, "CIDR"),
             ("host all all 127.0.0.1 trust\n", 1, "netmask"),
             ("\n\nhost all all all md5\n", 3, "authentication method"),
@@ -388,7 +415,10 @@ host all all ::1/128 trust
         ] {
             let e = Hba::parse(Path::new("/d/pg_hba.conf"), text).unwrap_err();
             let s = e.to_string();
-            assert!(s.starts_with(&format!("/d/pg_hba.conf: line {line}: ")), "{s}");
+            assert!(
+                s.starts_with(&format!("/d/pg_hba.conf: line {line}: ")),
+                "{s}"
+            );
             assert!(s.contains(words), "{s}");
         }
     }
