@@ -149,7 +149,7 @@ fn prefix_of_mask(mask: IpAddr) -> Option<u8> {
     };
     let ones = bits.leading_ones();
     // A netmask is ones then zeros.
-    (bits.checked_shl(ones).unwrap_or(0) == 0 && ones <= width).then(|| ones as u8)
+    (bits.checked_shl(ones).unwrap_or(0) == 0 && ones <= width).then_some(ones as u8)
 }
 
 impl Hba {

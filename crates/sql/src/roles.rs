@@ -322,8 +322,14 @@ pub fn lookup_role(db: &Database, name: &str) -> Result<Option<Role>> {
 pub struct RoleOptions {
     pub login: Option<bool>,
     pub superuser: Option<bool>,
-    /// `Some(None)`: PASSWORD NULL.
-    pub password: Option<Option<String>>,
+    pub password: Option<PasswordOption>,
+}
+
+/// PASSWORD 'pw' or PASSWORD NULL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PasswordOption {
+    Given(String),
+    Null,
 }
 
 /// A role statement.
@@ -445,8 +451,8 @@ fn options(toks: &[Tok]) -> Result<RoleOptions> {
             "password" => {
                 i += 1;
                 o.password = Some(match toks.get(i) {
-                    Some(Tok::Str(s)) => Some(s.clone()),
-                    Some(Tok::Word(n)) if n == "null" => None,
+                    Some(Tok::Str(s)) => PasswordOption::Given(s.clone()),
+                    Some(Tok::Word(n)) if n == "null" => PasswordOption::Null,
                     _ => return Err(SqlError::syntax("PASSWORD needs a quoted string or NULL")),
                 });
             }
@@ -519,8 +525,8 @@ pub(crate) fn parse(sql: &str) -> Result<Option<RoleStmt>> {
 
 /// The verifier to store for a PASSWORD option: one given in SCRAM form as is, otherwise
 /// the password's. An empty password is no password, as in PostgreSQL (which warns).
-fn verifier(password: Option<&String>) -> Result<Option<String>> {
-    let Some(pw) = password else {
+fn verifier(password: Option<&PasswordOption>) -> Result<Option<String>> {
+    let Some(PasswordOption::Given(pw)) = password else {
         return Ok(None);
     };
     if pw.is_empty() {
@@ -572,7 +578,7 @@ pub(crate) fn execute(tx: &Transaction, stmt: &RoleStmt, current_user: &str) -> 
                 name: name.clone(),
                 superuser: options.superuser.unwrap_or(false),
                 login: options.login.unwrap_or(*user),
-                password: verifier(options.password.as_ref().and_then(Option::as_ref))?,
+                password: verifier(options.password.as_ref())?,
             };
             let table = tx.table(ROLES_TABLE)?;
             tx.insert(table, &role_row(&role)).map_err(|e| match e {
@@ -596,7 +602,7 @@ pub(crate) fn execute(tx: &Transaction, stmt: &RoleStmt, current_user: &str) -> 
                 role.superuser = s;
             }
             if let Some(p) = &options.password {
-                role.password = verifier(p.as_ref())?;
+                role.password = verifier(Some(p))?;
             }
             match tx.update(table, tid, &role_row(&role))? {
                 quire_engine::Changed::Done(..) => {}
@@ -694,7 +700,7 @@ mod tests {
                 name: "alice".into(),
                 user: true,
                 options: RoleOptions {
-                    password: Some(Some("it's".into())),
+                    password: Some(PasswordOption::Given("it's".into())),
                     ..RoleOptions::default()
                 }
             })
@@ -705,7 +711,7 @@ mod tests {
                 name: "Bob".into(),
                 options: RoleOptions {
                     login: Some(false),
-                    password: Some(None),
+                    password: Some(PasswordOption::Null),
                     ..RoleOptions::default()
                 }
             })
