@@ -13,7 +13,7 @@
 //!   blocking pool.
 //! - Errors reach the client as ErrorResponse with the SQLSTATE of the engine or the SQL
 //!   layer; protocol and startup errors use PostgreSQL's codes (53300 beyond
-//!   `max_connections`, 28000 for an unknown user or a non-loopback peer). After an error
+//!   `max_connections`, 28000 and 28P01 for authentication, below). After an error
 //!   inside a transaction block the session refuses everything with 25P02 until ROLLBACK;
 //!   ReadyForQuery reports I, T or E accordingly.
 //! - A statement is stopped only through its session's `quire_sql::Interrupt` ([`cancel`]):
@@ -24,8 +24,23 @@
 //! - Message sizes are bounded by pgwire's codec as by PostgreSQL: 1 GiB for Query, Parse,
 //!   Bind and CopyData, 10,000 bytes for the small control messages; a longer length
 //!   header ends the connection before anything is allocated.
-//! - Authentication is `trust` for the user `postgres` on loopback only, and the server
-//!   refuses to listen on a non-loopback address until password authentication exists.
+//! - Authentication follows `pg_hba.conf` ([`hba`]'s rules: the first matching line decides;
+//!   no match is FATAL 28000). Methods: `trust`, `scram-sha-256`, `password`, `reject`. Roles
+//!   and their SCRAM verifiers live in the SQL layer's roles table (`quire_sql`'s `roles`);
+//!   the server never sees or keeps a stored password, only verifiers. A wrong password, an
+//!   unknown role and a role without a password all end in the same FATAL 28P01 after a
+//!   full exchange (a mock salt for an unknown role), so a client learns nothing about which
+//!   roles exist; a role without LOGIN hears 28000 only after its password was right.
+//! - A new data directory gets a `pg_hba.conf` that trusts 127.0.0.1/32 and ::1/128 only,
+//!   and has the `postgres` superuser (no password). The server refuses to start listening
+//!   on a non-loopback address while a `trust` line covers a non-loopback address (the error
+//!   names the file and line); any other rules may face the network. Never weaken this: a
+//!   `trust` line reaching beyond loopback would give anyone on the network a superuser.
+//! - TLS (`ssl = on`): `ssl_cert_file` and `ssl_key_file` (PEM, relative to the data
+//!   directory) are loaded at start, and a bad or missing one refuses the start; clients
+//!   then may negotiate TLS (SSLRequest or direct). `hostssl` lines match only TLS
+//!   connections, and refuse the start while `ssl` is off. SCRAM is offered without channel
+//!   binding (no SCRAM-SHA-256-PLUS).
 //! - Between two commands a session may wait at most `idle_in_transaction_session_timeout`
 //!   inside a block and `idle_session_timeout` outside one (both off by default); then the
 //!   connection ends with PostgreSQL's FATAL 25P03 or 57P05 ([`socket`]), and its
