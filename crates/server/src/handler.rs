@@ -73,7 +73,7 @@ impl Auth {
         let mut mock_secret = [0u8; 32];
         ring::rand::SystemRandom::new()
             .fill(&mut mock_secret)
-            .map_err(|_| crate::ServerError::Tls("no random numbers for the mock salt".into()))?;
+            .map_err(|_| crate::ServerError::Random)?;
         Ok(Auth { hba, mock_secret })
     }
 }

@@ -148,6 +148,8 @@ pub enum ServerError {
     HostSslWithoutSsl { path: PathBuf, line: usize },
     #[error("TLS: {0}")]
     Tls(String),
+    #[error("the system's random number generator failed")]
+    Random,
     #[error("cannot create the data directory {path}: {source}")]
     DataDir {
         path: PathBuf,
