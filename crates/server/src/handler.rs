@@ -52,9 +52,8 @@ use quire_sql::{
     Statement,
 };
 
-use crate::hba::{Hba, Method};
-
 use crate::cancel::Registry;
+use crate::hba::{Hba, Method};
 use crate::session::SessionHandle;
 use crate::wire;
 
