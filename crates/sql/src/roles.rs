@@ -585,7 +585,8 @@ pub(crate) fn execute(tx: &Transaction, stmt: &RoleStmt, current_user: &str) -> 
                 quire_engine::Error::UniqueViolation { .. } => duplicate(name),
                 e => e.into(),
             })?;
-            Ok(if *user { "CREATE USER" } else { "CREATE ROLE" }.into())
+            // CREATE USER too, as PostgreSQL tags it.
+            Ok("CREATE ROLE".into())
         }
         RoleStmt::Alter { name, options } => {
             let (table, tid, mut role) = find(tx, name)?.ok_or_else(|| missing(name))?;
