@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # PostgreSQL's own clients against a freshly started `quire serve`: pgbench's initialization,
-# its built-in scripts in every query mode, the two-phase script, the TPC-B invariant, and
-# psql's \dt, \d and an error's SQLSTATE. Installs Debian's postgresql-client if it is
+# its built-in scripts in every query mode, the two-phase script, the TPC-B invariant,
+# psql's \dt, \d and an error's SQLSTATE, and authentication: psql over TLS
+# (sslmode=require and verify-full with the test CA), SCRAM-SHA-256 and \password. Installs Debian's postgresql-client if it is
 # missing. Usage: .ci/interop.sh [seconds per pgbench run, default 10]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,10 +20,16 @@ port=55432
 log="$data.log"
 ./target/release/quire serve --data-dir "$data" --port "$port" -c max_prepared_transactions=16 >"$log" 2>&1 &
 server=$!
+auth_server=
+auth_data=
 cleanup() {
   kill -TERM "$server" 2>/dev/null || true
   wait "$server" 2>/dev/null || true
-  rm -rf "$data" "$log"
+  if [[ -n "$auth_server" ]]; then
+    kill -TERM "$auth_server" 2>/dev/null || true
+    wait "$auth_server" 2>/dev/null || true
+  fi
+  rm -rf "$data" "$data.log" ${auth_data:+"$auth_data"}
 }
 trap cleanup EXIT
 
@@ -122,4 +129,41 @@ echo "== clean shutdown"
 kill -TERM "$server"
 wait "$server" || fail "quire serve exited with an error on SIGTERM"
 grep -q "shut down" "$log" || grep -qi "shutdown" "$log" || fail "no shutdown in the log"
+
+echo "== authentication: TLS, SCRAM-SHA-256, psql's \\password"
+# A second server: postgres trusted in the clear on loopback, everybody else by SCRAM over TLS
+# only, with the test certificate of crates/server/tests/fixtures.
+auth_data=$(mktemp -d)
+fixtures=$PWD/crates/server/tests/fixtures
+printf 'hostnossl all postgres 127.0.0.1/32 trust\nhostssl all all 127.0.0.1/32 scram-sha-256\n' >"$auth_data/hba.conf"
+log="$auth_data/log"
+./target/release/quire serve --data-dir "$auth_data/data" --port $((port + 1)) \
+  -c hba_file="$auth_data/hba.conf" -c ssl=on \
+  -c ssl_cert_file="$fixtures/server.crt" -c ssl_key_file="$fixtures/server.key" >"$log" 2>&1 &
+auth_server=$!
+# In the clear unless a test asks for TLS (libpq's default, prefer, would try TLS first).
+export PGPORT=$((port + 1)) PGSSLMODE=disable
+for _ in $(seq 1 100); do
+  psql "sslmode=disable" -qAtc 'select 1' >/dev/null 2>&1 && break
+  sleep 0.1
+done
+psql "sslmode=disable" -qAtc "create user alice" >/dev/null || fail "create user alice"
+# psql reads the new password from stdin when there is no terminal, and sends its verifier.
+printf 'sesame\nsesame\n' | psql "sslmode=disable" -c '\password alice' >/dev/null 2>&1 ||
+  fail "\\password alice"
+[[ "$(q "select rolpassword like 'SCRAM-SHA-256\$4096:%' from pg_authid where rolname = 'alice'")" == t ]] ||
+  fail "alice's verifier is not SCRAM-SHA-256"
+[[ "$(PGPASSWORD=sesame psql "sslmode=require user=alice" -qAtc 'select current_user')" == alice ]] ||
+  fail "alice over TLS with SCRAM"
+[[ "$(PGPASSWORD=sesame psql "sslmode=verify-full sslrootcert=$fixtures/ca.crt host=localhost user=alice" -qAtc 'select 1')" == 1 ]] ||
+  fail "verify-full against the test CA"
+for who in alice nobody; do
+  err=$(PGPASSWORD=wrong psql "sslmode=require user=$who" -qAtc 'select 1' 2>&1 || true)
+  grep -q "FATAL:  password authentication failed for user \"$who\"" <<<"$err" || fail "wrong password for $who: $err"
+done
+err=$(PGPASSWORD=sesame psql "sslmode=disable user=alice" -qAtc 'select 1' 2>&1 || true)
+grep -q 'no pg_hba.conf entry for host "127.0.0.1", user "alice", database "quire", no encryption' <<<"$err" ||
+  fail "alice in the clear: $err"
+echo "TLS (require, verify-full), SCRAM-SHA-256, \\password, 28P01 for a wrong password and an unknown user, no-entry in the clear"
+
 echo "interop: all checks passed"

@@ -21,8 +21,8 @@ pub struct ServeArgs {
     /// The TCP port (PostgreSQL's `port`; default 5433).
     #[arg(long)]
     port: Option<u16>,
-    /// The address to listen on (PostgreSQL's `listen_addresses`; loopback only for now;
-    /// default 127.0.0.1).
+    /// The address to listen on (PostgreSQL's `listen_addresses`; default 127.0.0.1). A
+    /// non-loopback address is refused while a `trust` rule of `pg_hba.conf` covers one.
     #[arg(long)]
     listen_addresses: Option<String>,
     /// Sessions at most (PostgreSQL's `max_connections`).
@@ -37,7 +37,8 @@ pub struct ServeArgs {
 const NOT_SETTINGS: &[&str] = &["QUIRE_LOG"];
 
 /// One setting applied to the server's configuration: the server's own (`port`,
-/// `listen_addresses`, `data_directory`) or the engine's.
+/// `listen_addresses`, `data_directory`, `hba_file`, `ssl`, `ssl_cert_file`, `ssl_key_file`)
+/// or the engine's.
 fn apply(config: &mut ServerConfig, name: &str, value: &str) -> anyhow::Result<()> {
     match name {
         "port" => {
@@ -48,6 +49,16 @@ fn apply(config: &mut ServerConfig, name: &str, value: &str) -> anyhow::Result<(
         }
         "listen_addresses" => config.listen_addresses = value.trim().to_string(),
         "data_directory" => config.data_dir = PathBuf::from(value.trim()),
+        "hba_file" => config.hba_file = Some(PathBuf::from(value.trim())),
+        "ssl" => {
+            config.ssl = match value.trim().to_lowercase().as_str() {
+                "on" | "true" | "yes" | "1" => true,
+                "off" | "false" | "no" | "0" => false,
+                _ => anyhow::bail!("ssl: \"{value}\" is not a boolean (on or off)"),
+            };
+        }
+        "ssl_cert_file" => config.ssl_cert_file = PathBuf::from(value.trim()),
+        "ssl_key_file" => config.ssl_key_file = PathBuf::from(value.trim()),
         _ => config.engine.set(name, value)?,
     }
     Ok(())
@@ -194,6 +205,16 @@ mod tests {
         assert_eq!(c.engine.max_prepared_transactions, 8);
         assert!(!c.engine.synchronous_commit);
         assert_eq!(c.data_dir, PathBuf::from("/tmp/q"));
+        assert!(!c.ssl);
+        let c = server_config(&args(
+            None,
+            &["ssl=on", "ssl_cert_file=/c.pem", "hba_file=/h.conf"],
+            None,
+        ))?;
+        assert!(c.ssl);
+        assert_eq!(c.ssl_cert_file, PathBuf::from("/c.pem"));
+        assert_eq!(c.ssl_key_file, PathBuf::from("server.key"));
+        assert_eq!(c.hba_file, Some(PathBuf::from("/h.conf")));
         let c = server_config(&args(Some(file.clone()), &["port=6001"], None))?;
         assert_eq!(c.port, 6001);
         let c = server_config(&args(Some(file.clone()), &["port=6001"], Some(6002)))?;

@@ -1,6 +1,15 @@
-//! The pgwire handlers of one connection: startup (trust for `postgres` on loopback, the
-//! connection limit), simple query, and the extended protocol. They run on the connection's
-//! own thread and call its session ([`SessionHandle`]) in place.
+//! The pgwire handlers of one connection: startup (the connection limit, then
+//! authentication by the first matching `pg_hba.conf` rule: trust, SCRAM-SHA-256, password or
+//! reject), simple query, and the extended protocol. They run on the connection's own thread
+//! and call its session ([`SessionHandle`]) in place; the role lookup at startup reads the
+//! roles table there too.
+//!
+//! Authentication answers as PostgreSQL's does, so that nothing tells whether a role exists:
+//! under `scram-sha-256` or `password`, an unknown role, a role without a password and a wrong
+//! password all end in FATAL 28P01 `password authentication failed for user "x"`, after a
+//! full exchange (an unknown role gets a mock verifier whose salt is stable per name, as
+//! PostgreSQL's `scram_mock_salt`). Only once the password is right does a role without LOGIN
+//! hear 28000 `role "x" is not permitted to log in`.
 
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,6 +19,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::SinkExt;
 use futures::{stream, Sink};
+use pgwire::api::auth::sasl::scram::{
+    ScramSecret, ScramServerAuth, ScramServerAuthWaitingForClientFinal,
+};
 use pgwire::api::auth::{
     finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata,
     DefaultServerParameterProvider, StartupHandler,
@@ -24,6 +36,7 @@ use pgwire::api::results::{
 };
 use pgwire::api::stmt::{QueryParser, StoredStatement};
 use pgwire::api::store::PortalStore;
+use pgwire::api::PgWireConnectionState;
 use pgwire::api::{
     ClientInfo, ClientPortalStore, PidSecretKeyGenerator, RandomPidSecretKeyGenerator, Type,
     DEFAULT_NAME, METADATA_USER,
@@ -32,17 +45,59 @@ use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::extendedquery::Sync as PgSync;
 use pgwire::messages::response::{CommandComplete, ReadyForQuery};
+use pgwire::messages::startup::{Authentication, PasswordMessageFamily};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use quire_sql::{
-    Description, OutColumn, Outcome, OutcomeKind, Session, SqlError, SqlType, Statement,
+    Description, OutColumn, Outcome, OutcomeKind, Role, ScramVerifier, Session, SqlError, SqlType,
+    Statement,
 };
 
 use crate::cancel::Registry;
+use crate::hba::{Hba, Method};
 use crate::session::SessionHandle;
 use crate::wire;
 
-/// The only user until roles exist; trusted on loopback only.
-pub(crate) const SUPERUSER: &str = "postgres";
+/// The server's authentication state shared by every connection.
+pub(crate) struct Auth {
+    hba: Hba,
+    /// The secret behind the mock salts of unknown roles. Per process: across a restart an
+    /// unknown role's salt changes while a real one's does not (PostgreSQL keeps its
+    /// `mock_auth_nonce` in pg_control for that reason).
+    mock_secret: [u8; 32],
+}
+
+impl Auth {
+    pub(crate) fn new(hba: Hba) -> Result<Auth, crate::ServerError> {
+        use ring::rand::SecureRandom;
+        let mut mock_secret = [0u8; 32];
+        ring::rand::SystemRandom::new()
+            .fill(&mut mock_secret)
+            .map_err(|_| crate::ServerError::Random)?;
+        Ok(Auth { hba, mock_secret })
+    }
+}
+
+/// A connection's authentication between its startup and its last password message.
+#[derive(Default)]
+pub(crate) enum Pending {
+    #[default]
+    Nothing,
+    /// SCRAM: `verifier` is the role's, or a mock one when there is no role or no password
+    /// (`role` then says the exchange cannot succeed). `exchange` is set after the client's
+    /// first message.
+    Scram {
+        user: String,
+        role: Option<Role>,
+        verifier: ScramVerifier,
+        exchange: Option<Box<ScramServerAuthWaitingForClientFinal>>,
+    },
+    /// The `password` method: the next message is the password in clear.
+    Password {
+        user: String,
+        role: Option<Role>,
+        verifier: Option<ScramVerifier>,
+    },
+}
 
 /// A connection slot under `max_connections`, released when the connection ends.
 pub(crate) struct Slot(Arc<AtomicUsize>);
@@ -72,6 +127,8 @@ pub(crate) struct Connection {
     pub registry: Arc<Registry>,
     /// The process id the client was given, once registered for cancel requests.
     pub pid: std::sync::Mutex<Option<i32>>,
+    pub auth: Arc<Auth>,
+    pub pending: std::sync::Mutex<Pending>,
     pub _slot: Option<Slot>,
     pub parameters: Arc<DefaultServerParameterProvider>,
     pub pids: Arc<RandomPidSecretKeyGenerator>,
@@ -109,6 +166,264 @@ impl Connection {
     }
 }
 
+/// The mechanism quire offers (no channel binding: SCRAM-SHA-256-PLUS is not offered).
+const SCRAM_SHA_256: &str = "SCRAM-SHA-256";
+
+fn password_failed(user: &str) -> PgWireError {
+    fatal(
+        "28P01",
+        &format!("password authentication failed for user \"{user}\""),
+    )
+}
+
+fn protocol_violation(what: &str) -> PgWireError {
+    fatal("08P01", what)
+}
+
+impl Connection {
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The Startup message: the first matching rule chooses how the client authenticates.
+    async fn start_authentication<C>(&self, client: &mut C) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let user = client
+            .metadata()
+            .get(METADATA_USER)
+            .cloned()
+            .unwrap_or_default();
+        if user.is_empty() {
+            return Err(fatal(
+                "28000",
+                "no PostgreSQL user name specified in startup packet",
+            ));
+        }
+        let database = client
+            .metadata()
+            .get(pgwire::api::METADATA_DATABASE)
+            .cloned()
+            .unwrap_or_else(|| user.clone());
+        let peer = client.socket_addr().ip().to_canonical();
+        let ssl = client.is_secure();
+        let encryption = if ssl {
+            "SSL encryption"
+        } else {
+            "no encryption"
+        };
+        let Some(rule) = self.auth.hba.matching(peer, ssl, &user, &database) else {
+            return Err(fatal(
+                "28000",
+                &format!(
+                    "no pg_hba.conf entry for host \"{peer}\", user \"{user}\", database \"{database}\", {encryption}"
+                ),
+            ));
+        };
+        tracing::debug!(%peer, user, database, line = rule.line, method = ?rule.method, "pg_hba.conf rule");
+        let lookup = |name: &str| -> PgWireResult<Option<Role>> {
+            quire_sql::lookup_role(&self.db, name)
+                .map_err(|e| PgWireError::UserError(Box::new(error_info("FATAL", &e))))
+        };
+        match rule.method {
+            Method::Reject => Err(fatal(
+                "28000",
+                &format!(
+                    "pg_hba.conf rejects connection for host \"{peer}\", user \"{user}\", database \"{database}\", {encryption}"
+                ),
+            )),
+            Method::Trust => {
+                let Some(role) = lookup(&user)? else {
+                    return Err(fatal("28000", &format!("role \"{user}\" does not exist")));
+                };
+                self.log_in(client, &role).await
+            }
+            Method::ScramSha256 => {
+                let role = lookup(&user)?;
+                let verifier = role
+                    .as_ref()
+                    .and_then(|r| r.password.as_deref())
+                    .and_then(ScramVerifier::parse);
+                // No role, or no SCRAM secret: the exchange goes on with a mock one and fails
+                // at its end, as a wrong password does.
+                let (role, verifier) = match verifier {
+                    Some(v) => (role, v),
+                    None => (None, ScramVerifier::mock(&user, &self.auth.mock_secret)),
+                };
+                *self.lock_pending() = Pending::Scram {
+                    user,
+                    role,
+                    verifier,
+                    exchange: None,
+                };
+                client.set_state(PgWireConnectionState::AuthenticationInProgress);
+                client
+                    .send(PgWireBackendMessage::Authentication(Authentication::SASL(
+                        vec![SCRAM_SHA_256.to_string()],
+                    )))
+                    .await?;
+                Ok(())
+            }
+            Method::Password => {
+                let role = lookup(&user)?;
+                let verifier = role
+                    .as_ref()
+                    .and_then(|r| r.password.as_deref())
+                    .and_then(ScramVerifier::parse);
+                *self.lock_pending() = Pending::Password {
+                    user,
+                    role,
+                    verifier,
+                };
+                client.set_state(PgWireConnectionState::AuthenticationInProgress);
+                client
+                    .send(PgWireBackendMessage::Authentication(
+                        Authentication::CleartextPassword,
+                    ))
+                    .await?;
+                Ok(())
+            }
+        }
+    }
+
+    /// A password message (SASLInitialResponse, SASLResponse or a password in clear).
+    async fn continue_authentication<C>(
+        &self,
+        client: &mut C,
+        message: PasswordMessageFamily,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let pending = std::mem::take(&mut *self.lock_pending());
+        match pending {
+            Pending::Nothing => Err(protocol_violation(
+                "a password message arrived with no authentication in progress",
+            )),
+            Pending::Scram {
+                user,
+                role,
+                verifier,
+                exchange: None,
+            } => {
+                let initial = message
+                    .into_sasl_initial_response()
+                    .map_err(|_| protocol_violation("expected a SASLInitialResponse message"))?;
+                if initial.auth_method != SCRAM_SHA_256 {
+                    return Err(protocol_violation(
+                        "client selected an invalid SASL authentication mechanism",
+                    ));
+                }
+                let data = initial
+                    .data
+                    .ok_or_else(|| protocol_violation("malformed SCRAM message (empty)"))?;
+                let secret = ScramSecret::Verifier {
+                    salt: verifier.salt.clone(),
+                    iterations: verifier.iterations as usize,
+                    stored_key: verifier.stored_key.to_vec(),
+                    server_key: verifier.server_key.to_vec(),
+                };
+                let (server_first, exchange) = ScramServerAuth::new()
+                    .on_client_first_message_with_secret(&data, secret)
+                    .map_err(|e| protocol_violation(&format!("malformed SCRAM message: {e}")))?;
+                *self.lock_pending() = Pending::Scram {
+                    user,
+                    role,
+                    verifier,
+                    exchange: Some(Box::new(exchange)),
+                };
+                client
+                    .send(PgWireBackendMessage::Authentication(
+                        Authentication::SASLContinue(Bytes::from(server_first)),
+                    ))
+                    .await?;
+                Ok(())
+            }
+            Pending::Scram {
+                user,
+                role,
+                exchange: Some(exchange),
+                ..
+            } => {
+                let response = message
+                    .into_sasl_response()
+                    .map_err(|_| protocol_violation("expected a SASLResponse message"))?;
+                let server_final = match exchange.on_client_final_message(&response.data) {
+                    Ok(f) => f,
+                    Err(PgWireError::InvalidPassword(_)) => return Err(password_failed(&user)),
+                    Err(e) => {
+                        return Err(protocol_violation(&format!("malformed SCRAM message: {e}")))
+                    }
+                };
+                // A mock verifier matches no proof; this is the belt to that brace.
+                let Some(role) = role else {
+                    return Err(password_failed(&user));
+                };
+                client
+                    .feed(PgWireBackendMessage::Authentication(
+                        Authentication::SASLFinal(Bytes::from(server_final)),
+                    ))
+                    .await?;
+                self.log_in(client, &role).await
+            }
+            Pending::Password {
+                user,
+                role,
+                verifier,
+            } => {
+                let password = message
+                    .into_password()
+                    .map_err(|_| protocol_violation("expected a password message"))?;
+                let password = password.password.trim_end_matches('\0');
+                let ok = verifier.is_some_and(|v| v.matches_password(password));
+                match role {
+                    Some(role) if ok => self.log_in(client, &role).await,
+                    _ => Err(password_failed(&user)),
+                }
+            }
+        }
+    }
+
+    /// The client is who it says: the role must be allowed to log in; then the session is
+    /// its, and the startup ends (BackendKeyData, ReadyForQuery).
+    async fn log_in<C>(&self, client: &mut C, role: &Role) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if !role.login {
+            return Err(fatal(
+                "28000",
+                &format!("role \"{}\" is not permitted to log in", role.name),
+            ));
+        }
+        let (pid, secret) = self.pids.generate(client);
+        if let Some(session) = &self.session {
+            let interrupt = session.call(|s| {
+                s.set_user(&role.name);
+                s.interrupt()
+            });
+            self.registry.register(pid, secret.clone(), interrupt);
+            *self
+                .pid
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(pid);
+        }
+        client.set_pid_and_secret_key(pid, secret);
+        finish_authentication(client, self.parameters.as_ref()).await?;
+        tracing::debug!(peer = %client.socket_addr(), pid, role = role.name, "connection authenticated");
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl StartupHandler for Connection {
     async fn on_startup<C>(
@@ -121,45 +436,20 @@ impl StartupHandler for Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let PgWireFrontendMessage::Startup(ref startup) = message else {
-            return Ok(());
-        };
-        protocol_negotiation(client, startup).await?;
-        save_startup_parameters_to_metadata(client, startup);
-        if self.session.is_none() {
-            return Err(fatal("53300", "sorry, too many clients already"));
+        match message {
+            PgWireFrontendMessage::Startup(ref startup) => {
+                protocol_negotiation(client, startup).await?;
+                save_startup_parameters_to_metadata(client, startup);
+                if self.session.is_none() {
+                    return Err(fatal("53300", "sorry, too many clients already"));
+                }
+                self.start_authentication(client).await
+            }
+            PgWireFrontendMessage::PasswordMessageFamily(m) => {
+                self.continue_authentication(client, m).await
+            }
+            _ => Ok(()),
         }
-        let user = client
-            .metadata()
-            .get(METADATA_USER)
-            .cloned()
-            .unwrap_or_default();
-        let peer = client.socket_addr();
-        if !peer.ip().is_loopback() {
-            return Err(fatal(
-                "28000",
-                &format!(
-                    "no authentication method for host \"{}\": only trust on loopback exists yet",
-                    peer.ip()
-                ),
-            ));
-        }
-        if user != SUPERUSER {
-            return Err(fatal("28000", &format!("role \"{user}\" does not exist")));
-        }
-        let (pid, secret) = self.pids.generate(client);
-        if let Some(session) = &self.session {
-            let interrupt = session.call(|s| s.interrupt());
-            self.registry.register(pid, secret.clone(), interrupt);
-            *self
-                .pid
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(pid);
-        }
-        client.set_pid_and_secret_key(pid, secret);
-        finish_authentication(client, self.parameters.as_ref()).await?;
-        tracing::debug!(%peer, pid, "connection authenticated (trust)");
-        Ok(())
     }
 }
 

@@ -13,7 +13,7 @@
 //!   blocking pool.
 //! - Errors reach the client as ErrorResponse with the SQLSTATE of the engine or the SQL
 //!   layer; protocol and startup errors use PostgreSQL's codes (53300 beyond
-//!   `max_connections`, 28000 for an unknown user or a non-loopback peer). After an error
+//!   `max_connections`, 28000 and 28P01 for authentication, below). After an error
 //!   inside a transaction block the session refuses everything with 25P02 until ROLLBACK;
 //!   ReadyForQuery reports I, T or E accordingly.
 //! - A statement is stopped only through its session's `quire_sql::Interrupt` ([`cancel`]):
@@ -24,8 +24,23 @@
 //! - Message sizes are bounded by pgwire's codec as by PostgreSQL: 1 GiB for Query, Parse,
 //!   Bind and CopyData, 10,000 bytes for the small control messages; a longer length
 //!   header ends the connection before anything is allocated.
-//! - Authentication is `trust` for the user `postgres` on loopback only, and the server
-//!   refuses to listen on a non-loopback address until password authentication exists.
+//! - Authentication follows `pg_hba.conf` ([`hba`]'s rules: the first matching line decides;
+//!   no match is FATAL 28000). Methods: `trust`, `scram-sha-256`, `password`, `reject`. Roles
+//!   and their SCRAM verifiers live in the SQL layer's roles table (`quire_sql`'s `roles`);
+//!   the server never sees or keeps a stored password, only verifiers. A wrong password, an
+//!   unknown role and a role without a password all end in the same FATAL 28P01 after a
+//!   full exchange (a mock salt for an unknown role), so a client learns nothing about which
+//!   roles exist; a role without LOGIN hears 28000 only after its password was right.
+//! - A new data directory gets a `pg_hba.conf` that trusts 127.0.0.1/32 and ::1/128 only,
+//!   and has the `postgres` superuser (no password). The server refuses to start listening
+//!   on a non-loopback address while a `trust` line covers a non-loopback address (the error
+//!   names the file and line); any other rules may face the network. Never weaken this: a
+//!   `trust` line reaching beyond loopback would give anyone on the network a superuser.
+//! - TLS (`ssl = on`): `ssl_cert_file` and `ssl_key_file` (PEM, relative to the data
+//!   directory) are loaded at start, and a bad or missing one refuses the start; clients
+//!   then may negotiate TLS (SSLRequest or direct). `hostssl` lines match only TLS
+//!   connections, and refuse the start while `ssl` is off. SCRAM is offered without channel
+//!   binding (no SCRAM-SHA-256-PLUS).
 //! - Between two commands a session may wait at most `idle_in_transaction_session_timeout`
 //!   inside a block and `idle_session_timeout` outside one (both off by default); then the
 //!   connection ends with PostgreSQL's FATAL 25P03 or 57P05 ([`socket`]), and its
@@ -44,32 +59,35 @@
 
 mod cancel;
 mod handler;
+pub mod hba;
 mod session;
 mod socket;
 mod wire;
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use pgwire::api::RandomPidSecretKeyGenerator;
+use pgwire::tokio::TlsAcceptor;
 use quire_engine::vfs::{OsVfs, Vfs};
 use quire_engine::{Config, Database, HealthState};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::cancel::Registry;
-use crate::handler::{Connection, Slot, SqlParser};
+use crate::handler::{Auth, Connection, Slot, SqlParser};
+use crate::hba::Hba;
 use crate::session::SessionHandle;
 
 /// PostgreSQL's default port is 5432; quire's is one above, so both can run side by side.
 pub const DEFAULT_PORT: u16 = 5433;
 
-/// The server's settings (PostgreSQL's names: `listen_addresses`, `port`; the engine's in
-/// `engine`, `max_connections` among them).
+/// The server's settings (PostgreSQL's names: `listen_addresses`, `port`, `hba_file`, `ssl`,
+/// `ssl_cert_file`, `ssl_key_file`; the engine's in `engine`, `max_connections` among them).
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
     pub data_dir: PathBuf,
@@ -77,6 +95,16 @@ pub struct ServerConfig {
     pub listen_addresses: String,
     /// 0 picks a free port (tests).
     pub port: u16,
+    /// The authentication rules ([`hba`]); `None`: `pg_hba.conf` in the data directory,
+    /// written with trust on loopback when missing. A relative path is in the data directory.
+    pub hba_file: Option<PathBuf>,
+    /// TLS (`ssl`, off by default): when on, the certificate and key are loaded at start and
+    /// clients may ask for TLS; `hostssl` rules need it.
+    pub ssl: bool,
+    /// PEM files; relative paths are in the data directory. Defaults `server.crt` and
+    /// `server.key`, as PostgreSQL's.
+    pub ssl_cert_file: PathBuf,
+    pub ssl_key_file: PathBuf,
     pub engine: Config,
 }
 
@@ -86,7 +114,20 @@ impl ServerConfig {
             data_dir: data_dir.into(),
             listen_addresses: "127.0.0.1".into(),
             port: DEFAULT_PORT,
+            hba_file: None,
+            ssl: false,
+            ssl_cert_file: "server.crt".into(),
+            ssl_key_file: "server.key".into(),
             engine: Config::default(),
+        }
+    }
+
+    /// `path` as the server reads it: relative to the data directory.
+    fn in_data_dir(&self, path: &Path) -> PathBuf {
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.data_dir.join(path)
         }
     }
 }
@@ -95,8 +136,20 @@ impl ServerConfig {
 pub enum ServerError {
     #[error("listen_addresses = \"{0}\" is not an IP address (or \"localhost\")")]
     BadAddress(String),
-    #[error("refusing to listen on {0}: only loopback addresses are allowed until password authentication exists (trust authentication is loopback-only)")]
-    NotLoopback(IpAddr),
+    #[error("refusing to listen on {addr}: {path} line {line} trusts connections from beyond loopback (allow `trust` only for 127.0.0.0/8 or ::1/128, or listen on loopback)")]
+    TrustBeyondLoopback {
+        addr: IpAddr,
+        path: PathBuf,
+        line: usize,
+    },
+    #[error(transparent)]
+    Hba(#[from] hba::HbaError),
+    #[error("{path} line {line}: a hostssl rule cannot match because ssl is off (set ssl = on with a certificate)")]
+    HostSslWithoutSsl { path: PathBuf, line: usize },
+    #[error("TLS: {0}")]
+    Tls(String),
+    #[error("the system's random number generator failed")]
+    Random,
     #[error("cannot create the data directory {path}: {source}")]
     DataDir {
         path: PathBuf,
@@ -120,6 +173,8 @@ pub struct Server {
     db: Arc<Database>,
     listener: TcpListener,
     max_connections: usize,
+    auth: Arc<Auth>,
+    tls: Option<TlsAcceptor>,
     /// What opening the database again (after the engine's failed state) needs.
     reopen: Reopen,
 }
@@ -184,9 +239,42 @@ impl Server {
     /// one, to make the engine fail).
     pub async fn start_on(config: ServerConfig, vfs: Arc<dyn Vfs>) -> Result<Server, ServerError> {
         let ip = listen_ip(&config.listen_addresses)?;
+        vfs.create_dir_all(&config.data_dir)
+            .map_err(|source| ServerError::DataDir {
+                path: config.data_dir.clone(),
+                source,
+            })?;
+        let hba_path = config.in_data_dir(
+            config
+                .hba_file
+                .as_deref()
+                .unwrap_or_else(|| Path::new("pg_hba.conf")),
+        );
+        let hba = Hba::load(vfs.as_ref(), &hba_path, config.hba_file.is_none())?;
         if !ip.is_loopback() {
-            return Err(ServerError::NotLoopback(ip));
+            if let Some(rule) = hba.trust_beyond_loopback() {
+                return Err(ServerError::TrustBeyondLoopback {
+                    addr: ip,
+                    path: hba.path.clone(),
+                    line: rule.line,
+                });
+            }
         }
+        if let (false, Some(rule)) = (config.ssl, hba.needs_ssl()) {
+            return Err(ServerError::HostSslWithoutSsl {
+                path: hba.path.clone(),
+                line: rule.line,
+            });
+        }
+        let tls = if config.ssl {
+            Some(tls_acceptor(
+                &config.in_data_dir(&config.ssl_cert_file),
+                &config.in_data_dir(&config.ssl_key_file),
+            )?)
+        } else {
+            None
+        };
+        let auth = Arc::new(Auth::new(hba)?);
         let max_connections = config.engine.max_connections;
         let reopen = Reopen {
             vfs,
@@ -207,12 +295,15 @@ impl Server {
             data_dir = %config.data_dir.display(),
             addr = %listener.local_addr().unwrap_or(addr),
             max_connections,
+            ssl = tls.is_some(),
             "quire is ready to accept connections"
         );
         Ok(Server {
             db: Arc::new(db),
             listener,
             max_connections,
+            auth,
+            tls,
             reopen,
         })
     }
@@ -232,11 +323,19 @@ impl Server {
             mut db,
             listener,
             max_connections,
+            auth,
+            tls,
             reopen,
         } = self;
+        let endpoint = Endpoint {
+            listener,
+            max_connections,
+            auth,
+            tls,
+        };
         tokio::pin!(shutdown);
         loop {
-            let ended = serve(&db, &listener, max_connections, &mut shutdown).await?;
+            let ended = serve(&db, &endpoint, &mut shutdown).await?;
             let reason = match ended {
                 Ended::Shutdown => break,
                 Ended::EngineFailed(reason) => reason,
@@ -252,7 +351,7 @@ impl Server {
             db = Arc::new(reopen.open().await?);
             tracing::info!("recovered after the engine failed; accepting connections again");
         }
-        drop(listener);
+        drop(endpoint);
         let db = take_last(db)?;
         tokio::task::spawn_blocking(move || db.close())
             .await
@@ -260,6 +359,48 @@ impl Server {
         tracing::info!("database closed (shutdown checkpoint written)");
         Ok(())
     }
+}
+
+/// What [`serve`] accepts connections with.
+struct Endpoint {
+    listener: TcpListener,
+    max_connections: usize,
+    auth: Arc<Auth>,
+    tls: Option<TlsAcceptor>,
+}
+
+/// The TLS acceptor of a PEM certificate chain and private key (rustls with ring, which
+/// pgwire's TLS negotiation uses).
+fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, ServerError> {
+    use pgwire::tokio::tokio_rustls::rustls;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let read = |p: &Path| {
+        std::fs::read(p).map_err(|e| ServerError::Tls(format!("cannot read {}: {e}", p.display())))
+    };
+    let cert_pem = read(cert)?;
+    let certs = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ServerError::Tls(format!("{}: {e}", cert.display())))?;
+    if certs.is_empty() {
+        return Err(ServerError::Tls(format!(
+            "{} holds no certificate",
+            cert.display()
+        )));
+    }
+    let key_der = PrivateKeyDer::from_pem_slice(&read(key)?)
+        .map_err(|e| ServerError::Tls(format!("{}: {e}", key.display())))?;
+    // The provider named, not the process default: which one is "default" depends on the
+    // features other crates turn on.
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| ServerError::Tls(e.to_string()))?
+    .with_no_client_auth()
+    .with_single_cert(certs, key_der)
+    .map_err(|e| ServerError::Tls(format!("{} and {}: {e}", cert.display(), key.display())))?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
 /// The database once every session has let go of it.
@@ -273,6 +414,7 @@ fn take_last(db: Arc<Database>) -> Result<Database, ServerError> {
 /// socket and the handlers call the session in place ([`session`]'s rules).
 fn connection_thread(
     socket: std::net::TcpStream,
+    tls: Option<TlsAcceptor>,
     conn: Arc<Connection>,
     idle: Option<Arc<session::IdleTimer>>,
     farewell: watch::Receiver<Option<socket::Farewell>>,
@@ -295,7 +437,7 @@ fn connection_thread(
         // connection stuck writing to a client that does not read is dropped by the stop.
         tokio::select! {
             biased;
-            r = socket::serve(socket, None, conn, idle, farewell) => r,
+            r = socket::serve(socket, tls, conn, idle, farewell) => r,
             _ = stopped.changed() => Ok(()),
         }
     });
@@ -319,10 +461,16 @@ async fn engine_failed(db: &Database) -> String {
 /// every connection and waits for every connection thread, so that `db` is no longer shared.
 async fn serve(
     db: &Arc<Database>,
-    listener: &TcpListener,
-    max_connections: usize,
+    endpoint: &Endpoint,
     shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
 ) -> Result<Ended, ServerError> {
+    let Endpoint {
+        listener,
+        max_connections,
+        auth,
+        tls,
+    } = endpoint;
+    let max_connections = *max_connections;
     let (stop, stopped) = watch::channel(None);
     let count = Arc::new(AtomicUsize::new(0));
     let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
@@ -361,16 +509,19 @@ async fn serve(
             db: Arc::clone(db),
             registry: Arc::clone(&registry),
             pid: std::sync::Mutex::new(None),
+            auth: Arc::clone(auth),
+            pending: std::sync::Mutex::default(),
             _slot: slot,
             parameters: Arc::clone(&parameters),
             pids: Arc::clone(&pids),
             parser: Arc::clone(&parser),
         });
         let farewell = stopped.clone();
+        let tls = tls.clone();
         let spawned = socket.into_std().and_then(|socket| {
             std::thread::Builder::new()
                 .name(format!("quire-conn-{next_id}"))
-                .spawn(move || connection_thread(socket, conn, idle, farewell))
+                .spawn(move || connection_thread(socket, tls, conn, idle, farewell))
         });
         match spawned {
             Ok(thread) => {

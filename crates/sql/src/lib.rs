@@ -11,6 +11,7 @@
 //! - `plan`: plan nodes and their pull-based execution.
 //! - `catalog`, `pg_catalog`: what SQL keeps of a table, and PostgreSQL's catalog views.
 //! - `sequence`: CREATE SEQUENCE's options, `nextval` and its kin, `serial` columns.
+//! - `roles`: roles and their SCRAM-SHA-256 verifiers (CREATE/ALTER/DROP ROLE).
 //! - `bind`: names, types and access paths: a statement becomes a plan.
 //! - `copy`: COPY's text and CSV formats.
 //! - `interrupt`: cancel requests and `statement_timeout`.
@@ -47,6 +48,7 @@ mod interrupt;
 mod parse;
 mod pg_catalog;
 mod plan;
+mod roles;
 mod sequence;
 mod session;
 mod types;
@@ -56,6 +58,7 @@ pub use error::{Result, SqlError};
 pub use interrupt::Interrupt;
 pub use parse::{parse, CopyFormat, CopyStmt, Statement, VacuumStmt};
 pub use plan::MAX_MATERIALIZED_ROWS;
+pub use roles::{lookup_role, Role, RoleStmt, ScramVerifier, BOOTSTRAP_SUPERUSER};
 pub use session::{
     Description, IdleLimit, Outcome, OutcomeKind, Session, Settings, TxStatus, SERVER_VERSION,
 };

@@ -15,6 +15,8 @@ pub enum Statement {
     Checkpoint,
     Vacuum(VacuumStmt),
     Copy(CopyStmt),
+    /// CREATE/ALTER/DROP ROLE or USER ([`crate::roles`]).
+    Role(crate::roles::RoleStmt),
 }
 
 #[derive(Clone, Debug, Default)]
@@ -309,6 +311,9 @@ fn string_arg(w: Option<&String>, what: &str) -> Result<String> {
 }
 
 fn utility(p: &str) -> Result<Option<Statement>> {
+    if let Some(r) = crate::roles::parse(p)? {
+        return Ok(Some(Statement::Role(r)));
+    }
     let w = words(p);
     let first = w.first();
     let second = w.get(1);

@@ -4,8 +4,9 @@
 //! built when a query scans it, in the querying transaction, so it shows that
 //! transaction's view of the catalog (an uncommitted CREATE TABLE is visible to itself).
 //!
-//! Oids: a table's or index's oid is its engine oid; the namespaces, types, access methods
-//! and the one database and role have PostgreSQL's fixed oids; a key constraint's oid is
+//! Oids: a table's or index's oid is its engine oid; the namespaces, types, access methods,
+//! the one database and the bootstrap superuser have PostgreSQL's fixed oids; other roles'
+//! are kept in the roles table ([`crate::roles`]); a key constraint's oid is
 //! its index's oid plus [`CONSTRAINT_OID_BASE`].
 
 use quire_engine::{Entry, IndexDef, Row, Transaction, Value};
@@ -38,7 +39,12 @@ pub(crate) enum CatalogTable {
     Type,
     Index,
     Database,
+    /// pg_roles: every role, the password masked.
     Roles,
+    /// pg_authid: every role with its SCRAM verifier.
+    Authid,
+    /// pg_user: the roles that may log in, the password masked.
+    User,
     Settings,
     Am,
     Inherits,
@@ -75,7 +81,9 @@ impl CatalogTable {
             "pg_type" => CatalogTable::Type,
             "pg_index" => CatalogTable::Index,
             "pg_database" => CatalogTable::Database,
-            "pg_roles" | "pg_user" | "pg_authid" => CatalogTable::Roles,
+            "pg_roles" => CatalogTable::Roles,
+            "pg_authid" => CatalogTable::Authid,
+            "pg_user" => CatalogTable::User,
             "pg_settings" => CatalogTable::Settings,
             "pg_am" => CatalogTable::Am,
             "pg_inherits" => CatalogTable::Inherits,
@@ -201,7 +209,18 @@ impl CatalogTable {
                 ("daticulocale", T::Text),
                 ("datacl", T::TextArray),
             ],
-            CatalogTable::Roles => &[
+            CatalogTable::User => &[
+                ("usename", T::Name),
+                ("usesysid", T::Oid),
+                ("usecreatedb", T::Bool),
+                ("usesuper", T::Bool),
+                ("userepl", T::Bool),
+                ("usebypassrls", T::Bool),
+                ("passwd", T::Text),
+                ("valuntil", T::Timestamptz),
+                ("useconfig", T::TextArray),
+            ],
+            CatalogTable::Roles | CatalogTable::Authid => &[
                 ("oid", T::Oid),
                 ("rolname", T::Name),
                 ("rolsuper", T::Bool),
@@ -396,20 +415,49 @@ impl CatalogTable {
                 Value::Null,
                 Value::Null,
             ]],
-            CatalogTable::Roles => vec![vec![
-                int(SUPERUSER_OID),
-                text(SUPERUSER),
-                Value::Bool(true),
-                Value::Bool(true),
-                Value::Bool(true),
-                Value::Bool(true),
-                Value::Bool(true),
-                Value::Bool(true),
-                int(-1),
-                text("********"),
-                Value::Null,
-                Value::Bool(true),
-            ]],
+            CatalogTable::Roles | CatalogTable::Authid => crate::roles::all(cx.tx)?
+                .into_iter()
+                .map(|r| {
+                    // pg_roles never shows a verifier; pg_authid does (PostgreSQL lets only
+                    // superusers read it; quire has no privileges yet).
+                    let password = if self == CatalogTable::Roles {
+                        text("********")
+                    } else {
+                        r.password.as_deref().map_or(Value::Null, text)
+                    };
+                    vec![
+                        int(i64::from(r.oid)),
+                        text(&r.name),
+                        Value::Bool(r.superuser),
+                        Value::Bool(true),
+                        Value::Bool(r.superuser),
+                        Value::Bool(r.superuser),
+                        Value::Bool(r.login),
+                        Value::Bool(r.superuser),
+                        int(-1),
+                        password,
+                        Value::Null,
+                        Value::Bool(r.superuser),
+                    ]
+                })
+                .collect(),
+            CatalogTable::User => crate::roles::all(cx.tx)?
+                .into_iter()
+                .filter(|r| r.login)
+                .map(|r| {
+                    vec![
+                        text(&r.name),
+                        int(i64::from(r.oid)),
+                        Value::Bool(r.superuser),
+                        Value::Bool(r.superuser),
+                        Value::Bool(r.superuser),
+                        Value::Bool(r.superuser),
+                        text("********"),
+                        Value::Null,
+                        Value::Null,
+                    ]
+                })
+                .collect(),
             CatalogTable::Settings => cx
                 .settings
                 .all()

@@ -167,9 +167,16 @@ fn now_us() -> i64 {
 }
 
 impl Session {
-    /// Creates the SQL layer's catalog table on a data directory's first start.
+    /// Creates the SQL layer's catalog tables (columns, roles) on a data directory's first
+    /// start, and those missing from an older one.
     pub fn bootstrap(db: &Database) -> Result<()> {
-        catalog::bootstrap(db)
+        catalog::bootstrap(db)?;
+        crate::roles::bootstrap(db)
+    }
+
+    /// The role the client logged in as (`current_user`, `session_user`).
+    pub fn set_user(&mut self, user: &str) {
+        self.settings.user = user.to_string();
     }
 
     pub fn new(db: Arc<Database>) -> Session {
@@ -341,6 +348,26 @@ impl Session {
             }
             Statement::Vacuum(v) => self.vacuum(v),
             Statement::Copy(c) => self.copy_start(c),
+            Statement::Role(r) => self.role(r),
+        }
+    }
+
+    /// A role statement, in the open block or as its own transaction.
+    fn role(&mut self, stmt: &crate::roles::RoleStmt) -> Result<Outcome> {
+        let user = self.settings.user.clone();
+        if let State::Block(tx) = &self.state {
+            return Ok(command(crate::roles::execute(tx, stmt, &user)?));
+        }
+        let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
+        match crate::roles::execute(&tx, stmt, &user) {
+            Ok(tag) => {
+                tx.commit()?;
+                Ok(command(tag))
+            }
+            Err(e) => {
+                let _ = tx.rollback();
+                Err(e)
+            }
         }
     }
 

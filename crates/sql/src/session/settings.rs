@@ -31,6 +31,8 @@ const SESSION_PARAMETERS: &[(&str, &str, bool)] = &[
     ("intervalstyle", "postgres", true),
     ("lc_collate", "C", false),
     ("lc_ctype", "C", false),
+    // What psql's \password asks before it sends a verifier (roles store only SCRAM).
+    ("password_encryption", "scram-sha-256", false),
     ("search_path", "\"$user\", public", true),
     ("server_encoding", "UTF8", false),
     ("server_version", SERVER_VERSION, false),
