@@ -188,4 +188,4 @@ pub use txn::twophase::{PreparedXact, TwoPhaseStats};
 pub use txn::ProcId;
 pub use types::{BlockNumber, Fork, Lsn, Oid, RelFileLocator, Xid};
 pub use vacuum::VacuumStats;
-pub use value::{Row, Type, Value};
+pub use value::{Numeric, NumericError, Row, Type, Value};

@@ -56,6 +56,7 @@ fn encode_binary(v: &Value, ty: SqlType) -> Option<Vec<u8>> {
         (Value::Text(s), _) => s.as_bytes().to_vec(),
         (Value::Bytea(b), _) => b.clone(),
         (Value::Timestamp(us), _) => us.saturating_sub(PG_EPOCH_OFFSET_US).to_be_bytes().to_vec(),
+        (Value::Numeric(n), _) => quire_sql::numeric_to_binary(n),
     })
 }
 
@@ -127,6 +128,9 @@ pub(crate) fn decode_param(
             return Err(SqlError::unsupported("array parameters in binary format"))
         }
         SqlType::Bytea => Value::Bytea(bytes.to_vec()),
+        SqlType::Numeric(typmod) => {
+            quire_sql::check_numeric(quire_sql::numeric_from_binary(bytes)?, typmod)?
+        }
         SqlType::Timestamp | SqlType::Timestamptz => {
             let pg = i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad())?);
             Value::Timestamp(pg.checked_add(PG_EPOCH_OFFSET_US).ok_or_else(bad)?)

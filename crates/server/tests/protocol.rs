@@ -1010,3 +1010,76 @@ async fn shutdown_stops_running_statements_and_waits_for_nothing_else() -> anyho
     assert!(long.await?.is_err(), "the running statement was stopped");
     Ok(())
 }
+
+/// A numeric in PostgreSQL's binary form (`numeric_send`), as a driver sends and reads it.
+#[derive(Debug, PartialEq)]
+struct RawNumeric(Vec<u8>);
+
+impl tokio_postgres::types::ToSql for RawNumeric {
+    fn to_sql(
+        &self,
+        _: &tokio_postgres::types::Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<tokio_postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.extend_from_slice(&self.0);
+        Ok(tokio_postgres::types::IsNull::No)
+    }
+
+    fn accepts(ty: &tokio_postgres::types::Type) -> bool {
+        *ty == tokio_postgres::types::Type::NUMERIC
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+impl<'a> tokio_postgres::types::FromSql<'a> for RawNumeric {
+    fn from_sql(
+        _: &tokio_postgres::types::Type,
+        raw: &'a [u8],
+    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(RawNumeric(raw.to_vec()))
+    }
+
+    fn accepts(ty: &tokio_postgres::types::Type) -> bool {
+        *ty == tokio_postgres::types::Type::NUMERIC
+    }
+}
+
+#[tokio::test]
+async fn numeric_travels_in_binary_and_text_as_postgresql_sends_it() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Running::start(dir.path(), 10).await?;
+    let client = server.connect().await?;
+    client
+        .batch_execute("CREATE TABLE prices (id int PRIMARY KEY, p numeric(10,3))")
+        .await?;
+    // 12345.678 as numeric_send writes it: ndigits 3, weight 1, sign +, dscale 3,
+    // base-10000 digits 1, 2345, 6780.
+    let wire = vec![0, 3, 0, 1, 0, 0, 0, 3, 0, 1, 0x09, 0x29, 0x1a, 0x7c];
+    client
+        .execute(
+            "INSERT INTO prices VALUES (1, $1)",
+            &[&RawNumeric(wire.clone())],
+        )
+        .await?;
+    let row = client
+        .query_one("SELECT p FROM prices WHERE id = 1", &[])
+        .await?;
+    assert_eq!(row.get::<_, RawNumeric>(0), RawNumeric(wire));
+    let text = simple(&client, "SELECT p, p * 2, p::text FROM prices").await?;
+    let some = |v: &[&str]| v.iter().map(|s| Some((*s).to_string())).collect::<Vec<_>>();
+    assert_eq!(text, [some(&["12345.678", "24691.356", "12345.678"])]);
+    // The column's typmod rounds what a driver sends.
+    let four_places = vec![0, 2, 0, 0, 0, 0, 0, 4, 0, 1, 0x16, 0x2e]; // 1.5678
+    client
+        .execute(
+            "INSERT INTO prices VALUES (2, $1)",
+            &[&RawNumeric(four_places)],
+        )
+        .await?;
+    assert_eq!(
+        simple(&client, "SELECT p FROM prices WHERE id = 2").await?,
+        [some(&["1.568"])]
+    );
+    Ok(())
+}

@@ -344,6 +344,7 @@ impl Expr {
             Expr::Neg(inner) => match inner.eval(cx, row)? {
                 Value::Int(i) => Value::Int(i.checked_neg().ok_or_else(out_of_range)?),
                 Value::Float(f) => Value::Float(-f),
+                Value::Numeric(n) => Value::Numeric(crate::numeric::negate(&n)?),
                 v => v,
             },
             Expr::Cmp(op, _, l, r) => {
@@ -638,6 +639,17 @@ fn division_by_zero() -> SqlError {
 pub(crate) fn arith(op: ArithOp, ty: SqlType, left: Value, right: Value) -> Result<Value> {
     Ok(match (left, right) {
         (Value::Null, _) | (_, Value::Null) => Value::Null,
+        (Value::Numeric(a), Value::Numeric(b)) => {
+            use crate::numeric::Op;
+            let op = match op {
+                ArithOp::Add => Op::Add,
+                ArithOp::Sub => Op::Sub,
+                ArithOp::Mul => Op::Mul,
+                ArithOp::Div => Op::Div,
+                ArithOp::Mod => Op::Mod,
+            };
+            Value::Numeric(crate::numeric::arith(op, &a, &b)?)
+        }
         (Value::Int(a), Value::Int(b)) if !ty.is_float() => {
             if b == 0 && matches!(op, ArithOp::Div | ArithOp::Mod) {
                 return Err(division_by_zero());
@@ -692,6 +704,7 @@ pub(crate) fn as_f64(v: &Value) -> Option<f64> {
     match v {
         Value::Int(i) => Some(*i as f64),
         Value::Float(f) => Some(*f),
+        Value::Numeric(n) => Some(crate::numeric::to_f64(n)),
         _ => None,
     }
 }

@@ -119,6 +119,7 @@ impl AggFunc {
         Ok(match self {
             AggFunc::CountStar | AggFunc::Count => SqlType::Int8,
             AggFunc::Sum if arg.is_int() => SqlType::Int8,
+            AggFunc::Sum | AggFunc::Avg if arg.is_numeric() => SqlType::Numeric(None),
             AggFunc::Sum | AggFunc::Avg if arg.is_float() || arg.is_int() => SqlType::Float8,
             AggFunc::Min | AggFunc::Max => arg,
             AggFunc::BoolAnd | AggFunc::BoolOr if arg == SqlType::Bool => SqlType::Bool,
@@ -138,7 +139,11 @@ impl AggFunc {
 pub(crate) enum AggState {
     Count(i64),
     Sum(Option<Value>),
-    Avg { sum: f64, n: i64 },
+    /// The sum so far (float or numeric) and the count.
+    Avg {
+        sum: Option<Value>,
+        n: i64,
+    },
     Extreme(Option<Value>),
     Bool(Option<bool>),
     Text(Option<String>),
@@ -149,7 +154,7 @@ impl AggState {
         match f {
             AggFunc::CountStar | AggFunc::Count => AggState::Count(0),
             AggFunc::Sum => AggState::Sum(None),
-            AggFunc::Avg => AggState::Avg { sum: 0.0, n: 0 },
+            AggFunc::Avg => AggState::Avg { sum: None, n: 0 },
             AggFunc::Min | AggFunc::Max => AggState::Extreme(None),
             AggFunc::BoolAnd | AggFunc::BoolOr => AggState::Bool(None),
             AggFunc::StringAgg => AggState::Text(None),
@@ -170,20 +175,9 @@ impl AggState {
         }
         match (self, f) {
             (AggState::Count(n), _) => *n += 1,
-            (AggState::Sum(acc), _) => {
-                *acc = Some(match (acc.take(), v) {
-                    (None, v) => v,
-                    (Some(Value::Int(a)), Value::Int(b)) => Value::Int(
-                        a.checked_add(b)
-                            .ok_or_else(|| SqlError::new("22003", "bigint out of range"))?,
-                    ),
-                    (Some(a), b) => {
-                        Value::Float(as_f64(&a).unwrap_or(0.0) + as_f64(&b).unwrap_or(0.0))
-                    }
-                });
-            }
+            (AggState::Sum(acc), _) => *acc = Some(add_values(acc.take(), v)?),
             (AggState::Avg { sum, n }, _) => {
-                *sum += as_f64(&v).unwrap_or(0.0);
+                *sum = Some(add_values(sum.take(), v)?);
                 *n += 1;
             }
             (AggState::Extreme(acc), f) => {
@@ -230,19 +224,45 @@ impl AggState {
         Ok(())
     }
 
-    pub(crate) fn finish(self, f: AggFunc) -> Value {
-        match self {
+    pub(crate) fn finish(self, f: AggFunc) -> Result<Value> {
+        Ok(match self {
             AggState::Count(n) => Value::Int(n),
             AggState::Sum(v) | AggState::Extreme(v) => v.unwrap_or(Value::Null),
-            AggState::Avg { n: 0, .. } => Value::Null,
-            AggState::Avg { sum, n } => Value::Float(sum / n as f64),
+            AggState::Avg { n: 0, .. } | AggState::Avg { sum: None, .. } => Value::Null,
+            AggState::Avg {
+                sum: Some(Value::Numeric(sum)),
+                n,
+            } => Value::Numeric(crate::numeric::arith(
+                crate::numeric::Op::Div,
+                &sum,
+                &crate::numeric::from_i64(n),
+            )?),
+            AggState::Avg { sum: Some(sum), n } => {
+                Value::Float(as_f64(&sum).unwrap_or(0.0) / n as f64)
+            }
             AggState::Bool(b) => b.map_or(Value::Null, Value::Bool),
             AggState::Text(s) => {
                 debug_assert_eq!(f, AggFunc::StringAgg);
                 s.map_or(Value::Null, Value::Text)
             }
-        }
+        })
     }
+}
+
+/// sum's and avg's running addition: exact for integers (22003 past bigint) and numerics,
+/// float otherwise.
+fn add_values(acc: Option<Value>, v: Value) -> Result<Value> {
+    Ok(match (acc, v) {
+        (None, v) => v,
+        (Some(Value::Int(a)), Value::Int(b)) => Value::Int(
+            a.checked_add(b)
+                .ok_or_else(|| SqlError::new("22003", "bigint out of range"))?,
+        ),
+        (Some(Value::Numeric(a)), Value::Numeric(b)) => {
+            Value::Numeric(crate::numeric::arith(crate::numeric::Op::Add, &a, &b)?)
+        }
+        (Some(a), b) => Value::Float(as_f64(&a).unwrap_or(0.0) + as_f64(&b).unwrap_or(0.0)),
+    })
 }
 
 fn no_such_function(name: &str, args: &[SqlType]) -> SqlError {
@@ -314,7 +334,16 @@ pub(crate) fn resolve(
             let t = common()?;
             (Func::Least, vec![Some(t); n], t)
         }
-        ("abs", 1) if args[0].is_int() || args[0].is_float() => (Func::Abs, keep(1), args[0]),
+        ("abs", 1) if args[0].is_int() || args[0].is_float() || args[0].is_numeric() => {
+            (Func::Abs, keep(1), args[0])
+        }
+        ("round", 1 | 2) if args[0].is_numeric() => {
+            let mut c = vec![None];
+            if n == 2 {
+                c.push(Some(T::Int4));
+            }
+            (Func::Round, c, T::Numeric(None))
+        }
         ("abs", 1) if args[0] == T::Unknown => (Func::Abs, vec![Some(T::Float8)], T::Float8),
         ("round", 1 | 2) if args[0].is_int() || args[0].is_float() || args[0] == T::Unknown => {
             let mut c = vec![Some(T::Float8)];
@@ -427,6 +456,13 @@ pub(crate) fn unify(a: SqlType, b: SqlType) -> Option<SqlType> {
                 T::Int2
             }
         }
+        // numeric with an integer stays exact; with a float it becomes float (PostgreSQL).
+        (x, y)
+            if x.is_numeric() && (y.is_int() || y.is_numeric()) || y.is_numeric() && x.is_int() =>
+        {
+            T::Numeric(None)
+        }
+        (x, y) if x.is_numeric() && y.is_float() || y.is_numeric() && x.is_float() => T::Float8,
         (x, y) if (x.is_int() || x.is_float()) && (y.is_int() || y.is_float()) => T::Float8,
         (x, y) if x.is_oid() && (y.is_oid() || y.is_int()) => x,
         (x, y) if y.is_oid() && x.is_int() => y,
@@ -650,8 +686,16 @@ impl Func {
                         .ok_or_else(|| SqlError::new("22003", "integer out of range"))?,
                 ),
                 Value::Float(f) => Value::Float(f.abs()),
+                Value::Numeric(n) => Value::Numeric(crate::numeric::abs(n)?),
                 v => v.clone(),
             },
+            Func::Round if matches!(a0, Some(Value::Numeric(_))) => {
+                let Some(Value::Numeric(n)) = a0 else {
+                    unreachable!("matched above")
+                };
+                let digits = args.get(1).and_then(int_arg).unwrap_or(0);
+                Value::Numeric(crate::numeric::round(n, digits)?)
+            }
             Func::Round => {
                 let x = as_f64(&args[0]).unwrap_or(0.0);
                 let digits = args.get(1).and_then(int_arg).unwrap_or(0).clamp(-300, 300) as i32;

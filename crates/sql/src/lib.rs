@@ -7,6 +7,7 @@
 //! ## Modules, bottom to top
 //! - [`types`]: SQL types over the engine's, text input and output, casts.
 //! - `parse`: statement splitting, `sqlparser`, and the utility commands it lacks.
+//! - `numeric`: exact decimal arithmetic with PostgreSQL's result scales.
 //! - `expr`, `func`: typed expressions and functions, and their evaluation.
 //! - `plan`: plan nodes and their pull-based execution.
 //! - `catalog`, `pg_catalog`: what SQL keeps of a table, and PostgreSQL's catalog views.
@@ -45,6 +46,7 @@ mod error;
 mod expr;
 mod func;
 mod interrupt;
+mod numeric;
 mod parse;
 mod pg_catalog;
 mod plan;
@@ -56,10 +58,13 @@ mod types;
 pub use bind::OutColumn;
 pub use error::{Result, SqlError};
 pub use interrupt::Interrupt;
+pub use numeric::{from_binary as numeric_from_binary, to_binary as numeric_to_binary};
 pub use parse::{parse, CopyFormat, CopyStmt, Statement, VacuumStmt};
 pub use plan::MAX_MATERIALIZED_ROWS;
 pub use roles::{lookup_role, Role, RoleStmt, ScramVerifier, BOOTSTRAP_SUPERUSER};
 pub use session::{
     Description, IdleLimit, Outcome, OutcomeKind, Session, Settings, TxStatus, SERVER_VERSION,
 };
-pub use types::{format_text, format_timestamp, parse_text, SqlType, PG_EPOCH_OFFSET_US};
+pub use types::{
+    check_numeric, format_text, format_timestamp, parse_text, SqlType, PG_EPOCH_OFFSET_US,
+};

@@ -802,6 +802,7 @@ const TYPES: &[SqlType] = &[
     T::Regclass,
     T::Regtype,
     T::Uuid,
+    T::Numeric(None),
     T::TextArray,
 ];
 
@@ -875,6 +876,7 @@ fn type_len(t: SqlType) -> i64 {
 fn typmod(t: SqlType) -> i64 {
     match t {
         T::Varchar(Some(n)) | T::Bpchar(Some(n)) => i64::from(n) + 4,
+        T::Numeric(Some((p, s))) => ((i64::from(p) << 16) | i64::from(s)) + 4,
         _ => -1,
     }
 }
@@ -888,6 +890,9 @@ pub(crate) fn format_type(oid: u32, typmod: i64) -> String {
     match t {
         T::Varchar(_) => SqlType::Varchar(n).name(),
         T::Bpchar(_) => SqlType::Bpchar(n.or(Some(1))).name(),
+        T::Numeric(_) => {
+            SqlType::Numeric(n.map(|m| ((m >> 16) as u16, (m & 0xFFFF) as u16))).name()
+        }
         t => t.name(),
     }
 }

@@ -508,6 +508,8 @@ impl std::hash::Hash for RowKey {
                 Value::Text(s) => s.hash(h),
                 Value::Bytea(b) => b.hash(h),
                 Value::Timestamp(t) => t.hash(h),
+                // By value: 1.0 and 1.00 are equal (the encoding minus the display scale).
+                Value::Numeric(n) => n.as_bytes()[2..].hash(h),
             }
         }
     }
@@ -560,12 +562,9 @@ fn aggregate(input: Rows, keys: &[Expr], aggs: &[Agg], cx: &Cx) -> Result<Vec<Ro
     for key in order {
         let g = groups.remove(&key).expect("every ordered key has a group");
         let mut row = key.0;
-        row.extend(
-            g.states
-                .into_iter()
-                .zip(aggs)
-                .map(|(s, a)| s.finish(a.func)),
-        );
+        for (s, a) in g.states.into_iter().zip(aggs) {
+            row.push(s.finish(a.func)?);
+        }
         out.push(row);
     }
     Ok(out)

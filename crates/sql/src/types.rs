@@ -8,6 +8,7 @@ use quire_engine::{Type, Value};
 use sqlparser::ast::{self, CharacterLength, DataType, TimezoneInfo};
 
 use crate::error::{Result, SqlError};
+use crate::numeric;
 
 /// A column's or an expression's SQL type. `Unknown` is an untyped string literal or
 /// parameter before the context gives it a type, as in PostgreSQL.
@@ -32,6 +33,8 @@ pub enum SqlType {
     Uuid,
     /// `char(n)`: blank-padded to n characters on input.
     Bpchar(Option<u32>),
+    /// `numeric(precision, scale)` (or unconstrained): exact decimals (`crate::numeric`).
+    Numeric(Option<(u16, u16)>),
     /// The catalogs' `oid`, `regclass` and `regtype` (all stored as an engine `Int`).
     Oid,
     Regclass,
@@ -71,6 +74,7 @@ impl SqlType {
             SqlType::Date => 1082,
             SqlType::Uuid => 2950,
             SqlType::Bpchar(_) => 1042,
+            SqlType::Numeric(_) => 1700,
             SqlType::Oid => 26,
             SqlType::Regclass => 2205,
             SqlType::Regtype => 2206,
@@ -100,6 +104,7 @@ impl SqlType {
             1082 => SqlType::Date,
             2950 => SqlType::Uuid,
             1042 => SqlType::Bpchar(None),
+            1700 => SqlType::Numeric(None),
             26 => SqlType::Oid,
             2205 => SqlType::Regclass,
             2206 => SqlType::Regtype,
@@ -136,6 +141,7 @@ impl SqlType {
             | SqlType::Unknown => Type::Text,
             SqlType::Bytea | SqlType::Uuid => Type::Bytea,
             SqlType::Timestamp | SqlType::Timestamptz => Type::Timestamp,
+            SqlType::Numeric(_) => Type::Numeric,
         }
     }
 
@@ -148,6 +154,7 @@ impl SqlType {
             Type::Text => SqlType::Text,
             Type::Bytea => SqlType::Bytea,
             Type::Timestamp => SqlType::Timestamp,
+            Type::Numeric => SqlType::Numeric(None),
         }
     }
 
@@ -170,6 +177,8 @@ impl SqlType {
             SqlType::Uuid => "uuid".into(),
             SqlType::Bpchar(None) => "bpchar".into(),
             SqlType::Bpchar(Some(n)) => format!("character({n})"),
+            SqlType::Numeric(None) => "numeric".into(),
+            SqlType::Numeric(Some((p, s))) => format!("numeric({p},{s})"),
             SqlType::Oid => "oid".into(),
             SqlType::Regclass => "regclass".into(),
             SqlType::Regtype => "regtype".into(),
@@ -215,7 +224,15 @@ impl SqlType {
             "float4" => SqlType::Float4,
             "float8" => SqlType::Float8,
             "varchar" => SqlType::Varchar(None),
+            "numeric" | "decimal" => SqlType::Numeric(None),
             _ => {
+                if let Some(ps) = name.strip_prefix("numeric(") {
+                    let (p, s) = ps.strip_suffix(')')?.split_once(',')?;
+                    return Some(SqlType::Numeric(Some((
+                        p.trim().parse().ok()?,
+                        s.trim().parse().ok()?,
+                    ))));
+                }
                 if let Some(n) = name.strip_prefix("character(") {
                     return Some(SqlType::Bpchar(Some(n.strip_suffix(')')?.parse().ok()?)));
                 }
@@ -266,6 +283,9 @@ impl SqlType {
                 Some(CharacterLength::Max) => return Err(SqlError::unsupported("char(max)")),
             },
             DataType::Bytea => SqlType::Bytea,
+            DataType::Numeric(info) | DataType::Decimal(info) | DataType::Dec(info) => {
+                numeric_type(info)?
+            }
             DataType::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) => {
                 SqlType::Timestamp
             }
@@ -291,6 +311,10 @@ impl SqlType {
             }
             other => return Err(SqlError::unsupported(format!("type {other}"))),
         })
+    }
+
+    pub fn is_numeric(self) -> bool {
+        matches!(self, SqlType::Numeric(_))
     }
 
     pub fn is_int(self) -> bool {
@@ -347,6 +371,7 @@ impl SqlType {
             SqlType::Date => "date",
             SqlType::Uuid => "uuid",
             SqlType::Bpchar(_) => "character",
+            SqlType::Numeric(_) => "numeric",
             SqlType::Oid => "oid",
             SqlType::Regclass => "regclass",
             SqlType::Regtype => "regtype",
@@ -439,7 +464,45 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
             let v: u32 = t.parse().map_err(|_| bad())?;
             Ok(Value::Int(i64::from(v)))
         }
+        SqlType::Numeric(typmod) => check_numeric(numeric::parse(t)?, typmod),
     }
+}
+
+/// A numeric under `numeric(p, s)`'s rule, if the type has one.
+pub fn check_numeric(n: quire_engine::Numeric, typmod: Option<(u16, u16)>) -> Result<Value> {
+    Ok(Value::Numeric(match typmod {
+        Some((p, s)) => numeric::apply_typmod(&n, p, s)?,
+        None => n,
+    }))
+}
+
+/// `numeric`, `numeric(p)`, `numeric(p, s)` as PostgreSQL checks them.
+fn numeric_type(info: &ast::ExactNumberInfo) -> Result<SqlType> {
+    let precision = |p: u64| {
+        u16::try_from(p)
+            .ok()
+            .filter(|p| (1..=1000).contains(p))
+            .ok_or_else(|| {
+                SqlError::new(
+                    "22023",
+                    format!("NUMERIC precision {p} must be between 1 and 1000"),
+                )
+            })
+    };
+    Ok(match info {
+        ast::ExactNumberInfo::None => SqlType::Numeric(None),
+        ast::ExactNumberInfo::Precision(p) => SqlType::Numeric(Some((precision(*p)?, 0))),
+        ast::ExactNumberInfo::PrecisionAndScale(p, s) => {
+            let p = precision(*p)?;
+            let s = u16::try_from(*s).ok().filter(|s| *s <= p).ok_or_else(|| {
+                SqlError::new(
+                    "22023",
+                    format!("NUMERIC scale {s} must be between 0 and precision {p}"),
+                )
+            })?;
+            SqlType::Numeric(Some((p, s)))
+        }
+    })
 }
 
 /// A string checked against `varchar(n)`'s limit (SQLSTATE 22001 beyond it).
@@ -657,6 +720,7 @@ pub fn format_text(value: &Value, ty: SqlType) -> Option<String> {
         }
         Value::Timestamp(us) if ty == SqlType::Timestamptz => format_timestamp(*us) + "+00",
         Value::Timestamp(us) => format_timestamp(*us),
+        Value::Numeric(n) => n.to_string(),
     })
 }
 
@@ -690,6 +754,21 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
         (Value::Int(i), SqlType::Float4) if from.is_int() => Ok(Value::Float(f64::from(i as f32))),
         (Value::Int(d), SqlType::Timestamp | SqlType::Timestamptz) if from == SqlType::Date => {
             Ok(Value::Timestamp(d.saturating_mul(US_PER_DAY)))
+        }
+        (Value::Int(i), SqlType::Numeric(typmod)) if from.is_int() => {
+            check_numeric(numeric::from_i64(i), typmod)
+        }
+        (Value::Float(f), SqlType::Numeric(typmod)) => check_numeric(numeric::from_f64(f)?, typmod),
+        (Value::Numeric(n), SqlType::Numeric(typmod)) => check_numeric(n, typmod),
+        (Value::Numeric(n), t) if t.is_int() => {
+            let i = numeric::to_i64(&n).ok_or_else(|| {
+                SqlError::new("22003", format!("{} out of range", t.short_name()))
+            })?;
+            check_int_range(i, t)
+        }
+        (Value::Numeric(n), SqlType::Float8) => Ok(Value::Float(numeric::to_f64(&n))),
+        (Value::Numeric(n), SqlType::Float4) => {
+            Ok(Value::Float(f64::from(numeric::to_f64(&n) as f32)))
         }
         (Value::Float(f), SqlType::Float8) => Ok(Value::Float(f)),
         (Value::Float(f), SqlType::Float4) => Ok(Value::Float(f64::from(f as f32))),

@@ -22,6 +22,7 @@ impl KeyRef<'_> {
             KeyRef::Text(_) => Type::Text.to_u8(),
             KeyRef::Bytea(_) => Type::Bytea.to_u8(),
             KeyRef::Timestamp(_) => Type::Timestamp.to_u8(),
+            KeyRef::Numeric(_) => Type::Numeric.to_u8(),
         }
     }
 
@@ -36,6 +37,7 @@ impl KeyRef<'_> {
             // Byte order is `String` order.
             (KeyRef::Text(a), KeyRef::Text(b)) => a.as_bytes().cmp(b.as_bytes()),
             (KeyRef::Bytea(a), KeyRef::Bytea(b)) => a.cmp(b),
+            (KeyRef::Numeric(a), KeyRef::Numeric(b)) => crate::value::numeric_compare(a, b),
             (a, b) => a.rank().cmp(&b.rank()),
         }
     }
@@ -51,6 +53,7 @@ pub fn key_ref(v: &Value) -> KeyRef<'_> {
         Value::Text(s) => KeyRef::Text(s),
         Value::Bytea(b) => KeyRef::Bytea(b),
         Value::Timestamp(t) => KeyRef::Timestamp(*t),
+        Value::Numeric(n) => KeyRef::Numeric(n.as_bytes()),
     }
 }
 
@@ -190,6 +193,7 @@ pub fn check_key(t: &Tuple<'_>, key_types: &[Type]) -> Result<(), String> {
             KeyRef::Text(_) => *ty == Type::Text,
             KeyRef::Bytea(_) => *ty == Type::Bytea,
             KeyRef::Timestamp(_) => *ty == Type::Timestamp,
+            KeyRef::Numeric(_) => *ty == Type::Numeric,
         };
         if !ok {
             return Err(format!("key column {} is not of type {}", i + 1, ty.name()));

@@ -541,7 +541,7 @@ impl Binder<'_> {
                     }
                 }
                 let (inner, ty) = self.expr_expecting(x, scope, expected)?;
-                if !(ty.is_int() || ty.is_float() || ty == SqlType::Unknown) {
+                if !(ty.is_int() || ty.is_float() || ty.is_numeric() || ty == SqlType::Unknown) {
                     return Err(SqlError::new(
                         "42883",
                         format!("operator does not exist: - {}", ty.name()),
@@ -624,6 +624,7 @@ impl Binder<'_> {
             let (l, r, ty) = self.pair(a, b, scope)?;
             if !(ty.is_int()
                 || ty.is_float()
+                || ty.is_numeric()
                 || (ty == SqlType::Timestamp && matches!(o, ArithOp::Add | ArithOp::Sub)))
             {
                 return Err(SqlError::new(
@@ -997,8 +998,9 @@ fn number(n: &str) -> Result<(Expr, SqlType)> {
         };
         return Ok((Expr::Const(Value::Int(i)), ty));
     }
-    n.parse::<f64>()
-        .map(|f| (Expr::Const(Value::Float(f)), SqlType::Float8))
+    // A constant with a point or an exponent, or beyond bigint, is numeric (PostgreSQL).
+    crate::numeric::parse(n)
+        .map(|v| (Expr::Const(Value::Numeric(v)), SqlType::Numeric(None)))
         .map_err(|_| SqlError::syntax(format!("invalid number \"{n}\"")))
 }
 
@@ -1008,7 +1010,7 @@ pub(crate) fn assign_expr(e: Expr, ty: SqlType, col: &ColumnInfo) -> Result<Expr
     if ty == col.ty {
         return Ok(e);
     }
-    let numeric = |t: SqlType| t.is_int() || t.is_float() || t.is_oid();
+    let numeric = |t: SqlType| t.is_int() || t.is_float() || t.is_oid() || t.is_numeric();
     let family_ok = ty == SqlType::Unknown
         || numeric(ty) && numeric(col.ty)
         || ty.is_text() && col.ty.is_text()

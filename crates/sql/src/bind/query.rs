@@ -540,8 +540,23 @@ impl Binder<'_> {
         let bound: Result<Vec<(Expr, SqlType)>> =
             args.iter().map(|a| self.expr(a, &input)).collect();
         self.agg = Some(ctx);
-        let bound = bound?;
-        let arg_ty = bound.first().map_or(SqlType::Int8, |(_, t)| *t);
+        let mut bound = bound?;
+        let mut arg_ty = bound.first().map_or(SqlType::Int8, |(_, t)| *t);
+        // sum(bigint) and avg of any integer add up as numeric, as in PostgreSQL (exact, no
+        // overflow); the state then adds numerics.
+        if matches!((func, arg_ty), (AggFunc::Sum, SqlType::Int8))
+            || func == AggFunc::Avg && arg_ty.is_int()
+        {
+            let (e, t) = bound.remove(0);
+            bound.insert(
+                0,
+                (
+                    Expr::Cast(Box::new(e), t, SqlType::Numeric(None)),
+                    SqlType::Numeric(None),
+                ),
+            );
+            arg_ty = SqlType::Numeric(None);
+        }
         let ty = func.result_type(if arg_ty == SqlType::Unknown {
             SqlType::Text
         } else {

@@ -7,6 +7,7 @@
 //! ```text
 //! tag 0 NULL | 1 false | 2 true | 3 int: i64 | 4 float: f64 bits | 5 text: len, UTF-8 bytes
 //! tag 6 bytea: len, bytes | 7 timestamp: i64 microseconds since 1970-01-01 00:00:00 UTC
+//! tag 8 numeric: len, the numeric's own encoding (`numeric.rs`), which sorts by memcmp
 //! ```
 //!
 //! ## Rules
@@ -19,6 +20,11 @@ use std::cmp::Ordering;
 use std::fmt;
 
 use crate::bytes::Reader;
+
+mod numeric;
+pub use numeric::{
+    compare_encoded as numeric_compare, Numeric, NumericError, MAX_DIGITS as NUMERIC_MAX_DIGITS,
+};
 
 /// A column type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -34,6 +40,8 @@ pub enum Type {
     Bytea,
     /// Microseconds since 1970-01-01 00:00:00 UTC (`timestamp`).
     Timestamp,
+    /// Exact decimal (`numeric`).
+    Numeric,
 }
 
 impl Type {
@@ -45,6 +53,7 @@ impl Type {
             Type::Text => "text",
             Type::Bytea => "bytea",
             Type::Timestamp => "timestamp",
+            Type::Numeric => "numeric",
         }
     }
 
@@ -56,6 +65,7 @@ impl Type {
             Type::Text => 4,
             Type::Bytea => 5,
             Type::Timestamp => 6,
+            Type::Numeric => 7,
         }
     }
 
@@ -67,6 +77,7 @@ impl Type {
             4 => Type::Text,
             5 => Type::Bytea,
             6 => Type::Timestamp,
+            7 => Type::Numeric,
             _ => return None,
         })
     }
@@ -82,6 +93,7 @@ pub enum Value {
     Text(String),
     Bytea(Vec<u8>),
     Timestamp(i64),
+    Numeric(Numeric),
 }
 
 /// A row: one value per column.
@@ -98,6 +110,8 @@ pub enum ValueRef<'a> {
     Text(&'a str),
     Bytea(&'a [u8]),
     Timestamp(i64),
+    /// A numeric's encoding, checked when it was read.
+    Numeric(&'a [u8]),
 }
 
 impl ValueRef<'_> {
@@ -110,6 +124,9 @@ impl ValueRef<'_> {
             ValueRef::Text(s) => Value::Text(s.to_string()),
             ValueRef::Bytea(b) => Value::Bytea(b.to_vec()),
             ValueRef::Timestamp(t) => Value::Timestamp(t),
+            ValueRef::Numeric(b) => Value::Numeric(
+                Numeric::decode(b).expect("read_value checked the encoding"),
+            ),
         }
     }
 }
@@ -125,6 +142,8 @@ pub enum DecodeError {
     BadUtf8 { index: usize },
     #[error("{extra} bytes follow the last value")]
     TrailingBytes { extra: usize },
+    #[error("value {index} is not a valid numeric: {reason}")]
+    BadNumeric { index: usize, reason: NumericError },
 }
 
 const TAG_NULL: u8 = 0;
@@ -135,6 +154,7 @@ const TAG_FLOAT: u8 = 4;
 const TAG_TEXT: u8 = 5;
 const TAG_BYTEA: u8 = 6;
 const TAG_TIMESTAMP: u8 = 7;
+const TAG_NUMERIC: u8 = 8;
 
 impl Value {
     /// The value's type; `None` for NULL, which has every type.
@@ -147,6 +167,7 @@ impl Value {
             Value::Text(_) => Type::Text,
             Value::Bytea(_) => Type::Bytea,
             Value::Timestamp(_) => Type::Timestamp,
+            Value::Numeric(_) => Type::Numeric,
         })
     }
 
@@ -182,6 +203,7 @@ impl Value {
             (Value::Float(a), Value::Float(b)) => a.total_cmp(b),
             (Value::Text(a), Value::Text(b)) => a.cmp(b),
             (Value::Bytea(a), Value::Bytea(b)) => a.cmp(b),
+            (Value::Numeric(a), Value::Numeric(b)) => a.cmp(b),
             (a, b) => a.type_rank().cmp(&b.type_rank()),
         }
     }
@@ -218,6 +240,11 @@ impl Value {
                 out.push(TAG_TIMESTAMP);
                 out.extend_from_slice(&v.to_le_bytes());
             }
+            Value::Numeric(n) => {
+                out.push(TAG_NUMERIC);
+                put_len(out, n.as_bytes().len());
+                out.extend_from_slice(n.as_bytes());
+            }
         }
     }
 
@@ -228,6 +255,7 @@ impl Value {
             Value::Int(_) | Value::Float(_) | Value::Timestamp(_) => 9,
             Value::Text(s) => 1 + len_len(s.len()) + s.len(),
             Value::Bytea(b) => 1 + len_len(b.len()) + b.len(),
+            Value::Numeric(n) => 1 + len_len(n.as_bytes().len()) + n.as_bytes().len(),
         }
     }
 }
@@ -240,6 +268,7 @@ impl fmt::Display for Value {
             Value::Int(v) | Value::Timestamp(v) => write!(f, "{v}"),
             Value::Float(v) => write!(f, "{v}"),
             Value::Text(s) => write!(f, "{s}"),
+            Value::Numeric(n) => write!(f, "{n}"),
             Value::Bytea(b) => {
                 write!(f, "\\x")?;
                 b.iter().try_for_each(|byte| write!(f, "{byte:02x}"))
@@ -315,6 +344,13 @@ pub(crate) fn read_value<'a>(
             let len = get_len(r).ok_or_else(short)?;
             ValueRef::Bytea(r.take(len).ok_or_else(short)?)
         }
+        TAG_NUMERIC => {
+            let len = get_len(r).ok_or_else(short)?;
+            let body = r.take(len).ok_or_else(short)?;
+            numeric::check_encoding(body)
+                .map_err(|reason| DecodeError::BadNumeric { index, reason })?;
+            ValueRef::Numeric(body)
+        }
         tag => return Err(DecodeError::BadTag { index, tag }),
     })
 }
@@ -351,6 +387,11 @@ pub(crate) mod strategy {
                 .prop_map(Value::Text),
             proptest::collection::vec(any::<u8>(), 0..=max_len).prop_map(Value::Bytea),
             any::<i64>().prop_map(Value::Timestamp),
+            (any::<i64>(), 0u16..20).prop_map(|(v, scale)| {
+                let digits: Vec<u8> =
+                    v.unsigned_abs().to_string().bytes().map(|c| c - b'0').collect();
+                Value::Numeric(super::Numeric::from_digits(v < 0, &digits, scale).expect("fits"))
+            }),
         ]
     }
 }

@@ -1,0 +1,457 @@
+//! `numeric` arithmetic with PostgreSQL's result scales (`numeric.c`): the engine keeps a
+//! numeric as its own sortable bytes ([`Numeric`]); here a value becomes an integer
+//! mantissa and a display scale (`value = mantissa × 10^-scale`), exact for any size.
+//!
+//! ## Rules
+//! - `+`, `-`: the larger scale; `*`: the sum of the scales; `/`: PostgreSQL's
+//!   `select_div_scale` (at least 16 significant digits, at least either input's scale, at
+//!   most 1000), rounded half away from zero; `%`: the larger scale, the dividend's sign.
+//! - Rounding is always half away from zero, as PostgreSQL's numeric rounds.
+//! - `numeric(p, s)` rounds to `s` and refuses (22003) a value needing more than `p - s`
+//!   digits before the point.
+
+use num_bigint::{BigInt, Sign};
+use num_integer::Integer;
+use num_traits::{Signed, ToPrimitive, Zero};
+use quire_engine::{Numeric, NumericError};
+
+use crate::error::{Result, SqlError};
+
+/// PostgreSQL's `NUMERIC_MIN_SIG_DIGITS` and `NUMERIC_MAX_DISPLAY_SCALE`.
+const MIN_SIG_DIGITS: i64 = 16;
+const MAX_DISPLAY_SCALE: i64 = 1000;
+
+fn overflow(e: &NumericError) -> SqlError {
+    match e {
+        NumericError::Overflow => SqlError::new("22003", "value overflows numeric format"),
+        NumericError::Corrupt(what) => SqlError::new("XX000", format!("numeric: {what}")),
+    }
+}
+
+/// A numeric as mantissa and scale.
+fn parts(n: &Numeric) -> (BigInt, u16) {
+    let digits = n.scaled_digits();
+    let m = BigInt::from_radix_be(Sign::Plus, &digits, 10).unwrap_or_default();
+    (if n.is_negative() { -m } else { m }, n.scale())
+}
+
+/// `mantissa × 10^-scale` as a numeric.
+fn from_parts(m: &BigInt, scale: i64) -> Result<Numeric> {
+    let scale = u16::try_from(scale)
+        .map_err(|_| SqlError::new("22003", "value overflows numeric format"))?;
+    let (sign, digits) = m.to_radix_be(10);
+    Numeric::from_digits(sign == Sign::Minus, &digits, scale).map_err(|e| overflow(&e))
+}
+
+/// A length as i64 (lengths here are bounded by the numeric's digit limit).
+fn len_i64(n: usize) -> i64 {
+    i64::try_from(n).expect("a numeric's length fits i64")
+}
+
+fn pow10(n: i64) -> BigInt {
+    num_traits::pow(BigInt::from(10), usize::try_from(n).unwrap_or(0))
+}
+
+/// `num / den` rounded half away from zero (`den` not zero).
+fn div_round(num: &BigInt, den: &BigInt) -> BigInt {
+    let (q, r) = num.div_rem(den);
+    if (r.abs() * 2) >= den.abs() {
+        if (num.sign() == Sign::Minus) == (den.sign() == Sign::Minus) {
+            q + 1
+        } else {
+            q - 1
+        }
+    } else {
+        q
+    }
+}
+
+/// `m × 10^-from` at scale `to`, rounded half away from zero when digits go.
+fn rescale(m: &BigInt, from: i64, to: i64) -> BigInt {
+    if to >= from {
+        m * pow10(to - from)
+    } else {
+        div_round(m, &pow10(from - to))
+    }
+}
+
+/// Parses PostgreSQL's numeric input: `[+-]digits[.digits][e[+-]digits]` (22P02 else).
+pub(crate) fn parse(text: &str) -> Result<Numeric> {
+    let bad = || SqlError::bad_input("numeric", text);
+    let t = text.trim();
+    let (negative, body) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let (mantissa, exponent) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], body[i + 1..].parse::<i64>().map_err(|_| bad())?),
+        None => (body, 0),
+    };
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int_part.is_empty() && frac_part.is_empty()
+        || !int_part
+            .bytes()
+            .chain(frac_part.bytes())
+            .all(|b| b.is_ascii_digit())
+    {
+        return Err(bad());
+    }
+    if !(-1000..=1000).contains(&exponent) {
+        return Err(SqlError::new("22003", "value overflows numeric format"));
+    }
+    let digits: Vec<u8> = int_part
+        .bytes()
+        .chain(frac_part.bytes())
+        .map(|b| b - b'0')
+        .collect();
+    let m = BigInt::from_radix_be(Sign::Plus, &digits, 10).unwrap_or_default();
+    let m = if negative { -m } else { m };
+    let scale = i64::try_from(frac_part.len()).map_err(|_| bad())? - exponent;
+    if scale >= 0 {
+        from_parts(&m, scale)
+    } else {
+        from_parts(&(m * pow10(-scale)), 0)
+    }
+}
+
+pub(crate) fn from_i64(v: i64) -> Numeric {
+    from_parts(&BigInt::from(v), 0).expect("an i64 fits a numeric")
+}
+
+/// float8 to numeric, as PostgreSQL: the float's 15 significant digits (`DBL_DIG`).
+pub(crate) fn from_f64(v: f64) -> Result<Numeric> {
+    if !v.is_finite() {
+        return Err(SqlError::new(
+            "22003",
+            format!("cannot convert {v} to numeric"),
+        ));
+    }
+    parse(&format!("{v:.14e}")).map(|n| normalize_scale(&n))
+}
+
+/// The same value with no trailing fractional zeros (a float's digits carry no scale).
+fn normalize_scale(n: &Numeric) -> Numeric {
+    let (m, s) = parts(n);
+    let mut m = m;
+    let mut s = i64::from(s);
+    while s > 0 && (&m % 10u32).is_zero() {
+        m /= 10u32;
+        s -= 1;
+    }
+    from_parts(&m, s).unwrap_or_else(|_| n.clone())
+}
+
+/// numeric to an integer: rounded half away from zero; `None` beyond i64.
+pub(crate) fn to_i64(n: &Numeric) -> Option<i64> {
+    let (m, s) = parts(n);
+    rescale(&m, i64::from(s), 0).to_i64()
+}
+
+pub(crate) fn to_f64(n: &Numeric) -> f64 {
+    n.to_string().parse().unwrap_or(f64::NAN)
+}
+
+/// The arithmetic operators on numerics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+}
+
+pub(crate) fn arith(op: Op, lhs: &Numeric, rhs: &Numeric) -> Result<Numeric> {
+    let (ma, sa) = parts(lhs);
+    let (mb, sb) = parts(rhs);
+    let (sa, sb) = (i64::from(sa), i64::from(sb));
+    let scale = sa.max(sb);
+    match op {
+        Op::Add => from_parts(&(rescale(&ma, sa, scale) + rescale(&mb, sb, scale)), scale),
+        Op::Sub => from_parts(&(rescale(&ma, sa, scale) - rescale(&mb, sb, scale)), scale),
+        Op::Mul => from_parts(&(ma * mb), sa + sb),
+        Op::Div | Op::Mod if mb.is_zero() => Err(SqlError::new("22012", "division by zero")),
+        Op::Div => {
+            let rscale = div_scale(lhs, rhs);
+            // lhs / rhs × 10^rscale = ma × 10^(rscale - sa + sb) / mb.
+            let shift = rscale - sa + sb;
+            let quotient = if shift >= 0 {
+                div_round(&(ma * pow10(shift)), &mb)
+            } else {
+                div_round(&ma, &(mb * pow10(-shift)))
+            };
+            from_parts(&quotient, rscale)
+        }
+        Op::Mod => {
+            // Truncated remainder: the dividend's sign, as PostgreSQL's mod.
+            let rem = rescale(&ma, sa, scale) % rescale(&mb, sb, scale);
+            from_parts(&rem, scale)
+        }
+    }
+}
+
+/// PostgreSQL's `select_div_scale`.
+fn div_scale(a: &Numeric, b: &Numeric) -> i64 {
+    let (w1, d1) = weight_and_first_digit(a);
+    let (w2, d2) = weight_and_first_digit(b);
+    let mut qweight = w1 - w2;
+    if d1 <= d2 {
+        qweight -= 1;
+    }
+    (MIN_SIG_DIGITS - qweight * 4)
+        .max(i64::from(a.scale()))
+        .max(i64::from(b.scale()))
+        .clamp(0, MAX_DISPLAY_SCALE)
+}
+
+/// The weight of the first non-zero base-10000 digit, and that digit (PostgreSQL's
+/// `NBASE` representation), or (0, 0) for zero.
+fn weight_and_first_digit(n: &Numeric) -> (i64, u32) {
+    if n.is_zero() {
+        return (0, 0);
+    }
+    let digits = n.scaled_digits();
+    // value = 0.d1 d2 … × 10^e, e the number of digits before the point.
+    let e = len_i64(digits.len()) - i64::from(n.scale());
+    let weight = (e - 1).div_euclid(4);
+    let first_len = usize::try_from((e - 1).rem_euclid(4) + 1).expect("1..=4");
+    let mut first = 0u32;
+    for i in 0..first_len {
+        first = first * 10 + u32::from(digits.get(i).copied().unwrap_or(0));
+    }
+    (weight, first)
+}
+
+pub(crate) fn negate(n: &Numeric) -> Result<Numeric> {
+    let (m, s) = parts(n);
+    from_parts(&-m, i64::from(s))
+}
+
+pub(crate) fn abs(n: &Numeric) -> Result<Numeric> {
+    let (m, s) = parts(n);
+    from_parts(&m.abs(), i64::from(s))
+}
+
+/// `round(n, digits)`: half away from zero; negative `digits` round left of the point.
+pub(crate) fn round(n: &Numeric, digits: i64) -> Result<Numeric> {
+    let (m, s) = parts(n);
+    let s = i64::from(s);
+    let digits = digits.clamp(-MAX_DISPLAY_SCALE, MAX_DISPLAY_SCALE);
+    let rounded = rescale(&m, s, digits);
+    if digits >= 0 {
+        from_parts(&rounded, digits)
+    } else {
+        from_parts(&(rounded * pow10(-digits)), 0)
+    }
+}
+
+/// `numeric(precision, scale)`'s assignment: rounded to `scale`, at most
+/// `precision - scale` digits before the point.
+pub(crate) fn apply_typmod(n: &Numeric, precision: u16, scale: u16) -> Result<Numeric> {
+    let r = round(n, i64::from(scale))?;
+    let int_digits = r.scaled_digits().len().saturating_sub(usize::from(scale));
+    let limit = usize::from(precision - scale.min(precision));
+    if !r.is_zero() && int_digits > limit {
+        return Err(
+            SqlError::new("22003", "numeric field overflow").with_detail(format!(
+                "A field with precision {precision}, scale {scale} must round to an absolute \
+             value less than {}.",
+                if limit == 0 {
+                    "1".to_string()
+                } else {
+                    format!("10^{limit}")
+                }
+            )),
+        );
+    }
+    Ok(r)
+}
+
+/// PostgreSQL's binary `numeric` (`numeric_send`): ndigits, weight, sign, dscale (i16s),
+/// then base-10000 digits.
+pub fn to_binary(n: &Numeric) -> Vec<u8> {
+    let scale = i64::from(n.scale());
+    let (m, _) = parts(n);
+    let mut out = Vec::new();
+    if m.is_zero() {
+        for v in [0i16, 0, 0] {
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+        out.extend_from_slice(&(scale as i16).to_be_bytes());
+        return out;
+    }
+    // Align the fraction to whole base-10000 digits, then split the integer in groups.
+    let pad = (4 - scale.rem_euclid(4)) % 4;
+    let aligned = m.abs() * pow10(pad);
+    let frac_groups = (scale + pad) / 4;
+    let mut groups: Vec<i16> = Vec::new();
+    let mut rest = aligned;
+    let base = BigInt::from(10_000);
+    while !rest.is_zero() {
+        let (q, r) = rest.div_rem(&base);
+        groups.push(r.to_i16().expect("a base-10000 digit"));
+        rest = q;
+    }
+    groups.reverse();
+    // weight of the first group: groups before the point - 1.
+    let mut weight = len_i64(groups.len()) - frac_groups - 1;
+    while groups.first() == Some(&0) {
+        groups.remove(0);
+        weight -= 1;
+    }
+    while groups.last() == Some(&0) {
+        groups.pop();
+    }
+    let sign: u16 = if n.is_negative() { 0x4000 } else { 0 };
+    // numeric_send's counts are 16-bit, as PostgreSQL's own (which only the largest
+    // unconstrained numerics exceed).
+    out.extend_from_slice(
+        &i16::try_from(groups.len())
+            .unwrap_or(i16::MAX)
+            .to_be_bytes(),
+    );
+    out.extend_from_slice(&(weight as i16).to_be_bytes());
+    out.extend_from_slice(&sign.to_be_bytes());
+    out.extend_from_slice(&(scale as i16).to_be_bytes());
+    for g in groups {
+        out.extend_from_slice(&g.to_be_bytes());
+    }
+    out
+}
+
+/// The inverse of [`to_binary`] (`numeric_recv`); 22P03 on malformed bytes.
+pub fn from_binary(b: &[u8]) -> Result<Numeric> {
+    let bad = || SqlError::new("22P03", "invalid binary numeric");
+    let word = |i: usize| -> Result<i16> {
+        let bytes = b.get(i * 2..i * 2 + 2).ok_or_else(bad)?;
+        Ok(i16::from_be_bytes([bytes[0], bytes[1]]))
+    };
+    let ndigits = usize::try_from(word(0)?).map_err(|_| bad())?;
+    let weight = i64::from(word(1)?);
+    let sign = word(2)? as u16;
+    let dscale = i64::from(word(3)?);
+    if b.len() != 8 + ndigits * 2 || !(0..=i64::from(u16::MAX >> 2)).contains(&dscale) {
+        return Err(bad());
+    }
+    if sign != 0 && sign != 0x4000 {
+        return Err(SqlError::new(
+            "0A000",
+            "numeric NaN and infinities are not supported",
+        ));
+    }
+    let mut m = BigInt::zero();
+    for i in 0..ndigits {
+        let d = word(4 + i)?;
+        if !(0..10_000).contains(&d) {
+            return Err(bad());
+        }
+        m = m * 10_000 + d;
+    }
+    // value = m × 10000^(weight - ndigits + 1)
+    let exp10 = (weight - len_i64(ndigits) + 1) * 4;
+    let m = if sign == 0x4000 { -m } else { m };
+    let exact = if exp10 >= 0 {
+        from_parts(&(m * pow10(exp10)), 0)?
+    } else {
+        from_parts(&m, -exp10)?
+    };
+    round(&exact, dscale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(s: &str) -> Numeric {
+        parse(s).unwrap()
+    }
+
+    fn calc(op: Op, a: &str, b: &str) -> String {
+        arith(op, &n(a), &n(b)).unwrap().to_string()
+    }
+
+    #[test]
+    fn input_and_output_keep_the_scale() {
+        for (input, out) in [
+            ("1.50", "1.50"),
+            ("-0.001", "-0.001"),
+            ("+12", "12"),
+            (".5", "0.5"),
+            ("5.", "5"),
+            ("1e3", "1000"),
+            ("1.5e-3", "0.0015"),
+            ("  7  ", "7"),
+            ("-0", "0"),
+        ] {
+            assert_eq!(n(input).to_string(), out, "{input}");
+        }
+        for bad in ["", "abc", "1.2.3", "--1", "1e", "."] {
+            assert_eq!(parse(bad).unwrap_err().sqlstate(), "22P02", "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn arithmetic_gives_postgresql_scales() {
+        assert_eq!(calc(Op::Add, "1.5", "2.25"), "3.75");
+        assert_eq!(calc(Op::Sub, "1", "2.50"), "-1.50");
+        assert_eq!(calc(Op::Mul, "1.5", "2.25"), "3.375");
+        assert_eq!(calc(Op::Div, "1", "3"), "0.33333333333333333333");
+        assert_eq!(calc(Op::Div, "10", "4"), "2.5000000000000000");
+        assert_eq!(calc(Op::Div, "2", "3"), "0.66666666666666666667");
+        assert_eq!(calc(Op::Div, "100000", "3"), "33333.333333333333");
+        assert_eq!(calc(Op::Div, "1.000", "8"), "0.12500000000000000000");
+        assert_eq!(calc(Op::Mod, "-7.5", "2"), "-1.5");
+        assert_eq!(
+            calc(Op::Mul, "123456789012345678901234567890", "10"),
+            "1234567890123456789012345678900"
+        );
+        assert_eq!(
+            arith(Op::Div, &n("1"), &n("0")).unwrap_err().sqlstate(),
+            "22012"
+        );
+    }
+
+    #[test]
+    fn rounding_casts_and_typmods() {
+        assert_eq!(round(&n("2.5"), 0).unwrap().to_string(), "3");
+        assert_eq!(round(&n("-2.5"), 0).unwrap().to_string(), "-3");
+        assert_eq!(round(&n("1234.5678"), 2).unwrap().to_string(), "1234.57");
+        assert_eq!(round(&n("1234.5678"), -2).unwrap().to_string(), "1200");
+        assert_eq!(to_i64(&n("2.5")), Some(3));
+        assert_eq!(to_i64(&n("1e30")), None);
+        assert_eq!(from_f64(0.1).unwrap().to_string(), "0.1");
+        assert_eq!(from_f64(-2.5e-3).unwrap().to_string(), "-0.0025");
+        assert_eq!(
+            apply_typmod(&n("123.456"), 5, 2).unwrap().to_string(),
+            "123.46"
+        );
+        let e = apply_typmod(&n("1234.5"), 5, 2).unwrap_err();
+        assert_eq!(e.sqlstate(), "22003");
+        assert_eq!(apply_typmod(&n("0.5"), 2, 2).unwrap().to_string(), "0.50");
+    }
+
+    #[test]
+    fn binary_form_round_trips_as_numeric_send() {
+        // 12345.678: ndigits 3, weight 1, dscale 3, digits 1 2345 6780.
+        let b = to_binary(&n("12345.678"));
+        assert_eq!(
+            b,
+            [0, 3, 0, 1, 0, 0, 0, 3, 0, 1, 0x09, 0x29, 0x1a, 0x7c].to_vec()
+        );
+        for s in [
+            "0",
+            "0.00",
+            "-1",
+            "0.0001",
+            "-123456789.987654321",
+            "1e20",
+            "100",
+        ] {
+            let v = n(s);
+            let back = from_binary(&to_binary(&v)).unwrap();
+            assert_eq!(back.to_string(), v.to_string(), "{s}");
+        }
+        assert!(from_binary(&[0, 1]).is_err());
+    }
+}
