@@ -354,7 +354,45 @@ pub struct RecoveryStats {
     pub oldest_xid: Xid,
 }
 
-/// Redoes every record the reader returns.
+/// How often a long redo logs its progress (PostgreSQL's `log_startup_progress_interval`
+/// is 10 s; a failover waits on this, so its operator hears sooner).
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
+/// Records between two looks at the clock.
+const PROGRESS_CHECK_RECORDS: u64 = 4096;
+
+/// Redo's progress report in the log: records replayed, the LSN reached and the rate.
+struct Progress {
+    start: Instant,
+    last: Instant,
+}
+
+impl Progress {
+    fn new(start: Instant) -> Self {
+        Progress { start, last: start }
+    }
+
+    fn tick(&mut self, stats: &RecoveryStats, lsn: Lsn) {
+        if !stats.records.is_multiple_of(PROGRESS_CHECK_RECORDS) {
+            return;
+        }
+        let now = Instant::now();
+        if now.duration_since(self.last) < PROGRESS_INTERVAL {
+            return;
+        }
+        self.last = now;
+        let secs = now.duration_since(self.start).as_secs_f64();
+        tracing::info!(
+            records = stats.records,
+            %lsn,
+            records_per_s = (stats.records as f64 / secs) as u64,
+            mb_per_s = stats.bytes as f64 / 1e6 / secs,
+            "redo in progress"
+        );
+    }
+}
+
+/// Redoes every record the reader returns, logging its start, its progress every
+/// [`PROGRESS_INTERVAL`] and its end.
 pub fn redo_all(
     reader: &mut WalReader,
     registry: &Registry,
@@ -364,15 +402,32 @@ pub fn redo_all(
     let calls_before = ctx.smgr.vfs().counters().snapshot();
     let mut stats = RecoveryStats::default();
     let mut ids = IdCounters::default();
+    let mut progress = Progress::new(t0);
+    let mut last_end = None;
     while let Some(rec) = reader.next_record()? {
         registry.redo(ctx, &rec)?;
         ids.raise(registry.ids(&rec)?);
         // Checkpoint records change nothing: a clean restart, which reads only the shutdown
         // checkpoint, replays nothing.
         if rec.rmid != rmid::XLOG {
+            if stats.records == 0 {
+                tracing::info!(lsn = %rec.lsn, "redo starts");
+            }
             stats.records += 1;
             stats.bytes += rec.end_lsn - rec.lsn;
+            progress.tick(&stats, rec.end_lsn);
         }
+        last_end = Some(rec.end_lsn);
+    }
+    if stats.records > 0 {
+        let secs = t0.elapsed().as_secs_f64();
+        tracing::info!(
+            lsn = %last_end.unwrap_or(Lsn::INVALID),
+            records = stats.records,
+            mb = stats.bytes as f64 / 1e6,
+            seconds = secs,
+            "redo done"
+        );
     }
     registry.finish(ctx)?;
     ctx.invalid_pages.check()?;
