@@ -120,6 +120,19 @@ d=$(psql -c '\d notes')
 echo "$d"
 grep -q "nextval('notes_id_seq'::regclass)" <<<"$d" || fail "\\d notes lacks the serial column's default"
 grep -q 'now()' <<<"$d" || fail "\\d notes lacks the DEFAULT now()"
+ds=$(psql -c '\ds')
+grep -q 'notes_id_seq | sequence' <<<"$ds" || fail "\\ds lacks notes_id_seq"
+dseq=$(psql -c '\d notes_id_seq')
+echo "$dseq"
+grep -q 'Owned by: public.notes.id' <<<"$dseq" || fail "\\d notes_id_seq lacks its owner"
+dplus=$(psql -c '\d+ notes')
+echo "$dplus"
+grep -q 'Access method: heap' <<<"$dplus" || fail "\\d+ notes failed"
+dtplus=$(psql -c '\dt+ notes')
+grep -q 'kB\|bytes' <<<"$dtplus" || fail "\\dt+ shows no size"
+for meta in '\l' '\di' '\du' '\dn' '\df' '\dx'; do
+  psql -c "$meta" >/dev/null || fail "psql $meta failed"
+done
 q 'drop table notes' >/dev/null
 err=$(psql -v VERBOSITY=verbose -c 'select 1/0' 2>&1 || true)
 echo "$err"

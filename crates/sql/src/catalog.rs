@@ -38,6 +38,8 @@ pub(crate) struct ColumnInfo {
     /// Dropped (ALTER TABLE ... DROP COLUMN): it keeps its place in stored rows, under a
     /// name no statement can write, and `*` and column lists leave it out.
     pub dropped: bool,
+    /// The sequence this column owns (a `serial` column's), dropped with it.
+    pub owned_seq: Option<quire_engine::Oid>,
 }
 
 /// A table as SQL sees it.
@@ -237,6 +239,7 @@ pub(crate) fn lookup(tx: &Transaction, name: &str) -> Result<TableInfo> {
             not_null: false,
             default: None,
             dropped: c.dropped,
+            owned_seq: None,
         })
         .collect();
     let meta_index = tx.index(COLUMNS_INDEX)?;
@@ -263,6 +266,7 @@ pub(crate) fn lookup(tx: &Transaction, name: &str) -> Result<TableInfo> {
     for (_, d) in attrdefs(tx, oid)? {
         let col = columns.get_mut(d.attnum).ok_or_else(|| corrupt(name))?;
         col.default = d.expr;
+        col.owned_seq = d.owned_seq;
     }
     let indexes = tx.table_indexes(oid)?;
     let pkey = indexes

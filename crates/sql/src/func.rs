@@ -50,6 +50,9 @@ pub(crate) enum Func {
     ArrayPosition,
     ArrayToString,
     TableIsVisible,
+    /// pg_relation_size, pg_table_size, pg_indexes_size, pg_total_relation_size.
+    RelationSize(crate::pg_catalog::SizeOf),
+    SizePretty,
     TypeIsVisible,
     FormatType,
     GetUserById,
@@ -398,6 +401,35 @@ pub(crate) fn resolve(
             T::Text,
         ),
         ("pg_table_is_visible", 1) => (Func::TableIsVisible, vec![Some(T::Oid)], T::Bool),
+        // No user-defined functions exist (pg_proc is empty): none is visible.
+        ("pg_function_is_visible", 1) => (Func::NoObjectDef, keep(1), T::Bool),
+        ("pg_relation_size", 1 | 2) => {
+            let mut c = vec![Some(T::Regclass)];
+            if n == 2 {
+                c.push(Some(T::Text));
+            }
+            (
+                Func::RelationSize(crate::pg_catalog::SizeOf::Fork),
+                c,
+                T::Int8,
+            )
+        }
+        ("pg_table_size", 1) => (
+            Func::RelationSize(crate::pg_catalog::SizeOf::Table),
+            vec![Some(T::Regclass)],
+            T::Int8,
+        ),
+        ("pg_indexes_size", 1) => (
+            Func::RelationSize(crate::pg_catalog::SizeOf::Indexes),
+            vec![Some(T::Regclass)],
+            T::Int8,
+        ),
+        ("pg_total_relation_size", 1) => (
+            Func::RelationSize(crate::pg_catalog::SizeOf::Total),
+            vec![Some(T::Regclass)],
+            T::Int8,
+        ),
+        ("pg_size_pretty", 1) => (Func::SizePretty, vec![Some(T::Int8)], T::Text),
         ("pg_type_is_visible", 1) => (Func::TypeIsVisible, vec![Some(T::Oid)], T::Bool),
         ("format_type", 2) => (Func::FormatType, vec![Some(T::Oid), Some(T::Int4)], T::Text),
         ("pg_get_userbyid", 1) => (Func::GetUserById, vec![Some(T::Oid)], T::Name),
@@ -549,6 +581,7 @@ impl Func {
                 | Func::Greatest
                 | Func::Least
                 | Func::GetExpr
+                | Func::FormatType
                 | Func::ObjDescription
                 | Func::NoObjectDef
                 | Func::CurrentSetting
@@ -765,10 +798,19 @@ impl Func {
                 let elems = array_elements(text_arg(&args[0]).unwrap_or(""));
                 Value::Text(elems.join(text_arg(&args[1]).unwrap_or("")))
             }
+            Func::RelationSize(which) => {
+                let fork = args.get(1).and_then(text_arg).unwrap_or("main");
+                crate::pg_catalog::relation_size(cx.tx, oid_arg(&args[0]), which, fork)?
+                    .map_or(Value::Null, Value::Int)
+            }
+            Func::SizePretty => Value::Text(crate::pg_catalog::size_pretty(
+                int_arg(&args[0]).unwrap_or(0),
+            )),
             Func::TableIsVisible => {
                 Value::Bool(crate::pg_catalog::relation_name(cx.tx, oid_arg(&args[0]))?.is_some())
             }
             Func::TypeIsVisible => Value::Bool(SqlType::from_oid(oid_arg(&args[0])).is_some()),
+            Func::FormatType if a0.is_none_or(Value::is_null) => Value::Null,
             Func::FormatType => {
                 let oid = oid_arg(&args[0]);
                 let typmod = args.get(1).and_then(int_arg).unwrap_or(-1);

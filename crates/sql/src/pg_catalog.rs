@@ -12,7 +12,7 @@
 use quire_engine::{Entry, IndexDef, Row, Transaction, Value};
 
 use crate::catalog::{self, TableInfo};
-use crate::error::Result;
+use crate::error::{Result, SqlError};
 use crate::expr::Cx;
 use crate::func::quote_ident;
 use crate::types::SqlType;
@@ -51,6 +51,14 @@ pub(crate) enum CatalogTable {
     PartitionedTable,
     Constraint,
     AttrDef,
+    /// pg_depend: the auto dependencies of serial columns' sequences on their columns.
+    Depend,
+    /// pg_auth_members: empty (quire has no role membership).
+    AuthMembers,
+    /// pg_extension: empty (quire has no extensions; psql's `\dx` lists none).
+    Extension,
+    /// pg_proc: empty (quire has no user-defined functions; psql's `\df` lists none).
+    Proc,
     Collation,
     PreparedXacts,
     Description,
@@ -90,6 +98,10 @@ impl CatalogTable {
             "pg_partitioned_table" => CatalogTable::PartitionedTable,
             "pg_constraint" => CatalogTable::Constraint,
             "pg_attrdef" => CatalogTable::AttrDef,
+            "pg_depend" => CatalogTable::Depend,
+            "pg_auth_members" => CatalogTable::AuthMembers,
+            "pg_proc" => CatalogTable::Proc,
+            "pg_extension" => CatalogTable::Extension,
             "pg_collation" => CatalogTable::Collation,
             "pg_prepared_xacts" => CatalogTable::PreparedXacts,
             "pg_description" => CatalogTable::Description,
@@ -161,6 +173,8 @@ impl CatalogTable {
                 ("attisdropped", T::Bool),
                 ("attcollation", T::Oid),
                 ("attstattarget", T::Int4),
+                ("attstorage", T::Char),
+                ("attcompression", T::Char),
             ],
             CatalogTable::Type => &[
                 ("oid", T::Oid),
@@ -348,6 +362,41 @@ impl CatalogTable {
                 ("tgenabled", T::Char),
                 ("tgisinternal", T::Bool),
             ],
+            CatalogTable::Depend => &[
+                ("classid", T::Oid),
+                ("objid", T::Oid),
+                ("objsubid", T::Int4),
+                ("refclassid", T::Oid),
+                ("refobjid", T::Oid),
+                ("refobjsubid", T::Int4),
+                ("deptype", T::Char),
+            ],
+            CatalogTable::Extension => &[
+                ("oid", T::Oid),
+                ("extname", T::Name),
+                ("extowner", T::Oid),
+                ("extnamespace", T::Oid),
+                ("extrelocatable", T::Bool),
+                ("extversion", T::Text),
+            ],
+            CatalogTable::Proc => &[
+                ("oid", T::Oid),
+                ("proname", T::Name),
+                ("pronamespace", T::Oid),
+                ("proowner", T::Oid),
+                ("prokind", T::Char),
+                ("prorettype", T::Oid),
+                ("proretset", T::Bool),
+                ("provolatile", T::Char),
+                ("proargtypes", T::Text),
+            ],
+            CatalogTable::AuthMembers => &[
+                ("oid", T::Oid),
+                ("roleid", T::Oid),
+                ("member", T::Oid),
+                ("grantor", T::Oid),
+                ("admin_option", T::Bool),
+            ],
             CatalogTable::Rewrite => &[
                 ("oid", T::Oid),
                 ("rulename", T::Name),
@@ -490,7 +539,11 @@ impl CatalogTable {
             | CatalogTable::PublicationRel
             | CatalogTable::PublicationNamespace
             | CatalogTable::Trigger
-            | CatalogTable::Rewrite => Vec::new(),
+            | CatalogTable::Rewrite
+            | CatalogTable::AuthMembers
+            | CatalogTable::Proc
+            | CatalogTable::Extension => Vec::new(),
+            CatalogTable::Depend => depend_rows(cx.tx)?,
             CatalogTable::AttrDef => attrdef_rows(cx.tx)?,
             CatalogTable::Sequence => sequence_rows(cx.tx)?,
             CatalogTable::Constraint => constraint_rows(cx.tx)?,
@@ -657,6 +710,132 @@ fn attrdef_rows(tx: &Transaction) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// Which size a `pg_*_size` function reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SizeOf {
+    /// One fork (`pg_relation_size(rel [, fork])`).
+    Fork,
+    /// Every fork (`pg_table_size`).
+    Table,
+    /// A table's indexes (`pg_indexes_size`).
+    Indexes,
+    /// Both (`pg_total_relation_size`).
+    Total,
+}
+
+/// A `pg_*_size` function of relation `oid`: NULL (`None`) for no such relation, as
+/// PostgreSQL answers.
+pub(crate) fn relation_size(
+    tx: &Transaction,
+    oid: u32,
+    which: SizeOf,
+    fork: &str,
+) -> Result<Option<i64>> {
+    use quire_engine::Fork;
+    let oid = quire_engine::Oid(u64::from(oid));
+    let all_forks = |o| -> Result<Option<u64>> {
+        let mut total = None;
+        for f in Fork::ALL {
+            if let Some(b) = tx.relation_fork_bytes(o, f)? {
+                total = Some(total.unwrap_or(0) + b);
+            }
+        }
+        Ok(total)
+    };
+    let indexes = |o| -> Result<u64> {
+        let mut total = 0;
+        if let Some(Entry::Table(_)) = tx.relation(o)? {
+            for i in tx.table_indexes(o)? {
+                total += all_forks(i.oid)?.unwrap_or(0);
+            }
+        }
+        Ok(total)
+    };
+    let bytes = match which {
+        SizeOf::Fork => {
+            let f = match fork {
+                "main" => Fork::Main,
+                "fsm" => Fork::Fsm,
+                "vm" => Fork::Vm,
+                "init" => return Ok(tx.relation(oid)?.map(|_| 0)),
+                other => {
+                    return Err(SqlError::new(
+                        "22023",
+                        format!("invalid fork name \"{other}\""),
+                    ))
+                }
+            };
+            tx.relation_fork_bytes(oid, f)?
+        }
+        SizeOf::Table => all_forks(oid)?,
+        SizeOf::Indexes => all_forks(oid)?.map(|_| indexes(oid)).transpose()?,
+        SizeOf::Total => match all_forks(oid)? {
+            Some(t) => Some(t + indexes(oid)?),
+            None => None,
+        },
+    };
+    Ok(bytes.map(|b| i64::try_from(b).unwrap_or(i64::MAX)))
+}
+
+/// `pg_size_pretty(bigint)`: bytes below 10 kB, then kB, MB, GB, TB, PB, each rounded
+/// half away from zero, as PostgreSQL prints them.
+pub(crate) fn size_pretty(bytes: i64) -> String {
+    const LIMIT: i64 = 10 * 1024;
+    if bytes.abs() < LIMIT {
+        return format!("{bytes} bytes");
+    }
+    let half_rounded = |x: i64| i64::midpoint(x, if x < 0 { -1 } else { 1 });
+    // One extra bit kept for the rounding.
+    let mut size = bytes >> 9;
+    for unit in ["kB", "MB", "GB", "TB"] {
+        if size.abs() < LIMIT * 2 - 1 {
+            return format!("{} {unit}", half_rounded(size));
+        }
+        size >>= 10;
+    }
+    format!("{} PB", half_rounded(size))
+}
+
+/// `pg_class`'s own oid, which pg_depend's `classid` and `refclassid` name.
+const PG_CLASS_OID: i64 = 1259;
+
+/// The oids of the catalogs psql casts to `regclass` (`'pg_catalog.pg_class'::regclass`).
+fn catalog_oid(name: &str) -> Option<u32> {
+    Some(match name.trim_start_matches("pg_catalog.") {
+        "pg_class" => 1259,
+        "pg_type" => 1247,
+        "pg_attribute" => 1249,
+        "pg_proc" => 1255,
+        "pg_namespace" => 2615,
+        "pg_constraint" => 2606,
+        "pg_index" => 2610,
+        "pg_extension" => 3079,
+        _ => return None,
+    })
+}
+
+/// A serial column's sequence depends on its column (deptype `a`, auto): psql's `\d seq`
+/// shows "Owned by" from it.
+fn depend_rows(tx: &Transaction) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for t in user_tables(tx)? {
+        for (i, c) in t.columns.iter().enumerate() {
+            if let Some(seq) = c.owned_seq {
+                rows.push(vec![
+                    int(PG_CLASS_OID),
+                    oid_of(seq),
+                    int(0),
+                    int(PG_CLASS_OID),
+                    oid_of(t.def.oid),
+                    int(i64::try_from(i).unwrap_or(i64::MAX - 1) + 1),
+                    text("a"),
+                ]);
+            }
+        }
+    }
+    Ok(rows)
+}
+
 fn sequence_rows(tx: &Transaction) -> Result<Vec<Row>> {
     Ok(tx
         .sequences()?
@@ -665,7 +844,14 @@ fn sequence_rows(tx: &Transaction) -> Result<Vec<Row>> {
             let o = s.options;
             vec![
                 oid_of(s.oid),
-                int(i64::from(SqlType::Int8.oid())),
+                int(i64::from(
+                    match o.value_bytes {
+                        2 => SqlType::Int2,
+                        4 => SqlType::Int4,
+                        _ => SqlType::Int8,
+                    }
+                    .oid(),
+                )),
                 int(o.start),
                 int(o.increment),
                 int(o.max_value),
@@ -696,6 +882,8 @@ fn attribute_rows(tx: &Transaction) -> Result<Vec<Row>> {
                 Value::Bool(c.dropped),
                 int(if c.ty.is_text() { DEFAULT_COLLATION } else { 0 }),
                 int(-1),
+                text(storage(c.ty)),
+                text(""),
             ]);
         }
         for idx in &t.indexes {
@@ -716,6 +904,8 @@ fn attribute_rows(tx: &Transaction) -> Result<Vec<Row>> {
                     Value::Bool(false),
                     int(0),
                     int(-1),
+                    text(storage(c.ty)),
+                    text(""),
                 ]);
             }
         }
@@ -860,6 +1050,15 @@ fn internal_name(t: SqlType) -> String {
     }
 }
 
+/// `attstorage`: plain for fixed-length types, main for numeric, extended for the rest.
+fn storage(t: SqlType) -> &'static str {
+    match (t, type_len(t)) {
+        (T::Numeric(_), _) => "m",
+        (_, len) if len > 0 => "p",
+        _ => "x",
+    }
+}
+
 fn type_len(t: SqlType) -> i64 {
     match t {
         T::Bool | T::Char => 1,
@@ -922,6 +1121,9 @@ pub(crate) fn relation_name(tx: &Transaction, oid: u32) -> Result<Option<String>
 /// The oid of relation `name` (a table or an index).
 pub(crate) fn relation_oid(tx: &Transaction, name: &str) -> Result<Option<u32>> {
     let name = name.trim().trim_start_matches("public.");
+    if let Some(oid) = catalog_oid(name) {
+        return Ok(Some(oid));
+    }
     if name.starts_with(catalog::RESERVED_PREFIX) {
         return Ok(None);
     }

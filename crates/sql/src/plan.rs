@@ -72,6 +72,11 @@ pub(crate) enum Node {
         stop: Expr,
         step: Option<Expr>,
     },
+    /// `unnest(array)`: the elements of an array kept in its text form, as `elem` values.
+    Unnest {
+        array: Expr,
+        elem: crate::types::SqlType,
+    },
     Filter {
         input: Box<Node>,
         pred: Expr,
@@ -183,6 +188,16 @@ pub(crate) fn open<'a>(node: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
                 .map(move |r| r.iter().map(|e| e.eval(cx, &[])).collect()),
         ),
         Node::Series { start, stop, step } => series(start, stop, step.as_ref(), cx)?,
+        Node::Unnest { array, elem } => {
+            let rows: Vec<Result<Row>> = match array.eval(cx, &[])? {
+                Value::Text(t) => crate::func::array_elements(&t)
+                    .into_iter()
+                    .map(|e| crate::types::parse_text(*elem, &e).map(|v| vec![v]))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            Box::new(rows.into_iter())
+        }
         Node::Filter { input, pred } => {
             let rows = open(input, cx)?;
             Box::new(rows.filter_map(move |r| match r {
@@ -667,6 +682,7 @@ fn explain_into(
         Node::Catalog(t) => (format!("Catalog Scan on {t:?}"), vec![]),
         Node::Values(rows) => (format!("Values Scan ({} rows)", rows.len()), vec![]),
         Node::Series { .. } => ("Function Scan on generate_series".into(), vec![]),
+        Node::Unnest { .. } => ("Function Scan on unnest".into(), vec![]),
         Node::Filter { input, .. } => ("Filter".into(), vec![&**input]),
         Node::Project { input, .. } => ("Result".into(), vec![&**input]),
         Node::NestedLoop {

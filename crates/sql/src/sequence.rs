@@ -74,14 +74,14 @@ impl SessionSequences {
     }
 }
 
-/// The bounds of a sequence's type (`AS ...`).
-fn type_bounds(ty: &DataType) -> Result<(i64, i64)> {
+/// The width and bounds of a sequence's type (`AS ...`).
+fn type_bounds(ty: &DataType) -> Result<(u8, i64, i64)> {
     Ok(match ty {
-        DataType::SmallInt(_) | DataType::Int2(_) => (i16::MIN.into(), i16::MAX.into()),
+        DataType::SmallInt(_) | DataType::Int2(_) => (2, i16::MIN.into(), i16::MAX.into()),
         DataType::Int(_) | DataType::Integer(_) | DataType::Int4(_) => {
-            (i32::MIN.into(), i32::MAX.into())
+            (4, i32::MIN.into(), i32::MAX.into())
         }
-        DataType::BigInt(_) | DataType::Int8(_) => (i64::MIN, i64::MAX),
+        DataType::BigInt(_) | DataType::Int8(_) => (8, i64::MIN, i64::MAX),
         other => {
             return Err(SqlError::new(
                 "22023",
@@ -121,7 +121,7 @@ fn constant(e: &AstExpr) -> Result<i64> {
 /// CREATE SEQUENCE's options with PostgreSQL's defaults filled in. OWNED BY is refused
 /// (ownership comes from `serial`).
 pub(crate) fn options(name: &str, given: &[SequenceOptions]) -> Result<SeqOptions> {
-    let mut bounds = (i64::MIN, i64::MAX);
+    let mut bounds = (8, i64::MIN, i64::MAX);
     let (mut increment, mut min, mut max, mut start, mut cache, mut cycle) =
         (1, None, None, None, 1, false);
     for o in given {
@@ -139,10 +139,11 @@ pub(crate) fn options(name: &str, given: &[SequenceOptions]) -> Result<SeqOption
         }
     }
     let ascending = increment > 0;
-    let min_value = min.unwrap_or(if ascending { 1 } else { bounds.0 });
-    let max_value = max.unwrap_or(if ascending { bounds.1 } else { -1 });
+    let (value_bytes, lowest, highest) = bounds;
+    let min_value = min.unwrap_or(if ascending { 1 } else { lowest });
+    let max_value = max.unwrap_or(if ascending { highest } else { -1 });
     for (what, v) in [("MINVALUE", min_value), ("MAXVALUE", max_value)] {
-        if !(bounds.0..=bounds.1).contains(&v) {
+        if !(lowest..=highest).contains(&v) {
             return Err(SqlError::new(
                 "22023",
                 format!("{what} ({v}) is out of range for sequence data type"),
@@ -156,16 +157,24 @@ pub(crate) fn options(name: &str, given: &[SequenceOptions]) -> Result<SeqOption
         start: start.unwrap_or(if ascending { min_value } else { max_value }),
         cache,
         cycle,
+        value_bytes,
     };
     opts.check(name)?;
     Ok(opts)
 }
 
-/// The options of a `serial` column's sequence: integer bounds (bigint for `bigserial`,
-/// smallint for `smallserial`).
-pub(crate) fn serial_options(max_value: i64) -> SeqOptions {
+/// The options of a `serial` column's sequence: the column type's width and maximum
+/// (integer for `serial`, bigint for `bigserial`, smallint for `smallserial`).
+pub(crate) fn serial_options(column: crate::types::SqlType) -> SeqOptions {
+    use crate::types::SqlType;
+    let (value_bytes, max_value) = match column {
+        SqlType::Int2 => (2, i64::from(i16::MAX)),
+        SqlType::Int4 => (4, i64::from(i32::MAX)),
+        _ => (8, i64::MAX),
+    };
     SeqOptions {
         max_value,
+        value_bytes,
         ..SeqOptions::default()
     }
 }

@@ -266,3 +266,78 @@ fn serial_and_default_columns_fill_what_a_statement_leaves_out() -> anyhow::Resu
     assert_eq!(one(&mut s, "SELECT currval('u_id_seq1')"), Value::Int(1));
     Ok(())
 }
+
+#[test]
+fn psql_reads_owners_sizes_and_unnested_arrays() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut s = Session::new(open(dir.path())?);
+    run(
+        &mut s,
+        "CREATE TABLE t (id bigserial PRIMARY KEY, v text); \
+         INSERT INTO t (v) SELECT 'x' FROM generate_series(1, 500)",
+    )
+    .unwrap();
+    // `\d t_id_seq`'s "Owned by": pg_depend's auto dependency, found through regclass casts
+    // of catalog names.
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT c.relname, a.attname, d.deptype FROM pg_catalog.pg_class c \
+             JOIN pg_catalog.pg_depend d ON c.oid = d.refobjid \
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = d.refobjsubid \
+             WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass \
+             AND d.objid = 't_id_seq'::regclass"
+        ),
+        [[
+            Value::Text("t".into()),
+            Value::Text("id".into()),
+            Value::Text("a".into())
+        ]]
+    );
+    assert_eq!(
+        one(
+            &mut s,
+            "SELECT format_type(seqtypid, NULL) FROM pg_sequence"
+        ),
+        Value::Text("bigint".into())
+    );
+    // Sizes: whole pages, the table's forks, its index, and PostgreSQL's pretty units.
+    let main = one(&mut s, "SELECT pg_relation_size('t')");
+    let Value::Int(main) = main else {
+        panic!("{main:?}")
+    };
+    assert!(main > 0 && main % 8192 == 0, "{main}");
+    let total = one(&mut s, "SELECT pg_total_relation_size('t')");
+    let Value::Int(total) = total else {
+        panic!("{total:?}")
+    };
+    assert!(total > main, "{total} > {main}: the index counts");
+    assert_eq!(
+        one(&mut s, "SELECT pg_indexes_size('t') + pg_table_size('t')"),
+        Value::Int(total)
+    );
+    assert_eq!(
+        one(&mut s, "SELECT pg_relation_size(999999) IS NULL"),
+        Value::Bool(true)
+    );
+    for (bytes, pretty) in [
+        (8192_i64, "8192 bytes"),
+        (10240, "10 kB"),
+        (1_572_864, "1536 kB"),
+        (10_485_760, "10 MB"),
+        (5_368_709_120, "5120 MB"),
+    ] {
+        assert_eq!(
+            one(&mut s, &format!("SELECT pg_size_pretty({bytes}::bigint)")),
+            Value::Text(pretty.into()),
+            "{bytes}"
+        );
+    }
+    assert_eq!(
+        rows(&mut s, "SELECT x FROM unnest('{b,a}'::text[]) x ORDER BY 1"),
+        [[Value::Text("a".into())], [Value::Text("b".into())]]
+    );
+    assert!(rows(&mut s, "SELECT * FROM pg_proc").is_empty());
+    assert!(rows(&mut s, "SELECT * FROM pg_extension").is_empty());
+    Ok(())
+}

@@ -391,8 +391,8 @@ impl Progress {
     }
 }
 
-/// Redoes every record the reader returns, logging its start, its progress every
-/// [`PROGRESS_INTERVAL`] and its end.
+/// Redoes every record the reader returns, logging its start and its progress every
+/// [`PROGRESS_INTERVAL`] (the end is logged by startup, with the checkpoint after it).
 pub fn redo_all(
     reader: &mut WalReader,
     registry: &Registry,
@@ -403,7 +403,6 @@ pub fn redo_all(
     let mut stats = RecoveryStats::default();
     let mut ids = IdCounters::default();
     let mut progress = Progress::new(t0);
-    let mut last_end = None;
     while let Some(rec) = reader.next_record()? {
         registry.redo(ctx, &rec)?;
         ids.raise(registry.ids(&rec)?);
@@ -417,17 +416,6 @@ pub fn redo_all(
             stats.bytes += rec.end_lsn - rec.lsn;
             progress.tick(&stats, rec.end_lsn);
         }
-        last_end = Some(rec.end_lsn);
-    }
-    if stats.records > 0 {
-        let secs = t0.elapsed().as_secs_f64();
-        tracing::info!(
-            lsn = %last_end.unwrap_or(Lsn::INVALID),
-            records = stats.records,
-            mb = stats.bytes as f64 / 1e6,
-            seconds = secs,
-            "redo done"
-        );
     }
     registry.finish(ctx)?;
     ctx.invalid_pages.check()?;

@@ -69,6 +69,9 @@ pub struct SeqOptions {
     /// Accepted and shown; quire hands out one value per call (PostgreSQL's CACHE 1).
     pub cache: i64,
     pub cycle: bool,
+    /// The width of the integer type the sequence was declared as (2, 4 or 8 bytes:
+    /// PostgreSQL's `AS smallint | integer | bigint`), which its bounds already obey.
+    pub value_bytes: u8,
 }
 
 impl Default for SeqOptions {
@@ -81,11 +84,12 @@ impl Default for SeqOptions {
             start: 1,
             cache: 1,
             cycle: false,
+            value_bytes: 8,
         }
     }
 }
 
-const OPTIONS_BYTES: usize = 5 * 8 + 1;
+const OPTIONS_BYTES: usize = 5 * 8 + 2;
 
 impl SeqOptions {
     /// Checks the options as PostgreSQL's `init_params` does (SQLSTATE 22023).
@@ -115,6 +119,9 @@ impl SeqOptions {
         if self.cache < 1 {
             return bad(format!("CACHE ({}) must be greater than zero", self.cache));
         }
+        if !matches!(self.value_bytes, 2 | 4 | 8) {
+            return bad(format!("a sequence value of {} bytes", self.value_bytes));
+        }
         Ok(())
     }
 
@@ -130,6 +137,7 @@ impl SeqOptions {
             out.extend_from_slice(&v.to_le_bytes());
         }
         out.push(u8::from(self.cycle));
+        out.push(self.value_bytes);
         out
     }
 
@@ -147,6 +155,7 @@ impl SeqOptions {
                 1 => true,
                 _ => return None,
             },
+            value_bytes: r.u8().filter(|b| matches!(b, 2 | 4 | 8))?,
         };
         r.done()?;
         Some(opts)
@@ -435,6 +444,7 @@ mod tests {
             start: 5,
             cache: 1,
             cycle: true,
+            value_bytes: 4,
         };
         assert_eq!(SeqOptions::decode(&o.encode()), Some(o));
         assert_eq!(SeqOptions::decode(&o.encode()[1..]), None);

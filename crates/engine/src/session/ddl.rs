@@ -12,7 +12,7 @@ use crate::heap::{Looker, UpdateCheck};
 use crate::page::Tid;
 
 use crate::txn::lock::{LockMode, LockWait};
-use crate::types::{Oid, RelFileLocator};
+use crate::types::{Fork, Oid, RelFileLocator, PAGE_SIZE};
 
 impl Transaction {
     /// A looker for catalog lookups: a fresh snapshot (the latest committed state, whatever
@@ -58,6 +58,22 @@ impl Transaction {
     /// `pg_class` by oid (psql's `::regclass` and `pg_table_is_visible`).
     pub fn relation(&self, oid: Oid) -> Result<Option<Entry>> {
         self.call(|| Ok(self.lookup_oid(oid)?.map(|(_, e)| e)))
+    }
+
+    /// The size in bytes of fork `fork` of relation `oid` (0 if the fork has no file), or
+    /// `None` if there is no such relation: `pg_relation_size` and its kin, without a lock.
+    pub fn relation_fork_bytes(&self, oid: Oid, fork: Fork) -> Result<Option<u64>> {
+        self.call(|| {
+            let Some((_, entry)) = self.lookup_oid(oid)? else {
+                return Ok(None);
+            };
+            let smgr = self.engine.pool.smgr();
+            let rel = entry.rel();
+            if !smgr.exists(rel, fork)? {
+                return Ok(Some(0));
+            }
+            Ok(Some(u64::from(smgr.nblocks(rel, fork)?) * PAGE_SIZE as u64))
+        })
     }
 
     /// The relation (table or index) named `name`, or `None`, without a lock.

@@ -61,8 +61,8 @@ pub(crate) enum Plan {
         columns: Vec<ColumnInfo>,
         pkey: Option<Vec<usize>>,
         uniques: Vec<Vec<usize>>,
-        /// `serial` columns: each gets a sequence of its own (the maximum value given).
-        serials: Vec<(usize, i64)>,
+        /// `serial` columns: each gets a sequence of its own.
+        serials: Vec<usize>,
     },
     DropTable {
         names: Vec<String>,
@@ -100,7 +100,7 @@ pub(crate) enum Plan {
     AddColumn {
         table: TableInfo,
         column: ColumnInfo,
-        serial_max: Option<i64>,
+        serial: bool,
         skip: bool,
     },
     /// ALTER TABLE ... DROP COLUMN (positions).
@@ -605,8 +605,8 @@ impl Binder<'_> {
                 ));
             }
             let def = self.column_def(&name, c)?;
-            if let Some(max) = def.serial_max {
-                serials.push((i, max));
+            if def.serial {
+                serials.push(i);
             }
             if def.primary {
                 if pkey.is_some() {
@@ -654,14 +654,15 @@ impl Binder<'_> {
             column: ColumnInfo {
                 name: ident_name(&c.name),
                 ty: match serial {
-                    Some((ty, _)) => ty,
+                    Some(ty) => ty,
                     None => SqlType::from_ast(&c.data_type)?,
                 },
                 not_null: serial.is_some(),
                 default: None,
                 dropped: false,
+                owned_seq: None,
             },
-            serial_max: serial.map(|(_, max)| max),
+            serial: serial.is_some(),
             primary: false,
             unique: false,
         };
@@ -772,7 +773,7 @@ impl Binder<'_> {
                 return Ok(Plan::AddColumn {
                     table,
                     column: def.column,
-                    serial_max: def.serial_max,
+                    serial: def.serial,
                     skip: exists,
                 });
             }
@@ -1099,15 +1100,14 @@ fn check_insert_width(exprs: usize, targets: usize) -> Result<()> {
 /// A column definition as [`Binder::column_def`] reads it.
 struct ColumnDef {
     column: ColumnInfo,
-    /// A `serial` column's sequence maximum.
-    serial_max: Option<i64>,
+    /// A `serial` column: it gets a sequence of its own.
+    serial: bool,
     primary: bool,
     unique: bool,
 }
 
-/// `serial`, `bigserial`, `smallserial` (and `serial2/4/8`): the column's type and its
-/// sequence's maximum.
-fn serial_type(ty: &ast::DataType) -> Option<(SqlType, i64)> {
+/// `serial`, `bigserial`, `smallserial` (and `serial2/4/8`): the column's type.
+fn serial_type(ty: &ast::DataType) -> Option<SqlType> {
     let ast::DataType::Custom(name, mods) = ty else {
         return None;
     };
@@ -1116,9 +1116,9 @@ fn serial_type(ty: &ast::DataType) -> Option<(SqlType, i64)> {
     }
     let last = name.0.last()?.to_string().to_lowercase();
     match last.as_str() {
-        "serial" | "serial4" => Some((SqlType::Int4, i32::MAX.into())),
-        "bigserial" | "serial8" => Some((SqlType::Int8, i64::MAX)),
-        "smallserial" | "serial2" => Some((SqlType::Int2, i16::MAX.into())),
+        "serial" | "serial4" => Some(SqlType::Int4),
+        "bigserial" | "serial8" => Some(SqlType::Int8),
+        "smallserial" | "serial2" => Some(SqlType::Int2),
         _ => None,
     }
 }

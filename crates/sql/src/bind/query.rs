@@ -773,6 +773,24 @@ impl Binder<'_> {
                 }
                 Ok((r?, lateral))
             }
+            TableFactor::UNNEST {
+                alias,
+                array_exprs,
+                with_offset: false,
+                with_ordinality: false,
+                ..
+            } => {
+                let outer_scope = left.cloned().unwrap_or_default();
+                let lateral = left.is_some() && !outer_scope.cols.is_empty();
+                if lateral {
+                    self.outer.push(outer_scope);
+                }
+                let r = self.unnest(array_exprs, alias.as_ref());
+                if lateral {
+                    self.outer.pop();
+                }
+                Ok((r?, lateral))
+            }
             TableFactor::Derived {
                 lateral,
                 subquery,
@@ -809,6 +827,9 @@ impl Binder<'_> {
         alias: Option<&ast::TableAlias>,
     ) -> Result<(Node, Scope)> {
         let short = name.strip_prefix("pg_catalog.").unwrap_or(name);
+        if short == "unnest" {
+            return self.unnest(args, alias);
+        }
         if short != "generate_series" {
             return Err(SqlError::unsupported(format!("table function {name}")));
         }
@@ -846,6 +867,41 @@ impl Binder<'_> {
             }],
         };
         Ok((Node::Series { start, stop, step }, scope))
+    }
+
+    /// `unnest(array)` in FROM: one row per element (psql's `\d+` unnests reloptions).
+    fn unnest(
+        &mut self,
+        args: &[AstExpr],
+        alias: Option<&ast::TableAlias>,
+    ) -> Result<(Node, Scope)> {
+        let [arg] = args else {
+            return Err(SqlError::unsupported("unnest of several arrays"));
+        };
+        let (array, ty) = self.expr(arg, &Scope::empty())?;
+        let elem = match ty {
+            SqlType::TextArray => SqlType::Text,
+            SqlType::Int2Array => SqlType::Int2,
+            other => {
+                return Err(SqlError::new(
+                    "42883",
+                    format!("function unnest({}) does not exist", other.name()),
+                ))
+            }
+        };
+        let q = alias.map_or_else(|| "unnest".to_string(), |a| ident_name(&a.name));
+        let col = alias
+            .and_then(|a| a.columns.first().map(|c| ident_name(&c.name)))
+            .unwrap_or_else(|| q.clone());
+        let scope = Scope {
+            cols: vec![ScopeCol {
+                qualifier: Some(q),
+                name: col,
+                ty: elem,
+                hidden: false,
+            }],
+        };
+        Ok((Node::Unnest { array, elem }, scope))
     }
 }
 

@@ -35,19 +35,14 @@ pub(super) fn check_not_null(table: &TableInfo, row: &[Value]) -> Result<()> {
 /// the rows that exist filled with it (evaluated per row, as PostgreSQL does for a volatile
 /// default; PostgreSQL 11+ avoids the rewrite for a constant one, quire updates every row
 /// then too, leaving the old versions to vacuum). A NOT NULL column left NULL: 23502.
-fn add_column(
-    cx: &Cx,
-    table: &TableInfo,
-    column: &ColumnInfo,
-    serial_max: Option<i64>,
-) -> Result<()> {
+fn add_column(cx: &Cx, table: &TableInfo, column: &ColumnInfo, serial: bool) -> Result<()> {
     let tx = cx.tx;
     let oid = table.def.oid;
     let mut col = column.clone();
     let mut owned = None;
-    if let Some(max_value) = serial_max {
+    if serial {
         let seq_name = sequence::serial_name(tx, &table.def.name, &col.name)?;
-        owned = Some(tx.create_sequence(&seq_name, &sequence::serial_options(max_value))?);
+        owned = Some(tx.create_sequence(&seq_name, &sequence::serial_options(col.ty))?);
         col.default = Some(sequence::nextval_default(&seq_name));
     }
     let attnum = catalog::add_column(tx, table, &col)?;
@@ -213,9 +208,10 @@ fn run_plan(cx: &Cx, plan: &Plan) -> Result<Outcome> {
             // Each serial column's sequence first: the column's DEFAULT names it.
             let mut columns = columns.clone();
             let mut owned = Vec::with_capacity(serials.len());
-            for &(i, max_value) in serials {
+            for &i in serials {
                 let seq_name = sequence::serial_name(tx, name, &columns[i].name)?;
-                let seq = tx.create_sequence(&seq_name, &sequence::serial_options(max_value))?;
+                let seq =
+                    tx.create_sequence(&seq_name, &sequence::serial_options(columns[i].ty))?;
                 columns[i].default = Some(sequence::nextval_default(&seq_name));
                 owned.push((i, seq));
             }
@@ -314,7 +310,7 @@ fn run_plan(cx: &Cx, plan: &Plan) -> Result<Outcome> {
         Plan::AddColumn {
             table,
             column,
-            serial_max,
+            serial,
             skip,
         } => {
             if *skip {
@@ -325,7 +321,7 @@ fn run_plan(cx: &Cx, plan: &Plan) -> Result<Outcome> {
                 ));
                 return Ok(out);
             }
-            add_column(cx, table, column, *serial_max)?;
+            add_column(cx, table, column, *serial)?;
             Ok(command("ALTER TABLE"))
         }
         Plan::DropColumns { table, columns } => {
