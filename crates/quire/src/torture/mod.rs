@@ -4,6 +4,10 @@
 //! outside: `tests/kill9.rs` starts `run`, kills it at a random moment and runs `verify` (the
 //! README shows the same by hand).
 //!
+//! `soak` ([`soak`]) does the kill and the verify itself, for a given time: a `run` child
+//! killed with SIGKILL every few seconds, a `verify` child after each kill, the two
+//! workloads in turn.
+//!
 //! Two workloads (`--workload`), one file each:
 //!
 //! - `pages` (default, [`pages`]): WAL-logged page changes; `verify` checks that the changes
@@ -24,6 +28,7 @@
 //!   directory that already holds one.
 
 mod pages;
+mod soak;
 mod txn;
 
 use std::io::Write as _;
@@ -77,11 +82,45 @@ enum Action {
         #[arg(long)]
         acked: Option<PathBuf>,
     },
+    /// For a given time: `run` (both workloads in turn, a new seed and a new directory under
+    /// --data-dir each cycle), `kill -9` after a random time, `verify`; stops at the first
+    /// failure, keeping its directory.
+    Soak {
+        /// How long to go on, in minutes.
+        #[arg(long, default_value_t = 1.0)]
+        minutes: f64,
+        /// The shortest time a `run` lives before its kill, in milliseconds.
+        #[arg(long, default_value_t = 1000)]
+        kill_min_ms: u64,
+        /// The longest, in milliseconds.
+        #[arg(long, default_value_t = 5000)]
+        kill_max_ms: u64,
+    },
 }
 
 pub fn run(args: &TortureArgs) -> anyhow::Result<()> {
     let dir = &args.data_dir;
     match (&args.action, args.workload) {
+        (
+            Action::Soak {
+                minutes,
+                kill_min_ms,
+                kill_max_ms,
+            },
+            _,
+        ) => {
+            if !(minutes.is_finite() && *minutes > 0.0) {
+                bail!("--minutes must be a positive number");
+            }
+            soak::soak(&soak::SoakOptions {
+                root: dir.clone(),
+                seed: args.seed,
+                clients: args.clients,
+                duration: std::time::Duration::from_secs_f64(minutes * 60.0),
+                kill_min: std::time::Duration::from_millis(*kill_min_ms),
+                kill_max: std::time::Duration::from_millis(*kill_max_ms),
+            })
+        }
         (Action::Run { ops }, Workload::Pages) => pages::run(dir, args.seed, *ops),
         (Action::Verify { .. }, Workload::Pages) => pages::verify(dir, args.seed),
         (action, Workload::Txn) => {
@@ -89,6 +128,7 @@ pub fn run(args: &TortureArgs) -> anyhow::Result<()> {
                 bail!("--clients must be between 1 and {}", txn::MAX_CLIENTS);
             }
             match action {
+                Action::Soak { .. } => unreachable!("matched by the first arm"),
                 Action::Run { ops } => txn::run(dir, args.seed, args.clients, *ops),
                 Action::Verify { acked: Some(acked) } => {
                     txn::verify(dir, args.seed, args.clients, acked)
