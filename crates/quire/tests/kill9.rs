@@ -289,3 +289,42 @@ fn verify_catches_a_lost_and_an_extra_transaction() {
     counts(&verify(9, &short, &short_acks), "the short run");
     counts(&verify(9, &long, &long_acks), "the long run");
 }
+
+// ---------------------------------------------------------------------- soak
+
+/// `quire torture soak` for a few seconds: cycles of run, kill -9, verify, all passing,
+/// with its summary table.
+#[test]
+fn a_short_soak_kills_and_verifies_every_cycle() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = quire()
+        .args(["torture", "--seed", "7", "--data-dir"])
+        .arg(dir.path().join("soak"))
+        .args([
+            "soak",
+            "--minutes",
+            "0.05",
+            "--kill-min-ms",
+            "200",
+            "--kill-max-ms",
+            "600",
+        ])
+        .output()
+        .expect("run quire torture soak");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "soak failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cycles = text.lines().filter(|l| l.starts_with("cycle ")).count();
+    assert!(cycles >= 2, "at least one cycle of each workload: {text}");
+    assert!(text.contains(" txn ") && text.contains(" pages "), "{text}");
+    assert!(text.contains("| kill -9 cycles, all verified |"), "{text}");
+    // Passing cycles leave nothing behind.
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("soak")).unwrap().count(),
+        0,
+        "cycle directories left"
+    );
+}
