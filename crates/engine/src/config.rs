@@ -44,8 +44,12 @@ impl SyncMode {
 pub enum BufferDropMode {
     /// A per-relation index of cached buffers: cost proportional to the relation's buffers.
     Indexed,
-    /// Scan every buffer descriptor, as PostgreSQL's `DropRelationBuffers` does.
+    /// Scan every buffer descriptor, as PostgreSQL 13 and earlier do.
     FullScan,
+    /// PostgreSQL 14-17: during recovery, when the relation sizes are cached and the blocks
+    /// to drop are fewer than NBuffers/32, look each block up in the mapping table;
+    /// otherwise (and always in normal running) scan every descriptor.
+    Pg14,
 }
 
 impl BufferDropMode {
@@ -53,6 +57,7 @@ impl BufferDropMode {
         match self {
             BufferDropMode::Indexed => "indexed",
             BufferDropMode::FullScan => "full_scan",
+            BufferDropMode::Pg14 => "pg14",
         }
     }
 }
@@ -62,8 +67,12 @@ impl BufferDropMode {
 pub enum RelsizeCacheMode {
     /// Sizes are kept exact by extend/truncate/unlink; `nblocks()` makes no system call.
     On,
-    /// Every `nblocks()` probes the file size (`lseek(SEEK_END)`), as PostgreSQL does.
+    /// Every `nblocks()` probes the file size (`lseek(SEEK_END)`), as PostgreSQL 13 and
+    /// earlier do.
     Off,
+    /// PostgreSQL 14-17: sizes are cached during recovery only; in normal running every
+    /// `nblocks()` probes.
+    RecoveryOnly,
 }
 
 impl RelsizeCacheMode {
@@ -71,6 +80,7 @@ impl RelsizeCacheMode {
         match self {
             RelsizeCacheMode::On => "on",
             RelsizeCacheMode::Off => "off",
+            RelsizeCacheMode::RecoveryOnly => "recovery_only",
         }
     }
 }
@@ -318,7 +328,12 @@ impl Config {
                 self.buffer_drop = match value.trim() {
                     "indexed" => BufferDropMode::Indexed,
                     "full_scan" => BufferDropMode::FullScan,
-                    other => return Err(bad(format!("\"{other}\" is not indexed or full_scan"))),
+                    "pg14" => BufferDropMode::Pg14,
+                    other => {
+                        return Err(bad(format!(
+                            "\"{other}\" is not indexed, full_scan or pg14"
+                        )))
+                    }
                 }
             }
             "sync" => {
@@ -331,7 +346,9 @@ impl Config {
                 }
             }
             "relsize_cache" => {
-                self.relsize_cache = if parse_on_off(value).map_err(bad)? {
+                self.relsize_cache = if value.trim() == "recovery_only" {
+                    RelsizeCacheMode::RecoveryOnly
+                } else if parse_on_off(value).map_err(bad)? {
                     RelsizeCacheMode::On
                 } else {
                     RelsizeCacheMode::Off

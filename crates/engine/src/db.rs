@@ -195,7 +195,10 @@ impl Database {
         for (rmid, rm) in extra {
             registry.register(*rmid, Arc::clone(rm));
         }
-        let recovery = redo_all(&mut reader, &registry, &ctx)?;
+        smgr.set_in_recovery(true);
+        let recovery = redo_all(&mut reader, &registry, &ctx);
+        smgr.set_in_recovery(false);
+        let recovery = recovery?;
         refuse_redo_short_of(control.as_ref(), reader.end_lsn(), &wal_dir)?;
         if recovery.records > 0 || !clean {
             tracing::info!(

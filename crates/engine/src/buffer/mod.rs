@@ -32,7 +32,11 @@
 //! writing them. With `buffer_drop = indexed` (default) every tagged buffer is also filed in a
 //! per-relation index (`(relation, fork) → block → buffer`, an ordered map), so a drop costs in
 //! proportion to the buffers the dropped range has cached, whatever the pool's size. With
-//! `buffer_drop = full_scan` the drop examines every descriptor, as PostgreSQL does.
+//! `buffer_drop = full_scan` the drop examines every descriptor, as PostgreSQL 13 does. With
+//! `buffer_drop = pg14` it does what PostgreSQL 14-17 do: during startup redo, when every
+//! fork's size is cached and fewer than NBuffers/32 blocks are dropped, it looks each block
+//! up in the mapping table; otherwise, and always in normal running, it scans every
+//! descriptor.
 //! The caller must hold the relation exclusively: nobody may pin pages of the dropped range
 //! during the drop (the pool's own write-back may, and the drop waits for it). After the drop
 //! returns, no buffer holds a page of the range and no write of one is in flight.
@@ -606,7 +610,8 @@ impl BufferPool {
 
     /// The buffers that may hold pages of `rels` (one fork, or all) from `first_block` on.
     /// Indexed mode asks the relation index; full-scan mode reads every descriptor's tag
-    /// without locking (a hint, re-checked under the header lock), as PostgreSQL does.
+    /// without locking (a hint, re-checked under the header lock), as PostgreSQL 13 does;
+    /// pg14 mode looks blocks up where PostgreSQL 14-17 would, and scans elsewhere.
     fn candidates(
         &self,
         rels: &[RelFileLocator],
@@ -617,38 +622,109 @@ impl BufferPool {
             Some(f) => std::slice::from_ref(f),
             None => &Fork::ALL,
         };
-        let mut ids = Vec::new();
         match self.drop_mode {
-            BufferDropMode::Indexed => {
-                for &rel in rels {
-                    let index = self.rel_index[Self::index_partition(rel)].lock();
-                    for &f in forks {
-                        if let Some(blocks) = index.get(&(rel, f)) {
-                            ids.extend(blocks.range(first_block..).map(|(_, &id)| id));
-                        }
-                    }
+            BufferDropMode::Indexed => self.indexed_buffers(rels, forks, first_block),
+            BufferDropMode::Pg14 => self
+                .lookup_blocks(rels, forks, first_block)
+                .unwrap_or_else(|| self.scan_descriptors(rels, forks, first_block)),
+            BufferDropMode::FullScan => self.scan_descriptors(rels, forks, first_block),
+        }
+    }
+
+    /// The buffers the relation index files under the relations' forks.
+    fn indexed_buffers(
+        &self,
+        rels: &[RelFileLocator],
+        forks: &[Fork],
+        first_block: BlockNumber,
+    ) -> Vec<u32> {
+        let mut ids = Vec::new();
+        for &rel in rels {
+            let index = self.rel_index[Self::index_partition(rel)].lock();
+            for &f in forks {
+                if let Some(blocks) = index.get(&(rel, f)) {
+                    ids.extend(blocks.range(first_block..).map(|(_, &id)| id));
                 }
-                self.stats
-                    .drop_descriptors_examined
-                    .fetch_add(ids.len() as u64, Ordering::Relaxed);
-            }
-            BufferDropMode::FullScan => {
-                let single = (rels.len() == 1).then(|| rels[0]);
-                for (id, d) in self.descs.iter().enumerate() {
-                    let t = d.tag();
-                    let rel_matches = match single {
-                        Some(r) => t.rel == r,
-                        None => rels.binary_search(&t.rel).is_ok(),
-                    };
-                    if rel_matches && forks.contains(&t.fork) && t.block >= first_block {
-                        ids.push(id as u32);
-                    }
-                }
-                self.stats
-                    .drop_descriptors_examined
-                    .fetch_add(self.descs.len() as u64, Ordering::Relaxed);
             }
         }
+        self.stats
+            .drop_descriptors_examined
+            .fetch_add(ids.len() as u64, Ordering::Relaxed);
+        ids
+    }
+
+    /// PostgreSQL 14-17's drop by lookup (`FindAndDropRelationBuffers`): during recovery,
+    /// when every fork's size is cached and the blocks to drop are fewer than NBuffers/32
+    /// (`BUF_DROP_FULL_SCAN_THRESHOLD`), each block's tag is looked up in the mapping table.
+    /// `None` when that does not apply.
+    fn lookup_blocks(
+        &self,
+        rels: &[RelFileLocator],
+        forks: &[Fork],
+        first_block: BlockNumber,
+    ) -> Option<Vec<u32>> {
+        let smgr = self.smgr();
+        if !smgr.in_recovery() {
+            return None;
+        }
+        let threshold = (self.descs.len() / 32) as u64;
+        let mut ranges = Vec::new();
+        let mut total = 0u64;
+        for &rel in rels {
+            for &f in forks {
+                let Some(n) = smgr.cached_nblocks(rel, f) else {
+                    // A fork that does not exist has nothing to drop (PostgreSQL asks
+                    // smgrexists); one whose size is unknown means a full scan.
+                    if smgr.exists(rel, f).unwrap_or(true) {
+                        return None;
+                    }
+                    continue;
+                };
+                total += u64::from(n.saturating_sub(first_block));
+                if total >= threshold {
+                    return None;
+                }
+                ranges.push((rel, f, n));
+            }
+        }
+        let mut ids = Vec::new();
+        for (rel, f, n) in ranges {
+            for block in first_block..n {
+                let tag = BufferTag::new(rel, f, block);
+                if let Some(&id) = self.mapping[Self::mapping_partition(&tag)].read().get(&tag) {
+                    ids.push(id);
+                }
+            }
+        }
+        self.stats
+            .drop_descriptors_examined
+            .fetch_add(total, Ordering::Relaxed);
+        Some(ids)
+    }
+
+    /// Every descriptor whose tag (read without locking: a hint, checked again under the
+    /// header lock) matches, as PostgreSQL 13's `DropRelFileNodeBuffers`.
+    fn scan_descriptors(
+        &self,
+        rels: &[RelFileLocator],
+        forks: &[Fork],
+        first_block: BlockNumber,
+    ) -> Vec<u32> {
+        let mut ids = Vec::new();
+        let single = (rels.len() == 1).then(|| rels[0]);
+        for (id, d) in self.descs.iter().enumerate() {
+            let t = d.tag();
+            let rel_matches = match single {
+                Some(r) => t.rel == r,
+                None => rels.binary_search(&t.rel).is_ok(),
+            };
+            if rel_matches && forks.contains(&t.fork) && t.block >= first_block {
+                ids.push(id as u32);
+            }
+        }
+        self.stats
+            .drop_descriptors_examined
+            .fetch_add(self.descs.len() as u64, Ordering::Relaxed);
         ids
     }
 

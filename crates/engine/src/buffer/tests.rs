@@ -199,6 +199,34 @@ fn indexed_drop_examines_only_the_relations_buffers() {
     }
 }
 
+/// PostgreSQL 14-17's rule: a full scan in normal running; in recovery, a lookup of each
+/// block when the sizes are cached and the relation is below NBuffers/32 blocks, a full
+/// scan above. The same buffers go either way.
+#[test]
+fn pg14_drop_looks_blocks_up_only_in_recovery_and_below_the_threshold() {
+    let examined = |pool: &BufferPool, rels: &[RelFileLocator]| {
+        let before = pool.stats().drop_descriptors_examined.load(Ordering::Relaxed);
+        pool.drop_relations(rels);
+        pool.stats().drop_descriptors_examined.load(Ordering::Relaxed) - before
+    };
+    let f = fixture(1024, BufferDropMode::Pg14);
+    let pool = f.pool();
+    for r in 1..=4 {
+        populate(&pool, rel(r), 10);
+    }
+    populate(&pool, rel(9), 40); // 1024 / 32 = 32 blocks: above the threshold
+    assert_eq!(examined(&pool, &[rel(1)]), 1024, "normal running: a full scan");
+    pool.smgr().set_in_recovery(true);
+    // Only Main exists: the other forks are skipped, Main's 10 blocks looked up.
+    assert_eq!(examined(&pool, &[rel(2)]), 10, "recovery: one lookup per block");
+    assert_eq!(examined(&pool, &[rel(9)]), 1024, "recovery, large: a full scan");
+    pool.smgr().set_in_recovery(false);
+    for r in [1, 2, 9] {
+        assert_eq!(pool.cached_buffers_of(rel(r)), 0, "rel {r}'s buffers dropped");
+    }
+    assert_eq!(pool.cached_buffers_of(rel(3)), 10, "another relation's stay");
+}
+
 #[test]
 fn truncate_drops_only_the_tail_and_never_reads_it_back() {
     for mode in [BufferDropMode::Indexed, BufferDropMode::FullScan] {

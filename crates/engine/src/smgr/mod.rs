@@ -17,7 +17,9 @@
 //!   been touched is kept in shared memory and changed only by [`Smgr::create`],
 //!   [`Smgr::extend`], [`Smgr::truncate`] and [`Smgr::unlink`]; [`Smgr::nblocks`] makes no
 //!   system call once a fork is cached. With `relsize_cache = off`, every `nblocks` probes the
-//!   file size (`lseek(SEEK_END)`), as PostgreSQL does.
+//!   file size (`lseek(SEEK_END)`), as PostgreSQL 13 does; with `relsize_cache =
+//!   recovery_only`, the cache answers during startup redo only ([`Smgr::set_in_recovery`]),
+//!   as PostgreSQL 14-17's `smgr_cached_nblocks`.
 //! - **Extension** is serialised per relation by an extension lock inside `extend`, so block
 //!   numbers are handed out once each.
 //! - **Truncate and unlink** require that the caller holds the relation exclusively, and that
@@ -69,6 +71,9 @@ pub struct Smgr {
     base_dir: PathBuf,
     segment_size_blocks: u32,
     relsize_mode: RelsizeCacheMode,
+    /// Startup redo is running (`relsize_cache = recovery_only` caches sizes only then, and
+    /// `buffer_drop = pg14` looks blocks up only then), as PostgreSQL's `InRecovery`.
+    in_recovery: std::sync::atomic::AtomicBool,
     sizes: RelsizeCache,
     files: FileCache,
     extension_locks: Vec<Mutex<()>>,
@@ -92,6 +97,7 @@ impl Smgr {
             base_dir,
             segment_size_blocks: config.segment_size_blocks,
             relsize_mode: config.relsize_cache,
+            in_recovery: std::sync::atomic::AtomicBool::new(false),
             sizes: RelsizeCache::new(),
             files: FileCache::new(config.max_files_per_process),
             extension_locks: (0..EXTENSION_LOCK_STRIPES)
@@ -102,6 +108,34 @@ impl Smgr {
             dirty_dirs: Mutex::new(std::collections::BTreeSet::new()),
             health: Arc::new(Health::new()),
         })
+    }
+
+    /// Marks the start and the end of startup redo.
+    pub fn set_in_recovery(&self, on: bool) {
+        self.in_recovery
+            .store(on, std::sync::atomic::Ordering::Release);
+    }
+
+    pub fn in_recovery(&self) -> bool {
+        self.in_recovery.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Whether `nblocks()` and `exists()` answer from the size cache now.
+    fn cache_in_use(&self) -> bool {
+        match self.relsize_mode {
+            RelsizeCacheMode::On => true,
+            RelsizeCacheMode::Off => false,
+            RelsizeCacheMode::RecoveryOnly => self.in_recovery(),
+        }
+    }
+
+    /// A fork's size if the cache holds it and is in use (PostgreSQL's
+    /// `smgrnblocks_cached`): no system call, `None` when unknown.
+    pub fn cached_nblocks(&self, rel: RelFileLocator, fork: Fork) -> Option<BlockNumber> {
+        if !self.cache_in_use() {
+            return None;
+        }
+        self.sizes.get(rel, fork).filter(|&n| n != relsize::MISSING)
     }
 
     /// The engine's failed state (see the module header).
@@ -180,7 +214,7 @@ impl Smgr {
 
     /// Does the fork exist? No system call if its size is cached.
     pub fn exists(&self, rel: RelFileLocator, fork: Fork) -> Result<bool> {
-        if self.relsize_mode == RelsizeCacheMode::On {
+        if self.cache_in_use() {
             // Through the cache, which remembers missing forks too.
             return match self.nblocks(rel, fork) {
                 Ok(_) => Ok(true),
@@ -193,7 +227,7 @@ impl Smgr {
 
     /// The size of a fork in blocks.
     pub fn nblocks(&self, rel: RelFileLocator, fork: Fork) -> Result<BlockNumber> {
-        if self.relsize_mode == RelsizeCacheMode::On {
+        if self.cache_in_use() {
             let n = if let Some(n) = self.sizes.get(rel, fork) {
                 n
             } else {

@@ -87,6 +87,29 @@ fn size_cache_off_probes_every_call() {
     assert_eq!(c.get(OpKind::SizeProbe), 100);
 }
 
+/// `recovery_only` (PostgreSQL 14-17): the cache answers during startup redo, and every
+/// call probes in normal running.
+#[test]
+fn size_cache_recovery_only_answers_only_in_recovery() {
+    let (_dir, smgr) = setup(RelsizeCacheMode::RecoveryOnly, 100);
+    smgr.create(REL, Fork::Main).unwrap();
+    smgr.extend(REL, Fork::Main, &page_for(0)).unwrap();
+    let probes = |smgr: &Smgr| {
+        let before = smgr.vfs().counters().snapshot();
+        for _ in 0..100 {
+            assert_eq!(smgr.nblocks(REL, Fork::Main).unwrap(), 1);
+        }
+        smgr.vfs().counters().snapshot().since(&before).get(OpKind::SizeProbe)
+    };
+    assert_eq!(probes(&smgr), 100, "normal running");
+    assert_eq!(smgr.cached_nblocks(REL, Fork::Main), None);
+    smgr.set_in_recovery(true);
+    assert!(probes(&smgr) <= 1, "recovery: at most the first call probes");
+    assert_eq!(smgr.cached_nblocks(REL, Fork::Main), Some(1));
+    smgr.set_in_recovery(false);
+    assert_eq!(probes(&smgr), 100, "normal running again");
+}
+
 #[test]
 fn a_reopened_storage_manager_learns_sizes_by_probing_once() {
     let (dir, smgr) = setup(RelsizeCacheMode::On, 100);

@@ -377,6 +377,43 @@ fn memory_total() -> Option<String> {
     Some(format!("{:.1} GiB", kib / (1024.0 * 1024.0)))
 }
 
+/// The three behaviours the size-cache experiments compare (issue 14): PostgreSQL 13 and
+/// earlier, PostgreSQL 14-17, quire.
+pub const RELSIZE_BASELINES: [quire_engine::RelsizeCacheMode; 3] = [
+    quire_engine::RelsizeCacheMode::Off,
+    quire_engine::RelsizeCacheMode::RecoveryOnly,
+    quire_engine::RelsizeCacheMode::On,
+];
+
+/// The three behaviours the buffer-drop experiments compare.
+pub const DROP_BASELINES: [quire_engine::BufferDropMode; 3] = [
+    quire_engine::BufferDropMode::FullScan,
+    quire_engine::BufferDropMode::Pg14,
+    quire_engine::BufferDropMode::Indexed,
+];
+
+/// Whose behaviour a `relsize_cache` mode is, for a row's label.
+pub fn relsize_behaviour(mode: quire_engine::RelsizeCacheMode) -> String {
+    use quire_engine::RelsizeCacheMode as M;
+    let who = match mode {
+        M::Off => "PostgreSQL <=13",
+        M::RecoveryOnly => "PostgreSQL 14-17",
+        M::On => "quire",
+    };
+    format!("{who} (relsize_cache={})", mode.name())
+}
+
+/// Whose behaviour a `buffer_drop` mode is, for a row's label.
+pub fn drop_behaviour(mode: quire_engine::BufferDropMode) -> String {
+    use quire_engine::BufferDropMode as M;
+    let who = match mode {
+        M::FullScan => "PostgreSQL <=13",
+        M::Pg14 => "PostgreSQL 14-17",
+        M::Indexed => "quire",
+    };
+    format!("{who} (buffer_drop={})", mode.name())
+}
+
 /// A progress bar on stderr (hidden when stderr is not a terminal).
 pub fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(len);

@@ -1,8 +1,9 @@
 //! `quire bench recovery`: crash recovery of a large WAL of page changes over many relations.
 //! The WAL is generated once (no checkpoint during it), the engine is dropped without a
 //! shutdown checkpoint (a crash), and the crashed directory is copied and recovered once per
-//! mode: `relsize_cache = off` (a size probe per replayed record, as PostgreSQL's redo does)
-//! and `on`. Reports the redo rate and the file-layer calls per replayed record.
+//! mode: `relsize_cache = off` (a size probe per replayed record, as PostgreSQL 13's redo
+//! does), `recovery_only` (PostgreSQL 14-17, which caches sizes during recovery) and `on`
+//! (quire). Reports the redo rate and the file-layer calls per replayed record.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -135,7 +136,7 @@ pub fn run_bench(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
         ("changes", json!(changes)),
     ];
     let mut rates = Vec::new();
-    for mode in [RelsizeCacheMode::Off, RelsizeCacheMode::On] {
+    for mode in super::RELSIZE_BASELINES {
         let sub = dir.join(format!("recover-{}", mode.name()));
         copy_dir(&gen_dir, &sub)?;
         let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
@@ -152,7 +153,7 @@ pub fn run_bench(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
         let secs = s.duration.as_secs_f64();
         rates.push(s.records as f64 / secs);
         report.rows.push((
-            format!("relsize_cache={}", mode.name()),
+            super::relsize_behaviour(mode),
             vec![
                 Cell::Int(s.records),
                 Cell::Float(s.bytes as f64 / 1e6),
@@ -171,7 +172,11 @@ pub fn run_bench(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
     }
     report
         .ratios
-        .push(("on_over_off_records_per_s".into(), rates[1] / rates[0]));
+        .push(("on_over_off_records_per_s".into(), rates[2] / rates[0]));
+    report.ratios.push((
+        "on_over_recovery_only_records_per_s".into(),
+        rates[2] / rates[1],
+    ));
     report.notes.push(format!(
         "WAL of {} generated with {changes} page changes; redo time excludes the end-of-recovery checkpoint; reads are WAL pages and first reads of data pages",
         bytes_name(wal_bytes)

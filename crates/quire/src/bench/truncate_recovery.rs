@@ -2,9 +2,11 @@
 //! with a few pages of rows; delete every row; checkpoint; VACUUM the whole database (every
 //! table is truncated to zero pages, dropping its buffers); crash (no shutdown checkpoint);
 //! recover — the redo replays every truncation, dropping buffers again, as the seed's standby
-//! did at failover. Vacuum time and recovery time with `buffer_drop = full_scan`
-//! (PostgreSQL's scan of every buffer descriptor per drop) against `indexed` (the
-//! per-relation buffer index), at pools of 1 GiB and 8 GiB (`--pool` for one other size).
+//! did at failover. Vacuum time and recovery time in three rows: `buffer_drop = full_scan`
+//! (PostgreSQL 13 and earlier: a scan of every buffer descriptor per drop), `pg14`
+//! (PostgreSQL 14-17: in recovery, a lookup per block of a small relation whose size is
+//! cached; a full scan otherwise) and `indexed` (quire: the per-relation buffer index), at
+//! pools of 1 GiB and 8 GiB (`--pool` for one other size).
 //!
 //! The data is the same at every pool size and fits the smallest pool, so the difference
 //! between pool sizes is the descriptors a drop must look at, nothing else.
@@ -247,7 +249,7 @@ pub fn run_bench(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
     report.params.push(("rounds", json!(rounds)));
     let cells: Vec<(u64, BufferDropMode)> = pools
         .iter()
-        .flat_map(|&p| [(p, BufferDropMode::FullScan), (p, BufferDropMode::Indexed)])
+        .flat_map(|&p| super::DROP_BASELINES.map(|d| (p, d)))
         .collect();
     let mut runs: Vec<Vec<Measured>> = cells.iter().map(|_| Vec::new()).collect();
     for _ in 0..rounds {
@@ -266,7 +268,7 @@ pub fn run_bench(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
     for (&(pool, drop), runs) in cells.iter().zip(runs) {
         let m = median_of(runs);
         report.rows.push((
-            drop.name().to_string(),
+            super::drop_behaviour(drop),
             vec![
                 Cell::Text(bytes_name(pool)),
                 Cell::Int(tables),
@@ -297,11 +299,20 @@ pub fn run_bench(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
             .map(|(_, _, m)| m)
     };
     for &pool in &pools {
-        if let (Some(full), Some(fast)) = (
+        if let (Some(full), Some(pg14), Some(fast)) = (
             find(pool, BufferDropMode::FullScan),
+            find(pool, BufferDropMode::Pg14),
             find(pool, BufferDropMode::Indexed),
         ) {
             let name = bytes_name(pool);
+            report.ratios.push((
+                format!("pg14_over_indexed_vacuum_at_{name}"),
+                pg14.vacuum.as_secs_f64() / fast.vacuum.as_secs_f64(),
+            ));
+            report.ratios.push((
+                format!("pg14_over_indexed_redo_at_{name}"),
+                pg14.redo.as_secs_f64() / fast.redo.as_secs_f64(),
+            ));
             report.ratios.push((
                 format!("full_scan_over_indexed_vacuum_at_{name}"),
                 full.vacuum.as_secs_f64() / fast.vacuum.as_secs_f64(),
