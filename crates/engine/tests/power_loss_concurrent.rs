@@ -105,7 +105,7 @@ fn committer(s: &Shared, worker: u64, seed: u64) {
             1 => transfer(s, &mut rng),
             _ => {
                 next += 1;
-                let id = (worker as i64) * 1_000_000 + next;
+                let id = worker.cast_signed() * 1_000_000 + next;
                 s.log.lock().unwrap().uncertain.insert(id);
                 insert_row(s, id).map(|()| {
                     let mut log = s.log.lock().unwrap();
@@ -143,9 +143,10 @@ fn delete_row(s: &Shared, id: i64) -> quire_engine::Result<()> {
 
 /// Moves 1..=50 from one account to another in one transaction.
 fn transfer(s: &Shared, rng: &mut SplitMix64) -> quire_engine::Result<()> {
-    let from = rng.below(ACCOUNTS as u64) as i64;
-    let to = (from + 1 + rng.below(ACCOUNTS as u64 - 1) as i64) % ACCOUNTS;
-    let amount = 1 + rng.below(50) as i64;
+    let accounts = ACCOUNTS.unsigned_abs();
+    let from = rng.below(accounts).cast_signed();
+    let to = (from + 1 + rng.below(accounts - 1).cast_signed()) % ACCOUNTS;
+    let amount = 1 + rng.below(50).cast_signed();
     let tx = begin(&s.db)?;
     let index = tx.index("accounts_pkey")?;
     // In id order, so that two transfers never wait on each other in a cycle.
@@ -291,7 +292,7 @@ fn round(seed: u64) -> (usize, usize) {
     let mut rng = SplitMix64::new(seed);
     thread::sleep(Duration::from_millis(20 + rng.below(120)));
     // The power goes while every thread is somewhere in its work.
-    vfs.crash(&lossy(seed % 2 == 0));
+    vfs.crash(&lossy(seed.is_multiple_of(2)));
     shared.stop.store(true, Ordering::Release);
     for h in handles {
         h.join().expect("no worker panics");
@@ -343,7 +344,11 @@ fn round(seed: u64) -> (usize, usize) {
         }
     }
     let balances = rows_checked(&tx, accounts, "accounts_pkey", seed);
-    assert_eq!(balances.len() as i64, ACCOUNTS, "seed {seed}: accounts");
+    assert_eq!(
+        i64::try_from(balances.len()).expect("a few accounts"),
+        ACCOUNTS,
+        "seed {seed}: accounts"
+    );
     assert_eq!(
         balances.values().sum::<i64>(),
         ACCOUNTS * OPENING_BALANCE,
