@@ -135,6 +135,14 @@ pub fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
         "the time is that of the buffer drop alone (what seed 000 measures); file unlinks are not in it"
             .to_string(),
     );
+    report.figure = Some(super::plot::Figure {
+        title: "buffer-drop (seed 000): dropping one relation's buffers".into(),
+        panels: vec![report.bars_panel(
+            "µs per drop against pool size",
+            Some("pool"),
+            "us_per_drop",
+        )],
+    });
     Ok(report)
 }
 

@@ -4,6 +4,7 @@
 //! file-layer call counts the experiment is about; `--json` writes the same figures.
 
 mod buffer_drop;
+pub mod plot;
 mod recovery;
 mod relsize;
 mod slru_sync;
@@ -81,6 +82,10 @@ pub struct BenchArgs {
     /// tidstore: shuffled lookups to time per structure (default 20,000,000; quick 1,000,000).
     #[arg(long)]
     pub lookups: Option<u64>,
+    /// Also draw the experiment's figure as SVG to this file (with several experiments, each
+    /// gets its name appended: FILE-buffer-drop.svg, ...).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +133,16 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         };
         print!("{}", report.render());
         println!();
+        if let (Some(path), Some(figure)) = (&args.plot, &report.figure) {
+            let path = if args.name.is_some() {
+                path.clone()
+            } else {
+                let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("plot");
+                path.with_file_name(format!("{stem}-{}.svg", report.bench))
+            };
+            plot::write_svg(figure, &path)?;
+            println!("figure: {}", path.display());
+        }
         reports.push(report.to_json());
     }
     if let Some(path) = &args.json {
@@ -187,6 +202,15 @@ pub enum Cell {
 }
 
 impl Cell {
+    /// The figure's value of a numeric cell.
+    fn number(&self) -> Option<f64> {
+        match self {
+            Cell::Int(n) => Some(*n as f64),
+            Cell::Float(x) => Some(*x),
+            Cell::Text(_) => None,
+        }
+    }
+
     fn text(&self) -> String {
         match self {
             Cell::Int(n) => n.to_string(),
@@ -218,6 +242,8 @@ pub struct Report {
     /// File-layer calls per mode, during the measured phase.
     pub syscalls: Vec<(String, OpCounts)>,
     pub notes: Vec<String>,
+    /// The figure `--plot` draws, if the experiment has one.
+    pub figure: Option<plot::Figure>,
 }
 
 impl Report {
@@ -231,6 +257,104 @@ impl Report {
             ratios: Vec::new(),
             syscalls: Vec::new(),
             notes: Vec::new(),
+            figure: None,
+        }
+    }
+
+    fn column(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| *c == name)
+    }
+
+    /// The distinct row labels, in order: a figure's series.
+    fn labels(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for (label, _) in &self.rows {
+            if !out.contains(label) {
+                out.push(label.clone());
+            }
+        }
+        out
+    }
+
+    /// A panel of `y` against the numeric column `x`, a line per row label kept by `keep`.
+    pub fn lines_panel(
+        &self,
+        title: &str,
+        x: &str,
+        y: &str,
+        log_x: bool,
+        keep: impl Fn(&str) -> bool,
+    ) -> plot::Panel {
+        let (xi, yi) = (self.column(x), self.column(y));
+        let series = self
+            .labels()
+            .into_iter()
+            .filter(|l| keep(l))
+            .map(|label| plot::Series {
+                points: self
+                    .rows
+                    .iter()
+                    .filter(|(l, _)| *l == label)
+                    .filter_map(|(_, cells)| {
+                        Some((cells.get(xi?)?.number()?, cells.get(yi?)?.number()?))
+                    })
+                    .collect(),
+                name: label,
+            })
+            .collect();
+        plot::Panel {
+            title: title.to_string(),
+            x_label: x.to_string(),
+            y_label: y.to_string(),
+            kind: plot::PanelKind::Lines { log_x },
+            series,
+        }
+    }
+
+    /// A panel of bars of `y`, grouped by the column `category` (each row its own group
+    /// when `None`), a bar per row label.
+    pub fn bars_panel(&self, title: &str, category: Option<&str>, y: &str) -> plot::Panel {
+        let ci = category.and_then(|c| self.column(c));
+        let yi = self.column(y);
+        let cat_of = |i: usize, cells: &[Cell]| match ci {
+            Some(c) => cells.get(c).map_or_else(String::new, Cell::text),
+            None => self.rows[i].0.clone(),
+        };
+        let mut categories: Vec<String> = Vec::new();
+        for (i, (_, cells)) in self.rows.iter().enumerate() {
+            let c = cat_of(i, cells);
+            if !categories.contains(&c) {
+                categories.push(c);
+            }
+        }
+        let labels = if ci.is_some() {
+            self.labels()
+        } else {
+            vec![y.to_string()]
+        };
+        let series = labels
+            .into_iter()
+            .map(|label| plot::Series {
+                points: self
+                    .rows
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (l, _))| ci.is_none() || *l == label)
+                    .filter_map(|(i, (_, cells))| {
+                        let c = cat_of(i, cells);
+                        let at = categories.iter().position(|x| *x == c)?;
+                        Some((at as f64, cells.get(yi?)?.number()?))
+                    })
+                    .collect(),
+                name: label,
+            })
+            .collect();
+        plot::Panel {
+            title: title.to_string(),
+            x_label: category.unwrap_or("").to_string(),
+            y_label: y.to_string(),
+            kind: plot::PanelKind::Bars { categories },
+            series,
         }
     }
 

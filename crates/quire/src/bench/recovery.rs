@@ -182,5 +182,9 @@ pub fn run_bench(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
         bytes_name(wal_bytes)
     ));
     let _ = std::fs::remove_dir_all(&gen_dir);
+    report.figure = Some(super::plot::Figure {
+        title: "recovery: redo of a large WAL".into(),
+        panels: vec![report.bars_panel("records replayed per second", None, "records_per_s")],
+    });
     Ok(report)
 }

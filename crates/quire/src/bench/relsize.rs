@@ -130,5 +130,9 @@ pub fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
         "size probes per read: off {:.3}, recovery_only {:.3} (normal running: PostgreSQL 14-17 caches sizes in recovery only), on {:.3} (target 0 with the cache on, after the first open)",
         probes[0], probes[1], probes[2]
     ));
+    report.figure = Some(super::plot::Figure {
+        title: "relsize (seed 002): a size probe per page read".into(),
+        panels: vec![report.bars_panel("page reads per second", None, "reads_per_s")],
+    });
     Ok(report)
 }

@@ -143,5 +143,12 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<Report> {
         "simulated file system with {latency_ms} ms per fsync; a {} pool, like PostgreSQL's small SLRU caches, so redo writes commit-log pages back; open_s adds the end-of-recovery checkpoint",
         bytes_name(pool_bytes)
     ));
+    report.figure = Some(super::plot::Figure {
+        title: "slru-sync (seed 001): recovery with commit timestamps".into(),
+        panels: vec![
+            report.bars_panel("redo time per mode", None, "redo_s"),
+            report.bars_panel("fsyncs during redo per mode", None, "redo_fsyncs"),
+        ],
+    });
     Ok(report)
 }

@@ -351,5 +351,13 @@ pub fn run_bench(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
             }
         ),
     );
+    report.figure = Some(super::plot::Figure {
+        title: "truncate-recovery (seed 000): VACUUM truncating every table, then crash recovery"
+            .into(),
+        panels: vec![
+            report.bars_panel("VACUUM time per pool size", Some("pool"), "vacuum_s"),
+            report.bars_panel("redo time per pool size", Some("pool"), "redo_s"),
+        ],
+    });
     Ok(report)
 }

@@ -285,5 +285,9 @@ pub fn run_bench(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
             Some(ms) => format!("simulated file system with {ms} ms per open()"),
         }
     ));
+    report.figure = Some(super::plot::Figure {
+        title: "twophase (seed 003): COMMIT PREPARED".into(),
+        panels: vec![report.bars_panel("transactions per second per ending", None, "tps")],
+    });
     Ok(report)
 }

@@ -274,5 +274,27 @@ pub fn run_bench(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
     report.notes.push(
         "insert targets: 2 threads >= 1.3x one thread, 8 threads >= 1x; async_commit: insert only, the WAL writer flushes every wal_writer_delay".into(),
     );
+    // Synchronous commits only: asynchronous ones wait for no fsync and would flatten the
+    // scale.
+    let commits = |l: &str| l == "commit";
+    report.figure = Some(super::plot::Figure {
+        title: "wal: group commit".into(),
+        panels: vec![
+            report.lines_panel(
+                "commits/s against committers",
+                "threads",
+                "commits_per_s",
+                true,
+                commits,
+            ),
+            report.lines_panel(
+                "fsyncs per commit against committers",
+                "threads",
+                "fsyncs_per_commit",
+                true,
+                commits,
+            ),
+        ],
+    });
     Ok(report)
 }
