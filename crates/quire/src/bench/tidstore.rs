@@ -778,15 +778,19 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<Report> {
         }
         if let Some(s) = store.stats {
             stats_notes.push(format!(
-                "{}: {} blocks in {} chunks, distinct containers {} array / {} runs / {} bitmap, {} container bytes, {} metadata bytes",
+                "{}: {} blocks in {} chunks, {} of them rank and {} list ({} bytes); distinct containers {} array / {} runs / {} bitmap, {} container bytes, {} metadata bytes; {} directory bytes",
                 test.name,
                 s.blocks,
                 s.chunks,
+                s.rank_chunks,
+                s.list_chunks,
+                s.compact_bytes,
                 s.array_containers,
                 s.run_containers,
                 s.bitmap_containers,
                 s.container_bytes,
-                s.metadata_bytes
+                s.metadata_bytes,
+                s.directory_bytes
             ));
         }
     }
