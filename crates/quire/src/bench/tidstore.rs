@@ -27,7 +27,8 @@
 //!
 //! Four more, also not in the seed, are what OLTP updates leave (issue 14): pages of 100
 //! tuples, each page dead-bearing with probability 1/P independently, with one dead tuple at
-//! a random offset: `sparse10` (P = 10), `sparse1` (every page), `sparse100` (P = 100); and
+//! a random offset: `sparse10` (P = 10), `sparse1` (every page), `sparse100` (P = 100),
+//! `sparse1000` (P = 1000); and
 //! `sparse10x3`, two or three dead tuples at random offsets on one page in ten. Few pages share
 //! a pattern and chunks of 64 blocks hold only a few TIDs, so per-chunk and per-container
 //! overheads show here, where PostgreSQL's array pays its flat 6 bytes per TID.
@@ -210,7 +211,7 @@ const fn sparse_test(name: &'static str, one_page_in: u32, dead_min: u32, dead_m
 /// Seed 004's eight tests (`prepare(max_block, ...)`'s other four arguments; test 7's page
 /// parameters are recomputed from the table size, see the module documentation), then the
 /// random distribution, then the sparse ones (issue 14).
-const TESTS: [Test; 13] = [
+const TESTS: [Test; 14] = [
     seed_test("test1", [10, 1, 1, 20], 27.28, 274.07),
     seed_test("test2", [10, 1, 1, 1], 5.78, 54.60),
     seed_test("test3", [2, 100, 1, 1], 9.28, 92.59),
@@ -229,6 +230,7 @@ const TESTS: [Test; 13] = [
     sparse_test("sparse1", 1, 1, 1),
     sparse_test("sparse10x3", 10, 2, 3),
     sparse_test("sparse100", 100, 1, 1),
+    sparse_test("sparse1000", 1000, 1, 1),
 ];
 
 impl Test {
@@ -778,7 +780,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<Report> {
         }
         if let Some(s) = store.stats {
             stats_notes.push(format!(
-                "{}: {} blocks in {} chunks, {} of them rank and {} list ({} bytes); distinct containers {} array / {} runs / {} bitmap, {} container bytes, {} metadata bytes; {} directory bytes",
+                "{}: {} blocks in {} chunks, {} of them rank and {} list ({} bytes); distinct containers {} array / {} runs / {} bitmap, {} container bytes, {} metadata bytes; {} directory bytes; {} of {} leaves lists of TIDs ({} bytes)",
                 test.name,
                 s.blocks,
                 s.chunks,
@@ -790,7 +792,10 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<Report> {
                 s.bitmap_containers,
                 s.container_bytes,
                 s.metadata_bytes,
-                s.directory_bytes
+                s.directory_bytes,
+                s.tid_list_leaves,
+                s.leaves,
+                s.tid_list_bytes
             ));
         }
     }

@@ -15,8 +15,9 @@
 //!   under a directory over block numbers that costs about 2 bytes per chunk with dead TIDs.
 //!   Lookup is O(1) to the block, then a probe of one small container or at most 4
 //!   comparisons; memory follows the number of distinct offset patterns where pages repeat
-//!   one, is 1.3 to 5 bytes per TID where dead tuples are scattered (PostgreSQL's array: 6),
-//!   and empty block ranges cost nothing.
+//!   one, is 1.3 to 5 bytes per TID where dead tuples are scattered (PostgreSQL's array: 6;
+//!   a sealed leaf of 65,536 blocks that would cost more than 6 becomes a sorted list of its
+//!   TIDs, 4 bytes each), and empty block ranges cost nothing.
 //! - [`TidArray`] (`dead_tids = array`): PostgreSQL's sorted array of 6-byte item pointers,
 //!   searched by bisection, capped at 1 GB (`MaxAllocSize`) as PostgreSQL's is.
 //!

@@ -13,7 +13,10 @@
 //! top: Vec<u32>, indexed by block >> 16: 1 + index into `leaves`, 0 = no dead TIDs there
 //!   │               (4 bytes per 65,536 blocks = per 512 MiB of heap, up to the last block)
 //!   ▼
-//! Leaf (65,536 blocks = 16 groups of 64 chunks of 64 blocks)
+//! Leaf (65,536 blocks): key (block >> 16), and a body, either
+//!   Tids: Box<[u32]>, sorted (block & 0xffff) << 16 | offset: a sealed leaf whose chunks
+//!         cost more than 6 bytes per TID (PostgreSQL's array), bisected on lookup; or
+//!   Chunks: Box<ChunkedLeaf> (16 groups of 64 chunks of 64 blocks):
 //!   groups: [Group; 16], indexed by (block >> 12) & 15, 16 bytes each
 //!     ┌─────────────────────────┬───────────────────────────┬──────────────────────────────┐
 //!     │ present: u64            │ base: u32                 │ slots_at: u32                │
@@ -33,7 +36,11 @@
 //! All integers are little-endian. A group is wide when its chunks span more than 64 KiB of
 //! arena (dense chunks with many distinct containers); every other chunk costs 2 bytes of
 //! slot, and a leaf 256 bytes of groups, so that a leaf holding a few hundred TIDs is not
-//! dominated by its directory (a slot array of 1,024 × 4 bytes before issue 14).
+//! dominated by its directory (a slot array of 1,024 × 4 bytes before issue 14). A leaf with
+//! fewer still (one dead tuple on one page in 200 or fewer) would cost more than the array's
+//! 6 bytes per TID in chunks: when the fill moves on to the next leaf, such a leaf becomes a
+//! sorted list of its TIDs, 4 bytes each. Its lookups are a bisection (a few more
+//! nanoseconds; the array's is one over every TID), and only the sparsest leaves pay it.
 //!
 //! ## Filling
 //!
@@ -57,7 +64,8 @@
 //! and chunks of very few TIDs 15 bits each plus 3 bytes (list). `quire bench tidstore`
 //! measured, at 1,000,000 blocks of 100 tuples: one dead tuple on one page in ten 2.9 bytes
 //! per TID, one on every page 1.3, two or three on one page in ten 2.0, one on one page in a
-//! hundred 5.0 (PostgreSQL's array: 6; this store before issue 14: 8.6, 5.7, 4.7 and 20).
+//! hundred 5.0 (PostgreSQL's array: 6; this store before issue 14: 8.6, 5.7, 4.7 and 20);
+//! sparser leaves are lists, at 4 bytes per TID plus 36 per leaf.
 //! Lookup is O(1) to the chunk, then popcounts and one container probe or at most 4
 //! comparisons.
 
@@ -90,8 +98,8 @@ const BLOCKS_PER_LEAF: u32 = 1 << LEAF_SHIFT;
 const COMPACT_MAX_KEYS: usize = RANK_MAX_PER_BLOCK * BLOCKS_PER_CHUNK;
 /// `slots_at` bit 31: the group's slots are u32.
 const SLOTS_WIDE: u32 = 1 << 31;
-/// The bytes of a leaf's group array (the tests recount memory with it).
-pub(super) const LEAF_GROUPS_BYTES: usize = size_of::<[Group; GROUPS_PER_LEAF]>();
+/// The bytes of a leaf's group array.
+const LEAF_GROUPS_BYTES: usize = size_of::<[Group; GROUPS_PER_LEAF]>();
 
 /// 64 chunks of a leaf: which have dead TIDs, and where their slots are (layout above).
 #[derive(Clone, Copy, Debug, Default)]
@@ -119,27 +127,101 @@ impl Group {
     }
 }
 
-/// 65,536 consecutive blocks: the directory of their chunks, and the arena holding them.
+/// 65,536 consecutive blocks with dead TIDs.
 pub(super) struct Leaf {
     /// `block >> 16` of every block in the leaf.
     key: u32,
-    groups: Box<[Group; GROUPS_PER_LEAF]>,
-    pub(super) slots: Vec<u8>,
-    pub(super) arena: Vec<u8>,
+    pub(super) body: LeafBody,
 }
+
+/// A leaf's TIDs: chunks under their directory, or, for a sealed leaf whose chunks would
+/// cost more than PostgreSQL's array for its TIDs, a sorted list of them.
+pub(super) enum LeafBody {
+    Chunks(Box<ChunkedLeaf>),
+    /// `(block & 0xffff) << 16 | offset`, strictly increasing.
+    Tids(Box<[u32]>),
+}
+
+// A leaf costs its entry in `leaves` even as a list: with 4 bytes of `top`, 36 bytes per
+// 65,536 blocks, what keeps very sparse tables (a few TIDs per leaf) near 4 bytes per TID.
+const _: () = assert!(size_of::<Leaf>() <= 32);
+
+/// The bytes of a TID in [`LeafBody::Tids`].
+const LISTED_TID_BYTES: usize = size_of::<u32>();
+/// PostgreSQL's array pays 6 bytes per TID: a sealed leaf whose chunks cost more than that
+/// becomes a list (4 bytes per TID), so that no leaf is worse than the array.
+const ARRAY_TID_BYTES: usize = 6;
 
 impl Leaf {
     fn new(key: u32) -> Self {
         Leaf {
             key,
-            groups: Box::new([Group::default(); GROUPS_PER_LEAF]),
+            body: LeafBody::Chunks(Box::new(ChunkedLeaf::new())),
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        match &self.body {
+            LeafBody::Chunks(c) => c.memory_bytes(),
+            LeafBody::Tids(t) => t.len() * LISTED_TID_BYTES,
+        }
+    }
+
+    /// Called when the fill moves on to the next leaf, with the number of TIDs this one
+    /// holds: gives back the growth slack, and turns the leaf into a list of TIDs if its
+    /// chunks cost more per TID than PostgreSQL's array (a few scattered TIDs in 65,536
+    /// blocks: one dead tuple on one page in 200 or fewer).
+    fn seal(&mut self, tids: usize) {
+        let LeafBody::Chunks(c) = &mut self.body else {
+            return;
+        };
+        c.arena.shrink_to_fit();
+        c.slots.shrink_to_fit();
+        if c.memory_bytes() <= ARRAY_TID_BYTES * tids {
+            return;
+        }
+        let mut list = Vec::with_capacity(tids);
+        let mut offsets = Vec::new();
+        for chunk in 0..CHUNKS_PER_LEAF {
+            let Some(at) = c.slot(chunk) else {
+                continue;
+            };
+            let chunk_bytes = Chunk::read(&c.arena, at);
+            let mut present = chunk_bytes.present();
+            // At most 64 turns: one per present block.
+            while present != 0 {
+                let bit = present.trailing_zeros();
+                present &= present - 1;
+                offsets.clear();
+                chunk_bytes.decode(bit, &mut offsets);
+                let block = ((chunk as u32) << CHUNK_SHIFT) | bit;
+                list.extend(offsets.iter().map(|&o| block << 16 | u32::from(o)));
+            }
+        }
+        assert_eq!(list.len(), tids, "a sealed leaf lists every TID it holds");
+        debug_assert!(list.windows(2).all(|w| w[0] < w[1]));
+        self.body = LeafBody::Tids(list.into_boxed_slice());
+    }
+}
+
+/// A leaf's chunks: their directory, and the arena holding them (layout above).
+pub(super) struct ChunkedLeaf {
+    groups: [Group; GROUPS_PER_LEAF],
+    pub(super) slots: Vec<u8>,
+    pub(super) arena: Vec<u8>,
+}
+
+impl ChunkedLeaf {
+    fn new() -> Self {
+        ChunkedLeaf {
+            groups: [Group::default(); GROUPS_PER_LEAF],
             slots: Vec::new(),
             arena: Vec::new(),
         }
     }
 
-    fn memory_bytes(&self) -> usize {
-        LEAF_GROUPS_BYTES + self.slots.capacity() + self.arena.capacity()
+    pub(super) fn memory_bytes(&self) -> usize {
+        size_of::<Self>() + self.slots.capacity() + self.arena.capacity()
     }
 
     /// The slot (arena position) of chunk `chunk` of the leaf, if it has dead TIDs.
@@ -340,6 +422,9 @@ pub struct TidStoreStats {
     pub compact_bytes: u64,
     /// Bytes of the directory: leaves' groups and slots (length, not capacity), and `top`.
     pub directory_bytes: u64,
+    /// Leaves turned into lists of TIDs when sealed, and the bytes of those lists.
+    pub tid_list_leaves: u64,
+    pub tid_list_bytes: u64,
 }
 
 /// quire's dead-TID store (`dead_tids = store`): see the file's header for the layout.
@@ -354,6 +439,8 @@ pub struct TidStore {
     /// `memory_bytes` of every leaf but the last (which alone still changes), so that
     /// `memory_bytes` and `is_full`, called after every block, cost O(1).
     sealed_leaves_bytes: usize,
+    /// The TIDs in the last leaf (for its `seal`).
+    last_leaf_tids: usize,
     open: Option<OpenChunk>,
     last_block: Option<BlockNumber>,
     num_tids: u64,
@@ -380,6 +467,7 @@ impl TidStore {
             top: Vec::new(),
             leaves: Vec::new(),
             sealed_leaves_bytes: 0,
+            last_leaf_tids: 0,
             open: None,
             last_block: None,
             num_tids: 0,
@@ -396,12 +484,12 @@ impl TidStore {
                 return self.leaves.len() - 1;
             }
         }
-        // The previous leaf is complete: give back its growth slack.
+        // The previous leaf is complete.
         if let Some(last) = self.leaves.last_mut() {
-            last.arena.shrink_to_fit();
-            last.slots.shrink_to_fit();
+            last.seal(self.last_leaf_tids);
             self.sealed_leaves_bytes += last.memory_bytes();
         }
+        self.last_leaf_tids = 0;
         self.leaves.push(Leaf::new(key));
         let index = self.leaves.len() - 1;
         let needed = key as usize + 1;
@@ -422,6 +510,14 @@ impl TidStore {
             ..TidStoreStats::default()
         };
         for leaf in &self.leaves {
+            let leaf = match &leaf.body {
+                LeafBody::Chunks(c) => c,
+                LeafBody::Tids(t) => {
+                    s.tid_list_leaves += 1;
+                    s.tid_list_bytes += (t.len() * LISTED_TID_BYTES) as u64;
+                    continue;
+                }
+            };
             s.directory_bytes += (LEAF_GROUPS_BYTES + leaf.slots.len()) as u64;
             for chunk in 0..CHUNKS_PER_LEAF {
                 if let Some(at) = leaf.slot(chunk) {
@@ -457,7 +553,9 @@ impl DeadTids for TidStore {
         let leaf_index = self.leaf_for(block);
         let chunk = block >> CHUNK_SHIFT;
         let bit = block & (BLOCKS_PER_CHUNK as u32 - 1);
-        let leaf = &mut self.leaves[leaf_index];
+        let LeafBody::Chunks(leaf) = &mut self.leaves[leaf_index].body else {
+            unreachable!("only a sealed leaf is a list, and the fill never goes back to one");
+        };
         let open = match &mut self.open {
             Some(open) if open.chunk == chunk => open,
             _ => self.open.insert(OpenChunk::new(chunk, leaf.arena.len())),
@@ -564,6 +662,7 @@ impl DeadTids for TidStore {
         leaf.set_slot(chunk_in_leaf, open.start, open.at);
         self.scratch = scratch;
         self.last_block = Some(block);
+        self.last_leaf_tids += offsets.len();
         self.num_tids += offsets.len() as u64;
         self.num_blocks += 1;
         Ok(())
@@ -578,7 +677,13 @@ impl DeadTids for TidStore {
         if leaf_plus_one == 0 {
             return false;
         }
-        let leaf = &self.leaves[leaf_plus_one as usize - 1];
+        let leaf = match &self.leaves[leaf_plus_one as usize - 1].body {
+            LeafBody::Chunks(c) => c,
+            LeafBody::Tids(t) => {
+                let key = (block & (BLOCKS_PER_LEAF - 1)) << 16 | u32::from(tid.offset);
+                return t.binary_search(&key).is_ok();
+            }
+        };
         let Some(at) = leaf.slot(((block >> CHUNK_SHIFT) as usize) & (CHUNKS_PER_LEAF - 1))
         else {
             return false;
@@ -625,9 +730,27 @@ impl DeadTids for TidStore {
         let mut rel = (cursor.pos & u64::from(BLOCKS_PER_LEAF - 1)) as u32;
         for leaf_index in first_leaf..self.leaves.len() {
             let leaf = &self.leaves[leaf_index];
-            if let Some((rel_block, at)) = leaf.next_present(rel) {
-                let bit = rel_block & (BLOCKS_PER_CHUNK as u32 - 1);
-                Chunk::read(&leaf.arena, at).decode(bit, offsets);
+            let found = match &leaf.body {
+                LeafBody::Chunks(c) => c.next_present(rel).map(|(rel_block, at)| {
+                    let bit = rel_block & (BLOCKS_PER_CHUNK as u32 - 1);
+                    Chunk::read(&c.arena, at).decode(bit, offsets);
+                    rel_block
+                }),
+                LeafBody::Tids(t) => {
+                    let from = t.partition_point(|&k| k >> 16 < rel);
+                    t.get(from).map(|&first| {
+                        let rel_block = first >> 16;
+                        offsets.extend(
+                            t[from..]
+                                .iter()
+                                .take_while(|&&k| k >> 16 == rel_block)
+                                .map(|&k| k as OffsetNumber),
+                        );
+                        rel_block
+                    })
+                }
+            };
+            if let Some(rel_block) = found {
                 cursor.pos = ((leaf_index as u64) << LEAF_SHIFT) + u64::from(rel_block) + 1;
                 return Some((leaf.key << LEAF_SHIFT) | rel_block);
             }
