@@ -64,8 +64,8 @@
 //! and chunks of very few TIDs 15 bits each plus 3 bytes (list). `quire bench tidstore`
 //! measured, at 1,000,000 blocks of 100 tuples: one dead tuple on one page in ten 2.9 bytes
 //! per TID, one on every page 1.3, two or three on one page in ten 2.0, one on one page in a
-//! hundred 5.0 (PostgreSQL's array: 6; this store before issue 14: 8.6, 5.7, 4.7 and 20);
-//! sparser leaves are lists, at 4 bytes per TID plus 36 per leaf.
+//! hundred 5.0, in a thousand 5.1, its leaves lists (PostgreSQL's array: 6; this store before
+//! issue 14: 8.6, 5.7, 4.7, 20 and 79).
 //! Lookup is O(1) to the chunk, then popcounts and one container probe or at most 4
 //! comparisons.
 
