@@ -25,6 +25,14 @@
 //! with probability 1/8, independently. The seed's tests give every dead-bearing page the same
 //! offsets, which the store shares; `random` shows what it costs when pages differ.
 //!
+//! Four more, also not in the seed, are what OLTP updates leave (issue 14): pages of 100
+//! tuples, each page dead-bearing with probability 1/P independently, with one dead tuple at
+//! a random offset: `sparse10` (P = 10), `sparse1` (every page), `sparse100` (P = 100),
+//! `sparse1000` (P = 1000); and
+//! `sparse10x3`, two or three dead tuples at random offsets on one page in ten. Few pages share
+//! a pattern and chunks of 64 blocks hold only a few TIDs, so per-chunk and per-container
+//! overheads show here, where PostgreSQL's array pays its flat 6 bytes per TID.
+//!
 //! ## Shuffled lookups
 //!
 //! A "shuffled lookup" is what an index pass does: for every TID an index of the table holds
@@ -165,6 +173,16 @@ enum Shape {
     /// 1/8, independently (drawn with the seeded generator). No two pages need share a
     /// pattern, so this shows the store's cost when it cannot share containers.
     Random { tuples_per_page: u32 },
+    /// Not in the seed: what OLTP updates leave behind. Each page is dead-bearing with
+    /// probability `1 / one_page_in`, independently; a dead-bearing page has between
+    /// `dead_min` and `dead_max` dead tuples (uniformly), at distinct offsets drawn uniformly
+    /// from `1..=tuples_per_page` (with the seeded generator).
+    Sparse {
+        one_page_in: u32,
+        dead_min: u32,
+        dead_max: u32,
+        tuples_per_page: u32,
+    },
 }
 
 const fn seed_test(name: &'static str, params: [u32; 4], svtm_mb: f64, svtm_x10_mb: f64) -> Test {
@@ -178,10 +196,22 @@ const fn seed_test(name: &'static str, params: [u32; 4], svtm_mb: f64, svtm_x10_
     }
 }
 
+const fn sparse_test(name: &'static str, one_page_in: u32, dead_min: u32, dead_max: u32) -> Test {
+    Test {
+        name,
+        shape: Shape::Sparse {
+            one_page_in,
+            dead_min,
+            dead_max,
+            tuples_per_page: 100,
+        },
+    }
+}
+
 /// Seed 004's eight tests (`prepare(max_block, ...)`'s other four arguments; test 7's page
 /// parameters are recomputed from the table size, see the module documentation), then the
-/// random distribution.
-const TESTS: [Test; 9] = [
+/// random distribution, then the sparse ones (issue 14).
+const TESTS: [Test; 14] = [
     seed_test("test1", [10, 1, 1, 20], 27.28, 274.07),
     seed_test("test2", [10, 1, 1, 1], 5.78, 54.60),
     seed_test("test3", [2, 100, 1, 1], 9.28, 92.59),
@@ -196,6 +226,11 @@ const TESTS: [Test; 9] = [
             tuples_per_page: 100,
         },
     },
+    sparse_test("sparse10", 10, 1, 1),
+    sparse_test("sparse1", 1, 1, 1),
+    sparse_test("sparse10x3", 10, 2, 3),
+    sparse_test("sparse100", 100, 1, 1),
+    sparse_test("sparse1000", 1000, 1, 1),
 ];
 
 impl Test {
@@ -211,7 +246,7 @@ impl Test {
             } else {
                 published_svtm_mb
             }),
-            Shape::Random { .. } => None,
+            Shape::Random { .. } | Shape::Sparse { .. } => None,
         }
     }
 }
@@ -282,6 +317,50 @@ impl Plan {
                     w() & w() & w()
                 };
                 let masks = (0..max_block).map(|_| word() & span).collect();
+                Ok(Plan {
+                    max_block,
+                    tuples_per_page,
+                    dead: DeadOffsets::PerPage(masks),
+                })
+            }
+            Shape::Sparse {
+                one_page_in,
+                dead_min,
+                dead_max,
+                tuples_per_page,
+            } => {
+                ensure!(tuples_per_page <= 128, "at most 128 tuples per page");
+                ensure!(
+                    one_page_in >= 1 && 1 <= dead_min && dead_min <= dead_max,
+                    "{}: bad sparse parameters",
+                    t.name
+                );
+                ensure!(dead_max <= tuples_per_page, "{}: too many dead", t.name);
+                let mut rng = SplitMix64::new(seed ^ 0x5EED_0014);
+                let masks = (0..max_block)
+                    .map(|_| {
+                        if rng.below(u64::from(one_page_in)) != 0 {
+                            return 0;
+                        }
+                        let dead = dead_min + rng.below(u64::from(dead_max - dead_min + 1)) as u32;
+                        let mut mask = 0u128;
+                        // Distinct offsets: redraw on a collision. Each draw is new with
+                        // probability >= 1 - dead_max / tuples_per_page, so the limit (which
+                        // `ensure` below would report) is never reached in practice.
+                        for _ in 0..64 * tuples_per_page {
+                            if mask.count_ones() >= dead {
+                                break;
+                            }
+                            mask |= 1u128 << rng.below(u64::from(tuples_per_page));
+                        }
+                        mask
+                    })
+                    .collect::<Vec<u128>>();
+                ensure!(
+                    masks.iter().all(|m| *m == 0 || m.count_ones() >= dead_min),
+                    "{}: could not draw distinct offsets",
+                    t.name
+                );
                 Ok(Plan {
                     max_block,
                     tuples_per_page,
@@ -701,22 +780,29 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<Report> {
         }
         if let Some(s) = store.stats {
             stats_notes.push(format!(
-                "{}: {} blocks in {} chunks, distinct containers {} array / {} runs / {} bitmap, {} container bytes, {} metadata bytes",
+                "{}: {} blocks in {} chunks, {} of them rank and {} list ({} bytes); distinct containers {} array / {} runs / {} bitmap, {} container bytes, {} metadata bytes; {} directory bytes; {} of {} leaves lists of TIDs ({} bytes)",
                 test.name,
                 s.blocks,
                 s.chunks,
+                s.rank_chunks,
+                s.list_chunks,
+                s.compact_bytes,
                 s.array_containers,
                 s.run_containers,
                 s.bitmap_containers,
                 s.container_bytes,
-                s.metadata_bytes
+                s.metadata_bytes,
+                s.directory_bytes,
+                s.tid_list_leaves,
+                s.leaves,
+                s.tid_list_bytes
             ));
         }
     }
     bar.finish_and_clear();
 
     report.notes.push(format!(
-        "tables of {max_block} blocks{}; test1-test8 are the seed's prepare() (bdbench, MasahikoSawada/pgtools), test 7's dead pages being the first and last {} of the table; random (not in the seed): 100 tuples per page, each dead with probability 1/8",
+        "tables of {max_block} blocks{}; test1-test8 are the seed's prepare() (bdbench, MasahikoSawada/pgtools), test 7's dead pages being the first and last {} of the table; random (not in the seed): 100 tuples per page, each dead with probability 1/8; sparseP (not in the seed, issue 14): 100 tuples per page, each page dead-bearing with probability 1/P, with one dead tuple at a random offset (sparse10x3: two or three)",
         if args.quick { " (QUICK: the seed used 1,000,000)" } else { "" },
         (max_block / 1000).max(1)
     ));

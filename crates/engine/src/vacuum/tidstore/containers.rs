@@ -21,8 +21,10 @@
 //!
 //! - The offsets given to [`encode_container`] follow the input rules of the module header
 //!   (non-empty, sorted, strictly increasing): `DeadTids::try_add_block` checks them first.
-//! - A container is read at the position the store recorded for it; the readers trust the
-//!   header found there (the store's own invariant) and only bounds-check the slice.
+//! - A container is read at the position the store recorded for it. The readers never panic
+//!   and never read outside the slice, whatever its bytes are: a field past the end reads as
+//!   zero, and [`decode_container`] stops where the offsets stop increasing, so that
+//!   arbitrary bytes give at most 65,536 offsets. On the store's own arena neither happens.
 
 use crate::page::OffsetNumber;
 
@@ -34,28 +36,34 @@ const COUNT_MASK: u16 = 0x3fff;
 /// Enough halvings for any container: at most 8192 entries.
 const SEARCH_TURNS: usize = 15;
 
-// Little-endian readers of a leaf's arena: for containers here, and chunk metadata in the
-// store.
+// Little-endian readers of a leaf's arena: for containers here, and chunks in `chunk.rs`.
+// On the store's own arena every field read lies inside it; a field past the end (only in
+// arbitrary bytes) reads as zero, so that no reader can panic.
 
-// The store's own arena, written by this module: every field read lies inside it.
 #[inline]
 pub(super) fn read_u16(bytes: &[u8], at: usize) -> u16 {
-    crate::bytes::u16_at(bytes, at).expect("a field inside the arena")
+    crate::bytes::u16_at(bytes, at).unwrap_or(0)
 }
 
 #[inline]
 pub(super) fn read_u32(bytes: &[u8], at: usize) -> u32 {
-    crate::bytes::u32_at(bytes, at).expect("a field inside the arena")
+    crate::bytes::u32_at(bytes, at).unwrap_or(0)
 }
 
 #[inline]
 pub(super) fn read_u64(bytes: &[u8], at: usize) -> u64 {
-    crate::bytes::u64_at(bytes, at).expect("a field inside the arena")
+    crate::bytes::u64_at(bytes, at).unwrap_or(0)
 }
 
 /// Encodes sorted, strictly increasing, non-empty `offsets` as the smallest container.
 pub(super) fn encode_container(offsets: &[OffsetNumber], out: &mut Vec<u8>) {
     out.clear();
+    append_container(offsets, out);
+}
+
+/// [`encode_container`], appending to `out` rather than replacing it.
+pub(super) fn append_container(offsets: &[OffsetNumber], out: &mut Vec<u8>) {
+    let at = out.len();
     let n = offsets.len();
     let runs = 1 + offsets.windows(2).filter(|w| w[1] != w[0] + 1).count();
     let first_byte = offsets[0] >> 3;
@@ -68,9 +76,9 @@ pub(super) fn encode_container(offsets: &[OffsetNumber], out: &mut Vec<u8>) {
     if bitmap_size <= runs_size && bitmap_size <= array_size {
         out.extend_from_slice(&((KIND_BITMAP << 14) | bitmap_bytes as u16).to_le_bytes());
         out.extend_from_slice(&first_byte.to_le_bytes());
-        out.resize(bitmap_size, 0);
+        out.resize(at + bitmap_size, 0);
         for &o in offsets {
-            out[4 + usize::from((o >> 3) - first_byte)] |= 1 << (o & 7);
+            out[at + 4 + usize::from((o >> 3) - first_byte)] |= 1 << (o & 7);
         }
     } else if runs_size <= array_size {
         out.extend_from_slice(&((KIND_RUNS << 14) | runs as u16).to_le_bytes());
@@ -101,7 +109,9 @@ pub(super) fn container_contains(c: &[u8], offset: OffsetNumber) -> bool {
         KIND_BITMAP => {
             let byte = usize::from(offset >> 3);
             let first = usize::from(read_u16(c, 2));
-            byte >= first && byte - first < count && c[4 + byte - first] & (1 << (offset & 7)) != 0
+            byte >= first
+                && byte - first < count
+                && c.get(4 + byte - first).copied().unwrap_or(0) & (1 << (offset & 7)) != 0
         }
         KIND_RUNS => {
             // The number of runs that start at or before `offset`.
@@ -137,29 +147,49 @@ pub(super) fn container_contains(c: &[u8], offset: OffsetNumber) -> bool {
     }
 }
 
-/// Appends the offsets of the container starting at `c[0]` to `out`.
+/// Appends the offsets of the container starting at `c[0]` to `out`. The checks that keep
+/// arbitrary bytes from panicking or flooding `out` (offsets must increase, and fit a u16)
+/// never fail on the store's own containers.
 pub(super) fn decode_container(c: &[u8], out: &mut Vec<OffsetNumber>) {
     let header = read_u16(c, 0);
     let count = usize::from(header & COUNT_MASK);
     match header >> 14 {
         KIND_BITMAP => {
-            let first = read_u16(c, 2);
-            for i in 0..count {
-                let byte = c[4 + i];
-                for bit in 0..8u16 {
+            let first = u32::from(read_u16(c, 2));
+            for (i, &byte) in c.iter().skip(4).take(count).enumerate() {
+                for bit in 0..8u32 {
                     if byte & (1 << bit) != 0 {
-                        out.push((first + i as u16) * 8 + bit);
+                        let Ok(offset) = OffsetNumber::try_from((first + i as u32) * 8 + bit)
+                        else {
+                            return;
+                        };
+                        out.push(offset);
                     }
                 }
             }
         }
         KIND_RUNS => {
+            let mut next = 0u32;
             for i in 0..count {
                 let (first, last) = (read_u16(c, 2 + 4 * i), read_u16(c, 4 + 4 * i));
+                if u32::from(first) < next || first > last {
+                    return;
+                }
                 out.extend(first..=last);
+                next = u32::from(last) + 1;
             }
         }
-        _ => out.extend((0..count).map(|i| read_u16(c, 2 + 2 * i))),
+        _ => {
+            let mut next = 0u32;
+            for i in 0..count {
+                let offset = read_u16(c, 2 + 2 * i);
+                if u32::from(offset) < next {
+                    return;
+                }
+                out.push(offset);
+                next = u32::from(offset) + 1;
+            }
+        }
     }
 }
 

@@ -8,11 +8,16 @@
 //! candidate structures; this module holds quire's answer and PostgreSQL's array side by side,
 //! behind one interface, [`DeadTids`]:
 //!
-//! - [`TidStore`] (`dead_tids = store`, the default): per-block containers chosen by size
-//!   (sorted offsets, offset runs, or a bitmap), deduplicated and packed per chunk of 64
-//!   blocks, under a two-level directory over block numbers. Lookup is O(1) to the block and a
-//!   probe of one small container; memory follows the number of distinct offset patterns, not
-//!   the number of TIDs, and empty block ranges cost nothing.
+//! - [`TidStore`] (`dead_tids = store`, the default): chunks of 64 blocks, each in the
+//!   smallest of three forms: per-block containers chosen by size (sorted offsets, offset
+//!   runs, or a bitmap) and deduplicated; or, where blocks have at most 4 dead tuples, a
+//!   presence word with packed 9-bit offsets, or a list of at most 4 (block, offset) keys;
+//!   under a directory over block numbers that costs about 2 bytes per chunk with dead TIDs.
+//!   Lookup is O(1) to the block, then a probe of one small container or at most 4
+//!   comparisons; memory follows the number of distinct offset patterns where pages repeat
+//!   one, is 1.3 to 5 bytes per TID where dead tuples are scattered (PostgreSQL's array: 6;
+//!   a sealed leaf of 65,536 blocks that would cost more than 6 becomes a sorted list of its
+//!   TIDs, 4 bytes each), and empty block ranges cost nothing.
 //! - [`TidArray`] (`dead_tids = array`): PostgreSQL's sorted array of 6-byte item pointers,
 //!   searched by bisection, capped at 1 GB (`MaxAllocSize`) as PostgreSQL's is.
 //!
@@ -40,8 +45,10 @@
 //! ## Files
 //!
 //! - `mod.rs` (this file): the interface, [`DeadTids`], its input check and errors.
-//! - `store.rs`: [`TidStore`]: the directory over block numbers, the chunks and their
-//!   metadata, the store's layout drawn out.
+//! - `store.rs`: [`TidStore`]: the directory over block numbers and how chunks are filled,
+//!   the store's layout drawn out.
+//! - `chunk.rs`: one chunk of 64 blocks in its three forms (containers and metadata, rank,
+//!   list): their byte format drawn out, their encoders and their one decoder.
 //! - `containers.rs`: one block's dead offsets as an array, runs or a bitmap: the byte format
 //!   of a container, its encoder, probe and decoder (the only code that encodes or parses one).
 //! - `array.rs`: [`TidArray`], PostgreSQL's sorted array.
@@ -53,6 +60,7 @@ use crate::page::{OffsetNumber, Tid, FIRST_OFFSET_NUMBER};
 use crate::types::BlockNumber;
 
 mod array;
+mod chunk;
 mod containers;
 mod store;
 #[cfg(test)]

@@ -1,8 +1,11 @@
 //! # The store — quire's dead-TID structure (`dead_tids = store`, the default)
 //!
-//! Per-block containers (`containers.rs`) chosen by size, deduplicated and packed per chunk of
-//! 64 blocks, under a two-level directory over block numbers. It keeps the rules of the module
-//! header (`mod.rs`); this file adds how the bytes are laid out.
+//! Chunks of 64 blocks (`chunk.rs`), each in the smallest of three forms: per-block
+//! containers (`containers.rs`) chosen by size and deduplicated; or, for chunks with at most
+//! 4 dead tuples per block, a presence word and packed 9-bit offsets ("rank"), or a list of at
+//! most 4 packed (block, offset) keys; under a directory over block numbers that costs about
+//! 2 bytes per chunk with dead TIDs and nothing for empty ranges. It keeps the rules of the
+//! module header (`mod.rs`); this file adds how the bytes are laid out.
 //!
 //! ## Layout
 //!
@@ -10,177 +13,394 @@
 //! top: Vec<u32>, indexed by block >> 16: 1 + index into `leaves`, 0 = no dead TIDs there
 //!   │               (4 bytes per 65,536 blocks = per 512 MiB of heap, up to the last block)
 //!   ▼
-//! Leaf (65,536 blocks): slots [u32; 1024], indexed by (block >> 6) & 1023: the byte position
-//!   │   of a chunk's metadata in the leaf's arena, or u32::MAX for a chunk without dead TIDs
+//! Leaf (65,536 blocks): key (block >> 16), and a body, either
+//!   Tids: Box<[u32]>, sorted (block & 0xffff) << 16 | offset: a sealed leaf whose chunks
+//!         cost more than 6 bytes per TID (PostgreSQL's array), bisected on lookup; or
+//!   Chunks: Box<ChunkedLeaf> (16 groups of 64 chunks of 64 blocks):
+//!   groups: [Group; 16], indexed by (block >> 12) & 15, 16 bytes each
+//!     ┌─────────────────────────┬───────────────────────────┬──────────────────────────────┐
+//!     │ present: u64            │ base: u32                 │ slots_at: u32                │
+//!     │ bit c = chunk c of the  │ arena position where the  │ bit 31: wide; bits 0-30: the │
+//!     │ group has dead TIDs     │ group's first chunk starts│ group's first slot in `slots`│
+//!     └─────────────────────────┴───────────────────────────┴──────────────────────────────┘
+//!   │ rank = popcount(present below c)
 //!   ▼
-//! arena: Vec<u8>, per chunk of 64 blocks, in block order:
-//!   ┌─────────────┬─────────────┬───┬──────────────────┬──────────────────────────────────┐
-//!   │ container 0 │ container 1 │ … │ container d-1    │ metadata (slot points here)      │
-//!   └─────────────┴─────────────┴───┴──────────────────┴──────────────────────────────────┘
-//!   metadata:  0       8      9      10                 10 + d·w
-//!             ┌───────┬──────┬──────┬─────────────────┬────────────────────────────────┐
-//!             │present│ info │  d   │ table: d × w B  │ refs: p × r bits, packed       │
-//!             │  u64  │  u8  │  u8  │ distance back   │ i-th present block → distinct  │
-//!             │bit i =│r code│      │ from metadata to│ container index (r ∈ 0,1,2,4,8:│
-//!             │block i│+ wide│      │ container k     │ 0 bits when d = 1)             │
-//!             └───────┴──────┴──────┴─────────────────┴────────────────────────────────┘
-//!   (w = 2, or 4 when the chunk's containers span more than 64 KiB: the `wide` bit 7 of info;
-//!    p = popcount(present); the i-th present block is found by popcount below its bit)
+//!   slots: Vec<u8>, the groups' slots in block order, one per chunk with dead TIDs:
+//!     u16 (u32 in a wide group) at slots_at + rank × width = chunk's slot − base
+//!   │
+//!   ▼
+//!   arena: Vec<u8>, the chunks in block order, each in one of the three forms drawn in
+//!     `chunk.rs` (containers then metadata, the slot pointing at the metadata; rank; list)
 //! ```
 //!
-//! The containers' own format is drawn in `containers.rs`. All integers are little-endian.
-//! Identical containers within a chunk are stored once: pages emptied by a bulk delete, or
-//! every page of a table with the same dead pattern, cost a few bits each. A chunk's metadata
-//! comes *after* its containers so that adding a block to the open chunk only appends a
-//! container and rewrites the metadata (at most ~200 bytes); the structure is complete after
-//! every `add_block`. A leaf's arena is shrunk to its length when the fill moves on to the
-//! next leaf, so only the last leaf carries growth slack (at most an eighth of its size).
+//! All integers are little-endian. A group is wide when its chunks span more than 64 KiB of
+//! arena (dense chunks with many distinct containers); every other chunk costs 2 bytes of
+//! slot, and a leaf 256 bytes of groups, so that a leaf holding a few hundred TIDs is not
+//! dominated by its directory (a slot array of 1,024 × 4 bytes before issue 14). A leaf with
+//! fewer still (one dead tuple on one page in 200 or fewer) would cost more than the array's
+//! 6 bytes per TID in chunks: when the fill moves on to the next leaf, such a leaf becomes a
+//! sorted list of its TIDs, 4 bytes each. Its lookups are a bisection (a few more
+//! nanoseconds; the array's is one over every TID), and only the sparsest leaves pay it.
 //!
-//! Bytes per TID therefore depend on the pattern: a dense run of dead offsets costs 6 bytes per
-//! distinct pattern plus 18 per chunk (under 0.3 bytes per block when a chunk's 64 pages share
-//! one pattern); scattered offsets cost about 2 bytes each (array) or one bit per offset in
-//! the span (bitmap), plus a byte of table and up to a byte of reference per block.
+//! ## Filling
+//!
+//! Blocks arrive in order, so only the last chunk ("open") changes, and it is always the
+//! last thing in the last leaf's arena, its slot the last of `slots`: the structure is
+//! complete after every `add_block`. While the open chunk could still take a compact form (at
+//! most 4 offsets per block, all below 512) it is kept as its keys on the side and rewritten
+//! whole after each block, in whichever form is smallest (at most a few hundred bytes). Past
+//! that it stays in containers form, and a block only appends its container (unless an
+//! identical one is there already) and rewrites the metadata (at most ~200 bytes). A leaf's
+//! arena and slots are shrunk to their length when the fill moves on to the next leaf, so
+//! only the last leaf carries growth slack (at most an eighth of its size).
+//!
+//! ## Cost
+//!
+//! Bytes per TID depend on the pattern: a dense run of dead offsets costs 6 bytes per
+//! distinct pattern plus 14 per chunk (metadata and slot: 0.3 bytes per block when a chunk's
+//! 64 pages share one pattern); scattered offsets cost about 2 bytes each (array container)
+//! or one bit per offset in the span (bitmap), plus a few bytes of table and reference per
+//! block; one to four dead tuples per block cost 9 bits each plus 11 bytes per chunk (rank),
+//! and chunks of very few TIDs 15 bits each plus 3 bytes (list). `quire bench tidstore`
+//! measured, at 1,000,000 blocks of 100 tuples: one dead tuple on one page in ten 2.9 bytes
+//! per TID, one on every page 1.3, two or three on one page in ten 2.0, one on one page in a
+//! hundred 5.0, in a thousand 5.1, its leaves lists (PostgreSQL's array: 6; this store before
+//! issue 14: 8.6, 5.7, 4.7, 20 and 79).
+//! Lookup is O(1) to the chunk, then popcounts and one container probe or at most 4
+//! comparisons.
 
 use std::fmt;
 use std::mem::size_of;
 
-use super::containers::{
-    container_contains, container_kind_and_size, decode_container, encode_container, read_u16,
-    read_u32, read_u64, KIND_BITMAP, KIND_RUNS,
+use super::chunk::{
+    container_meta_size, list_key, list_size, rank_size, write_container_meta, write_list,
+    rank_below, write_rank, Chunk, COMPACT_OFFSET_LIMIT, LIST_MAX_KEYS, RANK_MAX_PER_BLOCK,
 };
+use super::containers::{append_container, encode_container, read_u16, read_u32};
 use super::{check_input, BlockCursor, DeadTids, TidStoreError};
 use crate::page::{OffsetNumber, Tid};
 use crate::types::BlockNumber;
 
 /// Blocks per leaf: 2^16 (512 MiB of heap).
 const LEAF_SHIFT: u32 = 16;
-/// Blocks per chunk: 64, one bit each in the chunk's presence word.
+/// Blocks per chunk: 64, one bit each in a chunk's presence word.
 const CHUNK_SHIFT: u32 = 6;
 const BLOCKS_PER_CHUNK: usize = 1 << CHUNK_SHIFT;
+/// Blocks per group: 64 chunks, one bit each in the group's presence word.
+const GROUP_SHIFT: u32 = 12;
+const GROUPS_PER_LEAF: usize = 1 << (LEAF_SHIFT - GROUP_SHIFT);
+/// Chunks per group: 64.
+const GROUP_CHUNK_SHIFT: u32 = GROUP_SHIFT - CHUNK_SHIFT;
+const CHUNKS_PER_GROUP: usize = 1 << GROUP_CHUNK_SHIFT;
 const CHUNKS_PER_LEAF: usize = 1 << (LEAF_SHIFT - CHUNK_SHIFT);
 const BLOCKS_PER_LEAF: u32 = 1 << LEAF_SHIFT;
-/// A leaf slot of a chunk without dead TIDs.
-const EMPTY_SLOT: u32 = u32::MAX;
+/// The most keys a compact chunk can have: 4 per block.
+const COMPACT_MAX_KEYS: usize = RANK_MAX_PER_BLOCK * BLOCKS_PER_CHUNK;
+/// `slots_at` bit 31: the group's slots are u32.
+const SLOTS_WIDE: u32 = 1 << 31;
+/// The bytes of a leaf's group array.
+const LEAF_GROUPS_BYTES: usize = size_of::<[Group; GROUPS_PER_LEAF]>();
 
-/// Metadata field positions, from the slot's byte position.
-const META_PRESENT: usize = 0;
-const META_INFO: usize = 8;
-const META_DISTINCT: usize = 9;
-const META_TABLE: usize = 10;
-/// `info` bit 7: table entries are u32 rather than u16.
-const INFO_WIDE: u8 = 0x80;
-/// `info` bits 0-2: the reference width code, an index into this table.
-const REF_BITS: [u32; 5] = [0, 1, 2, 4, 8];
-
-/// A chunk's metadata, read from the arena at the slot's position.
-struct ChunkMeta<'a> {
-    arena: &'a [u8],
-    at: usize,
+/// 64 chunks of a leaf: which have dead TIDs, and where their slots are (layout above).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Group {
     present: u64,
-    info: u8,
-    distinct: usize,
+    base: u32,
+    slots_at: u32,
 }
 
-impl<'a> ChunkMeta<'a> {
-    fn read(arena: &'a [u8], at: usize) -> Self {
-        ChunkMeta {
-            arena,
-            at,
-            present: read_u64(arena, at + META_PRESENT),
-            info: arena[at + META_INFO],
-            distinct: usize::from(arena[at + META_DISTINCT]),
-        }
+impl Group {
+    fn wide(self) -> bool {
+        self.slots_at & SLOTS_WIDE != 0
     }
 
-    fn table_width(&self) -> usize {
-        if self.info & INFO_WIDE != 0 {
+    fn slots_at(self) -> usize {
+        (self.slots_at & !SLOTS_WIDE) as usize
+    }
+
+    fn slot_width(self) -> usize {
+        if self.wide() {
             4
         } else {
             2
         }
     }
-
-    /// The arena position of the container of the chunk's block `bit` (which is present).
-    fn container_at(&self, bit: u32) -> usize {
-        let ref_bits = REF_BITS[usize::from(self.info & 7)];
-        let width = self.table_width();
-        let k = if ref_bits == 0 {
-            0
-        } else {
-            let rank = (self.present & ((1u64 << bit) - 1)).count_ones();
-            let pos = rank * ref_bits;
-            let refs_at = self.at + META_TABLE + self.distinct * width;
-            let byte = self.arena[refs_at + (pos / 8) as usize];
-            usize::from((byte >> (pos % 8)) & ((1u16 << ref_bits) - 1) as u8)
-        };
-        let table_at = self.at + META_TABLE + k * width;
-        let distance = if width == 4 {
-            read_u32(self.arena, table_at) as usize
-        } else {
-            usize::from(read_u16(self.arena, table_at))
-        };
-        self.at - distance
-    }
 }
 
-/// 65,536 consecutive blocks: a slot per chunk of 64, and the arena holding the chunks.
+/// 65,536 consecutive blocks with dead TIDs.
 pub(super) struct Leaf {
     /// `block >> 16` of every block in the leaf.
     key: u32,
-    slots: Box<[u32; CHUNKS_PER_LEAF]>,
-    pub(super) arena: Vec<u8>,
+    pub(super) body: LeafBody,
 }
+
+/// A leaf's TIDs: chunks under their directory, or, for a sealed leaf whose chunks would
+/// cost more than PostgreSQL's array for its TIDs, a sorted list of them.
+pub(super) enum LeafBody {
+    Chunks(Box<ChunkedLeaf>),
+    /// `(block & 0xffff) << 16 | offset`, strictly increasing.
+    Tids(Box<[u32]>),
+}
+
+// A leaf costs its entry in `leaves` even as a list: with 4 bytes of `top`, 36 bytes per
+// 65,536 blocks, what keeps very sparse tables (a few TIDs per leaf) near 4 bytes per TID.
+const _: () = assert!(size_of::<Leaf>() <= 32);
+
+/// The bytes of a TID in [`LeafBody::Tids`].
+const LISTED_TID_BYTES: usize = size_of::<u32>();
+/// PostgreSQL's array pays 6 bytes per TID: a sealed leaf whose chunks cost more than that
+/// becomes a list (4 bytes per TID), so that no leaf is worse than the array.
+const ARRAY_TID_BYTES: usize = 6;
 
 impl Leaf {
     fn new(key: u32) -> Self {
         Leaf {
             key,
-            slots: Box::new([EMPTY_SLOT; CHUNKS_PER_LEAF]),
-            arena: Vec::new(),
+            body: LeafBody::Chunks(Box::new(ChunkedLeaf::new())),
         }
     }
 
     fn memory_bytes(&self) -> usize {
-        size_of::<[u32; CHUNKS_PER_LEAF]>() + self.arena.capacity()
+        match &self.body {
+            LeafBody::Chunks(c) => c.memory_bytes(),
+            LeafBody::Tids(t) => t.len() * LISTED_TID_BYTES,
+        }
     }
 
-    /// The first present block at or after `rel` (a block number within the leaf), with the
-    /// position of its chunk's metadata.
+    /// Called when the fill moves on to the next leaf, with the number of TIDs this one
+    /// holds: gives back the growth slack, and turns the leaf into a list of TIDs if its
+    /// chunks cost more per TID than PostgreSQL's array (a few scattered TIDs in 65,536
+    /// blocks: one dead tuple on one page in 200 or fewer).
+    fn seal(&mut self, tids: usize) {
+        let LeafBody::Chunks(c) = &mut self.body else {
+            return;
+        };
+        c.arena.shrink_to_fit();
+        c.slots.shrink_to_fit();
+        if c.memory_bytes() <= ARRAY_TID_BYTES * tids {
+            return;
+        }
+        let mut list = Vec::with_capacity(tids);
+        let mut offsets = Vec::new();
+        for chunk in 0..CHUNKS_PER_LEAF {
+            let Some(at) = c.slot(chunk) else {
+                continue;
+            };
+            let chunk_bytes = Chunk::read(&c.arena, at);
+            let mut present = chunk_bytes.present();
+            // At most 64 turns: one per present block.
+            while present != 0 {
+                let bit = present.trailing_zeros();
+                present &= present - 1;
+                offsets.clear();
+                chunk_bytes.decode(bit, &mut offsets);
+                let block = ((chunk as u32) << CHUNK_SHIFT) | bit;
+                list.extend(offsets.iter().map(|&o| block << 16 | u32::from(o)));
+            }
+        }
+        assert_eq!(list.len(), tids, "a sealed leaf lists every TID it holds");
+        debug_assert!(list.windows(2).all(|w| w[0] < w[1]));
+        self.body = LeafBody::Tids(list.into_boxed_slice());
+    }
+}
+
+/// A leaf's chunks: their directory, and the arena holding them (layout above).
+pub(super) struct ChunkedLeaf {
+    groups: [Group; GROUPS_PER_LEAF],
+    pub(super) slots: Vec<u8>,
+    pub(super) arena: Vec<u8>,
+}
+
+impl ChunkedLeaf {
+    fn new() -> Self {
+        ChunkedLeaf {
+            groups: [Group::default(); GROUPS_PER_LEAF],
+            slots: Vec::new(),
+            arena: Vec::new(),
+        }
+    }
+
+    pub(super) fn memory_bytes(&self) -> usize {
+        size_of::<Self>() + self.slots.capacity() + self.arena.capacity()
+    }
+
+    /// The slot (arena position) of chunk `chunk` of the leaf, if it has dead TIDs.
+    #[inline]
+    fn slot(&self, chunk: usize) -> Option<usize> {
+        let group = self.groups[(chunk >> GROUP_CHUNK_SHIFT) & (GROUPS_PER_LEAF - 1)];
+        let bit = chunk & (CHUNKS_PER_GROUP - 1);
+        if group.present & (1u64 << bit) == 0 {
+            return None;
+        }
+        let rank = rank_below(group.present, bit as u32) as usize;
+        let at = group.slots_at() + rank * group.slot_width();
+        let distance = if group.wide() {
+            read_u32(&self.slots, at) as usize
+        } else {
+            usize::from(read_u16(&self.slots, at))
+        };
+        Some(group.base as usize + distance)
+    }
+
+    /// Points chunk `chunk`'s slot at `at`; the chunk starts at arena position `start`. The
+    /// chunk is the leaf's last: either its slot is the last one, or it has none yet.
+    fn set_slot(&mut self, chunk: usize, start: usize, at: usize) {
+        let group = &mut self.groups[chunk >> GROUP_CHUNK_SHIFT];
+        let bit = chunk & (CHUNKS_PER_GROUP - 1);
+        assert!(
+            group.present >> bit <= 1,
+            "only the leaf's last chunk changes"
+        );
+        if group.present == 0 {
+            group.base = u32::try_from(start).expect("a leaf's arena stays below 4 GiB");
+            group.slots_at = u32::try_from(self.slots.len())
+                .ok()
+                .filter(|&n| n < SLOTS_WIDE)
+                .expect("a leaf's slots stay below 2 GiB");
+        }
+        let distance = at - group.base as usize;
+        if !group.wide() && distance > usize::from(u16::MAX) {
+            // The group's chunks now span more than 64 KiB: its slots (the last ones) become
+            // u32.
+            let narrow: Vec<u16> = self.slots[group.slots_at()..]
+                .chunks_exact(2)
+                .map(|b| u16::from_le_bytes([b[0], b[1]]))
+                .collect();
+            self.slots.truncate(group.slots_at());
+            for d in narrow {
+                self.slots.extend_from_slice(&u32::from(d).to_le_bytes());
+            }
+            group.slots_at |= SLOTS_WIDE;
+        }
+        let width = group.slot_width();
+        if group.present & (1u64 << bit) == 0 {
+            group.present |= 1u64 << bit;
+            reserve_bytes(&mut self.slots, width);
+            self.slots.resize(self.slots.len() + width, 0);
+        }
+        let last = self.slots.len() - width;
+        if width == 4 {
+            let d = u32::try_from(distance).expect("a leaf's arena stays below 4 GiB");
+            self.slots[last..].copy_from_slice(&d.to_le_bytes());
+        } else {
+            self.slots[last..].copy_from_slice(&(distance as u16).to_le_bytes());
+        }
+        debug_assert_eq!(self.slot(chunk), Some(at));
+    }
+
+    /// The first block with dead TIDs at or after `rel` (a block number within the leaf),
+    /// with its chunk's slot.
     fn next_present(&self, rel: u32) -> Option<(u32, usize)> {
         let first_chunk = (rel >> CHUNK_SHIFT) as usize;
         for chunk in first_chunk..CHUNKS_PER_LEAF {
-            let slot = self.slots[chunk];
-            if slot == EMPTY_SLOT {
+            let Some(at) = self.slot(chunk) else {
                 continue;
-            }
-            let mut present = read_u64(&self.arena, slot as usize + META_PRESENT);
+            };
+            let mut present = Chunk::read(&self.arena, at).present();
             if chunk == first_chunk {
                 present &= u64::MAX << (rel & (BLOCKS_PER_CHUNK as u32 - 1));
             }
             if present != 0 {
                 let rel_block = ((chunk as u32) << CHUNK_SHIFT) | present.trailing_zeros();
-                return Some((rel_block, slot as usize));
+                return Some((rel_block, at));
             }
         }
         None
     }
 }
 
-/// The chunk being filled (always in the last leaf). Its metadata sits at the end of the
-/// arena and is rewritten on every block added to it.
+/// The chunk being filled (always in the last leaf, the last bytes of its arena).
 struct OpenChunk {
     /// `block >> 6` of its blocks.
     chunk: u32,
-    /// Where its metadata starts (= where its containers end).
-    meta_at: usize,
+    /// Where its bytes start in the arena.
+    start: usize,
+    /// Where its slot points: the metadata (containers form) or the list.
+    at: usize,
     present: u64,
     blocks: usize,
+    /// Containers form: the distinct containers' arena positions and sizes (valid while the
+    /// chunk is in that form), and for each present block in order its container's index.
     distinct: usize,
-    /// Arena position and size of each distinct container.
     starts: [u32; BLOCKS_PER_CHUNK],
     sizes: [u32; BLOCKS_PER_CHUNK],
-    /// For each present block in order, its distinct container's index.
     refs: [u8; BLOCKS_PER_CHUNK],
+    /// While the chunk can still take a compact form (rank or list: at most 4 offsets per
+    /// block, all below 512): its keys (as the list form's), where each present block's keys
+    /// begin, and a present block holding each distinct container (to compare new blocks
+    /// with, and to encode the containers from).
+    compact: bool,
+    keys: [u16; COMPACT_MAX_KEYS],
+    num_keys: usize,
+    first_key: [u16; BLOCKS_PER_CHUNK],
+    example: [u8; BLOCKS_PER_CHUNK],
+}
+
+impl OpenChunk {
+    fn new(chunk: u32, start: usize) -> Self {
+        OpenChunk {
+            chunk,
+            start,
+            at: start,
+            present: 0,
+            blocks: 0,
+            distinct: 0,
+            starts: [0; BLOCKS_PER_CHUNK],
+            sizes: [0; BLOCKS_PER_CHUNK],
+            refs: [0; BLOCKS_PER_CHUNK],
+            compact: true,
+            keys: [0; COMPACT_MAX_KEYS],
+            num_keys: 0,
+            first_key: [0; BLOCKS_PER_CHUNK],
+            example: [0; BLOCKS_PER_CHUNK],
+        }
+    }
+
+    /// The keys of present block `i` (compact chunks only).
+    fn block_keys(&self, i: usize) -> &[u16] {
+        let from = usize::from(self.first_key[i]);
+        let to = if i + 1 < self.blocks {
+            usize::from(self.first_key[i + 1])
+        } else {
+            self.num_keys
+        };
+        &self.keys[from..to]
+    }
+
+    /// The size of the chunk in containers form (narrow: a compact chunk is small).
+    fn containers_size(&self) -> usize {
+        self.sizes[..self.distinct]
+            .iter()
+            .map(|&s| s as usize)
+            .sum::<usize>()
+            + container_meta_size(self.distinct, self.blocks, false)
+    }
+
+    /// Writes the chunk whole at the end of `arena` (which ends at `start`) from its keys, in
+    /// containers form; returns the slot.
+    fn write_containers_from_keys(&mut self, arena: &mut Vec<u8>) -> usize {
+        debug_assert_eq!(arena.len(), self.start);
+        debug_assert!(arena.capacity() - arena.len() >= self.containers_size());
+        let mut offsets = [0 as OffsetNumber; RANK_MAX_PER_BLOCK];
+        for k in 0..self.distinct {
+            let keys = self.block_keys(usize::from(self.example[k]));
+            for (o, &key) in offsets.iter_mut().zip(keys) {
+                *o = key & (COMPACT_OFFSET_LIMIT - 1);
+            }
+            let start = arena.len();
+            append_container(&offsets[..keys.len()], arena);
+            self.starts[k] = u32::try_from(start).expect("a leaf's arena stays below 4 GiB");
+            self.sizes[k] = (arena.len() - start) as u32;
+        }
+        let at = arena.len();
+        write_container_meta(
+            arena,
+            self.present,
+            &self.starts[..self.distinct],
+            &self.refs[..self.blocks],
+        );
+        at
+    }
 }
 
 /// Counts describing a [`TidStore`]'s shape (computed by a walk; for benchmarks and tests).
@@ -189,18 +409,27 @@ pub struct TidStoreStats {
     pub leaves: u64,
     pub chunks: u64,
     pub blocks: u64,
-    /// Distinct containers stored, by kind.
+    /// Distinct containers stored, by kind (containers-form chunks).
     pub array_containers: u64,
     pub run_containers: u64,
     pub bitmap_containers: u64,
-    /// Bytes of containers, and of chunk metadata.
+    /// Bytes of containers, and of their chunks' metadata.
     pub container_bytes: u64,
     pub metadata_bytes: u64,
+    /// Chunks in rank form and in list form, and their bytes.
+    pub rank_chunks: u64,
+    pub list_chunks: u64,
+    pub compact_bytes: u64,
+    /// Bytes of the directory: leaves' groups and slots (length, not capacity), and `top`.
+    pub directory_bytes: u64,
+    /// Leaves turned into lists of TIDs when sealed, and the bytes of those lists.
+    pub tid_list_leaves: u64,
+    pub tid_list_bytes: u64,
 }
 
 /// quire's dead-TID store (`dead_tids = store`): see the file's header for the layout.
-/// (`top`, `leaves`, `scratch` and a leaf's `arena` are `pub(super)` for the tests only: they
-/// recount its allocations to check `memory_bytes`.)
+/// (`top`, `leaves`, `scratch` and a leaf's `slots` and `arena` are `pub(super)` for the
+/// tests only: they recount its allocations to check `memory_bytes`.)
 pub struct TidStore {
     budget_bytes: u64,
     /// Indexed by `block >> 16`: 1 + the leaf's index in `leaves`, or 0.
@@ -210,6 +439,8 @@ pub struct TidStore {
     /// `memory_bytes` of every leaf but the last (which alone still changes), so that
     /// `memory_bytes` and `is_full`, called after every block, cost O(1).
     sealed_leaves_bytes: usize,
+    /// The TIDs in the last leaf (for its `seal`).
+    last_leaf_tids: usize,
     open: Option<OpenChunk>,
     last_block: Option<BlockNumber>,
     num_tids: u64,
@@ -236,6 +467,7 @@ impl TidStore {
             top: Vec::new(),
             leaves: Vec::new(),
             sealed_leaves_bytes: 0,
+            last_leaf_tids: 0,
             open: None,
             last_block: None,
             num_tids: 0,
@@ -252,11 +484,12 @@ impl TidStore {
                 return self.leaves.len() - 1;
             }
         }
-        // The previous leaf is complete: give back its growth slack.
+        // The previous leaf is complete.
         if let Some(last) = self.leaves.last_mut() {
-            last.arena.shrink_to_fit();
+            last.seal(self.last_leaf_tids);
             self.sealed_leaves_bytes += last.memory_bytes();
         }
+        self.last_leaf_tids = 0;
         self.leaves.push(Leaf::new(key));
         let index = self.leaves.len() - 1;
         let needed = key as usize + 1;
@@ -273,33 +506,23 @@ impl TidStore {
         let mut s = TidStoreStats {
             leaves: self.leaves.len() as u64,
             blocks: self.num_blocks,
+            directory_bytes: (self.top.len() * size_of::<u32>()) as u64,
             ..TidStoreStats::default()
         };
         for leaf in &self.leaves {
-            for &slot in leaf.slots.iter() {
-                if slot == EMPTY_SLOT {
+            let leaf = match &leaf.body {
+                LeafBody::Chunks(c) => c,
+                LeafBody::Tids(t) => {
+                    s.tid_list_leaves += 1;
+                    s.tid_list_bytes += (t.len() * LISTED_TID_BYTES) as u64;
                     continue;
                 }
-                s.chunks += 1;
-                let meta = ChunkMeta::read(&leaf.arena, slot as usize);
-                let width = meta.table_width();
-                let ref_bits = REF_BITS[usize::from(meta.info & 7)] as usize;
-                let refs_bytes = (meta.present.count_ones() as usize * ref_bits).div_ceil(8);
-                s.metadata_bytes += (META_TABLE + meta.distinct * width + refs_bytes) as u64;
-                for k in 0..meta.distinct {
-                    let at = meta.at + META_TABLE + k * width;
-                    let distance = if width == 4 {
-                        read_u32(&leaf.arena, at) as usize
-                    } else {
-                        usize::from(read_u16(&leaf.arena, at))
-                    };
-                    let (kind, size) = container_kind_and_size(&leaf.arena[meta.at - distance..]);
-                    s.container_bytes += size as u64;
-                    match kind {
-                        KIND_BITMAP => s.bitmap_containers += 1,
-                        KIND_RUNS => s.run_containers += 1,
-                        _ => s.array_containers += 1,
-                    }
+            };
+            s.directory_bytes += (LEAF_GROUPS_BYTES + leaf.slots.len()) as u64;
+            for chunk in 0..CHUNKS_PER_LEAF {
+                if let Some(at) = leaf.slot(chunk) {
+                    s.chunks += 1;
+                    Chunk::read(&leaf.arena, at).add_stats(&mut s);
                 }
             }
         }
@@ -310,45 +533,9 @@ impl TidStore {
 /// Makes room for `extra` more bytes, growing by an eighth rather than doubling: the open
 /// leaf's slack is memory the budget pays for. Growth stays amortised O(1) per byte, and
 /// large reallocations are page remaps rather than copies on Linux.
-fn reserve_arena(arena: &mut Vec<u8>, extra: usize) {
-    if arena.capacity() - arena.len() < extra {
-        arena.reserve_exact(extra.max(arena.len() / 8).max(256));
-    }
-}
-
-/// Writes the open chunk's metadata at the end of `arena` (which ends at `open.meta_at`).
-fn write_meta(arena: &mut Vec<u8>, open: &OpenChunk) {
-    let chunk_start = open.starts[0] as usize;
-    let wide = open.meta_at - chunk_start > usize::from(u16::MAX);
-    let width = if wide { 4 } else { 2 };
-    let code: u8 = match open.distinct {
-        1 => 0,
-        2 => 1,
-        3..=4 => 2,
-        5..=16 => 3,
-        _ => 4,
-    };
-    let ref_bits = REF_BITS[usize::from(code)] as usize;
-    let refs_bytes = (open.blocks * ref_bits).div_ceil(8);
-    reserve_arena(arena, META_TABLE + open.distinct * width + refs_bytes);
-    arena.extend_from_slice(&open.present.to_le_bytes());
-    arena.push(code | if wide { INFO_WIDE } else { 0 });
-    arena.push(open.distinct as u8);
-    for &start in &open.starts[..open.distinct] {
-        let distance = open.meta_at - start as usize;
-        if wide {
-            arena.extend_from_slice(&(distance as u32).to_le_bytes());
-        } else {
-            arena.extend_from_slice(&(distance as u16).to_le_bytes());
-        }
-    }
-    if ref_bits > 0 {
-        let refs_at = arena.len();
-        arena.resize(refs_at + refs_bytes, 0);
-        for (i, &r) in open.refs[..open.blocks].iter().enumerate() {
-            let pos = i * ref_bits;
-            arena[refs_at + pos / 8] |= r << (pos % 8);
-        }
+fn reserve_bytes(bytes: &mut Vec<u8>, extra: usize) {
+    if bytes.capacity() - bytes.len() < extra {
+        bytes.reserve_exact(extra.max(bytes.len() / 8).max(256));
     }
 }
 
@@ -366,50 +553,116 @@ impl DeadTids for TidStore {
         let leaf_index = self.leaf_for(block);
         let chunk = block >> CHUNK_SHIFT;
         let bit = block & (BLOCKS_PER_CHUNK as u32 - 1);
-        let leaf = &mut self.leaves[leaf_index];
+        let LeafBody::Chunks(leaf) = &mut self.leaves[leaf_index].body else {
+            unreachable!("only a sealed leaf is a list, and the fill never goes back to one");
+        };
         let open = match &mut self.open {
-            Some(open) if open.chunk == chunk => {
-                // Drop the old metadata; it is written again below.
-                leaf.arena.truncate(open.meta_at);
-                open
+            Some(open) if open.chunk == chunk => open,
+            _ => self.open.insert(OpenChunk::new(chunk, leaf.arena.len())),
+        };
+        // Everything from the chunk's start (compact) or its metadata (containers) is
+        // written again below.
+        debug_assert!(open.at >= open.start && open.at <= leaf.arena.len());
+        let fits_compact = offsets.len() <= RANK_MAX_PER_BLOCK
+            && offsets[offsets.len() - 1] < COMPACT_OFFSET_LIMIT;
+        if open.compact && !fits_compact {
+            // The chunk can no longer be compact: from now on it grows in containers form.
+            open.compact = false;
+            if open.blocks > 0 {
+                leaf.arena.truncate(open.start);
+                reserve_bytes(&mut leaf.arena, open.containers_size());
+                open.at = open.write_containers_from_keys(&mut leaf.arena);
             }
-            _ => self.open.insert(OpenChunk {
-                chunk,
-                meta_at: leaf.arena.len(),
-                present: 0,
-                blocks: 0,
-                distinct: 0,
-                starts: [0; BLOCKS_PER_CHUNK],
-                sizes: [0; BLOCKS_PER_CHUNK],
-                refs: [0; BLOCKS_PER_CHUNK],
-            }),
-        };
-        let existing = (0..open.distinct).find(|&k| {
-            let start = open.starts[k] as usize;
-            open.sizes[k] as usize == scratch.len()
-                && leaf.arena[start..start + scratch.len()] == scratch[..]
-        });
-        let k = if let Some(k) = existing {
-            k
+        }
+        if open.compact {
+            // Find the block's container among the distinct ones by comparing offsets.
+            let existing = (0..open.distinct).find(|&k| {
+                let keys = open.block_keys(usize::from(open.example[k]));
+                keys.len() == offsets.len()
+                    && keys
+                        .iter()
+                        .zip(offsets)
+                        .all(|(&key, &o)| key & (COMPACT_OFFSET_LIMIT - 1) == o)
+            });
+            let k = existing.unwrap_or_else(|| {
+                let k = open.distinct;
+                open.example[k] = open.blocks as u8;
+                open.sizes[k] = scratch.len() as u32;
+                open.distinct += 1;
+                k
+            });
+            open.refs[open.blocks] = k as u8;
+            open.first_key[open.blocks] = open.num_keys as u16;
+            for &o in offsets {
+                open.keys[open.num_keys] = list_key(bit, o);
+                open.num_keys += 1;
+            }
+            open.blocks += 1;
+            open.present |= 1u64 << bit;
+            // Rewrite the chunk whole, in the smallest form; on a tie containers, then
+            // rank; a list only when at most half the size of both others (see `chunk.rs`:
+            // lists mixed with rank chunks cost a mispredicted branch per lookup). All are
+            // small: at most 256 TIDs of at most 4 per block.
+            let containers_size = open.containers_size();
+            let rank_size = rank_size(open.blocks, open.num_keys);
+            let list_size = if open.num_keys <= LIST_MAX_KEYS {
+                list_size(open.num_keys)
+            } else {
+                usize::MAX
+            };
+            leaf.arena.truncate(open.start);
+            reserve_bytes(&mut leaf.arena, containers_size.min(rank_size));
+            let keys = &open.keys[..open.num_keys];
+            if list_size.saturating_mul(2) <= containers_size.min(rank_size) {
+                write_list(&mut leaf.arena, keys);
+                open.at = open.start;
+            } else if rank_size < containers_size {
+                write_rank(&mut leaf.arena, keys);
+                open.at = open.start;
+            } else {
+                open.at = open.write_containers_from_keys(&mut leaf.arena);
+            }
         } else {
-            reserve_arena(&mut leaf.arena, scratch.len());
-            let start = leaf.arena.len();
-            leaf.arena.extend_from_slice(&scratch);
-            let k = open.distinct;
-            open.starts[k] = u32::try_from(start).expect("a leaf's arena stays below 4 GiB");
-            open.sizes[k] = scratch.len() as u32;
-            open.distinct += 1;
-            k
-        };
-        open.refs[open.blocks] = k as u8;
-        open.blocks += 1;
-        open.present |= 1u64 << bit;
-        open.meta_at = leaf.arena.len();
-        write_meta(&mut leaf.arena, open);
-        leaf.slots[(chunk as usize) & (CHUNKS_PER_LEAF - 1)] =
-            u32::try_from(open.meta_at).expect("a leaf's arena stays below 4 GiB");
+            // Containers form: drop the old metadata, append the container unless an
+            // identical one is there, write the metadata again.
+            leaf.arena.truncate(open.at);
+            let existing = (0..open.distinct).find(|&k| {
+                let start = open.starts[k] as usize;
+                open.sizes[k] as usize == scratch.len()
+                    && leaf.arena[start..start + scratch.len()] == scratch[..]
+            });
+            let k = if let Some(k) = existing {
+                k
+            } else {
+                reserve_bytes(&mut leaf.arena, scratch.len());
+                let start = leaf.arena.len();
+                leaf.arena.extend_from_slice(&scratch);
+                let k = open.distinct;
+                open.starts[k] = u32::try_from(start).expect("a leaf's arena stays below 4 GiB");
+                open.sizes[k] = scratch.len() as u32;
+                open.distinct += 1;
+                k
+            };
+            open.refs[open.blocks] = k as u8;
+            open.blocks += 1;
+            open.present |= 1u64 << bit;
+            open.at = leaf.arena.len();
+            reserve_bytes(
+                &mut leaf.arena,
+                container_meta_size(open.distinct, open.blocks, true),
+            );
+            write_container_meta(
+                &mut leaf.arena,
+                open.present,
+                &open.starts[..open.distinct],
+                &open.refs[..open.blocks],
+            );
+        }
+        let chunk_in_leaf = (chunk as usize) & (CHUNKS_PER_LEAF - 1);
+        leaf.set_slot(chunk_in_leaf, open.start, open.at);
         self.scratch = scratch;
         self.last_block = Some(block);
+        self.last_leaf_tids += offsets.len();
         self.num_tids += offsets.len() as u64;
         self.num_blocks += 1;
         Ok(())
@@ -424,18 +677,18 @@ impl DeadTids for TidStore {
         if leaf_plus_one == 0 {
             return false;
         }
-        let leaf = &self.leaves[leaf_plus_one as usize - 1];
-        let slot = leaf.slots[((block >> CHUNK_SHIFT) as usize) & (CHUNKS_PER_LEAF - 1)];
-        if slot == EMPTY_SLOT {
+        let leaf = match &self.leaves[leaf_plus_one as usize - 1].body {
+            LeafBody::Chunks(c) => c,
+            LeafBody::Tids(t) => {
+                let key = (block & (BLOCKS_PER_LEAF - 1)) << 16 | u32::from(tid.offset);
+                return t.binary_search(&key).is_ok();
+            }
+        };
+        let Some(at) = leaf.slot(((block >> CHUNK_SHIFT) as usize) & (CHUNKS_PER_LEAF - 1))
+        else {
             return false;
-        }
-        let bit = block & (BLOCKS_PER_CHUNK as u32 - 1);
-        let present = read_u64(&leaf.arena, slot as usize + META_PRESENT);
-        if present & (1u64 << bit) == 0 {
-            return false;
-        }
-        let meta = ChunkMeta::read(&leaf.arena, slot as usize);
-        container_contains(&leaf.arena[meta.container_at(bit)..], tid.offset)
+        };
+        Chunk::read(&leaf.arena, at).contains(block & (BLOCKS_PER_CHUNK as u32 - 1), tid.offset)
     }
 
     fn num_tids(&self) -> u64 {
@@ -477,10 +730,27 @@ impl DeadTids for TidStore {
         let mut rel = (cursor.pos & u64::from(BLOCKS_PER_LEAF - 1)) as u32;
         for leaf_index in first_leaf..self.leaves.len() {
             let leaf = &self.leaves[leaf_index];
-            if let Some((rel_block, slot)) = leaf.next_present(rel) {
-                let meta = ChunkMeta::read(&leaf.arena, slot);
-                let bit = rel_block & (BLOCKS_PER_CHUNK as u32 - 1);
-                decode_container(&leaf.arena[meta.container_at(bit)..], offsets);
+            let found = match &leaf.body {
+                LeafBody::Chunks(c) => c.next_present(rel).map(|(rel_block, at)| {
+                    let bit = rel_block & (BLOCKS_PER_CHUNK as u32 - 1);
+                    Chunk::read(&c.arena, at).decode(bit, offsets);
+                    rel_block
+                }),
+                LeafBody::Tids(t) => {
+                    let from = t.partition_point(|&k| k >> 16 < rel);
+                    t.get(from).map(|&first| {
+                        let rel_block = first >> 16;
+                        offsets.extend(
+                            t[from..]
+                                .iter()
+                                .take_while(|&&k| k >> 16 == rel_block)
+                                .map(|&k| k as OffsetNumber),
+                        );
+                        rel_block
+                    })
+                }
+            };
+            if let Some(rel_block) = found {
                 cursor.pos = ((leaf_index as u64) << LEAF_SHIFT) + u64::from(rel_block) + 1;
                 return Some((leaf.key << LEAF_SHIFT) | rel_block);
             }
