@@ -10,7 +10,9 @@
 //! transaction states, lock tags, heap prune and freeze records, B-tree pages and meta
 //! pages, the header and line pointers of any page, and — through a whole startup, since
 //! their decoders are private — the WAL's pages and the control file, with bits flipped on
-//! the simulated file system. Not yet: the dead-TID containers.
+//! the simulated file system. Beside their code, with the same properties: the dead-TID
+//! store's chunks and containers (`vacuum/tidstore/tests.rs`, in memory only), numeric
+//! values (`value/numeric.rs`) and sequence pages (`sequence/mod.rs`).
 
 mod common;
 

@@ -851,5 +851,12 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<Report> {
     report
         .notes
         .extend(stats_notes.into_iter().map(|s| format!("  {s}")));
+    report.figure = Some(super::plot::Figure {
+        title: "tidstore (seed 004): dead-TID memory per test and structure".into(),
+        panels: vec![
+            report.bars_panel("bytes per dead TID", Some("test"), "bytes_per_tid"),
+            report.bars_panel("ns per lookup", Some("test"), "ns_per_lookup"),
+        ],
+    });
     Ok(report)
 }
