@@ -53,6 +53,9 @@ fn encode_binary(v: &Value, ty: SqlType) -> Option<Vec<u8>> {
         (Value::Bool(b), _) => vec![u8::from(*b)],
         (Value::Float(f), SqlType::Float4) => (*f as f32).to_be_bytes().to_vec(),
         (Value::Float(f), _) => f.to_be_bytes().to_vec(),
+        (Value::Text(s), t @ (SqlType::TextArray | SqlType::Int2Array)) => {
+            quire_sql::array_to_binary(s, t)
+        }
         (Value::Text(s), _) => s.as_bytes().to_vec(),
         (Value::Bytea(b), _) => b.clone(),
         (Value::Timestamp(us), _) => us.saturating_sub(PG_EPOCH_OFFSET_US).to_be_bytes().to_vec(),

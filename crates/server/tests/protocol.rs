@@ -1083,3 +1083,28 @@ async fn numeric_travels_in_binary_and_text_as_postgresql_sends_it() -> anyhow::
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn arrays_travel_in_binary_as_array_send_writes_them() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Running::start(dir.path(), 10).await?;
+    let client = server.connect().await?;
+    client
+        .batch_execute("CREATE TABLE k (a int, b int, PRIMARY KEY (b, a))")
+        .await?;
+    // tokio-postgres asks for every result column in binary.
+    let row = client
+        .query_one("SELECT current_schemas(true)", &[])
+        .await?;
+    assert_eq!(row.get::<_, Vec<String>>(0), ["pg_catalog", "public"]);
+    let row = client
+        .query_one(
+            "SELECT indkey FROM pg_index WHERE indrelid = 'k'::regclass",
+            &[],
+        )
+        .await?;
+    assert_eq!(row.get::<_, Vec<i16>>(0), [2, 1]);
+    let row = client.query_one("SELECT '{}'::text[]", &[]).await?;
+    assert!(row.get::<_, Vec<String>>(0).is_empty());
+    Ok(())
+}

@@ -545,6 +545,41 @@ pub(crate) fn array_elements(s: &str) -> Vec<String> {
     out
 }
 
+/// A one-dimensional `text[]` or `smallint[]` (kept in text form) in PostgreSQL's binary
+/// array format (`array_send`): dimensions 1, no nulls, the element type's oid, the length
+/// and lower bound 1, then each element as a length and its binary form. An empty array has
+/// no dimensions.
+pub fn array_to_binary(text: &str, ty: SqlType) -> Vec<u8> {
+    let int2 = ty == SqlType::Int2Array;
+    let elem_oid = if int2 {
+        SqlType::Int2.oid()
+    } else {
+        SqlType::Text.oid()
+    };
+    let elements = array_elements(text);
+    let mut out = Vec::new();
+    let ndim: i32 = i32::from(!elements.is_empty());
+    out.extend_from_slice(&ndim.to_be_bytes());
+    out.extend_from_slice(&0i32.to_be_bytes()); // no nulls
+    out.extend_from_slice(&elem_oid.to_be_bytes());
+    if elements.is_empty() {
+        return out;
+    }
+    let len = i32::try_from(elements.len()).unwrap_or(i32::MAX);
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&1i32.to_be_bytes());
+    for e in elements {
+        if int2 {
+            out.extend_from_slice(&2i32.to_be_bytes());
+            out.extend_from_slice(&e.trim().parse::<i16>().unwrap_or(0).to_be_bytes());
+        } else {
+            out.extend_from_slice(&i32::try_from(e.len()).unwrap_or(i32::MAX).to_be_bytes());
+            out.extend_from_slice(e.as_bytes());
+        }
+    }
+    out
+}
+
 /// A `text[]` value in its text form.
 pub(crate) fn array_text<S: AsRef<str>>(elements: &[S]) -> String {
     let mut s = String::from("{");
