@@ -5,53 +5,13 @@
 //! takes the indexes over it with it, and its name may be used again. All of it rolls back
 //! and survives a restart.
 
+mod common;
+
 use std::sync::Arc;
 
-use quire_engine::vfs::{OsVfs, Vfs};
-use quire_engine::{Config, Database, Value};
-use quire_sql::{parse, OutcomeKind, Session};
-
-fn open(dir: &std::path::Path) -> anyhow::Result<Arc<Database>> {
-    let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
-    let config = Config {
-        shared_buffers_bytes: 4 * 1024 * 1024,
-        autovacuum: false,
-        ..Config::default()
-    };
-    let db = Database::open(&vfs, dir, config)?;
-    Session::bootstrap(&db)?;
-    Ok(Arc::new(db))
-}
-
-fn run(s: &mut Session, sql: &str) -> Result<String, String> {
-    let mut tag = String::new();
-    for stmt in parse(sql).map_err(|e| e.sqlstate().to_string())? {
-        tag = s
-            .execute(&stmt, &[], &[])
-            .map_err(|e| format!("{} {}", e.sqlstate(), e))?
-            .tag;
-    }
-    Ok(tag)
-}
-
-/// The rows and the column names of a query.
-fn query(s: &mut Session, sql: &str) -> (Vec<String>, Vec<Vec<Value>>) {
-    let stmt = parse(sql).unwrap().pop().unwrap();
-    match s.execute(&stmt, &[], &[]).unwrap().kind {
-        OutcomeKind::Rows { columns, rows } => {
-            (columns.into_iter().map(|c| c.name).collect(), rows)
-        }
-        other => panic!("no rows: {other:?}"),
-    }
-}
-
-fn rows(s: &mut Session, sql: &str) -> Vec<Vec<Value>> {
-    query(s, sql).1
-}
-
-fn code(r: Result<String, String>) -> String {
-    r.expect_err("must fail")[..5].to_string()
-}
+use common::{code, open, query, rows, run};
+use quire_engine::Value;
+use quire_sql::Session;
 
 fn int(i: i64) -> Value {
     Value::Int(i)

@@ -5,51 +5,13 @@
 //! psql reads (pg_class relkind 'S', pg_attrdef, pg_sequence), and all of it surviving a
 //! restart.
 
+mod common;
+
 use std::sync::Arc;
 
-use quire_engine::vfs::{OsVfs, Vfs};
-use quire_engine::{Config, Database, Value};
-use quire_sql::{parse, OutcomeKind, Session};
-
-fn open(dir: &std::path::Path) -> anyhow::Result<Arc<Database>> {
-    let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
-    let config = Config {
-        shared_buffers_bytes: 4 * 1024 * 1024,
-        autovacuum: false,
-        ..Config::default()
-    };
-    let db = Database::open(&vfs, dir, config)?;
-    Session::bootstrap(&db)?;
-    Ok(Arc::new(db))
-}
-
-/// Runs every statement of `sql`; the first error's SQLSTATE, or the last outcome's tag.
-fn run(s: &mut Session, sql: &str) -> Result<String, String> {
-    let mut tag = String::new();
-    for stmt in parse(sql).map_err(|e| e.sqlstate().to_string())? {
-        tag = s
-            .execute(&stmt, &[], &[])
-            .map_err(|e| format!("{} {}", e.sqlstate(), e))?
-            .tag;
-    }
-    Ok(tag)
-}
-
-fn rows(s: &mut Session, sql: &str) -> Vec<Vec<Value>> {
-    let stmt = parse(sql).unwrap().pop().unwrap();
-    match s.execute(&stmt, &[], &[]).unwrap().kind {
-        OutcomeKind::Rows { rows, .. } => rows,
-        other => panic!("no rows: {other:?}"),
-    }
-}
-
-fn one(s: &mut Session, sql: &str) -> Value {
-    rows(s, sql).remove(0).remove(0)
-}
-
-fn code(r: Result<String, String>) -> String {
-    r.expect_err("must fail")[..5].to_string()
-}
+use common::{code, one, open, rows, run};
+use quire_engine::Value;
+use quire_sql::Session;
 
 #[test]
 fn sequences_hand_out_values_outside_transactions() -> anyhow::Result<()> {

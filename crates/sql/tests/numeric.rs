@@ -4,34 +4,12 @@
 //! `round` and `abs`, `sum` / `avg` (sum(bigint) and avg(integer) as numeric), an index
 //! over a numeric column (order by value, 1.0 = 1.00), and values surviving a restart.
 
+mod common;
+
 use std::sync::Arc;
 
-use quire_engine::vfs::{OsVfs, Vfs};
-use quire_engine::{Config, Database};
+use common::{code, open, run};
 use quire_sql::{format_text, parse, OutcomeKind, Session, SqlType};
-
-fn open(dir: &std::path::Path) -> anyhow::Result<Arc<Database>> {
-    let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
-    let config = Config {
-        shared_buffers_bytes: 4 * 1024 * 1024,
-        autovacuum: false,
-        ..Config::default()
-    };
-    let db = Database::open(&vfs, dir, config)?;
-    Session::bootstrap(&db)?;
-    Ok(Arc::new(db))
-}
-
-fn run(s: &mut Session, sql: &str) -> Result<String, String> {
-    let mut tag = String::new();
-    for stmt in parse(sql).map_err(|e| e.sqlstate().to_string())? {
-        tag = s
-            .execute(&stmt, &[], &[])
-            .map_err(|e| format!("{} {}", e.sqlstate(), e))?
-            .tag;
-    }
-    Ok(tag)
-}
 
 /// The first row as PostgreSQL's text output, with the column types.
 fn texts(s: &mut Session, sql: &str) -> Vec<(String, String)> {
@@ -48,10 +26,6 @@ fn texts(s: &mut Session, sql: &str) -> Vec<(String, String)> {
 
 fn text(s: &mut Session, sql: &str) -> String {
     texts(s, sql).remove(0).0
-}
-
-fn code(r: Result<String, String>) -> String {
-    r.expect_err("must fail")[..5].to_string()
 }
 
 #[test]

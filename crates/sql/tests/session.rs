@@ -1,23 +1,14 @@
 //! The SQL layer without the network: a `Session` on a temporary database, statements in,
 //! outcomes and SQLSTATEs out.
 
+mod common;
+
 use std::sync::Arc;
 
+use common::open;
 use quire_engine::vfs::{OsVfs, Vfs};
 use quire_engine::{Config, Database, Value};
 use quire_sql::{parse, OutcomeKind, Session, SqlType, TxStatus};
-
-fn open(dir: &std::path::Path) -> anyhow::Result<Arc<Database>> {
-    let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
-    let config = Config {
-        shared_buffers_bytes: 4 * 1024 * 1024,
-        autovacuum: false,
-        ..Config::default()
-    };
-    let db = Database::open(&vfs, dir, config)?;
-    Session::bootstrap(&db)?;
-    Ok(Arc::new(db))
-}
 
 /// Runs every statement of `sql`; the first error's SQLSTATE, or the last outcome's tag.
 fn run(s: &mut Session, sql: &str) -> Result<String, &'static str> {

@@ -854,18 +854,7 @@ impl Binder<'_> {
             ));
         };
         let step = it.next();
-        let q = alias.map_or_else(|| "generate_series".to_string(), |a| ident_name(&a.name));
-        let col = alias
-            .and_then(|a| a.columns.first().map(|c| ident_name(&c.name)))
-            .unwrap_or_else(|| q.clone());
-        let scope = Scope {
-            cols: vec![ScopeCol {
-                qualifier: Some(q),
-                name: col,
-                ty: SqlType::Int8,
-                hidden: false,
-            }],
-        };
+        let scope = function_scope("generate_series", alias, SqlType::Int8);
         Ok((Node::Series { start, stop, step }, scope))
     }
 
@@ -889,19 +878,25 @@ impl Binder<'_> {
                 ))
             }
         };
-        let q = alias.map_or_else(|| "unnest".to_string(), |a| ident_name(&a.name));
-        let col = alias
-            .and_then(|a| a.columns.first().map(|c| ident_name(&c.name)))
-            .unwrap_or_else(|| q.clone());
-        let scope = Scope {
-            cols: vec![ScopeCol {
-                qualifier: Some(q),
-                name: col,
-                ty: elem,
-                hidden: false,
-            }],
-        };
+        let scope = function_scope("unnest", alias, elem);
         Ok((Node::Unnest { array, elem }, scope))
+    }
+}
+
+/// The one column of a table function in FROM: named by the alias's column list, else the
+/// alias, else the function, as PostgreSQL names it.
+fn function_scope(function: &str, alias: Option<&ast::TableAlias>, ty: SqlType) -> Scope {
+    let q = alias.map_or_else(|| function.to_string(), |a| ident_name(&a.name));
+    let col = alias
+        .and_then(|a| a.columns.first().map(|c| ident_name(&c.name)))
+        .unwrap_or_else(|| q.clone());
+    Scope {
+        cols: vec![ScopeCol {
+            qualifier: Some(q),
+            name: col,
+            ty,
+            hidden: false,
+        }],
     }
 }
 
