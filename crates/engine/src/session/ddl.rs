@@ -1,18 +1,19 @@
-//! DDL of a transaction: CREATE/TRUNCATE/DROP TABLE and LOCK TABLE, as new versions of
-//! catalog entries under the transaction's id (so DDL commits and rolls back with it), and
+//! DDL of a transaction: CREATE/TRUNCATE/DROP TABLE, ADD/DROP COLUMN and LOCK TABLE, as new
+//! versions of catalog entries under the transaction's id (so DDL commits and rolls back with it), and
 //! catalog look-ups under the transaction's snapshot.
 
 use super::Transaction;
 use crate::catalog::{name_lock, Column, Entry, TableDef, TableId, USER_DB};
-
-/// Most columns a table may have, dropped ones included (PostgreSQL's `MaxHeapAttributeNumber`).
-const MAX_COLUMNS: usize = 1600;
 use crate::error::{Error, Result};
 use crate::heap::{Looker, UpdateCheck};
 use crate::page::Tid;
 
 use crate::txn::lock::{LockMode, LockWait};
 use crate::types::{Fork, Oid, RelFileLocator, PAGE_SIZE};
+
+/// Most columns a table may have, dropped ones included (PostgreSQL's
+/// `MaxHeapAttributeNumber`).
+const MAX_COLUMNS: usize = 1600;
 
 impl Transaction {
     /// A looker for catalog lookups: a fresh snapshot (the latest committed state, whatever
