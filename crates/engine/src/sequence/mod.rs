@@ -34,12 +34,12 @@
 //! - The state changes under the page's exclusive content lock, which serialises callers;
 //!   no lock is held across the WAL flush.
 
-use crate::buffer::BufferPool;
+use crate::buffer::{BufferPool, PageWriteGuard};
 use crate::bytes::Reader;
 use crate::error::{Error, Result};
 use crate::page::{Page, PageMut};
 use crate::recovery::{redo_block, rmid, RecordCursor, RedoContext, ResourceManager};
-use crate::types::{BufferTag, Fork, Oid, RelFileLocator, Xid, PAGE_SIZE};
+use crate::types::{BufferTag, Fork, Lsn, Oid, RelFileLocator, Xid, PAGE_SIZE};
 use crate::wal::record::record_types;
 use crate::wal::{DecodedRecord, LoggedPage, Wal};
 
@@ -260,14 +260,25 @@ pub fn init(pool: &BufferPool, wal: &Wal, def: &SequenceDef) -> Result<()> {
         log_cnt: 0,
         is_called: false,
     };
-    state.write(&mut page);
+    write_logged(wal, &mut page, state, state)?;
+    Ok(())
+}
+
+/// Writes `on_page` to the sequence's page and logs `logged`, the state redo rebuilds the
+/// page with (where a crash resumes from); returns the record's end.
+fn write_logged(
+    wal: &Wal,
+    page: &mut PageWriteGuard<'_>,
+    on_page: SeqState,
+    logged: SeqState,
+) -> Result<Lsn> {
+    on_page.write(page);
     wal.log_page_change(
         Xid::INVALID,
         SequenceRecord::Set,
-        &set_record(state),
-        &mut [LoggedPage::will_init(&mut page)],
-    )?;
-    Ok(())
+        &set_record(logged),
+        &mut [LoggedPage::will_init(page)],
+    )
 }
 
 /// The state now (for `SELECT * FROM seq` and `pg_sequences`).
@@ -311,18 +322,12 @@ pub fn next_value(pool: &BufferPool, wal: &Wal, def: &SequenceDef) -> Result<i64
                 log_cnt: 0,
                 is_called: true,
             };
-            SeqState {
+            let on_page = SeqState {
                 last_value: value,
                 log_cnt: covered,
                 is_called: true,
-            }
-            .write(&mut page);
-            let end = wal.log_page_change(
-                Xid::INVALID,
-                SequenceRecord::Set,
-                &set_record(logged),
-                &mut [LoggedPage::will_init(&mut page)],
-            )?;
+            };
+            let end = write_logged(wal, &mut page, on_page, logged)?;
             (value, Some(end))
         } else {
             let lsn = Page::new(&page).lsn();
@@ -371,13 +376,7 @@ pub fn set_value(
             log_cnt: 0,
             is_called,
         };
-        state.write(&mut page);
-        wal.log_page_change(
-            Xid::INVALID,
-            SequenceRecord::Set,
-            &set_record(state),
-            &mut [LoggedPage::will_init(&mut page)],
-        )?
+        write_logged(wal, &mut page, state, state)?
     };
     drop(buf);
     wal.flush(end)
