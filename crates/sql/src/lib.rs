@@ -25,8 +25,10 @@
 //!   `Transaction` inside it. Anything here may block (a row lock, I/O); the async runtime
 //!   never calls into this crate directly.
 //! - Table definitions are the engine's catalog; what SQL adds (declared types such as
-//!   `integer` over the engine's `Int`, NOT NULL) lives in an engine table of its own
-//!   written in the same transaction, so DDL rolls back as a whole ([`catalog`]'s rules).
+//!   `integer` over the engine's `Int`, NOT NULL, DEFAULT expressions and the sequences
+//!   serial columns own, roles) lives in engine tables of its own written in the same
+//!   transaction, so DDL rolls back as a whole ([`catalog`]'s rules). Sequences and numeric
+//!   values are the engine's own (its `sequence` layer and value type).
 //! - Memory: every node that materializes rows (sort, aggregate, hash join, DISTINCT, a
 //!   statement's result) is bounded by `plan::MAX_MATERIALIZED_ROWS`; beyond it the
 //!   statement fails with 54000.
