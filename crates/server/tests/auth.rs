@@ -6,36 +6,22 @@
 //! listen beyond loopback under `trust`, and TLS with the committed test certificate
 //! (`tests/fixtures`: `ca.crt` signed `server.crt` for localhost, 127.0.0.1 and ::1).
 
+mod common;
+
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use common::{code, config, message, simple, Running};
 use pgwire::tokio::tokio_rustls::{self, rustls};
 use quire_server::{Server, ServerConfig};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tokio_postgres::config::SslMode;
 use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect};
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage, Socket};
-
-struct Running {
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<Result<(), quire_server::ServerError>>>,
-}
-
-fn config(dir: &Path) -> ServerConfig {
-    let mut config = ServerConfig::new(dir);
-    config.port = 0;
-    config.engine.shared_buffers_bytes = 4 * 1024 * 1024;
-    config.engine.autovacuum = false;
-    config
-}
+use tokio_postgres::{Client, NoTls, Socket};
 
 /// A configuration whose rules are `hba` (written to the data directory).
 fn config_with_hba(dir: &Path, hba: &str) -> anyhow::Result<ServerConfig> {
@@ -53,20 +39,6 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 impl Running {
-    async fn start(config: ServerConfig) -> anyhow::Result<Running> {
-        let server = Server::start(config).await?;
-        let addr = server.local_addr();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(server.run(async {
-            let _ = stopped.await;
-        }));
-        Ok(Running {
-            addr,
-            stop: Some(stop),
-            task: Some(task),
-        })
-    }
-
     fn client_config(&self, user: &str, password: Option<&str>) -> tokio_postgres::Config {
         let mut c = tokio_postgres::Config::new();
         c.host(self.addr.ip().to_string())
@@ -79,7 +51,7 @@ impl Running {
         c
     }
 
-    async fn connect(
+    async fn login(
         &self,
         user: &str,
         password: Option<&str>,
@@ -89,7 +61,7 @@ impl Running {
         Ok(client)
     }
 
-    async fn connect_tls(
+    async fn login_tls(
         &self,
         user: &str,
         password: Option<&str>,
@@ -100,22 +72,6 @@ impl Running {
         tokio::spawn(connection);
         Ok(client)
     }
-
-    async fn stop(mut self) -> anyhow::Result<()> {
-        let _ = self.stop.take().map(|s| s.send(()));
-        self.task.take().expect("stopped once").await??;
-        Ok(())
-    }
-}
-
-fn code(e: &tokio_postgres::Error) -> String {
-    e.code()
-        .map_or_else(|| format!("no SQLSTATE: {e}"), |c| c.code().to_string())
-}
-
-fn message(e: &tokio_postgres::Error) -> String {
-    e.as_db_error()
-        .map_or_else(|| e.to_string(), |d| d.message().to_string())
 }
 
 /// The SQLSTATE and message of a refused connection.
@@ -124,19 +80,6 @@ fn refusal(r: Result<Client, tokio_postgres::Error>) -> (String, String) {
         Ok(_) => panic!("the connection was accepted"),
         Err(e) => (code(&e), message(&e)),
     }
-}
-
-async fn simple(
-    client: &Client,
-    sql: &str,
-) -> Result<Vec<Vec<Option<String>>>, tokio_postgres::Error> {
-    let mut rows = Vec::new();
-    for m in client.simple_query(sql).await? {
-        if let SimpleQueryMessage::Row(r) = m {
-            rows.push((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect());
-        }
-    }
-    Ok(rows)
 }
 
 async fn one(client: &Client, sql: &str) -> anyhow::Result<Option<String>> {
@@ -157,13 +100,13 @@ async fn password_logins_succeed_and_failures_do_not_tell_whether_the_role_exist
 ) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let server = Running::start(config_with_hba(dir.path(), TRUST_POSTGRES_SCRAM_OTHERS)?).await?;
-    let admin = server.connect("postgres", None).await?;
+    let admin = server.login("postgres", None).await?;
     client_ok(&admin, "CREATE USER alice WITH PASSWORD 'sesame'").await?;
     client_ok(&admin, "CREATE ROLE carol PASSWORD 'sesame'").await?;
     client_ok(&admin, "CREATE USER nopass").await?;
     client_ok(&admin, "CREATE USER erin PASSWORD 'clear'").await?;
 
-    let alice = server.connect("alice", Some("sesame")).await?;
+    let alice = server.login("alice", Some("sesame")).await?;
     assert_eq!(
         one(&alice, "SELECT current_user").await?.as_deref(),
         Some("alice")
@@ -172,7 +115,7 @@ async fn password_logins_succeed_and_failures_do_not_tell_whether_the_role_exist
 
     // A wrong password, an unknown role and a role without a password: one answer.
     for (user, password) in [("alice", "open"), ("mallory", "sesame"), ("nopass", "")] {
-        let (c, m) = refusal(server.connect(user, Some(password)).await);
+        let (c, m) = refusal(server.login(user, Some(password)).await);
         assert_eq!(c, "28P01", "{user}: {m}");
         assert_eq!(
             m,
@@ -180,18 +123,18 @@ async fn password_logins_succeed_and_failures_do_not_tell_whether_the_role_exist
         );
     }
     // Without LOGIN, only once the password is right.
-    let (c, m) = refusal(server.connect("carol", Some("sesame")).await);
+    let (c, m) = refusal(server.login("carol", Some("sesame")).await);
     assert_eq!(
         (c.as_str(), m.as_str()),
         ("28000", "role \"carol\" is not permitted to log in")
     );
-    let (c, _) = refusal(server.connect("carol", Some("wrong")).await);
+    let (c, _) = refusal(server.login("carol", Some("wrong")).await);
     assert_eq!(c, "28P01");
 
     // The `password` method: the password in clear, checked against the verifier.
-    let erin = server.connect("erin", Some("clear")).await?;
+    let erin = server.login("erin", Some("clear")).await?;
     assert_eq!(one(&erin, "SELECT 1").await?.as_deref(), Some("1"));
-    let (c, _) = refusal(server.connect("erin", Some("muddy")).await);
+    let (c, _) = refusal(server.login("erin", Some("muddy")).await);
     assert_eq!(c, "28P01");
 
     // A verifier given as the password (psql's \password sends one) is stored as is.
@@ -214,7 +157,7 @@ async fn password_logins_succeed_and_failures_do_not_tell_whether_the_role_exist
         .as_deref(),
         Some("********")
     );
-    server.connect("dave", Some("given")).await?;
+    server.login("dave", Some("given")).await?;
     // Never the password itself.
     let stored = one(
         &admin,
@@ -243,7 +186,7 @@ async fn the_first_start_trusts_loopback_only_and_refuses_what_no_rule_names() -
 {
     let dir = tempfile::tempdir()?;
     let server = Running::start(config(dir.path())).await?;
-    let client = server.connect("postgres", None).await?;
+    let client = server.login("postgres", None).await?;
     assert_eq!(
         one(&client, "SELECT current_user").await?.as_deref(),
         Some("postgres")
@@ -251,7 +194,7 @@ async fn the_first_start_trusts_loopback_only_and_refuses_what_no_rule_names() -
     let written = std::fs::read_to_string(dir.path().join("pg_hba.conf"))?;
     assert_eq!(written, quire_server::hba::DEFAULT_HBA);
     // Trust, but no such role.
-    let (c, m) = refusal(server.connect("mallory", None).await);
+    let (c, m) = refusal(server.login("mallory", None).await);
     assert_eq!(
         (c.as_str(), m.as_str()),
         ("28000", "role \"mallory\" does not exist")
@@ -261,13 +204,13 @@ async fn the_first_start_trusts_loopback_only_and_refuses_what_no_rule_names() -
     let dir = tempfile::tempdir()?;
     let hba = "host all postgres 127.0.0.1/32 trust\nhost all bob 127.0.0.1/32 reject\n";
     let server = Running::start(config_with_hba(dir.path(), hba)?).await?;
-    let (c, m) = refusal(server.connect("alice", Some("x")).await);
+    let (c, m) = refusal(server.login("alice", Some("x")).await);
     assert_eq!(c, "28000");
     assert_eq!(
         m,
         "no pg_hba.conf entry for host \"127.0.0.1\", user \"alice\", database \"quire\", no encryption"
     );
-    let (c, m) = refusal(server.connect("bob", None).await);
+    let (c, m) = refusal(server.login("bob", None).await);
     assert_eq!(c, "28000");
     assert!(
         m.starts_with("pg_hba.conf rejects connection for host \"127.0.0.1\", user \"bob\""),
@@ -280,7 +223,7 @@ async fn the_first_start_trusts_loopback_only_and_refuses_what_no_rule_names() -
 async fn role_statements_roll_back_with_their_transaction() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let server = Running::start(config_with_hba(dir.path(), TRUST_POSTGRES_SCRAM_OTHERS)?).await?;
-    let admin = server.connect("postgres", None).await?;
+    let admin = server.login("postgres", None).await?;
     let roles = "SELECT rolname, rolcanlogin, rolsuper FROM pg_roles ORDER BY oid";
     let row = |n: &str, login: &str, sup: &str| {
         vec![
@@ -314,23 +257,14 @@ async fn role_statements_roll_back_with_their_transaction() -> anyhow::Result<()
         "BEGIN; ALTER USER alice WITH PASSWORD 'two'; ROLLBACK",
     )
     .await?;
-    server.connect("alice", Some("one")).await?;
-    assert_eq!(
-        refusal(server.connect("alice", Some("two")).await).0,
-        "28P01"
-    );
+    server.login("alice", Some("one")).await?;
+    assert_eq!(refusal(server.login("alice", Some("two")).await).0, "28P01");
     client_ok(&admin, "ALTER ROLE alice PASSWORD 'two'").await?;
-    server.connect("alice", Some("two")).await?;
+    server.login("alice", Some("two")).await?;
     client_ok(&admin, "ALTER ROLE alice NOLOGIN").await?;
-    assert_eq!(
-        refusal(server.connect("alice", Some("two")).await).0,
-        "28000"
-    );
+    assert_eq!(refusal(server.login("alice", Some("two")).await).0, "28000");
     client_ok(&admin, "ALTER ROLE alice LOGIN PASSWORD NULL").await?;
-    assert_eq!(
-        refusal(server.connect("alice", Some("two")).await).0,
-        "28P01"
-    );
+    assert_eq!(refusal(server.login("alice", Some("two")).await).0, "28P01");
 
     // A DROP rolled back keeps the role.
     client_ok(&admin, "BEGIN; DROP ROLE boss; ROLLBACK").await?;
@@ -427,19 +361,19 @@ async fn tls_with_the_configured_certificate_and_hostssl_rules() -> anyhow::Resu
     c.ssl_cert_file = fixture("server.crt");
     c.ssl_key_file = fixture("server.key");
     let server = Running::start(c).await?;
-    let admin = server.connect("postgres", None).await?;
+    let admin = server.login("postgres", None).await?;
     client_ok(&admin, "CREATE USER alice PASSWORD 'sesame'").await?;
     // Over TLS the hostssl rule matches; in the clear no rule does.
-    let alice = server.connect_tls("alice", Some("sesame")).await?;
+    let alice = server.login_tls("alice", Some("sesame")).await?;
     assert_eq!(
         one(&alice, "SELECT current_user").await?.as_deref(),
         Some("alice")
     );
-    let (c, m) = refusal(server.connect("alice", Some("sesame")).await);
+    let (c, m) = refusal(server.login("alice", Some("sesame")).await);
     assert_eq!(c, "28000");
     assert!(m.ends_with("no encryption"), "{m}");
     // And postgres over TLS matches neither line.
-    let (c, m) = refusal(server.connect_tls("postgres", None).await);
+    let (c, m) = refusal(server.login_tls("postgres", None).await);
     assert_eq!(c, "28000");
     assert!(m.ends_with("SSL encryption"), "{m}");
     drop(alice);

@@ -1,95 +1,25 @@
 //! The server against a real client (`tokio-postgres`): each test starts a server in-process
 //! on a temporary directory and a free loopback port, talks to it, and shuts it down.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::path::Path;
 
-use quire_server::{Server, ServerConfig};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+use common::{code, config, message, simple, Running};
+use tokio_postgres::{NoTls, SimpleQueryMessage};
 
-struct Running {
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<Result<(), quire_server::ServerError>>>,
-}
-
-impl Running {
-    async fn start(dir: &Path, max_connections: usize) -> anyhow::Result<Running> {
-        let mut config = ServerConfig::new(dir);
-        config.port = 0;
-        config.engine.shared_buffers_bytes = 4 * 1024 * 1024;
-        config.engine.autovacuum = false;
-        config.engine.max_connections = max_connections;
-        let server = Server::start(config).await?;
-        let addr = server.local_addr();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(server.run(async {
-            let _ = stopped.await;
-        }));
-        Ok(Running {
-            addr,
-            stop: Some(stop),
-            task: Some(task),
-        })
-    }
-
-    async fn connect(&self) -> Result<Client, tokio_postgres::Error> {
-        Ok(self.connect_watched().await?.0)
-    }
-
-    /// A client and its connection's task, whose result says how the server ended it.
-    async fn connect_watched(
-        &self,
-    ) -> Result<(Client, JoinHandle<Result<(), tokio_postgres::Error>>), tokio_postgres::Error>
-    {
-        let (client, connection) = tokio_postgres::Config::new()
-            .host(self.addr.ip().to_string())
-            .port(self.addr.port())
-            .user("postgres")
-            .dbname("postgres")
-            .connect(NoTls)
-            .await?;
-        Ok((client, tokio::spawn(connection)))
-    }
-
-    /// Shuts the server down and waits until the database is closed.
-    async fn stop(mut self) -> anyhow::Result<()> {
-        let _ = self.stop.take().map(|s| s.send(()));
-        self.task.take().expect("stopped once").await??;
-        Ok(())
-    }
-}
-
-fn code(e: &tokio_postgres::Error) -> String {
-    e.code()
-        .map_or_else(|| format!("no SQLSTATE: {e}"), |c| c.code().to_string())
-}
-
-fn message(e: &tokio_postgres::Error) -> String {
-    e.as_db_error()
-        .map_or_else(|| e.to_string(), |d| d.message().to_string())
-}
-
-/// The values of a simple query's rows, as text.
-async fn simple(
-    client: &Client,
-    sql: &str,
-) -> Result<Vec<Vec<Option<String>>>, tokio_postgres::Error> {
-    let mut rows = Vec::new();
-    for m in client.simple_query(sql).await? {
-        if let SimpleQueryMessage::Row(r) = m {
-            rows.push((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect());
-        }
-    }
-    Ok(rows)
+/// A server with `max_connections` connections.
+async fn start(dir: &Path, max_connections: usize) -> anyhow::Result<Running> {
+    let mut config = config(dir);
+    config.engine.max_connections = max_connections;
+    Running::start(config).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simple_query_runs_several_statements_and_reports_tags() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = Running::start(dir.path(), 10).await?;
+    let server = start(dir.path(), 10).await?;
     let client = server.connect().await?;
     let messages = client
         .simple_query(
@@ -150,7 +80,7 @@ async fn simple_query_runs_several_statements_and_reports_tags() -> anyhow::Resu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extended_protocol_with_parameters_in_text_and_binary() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = Running::start(dir.path(), 10).await?;
+    let server = start(dir.path(), 10).await?;
     let client = server.connect().await?;
     client
         .batch_execute(
@@ -250,7 +180,7 @@ async fn extended_protocol_with_parameters_in_text_and_binary() -> anyhow::Resul
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transactions_commit_roll_back_and_abort() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = Running::start(dir.path(), 10).await?;
+    let server = start(dir.path(), 10).await?;
     let mut client = server.connect().await?;
     let other = server.connect().await?;
     client
@@ -363,7 +293,7 @@ async fn transactions_commit_roll_back_and_abort() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_waiting_on_a_row_lock_holds_no_runtime_thread() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = Running::start(dir.path(), 10).await?;
+    let server = start(dir.path(), 10).await?;
     let a = server.connect().await?;
     let b = server.connect().await?;
     a.batch_execute("CREATE TABLE c (id int PRIMARY KEY, n int); INSERT INTO c VALUES (1, 0)")
@@ -397,7 +327,7 @@ async fn a_session_waiting_on_a_row_lock_holds_no_runtime_thread() -> anyhow::Re
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_connections_refuses_with_53300_and_frees_slots() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = Running::start(dir.path(), 2).await?;
+    let server = start(dir.path(), 2).await?;
     let first = server.connect().await?;
     let second = server.connect().await?;
     let e = server.connect().await.unwrap_err();
@@ -423,7 +353,7 @@ async fn max_connections_refuses_with_53300_and_frees_slots() -> anyhow::Result<
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_on_the_same_directory_finds_the_data() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = Running::start(dir.path(), 10).await?;
+    let server = start(dir.path(), 10).await?;
     let client = server.connect().await?;
     client.batch_execute("CREATE TABLE kept (id int PRIMARY KEY, s text); INSERT INTO kept VALUES (1, 'a'), (2, 'b')").await?;
     // An open transaction at shutdown is rolled back.
@@ -432,7 +362,7 @@ async fn a_restart_on_the_same_directory_finds_the_data() -> anyhow::Result<()> 
         .await?;
     server.stop().await?;
     drop(client);
-    let server = Running::start(dir.path(), 10).await?;
+    let server = start(dir.path(), 10).await?;
     let client = server.connect().await?;
     let rows: Vec<(i32, String)> = client
         .query("SELECT id, s FROM kept ORDER BY id", &[])
@@ -454,7 +384,7 @@ async fn a_restart_on_the_same_directory_finds_the_data() -> anyhow::Result<()> 
 async fn startup_reports_parameters_and_refuses_unknown_users() -> anyhow::Result<()> {
     // Listening beyond loopback: tests/auth.rs.
     let dir = tempfile::tempdir()?;
-    let server = Running::start(dir.path(), 10).await?;
+    let server = start(dir.path(), 10).await?;
     let e = tokio_postgres::Config::new()
         .host("127.0.0.1")
         .port(server.addr.port())
@@ -564,7 +494,7 @@ async fn query_messages(
 async fn raw_protocol_parameter_status_and_ready_for_query_states() -> anyhow::Result<()> {
     use tokio::io::AsyncWriteExt;
     let dir = tempfile::tempdir()?;
-    let server = Running::start(dir.path(), 10).await?;
+    let server = start(dir.path(), 10).await?;
     let (mut sock, messages) = raw_connect(server.addr).await?;
     let mut params = std::collections::HashMap::new();
     for (kind, body) in &messages {
@@ -628,7 +558,7 @@ async fn raw_protocol_parameter_status_and_ready_for_query_states() -> anyhow::R
 async fn copy_moves_rows_both_ways_and_a_bad_line_loses_nothing() -> anyhow::Result<()> {
     use futures::{SinkExt, StreamExt};
     let dir = tempfile::tempdir()?;
-    let server = Running::start(dir.path(), 10).await?;
+    let server = start(dir.path(), 10).await?;
     let client = server.connect().await?;
     client
         .batch_execute("CREATE TABLE c (id int PRIMARY KEY, name text, at timestamp)")
@@ -675,7 +605,7 @@ async fn copy_moves_rows_both_ways_and_a_bad_line_loses_nothing() -> anyhow::Res
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn catalog_queries_and_settings_answer_as_postgresql_does() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = Running::start(dir.path(), 10).await?;
+    let server = start(dir.path(), 10).await?;
     let client = server.connect().await?;
     client
         .batch_execute(
@@ -756,7 +686,7 @@ async fn catalog_queries_and_settings_answer_as_postgresql_does() -> anyhow::Res
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_and_statement_timeout_stop_scans_and_lock_waits() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = Running::start(dir.path(), 10).await?;
+    let server = start(dir.path(), 10).await?;
     let a = server.connect().await?;
     let b = server.connect().await?;
     // A long scan, cancelled by a CancelRequest from another connection.
@@ -820,7 +750,7 @@ async fn cancel_and_statement_timeout_stop_scans_and_lock_waits() -> anyhow::Res
 async fn an_oversized_message_ends_its_connection_only() -> anyhow::Result<()> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let dir = tempfile::tempdir()?;
-    let server = Running::start(dir.path(), 10).await?;
+    let server = start(dir.path(), 10).await?;
     let mut raw = tokio::net::TcpStream::connect(server.addr).await?;
     let mut startup = Vec::new();
     startup.extend_from_slice(&196_608i32.to_be_bytes());
@@ -858,7 +788,7 @@ async fn an_oversized_message_ends_its_connection_only() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_timeouts_end_the_connection_and_roll_back() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = Running::start(dir.path(), 10).await?;
+    let server = start(dir.path(), 10).await?;
     let other = server.connect().await?;
     other
         .batch_execute(
@@ -910,7 +840,7 @@ async fn idle_timeouts_end_the_connection_and_roll_back() -> anyhow::Result<()> 
 async fn extended_protocol_writes_up_to_sync_are_one_implicit_transaction() -> anyhow::Result<()> {
     use tokio::io::AsyncWriteExt;
     let dir = tempfile::tempdir()?;
-    let server = Running::start(dir.path(), 10).await?;
+    let server = start(dir.path(), 10).await?;
     let other = server.connect().await?;
     other
         .batch_execute("CREATE TABLE p (id int PRIMARY KEY)")
@@ -963,7 +893,7 @@ async fn extended_protocol_writes_up_to_sync_are_one_implicit_transaction() -> a
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_carry_postgresql_detail_and_position() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = Running::start(dir.path(), 10).await?;
+    let server = start(dir.path(), 10).await?;
     let client = server.connect().await?;
     client
         .batch_execute("CREATE TABLE u (id int PRIMARY KEY, k int); INSERT INTO u VALUES (1, 1)")
@@ -997,7 +927,7 @@ async fn errors_carry_postgresql_detail_and_position() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_stops_running_statements_and_waits_for_nothing_else() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = Running::start(dir.path(), 10).await?;
+    let server = start(dir.path(), 10).await?;
     let busy = server.connect().await?;
     let long = tokio::spawn(async move {
         busy.simple_query("SELECT count(*) FROM generate_series(1, 10000000000)")
@@ -1048,7 +978,7 @@ impl<'a> tokio_postgres::types::FromSql<'a> for RawNumeric {
 #[tokio::test]
 async fn numeric_travels_in_binary_and_text_as_postgresql_sends_it() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = Running::start(dir.path(), 10).await?;
+    let server = start(dir.path(), 10).await?;
     let client = server.connect().await?;
     client
         .batch_execute("CREATE TABLE prices (id int PRIMARY KEY, p numeric(10,3))")
@@ -1087,7 +1017,7 @@ async fn numeric_travels_in_binary_and_text_as_postgresql_sends_it() -> anyhow::
 #[tokio::test]
 async fn arrays_travel_in_binary_as_array_send_writes_them() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = Running::start(dir.path(), 10).await?;
+    let server = start(dir.path(), 10).await?;
     let client = server.connect().await?;
     client
         .batch_execute("CREATE TABLE k (a int, b int, PRIMARY KEY (b, a))")
