@@ -491,10 +491,21 @@ impl BufferPool {
     // ---------------------------------------------------------------- extension
 
     /// Appends a new, zeroed block to a fork and returns it pinned. Initialise it under
-    /// [`PinnedBuffer::write`] and mark it dirty.
+    /// [`PinnedBuffer::write`] (if it is still new: see [`BufferPool::extended_block`]) and
+    /// mark it dirty.
     pub fn extend(&self, rel: RelFileLocator, fork: Fork) -> Result<PinnedBuffer<'_>> {
         let block = self.smgr.extend(rel, fork, &ZERO_PAGE)?;
-        self.read_buffer_mode(BufferTag::new(rel, fork, block), ReadMode::Zero)
+        self.extended_block(BufferTag::new(rel, fork, block))
+    }
+
+    /// The buffer of a block [`Smgr::extend`] has just appended. Read, never zeroed in the
+    /// buffer: from the extension on, the block is part of the fork for everyone, so another
+    /// thread may have read it, changed it, and had its buffer written back and evicted
+    /// before this call; a zeroed buffer would then hide that change and write zeros over it
+    /// (a commit-log page lost the status of a committed transaction this way, found by a
+    /// 30-minute soak). Reading costs one read of a page the kernel has just been given.
+    pub(crate) fn extended_block(&self, tag: BufferTag) -> Result<PinnedBuffer<'_>> {
+        self.read_buffer_mode(tag, ReadMode::Normal)
     }
 
     // ---------------------------------------------------------------- write-back

@@ -143,6 +143,30 @@ fn all_pinned_is_an_error_not_a_hang() {
     pool.extend(rel(1), Fork::Main).unwrap();
 }
 
+/// `extend` is two steps, the block appended (everyone sees it from then on) and then its
+/// buffer; another thread may read the block, change it and have it evicted between them.
+/// The extender's buffer must hold that change, not a zeroed page that hides it and would
+/// later be written over it (how a soak lost a committed transaction's commit-log status).
+#[test]
+fn a_change_made_between_an_extension_and_its_buffer_is_kept() {
+    let f = fixture(16, BufferDropMode::Indexed);
+    let pool = f.pool();
+    pool.smgr().create(rel(1), Fork::Main).unwrap();
+    let block = pool.smgr().extend(rel(1), Fork::Main, &ZERO_PAGE).unwrap();
+    let tag = BufferTag::new(rel(1), Fork::Main, block);
+    {
+        // The other thread: it finds the block through the fork's size.
+        let buf = pool.read_buffer(tag).unwrap();
+        let mut page = buf.write();
+        init_page(&mut page, tag, 7);
+        page.mark_dirty();
+    }
+    // Enough other pages to evict it (written back, then forgotten by the pool).
+    populate(&pool, rel(2), 32);
+    let buf = pool.extended_block(tag).unwrap();
+    assert_eq!(read_stamp(&buf.read()), (1, block, 7));
+}
+
 fn drop_never_writes(mode: BufferDropMode) {
     let f = fixture(256, mode);
     let pool = f.pool();
