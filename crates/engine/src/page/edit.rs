@@ -363,8 +363,7 @@ impl<'a> PageMut<'a> {
         }
         self.bytes[old_upper..upper].fill(0);
         write_u16(self.bytes, UPPER_AT, upper as u16);
-        self.drop_storage_of_dead_and_unused();
-        let has_unused = self.as_page().has_unused_line_pointer();
+        let has_unused = self.drop_storage_of_dead_and_unused();
         self.set_flag(HAS_FREE_LINES, has_unused);
         debug_assert_eq!(
             usize::from(self.as_page().special()) - upper,
@@ -385,6 +384,11 @@ impl<'a> PageMut<'a> {
             new_start >= start,
             "items only move towards the special space"
         );
+        if new_start == start {
+            // Already in place (nothing was freed above it): only its padding is cleared.
+            self.bytes[start + len..upper].fill(0);
+            return new_start;
+        }
         self.bytes.copy_within(start..start + len, new_start);
         self.bytes[new_start + len..upper].fill(0);
         self.set_item_id(off, ItemId::normal(new_start as u16, len as u16));
@@ -392,11 +396,14 @@ impl<'a> PageMut<'a> {
     }
 
     /// Clears the offset and length of dead and unused line pointers: their storage is gone.
-    fn drop_storage_of_dead_and_unused(&mut self) {
+    /// Returns whether a pointer is unused.
+    fn drop_storage_of_dead_and_unused(&mut self) -> bool {
+        let mut has_unused = false;
         for off in FIRST_OFFSET_NUMBER..=self.as_page().item_count() {
             let Some(id) = self.as_page().item_id(off) else {
                 break;
             };
+            has_unused |= !id.is_used();
             if matches!(id.state, ItemState::Dead | ItemState::Unused) && id != ItemId::UNUSED {
                 let cleared = ItemId {
                     offset: 0,
@@ -406,6 +413,7 @@ impl<'a> PageMut<'a> {
                 self.set_item_id(off, cleared);
             }
         }
+        has_unused
     }
 
     /// The bytes of live item `off`, writable in place (a tuple header's `xmax`, say); `None`

@@ -62,8 +62,8 @@ pub struct BenchArgs {
     /// Rows of the table (twophase).
     #[arg(long)]
     pub rows: Option<u64>,
-    /// twophase, truncate-recovery: rounds in which the modes take turns (truncate-recovery
-    /// reports each figure's median over the rounds).
+    /// twophase, truncate-recovery, wal: rounds in which the modes take turns
+    /// (truncate-recovery, and wal for insertion, report each figure's median over them).
     #[arg(long)]
     pub rounds: Option<u64>,
     /// truncate-recovery: run on the real file system (in --data-dir) instead of the

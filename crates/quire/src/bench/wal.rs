@@ -1,4 +1,5 @@
-//! `quire bench wal`: WAL insert throughput with 1, 2, 4 and 8 threads (records/s, MB/s);
+//! `quire bench wal`: WAL insert throughput with 1, 2, 4 and 8 threads (records/s, MB/s; the
+//! median of `--rounds` rounds, 5 by default, in which the thread counts take turns);
 //! commits/s and fsyncs per commit with N = 1, 2, 4, 8, 16 and 32 concurrent committers
 //! (insert + flush each), against one committer, whose rate is the single-fdatasync rate (the
 //! ratio is the group-commit gain; the target is at most 1.25 / N + 0.02 fsyncs per commit);
@@ -128,6 +129,14 @@ fn run(
     })
 }
 
+/// The run of median rate among a thread count's rounds.
+fn median_rate(mut runs: Vec<Run>) -> Run {
+    assert!(!runs.is_empty(), "at least one round");
+    runs.sort_by(|a, b| (a.records as f64 / a.seconds).total_cmp(&(b.records as f64 / b.seconds)));
+    let mid = runs.len() / 2;
+    runs.swap_remove(mid)
+}
+
 /// The target for N committers: one fsync serves (nearly) the whole group.
 fn fsync_target(committers: u64) -> f64 {
     1.25 / committers as f64 + 0.02
@@ -165,18 +174,31 @@ pub fn run_bench(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
         ("commit_delay_us", json!(config.commit_delay_us)),
         ("wal_writer_delay_ms", json!(config.wal_writer_delay_ms)),
     ];
-    let runs = INSERT_THREADS.len() + COMMITTERS.len() + ASYNC_COMMITTERS.len();
+    // Insertion is CPU-bound, so a busy moment of a noisy machine moves it most: every
+    // thread count runs in each of `rounds` rounds, the counts taking turns, and the table
+    // shows the median round.
+    let rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 5 });
+    ensure!(rounds > 0, "--rounds must be positive");
+    report.params.push(("insert_rounds", json!(rounds)));
+    let runs = INSERT_THREADS.len() * rounds as usize + COMMITTERS.len() + ASYNC_COMMITTERS.len();
     let bar = progress(runs as u64, "wal");
+    let mut insert_runs: Vec<Vec<Run>> = INSERT_THREADS.iter().map(|_| Vec::new()).collect();
+    for _ in 0..rounds {
+        for (i, &t) in INSERT_THREADS.iter().enumerate() {
+            insert_runs[i].push(run(
+                &dir.join(format!("insert-{t}")),
+                t,
+                inserts / t,
+                Mode::Insert,
+                None,
+                &config,
+            )?);
+            bar.inc(1);
+        }
+    }
     let mut insert_rates = Vec::new();
-    for &t in &INSERT_THREADS {
-        let r = run(
-            &dir.join(format!("insert-{t}")),
-            t,
-            inserts / t,
-            Mode::Insert,
-            None,
-            &config,
-        )?;
+    for (&t, runs) in INSERT_THREADS.iter().zip(insert_runs) {
+        let r = median_rate(runs);
         let rate = r.records as f64 / r.seconds;
         insert_rates.push(rate);
         report.rows.push((
@@ -191,7 +213,6 @@ pub fn run_bench(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
                 Cell::Text("-".into()),
             ],
         ));
-        bar.inc(1);
     }
     let mut commit_rates = Vec::new();
     for &t in &COMMITTERS {
@@ -272,7 +293,7 @@ pub fn run_bench(args: &BenchArgs, dir: &Path) -> anyhow::Result<Report> {
         Some(ms) => format!("commits ran on the simulated file system with {ms} ms per fsync (inserts on the real disk); the gain is N committers' rate over one; target fsyncs per commit: 1.25 / N + 0.02"),
     });
     report.notes.push(
-        "insert targets: 2 threads >= 1.3x one thread, 8 threads >= 1x; async_commit: insert only, the WAL writer flushes every wal_writer_delay".into(),
+        format!("insert rows: the median of {rounds} rounds; insert targets: 2 threads >= 1.3x one thread, 8 threads >= 1x; async_commit: insert only, the WAL writer flushes every wal_writer_delay"),
     );
     // Synchronous commits only: asynchronous ones wait for no fsync and would flatten the
     // scale.
