@@ -1,7 +1,6 @@
 //! `quire`: the command-line entry point: the server (`quire serve`), the benchmarks of the
 //! seed experiments (`quire bench <name>`) and the crash workload (`quire torture`).
 
-mod allocator;
 mod bench;
 mod serve;
 mod torture;

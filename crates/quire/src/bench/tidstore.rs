@@ -63,6 +63,8 @@
 //! allocator and counts only while this benchmark has switched counting on (one relaxed
 //! load per allocation otherwise), so the other benchmarks are unaffected.
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Instant;
 
 use anyhow::ensure;
@@ -75,7 +77,78 @@ use roaring::{RoaringBitmap, RoaringTreemap};
 use serde_json::json;
 
 use super::{progress, BenchArgs, Cell, Report};
-use crate::allocator::counted;
+
+// ---------------------------------------------------------------------------------------------
+// Counting allocator.
+
+/// Whether allocations are being counted (only around a structure's build).
+static COUNTING: AtomicBool = AtomicBool::new(false);
+/// Bytes allocated minus bytes freed while counting.
+static NET_BYTES: AtomicI64 = AtomicI64::new(0);
+
+/// The system allocator, counting requested bytes while [`COUNTING`] is on.
+struct CountingAllocator;
+
+/// A size as a signed count (sizes never exceed `isize::MAX`, so this is exact).
+fn signed(bytes: usize) -> i64 {
+    i64::try_from(bytes).unwrap_or(i64::MAX)
+}
+
+fn count(delta: i64) {
+    if COUNTING.load(Ordering::Relaxed) {
+        NET_BYTES.fetch_add(delta, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so the
+// `GlobalAlloc` contract is `System`'s; the counting touches only two atomics and never
+// allocates.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded as is (see the impl).
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            count(signed(layout.size()));
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded as is (see the impl).
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            count(signed(layout.size()));
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded as is (see the impl).
+        unsafe { System.dealloc(ptr, layout) };
+        count(-signed(layout.size()));
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded as is (see the impl).
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            count(signed(new_size) - signed(layout.size()));
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+/// Runs `build` with allocation counting on; returns its result and the net bytes it kept.
+fn counted<T>(build: impl FnOnce() -> T) -> (T, i64) {
+    NET_BYTES.store(0, Ordering::SeqCst);
+    COUNTING.store(true, Ordering::SeqCst);
+    let value = build();
+    COUNTING.store(false, Ordering::SeqCst);
+    (value, NET_BYTES.load(Ordering::SeqCst))
+}
 
 // ---------------------------------------------------------------------------------------------
 // The distributions.
