@@ -3,7 +3,7 @@
 //! the page, so a corrupt page is never made worse by an out-of-bounds write.
 
 use super::{
-    line_pointer_at, max_align, write_u16, write_u32, ItemId, ItemState, OffsetNumber, Page,
+    line_pointer_at, max_align, read_u32, write_u16, write_u32, ItemId, ItemState, OffsetNumber, Page,
     PageError, FIRST_OFFSET_NUMBER, FLAGS_AT, HAS_FREE_LINES, HEADER_SIZE, LAYOUT_VERSION,
     LINE_POINTER_SIZE, LOWER_AT, LSN_AT, MAXALIGN, MAX_ITEM_COUNT, MAX_ITEM_SIZE, PAGE_SIZE,
     SPECIAL_AT, UPPER_AT, VALID_FLAG_BITS, VERSION_AT,
@@ -345,8 +345,7 @@ impl<'a> PageMut<'a> {
         // (byte offset, item number) of every live item; on the stack, no allocation.
         let mut live = [(0u16, 0 as OffsetNumber); MAX_ITEM_COUNT];
         let mut n = 0;
-        for off in FIRST_OFFSET_NUMBER..=page.item_count() {
-            let Some(id) = page.item_id(off) else { break };
+        for (off, id) in page.line_pointers() {
             if id.state == ItemState::Normal {
                 page.checked_storage(off, id)?;
                 live[n] = (id.offset, off);
@@ -375,10 +374,8 @@ impl<'a> PageMut<'a> {
 
     /// Moves live item `off` from `start` to just below `upper`; returns its new start.
     fn move_item(&mut self, off: OffsetNumber, start: usize, upper: usize) -> usize {
-        let len = self
-            .as_page()
-            .item_id(off)
-            .map_or(0, |id| usize::from(id.len_bytes));
+        // `off` is a live item the caller found: its pointer is in range.
+        let len = usize::from(ItemId::from_raw(read_u32(self.bytes, line_pointer_at(off))).len_bytes);
         let new_start = upper - max_align(len);
         debug_assert!(
             new_start >= start,
@@ -399,10 +396,10 @@ impl<'a> PageMut<'a> {
     /// Returns whether a pointer is unused.
     fn drop_storage_of_dead_and_unused(&mut self) -> bool {
         let mut has_unused = false;
+        // The count once, not per pointer: this runs at every compaction.
         for off in FIRST_OFFSET_NUMBER..=self.as_page().item_count() {
-            let Some(id) = self.as_page().item_id(off) else {
-                break;
-            };
+            let at = line_pointer_at(off);
+            let id = ItemId::from_raw(read_u32(self.bytes, at));
             has_unused |= !id.is_used();
             if matches!(id.state, ItemState::Dead | ItemState::Unused) && id != ItemId::UNUSED {
                 let cleared = ItemId {
@@ -410,7 +407,7 @@ impl<'a> PageMut<'a> {
                     len_bytes: 0,
                     ..id
                 };
-                self.set_item_id(off, cleared);
+                write_u32(self.bytes, at, cleared.to_raw());
             }
         }
         has_unused

@@ -141,6 +141,19 @@ impl<'a> Page<'a> {
         pointers.min(MAX_ITEM_COUNT) as OffsetNumber
     }
 
+    /// Every line pointer with its item number, in order: one pass over the pointer array,
+    /// for loops over all of them (page compaction runs one per HOT update in redo).
+    pub(super) fn line_pointers(self) -> impl Iterator<Item = (OffsetNumber, ItemId)> + 'a {
+        let end = HEADER_SIZE + usize::from(self.item_count()) * LINE_POINTER_SIZE;
+        self.bytes[HEADER_SIZE..end]
+            .chunks_exact(LINE_POINTER_SIZE)
+            .zip(FIRST_OFFSET_NUMBER..)
+            .map(|(word, off)| {
+                let word = u32::from_le_bytes(word.try_into().expect("chunks of four bytes"));
+                (off, ItemId::from_raw(word))
+            })
+    }
+
     /// Line pointer `off`, or `None` if `off` is 0 or past [`item_count`](Self::item_count).
     pub fn item_id(self, off: OffsetNumber) -> Option<ItemId> {
         if off < FIRST_OFFSET_NUMBER || off > self.item_count() {
@@ -203,7 +216,8 @@ impl<'a> Page<'a> {
         sort_by_descending_start(items);
         for pair in items.windows(2) {
             let ((higher_start, higher), (start, off)) = (pair[0], pair[1]);
-            let len = self.item_id(off).map_or(0, |id| id.len_bytes);
+            // The caller found `off` among the pointers: it is in range.
+            let len = ItemId::from_raw(read_u32(self.bytes, line_pointer_at(off))).len_bytes;
             if usize::from(start) + usize::from(len) > usize::from(higher_start) {
                 return Err(PageError::ItemsOverlap {
                     offset_number: off,
