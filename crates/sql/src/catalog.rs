@@ -10,11 +10,13 @@
 //! `pg_depend` auto dependency). The table is created at startup when missing, so a data
 //! directory made before it existed gains it.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ops::Bound::Included;
 
 use quire_engine::{
-    Column, Database, Error, IndexDef, IndexId, IsolationLevel, TableDef, TableId, Transaction,
-    Type, Value,
+    Column, Database, Error, IndexDef, IndexId, IsolationLevel, LockMode, TableDef, TableId,
+    Transaction, Type, Value,
 };
 
 use crate::error::{Result, SqlError};
@@ -201,6 +203,39 @@ pub(crate) fn find(tx: &Transaction, name: &str) -> Result<Option<TableId>> {
     Ok(tx.find_table(name)?)
 }
 
+/// Most tables one session's [`TableCache`] keeps.
+pub(crate) const MAX_CACHED_TABLES: usize = 256;
+
+/// A session's tables as SQL sees them ([`TableInfo`]), by name, each kept with the catalog
+/// generation and the oid it was read at. The simple protocol binds every statement anew,
+/// and reading a definition (the SQL column rows, the DEFAULTs, the indexes) was an eighth
+/// of a simple SELECT's time. An entry serves only while the generation is unchanged (no
+/// definition changed for anyone; see the plan cache's rules) and the name still names the
+/// same oid. At most [`MAX_CACHED_TABLES`] entries: a full cache starts over.
+#[derive(Default)]
+pub(crate) struct TableCache {
+    entries: HashMap<String, (u64, TableId, TableInfo)>,
+}
+
+impl TableCache {
+    fn get(&self, name: &str, generation: u64, oid: TableId) -> Option<TableInfo> {
+        let (g, o, info) = self.entries.get(name)?;
+        (*g == generation && *o == oid).then(|| info.clone())
+    }
+
+    fn put(&mut self, name: &str, generation: u64, oid: TableId, info: TableInfo) {
+        if self.entries.len() >= MAX_CACHED_TABLES && !self.entries.contains_key(name) {
+            self.entries.clear();
+        }
+        self.entries
+            .insert(name.to_string(), (generation, oid, info));
+        assert!(
+            self.entries.len() <= MAX_CACHED_TABLES,
+            "table cache over its bound"
+        );
+    }
+}
+
 /// Oids are handed out from a counter far below 2^63, so the cast cannot wrap.
 fn oid_value(oid: TableId) -> Value {
     Value::Int(oid.0.cast_signed())
@@ -222,13 +257,46 @@ pub(crate) fn check_not_reserved(name: &str) -> Result<()> {
 
 /// The table named `name`, with its SQL column types (42P01 if there is none).
 pub(crate) fn lookup(tx: &Transaction, name: &str) -> Result<TableInfo> {
+    let oid = oid_of(tx, name)?;
+    describe(tx, name, oid)
+}
+
+/// [`lookup`] through the session's `cache`, valid at catalog generation `generation` (read
+/// before binding began, as the plan cache reads it). The table's lock is taken every time,
+/// as PostgreSQL's parser locks every table it names; only the reads of the definition are
+/// saved.
+pub(crate) fn lookup_cached(
+    tx: &Transaction,
+    cache: &RefCell<TableCache>,
+    generation: u64,
+    name: &str,
+) -> Result<TableInfo> {
+    let oid = oid_of(tx, name)?;
+    let cached = cache.borrow().get(name, generation, oid);
+    if let Some(info) = cached {
+        // The lock `describe` would take (and the look again after it).
+        tx.lock_table(oid, LockMode::AccessShare, false)?;
+        return Ok(info);
+    }
+    let info = describe(tx, name, oid)?;
+    cache.borrow_mut().put(name, generation, oid, info.clone());
+    Ok(info)
+}
+
+/// The oid of the table named `name` (42P01 if there is none).
+fn oid_of(tx: &Transaction, name: &str) -> Result<TableId> {
     check_not_reserved(name)?;
-    let oid = tx.table(name).map_err(|e| match e {
+    Ok(tx.table(name).map_err(|e| match e {
         Error::UndefinedTable { .. } => {
             SqlError::new("42P01", format!("relation \"{name}\" does not exist"))
         }
         e => e.into(),
-    })?;
+    })?)
+}
+
+/// Table `oid` (named `name`) as SQL sees it, locked ACCESS SHARE: the engine's definition,
+/// the SQL column rows, the DEFAULTs and the indexes.
+fn describe(tx: &Transaction, name: &str, oid: TableId) -> Result<TableInfo> {
     let def = tx.table_def(oid)?;
     let mut columns: Vec<ColumnInfo> = def
         .columns

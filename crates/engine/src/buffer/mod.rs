@@ -26,6 +26,12 @@
 //! the WAL layer flushes WAL up to the page's LSN there, so no page reaches its file before
 //! the WAL that describes it is durable.
 //!
+//! ## Extending a relation
+//! [`BufferPool::extend`] appends a zeroed block to the file first; from then on the block is
+//! everyone's (its size is published), so the extender's buffer for it is *read*, never
+//! zeroed in memory: another thread may already have changed the block and had it written
+//! back and evicted. Whoever initialises the page checks [`crate::page::Page::is_new`].
+//!
 //! ## Dropping a relation's buffers (seed 000)
 //! [`BufferPool::drop_relation_buffers`] (truncate: blocks from `first_block` on) and
 //! [`BufferPool::drop_relations`] (whole relations, many at once) discard buffers without

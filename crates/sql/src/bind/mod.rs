@@ -12,6 +12,8 @@
 mod expr;
 mod query;
 
+use std::cell::RefCell;
+
 use quire_engine::{IsolationLevel, Transaction, Value};
 use sqlparser::ast::{
     self, AlterTableOperation, AssignmentTarget, ColumnOption, Expr as AstExpr, FromTable, Ident,
@@ -19,7 +21,7 @@ use sqlparser::ast::{
     TableObject, TransactionIsolationLevel, TransactionMode,
 };
 
-use crate::catalog::{self, ColumnInfo, TableInfo};
+use crate::catalog::{self, ColumnInfo, TableCache, TableInfo};
 use crate::error::{Result, SqlError};
 use crate::expr::Expr;
 use crate::plan::Node;
@@ -186,9 +188,15 @@ pub(crate) struct Bound {
 }
 
 /// Binds `stmt`; `hints` are the parameter types the client gave (`Unknown` where it gave
-/// none).
-pub(crate) fn bind(stmt: &Statement, hints: &[SqlType], tx: &Transaction) -> Result<Bound> {
+/// none). `tables`: the session's table cache and the catalog generation read before binding.
+pub(crate) fn bind(
+    stmt: &Statement,
+    hints: &[SqlType],
+    tx: &Transaction,
+    tables: Option<(&RefCell<TableCache>, u64)>,
+) -> Result<Bound> {
     let mut b = Binder::new(tx, hints);
+    b.tables = tables;
     let plan = b.statement(stmt)?;
     let out = match &plan {
         Plan::Query { out, .. } | Plan::SelectForUpdate { out, .. } => out.clone(),
@@ -286,6 +294,8 @@ pub(crate) struct Binder<'t> {
     returning_out: Option<Vec<OutColumn>>,
     /// Set while binding the select list, HAVING and ORDER BY of a grouped query.
     agg: Option<query::AggCtx>,
+    /// The session's table cache, with the catalog generation its entries must have.
+    tables: Option<(&'t RefCell<TableCache>, u64)>,
     /// The last base table a FROM clause named (a one-table SELECT's access path).
     base_table: Option<TableInfo>,
     /// The one table of the SELECT bound last, for its query's ORDER BY ... LIMIT.
@@ -372,8 +382,18 @@ impl<'t> Binder<'t> {
             outer: Vec::new(),
             returning_out: None,
             agg: None,
+            tables: None,
             base_table: None,
             select_base: None,
+        }
+    }
+
+    /// The table named `name` (see [`catalog::lookup`]), through the session's cache when
+    /// there is one.
+    fn table(&self, name: &str) -> Result<TableInfo> {
+        match self.tables {
+            Some((cache, generation)) => catalog::lookup_cached(self.tx, cache, generation, name),
+            None => self.table(name),
         }
     }
 }
@@ -397,7 +417,7 @@ impl Binder<'_> {
         let tables = lock
             .tables
             .iter()
-            .map(|t| catalog::lookup(self.tx, &table_name(&t.name)?))
+            .map(|t| self.table(&table_name(&t.name)?))
             .collect::<Result<_>>()?;
         Ok(Plan::Lock {
             tables,
@@ -475,7 +495,7 @@ impl Binder<'_> {
                 let tables = t
                     .table_names
                     .iter()
-                    .map(|n| catalog::lookup(self.tx, &table_name(&n.name)?))
+                    .map(|n| self.table(&table_name(&n.name)?))
                     .collect::<Result<_>>()?;
                 Ok(Plan::Truncate(tables))
             }
@@ -567,7 +587,7 @@ impl Binder<'_> {
         if !simple || !twj.joins.is_empty() {
             return Err(unsupported());
         }
-        let table = catalog::lookup(self.tx, &table_name(name)?)?;
+        let table = self.table(&table_name(name)?)?;
         let alias = alias.as_ref().map(|a| ident_name(&a.name));
         let scope = Scope::of_table(&table, Some(alias.as_deref().unwrap_or(&table.def.name)));
         let (scan, recheck) = self.target_scan(&table, &scope, sel.selection.as_ref())?;
@@ -731,7 +751,7 @@ impl Binder<'_> {
                 "CREATE INDEX with WHERE, INCLUDE or CONCURRENTLY",
             ));
         }
-        let table = catalog::lookup(self.tx, &table_name(&ci.table_name)?)?;
+        let table = self.table(&table_name(&ci.table_name)?)?;
         let columns = key_columns(&table.columns, &ci.columns)?;
         Ok(Plan::CreateIndex {
             name: ci.name.as_ref().map(table_name).transpose()?,
@@ -743,7 +763,7 @@ impl Binder<'_> {
     }
 
     fn alter_table(&mut self, at: &ast::AlterTable) -> Result<Plan> {
-        let table = catalog::lookup(self.tx, &table_name(&at.name)?)?;
+        let table = self.table(&table_name(&at.name)?)?;
         let [op] = at.operations.as_slice() else {
             return Err(SqlError::unsupported("several ALTER TABLE actions at once"));
         };
@@ -842,7 +862,7 @@ impl Binder<'_> {
         if !ins.assignments.is_empty() {
             return Err(SqlError::unsupported("INSERT ... SET"));
         }
-        let table = catalog::lookup(self.tx, &table_name(name)?)?;
+        let table = self.table(&table_name(name)?)?;
         let targets: Vec<usize> = if ins.columns.is_empty() {
             table.visible_columns()
         } else {
@@ -994,7 +1014,7 @@ impl Binder<'_> {
         let TableFactor::Table { name, alias, .. } = &u.table.relation else {
             return Err(SqlError::unsupported("this UPDATE target"));
         };
-        let table = catalog::lookup(self.tx, &table_name(name)?)?;
+        let table = self.table(&table_name(name)?)?;
         let alias = alias.as_ref().map(|a| ident_name(&a.name));
         let scope = Scope::of_table(&table, Some(alias.as_deref().unwrap_or(&table.def.name)));
         let sets = self.assignments(&u.assignments, &table, &scope)?;
@@ -1023,7 +1043,7 @@ impl Binder<'_> {
         if !twj.joins.is_empty() {
             return Err(SqlError::unsupported("joins in DELETE"));
         }
-        let table = catalog::lookup(self.tx, &table_name(name)?)?;
+        let table = self.table(&table_name(name)?)?;
         let alias = alias.as_ref().map(|a| ident_name(&a.name));
         let scope = Scope::of_table(&table, Some(alias.as_deref().unwrap_or(&table.def.name)));
         let (scan, recheck) = self.target_scan(&table, &scope, d.selection.as_ref())?;

@@ -731,7 +731,7 @@ impl Binder<'_> {
                         return Ok(((Node::Catalog(t), rename(scope, alias.as_ref())), false));
                     }
                 }
-                let table = catalog::lookup(self.tx, &super::table_name(name)?)?;
+                let table = self.table(&super::table_name(name)?)?;
                 let scope = Scope::of_table(&table, Some(&qualifier));
                 self.base_table = Some(table.clone());
                 Ok((

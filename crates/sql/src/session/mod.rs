@@ -660,14 +660,15 @@ fn cached_bind(
     hints: &[SqlType],
     tx: &Transaction,
 ) -> Result<Arc<bind::Bound>> {
-    let Some(text) = key else {
-        return Ok(Arc::new(bind::bind(ast, hints, tx)?));
-    };
     let generation = db.catalog_generation();
+    let tables = Some((&plans.tables, generation));
+    let Some(text) = key else {
+        return Ok(Arc::new(bind::bind(ast, hints, tx, tables)?));
+    };
     if let Some(b) = plans.get(text, hints, generation) {
         return Ok(b);
     }
-    let b = Arc::new(bind::bind(ast, hints, tx)?);
+    let b = Arc::new(bind::bind(ast, hints, tx, Some((&plans.tables, generation)))?);
     plans.put(text, hints, generation, Arc::clone(&b));
     Ok(b)
 }

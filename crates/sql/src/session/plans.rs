@@ -13,11 +13,15 @@
 //!   goes. Its memory is bounded by that count, not by what clients send.
 //! - Only statements that bound without error are kept; transaction control and the
 //!   utility commands are never bound, so never kept.
+//! - Beside the plans, the table definitions binding read ([`TableCache`]), under the same
+//!   rule of the generation read before binding.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::bind::Bound;
+use crate::catalog::TableCache;
 use crate::types::SqlType;
 
 /// Most plans one session keeps.
@@ -33,6 +37,8 @@ struct Entry {
 #[derive(Default)]
 pub(crate) struct PlanCache {
     entries: HashMap<Arc<str>, Entry>,
+    /// The tables binding has read, for statements bound anew (the simple protocol's).
+    pub tables: RefCell<TableCache>,
     /// A counter of lookups and insertions, the entries' clock for least-recently-used eviction.
     clock: u64,
 }
