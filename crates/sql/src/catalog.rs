@@ -286,12 +286,12 @@ pub(crate) fn lookup_cached(
 /// The oid of the table named `name` (42P01 if there is none).
 fn oid_of(tx: &Transaction, name: &str) -> Result<TableId> {
     check_not_reserved(name)?;
-    Ok(tx.table(name).map_err(|e| match e {
+    tx.table(name).map_err(|e| match e {
         Error::UndefinedTable { .. } => {
             SqlError::new("42P01", format!("relation \"{name}\" does not exist"))
         }
         e => e.into(),
-    })?)
+    })
 }
 
 /// Table `oid` (named `name`) as SQL sees it, locked ACCESS SHARE: the engine's definition,

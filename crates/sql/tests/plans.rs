@@ -78,7 +78,11 @@ fn simple_statements_see_another_sessions_definitions_at_once() -> anyhow::Resul
     let (mut a, mut b) = two_sessions_on_t(dir.path())?;
     let q = "SELECT * FROM t";
     assert_eq!(simple_rows(&mut a, q)?.0, ["x", "y"]);
-    assert_eq!(simple_rows(&mut a, q)?.0, ["x", "y"], "read again from the cache");
+    assert_eq!(
+        simple_rows(&mut a, q)?.0,
+        ["x", "y"],
+        "read again from the cache"
+    );
 
     run(&mut b, "ALTER TABLE t ADD COLUMN z int DEFAULT 5")?;
     let (names, rows) = simple_rows(&mut a, q)?;

@@ -393,7 +393,7 @@ impl<'t> Binder<'t> {
     fn table(&self, name: &str) -> Result<TableInfo> {
         match self.tables {
             Some((cache, generation)) => catalog::lookup_cached(self.tx, cache, generation, name),
-            None => self.table(name),
+            None => catalog::lookup(self.tx, name),
         }
     }
 }

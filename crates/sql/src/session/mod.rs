@@ -668,7 +668,12 @@ fn cached_bind(
     if let Some(b) = plans.get(text, hints, generation) {
         return Ok(b);
     }
-    let b = Arc::new(bind::bind(ast, hints, tx, Some((&plans.tables, generation)))?);
+    let b = Arc::new(bind::bind(
+        ast,
+        hints,
+        tx,
+        Some((&plans.tables, generation)),
+    )?);
     plans.put(text, hints, generation, Arc::clone(&b));
     Ok(b)
 }
