@@ -118,7 +118,9 @@ pub struct BufferStats {
 pub enum ReadMode {
     /// Read it from disk unless cached.
     Normal,
-    /// The page is new (just extended): zero it instead of reading.
+    /// The caller sets the whole page itself (a full-page image in redo, a page a bulk build
+    /// owns alone): zero it instead of reading. Not for a block just extended, which others
+    /// can already reach (see [`BufferPool::extended_block`]).
     Zero,
     /// Read it, but a page that fails verification (torn, corrupt) or lies past the end of
     /// the file comes back zeroed instead of as an error (PostgreSQL's
@@ -330,7 +332,7 @@ impl BufferPool {
     }
 
     /// Pins the buffer for `tag`; with [`ReadMode::Zero`] a page not cached is zeroed rather
-    /// than read (for a block that was just extended).
+    /// than read (for a page the caller overwrites whole).
     pub fn read_buffer_mode(&self, tag: BufferTag, mode: ReadMode) -> Result<PinnedBuffer<'_>> {
         let id = self.pin_or_allocate(tag)?;
         let pinned = PinnedBuffer { pool: self, id };
