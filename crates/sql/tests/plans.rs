@@ -3,8 +3,11 @@
 //! through COMMIT PREPARED. And the table definitions the simple protocol's binding keeps,
 //! under the same rule.
 
+mod common;
+
 use std::sync::Arc;
 
+use common::query;
 use quire_engine::vfs::{OsVfs, Vfs};
 use quire_engine::{Config, Database, Value};
 use quire_sql::{parse, OutcomeKind, Session};
@@ -63,29 +66,16 @@ fn two_sessions_on_t(dir: &std::path::Path) -> anyhow::Result<(Session, Session)
     Ok((a, b))
 }
 
-/// The rows of `sql` run as a simple statement (bound anew, through the table cache).
-fn simple_rows(s: &mut Session, sql: &str) -> anyhow::Result<(Vec<String>, Vec<Vec<Value>>)> {
-    let stmt = parse(sql)?.pop().expect("one statement");
-    let OutcomeKind::Rows { columns, rows } = s.execute(&stmt, &[], &[])?.kind else {
-        anyhow::bail!("no rows from {sql}");
-    };
-    Ok((columns.into_iter().map(|c| c.name).collect(), rows))
-}
-
 #[test]
 fn simple_statements_see_another_sessions_definitions_at_once() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let (mut a, mut b) = two_sessions_on_t(dir.path())?;
     let q = "SELECT * FROM t";
-    assert_eq!(simple_rows(&mut a, q)?.0, ["x", "y"]);
-    assert_eq!(
-        simple_rows(&mut a, q)?.0,
-        ["x", "y"],
-        "read again from the cache"
-    );
+    assert_eq!(query(&mut a, q).0, ["x", "y"]);
+    assert_eq!(query(&mut a, q).0, ["x", "y"], "read again from the cache");
 
     run(&mut b, "ALTER TABLE t ADD COLUMN z int DEFAULT 5")?;
-    let (names, rows) = simple_rows(&mut a, q)?;
+    let (names, rows) = query(&mut a, q);
     assert_eq!(names, ["x", "y", "z"]);
     assert_eq!(rows, [vec![Value::Int(1), Value::Int(2), Value::Int(5)]]);
 
@@ -93,7 +83,7 @@ fn simple_statements_see_another_sessions_definitions_at_once() -> anyhow::Resul
     run(&mut b, "ALTER TABLE t ALTER COLUMN z SET DEFAULT 7")?;
     run(&mut a, "INSERT INTO t (x) VALUES (3)")?;
     assert_eq!(
-        simple_rows(&mut a, "SELECT z FROM t WHERE x = 3")?.1,
+        query(&mut a, "SELECT z FROM t WHERE x = 3").1,
         [vec![Value::Int(7)]]
     );
     // A primary key makes its column NOT NULL (the SQL layer's column rows).
@@ -102,7 +92,7 @@ fn simple_statements_see_another_sessions_definitions_at_once() -> anyhow::Resul
     assert!(err.to_string().contains("null value"), "{err}");
 
     run(&mut b, "DROP TABLE t; CREATE TABLE t (p text)")?;
-    assert_eq!(simple_rows(&mut a, q)?, (vec!["p".to_string()], Vec::new()));
+    assert_eq!(query(&mut a, q), (vec!["p".to_string()], Vec::new()));
     Ok(())
 }
 

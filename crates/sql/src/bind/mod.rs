@@ -193,10 +193,10 @@ pub(crate) fn bind(
     stmt: &Statement,
     hints: &[SqlType],
     tx: &Transaction,
-    tables: Option<(&RefCell<TableCache>, u64)>,
+    tables: (&RefCell<TableCache>, u64),
 ) -> Result<Bound> {
     let mut b = Binder::new(tx, hints);
-    b.tables = tables;
+    b.tables = Some(tables);
     let plan = b.statement(stmt)?;
     let out = match &plan {
         Plan::Query { out, .. } | Plan::SelectForUpdate { out, .. } => out.clone(),

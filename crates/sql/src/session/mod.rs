@@ -661,20 +661,13 @@ fn cached_bind(
     tx: &Transaction,
 ) -> Result<Arc<bind::Bound>> {
     let generation = db.catalog_generation();
-    let tables = Some((&plans.tables, generation));
-    let Some(text) = key else {
-        return Ok(Arc::new(bind::bind(ast, hints, tx, tables)?));
-    };
-    if let Some(b) = plans.get(text, hints, generation) {
+    if let Some(b) = key.and_then(|text| plans.get(text, hints, generation)) {
         return Ok(b);
     }
-    let b = Arc::new(bind::bind(
-        ast,
-        hints,
-        tx,
-        Some((&plans.tables, generation)),
-    )?);
-    plans.put(text, hints, generation, Arc::clone(&b));
+    let b = Arc::new(bind::bind(ast, hints, tx, (&plans.tables, generation))?);
+    if let Some(text) = key {
+        plans.put(text, hints, generation, Arc::clone(&b));
+    }
     Ok(b)
 }
 
