@@ -510,17 +510,13 @@ impl SimpleQueryHandler for Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let statements = match quire_sql::parse(query) {
-            Ok(s) => s,
-            Err(e) => return Ok(vec![Response::Error(Box::new(error_info("ERROR", &e)))]),
-        };
         let session = match self.session() {
             Ok(s) => s,
             Err(e) => return Ok(vec![Response::Error(Box::new(error_info("ERROR", &e)))]),
         };
         // All statements of the message in one call: one implicit transaction, the first
         // error ending the message, as in PostgreSQL.
-        let results = session.call(|s| s.execute_simple(&statements));
+        let results = session.call(|s| s.execute_query(query));
         // Before the results: VACUUM, the one statement with notices, runs alone in its
         // message (never in a block or an implicit transaction).
         for outcome in results.iter().flatten() {

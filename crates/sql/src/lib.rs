@@ -55,6 +55,7 @@ mod plan;
 mod roles;
 mod sequence;
 mod session;
+mod shape;
 mod types;
 
 pub use bind::OutColumn;

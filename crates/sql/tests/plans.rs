@@ -165,3 +165,173 @@ fn an_unchanged_catalog_keeps_the_plan() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// What a statement gave, to compare two ways of running it: the tag and rows (with the
+/// column names and types), or the error's SQLSTATE and message.
+fn outcome_text(r: quire_sql::Result<quire_sql::Outcome>) -> String {
+    match r {
+        Ok(o) => format!("{} {:?}", o.tag, o.kind),
+        Err(e) => format!("{} {}", e.sqlstate(), e),
+    }
+}
+
+/// Each statement through the simple protocol's query string (where its shape runs as a
+/// prepared statement with its constants as parameters) and through its own parse tree (its
+/// constants as written): the same outcome, twice in a row (the second from the kept plan),
+/// then with other constants.
+#[test]
+fn statement_shapes_give_what_the_statements_give() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    let mut shaped = Session::new(Arc::clone(&db));
+    let mut written = Session::new(Arc::clone(&db));
+    run(
+        &mut written,
+        "CREATE TABLE k (i integer PRIMARY KEY, b bigint, n numeric, s text, d date); \
+         INSERT INTO k VALUES (1, 3000000000, 1.50, 'it''s', '2020-01-01'), \
+           (2, -5, 2, 'b', '2021-06-30'), (3, 7, 0.25, 'a', NULL), (4, 7, 10, 'a', '2020-01-01')",
+    )?;
+    let pairs: &[(&str, &str)] = &[
+        (
+            "SELECT i, s FROM k WHERE i = 2",
+            "SELECT i, s FROM k WHERE i = 3",
+        ),
+        (
+            "SELECT i FROM k WHERE b = 3000000000",
+            "SELECT i FROM k WHERE b = 7",
+        ),
+        (
+            "SELECT i FROM k WHERE b > -2147483648 ORDER BY i",
+            "SELECT i FROM k WHERE b > 0 ORDER BY i",
+        ),
+        (
+            "SELECT i FROM k WHERE n = 1.5",
+            "SELECT i FROM k WHERE n = 10",
+        ),
+        (
+            "SELECT i FROM k WHERE n > 99999999999999999999",
+            "SELECT i FROM k WHERE n < 99999999999999999999 ORDER BY i",
+        ),
+        (
+            "SELECT i FROM k WHERE s = 'it''s'",
+            "SELECT i FROM k WHERE s = 'a' ORDER BY 1",
+        ),
+        (
+            "SELECT i FROM k WHERE d = '2020-01-01' ORDER BY i",
+            "SELECT i FROM k WHERE d > '2020-06-01'",
+        ),
+        (
+            "SELECT i, s FROM k ORDER BY 2, 1",
+            "SELECT i, s FROM k ORDER BY 1 DESC",
+        ),
+        (
+            "SELECT s, count(*) FROM k GROUP BY 1 ORDER BY 1",
+            "SELECT b, count(*) FROM k GROUP BY 1 ORDER BY 1",
+        ),
+        (
+            "SELECT i FROM k ORDER BY i LIMIT 2 OFFSET 1",
+            "SELECT i FROM k ORDER BY i LIMIT 1",
+        ),
+        (
+            "SELECT i FROM k WHERE i IN (1, 3) ORDER BY i",
+            "SELECT i FROM k WHERE i IN (2, 4, 9) ORDER BY i",
+        ),
+        (
+            "SELECT i * 2 + 1, i / 2, -i FROM k WHERE i = 3",
+            "SELECT i * 3 + 0, i / 3, -i FROM k WHERE i = 4",
+        ),
+        (
+            "SELECT 'x' || s FROM k WHERE i = 1",
+            "SELECT 'y' || s FROM k WHERE i = 2",
+        ),
+        ("SELECT 'x', 5, 2.5", "SELECT 'y', 6, 3.5"),
+        ("SELECT i / 0 FROM k WHERE i = 1", "SELECT 1 / 0"),
+        (
+            "SELECT i FROM k WHERE i = 'abc'",
+            "SELECT i FROM k WHERE i = '2'",
+        ),
+        (
+            "SELECT i FROM k WHERE i = 3000000000",
+            "SELECT i FROM k WHERE i = 2147483647",
+        ),
+        (
+            "SELECT i FROM missing WHERE i = 1",
+            "SELECT i FROM k WHERE nothing = 1",
+        ),
+        (
+            "UPDATE k SET b = b + 1 WHERE i = 3 RETURNING b",
+            "UPDATE k SET b = b - 1 WHERE i = 3 RETURNING b",
+        ),
+        (
+            "INSERT INTO k VALUES (10, 1, 1, 'new', '2022-02-02') RETURNING i",
+            "INSERT INTO k VALUES (11, 2, 2.5, 'x', NULL) RETURNING d",
+        ),
+        (
+            "INSERT INTO k VALUES (10, 1, 1, 'dup', NULL)",
+            "INSERT INTO k (i, s) VALUES (12, 'z')",
+        ),
+        (
+            "DELETE FROM k WHERE i = 12 RETURNING s",
+            "DELETE FROM k WHERE i = 11",
+        ),
+        (
+            "SELECT i FROM k WHERE i = 1 AND 'k'::regclass IS NOT NULL",
+            "SELECT 'k'::regclass::oid > 2",
+        ),
+    ];
+    for (first, second) in pairs {
+        for sql in [first, first, second] {
+            let stmt = parse(sql)?.pop().expect("one statement");
+            // Writes change the table: each way runs in a block rolled back afterwards.
+            run(&mut written, "BEGIN")?;
+            let want = outcome_text(written.execute(&stmt, &[], &[]));
+            run(&mut written, "ROLLBACK")?;
+            // Outside a block first, where a new shape is learned before it runs.
+            if sql.starts_with("SELECT") {
+                let mut got = shaped.execute_query(sql);
+                assert_eq!(outcome_text(got.remove(0)), want, "{sql} outside a block");
+            }
+            run(&mut shaped, "BEGIN")?;
+            let mut got = shaped.execute_query(sql);
+            run(&mut shaped, "ROLLBACK")?;
+            assert_eq!(got.len(), 1, "{sql}");
+            assert_eq!(outcome_text(got.remove(0)), want, "{sql}");
+        }
+    }
+    Ok(())
+}
+
+/// A shape that did not bind (its table did not exist) is tried again once a definition
+/// changed; a write through a shape outside a block commits at once, as the simple
+/// protocol's writes do.
+#[test]
+fn a_refused_shape_is_tried_again_and_shaped_writes_commit_at_once() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    let mut s = Session::new(Arc::clone(&db));
+    let mut other = Session::new(Arc::clone(&db));
+    let missing = s.execute_query("SELECT a FROM later WHERE a = 1").remove(0);
+    assert_eq!(missing.map(|_| ()).unwrap_err().sqlstate(), "42P01");
+    run(&mut other, "CREATE TABLE later (a integer)")?;
+    for a in 1..=3 {
+        let inserted = s
+            .execute_query(&format!("INSERT INTO later VALUES ({a})"))
+            .remove(0)?;
+        assert_eq!(inserted.tag, "INSERT 0 1");
+        assert!(
+            !s.awaits_sync(),
+            "a simple-protocol write waits for no Sync"
+        );
+    }
+    let (_, rows) = query(&mut other, "SELECT count(*) FROM later WHERE a >= 2");
+    assert_eq!(rows, vec![vec![Value::Int(2)]]);
+    let OutcomeKind::Rows { rows, .. } = s
+        .execute_query("SELECT a FROM later WHERE a = 1")
+        .remove(0)?
+        .kind
+    else {
+        anyhow::bail!("no rows");
+    };
+    assert_eq!(rows, vec![vec![Value::Int(1)]]);
+    Ok(())
+}

@@ -22,6 +22,11 @@
 //!   writing transaction ends (before its locks go), and at the end of a prepared
 //!   transaction that may have written one. Plan caches above keep a plan only while it
 //!   stands still, as PostgreSQL's backends drop plans on invalidation messages.
+//! - The definition cache ([`Catalog::cached`], PostgreSQL's relcache) keeps what a lookup by
+//!   oid found, across transactions, under the generation read *before* that lookup, and
+//!   serves it only while the generation is unchanged. Only a transaction that has not
+//!   written the catalog itself reads or fills it: its own uncommitted definitions must
+//!   reach no one else, and it must see them. At most [`MAX_CACHED_DEFINITIONS`] entries.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -381,7 +386,13 @@ pub struct Catalog {
     /// transaction ends (everyone else sees it then). Plan caches compare it, as
     /// PostgreSQL's backends take invalidation messages.
     generation: AtomicU64,
+    /// Definitions by oid with the generation they were looked up at (see the rules).
+    cache: RwLock<HashMap<Oid, (u64, Tid, Entry)>>,
 }
+
+/// Most definitions [`Catalog::cached`] keeps: a full cache first drops what is stale,
+/// else starts over. A definition is a few hundred bytes.
+pub const MAX_CACHED_DEFINITIONS: usize = 4096;
 
 impl Catalog {
     /// The catalog's heap.
@@ -400,6 +411,7 @@ impl Catalog {
         let catalog = Catalog {
             index: RwLock::new(Index::default()),
             generation: AtomicU64::new(0),
+            cache: RwLock::new(HashMap::new()),
         };
         let mut next_oid = FIRST_USER_OID;
         for block in 0..heap.nblocks()? {
@@ -429,6 +441,32 @@ impl Catalog {
     /// transaction that made one).
     pub fn invalidate(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The definition of `oid` as a lookup at `generation` found it, if it was kept and
+    /// `generation` is the current one. For transactions that wrote no catalog row.
+    pub fn cached(&self, oid: Oid, generation: u64) -> Option<(Tid, Entry)> {
+        let cache = self.cache.read();
+        let (g, tid, entry) = cache.get(&oid)?;
+        (*g == generation && generation == self.generation()).then(|| (*tid, entry.clone()))
+    }
+
+    /// Keeps what a lookup of `entry.oid()` found, `generation` read before the lookup
+    /// began (so a definition changed meanwhile is never served: the generation moved).
+    pub fn remember(&self, generation: u64, tid: Tid, entry: &Entry) {
+        let mut cache = self.cache.write();
+        if cache.len() >= MAX_CACHED_DEFINITIONS && !cache.contains_key(&entry.oid()) {
+            let now = self.generation();
+            cache.retain(|_, (g, _, _)| *g == now);
+            if cache.len() >= MAX_CACHED_DEFINITIONS {
+                cache.clear();
+            }
+        }
+        cache.insert(entry.oid(), (generation, tid, entry.clone()));
+        assert!(
+            cache.len() <= MAX_CACHED_DEFINITIONS,
+            "definition cache over its bound"
+        );
     }
 
     /// Records that a version of a table's definition lies at `tid`.
@@ -555,20 +593,6 @@ impl Catalog {
         }
         out.sort_by_key(|(_, i)| i.oid);
         Ok(out)
-    }
-
-    /// The definition of table `oid` that `looker` sees, with its catalog address.
-    pub fn by_oid(
-        &self,
-        heap: &Heap<'_>,
-        oid: TableId,
-        looker: &Looker<'_>,
-        oracle: &dyn XidOracle,
-    ) -> Result<Option<(Tid, TableDef)>> {
-        Ok(match self.entry(heap, oid, looker, oracle)? {
-            Some((tid, Entry::Table(t))) => Some((tid, t)),
-            _ => None,
-        })
     }
 
     /// The definition (table or index: they share one namespace, as in PostgreSQL) named

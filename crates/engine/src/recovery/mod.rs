@@ -330,10 +330,7 @@ fn ensure_block_exists(ctx: &RedoContext<'_>, tag: BufferTag) -> Result<()> {
     if !ctx.smgr.exists(tag.rel, tag.fork)? {
         ctx.smgr.create(tag.rel, tag.fork)?;
     }
-    while ctx.smgr.nblocks(tag.rel, tag.fork)? <= tag.block {
-        ctx.smgr.extend(tag.rel, tag.fork, &[0u8; PAGE_SIZE])?;
-    }
-    Ok(())
+    ctx.smgr.zero_extend(tag.rel, tag.fork, tag.block.saturating_add(1))
 }
 
 /// What a recovery did.

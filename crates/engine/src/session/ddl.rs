@@ -47,11 +47,23 @@ impl Transaction {
 
     /// The relation (table or index) `oid`, with its catalog address.
     pub(super) fn lookup_oid(&self, oid: Oid) -> Result<Option<(Tid, Entry)>> {
-        self.catalog_lookup(|looker| {
-            self.engine
-                .catalog
-                .entry(&self.catalog_heap(), oid, looker, &self.engine.txns)
-        })
+        // The shared cache answers only for a transaction without catalog writes of its own
+        // (the catalog module's rules); the generation is read before the lookup.
+        let shared = !self.st.borrow().definitions_changed;
+        let catalog = &self.engine.catalog;
+        let generation = catalog.generation();
+        if shared {
+            if let Some(hit) = catalog.cached(oid, generation) {
+                return Ok(Some(hit));
+            }
+        }
+        let found = self.catalog_lookup(|looker| {
+            catalog.entry(&self.catalog_heap(), oid, looker, &self.engine.txns)
+        })?;
+        if let (true, Some((tid, entry))) = (shared, &found) {
+            catalog.remember(generation, *tid, entry);
+        }
+        Ok(found)
     }
 
     /// The relation (table or index) `oid` as this transaction sees the catalog now, or

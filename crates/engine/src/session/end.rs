@@ -127,7 +127,11 @@ impl Transaction {
             let (start, end) =
                 e.wal
                     .insert(&WalRecord::new(xid, TxnRecord::Prepare, &[], &main))?;
-            e.wal.flush(end)?;
+            // Durable before PREPARE returns, in a commit's group (its flush gathers the
+            // other committers as a commit's does, and `commit_delay` applies, as
+            // PostgreSQL's XLogFlush applies it to every flush).
+            let other_active = || e.txns.procs().with_xid().saturating_sub(1);
+            e.wal.flush_commit(end, &other_active)?;
             e.twophase.prepared(state, start, end);
         }
         e.txns.procs().prepare(self.proc, xid);

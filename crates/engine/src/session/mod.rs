@@ -41,7 +41,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::catalog::{Catalog, IndexDef, TableDef, TableId, USER_DB};
+use crate::catalog::{Catalog, Entry, IndexDef, TableDef, TableId, USER_DB};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::heap::{Heap, Writer};
@@ -246,14 +246,12 @@ impl Transaction {
         if let Some(d) = self.st.borrow().defs.get(&oid) {
             return Ok(d.clone());
         }
-        let found = self.catalog_lookup(|looker| {
-            self.engine
-                .catalog
-                .by_oid(&self.catalog_heap(), oid, looker, &self.engine.txns)
-        })?;
-        let found = found.ok_or_else(|| Error::UndefinedTable {
-            name: format!("with oid {oid}"),
-        })?;
+        let Some((tid, Entry::Table(def))) = self.lookup_oid(oid)? else {
+            return Err(Error::UndefinedTable {
+                name: format!("with oid {oid}"),
+            });
+        };
+        let found = (tid, def);
         self.st.borrow_mut().defs.insert(oid, found.clone());
         Ok(found)
     }

@@ -473,6 +473,59 @@ impl Smgr {
         Ok(block)
     }
 
+    /// Extends a fork with all-zero blocks to `nblocks` blocks (PostgreSQL's
+    /// `smgrzeroextend`), for redo, which then overwrites the blocks it needs. Within the
+    /// last segment the file just grows (`set_len`): no page is written, and the new blocks
+    /// read as zeros. Across a segment boundary it extends page by page, so that each new
+    /// segment is created as [`Smgr::extend`] creates it.
+    pub fn zero_extend(
+        &self,
+        rel: RelFileLocator,
+        fork: Fork,
+        nblocks: BlockNumber,
+    ) -> Result<()> {
+        self.health.check()?;
+        if nblocks > MAX_BLOCKS {
+            return Err(Error::BlockIo {
+                op: "extend",
+                rel,
+                fork,
+                block: nblocks,
+                source: io::Error::other("cannot extend a fork beyond 2^32-2 blocks"),
+            });
+        }
+        loop {
+            let old = self.nblocks(rel, fork)?;
+            if old >= nblocks {
+                return Ok(());
+            }
+            let (segno, _) = self.locate(old);
+            let in_last_segment = (old == 0 || !old.is_multiple_of(self.segment_size_blocks))
+                && (nblocks - 1) / self.segment_size_blocks == segno;
+            if !in_last_segment {
+                self.extend(rel, fork, &[0u8; PAGE_SIZE])?;
+                continue;
+            }
+            let stripe = (hash_one(&rel) as usize) % EXTENSION_LOCK_STRIPES;
+            let _extension_lock = self.extension_locks[stripe].lock();
+            if self.nblocks(rel, fork)? != old {
+                continue; // another extender came first: look again
+            }
+            let (file, _) = self.file_for_block(rel, fork, old, OpenMode::CreateIfMissing)?;
+            let end_bytes = u64::from(nblocks - segno * self.segment_size_blocks) * PAGE_SIZE as u64;
+            file.set_len(end_bytes).map_err(|source| Error::BlockIo {
+                op: "extend",
+                rel,
+                fork,
+                block: old,
+                source,
+            })?;
+            self.sizes.set(rel, fork, nblocks);
+            self.register_sync(rel, fork, segno, &file)?;
+            return Ok(());
+        }
+    }
+
     /// Cuts a fork to `nblocks` blocks. The caller holds the relation exclusively and has
     /// dropped the buffers at and beyond `nblocks`. Segments are cut from the last to the
     /// first, so a crash part-way leaves a shorter prefix, never a hole.

@@ -61,6 +61,37 @@ fn extend_read_write_across_segments() {
 }
 
 #[test]
+fn zero_extend_grows_within_a_segment_and_creates_the_next_ones() {
+    let (_dir, smgr) = setup(RelsizeCacheMode::On, 100);
+    smgr.create(REL, Fork::Main).unwrap();
+    smgr.extend(REL, Fork::Main, &page_for(0)).unwrap();
+    // 1 block to 10 with segments of 4: grows segment 0, creates 1 and 2.
+    smgr.zero_extend(REL, Fork::Main, 10).unwrap();
+    assert_eq!(smgr.nblocks(REL, Fork::Main).unwrap(), 10);
+    for segno in 0..3 {
+        let len = std::fs::metadata(smgr.segment_path(REL, Fork::Main, segno))
+            .unwrap()
+            .len();
+        let want_blocks = if segno == 2 { 2 } else { 4 };
+        assert_eq!(len, want_blocks * PAGE_SIZE as u64, "segment {segno}");
+    }
+    let mut buf = Box::new([0u8; PAGE_SIZE]);
+    smgr.read(REL, Fork::Main, 0, &mut buf).unwrap();
+    assert!(same_page(&buf, &page_for(0)), "the existing block is kept");
+    for n in 1..10 {
+        smgr.read(REL, Fork::Main, n, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 0), "block {n} reads as zeros");
+    }
+    // Never shrinks; the next extension follows the new end.
+    smgr.zero_extend(REL, Fork::Main, 3).unwrap();
+    assert_eq!(smgr.extend(REL, Fork::Main, &page_for(10)).unwrap(), 10);
+    assert!(matches!(
+        smgr.zero_extend(REL, Fork::Main, MAX_BLOCKS + 1),
+        Err(Error::BlockIo { op: "extend", .. })
+    ));
+}
+
+#[test]
 fn size_cache_makes_no_size_probes_once_open() {
     let (_dir, smgr) = setup(RelsizeCacheMode::On, 100);
     smgr.create(REL, Fork::Main).unwrap();

@@ -20,11 +20,20 @@ use crate::catalog::{self, TableInfo};
 use crate::error::{Result, SqlError};
 use crate::interrupt::Interrupt;
 use crate::parse::{CopyStmt, Statement, VacuumStmt};
+use crate::shape::{self, Shape};
 use crate::types::SqlType;
 
 /// The PostgreSQL version quire reports (`server_version`): clients such as pgbench and
 /// psql choose their queries by it.
 pub const SERVER_VERSION: &str = "16.0";
+
+/// Which protocol a statement came by: a write of the extended protocol outside a block
+/// lasts to the next Sync; the simple protocol's commits at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Protocol {
+    Simple,
+    Extended,
+}
 
 /// The transaction status a client sees (ReadyForQuery's I, T, E).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,7 +108,7 @@ mod settings;
 
 use crate::sequence::SessionSequences;
 use exec::run;
-use plans::PlanCache;
+use plans::{KnownShape, PlanCache};
 
 pub use settings::Settings;
 
@@ -270,10 +279,20 @@ impl Session {
                 columns: Vec::new(),
             });
         }
-        let plans = &mut self.plans;
-        let bound = with_tx(&self.db, &self.state, |tx| {
-            cached_bind(plans, &self.db, Some(text), ast, hints, tx)
-        })?;
+        // A kept plan answers without a transaction: a Describe before each Execute (libpq's
+        // PQexecPrepared) then costs no snapshot, and Execute still checks the plan itself.
+        let kept = match self.state {
+            State::Failed => None,
+            _ => self.plans.get(text, hints, self.db.catalog_generation()),
+        };
+        let bound = if let Some(bound) = kept {
+            bound
+        } else {
+            let plans = &mut self.plans;
+            with_tx(&self.db, &self.state, |tx| {
+                cached_bind(plans, &self.db, Some(text), ast, hints, tx)
+            })?
+        };
         Ok(Description {
             params: bound.params.clone(),
             columns: bound.out.clone(),
@@ -287,7 +306,7 @@ impl Session {
         hints: &[SqlType],
         params: &[Value],
     ) -> Result<Outcome> {
-        self.execute_keyed(None, stmt, hints, &|types| {
+        self.execute_keyed(None, Protocol::Simple, stmt, hints, &|types| {
             check_param_count(params.len(), types.len())?;
             Ok(params.to_vec())
         })
@@ -304,12 +323,93 @@ impl Session {
         hints: &[SqlType],
         decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
     ) -> Result<Outcome> {
-        self.execute_keyed(Some(text), stmt, hints, decode)
+        self.execute_keyed(Some(text), Protocol::Extended, stmt, hints, decode)
+    }
+
+    /// A simple-protocol query string: its statements run as [`Session::execute_simple`]
+    /// runs them, except that one statement with a shape ([`crate::shape`]) runs as a
+    /// prepared statement of its shape with its constants as parameters, its plan kept.
+    /// A string that does not parse gives its syntax error (42601).
+    pub fn execute_query(&mut self, sql: &str) -> Vec<Result<Outcome>> {
+        let usable = self.copy.is_none() && !matches!(self.state, State::Failed);
+        let Some(shape) = usable.then(|| shape::shape_of(sql)).flatten() else {
+            return self.execute_as_written(sql);
+        };
+        let generation = self.db.catalog_generation();
+        let known = match self.plans.shape(&shape.text, generation) {
+            Some(known) => known,
+            None if matches!(self.state, State::Idle) => self.learn_shape(&shape, generation),
+            None => {
+                // In a block, a shape is learned only once its statement ran as written:
+                // binding it in the block's transaction must not fail that transaction with
+                // an error the statement itself does not have.
+                let out = self.execute_as_written(sql);
+                if matches!(out.as_slice(), [Ok(_)]) && matches!(self.state, State::Block(_)) {
+                    self.learn_shape(&shape, generation);
+                }
+                return out;
+            }
+        };
+        let KnownShape::Parsed(stmt) = known else {
+            return self.execute_as_written(sql);
+        };
+        let constants = &shape.constants;
+        let hints = shape.hints();
+        let out = self.execute_keyed(
+            Some(&shape.text),
+            Protocol::Simple,
+            &stmt,
+            &hints,
+            &|types| {
+                check_param_count(constants.len(), types.len())?;
+                types
+                    .iter()
+                    .zip(constants)
+                    .map(|(ty, c)| crate::types::parse_text(*ty, &c.text))
+                    .collect()
+            },
+        );
+        vec![out]
+    }
+
+    fn execute_as_written(&mut self, sql: &str) -> Vec<Result<Outcome>> {
+        match crate::parse::parse(sql) {
+            Ok(statements) => self.execute_simple(&statements),
+            Err(e) => vec![Err(e)],
+        }
+    }
+
+    /// Learns whether `shape` binds as a prepared statement with every parameter typed
+    /// ([`crate::shape`]'s rules; binding keeps its plan), and keeps what was learned.
+    fn learn_shape(&mut self, shape: &Shape, generation: u64) -> KnownShape {
+        let known = match self.bind_shape(shape) {
+            Some(stmt) => KnownShape::Parsed(Arc::new(stmt)),
+            None => KnownShape::Refused { generation },
+        };
+        self.plans.put_shape(&shape.text, known.clone());
+        known
+    }
+
+    fn bind_shape(&mut self, shape: &Shape) -> Option<Statement> {
+        let dialect = sqlparser::dialect::PostgreSqlDialect {};
+        let mut parsed = sqlparser::parser::Parser::parse_sql(&dialect, &shape.text).ok()?;
+        if parsed.len() != 1 || !shape::check_parameters(&parsed[0]) {
+            return None;
+        }
+        let stmt = Statement::Sql(Box::new(parsed.remove(0)));
+        let described = self.describe(&shape.text, &stmt, &shape.hints()).ok()?;
+        let typed = described.params.len() == shape.constants.len()
+            && described
+                .params
+                .iter()
+                .all(|t| shape::is_parameter_type(*t));
+        typed.then_some(stmt)
     }
 
     fn execute_keyed(
         &mut self,
         key: Option<&str>,
+        protocol: Protocol,
         stmt: &Statement,
         hints: &[SqlType],
         decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
@@ -325,7 +425,7 @@ impl Session {
             return Err(SqlError::in_failed_transaction());
         }
         let r = match stmt {
-            Statement::Sql(ast) => self.execute_sql(key, ast, hints, decode),
+            Statement::Sql(ast) => self.execute_sql(key, protocol, ast, hints, decode),
             other => {
                 decode(&[])?;
                 self.execute_utility(other)
@@ -374,6 +474,7 @@ impl Session {
     fn execute_sql(
         &mut self,
         key: Option<&str>,
+        protocol: Protocol,
         ast: &sqlparser::ast::Statement,
         hints: &[SqlType],
         decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
@@ -426,7 +527,7 @@ impl Session {
                 &bound.plan,
                 &params,
             )?;
-            until_sync = key.is_some() && !bound.plan.is_read_only();
+            until_sync = protocol == Protocol::Extended && !bound.plan.is_read_only();
             Ok(with_columns(out, &bound.out))
         });
         match r {

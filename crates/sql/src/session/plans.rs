@@ -15,6 +15,11 @@
 //!   utility commands are never bound, so never kept.
 //! - Beside the plans, the table definitions binding read ([`TableCache`]), under the same
 //!   rule of the generation read before binding.
+//! - And the shapes of simple-protocol statements ([`crate::shape`]): each shape's parsed
+//!   statement, kept as long as there is room, or the refusal of a shape that does not
+//!   bind as a prepared statement, kept only while the generation stands still (a table
+//!   created later may make it bind). At most [`MAX_CACHED_PLANS`] shapes; a full store
+//!   starts over.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -22,6 +27,7 @@ use std::sync::Arc;
 
 use crate::bind::Bound;
 use crate::catalog::TableCache;
+use crate::parse::Statement;
 use crate::types::SqlType;
 
 /// Most plans one session keeps.
@@ -41,6 +47,17 @@ pub(crate) struct PlanCache {
     pub tables: RefCell<TableCache>,
     /// A counter of lookups and insertions, the entries' clock for least-recently-used eviction.
     clock: u64,
+    /// Simple-protocol statement shapes, by shape text (see the rules).
+    shapes: HashMap<String, KnownShape>,
+}
+
+/// What the session learned of a shape.
+#[derive(Clone)]
+pub(crate) enum KnownShape {
+    /// It binds as a prepared statement: this one.
+    Parsed(Arc<Statement>),
+    /// It did not bind at this catalog generation.
+    Refused { generation: u64 },
 }
 
 impl PlanCache {
@@ -71,6 +88,26 @@ impl PlanCache {
         assert!(
             self.entries.len() <= MAX_CACHED_PLANS,
             "plan cache over its bound"
+        );
+    }
+
+    /// What is known of shape `text` at catalog generation `generation`.
+    pub fn shape(&self, text: &str, generation: u64) -> Option<KnownShape> {
+        match self.shapes.get(text)? {
+            KnownShape::Refused { generation: g } if *g != generation => None,
+            known => Some(known.clone()),
+        }
+    }
+
+    /// Keeps what was learned of shape `text`.
+    pub fn put_shape(&mut self, text: &str, known: KnownShape) {
+        if self.shapes.len() >= MAX_CACHED_PLANS && !self.shapes.contains_key(text) {
+            self.shapes.clear();
+        }
+        self.shapes.insert(text.to_string(), known);
+        assert!(
+            self.shapes.len() <= MAX_CACHED_PLANS,
+            "shape store over its bound"
         );
     }
 

@@ -41,10 +41,10 @@ pub fn code(r: Result<String, String>) -> String {
     r.expect_err("must fail")[..5].to_string()
 }
 
-/// The column names and rows of a query.
+/// The column names and rows of a query, sent as a simple-protocol query string (so that
+/// its shape, if it has one, runs as a prepared statement: `crate::shape`).
 pub fn query(s: &mut Session, sql: &str) -> (Vec<String>, Vec<Vec<Value>>) {
-    let stmt = parse(sql).unwrap().pop().unwrap();
-    match s.execute(&stmt, &[], &[]).unwrap().kind {
+    match s.execute_query(sql).pop().unwrap().unwrap().kind {
         OutcomeKind::Rows { columns, rows } => {
             (columns.into_iter().map(|c| c.name).collect(), rows)
         }
