@@ -18,7 +18,6 @@ use std::time::Instant;
 
 use quire_engine::Database;
 use quire_sql::{IdleLimit, Session};
-use tokio::sync::Notify;
 
 /// A connection's session.
 pub(crate) struct SessionHandle {
@@ -31,40 +30,31 @@ pub(crate) struct SessionHandle {
     awaits_sync: AtomicBool,
 }
 
-/// When the connection, waiting for its client's next command, must end.
+/// When the connection, waiting for its client's next command, must end. Armed and
+/// disarmed only by [`SessionHandle::call`], on the connection's own thread, between two
+/// waits of its message loop: what is armed when a wait begins holds for the whole wait, so
+/// the wait needs no wakeup when it changes.
 #[derive(Default)]
 pub(crate) struct IdleTimer {
     armed: Mutex<Option<(Instant, IdleLimit)>>,
-    /// Wakes the waiter in [`IdleTimer::expired`] when the timer is armed or disarmed.
-    changed: Notify,
 }
 
 impl IdleTimer {
     fn set(&self, armed: Option<(Instant, IdleLimit)>) {
         *self.armed.lock().unwrap_or_else(PoisonError::into_inner) = armed;
-        self.changed.notify_one();
     }
 
     fn get(&self) -> Option<(Instant, IdleLimit)> {
         *self.armed.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Completes when the timer, armed, expires without having been re-armed or disarmed.
+    /// Completes when the timer, armed as it is now, expires; never if it is disarmed.
     pub(crate) async fn expired(&self) -> IdleLimit {
-        loop {
-            let armed = self.get();
-            match armed {
-                None => self.changed.notified().await,
-                Some((at, limit)) => {
-                    tokio::select! {
-                        () = tokio::time::sleep_until(at.into()) => {
-                            if self.get() == armed {
-                                return limit;
-                            }
-                        }
-                        () = self.changed.notified() => {}
-                    }
-                }
+        match self.get() {
+            None => std::future::pending().await,
+            Some((at, limit)) => {
+                tokio::time::sleep_until(at.into()).await;
+                limit
             }
         }
     }
