@@ -45,7 +45,8 @@
 //!   inside a block and `idle_session_timeout` outside one (both off by default); then the
 //!   connection ends with PostgreSQL's FATAL 25P03 or 57P05 ([`socket`]), and its
 //!   transaction rolls back. A prepared statement keeps its plan in the session until a
-//!   definition changes (`quire_sql`'s plan cache).
+//!   definition changes (`quire_sql`'s plan cache), and so does the shape of a
+//!   simple-protocol statement (`Session::execute_query`).
 //! - Shutdown (the future given to [`Server::run`] completes, e.g. on SIGINT/SIGTERM): stop
 //!   accepting, cancel running statements, end every connection (FATAL 57P01 to a client
 //!   between commands), each session rolling back its open transaction; wait for the

@@ -16,7 +16,9 @@
 //! - `bind`: names, types and access paths: a statement becomes a plan.
 //! - `copy`: COPY's text and CSV formats.
 //! - `interrupt`: cancel requests and `statement_timeout`.
-//! - `session`: a client's transaction state, settings and COPY; statement execution.
+//! - `shape`: a simple-protocol statement's shape, its constants taken out as parameters.
+//! - `session`: a client's transaction state, settings and COPY; statement execution; the
+//!   plans kept per session (extended-protocol statements and simple-protocol shapes).
 //!
 //! ## Rules
 //!

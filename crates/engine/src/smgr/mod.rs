@@ -15,13 +15,14 @@
 //! ## Rules
 //! - **Size cache (seed 002).** With `relsize_cache = on`, the size of every fork that has
 //!   been touched is kept in shared memory and changed only by [`Smgr::create`],
-//!   [`Smgr::extend`], [`Smgr::truncate`] and [`Smgr::unlink`]; [`Smgr::nblocks`] makes no
+//!   [`Smgr::extend`], [`Smgr::zero_extend`], [`Smgr::truncate`] and [`Smgr::unlink`]; [`Smgr::nblocks`] makes no
 //!   system call once a fork is cached. With `relsize_cache = off`, every `nblocks` probes the
 //!   file size (`lseek(SEEK_END)`), as PostgreSQL 13 does; with `relsize_cache =
 //!   recovery_only`, the cache answers during startup redo only ([`Smgr::set_in_recovery`]),
 //!   as PostgreSQL 14-17's `smgr_cached_nblocks`.
-//! - **Extension** is serialised per relation by an extension lock inside `extend`, so block
-//!   numbers are handed out once each.
+//! - **Extension** is serialised per relation by an extension lock inside `extend` (and
+//!   `zero_extend`, redo's way to make a block exist: the file grows, no page is written), so
+//!   block numbers are handed out once each.
 //! - **Truncate and unlink** require that the caller holds the relation exclusively, and that
 //!   the relation's buffers were dropped first (buffer layer), so no buffer can write a page
 //!   back into a file that is being cut.
