@@ -434,6 +434,9 @@ fn connection_thread(
     let mut stopped = farewell.clone();
     let served = runtime.block_on(async move {
         let socket = tokio::net::TcpStream::from_std(socket)?;
+        // Replies go out whole and at once (the message loop writes one per round trip), so
+        // Nagle's algorithm only holds them back; PostgreSQL sets TCP_NODELAY too.
+        socket.set_nodelay(true)?;
         // Biased, the connection first: between commands it says farewell itself; a
         // connection stuck writing to a client that does not read is dropped by the stop.
         tokio::select! {
