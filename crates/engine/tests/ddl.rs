@@ -55,6 +55,59 @@ fn create_with_rows(db: &Database, name: &str, n: i64) -> TableId {
     })
 }
 
+// ---------------------------------------------------------------------------- definition cache
+
+/// The columns of table `t` as a lookup by oid without a lock finds them (through the
+/// definition cache kept across transactions, PostgreSQL's relcache).
+fn columns_seen(tx: &quire_engine::Transaction, t: TableId) -> usize {
+    match tx.relation(t).unwrap() {
+        Some(quire_engine::Entry::Table(def)) => def.columns.len(),
+        other => panic!("table {t} is {other:?}"),
+    }
+}
+
+/// The definition cache serves only what a fresh lookup would: a transaction's uncommitted
+/// ADD COLUMN reaches no other transaction through it, its own lookups see it, a rollback
+/// leaves the old definition, and once committed everyone sees the new one.
+#[test]
+fn the_definition_cache_never_shows_an_uncommitted_definition() {
+    let (_vfs, db) = new_db(1, config());
+    let t = create_with_rows(&db, "cached", 3);
+    let reader = db.begin(ReadCommitted).unwrap();
+    assert_eq!(
+        reader.table_def(t).unwrap().columns.len(),
+        2,
+        "fills the cache"
+    );
+    assert_eq!(columns_seen(&reader, t), 2);
+    reader.commit().unwrap();
+
+    let writer = db.begin(ReadCommitted).unwrap();
+    writer
+        .add_column(t, Column::new("extra", Type::Int))
+        .unwrap();
+    assert_eq!(columns_seen(&writer, t), 3, "its creator sees it");
+    assert_eq!(writer.table_def(t).unwrap().columns.len(), 3);
+    let other = db.begin(ReadCommitted).unwrap();
+    for _ in 0..2 {
+        assert_eq!(columns_seen(&other, t), 2, "uncommitted: not for others");
+    }
+    other.commit().unwrap();
+    writer.rollback().unwrap();
+    let after = db.begin(ReadCommitted).unwrap();
+    assert_eq!(columns_seen(&after, t), 2, "rolled back");
+    assert_eq!(after.table_def(t).unwrap().columns.len(), 2);
+    after.commit().unwrap();
+
+    committing(&db, |tx| {
+        tx.add_column(t, Column::new("extra", Type::Int)).unwrap()
+    });
+    let after = db.begin(ReadCommitted).unwrap();
+    assert_eq!(columns_seen(&after, t), 3, "committed: for everyone");
+    assert_eq!(after.table_def(t).unwrap().columns.len(), 3);
+    after.commit().unwrap();
+}
+
 // ---------------------------------------------------------------------------- CREATE
 
 #[test]
