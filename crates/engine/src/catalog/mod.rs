@@ -26,7 +26,8 @@
 //!   oid found, across transactions, under the generation read *before* that lookup, and
 //!   serves it only while the generation is unchanged. Only a transaction that has not
 //!   written the catalog itself reads or fills it: its own uncommitted definitions must
-//!   reach no one else, and it must see them. At most [`MAX_CACHED_DEFINITIONS`] entries.
+//!   reach no one else, and it must see them. At most [`MAX_CACHED_DEFINITIONS`] entries,
+//!   none of a table with more than [`MAX_CACHED_COLUMNS`] columns.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -391,8 +392,12 @@ pub struct Catalog {
 }
 
 /// Most definitions [`Catalog::cached`] keeps: a full cache first drops what is stale,
-/// else starts over. A definition is a few hundred bytes.
+/// else starts over.
 pub const MAX_CACHED_DEFINITIONS: usize = 4096;
+/// A table of more columns is not kept (looked up each time instead), so that the cache's
+/// memory stays bounded (a few tens of bytes per column: at most some 20 MB) whatever the
+/// definitions.
+pub const MAX_CACHED_COLUMNS: usize = 100;
 
 impl Catalog {
     /// The catalog's heap.
@@ -454,6 +459,9 @@ impl Catalog {
     /// Keeps what a lookup of `entry.oid()` found, `generation` read before the lookup
     /// began (so a definition changed meanwhile is never served: the generation moved).
     pub fn remember(&self, generation: u64, tid: Tid, entry: &Entry) {
+        if matches!(entry, Entry::Table(t) if t.columns.len() > MAX_CACHED_COLUMNS) {
+            return;
+        }
         let mut cache = self.cache.write();
         if cache.len() >= MAX_CACHED_DEFINITIONS && !cache.contains_key(&entry.oid()) {
             let now = self.generation();

@@ -15,8 +15,8 @@
 //! ## Rules
 //! - **Size cache (seed 002).** With `relsize_cache = on`, the size of every fork that has
 //!   been touched is kept in shared memory and changed only by [`Smgr::create`],
-//!   [`Smgr::extend`], [`Smgr::zero_extend`], [`Smgr::truncate`] and [`Smgr::unlink`]; [`Smgr::nblocks`] makes no
-//!   system call once a fork is cached. With `relsize_cache = off`, every `nblocks` probes the
+//!   [`Smgr::extend`], [`Smgr::zero_extend`], [`Smgr::truncate`] and [`Smgr::unlink`];
+//!   [`Smgr::nblocks`] makes no system call once a fork is cached. With `relsize_cache = off`, every `nblocks` probes the
 //!   file size (`lseek(SEEK_END)`), as PostgreSQL 13 does; with `relsize_cache =
 //!   recovery_only`, the cache answers during startup redo only ([`Smgr::set_in_recovery`]),
 //!   as PostgreSQL 14-17's `smgr_cached_nblocks`.

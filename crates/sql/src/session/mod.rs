@@ -384,9 +384,9 @@ impl Session {
     fn learn_shape(&mut self, shape: &Shape, generation: u64) -> KnownShape {
         let known = match self.bind_shape(shape) {
             Some(stmt) => KnownShape::Parsed(Arc::new(stmt)),
-            None => KnownShape::Refused { generation },
+            None => KnownShape::Refused,
         };
-        self.plans.put_shape(&shape.text, known.clone());
+        self.plans.put_shape(&shape.text, generation, known.clone());
         known
     }
 

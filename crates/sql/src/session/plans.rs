@@ -16,10 +16,10 @@
 //! - Beside the plans, the table definitions binding read ([`TableCache`]), under the same
 //!   rule of the generation read before binding.
 //! - And the shapes of simple-protocol statements ([`crate::shape`]): each shape's parsed
-//!   statement, kept as long as there is room, or the refusal of a shape that does not
-//!   bind as a prepared statement, kept only while the generation stands still (a table
-//!   created later may make it bind). At most [`MAX_CACHED_PLANS`] shapes; a full store
-//!   starts over.
+//!   statement, or the refusal of a shape that does not bind as a prepared statement, both
+//!   kept only while the generation stands still, as plans are (a changed definition may
+//!   make a shape bind, or bind with other parameter types). At most [`MAX_CACHED_PLANS`]
+//!   shapes; a full store starts over.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -47,8 +47,9 @@ pub(crate) struct PlanCache {
     pub tables: RefCell<TableCache>,
     /// A counter of lookups and insertions, the entries' clock for least-recently-used eviction.
     clock: u64,
-    /// Simple-protocol statement shapes, by shape text (see the rules).
-    shapes: HashMap<String, KnownShape>,
+    /// Simple-protocol statement shapes, by shape text, with the generation they were
+    /// learned at (see the rules).
+    shapes: HashMap<String, (u64, KnownShape)>,
 }
 
 /// What the session learned of a shape.
@@ -56,8 +57,8 @@ pub(crate) struct PlanCache {
 pub(crate) enum KnownShape {
     /// It binds as a prepared statement: this one.
     Parsed(Arc<Statement>),
-    /// It did not bind at this catalog generation.
-    Refused { generation: u64 },
+    /// It does not bind so: the statement runs as written.
+    Refused,
 }
 
 impl PlanCache {
@@ -93,18 +94,17 @@ impl PlanCache {
 
     /// What is known of shape `text` at catalog generation `generation`.
     pub fn shape(&self, text: &str, generation: u64) -> Option<KnownShape> {
-        match self.shapes.get(text)? {
-            KnownShape::Refused { generation: g } if *g != generation => None,
-            known => Some(known.clone()),
-        }
+        let (learned_at, known) = self.shapes.get(text)?;
+        (*learned_at == generation).then(|| known.clone())
     }
 
-    /// Keeps what was learned of shape `text`.
-    pub fn put_shape(&mut self, text: &str, known: KnownShape) {
+    /// Keeps what was learned of shape `text` at catalog generation `generation` (read
+    /// before it was learned).
+    pub fn put_shape(&mut self, text: &str, generation: u64, known: KnownShape) {
         if self.shapes.len() >= MAX_CACHED_PLANS && !self.shapes.contains_key(text) {
             self.shapes.clear();
         }
-        self.shapes.insert(text.to_string(), known);
+        self.shapes.insert(text.to_string(), (generation, known));
         assert!(
             self.shapes.len() <= MAX_CACHED_PLANS,
             "shape store over its bound"
