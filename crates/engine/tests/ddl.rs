@@ -100,7 +100,7 @@ fn the_definition_cache_never_shows_an_uncommitted_definition() {
     after.commit().unwrap();
 
     committing(&db, |tx| {
-        tx.add_column(t, Column::new("extra", Type::Int)).unwrap()
+        tx.add_column(t, Column::new("extra", Type::Int)).unwrap();
     });
     let after = db.begin(ReadCommitted).unwrap();
     assert_eq!(columns_seen(&after, t), 3, "committed: for everyone");
