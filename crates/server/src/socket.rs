@@ -128,14 +128,20 @@ where
         if let Some(f) = farewell {
             return fatal(socket, f.sqlstate, f.message).await;
         }
+        // Biased, the socket first: a message already read (clients send Bind, Describe,
+        // Execute and Sync together) is taken without polling the other branches. Polling
+        // `stop` registers with the farewell channel every connection shares, one lock for
+        // all of them, twice per message; the farewell is still seen at the top of the next
+        // turn, and the other branches are polled whenever the socket has nothing.
         let msg = tokio::select! {
+            biased;
+            msg = socket.next() => msg,
             () = &mut startup_timeout, if starting => None,
             limit = idle.expired(), if !starting => {
                 tracing::info!(sqlstate = limit.sqlstate, "{}", limit.message);
                 return fatal(socket, limit.sqlstate, limit.message).await;
             }
             _ = stop.changed() => continue,
-            msg = socket.next() => msg,
         };
         let Some(Ok(msg)) = msg else {
             return Ok(());
