@@ -448,12 +448,12 @@ impl Catalog {
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// The definition of `oid` as a lookup at `generation` found it, if it was kept and
-    /// `generation` is the current one. For transactions that wrote no catalog row.
+    /// The definition of `oid` as a lookup at `generation` (the current one, just read by
+    /// the caller) found it, if it was kept. For transactions that wrote no catalog row.
     pub fn cached(&self, oid: Oid, generation: u64) -> Option<(Tid, Entry)> {
         let cache = self.cache.read();
         let (g, tid, entry) = cache.get(&oid)?;
-        (*g == generation && generation == self.generation()).then(|| (*tid, entry.clone()))
+        (*g == generation).then(|| (*tid, entry.clone()))
     }
 
     /// Keeps what a lookup of `entry.oid()` found, `generation` read before the lookup

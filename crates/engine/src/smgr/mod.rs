@@ -414,6 +414,21 @@ impl Smgr {
     }
 }
 
+/// Refuses a fork of more than [`MAX_BLOCKS`] blocks (the last block number is kept free,
+/// as PostgreSQL keeps `InvalidBlockNumber`).
+fn check_extension_limit(rel: RelFileLocator, fork: Fork, nblocks: BlockNumber) -> Result<()> {
+    if nblocks <= MAX_BLOCKS {
+        return Ok(());
+    }
+    Err(Error::BlockIo {
+        op: "extend",
+        rel,
+        fork,
+        block: nblocks - 1,
+        source: io::Error::other("cannot extend a fork beyond 2^32-2 blocks"),
+    })
+}
+
 /// Writes one page at its place in a segment, with its checksum set on a private copy.
 fn write_page(
     file: &Arc<dyn VfsFile>,
@@ -453,15 +468,7 @@ impl Smgr {
         let stripe = (hash_one(&rel) as usize) % EXTENSION_LOCK_STRIPES;
         let _extension_lock = self.extension_locks[stripe].lock();
         let block = self.nblocks(rel, fork)?;
-        if block >= MAX_BLOCKS {
-            return Err(Error::BlockIo {
-                op: "extend",
-                rel,
-                fork,
-                block,
-                source: io::Error::other("cannot extend a fork beyond 2^32-2 blocks"),
-            });
-        }
+        check_extension_limit(rel, fork, block + 1)?;
         if block > 0 && block.is_multiple_of(self.segment_size_blocks) {
             // A new segment file: its name must be made durable with its data.
             self.dirty_dirs.lock().insert(self.rel_dir(rel));
@@ -486,15 +493,7 @@ impl Smgr {
         nblocks: BlockNumber,
     ) -> Result<()> {
         self.health.check()?;
-        if nblocks > MAX_BLOCKS {
-            return Err(Error::BlockIo {
-                op: "extend",
-                rel,
-                fork,
-                block: nblocks,
-                source: io::Error::other("cannot extend a fork beyond 2^32-2 blocks"),
-            });
-        }
+        check_extension_limit(rel, fork, nblocks)?;
         loop {
             let old = self.nblocks(rel, fork)?;
             if old >= nblocks {

@@ -391,12 +391,14 @@ impl Session {
     }
 
     fn bind_shape(&mut self, shape: &Shape) -> Option<Statement> {
-        let dialect = sqlparser::dialect::PostgreSqlDialect {};
-        let mut parsed = sqlparser::parser::Parser::parse_sql(&dialect, &shape.text).ok()?;
-        if parsed.len() != 1 || !shape::check_parameters(&parsed[0]) {
+        let mut parsed = crate::parse::parse(&shape.text).ok()?;
+        let [Statement::Sql(ast)] = parsed.as_slice() else {
+            return None;
+        };
+        if !shape::check_parameters(ast) {
             return None;
         }
-        let stmt = Statement::Sql(Box::new(parsed.remove(0)));
+        let stmt = parsed.remove(0);
         let described = self.describe(&shape.text, &stmt, &shape.hints()).ok()?;
         let typed = described.params.len() == shape.constants.len()
             && described
@@ -780,4 +782,79 @@ fn check_param_count(given: usize, needed: usize) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quire_engine::vfs::{OsVfs, Vfs};
+
+    fn session(dir: &std::path::Path) -> Session {
+        let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
+        let config = quire_engine::Config {
+            shared_buffers_bytes: 4 * 1024 * 1024,
+            autovacuum: false,
+            ..quire_engine::Config::default()
+        };
+        let db = Database::open(&vfs, dir, config).expect("a new database opens");
+        Session::bootstrap(&db).expect("bootstrap");
+        Session::new(Arc::new(db))
+    }
+
+    fn known(s: &Session, shape_text: &str) -> Option<&'static str> {
+        match s.plans.shape(shape_text, s.db.catalog_generation())? {
+            KnownShape::Parsed(_) => Some("parsed"),
+            KnownShape::Refused => Some("refused"),
+        }
+    }
+
+    fn ok(s: &mut Session, sql: &str) -> Outcome {
+        let mut out = s.execute_query(sql);
+        assert_eq!(out.len(), 1, "{sql}");
+        out.remove(0).unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// What the session learns of each shape, and when it learns again: the statements'
+    /// outcomes cannot tell a shape used from a statement run as written, this can.
+    #[test]
+    fn shapes_are_learned_refused_and_learned_again_when_a_definition_changes() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut s = session(dir.path());
+        let missing = s.execute_query("SELECT a FROM later WHERE a = 1").remove(0);
+        assert!(missing.is_err());
+        assert_eq!(
+            known(&s, "SELECT a FROM later WHERE a = $1"),
+            Some("refused")
+        );
+        ok(&mut s, "CREATE TABLE later (a integer)");
+        assert_eq!(
+            known(&s, "SELECT a FROM later WHERE a = $1"),
+            None,
+            "a refusal lasts only while no definition changes"
+        );
+        ok(&mut s, "INSERT INTO later VALUES (7)");
+        assert_eq!(known(&s, "INSERT INTO later VALUES ($1)"), Some("parsed"));
+        ok(&mut s, "SELECT a FROM later WHERE a = 1");
+        assert_eq!(
+            known(&s, "SELECT a FROM later WHERE a = $1"),
+            Some("parsed")
+        );
+        ok(&mut s, "SELECT a FROM later ORDER BY 1");
+        assert_eq!(
+            known(&s, "SELECT a FROM later ORDER BY $1"),
+            Some("refused")
+        );
+        // In a block, a new shape is learned after its statement ran as written.
+        ok(&mut s, "BEGIN");
+        let OutcomeKind::Rows { rows, .. } = ok(&mut s, "SELECT a FROM later WHERE a > 2").kind
+        else {
+            panic!("no rows");
+        };
+        assert_eq!(rows, vec![vec![Value::Int(7)]]);
+        assert_eq!(
+            known(&s, "SELECT a FROM later WHERE a > $1"),
+            Some("parsed")
+        );
+        ok(&mut s, "COMMIT");
+    }
 }
