@@ -253,6 +253,7 @@ impl Database {
             wal,
             txns,
             catalog,
+            roots: crate::btree::roots::RootCache::default(),
             next_oid,
             table_stats: StatsRegistry::default(),
             _dir_lock: lock,
@@ -450,6 +451,12 @@ impl Database {
     #[cfg(any(test, feature = "testing"))]
     pub fn wal(&self) -> &Arc<Wal> {
         &self.engine.wal
+    }
+
+    /// The cache of index roots every [`crate::btree::BTree`] of this database shares.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn btree_roots(&self) -> &crate::btree::roots::RootCache {
+        &self.engine.roots
     }
 
     #[cfg(any(test, feature = "testing"))]

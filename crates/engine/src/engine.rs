@@ -18,6 +18,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::btree::roots::RootCache;
 use crate::buffer::BufferPool;
 use crate::catalog::Catalog;
 use crate::checkpoint::{CheckpointHook, CheckpointIds};
@@ -41,6 +42,8 @@ pub(crate) struct Engine {
     pub txns: TransactionManager,
     pub locks: LockManager,
     pub catalog: Catalog,
+    /// Where each index's root is (a hint for descents).
+    pub roots: RootCache,
     pub twophase: TwoPhase,
     /// The next oid handed out (an [`Oid`]'s value).
     pub next_oid: AtomicU64,

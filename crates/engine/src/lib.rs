@@ -14,7 +14,8 @@
 //! 0. Leaves, which name no other module: [`types`] (the small shared types and limits:
 //!    relation locator, fork, block number, buffer tag, LSN, page size), `hash` (the hash
 //!    used by the engine's tables), `bytes` (the one little-endian reader of stored and
-//!    logged bytes), [`rng`] (the one deterministic random generator).
+//!    logged bytes), [`rng`] (the one deterministic random generator), `padded` (a value
+//!    alone on its cache lines).
 //! 1. [`vfs`]: the only code that touches files (OS and a crash-simulating implementation).
 //! 2. [`page`]: the 8 KiB page layout and its CRC32C checksum.
 //! 3. [`error`]: the one error type, each variant with its SQLSTATE; [`health`]: the
@@ -168,6 +169,7 @@ mod db;
 mod engine;
 mod hash;
 mod hintfork;
+mod padded;
 
 // The embedded API: what `Database` and `Transaction` take and return.
 pub use catalog::{Column, Entry, IndexDef, IndexId, RowShape, TableDef, TableId};

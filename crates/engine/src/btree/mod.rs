@@ -79,6 +79,7 @@ mod insert;
 pub mod key;
 pub mod page;
 pub mod redo;
+pub mod roots;
 mod scan;
 mod vacuum;
 mod verify;
@@ -99,6 +100,7 @@ use crate::value::{Type, Value};
 use crate::wal::{LoggedPage, Wal};
 use key::{BadKey, SearchKey};
 use page::{encode_tuple, BtPage, Meta, Special, Tuple, LEAF, META_BLOCK, NO_BLOCK, ROOT};
+use roots::{Root, RootCache};
 
 pub use build::BuildStats;
 pub use scan::IndexScan;
@@ -120,6 +122,8 @@ pub struct IndexDesc {
 pub struct BTree<'a> {
     pub pool: &'a BufferPool,
     pub wal: &'a Wal,
+    /// The engine's cache of index roots ([`roots`]).
+    pub roots: &'a RootCache,
     pub desc: std::sync::Arc<IndexDesc>,
 }
 
@@ -198,11 +202,23 @@ enum Step {
     Right(BlockNumber),
     Down(BlockNumber),
     Arrived,
+    /// The cached root is no longer the root: start again from the metapage.
+    StaleRoot,
 }
 
 impl<'a> BTree<'a> {
-    pub fn new(pool: &'a BufferPool, wal: &'a Wal, desc: std::sync::Arc<IndexDesc>) -> Self {
-        BTree { pool, wal, desc }
+    pub fn new(
+        pool: &'a BufferPool,
+        wal: &'a Wal,
+        roots: &'a RootCache,
+        desc: std::sync::Arc<IndexDesc>,
+    ) -> Self {
+        BTree {
+            pool,
+            wal,
+            roots,
+            desc,
+        }
     }
 
     fn rel(&self) -> RelFileLocator {
@@ -246,6 +262,8 @@ impl<'a> BTree<'a> {
         }
         self.pool.smgr().create(self.rel(), Fork::Main)?;
         crate::recovery::storage::log_create(self.wal, self.rel(), Fork::Main)?;
+        // A tree made again in the same file: no descent may start from the old one's root.
+        self.roots.forget(self.rel());
         let meta_buf = self.pool.extend(self.rel(), Fork::Main)?;
         let root_buf = self.pool.extend(self.rel(), Fork::Main)?;
         let meta = Meta {
@@ -396,15 +414,15 @@ impl<'a> BTree<'a> {
         sk: &SearchKey<'_>,
         level: u16,
     ) -> Result<(PinnedBuffer<'a>, Option<Downlink>)> {
-        let meta = self.read_meta()?;
-        if meta.level < level {
-            return Err(self.corrupt(
-                META_BLOCK,
-                format!("no level {level}: the root is at level {}", meta.level),
-            ));
-        }
-        let mut buf = self.pin(meta.root)?;
-        let mut expected = meta.level;
+        // The cached root, checked on its page below; the metapage when none is cached (or
+        // the cached one is not high enough for `level`).
+        let mut cached = self.roots.get(self.rel()).filter(|r| r.level >= level);
+        let mut top = match cached {
+            Some(root) => root,
+            None => self.root_from_meta(level)?,
+        };
+        let mut buf = self.pin(top.block)?;
+        let mut expected = top.level;
         let mut repair = None;
         let mut hops = HopLimit::default();
         loop {
@@ -413,14 +431,17 @@ impl<'a> BTree<'a> {
             let step = {
                 let g = buf.read();
                 let p = self.view(&g, block)?;
-                if p.special.level != expected {
+                if cached.take().is_some()
+                    && !(p.special.is_root() && p.special.level == top.level)
+                {
+                    Step::StaleRoot
+                } else if p.special.level != expected {
                     return Err(p.corrupt(format!(
                         "page at level {} where level {expected} was expected",
                         p.special.level
                     )));
-                }
-                if let Some(right) = self.move_right_to(&p, sk)? {
-                    if repair.is_none() && expected < meta.level {
+                } else if let Some(right) = self.move_right_to(&p, sk)? {
+                    if repair.is_none() && expected < top.level {
                         repair = Some(downlink_for_right_sibling(&p)?);
                     }
                     Step::Right(right)
@@ -437,8 +458,31 @@ impl<'a> BTree<'a> {
                     expected -= 1;
                     buf = self.pin(child)?;
                 }
+                Step::StaleRoot => {
+                    top = self.root_from_meta(level)?;
+                    expected = top.level;
+                    buf = self.pin(top.block)?;
+                }
             }
         }
+    }
+
+    /// The root as the metapage says, checked to reach `level`, and cached for the next
+    /// descents.
+    fn root_from_meta(&self, level: u16) -> Result<Root> {
+        let meta = self.read_meta()?;
+        if meta.level < level {
+            return Err(self.corrupt(
+                META_BLOCK,
+                format!("no level {level}: the root is at level {}", meta.level),
+            ));
+        }
+        let root = Root {
+            block: meta.root,
+            level: meta.level,
+        };
+        self.roots.set(self.rel(), root);
+        Ok(root)
     }
 }
 

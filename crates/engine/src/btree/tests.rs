@@ -62,6 +62,7 @@ impl Env {
         BTree::new(
             self.db.buffer_pool(),
             self.db.wal(),
+            self.db.btree_roots(),
             std::sync::Arc::new(self.desc.clone()),
         )
     }
@@ -481,11 +482,13 @@ fn unique_check_sees_a_live_duplicate_pages_to_the_right() {
 
 // ------------------------------------------------------------------------------ splits
 
+/// Inserts `keys`, each shifted past 32 bits so that it takes the eight-byte form (the
+/// entry counts below are sized for it), and checks the tree.
 fn levels_after(keys: impl Iterator<Item = i64>, count: usize) -> VerifyReport {
     let env = Env::new(false, vec![Type::Int]);
     let tree = env.tree();
     for (n, k) in keys.enumerate() {
-        tree.insert(&[int(k)], tid_of(n as u64), Xid(3), None)
+        tree.insert(&[int(k << 33)], tid_of(n as u64), Xid(3), None)
             .unwrap();
     }
     let report = tree.verify().unwrap();
@@ -834,6 +837,58 @@ fn bulk_delete_waits_for_a_scan_that_holds_copies_of_the_entries() {
     tree.verify().unwrap();
 }
 
+// ------------------------------------------------------------------------------ cached roots
+
+#[test]
+fn descents_follow_the_root_as_it_splits_and_never_start_from_a_stale_one() {
+    let env = Env::new(false, vec![Type::Int]);
+    let tree = env.tree();
+    let rel = env.desc.rel;
+    let mut levels_seen = Vec::new();
+    for n in 0..90_000i64 {
+        tree.insert(&[int(n << 33)], tid_of(n as u64), Xid(3), None)
+            .unwrap();
+        if n % 500 == 0 {
+            // A search caches the root it started from: the metapage's, whenever the cached
+            // one split since.
+            let found = tree
+                .scan(Bound::Included(&[int(n << 33)]), Bound::Included(&[int(n << 33)]))
+                .unwrap()
+                .count();
+            assert_eq!(found, 1, "{n}");
+            let root = env.db.btree_roots().get(rel).expect("a descent caches the root");
+            let buf = tree.pin(root.block).unwrap();
+            let g = buf.read();
+            let page = tree.view(&g, root.block).unwrap();
+            assert!(page.special.is_root(), "cached {root:?} is not the root after {n}");
+            assert_eq!(page.special.level, root.level);
+            levels_seen.push(root.level);
+        }
+    }
+    levels_seen.dedup();
+    assert_eq!(levels_seen, [0, 1, 2], "the root split twice while cached");
+    assert_eq!(all_entries(&tree).len(), 90_000);
+}
+
+#[test]
+fn a_build_after_a_descent_of_the_empty_tree_is_found_whole() {
+    let env = Env::new(false, vec![Type::Int]);
+    let tree = env.tree();
+    // The empty tree's root leaf gets cached; the build rewrites that block as the first of
+    // its leaves, no longer the root, so the next descent must notice and read the metapage.
+    let entries = (0..50_000u32).map(|n| Ok((vec![int(i64::from(n) << 33)], tid_of(u64::from(n)))));
+    assert_eq!(all_entries(&tree).len(), 0);
+    assert!(env.db.btree_roots().get(env.desc.rel).is_some());
+    tree.build(entries, 64 * 1024 * 1024, Xid(4)).unwrap();
+    assert_eq!(all_entries(&tree).len(), 50_000);
+    let key = [int(49_999 << 33)];
+    let hits = tree
+        .scan(Bound::Included(&key), Bound::Included(&key))
+        .unwrap()
+        .count();
+    assert_eq!(hits, 1);
+}
+
 // ------------------------------------------------------------------------------ build
 
 #[test]
@@ -843,6 +898,7 @@ fn build_with_an_external_sort_equals_inserts() {
     let other = BTree::new(
         env.db.buffer_pool(),
         env.db.wal(),
+        env.db.btree_roots(),
         std::sync::Arc::new(by_inserts.clone()),
     );
     other.create().unwrap();

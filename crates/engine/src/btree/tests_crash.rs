@@ -66,7 +66,12 @@ fn crash_once(seed: u64) -> (usize, u64) {
     };
     let d = desc(900_100 + seed, false, types);
     let db = open(&vfs, config());
-    let tree = BTree::new(db.buffer_pool(), db.wal(), std::sync::Arc::new(d.clone()));
+    let tree = BTree::new(
+        db.buffer_pool(),
+        db.wal(),
+        db.btree_roots(),
+        std::sync::Arc::new(d.clone()),
+    );
     tree.create().unwrap();
     db.wal().flush(db.wal().insert_lsn()).unwrap();
     let mut fates: BTreeMap<(u64, Tid), (Vec<Value>, Fate)> = BTreeMap::new();
@@ -131,7 +136,12 @@ fn crash_once(seed: u64) -> (usize, u64) {
     crash(&vfs, seed);
 
     let db = open(&vfs, config());
-    let tree = BTree::new(db.buffer_pool(), db.wal(), std::sync::Arc::new(d.clone()));
+    let tree = BTree::new(
+        db.buffer_pool(),
+        db.wal(),
+        db.btree_roots(),
+        std::sync::Arc::new(d.clone()),
+    );
     let report = tree
         .verify()
         .unwrap_or_else(|e| panic!("seed {seed}: verify after the crash: {e}"));
@@ -246,7 +256,12 @@ fn a_crash_between_a_split_and_its_downlink_leaves_a_searchable_tree() {
     let vfs = Arc::new(SimVfs::new(42));
     let d = desc(900_200, false, vec![Type::Int]);
     let db = open(&vfs, config());
-    let tree = BTree::new(db.buffer_pool(), db.wal(), std::sync::Arc::new(d.clone()));
+    let tree = BTree::new(
+        db.buffer_pool(),
+        db.wal(),
+        db.btree_roots(),
+        std::sync::Arc::new(d.clone()),
+    );
     tree.create().unwrap();
     // Every other key now, the rest later: later inserts land inside existing leaves.
     for k in 0..3000i64 {
@@ -267,7 +282,12 @@ fn a_crash_between_a_split_and_its_downlink_leaves_a_searchable_tree() {
     crash(&vfs, 1);
 
     let db = open(&vfs, config());
-    let tree = BTree::new(db.buffer_pool(), db.wal(), std::sync::Arc::new(d.clone()));
+    let tree = BTree::new(
+        db.buffer_pool(),
+        db.wal(),
+        db.btree_roots(),
+        std::sync::Arc::new(d.clone()),
+    );
     let report = tree.verify().unwrap();
     assert_eq!(report.missing_downlinks, 3, "{report:?}");
     let keys: Vec<i64> = all_entries(&tree)
@@ -300,7 +320,12 @@ fn a_built_index_survives_a_crash_after_its_wal_is_flushed() {
     let vfs = Arc::new(SimVfs::new(7));
     let d = desc(900_300, false, vec![Type::Int, Type::Text]);
     let db = open(&vfs, config());
-    let tree = BTree::new(db.buffer_pool(), db.wal(), std::sync::Arc::new(d.clone()));
+    let tree = BTree::new(
+        db.buffer_pool(),
+        db.wal(),
+        db.btree_roots(),
+        std::sync::Arc::new(d.clone()),
+    );
     tree.create().unwrap();
     let mut rng = SplitMix64::new(3);
     let entries: Vec<(Vec<Value>, Tid)> = (0..30_000u32)
@@ -324,7 +349,12 @@ fn a_built_index_survives_a_crash_after_its_wal_is_flushed() {
     crash(&vfs, 3);
 
     let db = open(&vfs, config());
-    let tree = BTree::new(db.buffer_pool(), db.wal(), std::sync::Arc::new(d.clone()));
+    let tree = BTree::new(
+        db.buffer_pool(),
+        db.wal(),
+        db.btree_roots(),
+        std::sync::Arc::new(d.clone()),
+    );
     tree.verify().unwrap();
     assert_eq!(all_entries(&tree), before);
     // And it grows like any other tree.

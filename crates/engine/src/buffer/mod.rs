@@ -54,6 +54,7 @@
 
 mod desc;
 
+use crate::padded::CachePadded;
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -135,7 +136,9 @@ pub struct BufferPool {
     hook: Arc<dyn WriteBackHook>,
     drop_mode: BufferDropMode,
     descs: Box<[BufferDesc]>,
-    mapping: Box<[RwLock<MappingTable>]>,
+    /// Each partition on its own cache lines: every lookup write-shares its partition's lock
+    /// word, and neighbours on one line made lookups of unrelated pages contend.
+    mapping: Box<[CachePadded<RwLock<MappingTable>>]>,
     rel_index: Box<[Mutex<RelIndex>]>,
     free_list: ArrayQueue<u32>,
     clock_hand: AtomicU64,
@@ -167,7 +170,7 @@ impl BufferPool {
             drop_mode: config.buffer_drop,
             descs,
             mapping: (0..MAPPING_PARTITIONS)
-                .map(|_| RwLock::new(MappingTable::default()))
+                .map(|_| CachePadded(RwLock::new(MappingTable::default())))
                 .collect(),
             rel_index: (0..INDEX_PARTITIONS)
                 .map(|_| Mutex::new(RelIndex::default()))
@@ -898,7 +901,7 @@ struct LockedPair<G> {
 }
 
 impl<'a, T> LockedPair<RwLockWriteGuard<'a, T>> {
-    fn write(locks: &'a [RwLock<T>], a: usize, b: usize) -> Self {
+    fn write(locks: &'a [CachePadded<RwLock<T>>], a: usize, b: usize) -> Self {
         LockedPair::acquire(a, b, |i| locks[i].write())
     }
 }

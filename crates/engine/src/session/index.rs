@@ -161,6 +161,7 @@ impl Transaction {
         Ok(BTree::new(
             &self.engine.pool,
             &self.engine.wal,
+            &self.engine.roots,
             Arc::new(IndexDesc {
                 rel: def.rel,
                 name: def.name.clone(),

@@ -8,7 +8,12 @@
 //! tag 0 NULL | 1 false | 2 true | 3 int: i64 | 4 float: f64 bits | 5 text: len, UTF-8 bytes
 //! tag 6 bytea: len, bytes | 7 timestamp: i64 microseconds since 1970-01-01 00:00:00 UTC
 //! tag 8 numeric: len, the numeric's own encoding (`numeric.rs`), which sorts by memcmp
+//! tag 9 | 10 | 11 | 12 int in 1 | 2 | 3 | 4 bytes (two's complement, sign-extended)
 //! ```
+//!
+//! An integer is written in the fewest bytes that hold it (tags 9-12, tag 3 only beyond
+//! 32 bits), as PostgreSQL stores `int4` in four bytes, not eight: pgbench's accounts rows
+//! and their index entries then take what PostgreSQL's take, so as many fit in the pool.
 //!
 //! ## Rules
 //! - Decoding never panics: garbage gives a [`DecodeError`] that callers turn into an error
@@ -155,6 +160,31 @@ const TAG_TEXT: u8 = 5;
 const TAG_BYTEA: u8 = 6;
 const TAG_TIMESTAMP: u8 = 7;
 const TAG_NUMERIC: u8 = 8;
+/// Integers in 1, 2, 3 and 4 bytes: `TAG_INT1 + width - 1`.
+const TAG_INT1: u8 = 9;
+const TAG_INT4: u8 = 12;
+
+/// The fewest bytes that hold `v` in two's complement: 1, 2, 3, 4 or 8.
+fn int_width(v: i64) -> usize {
+    // Bits needed beyond the sign: a value fits in `w` bytes when they cover them and a sign bit.
+    let magnitude_bits = 64 - (v ^ (v >> 63)).leading_zeros() as usize;
+    match magnitude_bits {
+        0..=7 => 1,
+        8..=15 => 2,
+        16..=23 => 3,
+        24..=31 => 4,
+        _ => 8,
+    }
+}
+
+/// Reads an integer of `width` bytes, sign-extending it.
+fn read_int(r: &mut Reader<'_>, width: usize) -> Option<i64> {
+    let bytes = r.take(width)?;
+    let negative = bytes.last().is_some_and(|b| b & 0x80 != 0);
+    let mut full = if negative { [0xFF; 8] } else { [0; 8] };
+    full[..width].copy_from_slice(bytes);
+    Some(i64::from_le_bytes(full))
+}
 
 impl Value {
     /// The value's type; `None` for NULL, which has every type.
@@ -219,8 +249,13 @@ impl Value {
             Value::Bool(false) => out.push(TAG_FALSE),
             Value::Bool(true) => out.push(TAG_TRUE),
             Value::Int(v) => {
-                out.push(TAG_INT);
-                out.extend_from_slice(&v.to_le_bytes());
+                let width = int_width(*v);
+                out.push(if width == 8 {
+                    TAG_INT
+                } else {
+                    TAG_INT1 + width as u8 - 1
+                });
+                out.extend_from_slice(&v.to_le_bytes()[..width]);
             }
             Value::Float(v) => {
                 out.push(TAG_FLOAT);
@@ -252,7 +287,8 @@ impl Value {
     pub fn encoded_len(&self) -> usize {
         match self {
             Value::Null | Value::Bool(_) => 1,
-            Value::Int(_) | Value::Float(_) | Value::Timestamp(_) => 9,
+            Value::Int(v) => 1 + int_width(*v),
+            Value::Float(_) | Value::Timestamp(_) => 9,
             Value::Text(s) => 1 + len_len(s.len()) + s.len(),
             Value::Bytea(b) => 1 + len_len(b.len()) + b.len(),
             Value::Numeric(n) => 1 + len_len(n.as_bytes().len()) + n.as_bytes().len(),
@@ -333,6 +369,9 @@ pub(crate) fn read_value<'a>(
         TAG_FALSE => ValueRef::Bool(false),
         TAG_TRUE => ValueRef::Bool(true),
         TAG_INT => ValueRef::Int(r.i64().ok_or_else(short)?),
+        tag @ TAG_INT1..=TAG_INT4 => {
+            ValueRef::Int(read_int(r, usize::from(tag - TAG_INT1) + 1).ok_or_else(short)?)
+        }
         TAG_FLOAT => ValueRef::Float(f64::from_bits(r.u64().ok_or_else(short)?)),
         TAG_TIMESTAMP => ValueRef::Timestamp(r.i64().ok_or_else(short)?),
         TAG_TEXT => {
@@ -422,6 +461,36 @@ mod tests {
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200), natts in 0usize..40) {
             let _ = decode_row(&bytes, natts);
         }
+    }
+
+    #[test]
+    fn integers_take_the_fewest_bytes_and_come_back_at_every_width_edge() {
+        let edges: [(i64, usize); 12] = [
+            (0, 2),
+            (-1, 2),
+            (127, 2),
+            (-128, 2),
+            (128, 3),
+            (-129, 3),
+            (32_767, 3),
+            (32_768, 4),
+            (-8_388_608, 4),
+            (8_388_608, 5),
+            (i64::from(i32::MIN), 5),
+            (i64::from(i32::MAX) + 1, 9),
+        ];
+        for (v, len) in edges.into_iter().chain([(i64::MIN, 9), (i64::MAX, 9)]) {
+            let mut b = Vec::new();
+            Value::Int(v).encode(&mut b);
+            assert_eq!(b.len(), len, "{v}");
+            assert_eq!(Value::Int(v).encoded_len(), len, "{v}");
+            assert_eq!(decode_row(&b, 1).unwrap(), vec![Value::Int(v)], "{v}");
+        }
+        // The eight-byte form stays readable whatever the value (rows written before the
+        // narrow forms existed).
+        let mut old = vec![TAG_INT];
+        old.extend_from_slice(&(-5i64).to_le_bytes());
+        assert_eq!(decode_row(&old, 1).unwrap(), vec![Value::Int(-5)]);
     }
 
     #[test]

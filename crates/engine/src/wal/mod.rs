@@ -92,6 +92,7 @@ use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard};
 use crate::buffer::PageWriteGuard;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::padded::CachePadded;
 use crate::vfs::{Vfs, VfsFile};
 pub use reader::WalReader;
 pub use walwriter::WalWriter;
@@ -216,17 +217,6 @@ pub struct WalStats {
     pub fsyncs: AtomicU64,
     pub reads_from_buffers: AtomicU64,
     pub reads_from_files: AtomicU64,
-}
-
-/// A value alone on its cache lines (128 bytes: adjacent lines are prefetched in pairs).
-#[repr(align(128))]
-struct CachePadded<T>(T);
-
-impl<T> std::ops::Deref for CachePadded<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
 }
 
 struct Reservation {

@@ -99,6 +99,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::hash::{hash_one, FxBuildHasher, FxHashMap};
+use crate::padded::CachePadded;
 use mode::masks_conflict;
 pub use mode::{LockMode, LockOwner, LockTag, LockWait};
 
@@ -331,12 +332,6 @@ impl OwnerPartition {
     }
 }
 
-/// Keeps each partition on its own cache lines, so two cores working on different partitions
-/// do not fight over one line.
-#[repr(align(128))]
-#[derive(Default)]
-struct Padded<T>(T);
-
 fn tag_partition(tag: &LockTag) -> usize {
     (hash_one(tag) % LOCK_PARTITIONS as u64) as usize
 }
@@ -349,8 +344,8 @@ fn owner_partition(owner: LockOwner) -> usize {
 
 /// The lock table. See the module header for the rules.
 pub struct LockManager {
-    partitions: Box<[Padded<Mutex<Partition>>]>,
-    owners: Box<[Padded<Mutex<OwnerPartition>>]>,
+    partitions: Box<[CachePadded<Mutex<Partition>>]>,
+    owners: Box<[CachePadded<Mutex<OwnerPartition>>]>,
     capacity: usize,
     /// (owner, tag) entries in use; changed only under the tag's partition mutex, so it equals
     /// the table's count whenever every partition is held.
@@ -364,8 +359,8 @@ impl LockManager {
     /// after a waiter has waited `deadlock_timeout` (at least 1 ms is honoured).
     pub fn new(capacity: usize, deadlock_timeout: Duration) -> Self {
         LockManager {
-            partitions: (0..LOCK_PARTITIONS).map(|_| Padded::default()).collect(),
-            owners: (0..OWNER_PARTITIONS).map(|_| Padded::default()).collect(),
+            partitions: (0..LOCK_PARTITIONS).map(|_| CachePadded::default()).collect(),
+            owners: (0..OWNER_PARTITIONS).map(|_| CachePadded::default()).collect(),
             capacity,
             entries_used: AtomicUsize::new(0),
             deadlock_timeout: deadlock_timeout.max(MIN_DEADLOCK_TIMEOUT),
