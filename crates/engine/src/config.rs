@@ -164,6 +164,15 @@ pub struct Config {
     pub wal_writer_delay_ms: u64,
     /// `track_commit_timestamp`: record each commit's time. PostgreSQL's default, off.
     pub track_commit_timestamp: bool,
+    /// `bgwriter_delay`: time between the background writer's rounds. PostgreSQL's default,
+    /// 200 ms (10 ms to 10 s).
+    pub bgwriter_delay_ms: u64,
+    /// `bgwriter_lru_maxpages`: buffers the background writer writes per round at most; 0
+    /// turns it off. PostgreSQL's default, 100.
+    pub bgwriter_lru_maxpages: u64,
+    /// `bgwriter_lru_multiplier`: buffers made reusable per round, as a multiple of those
+    /// taken in a recent round. PostgreSQL's default, 2.0 (0 to 10).
+    pub bgwriter_lru_multiplier: f64,
     /// Seed 000 switch.
     pub buffer_drop: BufferDropMode,
     /// Seed 001 switch: `checkpointer` (fsyncs absorbed and done once per file per checkpoint)
@@ -227,6 +236,9 @@ impl Default for Config {
             commit_siblings: 5,
             wal_writer_delay_ms: 200,
             track_commit_timestamp: false,
+            bgwriter_delay_ms: 200,
+            bgwriter_lru_maxpages: 100,
+            bgwriter_lru_multiplier: 2.0,
             checkpoint_completion_target: 0.9,
             max_wal_size_bytes: 1024 * 1024 * 1024,
             buffer_drop: BufferDropMode::Indexed,
@@ -314,6 +326,16 @@ impl Config {
             "commit_delay" => self.commit_delay_us = parse_micros(value).map_err(bad)?,
             "commit_siblings" => self.commit_siblings = parse_count(value).map_err(bad)?,
             "wal_writer_delay" => self.wal_writer_delay_ms = parse_millis(value).map_err(bad)?,
+            "bgwriter_delay" => self.bgwriter_delay_ms = parse_millis(value).map_err(bad)?,
+            "bgwriter_lru_maxpages" => {
+                self.bgwriter_lru_maxpages = parse_count(value).map_err(bad)? as u64;
+            }
+            "bgwriter_lru_multiplier" => {
+                self.bgwriter_lru_multiplier = value
+                    .trim()
+                    .parse()
+                    .map_err(|e| bad(format!("\"{value}\" is not a number: {e}")))?;
+            }
             "track_commit_timestamp" => {
                 self.track_commit_timestamp = parse_on_off(value).map_err(bad)?;
             }
@@ -489,6 +511,19 @@ impl Config {
         check_range("commit_delay", self.commit_delay_us, 0, 100_000)?;
         check_range("commit_siblings", self.commit_siblings, 0, 1000)?;
         check_range("wal_writer_delay", self.wal_writer_delay_ms, 1, 10_000)?;
+        check_range("bgwriter_delay", self.bgwriter_delay_ms, 10, 10_000)?;
+        check_range(
+            "bgwriter_lru_maxpages",
+            self.bgwriter_lru_maxpages,
+            0,
+            1_073_741_823,
+        )?;
+        check_range(
+            "bgwriter_lru_multiplier",
+            self.bgwriter_lru_multiplier,
+            0.0,
+            10.0,
+        )?;
         check_range(
             "autovacuum_naptime",
             self.autovacuum_naptime_ms,
@@ -694,6 +729,33 @@ mod tests {
         assert!(c.set("twophase_state", "disk").is_err());
         assert!(c.set("deadlock_timeout", "0").is_err());
         assert!(c.set("max_locks_per_transaction", "-1").is_err());
+    }
+
+    #[test]
+    fn background_writer_settings_take_postgres_names_defaults_and_bounds() {
+        let mut c = Config::default();
+        assert_eq!(
+            (
+                c.bgwriter_delay_ms,
+                c.bgwriter_lru_maxpages,
+                c.bgwriter_lru_multiplier
+            ),
+            (200, 100, 2.0)
+        );
+        c.set("bgwriter_delay", "50ms").unwrap();
+        c.set("bgwriter_lru_maxpages", "0").unwrap();
+        c.set("bgwriter_lru_multiplier", "4.5").unwrap();
+        assert_eq!(
+            (
+                c.bgwriter_delay_ms,
+                c.bgwriter_lru_maxpages,
+                c.bgwriter_lru_multiplier
+            ),
+            (50, 0, 4.5)
+        );
+        assert!(c.set("bgwriter_delay", "5ms").is_err());
+        assert!(c.set("bgwriter_lru_multiplier", "11").is_err());
+        assert!(c.set("bgwriter_lru_maxpages", "-1").is_err());
     }
 
     #[test]

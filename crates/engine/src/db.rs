@@ -19,6 +19,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::autovacuum::Autovacuum;
+use crate::buffer::bgwriter::{BgWriter, BgWriterSettings};
 use crate::buffer::{BufferPool, WriteBackHook};
 use crate::catalog::Catalog;
 use crate::checkpoint::{CheckpointHook, Checkpointer, ControlData, DbState};
@@ -113,6 +114,8 @@ pub struct Database {
     autovacuum: Option<Autovacuum>,
     /// Runs when `synchronous_commit` is off: it makes asynchronous commits durable.
     _wal_writer: Option<WalWriter>,
+    /// Runs unless `bgwriter_lru_maxpages` is 0.
+    bgwriter: Option<BgWriter>,
     recovery: RecoveryStats,
 }
 
@@ -290,6 +293,18 @@ impl Database {
                 Duration::from_millis(engine.config.wal_writer_delay_ms),
             )?)
         };
+        let bgwriter = if engine.config.bgwriter_lru_maxpages > 0 {
+            Some(BgWriter::start(
+                Arc::clone(&engine.pool),
+                BgWriterSettings {
+                    delay: Duration::from_millis(engine.config.bgwriter_delay_ms),
+                    lru_maxpages: engine.config.bgwriter_lru_maxpages,
+                    lru_multiplier: engine.config.bgwriter_lru_multiplier,
+                },
+            )?)
+        } else {
+            None
+        };
         let autovacuum = if engine.config.autovacuum {
             Some(Autovacuum::start(Arc::clone(&engine))?)
         } else {
@@ -301,6 +316,7 @@ impl Database {
             checkpointer,
             autovacuum,
             _wal_writer: wal_writer,
+            bgwriter,
             recovery,
         })
     }
@@ -311,8 +327,10 @@ impl Database {
     /// shutdown checkpoint — a crash as far as the directory is concerned — and the
     /// directory stays locked until the last of those transactions has ended.
     pub fn close(mut self) -> Result<()> {
-        // The worker ends first: a vacuum it runs is a transaction too.
+        // The worker ends first: a vacuum it runs is a transaction too. The background writer
+        // too: the shutdown checkpoint writes what is left, and then nothing may write.
         drop(self.autovacuum.take());
+        drop(self.bgwriter.take());
         let open = self.open_transactions();
         if open > 0 {
             return Err(Error::InvalidTransactionState {

@@ -52,6 +52,7 @@
 //! write a page without the hook; never read a page from disk without checksum verification
 //! (smgr verifies every read).
 
+pub mod bgwriter;
 mod desc;
 
 use crate::padded::CachePadded;
@@ -112,7 +113,35 @@ pub struct BufferStats {
     pub invalidated: AtomicU64,
     /// Descriptors examined by drops (the figure seed 000 is about).
     pub drop_descriptors_examined: AtomicU64,
+    /// Buffers taken for a new page (from the free list or by clock sweep): what the
+    /// background writer paces itself by (PostgreSQL's `buffers_alloc`).
+    pub allocs: AtomicU64,
+    /// Of [`BufferStats::writes`], those the background writer made (`buffers_clean`).
+    pub cleaned: AtomicU64,
 }
+
+/// What the background writer keeps between its rounds (PostgreSQL's `BgBufferSync`).
+#[derive(Debug, Default)]
+pub struct Cleaner {
+    /// The next buffer to look at, counted as the clock hand counts (never behind it).
+    next_to_clean: u64,
+    /// [`BufferStats::allocs`] at the last round.
+    allocs_seen: u64,
+    /// Allocations per round, smoothed.
+    smoothed_allocs: f64,
+}
+
+/// What one round of the background writer did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CleanRound {
+    pub scanned: u64,
+    /// Buffers found reusable (unpinned, usage count 0), clean or made clean.
+    pub reusable: u64,
+    pub written: u64,
+}
+
+/// Rounds over which the allocation rate is smoothed (PostgreSQL's `smoothing_samples`).
+const CLEANER_SMOOTHING_ROUNDS: f64 = 16.0;
 
 /// How to get a page into a buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -419,6 +448,7 @@ impl BufferPool {
 
     /// A free buffer, pinned by us: from the free list, else by clock sweep.
     fn get_victim(&self) -> Result<u32> {
+        self.stats.allocs.fetch_add(1, Ordering::Relaxed);
         while let Some(id) = self.free_list.pop() {
             let d = &self.descs[id as usize];
             let s = d.lock_header();
@@ -542,6 +572,59 @@ impl BufferPool {
         self.terminate_io(id, true, result.is_ok());
         drop(content);
         result
+    }
+
+    /// One round of the background writer (PostgreSQL's LRU scan in `BgBufferSync`): looks
+    /// at the buffers the clock hand reaches next and writes the dirty ones it would take as
+    /// victims (unpinned, usage count 0), so that misses find clean victims and do not write
+    /// in the foreground. It goes until it has found as many reusable buffers as
+    /// `multiplier` times the allocations of a recent round, or written `max_pages`, or
+    /// scanned `min_scan` (so an idle pool is still cleaned, a lap every two minutes),
+    /// never more than one lap ahead of the hand.
+    pub fn clean_ahead(
+        &self,
+        cleaner: &mut Cleaner,
+        max_pages: u64,
+        multiplier: f64,
+        min_scan: u64,
+    ) -> Result<CleanRound> {
+        let n = self.nbuffers() as u64;
+        let allocs = self.stats.allocs.load(Ordering::Relaxed);
+        let recent = allocs.saturating_sub(cleaner.allocs_seen) as f64;
+        cleaner.allocs_seen = allocs;
+        // A burst is followed at once; a lull only slowly (as PostgreSQL smooths it).
+        if recent >= cleaner.smoothed_allocs {
+            cleaner.smoothed_allocs = recent;
+        } else {
+            cleaner.smoothed_allocs +=
+                (recent - cleaner.smoothed_allocs) / CLEANER_SMOOTHING_ROUNDS;
+        }
+        let wanted = ((cleaner.smoothed_allocs * multiplier).ceil() as u64).max(1);
+        let hand = self.clock_hand.load(Ordering::Relaxed);
+        cleaner.next_to_clean = cleaner.next_to_clean.max(hand);
+        let end = hand + n;
+        let mut round = CleanRound::default();
+        while cleaner.next_to_clean < end
+            && round.written < max_pages
+            && (round.reusable < wanted || round.scanned < min_scan)
+        {
+            let id = (cleaner.next_to_clean % n) as u32;
+            cleaner.next_to_clean += 1;
+            round.scanned += 1;
+            let s = self.descs[id as usize].state.load(Ordering::Acquire);
+            if refcount(s) != 0 || usage_count(s) != 0 {
+                continue;
+            }
+            round.reusable += 1;
+            if s & DIRTY != 0 && self.pin_if(id, |_| true) {
+                let result = self.flush_pinned(id);
+                self.unpin(id);
+                result?;
+                round.written += 1;
+                self.stats.cleaned.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(round)
     }
 
     /// Pins buffer `id` if it still holds a page that `matches`; for work on buffers found

@@ -509,3 +509,54 @@ fn zero_on_error_zeroes_a_corrupt_or_missing_page_that_normal_reports() {
     drop(buf);
     pool.check_invariants().unwrap();
 }
+
+#[test]
+fn the_cleaner_writes_the_next_victims_so_that_misses_write_nothing() {
+    let f = fixture(32, BufferDropMode::Indexed);
+    let pool = f.pool();
+    // 64 dirty pages through a pool of 32: the sweep has taken (and written) the first half,
+    // the second half is dirty in the pool.
+    populate(&pool, rel(7), 64);
+    let dirty = |pool: &BufferPool| {
+        pool.descs
+            .iter()
+            .filter(|d| d.state.load(Ordering::Relaxed) & DIRTY != 0)
+            .count()
+    };
+    assert_eq!(dirty(&pool), 32);
+    // Nothing is reusable while every usage count is above zero: the cleaner only looks.
+    let mut cleaner = Cleaner::default();
+    let round = pool.clean_ahead(&mut cleaner, 100, 2.0, 32).unwrap();
+    assert_eq!((round.reusable, round.written), (0, 0), "{round:?}");
+    // One lap of the sweep brings the counts to zero (its victims are the pages read back).
+    for b in 0..4 {
+        let _ = pool
+            .read_buffer(BufferTag::new(rel(7), Fork::Main, b))
+            .unwrap();
+    }
+    let before = f.writes();
+    let round = pool.clean_ahead(&mut cleaner, 100, 2.0, 32).unwrap();
+    assert!(round.written > 0, "{round:?}");
+    assert_eq!(f.writes() - before, round.written);
+    assert_eq!(pool.stats().cleaned.load(Ordering::Relaxed), round.written);
+    // The misses that follow find the victims the cleaner wrote: no write of their own.
+    let before = f.writes();
+    let misses = round.written.min(8) as u32;
+    for b in 4..4 + misses {
+        let buf = pool
+            .read_buffer(BufferTag::new(rel(7), Fork::Main, b))
+            .unwrap();
+        assert_eq!(read_stamp(&buf.read()), (7, b, 1));
+    }
+    assert_eq!(f.writes() - before, 0, "a miss wrote a victim back");
+    // At most `max_pages` per round.
+    for b in 0..32 {
+        let buf = pool
+            .read_buffer(BufferTag::new(rel(7), Fork::Main, 32 + b))
+            .unwrap();
+        buf.write().mark_dirty();
+    }
+    let round = pool.clean_ahead(&mut cleaner, 3, 2.0, 32).unwrap();
+    assert!(round.written <= 3, "{round:?}");
+    pool.check_invariants().unwrap();
+}
