@@ -427,7 +427,7 @@ fn verify_many(db: &Database, vfs: &SimVfs, tables: &[TableId], rels: &[RelFileL
     for (i, (&t, &rel)) in tables.iter().zip(rels).enumerate() {
         assert_eq!(tx.table(&format!("t{i:03}")).unwrap(), t);
         assert_eq!(tx.table_def(t).unwrap().rel, rel, "table {i}");
-        assert_eq!(tx.table_def(t).unwrap().columns, columns());
+        assert_eq!(*tx.table_def(t).unwrap().columns, columns());
         assert!(ids_in(&tx, t).is_empty(), "table {i} is not empty");
     }
     tx.commit().unwrap();

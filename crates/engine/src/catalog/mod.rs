@@ -31,6 +31,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use parking_lot::RwLock;
 
@@ -90,14 +91,16 @@ pub struct TableDef {
     pub name: String,
     /// Where its rows are now.
     pub rel: RelFileLocator,
-    pub columns: Vec<Column>,
+    /// Shared: a definition is copied into every transaction that uses it, so its columns
+    /// are counted, not copied (change them with `Arc::make_mut`).
+    pub columns: Arc<Vec<Column>>,
 }
 
 impl TableDef {
     /// The catalog row of this definition.
     pub fn to_row(&self) -> Row {
         let mut cols = Vec::new();
-        for c in &self.columns {
+        for c in self.columns.iter() {
             cols.push(c.ty.to_u8() | if c.dropped { COLUMN_DROPPED } else { 0 });
             cols.extend_from_slice(&(c.name.len() as u16).to_le_bytes());
             cols.extend_from_slice(c.name.as_bytes());
@@ -132,7 +135,7 @@ impl TableDef {
             oid: Oid(u64::try_from(*oid).ok()?),
             name: name.clone(),
             rel: RelFileLocator::new(USER_DB, u64::try_from(*number).ok()?),
-            columns,
+            columns: Arc::new(columns),
         })
     }
 
@@ -164,7 +167,7 @@ impl TableDef {
                 ),
             });
         }
-        for (v, c) in row.iter().zip(&self.columns) {
+        for (v, c) in row.iter().zip(self.columns.iter()) {
             if c.dropped && !v.is_null() {
                 return Err(Error::DatatypeMismatch {
                     what: format!("a value for a dropped column of table \"{}\"", self.name),
@@ -735,17 +738,18 @@ mod tests {
             oid: Oid(16400),
             name: "accounts".into(),
             rel: RelFileLocator::new(USER_DB, 16420),
-            columns: vec![
+            columns: Arc::new(vec![
                 Column::new("id", Type::Int),
                 Column::new("owner", Type::Text),
-            ],
+            ]),
         };
         assert_eq!(TableDef::from_row(&def.to_row()), Some(def.clone()));
         // A dropped column keeps its place and its flag; its value reads as NULL and a
         // row shorter than the table reads NULL for the columns added since.
         let mut with_dropped = def.clone();
-        with_dropped.columns[1].dropped = true;
-        with_dropped.columns.push(Column::new("added", Type::Int));
+        let columns = Arc::make_mut(&mut with_dropped.columns);
+        columns[1].dropped = true;
+        columns.push(Column::new("added", Type::Int));
         assert_eq!(
             TableDef::from_row(&with_dropped.to_row()),
             Some(with_dropped.clone())

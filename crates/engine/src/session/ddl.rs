@@ -2,6 +2,8 @@
 //! versions of catalog entries under the transaction's id (so DDL commits and rolls back with it), and
 //! catalog look-ups under the transaction's snapshot.
 
+use std::sync::Arc;
+
 use super::Transaction;
 use crate::catalog::{name_lock, Column, Entry, TableDef, TableId, USER_DB};
 use crate::error::{Error, Result};
@@ -152,7 +154,7 @@ impl Transaction {
                 oid,
                 name: name.to_string(),
                 rel: RelFileLocator::new(USER_DB, oid.0),
-                columns: columns.to_vec(),
+                columns: Arc::new(columns.to_vec()),
             };
             self.heap(def.rel).create()?;
             self.st.borrow_mut().drop_at_abort.push(def.rel);
@@ -272,7 +274,7 @@ impl Transaction {
                     what: format!("tables can have at most {MAX_COLUMNS} columns"),
                 });
             }
-            def.columns.push(column);
+            Arc::make_mut(&mut def.columns).push(column);
             self.rewrite_entry(tid, Some(&Entry::Table(def)))
         })
     }
@@ -285,7 +287,10 @@ impl Transaction {
             self.command();
             self.lock_table_mode(table, LockMode::AccessExclusive, LockWait::Block)?;
             let (tid, mut def) = self.def(table)?;
-            let Some(col) = def.columns.get_mut(position).filter(|c| !c.dropped) else {
+            let Some(col) = Arc::make_mut(&mut def.columns)
+                .get_mut(position)
+                .filter(|c| !c.dropped)
+            else {
                 return Err(Error::UndefinedColumn {
                     name: format!("number {position} of relation \"{}\"", def.name),
                 });
