@@ -180,6 +180,7 @@ pub use config::{
 pub use db::Database;
 pub use error::{Error, Result};
 pub use health::HealthState;
+pub use padded::StripedCounter;
 pub use page::{PageError, Tid};
 pub use recovery::RecoveryStats;
 pub use sequence::{SeqOptions, SeqState, SequenceDef};

@@ -17,8 +17,6 @@
 
 mod common;
 
-use std::sync::atomic::Ordering;
-
 use common::{
     blocks_until, committed, committing, config, crash, create_pairs, new_db, open_db, pair,
     rows_in,
@@ -37,10 +35,7 @@ fn setup(db: &Database, n: i64) -> (TableId, Vec<Tid>) {
 /// (commit-log lookups, status-cache hits) so far.
 fn status_counters(db: &Database) -> (u64, u64) {
     let s = db.transactions().stats();
-    (
-        s.clog_lookups.load(Ordering::Relaxed),
-        s.status_cache_hits.load(Ordering::Relaxed),
-    )
+    (s.clog_lookups.get(), s.status_cache_hits.get())
 }
 
 // ---------------------------------------------------------------------------- commit log

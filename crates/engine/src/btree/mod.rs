@@ -43,7 +43,10 @@
 //! 3. A split holds the page being split, then locks the new right page (just allocated,
 //!    unreachable by anyone else); the old right sibling is not locked (there are no left-
 //!    links to fix). A root split also locks the new root (also new) and **then the
-//!    metapage, always last**; descents read the metapage holding nothing else.
+//!    metapage, always last**; descents read the metapage holding nothing else. A descent
+//!    usually starts at the root cached in [`roots`] (PostgreSQL's `rd_amcache`) and reads
+//!    the metapage only when that page no longer says it is the root at the cached level
+//!    (a root split clears the old root's flag under its lock).
 //! 4. Vacuum ([`BTree::bulk_delete`]) takes one cleanup lock at a time.
 //!
 //! Heap probes of the unique check run under the leaf lock(s) of the key's range only (so a

@@ -26,6 +26,13 @@
 //! the WAL layer flushes WAL up to the page's LSN there, so no page reaches its file before
 //! the WAL that describes it is durable.
 //!
+//! ## The background writer
+//! [`bgwriter`] (PostgreSQL's bgwriter) writes, every `bgwriter_delay`, the dirty buffers the
+//! clock sweep reaches next and would take as victims ([`BufferPool::clean_ahead`]), through
+//! the same write-back path as everyone (so the WAL rule holds), pinning each as a checkpoint
+//! does. It only moves writes earlier: a buffer it skips or that is dirtied again is written
+//! by whoever takes it, as before.
+//!
 //! ## Extending a relation
 //! [`BufferPool::extend`] appends a zeroed block to the file first; from then on the block is
 //! everyone's (its size is published), so the extender's buffer for it is *read*, never
@@ -55,7 +62,7 @@
 pub mod bgwriter;
 mod desc;
 
-use crate::padded::CachePadded;
+use crate::padded::{CachePadded, StripedCounter};
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -107,7 +114,7 @@ static ZERO_PAGE: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
 /// Counters of the pool's work, for tests and benchmarks.
 #[derive(Debug, Default)]
 pub struct BufferStats {
-    pub hits: AtomicU64,
+    pub hits: StripedCounter,
     pub reads: AtomicU64,
     pub writes: AtomicU64,
     pub invalidated: AtomicU64,
@@ -413,7 +420,7 @@ impl BufferPool {
         let part = Self::mapping_partition(&tag);
         if let Some(&id) = self.mapping[part].read().get(&tag) {
             self.pin_mapped(id);
-            self.stats.hits.fetch_add(1, Ordering::Relaxed);
+            self.stats.hits.add(1);
             return Ok(id);
         }
         for _ in 0..MAX_VICTIM_ATTEMPTS {
@@ -426,7 +433,7 @@ impl BufferPool {
                 Retag::Done => return Ok(victim),
                 Retag::FoundExisting(id) => {
                     self.unpin(victim);
-                    self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                    self.stats.hits.add(1);
                     return Ok(id);
                 }
                 Retag::VictimBusy => self.unpin(victim),

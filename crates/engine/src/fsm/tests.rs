@@ -337,7 +337,7 @@ fn a_root_promising_too_much_is_repaired_by_search() {
         "every leaf visited was corrected"
     );
     // Repaired: a search now reads the root and only the leaf that has the room.
-    let hits = || pool.stats().hits.load(std::sync::atomic::Ordering::Relaxed);
+    let hits = || pool.stats().hits.get();
     let before = hits();
     assert_eq!(search(&pool, rel(), 4000, 0).unwrap(), Some(3 * LEAF + 9));
     assert_eq!(hits() - before, 2);
@@ -658,7 +658,7 @@ fn search_on_a_million_full_blocks_reads_two_pages() {
     // The last entry of leaf 121: a whole leaf scanned past full blocks each time.
     let target = 122 * LEAF - 1;
     record(&pool, rel(), target, 7000).unwrap();
-    let hits = || pool.stats().hits.load(std::sync::atomic::Ordering::Relaxed);
+    let hits = || pool.stats().hits.get();
     let before = hits();
     let rounds = 2000u32;
     let started = Instant::now();

@@ -43,6 +43,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 
 use crate::buffer::BufferPool;
+use crate::padded::StripedCounter;
 use crate::bytes::Reader;
 use crate::clog::{TxnStatus, XactLogRedo, COMMIT_TS_LOG, STATUS_LOG};
 use crate::error::{Error, Result};
@@ -74,9 +75,9 @@ const STATUS_CACHE_ENTRIES: usize = 1 << 16;
 #[derive(Debug, Default)]
 pub struct TxnStats {
     /// Status lookups answered by the cache.
-    pub status_cache_hits: AtomicU64,
+    pub status_cache_hits: StripedCounter,
     /// Status lookups that read the commit log.
-    pub clog_lookups: AtomicU64,
+    pub clog_lookups: StripedCounter,
     pub commits: AtomicU64,
     pub aborts: AtomicU64,
 }
@@ -345,14 +346,14 @@ impl TransactionManager {
     /// that gets here missed a hint (or the data is damaged).
     pub fn status(&self, xid: Xid) -> Result<TxnStatus> {
         if let Some(s) = self.cache.get(xid) {
-            self.stats.status_cache_hits.fetch_add(1, Ordering::Relaxed);
+            self.stats.status_cache_hits.add(1);
             return Ok(s);
         }
         let oldest = self.oldest_xid();
         if (FIRST_XID..oldest).contains(&xid) {
             return Err(Error::TransactionStatusRemoved { xid, oldest });
         }
-        self.stats.clog_lookups.fetch_add(1, Ordering::Relaxed);
+        self.stats.clog_lookups.add(1);
         let s = TxnStatus::from_bits(STATUS_LOG.get(&self.pool, xid)?);
         if s != TxnStatus::InProgress {
             self.cache.put(xid, s);

@@ -99,7 +99,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::hash::{hash_one, FxBuildHasher, FxHashMap};
-use crate::padded::CachePadded;
+use crate::padded::{CachePadded, StripedCounter};
 use mode::masks_conflict;
 pub use mode::{LockMode, LockOwner, LockTag, LockWait};
 
@@ -120,7 +120,7 @@ const MIN_DEADLOCK_TIMEOUT: Duration = Duration::from_millis(1);
 #[derive(Debug, Default)]
 pub struct LockStats {
     /// Successful acquisitions (at once or after a wait).
-    pub acquired: AtomicU64,
+    pub acquired: StripedCounter,
     /// Requests that had to queue.
     pub waits: AtomicU64,
     /// Deadlock checks run.
@@ -419,7 +419,7 @@ impl LockManager {
                     });
                 }
                 entry.add_hold(owner, mode);
-                self.stats.acquired.fetch_add(1, Ordering::Relaxed);
+                self.stats.acquired.add(1);
                 return Ok(());
             }
         } else if !conflicts_held && mode.conflict_mask() & entry.queued_mask() == 0 {
@@ -429,7 +429,7 @@ impl LockManager {
             }
             entry.add_hold(owner, mode);
             self.owner_part(owner).entry_mut(owner).tags.insert(tag);
-            self.stats.acquired.fetch_add(1, Ordering::Relaxed);
+            self.stats.acquired.add(1);
             return Ok(());
         }
 
@@ -500,7 +500,7 @@ impl LockManager {
         let mut check_at = start.checked_add(self.deadlock_timeout);
         loop {
             if slot.granted.load(Ordering::Relaxed) {
-                self.stats.acquired.fetch_add(1, Ordering::Relaxed);
+                self.stats.acquired.add(1);
                 return Ok(());
             }
             if slot.cancelled.load(Ordering::Relaxed) {

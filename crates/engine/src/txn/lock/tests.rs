@@ -266,7 +266,7 @@ fn lock_holds_are_counted_and_reentrant() {
     assert_eq!(lm.locks_of(LockOwner(1)), []);
     assert!(lm.release(LockOwner(2), t, AccessShare));
     assert_empty(&lm);
-    assert_eq!(lm.stats().acquired.load(Ordering::Relaxed), 5);
+    assert_eq!(lm.stats().acquired.get(), 5);
 }
 
 #[test]
