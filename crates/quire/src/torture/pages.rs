@@ -39,6 +39,8 @@ fn pages_config() -> Config {
     Config {
         shared_buffers_bytes: 32 * 8192, // small: pages are evicted and written often
         checkpoint_timeout_s: 1,
+        // The background writer as often as it may: its writes race the workload's.
+        bgwriter_delay_ms: 10,
         ..Config::default()
     }
 }

@@ -290,6 +290,8 @@ fn txn_config(seed: u64) -> Config {
         wal_segment_size_bytes: 256 * 1024,
         wal_buffers_bytes: 1024 * 1024,
         checkpoint_timeout_s: 1,
+        // The background writer as often as it may: its writes race the transactions'.
+        bgwriter_delay_ms: 10,
         max_prepared_transactions: 64,
         // Database-wide vacuums (see force_checkpoints) remove commit-log segments of both
         // logs as soon as nothing needs them.
