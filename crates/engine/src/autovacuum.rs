@@ -15,62 +15,32 @@
 //!   the database.
 
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
-
-use parking_lot::{Condvar, Mutex};
 
 use crate::commands::vacuum::{vacuum_database, vacuum_table};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::periodic::{Periodic, Stop};
 
 /// The autovacuum worker thread; stopped (and joined) when dropped.
 pub(crate) struct Autovacuum {
-    stop: Arc<(Mutex<bool>, Condvar)>,
-    thread: Option<JoinHandle<()>>,
+    _worker: Periodic,
 }
 
 impl Autovacuum {
     pub fn start(engine: Arc<Engine>) -> Result<Self> {
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("quire-autovacuum".into())
-            .spawn(move || run(&engine, &flag))
-            .map_err(|e| Error::CheckpointFailed {
+        let nap = Duration::from_millis(engine.config.autovacuum_naptime_ms);
+        let worker = Periodic::start("quire-autovacuum", nap, move |stop| round(&engine, stop))
+            .map_err(|e| Error::StartupRefused {
                 reason: format!("could not start the autovacuum worker: {e}"),
             })?;
-        Ok(Autovacuum {
-            stop,
-            thread: Some(thread),
-        })
+        Ok(Autovacuum { _worker: worker })
     }
 }
 
-impl Drop for Autovacuum {
-    fn drop(&mut self) {
-        *self.stop.0.lock() = true;
-        self.stop.1.notify_all();
-        if let Some(t) = self.thread.take() {
-            if t.join().is_err() {
-                tracing::error!("the autovacuum worker panicked");
-            }
-        }
-    }
-}
-
-fn run(engine: &Arc<Engine>, stop: &(Mutex<bool>, Condvar)) {
-    let nap = Duration::from_millis(engine.config.autovacuum_naptime_ms);
-    loop {
-        {
-            let mut stopped = stop.0.lock();
-            if !*stopped {
-                stop.1.wait_for(&mut stopped, nap);
-            }
-            if *stopped {
-                return;
-            }
-        }
+/// One round: the whole database if the commit logs are too far behind, else every table
+/// due.
+fn round(engine: &Arc<Engine>, stop: &Stop) {
         let behind = engine.txns.next_xid() - engine.txns.oldest_xid();
         if behind > engine.config.autovacuum_freeze_max_age {
             match vacuum_database(engine, false) {
@@ -84,14 +54,14 @@ fn run(engine: &Arc<Engine>, stop: &(Mutex<bool>, Condvar)) {
                 // Handled here: logged, and retried at the next round.
                 Err(e) => tracing::warn!(error = %e, "autovacuum of the whole database failed"),
             }
-            continue;
+            return;
         }
         let due = engine.table_stats.due(
             engine.config.autovacuum_vacuum_threshold,
             engine.config.autovacuum_vacuum_scale_factor,
         );
         for table in due {
-            if *stop.0.lock() {
+            if stop.requested() {
                 return;
             }
             match vacuum_table(engine, table, false) {
@@ -104,5 +74,4 @@ fn run(engine: &Arc<Engine>, stop: &(Mutex<bool>, Condvar)) {
                 Err(e) => tracing::warn!(table = %table, error = %e, "autovacuum failed"),
             }
         }
-    }
 }

@@ -331,20 +331,14 @@ impl Config {
                 self.bgwriter_lru_maxpages = parse_count(value).map_err(bad)? as u64;
             }
             "bgwriter_lru_multiplier" => {
-                self.bgwriter_lru_multiplier = value
-                    .trim()
-                    .parse()
-                    .map_err(|e| bad(format!("\"{value}\" is not a number: {e}")))?;
+                self.bgwriter_lru_multiplier = parse_number(value).map_err(bad)?;
             }
             "track_commit_timestamp" => {
                 self.track_commit_timestamp = parse_on_off(value).map_err(bad)?;
             }
             "max_wal_size" => self.max_wal_size_bytes = parse_bytes(value).map_err(bad)?,
             "checkpoint_completion_target" => {
-                self.checkpoint_completion_target = value
-                    .trim()
-                    .parse()
-                    .map_err(|e| bad(format!("\"{value}\" is not a number: {e}")))?;
+                self.checkpoint_completion_target = parse_number(value).map_err(bad)?;
             }
             "buffer_drop" => {
                 self.buffer_drop = match value.trim() {
@@ -413,10 +407,7 @@ impl Config {
                 self.autovacuum_freeze_max_age = parse_count(value).map_err(bad)? as u64;
             }
             "autovacuum_vacuum_scale_factor" => {
-                self.autovacuum_vacuum_scale_factor = value
-                    .trim()
-                    .parse()
-                    .map_err(|e| bad(format!("\"{value}\" is not a number: {e}")))?;
+                self.autovacuum_vacuum_scale_factor = parse_number(value).map_err(bad)?;
             }
             "dead_tids" => {
                 self.dead_tids = match value.trim() {
@@ -588,6 +579,13 @@ pub fn parse_on_off(text: &str) -> std::result::Result<bool, String> {
         "off" | "false" => Ok(false),
         other => Err(format!("\"{other}\" is not on or off")),
     }
+}
+
+/// Parses a number (a fraction or a multiplier).
+pub fn parse_number(text: &str) -> std::result::Result<f64, String> {
+    text.trim()
+        .parse()
+        .map_err(|e| format!("\"{text}\" is not a number: {e}"))
 }
 
 /// Parses a whole number (a count).

@@ -15,7 +15,7 @@
 //!    relation locator, fork, block number, buffer tag, LSN, page size), `hash` (the hash
 //!    used by the engine's tables), `bytes` (the one little-endian reader of stored and
 //!    logged bytes), [`rng`] (the one deterministic random generator), `padded` (a value
-//!    alone on its cache lines).
+//!    alone on its cache lines), `periodic` (the one way to run a background worker).
 //! 1. [`vfs`]: the only code that touches files (OS and a crash-simulating implementation).
 //! 2. [`page`]: the 8 KiB page layout and its CRC32C checksum.
 //! 3. [`error`]: the one error type, each variant with its SQLSTATE; [`health`]: the
@@ -170,6 +170,7 @@ mod engine;
 mod hash;
 mod hintfork;
 mod padded;
+mod periodic;
 
 // The embedded API: what `Database` and `Transaction` take and return.
 pub use catalog::{Column, Entry, IndexDef, IndexId, RowShape, TableDef, TableId};

@@ -10,13 +10,11 @@
 //! stops and joins the thread.
 
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
-
-use parking_lot::{Condvar, Mutex};
 
 use super::{BufferPool, Cleaner};
 use crate::error::{Error, Result};
+use crate::periodic::Periodic;
 
 /// The pool is looked at whole at least this often, so dirty buffers of an idle pool are
 /// written too (PostgreSQL's `scan_whole_pool_milliseconds`).
@@ -36,62 +34,29 @@ pub struct BgWriterSettings {
 
 /// The running background writer; dropping it stops the thread.
 pub struct BgWriter {
-    stop: Arc<(Mutex<bool>, Condvar)>,
-    thread: Option<JoinHandle<()>>,
+    _worker: Periodic,
 }
 
 impl BgWriter {
     /// Starts a thread that cleans `pool` ahead of its clock sweep every `settings.delay`.
     pub fn start(pool: Arc<BufferPool>, settings: BgWriterSettings) -> Result<BgWriter> {
-        assert!(!settings.delay.is_zero(), "bgwriter_delay is at least 10 ms");
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("quire-bgwriter".into())
-            .spawn(move || run(&pool, settings, &flag))
-            .map_err(|e| Error::StartupRefused {
-                reason: format!("could not start the background writer thread: {e}"),
-            })?;
-        Ok(BgWriter {
-            stop,
-            thread: Some(thread),
+        let rounds_per_lap =
+            (SCAN_WHOLE_POOL.as_millis() / settings.delay.as_millis().max(1)).max(1);
+        let min_scan = (pool.nbuffers() as u64).div_ceil(rounds_per_lap as u64);
+        let mut cleaner = Cleaner::default();
+        let worker = Periodic::start("quire-bgwriter", settings.delay, move |_| {
+            if let Err(e) = pool.clean_ahead(
+                &mut cleaner,
+                settings.lru_maxpages,
+                settings.lru_multiplier,
+                min_scan,
+            ) {
+                tracing::warn!(error = %e, "the background writer's write failed");
+            }
         })
-    }
-}
-
-impl Drop for BgWriter {
-    fn drop(&mut self) {
-        *self.stop.0.lock() = true;
-        self.stop.1.notify_all();
-        if let Some(t) = self.thread.take() {
-            if t.join().is_err() {
-                tracing::error!("the background writer thread panicked");
-            }
-        }
-    }
-}
-
-fn run(pool: &BufferPool, settings: BgWriterSettings, stop: &(Mutex<bool>, Condvar)) {
-    let rounds_per_lap = (SCAN_WHOLE_POOL.as_millis() / settings.delay.as_millis().max(1)).max(1);
-    let min_scan = (pool.nbuffers() as u64).div_ceil(rounds_per_lap as u64);
-    let mut cleaner = Cleaner::default();
-    loop {
-        {
-            let mut stopped = stop.0.lock();
-            if !*stopped {
-                stop.1.wait_for(&mut stopped, settings.delay);
-            }
-            if *stopped {
-                return;
-            }
-        }
-        if let Err(e) = pool.clean_ahead(
-            &mut cleaner,
-            settings.lru_maxpages,
-            settings.lru_multiplier,
-            min_scan,
-        ) {
-            tracing::warn!(error = %e, "the background writer's write failed");
-        }
+        .map_err(|e| Error::StartupRefused {
+            reason: format!("could not start the background writer thread: {e}"),
+        })?;
+        Ok(BgWriter { _worker: worker })
     }
 }
