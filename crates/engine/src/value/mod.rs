@@ -20,6 +20,8 @@
 //!   naming the relation and tuple.
 //! - [`Value::compare`] is a total order within a type (floats by IEEE total order, NULL after
 //!   every value as in PostgreSQL's default `ASC NULLS LAST`), which index keys rely on.
+//! - Compare values, never their bytes: an integer written before the narrow forms existed
+//!   is in eight bytes, the same integer written now in fewer.
 
 use std::cmp::Ordering;
 use std::fmt;
