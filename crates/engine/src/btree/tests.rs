@@ -871,14 +871,17 @@ fn descents_follow_the_root_as_it_splits_and_never_start_from_a_stale_one() {
 }
 
 #[test]
-fn a_build_after_a_descent_of_the_empty_tree_is_found_whole() {
+fn after_a_build_descents_leave_the_empty_trees_root_for_the_built_one() {
     let env = Env::new(false, vec![Type::Int]);
     let tree = env.tree();
+    let rel = env.desc.rel;
     // The empty tree's root leaf gets cached; the build rewrites that block as the first of
     // its leaves, no longer the root, so the next descent must notice and read the metapage.
+    // (Starting from that leaf would still find every key, by moving right: what shows the
+    // stale root was left is the cache itself.)
     let entries = (0..50_000u32).map(|n| Ok((vec![int(i64::from(n) << 33)], tid_of(u64::from(n)))));
     assert_eq!(all_entries(&tree).len(), 0);
-    assert!(env.db.btree_roots().get(env.desc.rel).is_some());
+    let empty_root = env.db.btree_roots().get(rel).expect("a descent caches the root");
     tree.build(entries, 64 * 1024 * 1024, Xid(4)).unwrap();
     assert_eq!(all_entries(&tree).len(), 50_000);
     let key = [int(49_999 << 33)];
@@ -887,6 +890,10 @@ fn a_build_after_a_descent_of_the_empty_tree_is_found_whole() {
         .unwrap()
         .count();
     assert_eq!(hits, 1);
+    let meta = tree.read_meta().unwrap();
+    let cached = env.db.btree_roots().get(rel).expect("a descent caches the root");
+    assert_ne!(cached, empty_root, "the build made a taller tree");
+    assert_eq!((cached.block, cached.level), (meta.root, meta.level));
 }
 
 // ------------------------------------------------------------------------------ build

@@ -122,9 +122,9 @@ pub struct BufferStats {
     pub drop_descriptors_examined: AtomicU64,
     /// Buffers taken for a new page (from the free list or by clock sweep): what the
     /// background writer paces itself by (PostgreSQL's `buffers_alloc`).
-    pub allocs: AtomicU64,
+    pub allocs: StripedCounter,
     /// Of [`BufferStats::writes`], those the background writer made (`buffers_clean`).
-    pub cleaned: AtomicU64,
+    pub cleaned: StripedCounter,
 }
 
 /// What the background writer keeps between its rounds (PostgreSQL's `BgBufferSync`).
@@ -455,7 +455,7 @@ impl BufferPool {
 
     /// A free buffer, pinned by us: from the free list, else by clock sweep.
     fn get_victim(&self) -> Result<u32> {
-        self.stats.allocs.fetch_add(1, Ordering::Relaxed);
+        self.stats.allocs.add(1);
         while let Some(id) = self.free_list.pop() {
             let d = &self.descs[id as usize];
             let s = d.lock_header();
@@ -558,10 +558,11 @@ impl BufferPool {
 
     // ---------------------------------------------------------------- write-back
 
-    /// Writes a pinned buffer if it is dirty, obeying the WAL rule.
-    fn flush_pinned(&self, id: u32) -> Result<()> {
+    /// Writes a pinned buffer if it is dirty, obeying the WAL rule; whether it wrote (not
+    /// if the buffer was clean by then, or another write of it was under way).
+    fn flush_pinned(&self, id: u32) -> Result<bool> {
         if !self.start_io(id, true) {
-            return Ok(());
+            return Ok(false);
         }
         let d = &self.descs[id as usize];
         let tag = d.tag();
@@ -578,7 +579,7 @@ impl BufferPool {
         }
         self.terminate_io(id, true, result.is_ok());
         drop(content);
-        result
+        result.map(|()| true)
     }
 
     /// One round of the background writer (PostgreSQL's LRU scan in `BgBufferSync`): looks
@@ -596,7 +597,7 @@ impl BufferPool {
         min_scan: u64,
     ) -> Result<CleanRound> {
         let n = self.nbuffers() as u64;
-        let allocs = self.stats.allocs.load(Ordering::Relaxed);
+        let allocs = self.stats.allocs.get();
         let recent = allocs.saturating_sub(cleaner.allocs_seen) as f64;
         cleaner.allocs_seen = allocs;
         // A burst is followed at once; a lull only slowly (as PostgreSQL smooths it).
@@ -626,9 +627,10 @@ impl BufferPool {
             if s & DIRTY != 0 && self.pin_if(id, |_| true) {
                 let result = self.flush_pinned(id);
                 self.unpin(id);
-                result?;
-                round.written += 1;
-                self.stats.cleaned.fetch_add(1, Ordering::Relaxed);
+                if result? {
+                    round.written += 1;
+                    self.stats.cleaned.add(1);
+                }
             }
         }
         Ok(round)

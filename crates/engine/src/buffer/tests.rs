@@ -538,7 +538,7 @@ fn the_cleaner_writes_the_next_victims_so_that_misses_write_nothing() {
     let round = pool.clean_ahead(&mut cleaner, 100, 2.0, 32).unwrap();
     assert!(round.written > 0, "{round:?}");
     assert_eq!(f.writes() - before, round.written);
-    assert_eq!(pool.stats().cleaned.load(Ordering::Relaxed), round.written);
+    assert_eq!(pool.stats().cleaned.get(), round.written);
     // The misses that follow find the victims the cleaner wrote: no write of their own.
     let before = f.writes();
     let misses = round.written.min(8) as u32;
