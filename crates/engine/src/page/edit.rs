@@ -5,9 +5,10 @@
 use super::{
     line_pointer_at, max_align, read_u32, write_u16, write_u32, ItemId, ItemState, OffsetNumber, Page,
     PageError, FIRST_OFFSET_NUMBER, FLAGS_AT, HAS_FREE_LINES, HEADER_SIZE, LAYOUT_VERSION,
-    LINE_POINTER_SIZE, LOWER_AT, LSN_AT, MAXALIGN, MAX_ITEM_COUNT, MAX_ITEM_SIZE, PAGE_SIZE,
+    LINE_POINTER_SIZE, LOWER_AT, LSN_AT, MAXALIGN, MAX_ITEM_COUNT, MAX_ITEM_SIZE, MAX_STORED_ITEMS, PAGE_SIZE,
     SPECIAL_AT, UPPER_AT, VALID_FLAG_BITS, VERSION_AT,
 };
+use super::view::RepairScan;
 use crate::types::Lsn;
 
 /// The largest special space [`PageMut::init`] accepts: it must leave room for one aligned
@@ -339,68 +340,89 @@ impl<'a> PageMut<'a> {
     ///
     /// Fails, with the page unchanged, on an inconsistent header, a corrupt line pointer or
     /// overlapping items (moving those would spread the damage).
+    ///
+    /// Redo of HOT updates compacts a page at nearly every update, so this is one pass over
+    /// the line pointers and then work in proportion to the live items: items that lie next
+    /// to each other move together, in one copy, as in PostgreSQL's `compactify_tuples`.
     pub fn repair_fragmentation(&mut self) -> Result<(), PageError> {
         let page = self.as_page();
         page.check_bounds()?;
-        // (byte offset, item number) of every live item; on the stack, no allocation.
-        let mut live = [(0u16, 0 as OffsetNumber); MAX_ITEM_COUNT];
-        let mut n = 0;
-        for (off, id) in page.line_pointers() {
-            if id.state == ItemState::Normal {
-                page.checked_storage(off, id)?;
-                live[n] = (id.offset, off);
-                n += 1;
-            }
-        }
+        let mut live = [(0u16, 0 as OffsetNumber); MAX_STORED_ITEMS];
+        let RepairScan {
+            n,
+            has_unused,
+            stale_storage,
+        } = page.scan_for_repair(&mut live)?;
         // Sorted by descending offset: each item then moves only towards the end of the page,
         // over bytes already vacated, so in-place moves cannot clobber an item not yet moved.
-        page.check_no_overlap(&mut live[..n])?;
+        page.check_sorted_no_overlap(&live[..n])?;
         let old_upper = usize::from(page.upper());
-        let mut upper = usize::from(page.special());
-        for &(start, off) in &live[..n] {
-            upper = self.move_item(off, usize::from(start), upper);
-        }
+        let special = usize::from(page.special());
+        let upper = self.move_items_up(&live[..n], special);
         self.bytes[old_upper..upper].fill(0);
         write_u16(self.bytes, UPPER_AT, upper as u16);
-        let has_unused = self.drop_storage_of_dead_and_unused();
+        if stale_storage {
+            self.drop_storage_of_dead_and_unused();
+        }
         self.set_flag(HAS_FREE_LINES, has_unused);
         debug_assert_eq!(
-            usize::from(self.as_page().special()) - upper,
+            special - upper,
             self.as_page().aligned_storage_bytes(ItemState::Normal),
             "after repair, item storage is exactly the live items"
         );
         Ok(())
     }
 
-    /// Moves live item `off` from `start` to just below `upper`; returns its new start.
-    fn move_item(&mut self, off: OffsetNumber, start: usize, upper: usize) -> usize {
-        // `off` is a live item the caller found: its pointer is in range.
-        let len = usize::from(ItemId::from_raw(read_u32(self.bytes, line_pointer_at(off))).len_bytes);
-        let new_start = upper - max_align(len);
-        debug_assert!(
-            new_start >= start,
-            "items only move towards the special space"
-        );
-        if new_start == start {
-            // Already in place (nothing was freed above it): only its padding is cleared.
-            self.bytes[start + len..upper].fill(0);
-            return new_start;
+    /// Moves the live items `(byte offset, item number)`, sorted by descending offset and
+    /// checked not to overlap, to lie packed below `top`; returns the new `pd_upper`. A run of
+    /// items that already touch one another moves as one block, padding included (padding is
+    /// zero: [`add_item`](Self::add_item) writes it, and items never change length).
+    fn move_items_up(&mut self, items: &[(u16, OffsetNumber)], top: usize) -> usize {
+        let mut upper = top;
+        let mut i = 0;
+        // Each round consumes at least one item.
+        while i < items.len() {
+            let run_top = usize::from(items[i].0) + self.aligned_len(items[i].1);
+            let mut run_bottom = usize::from(items[i].0);
+            let mut j = i + 1;
+            while j < items.len()
+                && usize::from(items[j].0) + self.aligned_len(items[j].1) == run_bottom
+            {
+                run_bottom = usize::from(items[j].0);
+                j += 1;
+            }
+            debug_assert!(upper >= run_top, "items only move towards the special space");
+            let shift = upper - run_top;
+            if shift > 0 {
+                self.bytes.copy_within(run_bottom..run_top, run_bottom + shift);
+                for &(start, off) in &items[i..j] {
+                    let len = self.item_len(off);
+                    let moved = usize::from(start) + shift;
+                    self.set_item_id(off, ItemId::normal(moved as u16, len));
+                }
+            }
+            upper = run_bottom + shift;
+            i = j;
         }
-        self.bytes.copy_within(start..start + len, new_start);
-        self.bytes[new_start + len..upper].fill(0);
-        self.set_item_id(off, ItemId::normal(new_start as u16, len as u16));
-        new_start
+        upper
+    }
+
+    /// The length of item `off`, whose pointer the caller found in range.
+    fn item_len(&self, off: OffsetNumber) -> u16 {
+        ItemId::from_raw(read_u32(self.bytes, line_pointer_at(off))).len_bytes
+    }
+
+    /// The aligned bytes item `off` takes, its pointer in range.
+    fn aligned_len(&self, off: OffsetNumber) -> usize {
+        max_align(usize::from(self.item_len(off)))
     }
 
     /// Clears the offset and length of dead and unused line pointers: their storage is gone.
-    /// Returns whether a pointer is unused.
-    fn drop_storage_of_dead_and_unused(&mut self) -> bool {
-        let mut has_unused = false;
-        // The count once, not per pointer: this runs at every compaction.
+    fn drop_storage_of_dead_and_unused(&mut self) {
+        // The count once, not per pointer.
         for off in FIRST_OFFSET_NUMBER..=self.as_page().item_count() {
             let at = line_pointer_at(off);
             let id = ItemId::from_raw(read_u32(self.bytes, at));
-            has_unused |= !id.is_used();
             if matches!(id.state, ItemState::Dead | ItemState::Unused) && id != ItemId::UNUSED {
                 let cleared = ItemId {
                     offset: 0,
@@ -410,7 +432,6 @@ impl<'a> PageMut<'a> {
                 write_u32(self.bytes, at, cleared.to_raw());
             }
         }
-        has_unused
     }
 
     /// The bytes of live item `off`, writable in place (a tuple header's `xmax`, say); `None`

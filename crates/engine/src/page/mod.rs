@@ -95,6 +95,10 @@ pub const LAYOUT_VERSION: u16 = 1;
 pub const MAXALIGN: usize = 8;
 /// The most line pointers a page can hold (they fill every byte after the header).
 pub const MAX_ITEM_COUNT: usize = (PAGE_SIZE - HEADER_SIZE) / LINE_POINTER_SIZE;
+
+/// The most items with storage a page holds without two overlapping: each takes at least one
+/// aligned word of item space and its line pointer.
+const MAX_STORED_ITEMS: usize = (PAGE_SIZE - HEADER_SIZE) / (MAXALIGN + LINE_POINTER_SIZE);
 /// The largest item that fits on an empty page without special space, in bytes.
 pub const MAX_ITEM_SIZE: usize =
     (PAGE_SIZE - HEADER_SIZE - LINE_POINTER_SIZE) / MAXALIGN * MAXALIGN;

@@ -371,6 +371,7 @@ proptest! {
             }
         } else {
             prop_assert_eq!(&bytes[..], &before[..], "a refused repair changes nothing");
+            prop_assert!(Page::new(&bytes).check_items().is_err(), "only a corrupt page is refused");
         }
     }
 }
@@ -863,6 +864,25 @@ fn overlapping_items_make_repair_refuse() {
         assert_eq!(PageMut::new(&mut bytes).repair_fragmentation(), expected);
         assert_eq!(&bytes[..], &before[..]);
     }
+}
+
+#[test]
+fn more_live_items_than_fit_apart_make_repair_refuse() {
+    // 681 live items of 8 bytes and their pointers cannot fit in one page without two
+    // overlapping: the pointer array alone pushes the item space below 680 words.
+    const ITEMS: usize = 681;
+    let mut bytes = new_page(0);
+    for index in 0..ITEMS {
+        let start = PAGE_SIZE - 8 * (1 + index % 680);
+        let id = ItemId::normal(start as u16, 8);
+        write_u32(&mut bytes, HEADER_SIZE + index * LINE_POINTER_SIZE, id.to_raw());
+    }
+    let lower = HEADER_SIZE + ITEMS * LINE_POINTER_SIZE;
+    set_header(&mut bytes, lower as u16, (PAGE_SIZE - 8 * 680) as u16, PAGE_SIZE as u16);
+    let before = *bytes;
+    let err = PageMut::new(&mut bytes).repair_fragmentation().unwrap_err();
+    assert!(matches!(err, PageError::ItemsOverlap { .. }), "{err}");
+    assert_eq!(&bytes[..], &before[..]);
 }
 
 #[test]

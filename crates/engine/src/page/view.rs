@@ -6,7 +6,7 @@ use std::ops::Range;
 use super::{
     line_pointer_at, max_align, read_u16, read_u32, ItemId, ItemState, OffsetNumber, PageError,
     CHECKSUM_AT, FIRST_OFFSET_NUMBER, FLAGS_AT, HEADER_SIZE, LAYOUT_VERSION, LINE_POINTER_SIZE,
-    LOWER_AT, LSN_AT, MAXALIGN, MAX_ITEM_COUNT, PAGE_SIZE, RESERVED_AT, SPECIAL_AT, UPPER_AT,
+    LOWER_AT, LSN_AT, MAXALIGN, MAX_ITEM_COUNT, MAX_STORED_ITEMS, PAGE_SIZE, RESERVED_AT, SPECIAL_AT, UPPER_AT,
     VALID_FLAG_BITS, VERSION_AT,
 };
 use crate::types::Lsn;
@@ -204,16 +204,91 @@ impl<'a> Page<'a> {
         self.check_no_overlap(&mut starts[..n])
     }
 
-    /// Checks that the items at `(byte offset, item number)` do not overlap; sorts `items` by
-    /// descending byte offset (the order in which [`PageMut::repair_fragmentation`] moves
-    /// them). The items' storage has been checked.
+    /// The first pass of [`PageMut::repair_fragmentation`]: puts `(byte offset, item number)`
+    /// of every live item in `live`, sorted by descending byte offset, and checks each one's
+    /// storage and that no two start at the same byte. The header bounds have been checked.
+    ///
+    /// Two passes over the line pointers, both free of branches per pointer (one for the
+    /// flags, one gathering the live items): a page that HOT updates have churned mixes live
+    /// items and redirects at random, a branch on the state mispredicted at most pointers,
+    /// and this scan was most of the time of redoing such updates. Then the live items are
+    /// sorted by [`StartMarks`]. A corrupt page is named afterwards, by
+    /// [`check_items`](Self::check_items).
     ///
     /// [`PageMut::repair_fragmentation`]: super::PageMut::repair_fragmentation
-    pub(super) fn check_no_overlap(
+    #[allow(
+        clippy::needless_bitwise_bool,
+        reason = "`&` and `|` on booleans keep the loop free of branches, which is its point"
+    )]
+    pub(super) fn scan_for_repair(
         self,
-        items: &mut [(u16, OffsetNumber)],
-    ) -> Result<(), PageError> {
+        live: &mut [(u16, OffsetNumber); MAX_STORED_ITEMS],
+    ) -> Result<RepairScan, PageError> {
+        let floor = usize::from(self.upper()).max(usize::from(self.lower()));
+        let ceiling = usize::from(self.special());
+        let mut scan = RepairScan::default();
+        let mut corrupt = false;
+        let mut normal_count = 0;
+        // The flags; the compiler makes this a vector loop.
+        for (_, id) in self.line_pointers() {
+            let normal = id.state == ItemState::Normal;
+            let (start, len) = (usize::from(id.offset), usize::from(id.len_bytes));
+            let sane = (len > 0) & start.is_multiple_of(MAXALIGN) & (start >= floor)
+                & (start + len <= ceiling);
+            corrupt |= normal & !sane;
+            normal_count += usize::from(normal);
+            let free = matches!(id.state, ItemState::Dead | ItemState::Unused);
+            scan.has_unused |= id.state == ItemState::Unused;
+            scan.stale_storage |= free & (start | len != 0);
+        }
+        if corrupt || normal_count > MAX_STORED_ITEMS {
+            return Err(self.corruption_found_by_scan());
+        }
+        // The live items in item-number order: written always, kept only if live (the `min`
+        // keeps the writes after the last live item inside the array).
+        let mut n = 0;
+        for (off, id) in self.line_pointers() {
+            live[n.min(MAX_STORED_ITEMS - 1)] = (id.offset, off);
+            n += usize::from(id.state == ItemState::Normal);
+        }
+        let mut marks = StartMarks::new();
+        for &(start, off) in &live[..n] {
+            marks.mark(start, off);
+        }
+        // Two live items at one start overlap.
+        if marks.count() != n {
+            return Err(self.corruption_found_by_scan());
+        }
+        scan.n = marks.read_descending(live);
+        Ok(scan)
+    }
+
+    /// The error for a page [`scan_for_repair`](Self::scan_for_repair) found corrupt: a live
+    /// item's storage out of bounds, two live items at one start, or more than fit apart
+    /// (pigeonhole: then two overlap).
+    fn corruption_found_by_scan(self) -> PageError {
+        // `check_items` finds what the scan found (a bad pointer or an overlap); the fallback
+        // cannot be reached and only keeps a corrupt page from reaching a panic.
+        let unreachable = PageError::ItemsOverlap {
+            offset_number: FIRST_OFFSET_NUMBER,
+            other: FIRST_OFFSET_NUMBER,
+        };
+        self.check_items().err().unwrap_or(unreachable)
+    }
+
+    /// Checks that the items at `(byte offset, item number)` do not overlap; sorts `items` by
+    /// descending byte offset. The items' storage has been checked.
+    fn check_no_overlap(self, items: &mut [(u16, OffsetNumber)]) -> Result<(), PageError> {
         sort_by_descending_start(items);
+        self.check_sorted_no_overlap(items)
+    }
+
+    /// [`check_no_overlap`](Self::check_no_overlap) of items already sorted by descending
+    /// byte offset.
+    pub(super) fn check_sorted_no_overlap(
+        self,
+        items: &[(u16, OffsetNumber)],
+    ) -> Result<(), PageError> {
         for pair in items.windows(2) {
             let ((higher_start, higher), (start, off)) = (pair[0], pair[1]);
             // The caller found `off` among the pointers: it is in range.
@@ -286,48 +361,92 @@ impl<'a> Page<'a> {
     }
 }
 
-/// Sorts `(byte offset, item number)` pairs by descending byte offset without comparing
-/// them when it can: items start at `MAXALIGN` boundaries on a sane page, each at its own,
-/// so marking each item's boundary in a bitmap and reading the marks from the top puts them
-/// in order, in time proportional to the items (the bitmap is 16 words). Sorting was most of
-/// the time of redoing HOT updates (every prune compacts its page), and so, next, was a pass
-/// over every boundary. Already ordered input (a page whose line pointers were never reused)
-/// is left as it is; a page where two items share a boundary or one is unaligned (corrupt:
-/// the overlap check that follows says how) is sorted the ordinary way.
+/// What [`Page::scan_for_repair`] found besides the live items.
+#[derive(Default)]
+pub(super) struct RepairScan {
+    /// How many live items it put in the array.
+    pub n: usize,
+    /// Whether a line pointer is unused.
+    pub has_unused: bool,
+    /// Whether a dead or unused pointer still names storage, to be cleared.
+    pub stale_storage: bool,
+}
+
+/// Sorts `(byte offset, item number)` pairs by descending byte offset (see [`StartMarks`]);
+/// input already in order (a page whose line pointers were never reused) is left as it is,
+/// and a page where two items share a boundary or one is unaligned (corrupt: the overlap
+/// check that follows says how) is sorted the ordinary way.
 fn sort_by_descending_start(items: &mut [(u16, OffsetNumber)]) {
-    const SLOTS: usize = PAGE_SIZE / MAXALIGN;
     if items.is_sorted_by(|a, b| a.0 > b.0) {
         return;
     }
-    // Item number per boundary, valid where `marked` has the boundary's bit.
-    let mut slots = [0 as OffsetNumber; SLOTS];
-    let mut marked = [0u64; SLOTS / 64];
+    let mut marks = StartMarks::new();
     for &(start, off) in items.iter() {
-        let start = usize::from(start);
-        let slot = start / MAXALIGN;
-        let free = slot < SLOTS && marked[slot / 64] & (1 << (slot % 64)) == 0;
-        if !(free && start.is_multiple_of(MAXALIGN)) {
-            items.sort_unstable_by_key(|&(start, _)| std::cmp::Reverse(start));
-            return;
-        }
-        slots[slot] = off;
-        marked[slot / 64] |= 1 << (slot % 64);
+        marks.mark(start, off);
     }
-    let mut n = 0;
-    for (word_at, &word) in marked.iter().enumerate().rev() {
-        let mut bits = word;
-        while bits != 0 {
-            let bit = 63 - bits.leading_zeros() as usize;
-            bits &= !(1 << bit);
-            let slot = word_at * 64 + bit;
-            items[n] = (
-                u16::try_from(slot * MAXALIGN).expect("slots cover one page"),
-                slots[slot],
-            );
-            n += 1;
-        }
+    let sane = items.iter().all(|&(start, _)| usize::from(start).is_multiple_of(MAXALIGN));
+    if !sane || marks.count() != items.len() {
+        items.sort_unstable_by_key(|&(start, _)| std::cmp::Reverse(start));
+        return;
     }
+    let n = marks.read_descending(items);
     debug_assert_eq!(n, items.len(), "every item found its slot");
+}
+
+/// Items sorted by byte offset without comparing them: on a sane page items start at
+/// `MAXALIGN` boundaries, each at its own, so marking each item's boundary in a bitmap and
+/// reading the marks from the top puts them in order, in time proportional to the items (the
+/// bitmap is 16 words). Sorting was most of the time of redoing HOT updates (every prune
+/// compacts its page).
+struct StartMarks {
+    /// Item number per boundary, valid where `marked` has the boundary's bit.
+    slots: [OffsetNumber; START_SLOTS],
+    marked: [u64; START_SLOTS / 64],
+}
+
+/// The `MAXALIGN` boundaries of a page.
+const START_SLOTS: usize = PAGE_SIZE / MAXALIGN;
+
+impl StartMarks {
+    fn new() -> Self {
+        StartMarks {
+            slots: [0; START_SLOTS],
+            marked: [0; START_SLOTS / 64],
+        }
+    }
+
+    /// Marks item `off` at byte `start`. A start past the page wraps around: the caller
+    /// checked the starts (or falls back to a comparison sort if any is unaligned), and a
+    /// count short of the items marked (see [`count`](Self::count)) shows two at one boundary.
+    fn mark(&mut self, start: u16, off: OffsetNumber) {
+        let slot = usize::from(start) / MAXALIGN % START_SLOTS;
+        self.slots[slot] = off;
+        self.marked[slot / 64] |= 1 << (slot % 64);
+    }
+
+    /// How many boundaries are marked.
+    fn count(&self) -> usize {
+        self.marked.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Writes the marked `(byte offset, item number)` pairs to `out` from the highest offset
+    /// down; returns how many. `out` holds at least [`count`](Self::count) pairs.
+    fn read_descending(&self, out: &mut [(u16, OffsetNumber)]) -> usize {
+        let mut n = 0;
+        for (word_at, &word) in self.marked.iter().enumerate().rev() {
+            let mut bits = word;
+            // One round per marked bit.
+            while bits != 0 {
+                let bit = 63 - bits.leading_zeros() as usize;
+                bits &= !(1 << bit);
+                let slot = word_at * 64 + bit;
+                let start = u16::try_from(slot * MAXALIGN).expect("slots cover one page");
+                out[n] = (start, self.slots[slot]);
+                n += 1;
+            }
+        }
+        n
+    }
 }
 
 /// Whether the line pointer's offset and length describe item bytes that must be sane: always

@@ -263,8 +263,12 @@ fn redo_buffer<'a>(
         page.mark_dirty();
         return Ok(RedoBuffer::Restored);
     }
-    let exists = ctx.smgr.exists(tag.rel, tag.fork)?
-        && ctx.smgr.nblocks(tag.rel, tag.fork)? > tag.block;
+    // One size lookup per block reference (`exists` then `nblocks` looked twice).
+    let exists = match ctx.smgr.nblocks(tag.rel, tag.fork) {
+        Ok(nblocks) => nblocks > tag.block,
+        Err(Error::NoSuchRelation { .. }) => false,
+        Err(e) => return Err(e),
+    };
     if !exists {
         ctx.invalid_pages.remember(tag, rec.lsn);
         return Ok(RedoBuffer::Missing);
