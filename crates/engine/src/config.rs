@@ -125,6 +125,10 @@ impl DeadTidsMode {
 
 /// Every setting of the engine.
 #[derive(Clone, Debug)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "each is one of PostgreSQL's on/off settings"
+)]
 pub struct Config {
     /// `shared_buffers`: the size of the buffer pool. PostgreSQL's default, 128 MB.
     pub shared_buffers_bytes: u64,
@@ -164,6 +168,10 @@ pub struct Config {
     pub wal_writer_delay_ms: u64,
     /// `track_commit_timestamp`: record each commit's time. PostgreSQL's default, off.
     pub track_commit_timestamp: bool,
+    /// `wal_init_zero`: new WAL segments are written full of zeros before WAL goes into them
+    /// (the WAL writer prepares the next one ahead of need), so a commit's fdatasync does not
+    /// also commit block allocations. PostgreSQL's default, on.
+    pub wal_init_zero: bool,
     /// `bgwriter_delay`: time between the background writer's rounds. PostgreSQL's default,
     /// 200 ms (10 ms to 10 s).
     pub bgwriter_delay_ms: u64,
@@ -236,6 +244,7 @@ impl Default for Config {
             commit_siblings: 5,
             wal_writer_delay_ms: 200,
             track_commit_timestamp: false,
+            wal_init_zero: true,
             bgwriter_delay_ms: 200,
             bgwriter_lru_maxpages: 100,
             bgwriter_lru_multiplier: 2.0,
@@ -323,6 +332,7 @@ impl Config {
                 self.checkpoint_timeout_s = parse_seconds(value).map_err(bad)?;
             }
             "synchronous_commit" => self.synchronous_commit = parse_on_off(value).map_err(bad)?,
+            "wal_init_zero" => self.wal_init_zero = parse_on_off(value).map_err(bad)?,
             "commit_delay" => self.commit_delay_us = parse_micros(value).map_err(bad)?,
             "commit_siblings" => self.commit_siblings = parse_count(value).map_err(bad)?,
             "wal_writer_delay" => self.wal_writer_delay_ms = parse_millis(value).map_err(bad)?,

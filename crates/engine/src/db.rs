@@ -41,7 +41,7 @@ use crate::txn::{TransactionManager, TxnRecord, FIRST_XID};
 use crate::types::{BufferTag, Lsn, Rmid};
 use crate::vacuum::VacuumStats;
 use crate::vfs::{create_dir_durable, Vfs};
-use crate::wal::{Wal, WalReader, WalWriter, FIRST_LSN};
+use crate::wal::{Wal, WalReader, WalWriter, WalWriterJobs, FIRST_LSN};
 
 /// The buffer pool's WAL rule, bound once the WAL is open. During redo it is unbound: every
 /// page redo dirties carries the LSN of WAL that is already durable. A WAL that stopped by
@@ -285,13 +285,18 @@ impl Database {
         }
         engine.debug_check_idle("after recovery");
         checkpointer.start()?;
-        let wal_writer = if engine.config.synchronous_commit {
-            None
-        } else {
+        let wal_writer_jobs = WalWriterJobs {
+            flush: !engine.config.synchronous_commit,
+            prepare_segments: engine.config.wal_init_zero,
+        };
+        let wal_writer = if wal_writer_jobs.flush || wal_writer_jobs.prepare_segments {
             Some(WalWriter::start(
                 Arc::clone(&engine.wal),
                 Duration::from_millis(engine.config.wal_writer_delay_ms),
+                wal_writer_jobs,
             )?)
+        } else {
+            None
         };
         let bgwriter = if engine.config.bgwriter_lru_maxpages > 0 {
             Some(BgWriter::start(

@@ -95,7 +95,7 @@ use crate::error::{Error, Result};
 use crate::padded::CachePadded;
 use crate::vfs::{Vfs, VfsFile};
 pub use reader::WalReader;
-pub use walwriter::WalWriter;
+pub use walwriter::{WalWriter, WalWriterJobs};
 pub use record::{
     BlockRef, DecodedBlock, DecodedRecord, RecordType, WalRecord, MAX_BLOCK_REFS,
 };

@@ -212,6 +212,10 @@ fn crash_once(seed: u64) -> (usize, usize) {
             wal.flush(end).unwrap();
             acknowledged = id + 1;
         }
+        // Now and then the WAL writer's zero-filled next segment is there before the WAL.
+        if rng.next().is_multiple_of(8) {
+            wal.prepare_next_segment().unwrap();
+        }
     }
     // About 1.5 MiB more without a flush: the 1 MiB ring must write some of it out, so the
     // crash finds unsynced WAL on disk (whole, torn, or partly missing).
@@ -423,6 +427,58 @@ fn records_from_before_a_restart_are_read_from_files_even_on_the_tail_page() {
     );
     assert_eq!(id_of(&wal.read_record(a).unwrap().main), 1);
     assert_eq!(id_of(&wal.read_record(b).unwrap().main), 2);
+}
+
+/// The bytes of a file of the simulated file system.
+fn file_bytes(vfs: &SimVfs, path: &Path) -> Vec<u8> {
+    let file = vfs.open(path, crate::vfs::OpenMode::Existing).unwrap();
+    let mut bytes = vec![0u8; file.size().unwrap() as usize];
+    let n = file.read_at(&mut bytes, 0).unwrap();
+    bytes.truncate(n);
+    bytes
+}
+
+#[test]
+fn the_next_segment_is_prepared_zero_filled_and_the_wal_goes_on_into_it() {
+    let vfs = Arc::new(SimVfs::new(11));
+    let (wal, _) = open(&vfs).unwrap();
+    let (first, end) = insert_plain(&wal, 0, 300);
+    wal.flush(end).unwrap();
+    let next = vfs_segment_path(Lsn(first.0 + 64 * 1024));
+    assert!(wal.prepare_next_segment().unwrap());
+    assert_eq!(file_bytes(&vfs, &next), vec![0u8; 64 * 1024], "full size, all zeros");
+    assert!(!vfs.exists(&Path::new("/data/wal").join(write::PREPARING_SEGMENT)).unwrap());
+    assert!(!wal.prepare_next_segment().unwrap(), "made once");
+    // Records run on into the prepared file and survive a power loss there.
+    let mut id = 1;
+    while wal.insert_lsn().segment_of(64 * 1024) == first.segment_of(64 * 1024) {
+        insert_plain(&wal, id, 3000);
+        id += 1;
+    }
+    let (_, end) = insert_plain(&wal, id, 300);
+    wal.flush(end).unwrap();
+    drop(wal);
+    vfs.crash(&CrashOptions::default());
+    let (_, found) = open(&vfs).unwrap();
+    assert_eq!(found.len() as u64, id + 1);
+}
+
+#[test]
+fn a_prepared_segment_never_replaces_one_the_writer_made() {
+    let vfs = Arc::new(SimVfs::new(12));
+    let (wal, _) = open(&vfs).unwrap();
+    let (first, end) = insert_plain(&wal, 0, 300);
+    wal.flush(end).unwrap();
+    // The writer got to the next segment while it was being prepared.
+    let segno = first.segment_of(64 * 1024) + 1;
+    let next = vfs_segment_path(Lsn(first.0 + 64 * 1024));
+    let made = vfs.open(&next, crate::vfs::OpenMode::CreateNew).unwrap();
+    made.write_at(b"records", 0).unwrap();
+    drop(made);
+    let preparing = Path::new("/data/wal").join(write::PREPARING_SEGMENT);
+    wal.zero_fill(&preparing).unwrap();
+    assert!(!wal.install_prepared(&preparing, segno).unwrap());
+    assert_eq!(file_bytes(&vfs, &next), b"records");
 }
 
 /// Encodes and seals a record with one block whose image is `page`; returns the bytes.

@@ -1,7 +1,9 @@
-//! The background WAL writer (PostgreSQL's walwriter): flushes the WAL at least every
-//! `wal_writer_delay`, so an asynchronous commit (`synchronous_commit = off`), which never
-//! waits for an fsync, is durable within about three times that (one delay, plus the flush
-//! under way when it committed, plus its own).
+//! The background WAL writer (PostgreSQL's walwriter). Every `wal_writer_delay` it
+//! - flushes the WAL, if commits are asynchronous (`synchronous_commit = off`): such a
+//!   commit never waits for an fsync and is durable within about three delays (one delay,
+//!   plus the flush under way when it committed, plus its own);
+//! - prepares the next WAL segment, zero-filled (`wal_init_zero`,
+//!   [`Wal::prepare_next_segment`]), so that no committer writes into a sparse file.
 //!
 //! Rules: it flushes through [`Wal::flush`] like everyone else (so it joins group commit
 //! and honours the failed state: once the WAL has failed its flushes are refused and it
@@ -19,15 +21,39 @@ pub struct WalWriter {
     _worker: Periodic,
 }
 
+/// What the WAL writer does each round.
+#[derive(Clone, Copy, Debug)]
+pub struct WalWriterJobs {
+    /// Flush the WAL (commits are asynchronous).
+    pub flush: bool,
+    /// Prepare the next segment (`wal_init_zero`).
+    pub prepare_segments: bool,
+}
+
 impl WalWriter {
-    /// Starts a thread that flushes `wal` every `delay`.
-    pub fn start(wal: Arc<Wal>, delay: Duration) -> Result<WalWriter> {
-        let worker = Periodic::start("quire-walwriter", delay, move |_| flush(&wal)).map_err(
-            |e| Error::WalFailed {
+    /// Starts a thread that does `jobs` on `wal` every `delay`.
+    pub fn start(wal: Arc<Wal>, delay: Duration, jobs: WalWriterJobs) -> Result<WalWriter> {
+        let round = move |_: &crate::periodic::Stop| {
+            if jobs.flush {
+                flush(&wal);
+            }
+            if jobs.prepare_segments {
+                prepare_segment(&wal);
+            }
+        };
+        let worker = Periodic::start("quire-walwriter", delay, round).map_err(|e| {
+            Error::WalFailed {
                 reason: format!("could not start the WAL writer thread: {e}"),
-            },
-        )?;
+            }
+        })?;
         Ok(WalWriter { _worker: worker })
+    }
+}
+
+fn prepare_segment(wal: &Wal) {
+    // Logged here, where it is handled: the writer creates the segment itself instead.
+    if let Err(e) = wal.prepare_next_segment() {
+        tracing::warn!(error = %e, "could not prepare the next WAL segment");
     }
 }
 

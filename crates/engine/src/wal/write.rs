@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,6 +15,12 @@ use parking_lot::MutexGuard;
 use super::{Lsn, Wal, MAX_WRITE_BYTES, PAGE, PH_FLUSH_HINT};
 use crate::error::{Error, Result};
 use crate::vfs::{OpenMode, VfsFile};
+
+/// The name a segment is zero-filled under before it is renamed into place (not a segment
+/// number, so every reader of the directory passes it by).
+pub(super) const PREPARING_SEGMENT: &str = "next-segment.tmp";
+/// The zeros written per system call when preparing a segment.
+const ZERO_FILL_CHUNK_BYTES: usize = 1024 * 1024;
 
 pub(super) struct Writer {
     /// Segment files written since the last fsync (and the current one), by number.
@@ -186,9 +192,10 @@ impl Wal {
                     .vfs
                     .open(&path, OpenMode::Existing)
                     .map_err(|e| Error::file("open WAL segment", &path, e))?;
-                // A crash between the creation and the sizing above leaves a short file, and
+                // Most often a segment the WAL writer prepared (`prepare_next_segment`). But a
+                // crash between the creation and the sizing above leaves a short file, and
                 // the reader reads whole pages only: records written into a partial last page
-                // of it would be invisible to the next startup. Size it now.
+                // of it would be invisible to the next startup. Size it then.
                 let size = f
                     .size()
                     .map_err(|e| Error::file("size WAL segment", &path, e))?;
@@ -196,7 +203,8 @@ impl Wal {
                     f.set_len(self.segment_size)
                         .map_err(|e| Error::file("size WAL segment", &path, e))?;
                 }
-                // Its creation may be this run's (an attempt whose sizing failed): sync its name.
+                // Its name may be this run's (prepared, or an attempt whose sizing failed) and
+                // not yet durable: sync it before the first flush into the file.
                 w.dir_dirty = true;
                 f
             }
@@ -204,6 +212,83 @@ impl Wal {
         };
         w.open.insert(segno, Arc::clone(&file));
         Ok(file)
+    }
+
+    /// Creates the segment after the one being inserted into, zero-filled and synced, under
+    /// its final name; returns whether it made one. PostgreSQL zero-fills a new segment
+    /// (`wal_init_zero`) in the backend that first needs it; quire does it ahead of need, in
+    /// the WAL writer, so that committers write into blocks the file already has: an
+    /// fdatasync after writing into a hole of a sparse file must also commit the block
+    /// allocation, which made every commit's flush slower.
+    ///
+    /// The file is filled under a temporary name and renamed into place under the writer
+    /// mutex, only if the writer has not made the segment itself meanwhile (it then keeps
+    /// its own, sparse). The writer syncs the directory before its first flush into a
+    /// segment it did not create this run (`segment_for_write`), so no record in the file
+    /// counts as durable before the file's name does. A failure here loses
+    /// nothing (no WAL is in the file yet): it is returned, and the writer creates the
+    /// segment itself when it gets there.
+    pub fn prepare_next_segment(&self) -> Result<bool> {
+        let segno = self.insert_lsn().segment_of(self.segment_size) + 1;
+        let path = self.segment_path(segno);
+        let exists = |p: &PathBuf| {
+            self.vfs
+                .exists(p)
+                .map_err(|e| Error::file("look for WAL segment", p, e))
+        };
+        if exists(&path)? {
+            return Ok(false);
+        }
+        let preparing = self.dir.join(PREPARING_SEGMENT);
+        let installed = self
+            .zero_fill(&preparing)
+            .and_then(|()| self.install_prepared(&preparing, segno));
+        if !matches!(installed, Ok(true)) && exists(&preparing)? {
+            self.vfs
+                .remove_file(&preparing)
+                .map_err(|e| Error::file("remove", &preparing, e))?;
+        }
+        installed
+    }
+
+    /// Renames the prepared file `preparing` to segment `segno`, unless the writer has made
+    /// that segment meanwhile; returns whether it did.
+    pub(super) fn install_prepared(&self, preparing: &Path, segno: u64) -> Result<bool> {
+        let path = self.segment_path(segno);
+        let w = self.writer.lock();
+        let taken = w.open.contains_key(&segno)
+            || self
+                .vfs
+                .exists(&path)
+                .map_err(|e| Error::file("look for WAL segment", &path, e))?;
+        if taken {
+            return Ok(false);
+        }
+        self.vfs
+            .rename(preparing, &path)
+            .map_err(|e| Error::file("rename prepared WAL segment to", &path, e))?;
+        Ok(true)
+    }
+
+    /// Writes `path` full of zeros, one segment long, and syncs it.
+    pub(super) fn zero_fill(&self, path: &Path) -> Result<()> {
+        let err = |op: &'static str| move |e| Error::file(op, path, e);
+        let file = self
+            .vfs
+            .open(path, OpenMode::CreateIfMissing)
+            .map_err(err("create"))?;
+        // A file left by a crash in the middle of this may be any length.
+        file.set_len(self.segment_size).map_err(err("size"))?;
+        let zeros = vec![0u8; ZERO_FILL_CHUNK_BYTES];
+        // Bounded: one segment, a chunk at a time.
+        let mut at = 0;
+        while at < self.segment_size {
+            let len = (self.segment_size - at).min(ZERO_FILL_CHUNK_BYTES as u64);
+            file.write_at(&zeros[..len as usize], at)
+                .map_err(err("zero-fill"))?;
+            at += len;
+        }
+        file.sync_all().map_err(err("fsync"))
     }
 
     /// Writes complete bytes from `written_upto` to `target`, in as few system calls as the

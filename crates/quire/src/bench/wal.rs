@@ -14,7 +14,7 @@ use anyhow::ensure;
 use quire_engine::recovery::testrm::TestRecord;
 use quire_engine::types::{Lsn, Xid};
 use quire_engine::vfs::{OpCounts, OpKind, OsVfs, SimVfs, Vfs};
-use quire_engine::wal::{Wal, WalRecord, WalWriter, FIRST_LSN};
+use quire_engine::wal::{Wal, WalRecord, WalWriter, WalWriterJobs, FIRST_LSN};
 use quire_engine::Config;
 use serde_json::json;
 
@@ -82,6 +82,10 @@ fn run(
             WalWriter::start(
                 Arc::clone(&wal),
                 Duration::from_millis(config.wal_writer_delay_ms),
+                WalWriterJobs {
+                    flush: true,
+                    prepare_segments: false,
+                },
             )
         })
         .transpose()?;
