@@ -61,6 +61,10 @@
 //!   in-memory prepared transaction — hold the guard across both halves; the checkpointer
 //!   fixes its redo point only between such sections (PostgreSQL's `DELAY_CHKPT_START`), so a
 //!   half before the redo point never has its other half missed by the checkpoint.
+//! - **New segments** are created zero-filled ahead of need by the [`WalWriter`]
+//!   (`wal_init_zero`, [`Wal::prepare_next_segment`]) and renamed into place under the writer
+//!   mutex; the writer syncs the directory before its first flush into a segment it did not
+//!   create in this run, so a record is never durable before its file's name.
 //! - Readers read only flushed WAL: first from the ring when the page is still there, else
 //!   from segment files kept open in a bounded cache (seed 003: COMMIT PREPARED reads its
 //!   prepare record without opening a file).
@@ -71,7 +75,7 @@
 //! `record.rs`: the record format; `ring.rs`: the WAL buffers and every access to their
 //! bytes (the engine's only `unsafe` code); `insert.rs`: reservation, insertion, page-change
 //! logging; `write.rs`: writing, flushing and group commit; `walwriter.rs`: the background
-//! flusher for asynchronous commits; `reader.rs`: reading records
+//! flusher for asynchronous commits and preparer of segments; `reader.rs`: reading records
 //! back, sequentially for recovery and by LSN from the ring or the files.
 
 mod insert;
