@@ -206,13 +206,14 @@ impl<'a> Page<'a> {
 
     /// The first pass of [`PageMut::repair_fragmentation`]: puts `(byte offset, item number)`
     /// of every live item in `live`, sorted by descending byte offset, and checks each one's
-    /// storage and that no two start at the same byte. The header bounds have been checked.
+    /// storage (whether two overlap is for the caller to check). The header bounds have been
+    /// checked.
     ///
     /// Two passes over the line pointers, both free of branches per pointer (one for the
     /// flags, one gathering the live items): a page that HOT updates have churned mixes live
     /// items and redirects at random, a branch on the state mispredicted at most pointers,
     /// and this scan was most of the time of redoing such updates. Then the live items are
-    /// sorted by [`StartMarks`]. A corrupt page is named afterwards, by
+    /// sorted ([`sort_by_descending_start`]). A corrupt page is named afterwards, by
     /// [`check_items`](Self::check_items).
     ///
     /// [`PageMut::repair_fragmentation`]: super::PageMut::repair_fragmentation
@@ -251,21 +252,14 @@ impl<'a> Page<'a> {
             live[n.min(MAX_STORED_ITEMS - 1)] = (id.offset, off);
             n += usize::from(id.state == ItemState::Normal);
         }
-        let mut marks = StartMarks::new();
-        for &(start, off) in &live[..n] {
-            marks.mark(start, off);
-        }
-        // Two live items at one start overlap.
-        if marks.count() != n {
-            return Err(self.corruption_found_by_scan());
-        }
-        scan.n = marks.read_descending(live);
+        sort_by_descending_start(&mut live[..n]);
+        scan.n = n;
         Ok(scan)
     }
 
     /// The error for a page [`scan_for_repair`](Self::scan_for_repair) found corrupt: a live
-    /// item's storage out of bounds, two live items at one start, or more than fit apart
-    /// (pigeonhole: then two overlap).
+    /// item's storage out of bounds, or more live items than fit apart (pigeonhole: then two
+    /// overlap).
     fn corruption_found_by_scan(self) -> PageError {
         // `check_items` finds what the scan found (a bad pointer or an overlap); the fallback
         // cannot be reached and only keeps a corrupt page from reaching a panic.
@@ -384,7 +378,9 @@ fn sort_by_descending_start(items: &mut [(u16, OffsetNumber)]) {
     for &(start, off) in items.iter() {
         marks.mark(start, off);
     }
-    let sane = items.iter().all(|&(start, _)| usize::from(start).is_multiple_of(MAXALIGN));
+    let sane = items.iter().all(|&(start, _)| {
+        usize::from(start) < PAGE_SIZE && usize::from(start).is_multiple_of(MAXALIGN)
+    });
     if !sane || marks.count() != items.len() {
         items.sort_unstable_by_key(|&(start, _)| std::cmp::Reverse(start));
         return;
@@ -415,9 +411,9 @@ impl StartMarks {
         }
     }
 
-    /// Marks item `off` at byte `start`. A start past the page wraps around: the caller
-    /// checked the starts (or falls back to a comparison sort if any is unaligned), and a
-    /// count short of the items marked (see [`count`](Self::count)) shows two at one boundary.
+    /// Marks item `off` at byte `start`. A start past the page wraps around (no panic): the
+    /// caller sorts another way if any start is past the page or unaligned, or if a count
+    /// short of the items marked (see [`count`](Self::count)) shows two at one boundary.
     fn mark(&mut self, start: u16, off: OffsetNumber) {
         let slot = usize::from(start) / MAXALIGN % START_SLOTS;
         self.slots[slot] = off;

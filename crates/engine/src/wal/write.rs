@@ -252,11 +252,13 @@ impl Wal {
     }
 
     /// Renames the prepared file `preparing` to segment `segno`, unless the writer has made
-    /// that segment meanwhile; returns whether it did.
+    /// that segment meanwhile (or the WAL went past it, and a checkpoint may have removed
+    /// it); returns whether it did.
     pub(super) fn install_prepared(&self, preparing: &Path, segno: u64) -> Result<bool> {
         let path = self.segment_path(segno);
         let w = self.writer.lock();
         let taken = w.open.contains_key(&segno)
+            || self.insert_lsn().segment_of(self.segment_size) > segno
             || self
                 .vfs
                 .exists(&path)
