@@ -108,14 +108,17 @@ fn refuse_redo_short_of(control: Option<&ControlData>, end: Lsn, wal_dir: &Path)
 
 /// An open data directory.
 pub struct Database {
-    data_dir: PathBuf,
-    engine: Arc<Engine>,
-    checkpointer: Checkpointer,
+    // The background workers come first: fields drop in order, and a worker must stop before
+    // the engine (whose last reference holds the directory's lock) can go.
     autovacuum: Option<Autovacuum>,
-    /// Runs when `synchronous_commit` is off: it makes asynchronous commits durable.
-    _wal_writer: Option<WalWriter>,
+    /// Runs when `synchronous_commit` is off (it makes asynchronous commits durable) or
+    /// `wal_init_zero` is on (it prepares the next WAL segment).
+    wal_writer: Option<WalWriter>,
     /// Runs unless `bgwriter_lru_maxpages` is 0.
     bgwriter: Option<BgWriter>,
+    checkpointer: Checkpointer,
+    data_dir: PathBuf,
+    engine: Arc<Engine>,
     recovery: RecoveryStats,
 }
 
@@ -320,7 +323,7 @@ impl Database {
             engine,
             checkpointer,
             autovacuum,
-            _wal_writer: wal_writer,
+            wal_writer,
             bgwriter,
             recovery,
         })
@@ -332,10 +335,12 @@ impl Database {
     /// shutdown checkpoint — a crash as far as the directory is concerned — and the
     /// directory stays locked until the last of those transactions has ended.
     pub fn close(mut self) -> Result<()> {
-        // The worker ends first: a vacuum it runs is a transaction too. The background writer
-        // too: the shutdown checkpoint writes what is left, and then nothing may write.
+        // The worker ends first: a vacuum it runs is a transaction too. The background and WAL
+        // writers too: the shutdown checkpoint writes and flushes what is left, and then
+        // nothing may write.
         drop(self.autovacuum.take());
         drop(self.bgwriter.take());
+        drop(self.wal_writer.take());
         let open = self.open_transactions();
         if open > 0 {
             return Err(Error::InvalidTransactionState {
