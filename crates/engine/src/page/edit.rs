@@ -347,7 +347,8 @@ impl<'a> PageMut<'a> {
     pub fn repair_fragmentation(&mut self) -> Result<(), PageError> {
         let page = self.as_page();
         page.check_bounds()?;
-        let mut live = [(0u16, 0 as OffsetNumber); MAX_STORED_ITEMS];
+        // One spare slot: see `scan_for_repair`.
+        let mut live = [(0u16, 0 as OffsetNumber); MAX_STORED_ITEMS + 1];
         let RepairScan {
             n,
             has_unused,

@@ -867,18 +867,53 @@ fn overlapping_items_make_repair_refuse() {
 }
 
 #[test]
+fn a_page_full_of_the_most_live_items_repairs_and_keeps_every_one() {
+    // 680 live 8-byte items (the most that fit apart), then two dead pointers without
+    // storage: the page is exactly full, and the pointers after the last live item must not
+    // take its place in the scan.
+    const LIVE: usize = 680;
+    let mut bytes = new_page(0);
+    for index in 0..LIVE {
+        let start = PAGE_SIZE - 8 * (index + 1);
+        let id = ItemId::normal(start as u16, 8);
+        write_u32(&mut bytes, HEADER_SIZE + index * LINE_POINTER_SIZE, id.to_raw());
+        bytes[start..start + 8].copy_from_slice(&(index as u64).to_le_bytes());
+    }
+    let dead = ItemId {
+        offset: 0,
+        state: ItemState::Dead,
+        len_bytes: 0,
+    };
+    for index in LIVE..LIVE + 2 {
+        write_u32(&mut bytes, HEADER_SIZE + index * LINE_POINTER_SIZE, dead.to_raw());
+    }
+    let lower = HEADER_SIZE + (LIVE + 2) * LINE_POINTER_SIZE;
+    set_header(&mut bytes, lower as u16, (PAGE_SIZE - 8 * LIVE) as u16, PAGE_SIZE as u16);
+    assert_eq!(Page::new(&bytes).check_items(), Ok(()));
+    assert_eq!(PageMut::new(&mut bytes).repair_fragmentation(), Ok(()));
+    let page = Page::new(&bytes);
+    assert_eq!(page.check_items(), Ok(()));
+    for index in 0..LIVE {
+        let item = page.item(index as OffsetNumber + 1).unwrap();
+        assert_eq!(item, &(index as u64).to_le_bytes()[..], "item {}", index + 1);
+    }
+    assert_eq!(page.item_id(LIVE as OffsetNumber + 1), Some(dead));
+}
+
+#[test]
 fn more_live_items_than_fit_apart_make_repair_refuse() {
-    // 681 live items of 8 bytes and their pointers cannot fit in one page without two
-    // overlapping: the pointer array alone pushes the item space below 680 words.
-    const ITEMS: usize = 681;
+    // 700 live items of 8 bytes and their pointers cannot fit in one page without two
+    // overlapping: the pointer array alone leaves room for 671 words of items.
+    const ITEMS: usize = 700;
+    const WORDS: usize = (PAGE_SIZE - HEADER_SIZE - ITEMS * LINE_POINTER_SIZE) / 8;
     let mut bytes = new_page(0);
     for index in 0..ITEMS {
-        let start = PAGE_SIZE - 8 * (1 + index % 680);
+        let start = PAGE_SIZE - 8 * (1 + index % WORDS);
         let id = ItemId::normal(start as u16, 8);
         write_u32(&mut bytes, HEADER_SIZE + index * LINE_POINTER_SIZE, id.to_raw());
     }
     let lower = HEADER_SIZE + ITEMS * LINE_POINTER_SIZE;
-    set_header(&mut bytes, lower as u16, (PAGE_SIZE - 8 * 680) as u16, PAGE_SIZE as u16);
+    set_header(&mut bytes, lower as u16, (PAGE_SIZE - 8 * WORDS) as u16, PAGE_SIZE as u16);
     let before = *bytes;
     let err = PageMut::new(&mut bytes).repair_fragmentation().unwrap_err();
     assert!(matches!(err, PageError::ItemsOverlap { .. }), "{err}");

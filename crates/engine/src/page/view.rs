@@ -223,13 +223,12 @@ impl<'a> Page<'a> {
     )]
     pub(super) fn scan_for_repair(
         self,
-        live: &mut [(u16, OffsetNumber); MAX_STORED_ITEMS],
+        live: &mut [(u16, OffsetNumber); MAX_STORED_ITEMS + 1],
     ) -> Result<RepairScan, PageError> {
         let floor = usize::from(self.upper()).max(usize::from(self.lower()));
         let ceiling = usize::from(self.special());
         let mut scan = RepairScan::default();
         let mut corrupt = false;
-        let mut normal_count = 0;
         // The flags; the compiler makes this a vector loop.
         for (_, id) in self.line_pointers() {
             let normal = id.state == ItemState::Normal;
@@ -237,20 +236,21 @@ impl<'a> Page<'a> {
             let sane = (len > 0) & start.is_multiple_of(MAXALIGN) & (start >= floor)
                 & (start + len <= ceiling);
             corrupt |= normal & !sane;
-            normal_count += usize::from(normal);
             let free = matches!(id.state, ItemState::Dead | ItemState::Unused);
             scan.has_unused |= id.state == ItemState::Unused;
             scan.stale_storage |= free & (start | len != 0);
         }
-        if corrupt || normal_count > MAX_STORED_ITEMS {
-            return Err(self.corruption_found_by_scan());
-        }
-        // The live items in item-number order: written always, kept only if live (the `min`
-        // keeps the writes after the last live item inside the array).
+        // The live items in item-number order: written always, kept only if live. A write
+        // after the last live item goes to the slot past it (the array has one spare), so it
+        // never overwrites a kept one; the `min` keeps it inside the array when there are
+        // too many live items, which are refused below.
         let mut n = 0;
         for (off, id) in self.line_pointers() {
-            live[n.min(MAX_STORED_ITEMS - 1)] = (id.offset, off);
+            live[n.min(MAX_STORED_ITEMS)] = (id.offset, off);
             n += usize::from(id.state == ItemState::Normal);
+        }
+        if corrupt || n > MAX_STORED_ITEMS {
+            return Err(self.corruption_found_by_scan());
         }
         sort_by_descending_start(&mut live[..n]);
         scan.n = n;

@@ -481,6 +481,27 @@ fn a_prepared_segment_never_replaces_one_the_writer_made() {
     assert_eq!(file_bytes(&vfs, &next), b"records");
 }
 
+#[test]
+fn a_segment_prepared_too_late_is_not_put_behind_the_wal() {
+    let vfs = Arc::new(SimVfs::new(13));
+    let (wal, _) = open(&vfs).unwrap();
+    let (first, _) = insert_plain(&wal, 0, 300);
+    let segno = first.segment_of(64 * 1024) + 1;
+    // The WAL runs through the segment being prepared and beyond, and a checkpoint removes
+    // the segments behind it.
+    let mut id = 1;
+    while wal.insert_lsn().segment_of(64 * 1024) <= segno {
+        insert_plain(&wal, id, 3000);
+        id += 1;
+    }
+    wal.flush(wal.insert_lsn()).unwrap();
+    assert!(wal.remove_segments_before(wal.insert_lsn()).unwrap() >= 2);
+    let preparing = Path::new("/data/wal").join(write::PREPARING_SEGMENT);
+    wal.zero_fill(&preparing).unwrap();
+    assert!(!wal.install_prepared(&preparing, segno).unwrap());
+    assert!(!vfs.exists(&vfs_segment_path(Lsn(first.0 + 64 * 1024))).unwrap());
+}
+
 /// Encodes and seals a record with one block whose image is `page`; returns the bytes.
 fn encoded_with_image(page: &[u8; PAGE_SIZE]) -> Vec<u8> {
     let blocks = [BlockRef {

@@ -230,20 +230,14 @@ impl Wal {
     /// segment itself when it gets there.
     pub fn prepare_next_segment(&self) -> Result<bool> {
         let segno = self.insert_lsn().segment_of(self.segment_size) + 1;
-        let path = self.segment_path(segno);
-        let exists = |p: &PathBuf| {
-            self.vfs
-                .exists(p)
-                .map_err(|e| Error::file("look for WAL segment", p, e))
-        };
-        if exists(&path)? {
+        if self.file_exists(&self.segment_path(segno))? {
             return Ok(false);
         }
         let preparing = self.dir.join(PREPARING_SEGMENT);
         let installed = self
             .zero_fill(&preparing)
             .and_then(|()| self.install_prepared(&preparing, segno));
-        if !matches!(installed, Ok(true)) && exists(&preparing)? {
+        if !matches!(installed, Ok(true)) && self.file_exists(&preparing)? {
             self.vfs
                 .remove_file(&preparing)
                 .map_err(|e| Error::file("remove", &preparing, e))?;
@@ -259,10 +253,7 @@ impl Wal {
         let w = self.writer.lock();
         let taken = w.open.contains_key(&segno)
             || self.insert_lsn().segment_of(self.segment_size) > segno
-            || self
-                .vfs
-                .exists(&path)
-                .map_err(|e| Error::file("look for WAL segment", &path, e))?;
+            || self.file_exists(&path)?;
         if taken {
             return Ok(false);
         }
@@ -270,6 +261,12 @@ impl Wal {
             .rename(preparing, &path)
             .map_err(|e| Error::file("rename prepared WAL segment to", &path, e))?;
         Ok(true)
+    }
+
+    fn file_exists(&self, path: &Path) -> Result<bool> {
+        self.vfs
+            .exists(path)
+            .map_err(|e| Error::file("look for", path, e))
     }
 
     /// Writes `path` full of zeros, one segment long, and syncs it.
