@@ -126,7 +126,12 @@ proptest! {
     fn mutated_prune_records_decode_or_fail(b in mutated({
         let mut out = Vec::new();
         prune::encode(
-            &prune::Prune { redirected: vec![(1, 2)], dead: vec![3, 4], unused: vec![5] },
+            &prune::Prune {
+                redirected: vec![(1, 2)],
+                dead: vec![3, 4],
+                unused: vec![5],
+                hinted: vec![6],
+            },
             &mut out,
         );
         out

@@ -7,6 +7,7 @@ mod common;
 
 use common::{committed, committing, crash, create_pairs, new_db, open_db, rows_in};
 
+use quire_engine::heap::tuple::{TupleHeader, XMIN_COMMITTED};
 use quire_engine::heap::Heap;
 use quire_engine::page::{ItemState, Page};
 use quire_engine::types::BufferTag;
@@ -112,6 +113,55 @@ fn a_hot_chain_collapses_to_a_redirect_and_redo_rebuilds_it() {
     assert_eq!(committed(&db, t), [(1, 3)]);
     // Pruning again changes nothing.
     assert!(prune(&db, rel).is_empty());
+}
+
+/// The header of the version at `off` of block 0.
+fn header_at(db: &Database, rel: RelFileLocator, off: u16) -> TupleHeader {
+    let buf = db
+        .buffer_pool()
+        .read_buffer(BufferTag::new(rel, Fork::Main, 0))
+        .unwrap();
+    let page = buf.read();
+    TupleHeader::read(Page::new(&page).item(off).unwrap()).unwrap()
+}
+
+#[test]
+fn pruning_hints_the_live_version_so_nobody_asks_the_commit_log_again() {
+    let (vfs, db) = new_db(5, Config::default());
+    let (t, rel, root) = table(&db);
+    let mut tid = root;
+    for _ in 0..3 {
+        tid = bump(&db, t, tid, true);
+    }
+    assert_eq!(header_at(&db, rel, 4).infomask & XMIN_COMMITTED, 0);
+    let p = prune(&db, rel);
+    assert_eq!(p.hinted, vec![4], "the chain's first live version");
+    assert_ne!(header_at(&db, rel, 4).infomask & XMIN_COMMITTED, 0);
+    // Reading the row now needs no status lookup: the hint answers.
+    let stats = db.transactions().stats();
+    let asked = || stats.clog_lookups.get() + stats.status_cache_hits.get();
+    let before = asked();
+    assert_eq!(committed(&db, t), [(1, 3)]);
+    assert_eq!(
+        asked(),
+        before,
+        "a hinted version is read without the commit log"
+    );
+    // The hint is in the pruning's record: redo sets it too.
+    let hinted = header_at(&db, rel, 4);
+    db.wal().flush(db.wal().insert_lsn()).unwrap();
+    crash(db, &vfs);
+    let db = open_db(&vfs, Config::default());
+    assert_eq!(header_at(&db, rel, 4), hinted);
+    assert_eq!(committed(&db, t), [(1, 3)]);
+    // Pruning with nothing to remove sets no hint (it would need a record of its own).
+    let (_, rel2, _) = committing(&db, |tx| {
+        let (t, tids) = create_pairs(tx, "u", "v", [(1, 0)]);
+        (t, tx.table_def(t).unwrap().rel, tids[0])
+    });
+    let p = prune(&db, rel2);
+    assert!(p.is_empty() && p.hinted.is_empty());
+    assert_eq!(header_at(&db, rel2, 1).infomask & XMIN_COMMITTED, 0);
 }
 
 #[test]

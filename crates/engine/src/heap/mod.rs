@@ -24,7 +24,9 @@
 //!   (SQLSTATE 54000) before anything changes.
 //! - Whether an inserter committed is read from the tuple's `XMIN_COMMITTED` hint first
 //!   ([`freeze::xmin_committed`]): vacuum sets it ([`freeze`]) so that old commit-log
-//!   segments can go; below the commit log's oldest id the hint is the only answer.
+//!   segments can go, and pruning sets it on the versions it keeps ([`prune`]) so that the
+//!   next pruning of the page and its readers need not ask; below the commit log's oldest id
+//!   the hint is the only answer.
 
 pub mod freeze;
 pub mod prune;
@@ -482,8 +484,10 @@ impl<'a> Heap<'a> {
         oracle: &dyn XidOracle,
     ) -> Result<prune::Prune> {
         let block = page.tag().block;
-        let decision = prune::decide(page, block, oracle, horizon)?;
+        let mut decision = prune::decide(page, block, oracle, horizon)?;
         if decision.is_empty() {
+            // Hints alone are not worth a record (see `prune`'s header): none is set.
+            decision.hinted.clear();
             return Ok(decision);
         }
         if !prune::apply(page, &decision) {
@@ -530,7 +534,8 @@ impl<'a> Heap<'a> {
         let frozen = self.freeze_page(&mut page, block, horizon, oracle)?;
         let mut census = PageCensus {
             pruned_versions: pruned.unused.len() + pruned.dead.len() + pruned.redirected.len(),
-            frozen: frozen.tuples.len(),
+            // Pruning's hints freeze too (the same hint, in the pruning's record).
+            frozen: frozen.tuples.len() + pruned.hinted.len(),
             oldest_unfrozen: frozen.oldest_unfrozen,
             ..PageCensus::default()
         };

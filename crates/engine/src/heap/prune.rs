@@ -16,6 +16,15 @@
 //! Heap-only versions no chain reaches (the new version of an update that aborted) become
 //! unused when dead. Then the page is compacted; item numbers never change.
 //!
+//! ## Hints
+//! Deciding, pruning learns whether the first live version of each chain was inserted by a
+//! committed transaction. When it was, below the horizon, and the version lacks the
+//! `XMIN_COMMITTED` hint, the decision sets it ([`Prune::hinted`]), as freezing does: the
+//! next pruning of the page (an update of a full page prunes it every time) and every reader
+//! then skip the commit-log lookup for it. Hints ride in the pruning's own record, so redo
+//! sets them too and the page stays the same byte for byte; a decision that prunes nothing
+//! logs nothing and sets no hint (a page change needs a record: every page has a checksum).
+//!
 //! ## Rules
 //! - Under the page's exclusive content lock. No cleanup lock (PostgreSQL's) is needed:
 //!   quire's readers copy what they need out of a page before releasing its content lock,
@@ -38,9 +47,12 @@ pub struct Prune {
     pub dead: Vec<OffsetNumber>,
     /// Heap-only versions that died: their line pointers become unused.
     pub unused: Vec<OffsetNumber>,
+    /// Live versions whose inserter committed below the horizon: they get `XMIN_COMMITTED`.
+    pub hinted: Vec<OffsetNumber>,
 }
 
 impl Prune {
+    /// Whether the decision removes nothing (hints alone are not worth a record).
     pub fn is_empty(&self) -> bool {
         self.redirected.is_empty() && self.dead.is_empty() && self.unused.is_empty()
     }
@@ -79,6 +91,16 @@ impl Judge<'_> {
         Ok(self.finished(h.xmax)? == Some(true))
     }
 
+    /// Whether a live version `h` may get the `XMIN_COMMITTED` hint: its inserter committed
+    /// below the horizon. Asked after [`Judge::dead_to_all`] said "live", so the status is
+    /// in the status cache.
+    fn wants_hint(&self, h: &TupleHeader) -> Result<bool> {
+        if h.infomask & XMIN_COMMITTED != 0 || h.xmin >= self.horizon {
+            return Ok(false);
+        }
+        Ok(self.finished(h.xmin)? == Some(true))
+    }
+
     /// Did the updater of `h` abort (so its new version is garbage, not a chain member)?
     fn updater_aborted(&self, h: &TupleHeader) -> Result<bool> {
         Ok(self.finished(h.xmax)? == Some(false))
@@ -89,22 +111,25 @@ fn header(page: Page<'_>, off: OffsetNumber) -> Option<TupleHeader> {
     page.item(off).and_then(TupleHeader::read)
 }
 
-/// The versions of the chain whose root line pointer is `root`, in order.
+/// The versions of the chain whose root line pointer is `root`, in order, into `out`
+/// (cleared first: one buffer serves every chain of a page, so pruning does not allocate per
+/// chain).
 fn chain(
     page: Page<'_>,
     block: u32,
     root: OffsetNumber,
     judge: &Judge<'_>,
-) -> Result<Vec<OffsetNumber>> {
+    out: &mut Vec<OffsetNumber>,
+) -> Result<()> {
+    out.clear();
     let Some(id) = page.item_id(root) else {
-        return Ok(Vec::new());
+        return Ok(());
     };
     let mut cur = match id.state {
         ItemState::Redirect => id.offset,
         ItemState::Normal => root,
-        ItemState::Dead | ItemState::Unused => return Ok(Vec::new()),
+        ItemState::Dead | ItemState::Unused => return Ok(()),
     };
-    let mut out = Vec::new();
     // Bounded: a chain visits each item of the page at most once.
     for _ in 0..=page.item_count() {
         let Some(h) = header(page, cur) else { break };
@@ -126,7 +151,7 @@ fn chain(
             _ => break,
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Every chain root of page `block` with its versions not dead to all below `horizon`
@@ -140,6 +165,7 @@ pub fn live_chains(
     let page = Page::new(page);
     let judge = Judge { oracle, horizon };
     let mut out = Vec::new();
+    let mut members = Vec::new();
     for off in 1..=page.item_count() {
         let Some(id) = page.item_id(off) else { break };
         let is_root = match id.state {
@@ -151,7 +177,8 @@ pub fn live_chains(
             continue;
         }
         let mut live = Vec::new();
-        for m in chain(page, block, off, &judge)? {
+        chain(page, block, off, &judge, &mut members)?;
+        for &m in &members {
             let h = header(page, m).expect("chain members are tuples");
             if !judge.dead_to_all(&h)? {
                 live.push(m);
@@ -175,6 +202,7 @@ pub fn decide(
     let judge = Judge { oracle, horizon };
     let n = page.item_count();
     let mut reached = vec![false; usize::from(n) + 1];
+    let mut members = Vec::new();
     let mut prune = Prune::default();
     for off in 1..=n {
         let Some(id) = page.item_id(off) else { break };
@@ -186,7 +214,7 @@ pub fn decide(
         if !is_root {
             continue;
         }
-        let members = chain(page, block, off, &judge)?;
+        chain(page, block, off, &judge, &mut members)?;
         for &m in &members {
             reached[usize::from(m)] = true;
         }
@@ -194,6 +222,9 @@ pub fn decide(
         for &m in &members {
             let h = header(page, m).expect("chain members are tuples");
             if !judge.dead_to_all(&h)? {
+                if judge.wants_hint(&h)? {
+                    prune.hinted.push(m);
+                }
                 break;
             }
             dead_prefix += 1;
@@ -238,17 +269,41 @@ pub fn apply(page: &mut [u8; PAGE_SIZE], prune: &Prune) -> bool {
         .all(|&(from, to)| p.set_redirect(from, to))
         && prune.dead.iter().all(|&off| p.set_dead(off))
         && prune.unused.iter().all(|&off| p.mark_unused(off));
-    ok && p.repair_fragmentation().is_ok()
+    let ok = ok
+        && prune
+            .hinted.iter().all(|&off| set_xmin_committed(page, off));
+    ok && PageMut::new(page).repair_fragmentation().is_ok()
 }
 
-/// The WAL form of a decision: three counted lists of item numbers.
+/// Sets the `XMIN_COMMITTED` hint of the version at `off`; `false` if there is none.
+fn set_xmin_committed(page: &mut [u8; PAGE_SIZE], off: OffsetNumber) -> bool {
+    if Page::new(page).item_id(off).map(|id| id.state) != Some(ItemState::Normal) {
+        return false;
+    }
+    let Some(item) = PageMut::new(page).item_mut(off) else {
+        return false;
+    };
+    let Some(mut h) = TupleHeader::read(item) else {
+        return false;
+    };
+    h.infomask |= XMIN_COMMITTED;
+    // An inserter known aborted (`XMIN_INVALID`) cannot also have committed.
+    if !h.hints_are_consistent() {
+        return false;
+    }
+    h.write(item);
+    true
+}
+
+/// The WAL form of a decision: four counted lists of item numbers (redirected pairs, dead,
+/// unused, hinted). Records written before hints existed end after the third list.
 pub fn encode(prune: &Prune, out: &mut Vec<u8>) {
     out.extend_from_slice(&(prune.redirected.len() as u16).to_le_bytes());
     for (from, to) in &prune.redirected {
         out.extend_from_slice(&from.to_le_bytes());
         out.extend_from_slice(&to.to_le_bytes());
     }
-    for list in [&prune.dead, &prune.unused] {
+    for list in [&prune.dead, &prune.unused, &prune.hinted] {
         out.extend_from_slice(&(list.len() as u16).to_le_bytes());
         for off in list {
             out.extend_from_slice(&off.to_le_bytes());
@@ -264,7 +319,14 @@ pub fn decode(b: &[u8]) -> Option<Prune> {
     for _ in 0..n {
         prune.redirected.push((r.u16()?, r.u16()?));
     }
-    for list in [&mut prune.dead, &mut prune.unused] {
+    let before_hints = |r: &crate::bytes::Reader<'_>| r.remaining() == 0;
+    for (i, list) in [&mut prune.dead, &mut prune.unused, &mut prune.hinted]
+        .into_iter()
+        .enumerate()
+    {
+        if i == 2 && before_hints(&r) {
+            break; // a record written before hints existed
+        }
         let n = r.u16()?;
         for _ in 0..n {
             list.push(r.u16()?);
@@ -272,4 +334,60 @@ pub fn decode(b: &[u8]) -> Option<Prune> {
     }
     r.done()?;
     Some(prune)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::heap::tuple::build;
+    use crate::heap::visibility::tests::header;
+    use crate::page::Tid;
+
+    #[test]
+    fn records_from_before_hints_decode_without_them() {
+        let decision = Prune {
+            redirected: vec![(1, 3)],
+            dead: vec![2],
+            unused: vec![4, 5],
+            hinted: vec![3],
+        };
+        let mut bytes = Vec::new();
+        encode(&decision, &mut bytes);
+        assert_eq!(decode(&bytes), Some(decision.clone()));
+        // The old form ends after the unused list (its count was the last field).
+        let old = &bytes[..bytes.len() - 4];
+        let expected = Prune {
+            hinted: Vec::new(),
+            ..decision
+        };
+        assert_eq!(decode(old), Some(expected));
+        // A hint list cut short is malformed, not old.
+        assert_eq!(decode(&bytes[..bytes.len() - 1]), None);
+    }
+
+    #[test]
+    fn a_hint_must_name_a_version() {
+        let mut page = [0u8; PAGE_SIZE];
+        let mut p = PageMut::new(&mut page);
+        p.init(0);
+        let mut h = header(10, 0, 0);
+        h.ctid = Tid::new(0, 1);
+        p.add_item(&build(&h, &[]), None).expect("room");
+        let hint = |off| Prune {
+            hinted: vec![off],
+            ..Prune::default()
+        };
+        let mut bad = page;
+        assert!(!apply(&mut bad, &hint(2)), "no item 2");
+        let dead_and_hinted = Prune {
+            dead: vec![1],
+            hinted: vec![1],
+            ..Prune::default()
+        };
+        assert!(!apply(&mut bad, &dead_and_hinted), "a dead pointer has no version");
+        assert!(apply(&mut page, &hint(1)));
+        let item = Page::new(&page).item(1).expect("item 1");
+        let hinted = TupleHeader::read(item).expect("a version");
+        assert_eq!(hinted.infomask & XMIN_COMMITTED, XMIN_COMMITTED);
+    }
 }
