@@ -339,7 +339,7 @@ fn describe(tx: &Transaction, name: &str, oid: TableId) -> Result<TableInfo> {
     let indexes = tx.table_indexes(oid)?;
     let pkey = indexes
         .iter()
-        .find(|i| i.unique && i.name == format!("{name}_pkey"))
+        .find(|i| i.unique && *i.name == *format!("{name}_pkey"))
         .map(|i| (i.oid, i.columns.iter().map(|&c| usize::from(c)).collect()));
     Ok(TableInfo {
         def,

@@ -27,7 +27,12 @@
 //!   serves it only while the generation is unchanged. Only a transaction that has not
 //!   written the catalog itself reads or fills it: its own uncommitted definitions must
 //!   reach no one else, and it must see them. At most [`MAX_CACHED_DEFINITIONS`] entries,
-//!   none of a table with more than [`MAX_CACHED_COLUMNS`] columns.
+//!   none of a table with more than [`MAX_CACHED_COLUMNS`] columns. A table's indexes are
+//!   looked up through it too, by the oids the in-memory index lists for the table.
+//! - The descriptor cache ([`Catalog::index_desc`]) keeps each index's B-tree descriptor;
+//!   every use compares it with the caller's definition first, so it needs no generation.
+//!   Definitions share their names and column lists (`Arc`), so copying one into a
+//!   transaction allocates nothing.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +40,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
+use crate::btree::IndexDesc;
 use crate::buffer::BufferPool;
 use crate::bytes::Reader;
 use crate::error::{Error, Result};
@@ -88,7 +94,8 @@ const COLUMN_DROPPED: u8 = 0x80;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableDef {
     pub oid: TableId,
-    pub name: String,
+    /// Shared, as `columns`: cloning a definition allocates nothing.
+    pub name: Arc<str>,
     /// Where its rows are now.
     pub rel: RelFileLocator,
     /// Shared: a definition is copied into every transaction that uses it, so its columns
@@ -107,7 +114,7 @@ impl TableDef {
         }
         vec![
             Value::Int(self.oid.0.cast_signed()),
-            Value::Text(self.name.clone()),
+            Value::Text(self.name.to_string()),
             Value::Int(self.rel.rel_number.cast_signed()),
             Value::Bytea(cols),
         ]
@@ -133,7 +140,7 @@ impl TableDef {
         }
         Some(TableDef {
             oid: Oid(u64::try_from(*oid).ok()?),
-            name: name.clone(),
+            name: name.as_str().into(),
             rel: RelFileLocator::new(USER_DB, u64::try_from(*number).ok()?),
             columns: Arc::new(columns),
         })
@@ -221,12 +228,13 @@ pub type IndexId = Oid;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexDef {
     pub oid: IndexId,
-    pub name: String,
+    /// Shared, as `columns`: cloning a definition allocates nothing.
+    pub name: Arc<str>,
     /// Where its pages are now.
     pub rel: RelFileLocator,
     pub table: TableId,
     /// The key: positions of the table's columns, in key order.
-    pub columns: Vec<u16>,
+    pub columns: Arc<[u16]>,
     pub unique: bool,
 }
 
@@ -236,12 +244,12 @@ impl IndexDef {
     /// The catalog row of this definition (five values: tables have four).
     pub fn to_row(&self) -> Row {
         let mut spec = vec![if self.unique { INDEX_UNIQUE } else { 0 }];
-        for c in &self.columns {
+        for c in self.columns.iter() {
             spec.extend_from_slice(&c.to_le_bytes());
         }
         vec![
             Value::Int(self.oid.0.cast_signed()),
-            Value::Text(self.name.clone()),
+            Value::Text(self.name.to_string()),
             Value::Int(self.rel.rel_number.cast_signed()),
             Value::Int(self.table.0.cast_signed()),
             Value::Bytea(spec),
@@ -265,7 +273,7 @@ impl IndexDef {
             .collect::<Option<_>>()?;
         Some(IndexDef {
             oid: Oid(u64::try_from(*oid).ok()?),
-            name: name.clone(),
+            name: name.as_str().into(),
             rel: RelFileLocator::new(USER_DB, u64::try_from(*number).ok()?),
             table: Oid(u64::try_from(*table).ok()?),
             columns,
@@ -392,6 +400,9 @@ pub struct Catalog {
     generation: AtomicU64,
     /// Definitions by oid with the generation they were looked up at (see the rules).
     cache: RwLock<HashMap<Oid, (u64, Tid, Entry)>>,
+    /// B-tree descriptors by index oid, as [`Catalog::index_desc`] built them; each is
+    /// checked against the caller's definition on every use, so none is ever stale.
+    descs: RwLock<HashMap<IndexId, Arc<IndexDesc>>>,
 }
 
 /// Most definitions [`Catalog::cached`] keeps: a full cache first drops what is stale,
@@ -420,6 +431,7 @@ impl Catalog {
             index: RwLock::new(Index::default()),
             generation: AtomicU64::new(0),
             cache: RwLock::new(HashMap::new()),
+            descs: RwLock::new(HashMap::new()),
         };
         let mut next_oid = FIRST_USER_OID;
         for block in 0..heap.nblocks()? {
@@ -478,6 +490,28 @@ impl Catalog {
             cache.len() <= MAX_CACHED_DEFINITIONS,
             "definition cache over its bound"
         );
+    }
+
+    /// The B-tree descriptor of index `oid`: the one kept, if `matches` accepts it (it
+    /// agrees with the caller's definition), else one `build` makes, kept for the next
+    /// caller. Saves each index scan the descriptor's allocations. At most
+    /// [`MAX_CACHED_DEFINITIONS`] are kept.
+    pub fn index_desc(
+        &self,
+        oid: IndexId,
+        matches: impl Fn(&IndexDesc) -> bool,
+        build: impl FnOnce() -> Result<IndexDesc>,
+    ) -> Result<Arc<IndexDesc>> {
+        if let Some(d) = self.descs.read().get(&oid).filter(|d| matches(d)) {
+            return Ok(Arc::clone(d));
+        }
+        let desc = Arc::new(build()?);
+        let mut descs = self.descs.write();
+        if descs.len() >= MAX_CACHED_DEFINITIONS && !descs.contains_key(&oid) {
+            descs.clear();
+        }
+        descs.insert(oid, Arc::clone(&desc));
+        Ok(desc)
     }
 
     /// Records that a version of a table's definition lies at `tid`.
@@ -581,6 +615,17 @@ impl Catalog {
         Ok(None)
     }
 
+    /// Every index oid ever recorded for `table`, visible to a given transaction or not:
+    /// the candidates a lookup by oid then checks.
+    pub fn index_oids(&self, table: TableId) -> Vec<IndexId> {
+        self.index
+            .read()
+            .table_indexes
+            .get(&table)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// The indexes of `table` that `looker` sees, with their addresses.
     pub fn indexes_of(
         &self,
@@ -589,13 +634,7 @@ impl Catalog {
         looker: &Looker<'_>,
         oracle: &dyn XidOracle,
     ) -> Result<Vec<(Tid, IndexDef)>> {
-        let oids = self
-            .index
-            .read()
-            .table_indexes
-            .get(&table)
-            .cloned()
-            .unwrap_or_default();
+        let oids = self.index_oids(table);
         let mut out = Vec::new();
         for oid in oids {
             if let Some((tid, Entry::Index(i))) = self.entry(heap, oid, looker, oracle)? {
@@ -693,7 +732,7 @@ mod tests {
             name: "accounts_pkey".into(),
             rel: RelFileLocator::new(USER_DB, 16501),
             table: Oid(16400),
-            columns: vec![0, 2],
+            columns: vec![0, 2].into(),
             unique: true,
         };
         let row = def.to_row();

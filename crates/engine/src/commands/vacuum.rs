@@ -154,7 +154,7 @@ pub(crate) fn vacuum_database(engine: &Arc<Engine>, wait: bool) -> Result<Databa
         match vacuum_table(engine, t.oid, wait) {
             Ok(Some(s)) => {
                 frozen_xid = frozen_xid.min(s.frozen_xid);
-                out.tables.push((t.name, s));
+                out.tables.push((t.name.to_string(), s));
             }
             Ok(None) => out.skipped += 1,
             // Dropped meanwhile: nothing to vacuum.

@@ -152,7 +152,7 @@ impl Transaction {
             self.lock_table_mode(oid, LockMode::AccessExclusive, LockWait::NoWait)?;
             let def = TableDef {
                 oid,
-                name: name.to_string(),
+                name: name.into(),
                 rel: RelFileLocator::new(USER_DB, oid.0),
                 columns: Arc::new(columns.to_vec()),
             };
@@ -301,7 +301,7 @@ impl Transaction {
             for index in self.indexes(table)? {
                 if index.columns.iter().any(|&c| usize::from(c) == position) {
                     self.drop_index_entry(index.oid)?;
-                    dropped.push(index.name);
+                    dropped.push(index.name.to_string());
                 }
             }
             self.rewrite_entry(tid, Some(&Entry::Table(def)))?;

@@ -13,7 +13,6 @@
 //!   A unique index is checked after the build, on the rows visible now.
 
 use std::ops::Bound;
-use std::sync::Arc;
 
 use super::{Transaction, MAX_CHANGE_ROUNDS};
 use crate::btree::{BTree, HeapProbe, IndexDesc, IndexScan, InsertOutcome, Probe};
@@ -130,44 +129,59 @@ impl Transaction {
         if let Some(v) = self.st.borrow().index_defs.get(&table) {
             return Ok(v.clone());
         }
-        let found: Vec<IndexDef> = self
-            .catalog_lookup(|looker| {
-                self.engine.catalog.indexes_of(
-                    &self.catalog_heap(),
-                    table,
-                    looker,
-                    &self.engine.txns,
-                )
-            })?
-            .into_iter()
-            .map(|(_, d)| d)
-            .collect();
+        // By oid, through the shared definition cache (`lookup_oid`), so that a transaction
+        // does not read the catalog's rows again for what an earlier one found.
+        let mut found = Vec::new();
+        for oid in self.engine.catalog.index_oids(table) {
+            if let Some((_, Entry::Index(def))) = self.lookup_oid(oid)? {
+                if def.table == table {
+                    found.push(def);
+                }
+            }
+        }
+        found.sort_by_key(|d| d.oid);
         self.st.borrow_mut().index_defs.insert(table, found.clone());
         Ok(found)
     }
 
     /// The B+tree of index `def` on `table`.
     pub(super) fn btree(&self, def: &IndexDef, table: &TableDef) -> Result<BTree<'_>> {
-        let key_types = def
-            .columns
-            .iter()
-            .map(|&c| table.columns.get(usize::from(c)).map(|col| col.ty))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| Error::CorruptIndex {
+        let key_type = |&c: &u16| table.columns.get(usize::from(c)).map(|col| col.ty);
+        let matches = |d: &IndexDesc| {
+            d.rel == def.rel
+                && d.unique == def.unique
+                && *d.name == *def.name
+                && d.key_types.len() == def.columns.len()
+                && def
+                    .columns
+                    .iter()
+                    .zip(&d.key_types)
+                    .all(|(c, &ty)| key_type(c) == Some(ty))
+        };
+        let build = || {
+            let key_types = def
+                .columns
+                .iter()
+                .map(key_type)
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| Error::CorruptIndex {
+                    rel: def.rel,
+                    block: 0,
+                    reason: format!("index \"{}\" names a column its table lacks", def.name),
+                })?;
+            Ok(IndexDesc {
                 rel: def.rel,
-                block: 0,
-                reason: format!("index \"{}\" names a column its table lacks", def.name),
-            })?;
+                name: def.name.to_string(),
+                unique: def.unique,
+                key_types,
+            })
+        };
+        let desc = self.engine.catalog.index_desc(def.oid, matches, build)?;
         Ok(BTree::new(
             &self.engine.pool,
             &self.engine.wal,
             &self.engine.roots,
-            Arc::new(IndexDesc {
-                rel: def.rel,
-                name: def.name.clone(),
-                unique: def.unique,
-                key_types,
-            }),
+            desc,
         ))
     }
 
@@ -273,10 +287,10 @@ impl Transaction {
             let oid = self.engine.new_oid();
             let def = IndexDef {
                 oid,
-                name: name.to_string(),
+                name: name.into(),
                 rel: RelFileLocator::new(USER_DB, oid.0),
                 table,
-                columns: key,
+                columns: key.into(),
                 unique,
             };
             self.build_index(&tdef, &def, xid)?;
@@ -373,7 +387,7 @@ impl Transaction {
             }
             if last.as_deref().is_some_and(|l| same_key(l, &key)) {
                 return Err(Error::UniqueViolation {
-                    index: def.name.clone(),
+                    index: def.name.to_string(),
                     key: key
                         .iter()
                         .map(ToString::to_string)

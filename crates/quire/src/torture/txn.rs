@@ -347,7 +347,7 @@ pub(super) fn run(dir: &Path, seed: u64, clients: u32, txns: u64) -> anyhow::Res
 /// Creates the table. Refuses a directory that has it: the plans start from an empty table.
 fn create_table(db: &Database) -> anyhow::Result<TableId> {
     let tx = db.begin(IsolationLevel::ReadCommitted)?;
-    if tx.tables()?.iter().any(|t| t.name == TABLE) {
+    if tx.tables()?.iter().any(|t| *t.name == *TABLE) {
         bail!(
             "{} already holds a workload; use a new directory",
             db.data_dir().display()
@@ -614,7 +614,7 @@ fn expect(seed: u64, client: u32, lines: &[String]) -> anyhow::Result<Expect> {
 
 fn find_table(db: &Database) -> anyhow::Result<Option<TableId>> {
     let tx = db.begin(IsolationLevel::ReadCommitted)?;
-    let found = tx.tables()?.into_iter().find(|t| t.name == TABLE);
+    let found = tx.tables()?.into_iter().find(|t| *t.name == *TABLE);
     tx.commit()?;
     Ok(found.map(|t| t.oid))
 }

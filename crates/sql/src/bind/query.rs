@@ -1021,7 +1021,7 @@ fn ordered_by_index(node: Node, table: &TableInfo) -> Node {
             i.columns.len() >= cols.len()
                 && cols
                     .iter()
-                    .zip(&i.columns)
+                    .zip(i.columns.iter())
                     .all(|(c, ic)| *c == usize::from(*ic))
         })
     });
@@ -1188,7 +1188,7 @@ pub(crate) fn access_path(table: &TableInfo, pred: Option<&Expr>, with_tid: bool
     let mut best: Option<(usize, Node)> = None;
     for idx in &table.indexes {
         let mut eq_keys = Vec::new();
-        for &kc in &idx.columns {
+        for &kc in idx.columns.iter() {
             match terms
                 .iter()
                 .find(|(c, op, _)| *c == usize::from(kc) && *op == CmpOp::Eq)

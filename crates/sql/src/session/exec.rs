@@ -491,7 +491,7 @@ fn dml_outcome(tag: String, returning: Option<&[Expr]>, rows: Vec<Row>) -> Outco
 fn key_error(table: &TableInfo, e: quire_engine::Error) -> SqlError {
     let detail = match &e {
         quire_engine::Error::UniqueViolation { index, key } => {
-            table.indexes.iter().find(|i| &i.name == index).map(|i| {
+            table.indexes.iter().find(|i| *i.name == **index).map(|i| {
                 let columns: Vec<&str> = i
                     .columns
                     .iter()

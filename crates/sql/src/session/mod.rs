@@ -609,12 +609,12 @@ impl Session {
                     .tables()?
                     .into_iter()
                     .filter(|t| !t.name.starts_with(catalog::RESERVED_PREFIX))
-                    .map(|t| (t.name, t.oid))
+                    .map(|t| (t.name.to_string(), t.oid))
                     .collect())
             } else {
                 v.tables
                     .iter()
-                    .map(|n| catalog::lookup(tx, n).map(|t| (t.def.name.clone(), t.def.oid)))
+                    .map(|n| catalog::lookup(tx, n).map(|t| (t.def.name.to_string(), t.def.oid)))
                     .collect()
             }
         })?;
