@@ -626,25 +626,6 @@ impl Catalog {
             .unwrap_or_default()
     }
 
-    /// The indexes of `table` that `looker` sees, with their addresses.
-    pub fn indexes_of(
-        &self,
-        heap: &Heap<'_>,
-        table: TableId,
-        looker: &Looker<'_>,
-        oracle: &dyn XidOracle,
-    ) -> Result<Vec<(Tid, IndexDef)>> {
-        let oids = self.index_oids(table);
-        let mut out = Vec::new();
-        for oid in oids {
-            if let Some((tid, Entry::Index(i))) = self.entry(heap, oid, looker, oracle)? {
-                out.push((tid, i));
-            }
-        }
-        out.sort_by_key(|(_, i)| i.oid);
-        Ok(out)
-    }
-
     /// The definition (table or index: they share one namespace, as in PostgreSQL) named
     /// `name` that `looker` sees.
     pub fn entry_by_name(

@@ -269,9 +269,7 @@ pub fn apply(page: &mut [u8; PAGE_SIZE], prune: &Prune) -> bool {
         .all(|&(from, to)| p.set_redirect(from, to))
         && prune.dead.iter().all(|&off| p.set_dead(off))
         && prune.unused.iter().all(|&off| p.mark_unused(off));
-    let ok = ok
-        && prune
-            .hinted.iter().all(|&off| set_xmin_committed(page, off));
+    let ok = ok && prune.hinted.iter().all(|&off| set_xmin_committed(page, off));
     ok && PageMut::new(page).repair_fragmentation().is_ok()
 }
 
