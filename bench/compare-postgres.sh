@@ -72,7 +72,17 @@ as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 postmaster() { head -1 "$tmp/pg/postmaster.pid"; }
 
 cleanup() {
+  local status=$?
   set +e
+  if [ "$status" != 0 ]; then
+    # A failed run: the servers' last words, before their directory goes.
+    for log in "$tmp/quire.log" "$tmp/pg.log"; do
+      [ -f "$log" ] || continue
+      echo "== $log: its first errors, then its last lines" >&2
+      grep -m 3 -A 4 -E 'panicked|PANIC|FATAL|ERROR' "$log" >&2
+      tail -n 20 "$log" >&2
+    done
+  fi
   if [ -n "$pg_pid" ]; then kill -TERM "$(postmaster)" 2>/dev/null; wait "$pg_pid" 2>/dev/null; fi
   if [ -n "$q_pid" ]; then kill -TERM "$q_pid" 2>/dev/null; wait "$q_pid" 2>/dev/null; fi
   rm -rf "$tmp"
@@ -127,7 +137,15 @@ start_quire() {
 
 start() { # start SERVER [NAME=VALUE ...]
   local which=$1; shift
+  # Another server on the port would answer in its place, and be measured instead.
+  if psql -p "$(port "$which")" -qAtc 'select 1' >/dev/null 2>&1; then
+    echo "port $(port "$which") already has a server: stop it first" >&2
+    exit 1
+  fi
   if [ "$which" = pg ]; then start_pg "$@"; wait_ready "$pg_port"; else start_quire "$@"; wait_ready "$q_port"; fi
+  # The one answering must be the one started.
+  local pid; if [ "$which" = pg ]; then pid=$(postmaster); else pid=$q_pid; fi
+  kill -0 "$pid" 2>/dev/null || { echo "$which exited after starting" >&2; exit 1; }
 }
 stop() { # stop SERVER: a clean shutdown
   if [ "$1" = pg ]; then kill -TERM "$(postmaster)"; wait "$pg_pid" || true; pg_pid=""
