@@ -43,6 +43,17 @@ fn bump(db: &Database, t: TableId, tid: Tid, commit: bool) -> Tid {
     new
 }
 
+/// `table`, then three committed HOT updates of its row: the table, its file, the row's
+/// root and its newest version.
+fn three_hot_updates(db: &Database) -> (TableId, RelFileLocator, Tid, Tid) {
+    let (t, rel, root) = table(db);
+    let mut tid = root;
+    for _ in 0..3 {
+        tid = bump(db, t, tid, true);
+    }
+    (t, rel, root, tid)
+}
+
 fn prune(db: &Database, rel: RelFileLocator) -> quire_engine::heap::prune::Prune {
     let heap = Heap::new(db.buffer_pool(), db.wal(), rel);
     let buf = db
@@ -77,11 +88,7 @@ fn pointers(db: &Database, rel: RelFileLocator) -> Vec<(ItemState, u16)> {
 #[test]
 fn a_hot_chain_collapses_to_a_redirect_and_redo_rebuilds_it() {
     let (vfs, db) = new_db(1, Config::default());
-    let (t, rel, root) = table(&db);
-    let mut tid = root;
-    for _ in 0..3 {
-        tid = bump(&db, t, tid, true);
-    }
+    let (t, rel, root, tid) = three_hot_updates(&db);
     assert_eq!(tid, Tid::new(0, 4), "HOT: every version on the same page");
     let p = prune(&db, rel);
     assert_eq!(p.redirected, vec![(1, 4)]);
@@ -128,11 +135,7 @@ fn header_at(db: &Database, rel: RelFileLocator, off: u16) -> TupleHeader {
 #[test]
 fn pruning_hints_the_live_version_so_nobody_asks_the_commit_log_again() {
     let (vfs, db) = new_db(5, Config::default());
-    let (t, rel, root) = table(&db);
-    let mut tid = root;
-    for _ in 0..3 {
-        tid = bump(&db, t, tid, true);
-    }
+    let (t, rel, _, _) = three_hot_updates(&db);
     assert_eq!(header_at(&db, rel, 4).infomask & XMIN_COMMITTED, 0);
     let p = prune(&db, rel);
     assert_eq!(p.hinted, vec![4], "the chain's first live version");
