@@ -12,11 +12,14 @@ use common::{
     committing, crash, create_accounts, exists, new_db, open_db, pair, rows_in, wait_for,
 };
 use quire_engine::clog::{COMMIT_TS_LOG, STATUS_LOG};
+use quire_engine::heap::tuple::{TupleHeader, XMIN_COMMITTED};
+use quire_engine::page::Page;
+use quire_engine::types::BufferTag;
 use quire_engine::types::Xid;
 use quire_engine::vfs::SimVfs;
 use quire_engine::{
     Changed, Config, Database, Fork, IsolationLevel::ReadCommitted, IsolationLevel::RepeatableRead,
-    TableId, Tid, Value,
+    RelFileLocator, TableId, Tid, Value,
 };
 
 fn config() -> Config {
@@ -121,6 +124,28 @@ fn history(db: &Database, t: TableId) -> (Xid, Xid) {
     (committed, aborted)
 }
 
+/// Versions in `rel` inserted below `oldest` that lack the `XMIN_COMMITTED` hint.
+fn unhinted_below(db: &Database, rel: RelFileLocator, oldest: Xid) -> usize {
+    let mut unhinted = 0;
+    for block in 0..db.smgr().nblocks(rel, Fork::Main).unwrap() {
+        let buf = db
+            .buffer_pool()
+            .read_buffer(BufferTag::new(rel, Fork::Main, block))
+            .unwrap();
+        let page = buf.read();
+        let p = Page::new(&page);
+        for off in 1..=p.item_count() {
+            let Some(h) = p.item(off).and_then(TupleHeader::read) else {
+                continue; // not a version: a dead, unused or redirect pointer
+            };
+            if h.xmin < oldest && h.infomask & XMIN_COMMITTED == 0 {
+                unhinted += 1;
+            }
+        }
+    }
+    unhinted
+}
+
 fn expected(n: i64) -> Vec<(i64, i64)> {
     (1..=n)
         .filter(|&id| id != 3)
@@ -132,6 +157,7 @@ fn expected(n: i64) -> Vec<(i64, i64)> {
 fn a_database_vacuum_removes_old_segments_and_everything_reads_the_same() {
     let (vfs, db) = new_db(1, config());
     let t = setup(&db, 300);
+    let rel = committing(&db, |tx| tx.table_def(t).unwrap().rel);
     let (committed, aborted) = history(&db, t);
     assert_eq!(STATUS_LOG.segment_of(committed), 0);
     let committed_at = db
@@ -168,10 +194,11 @@ fn a_database_vacuum_removes_old_segments_and_everything_reads_the_same() {
     assert_eq!(done.skipped, 0);
     assert!(done.oldest_xid > committed && done.oldest_xid > aborted);
     assert!(done.log_segments_removed >= 2, "{done:?}");
-    // Vacuum hinted what pruning on full pages (the updates above) had not hinted already;
-    // the reads below, with the statuses gone, show that every version has its hint.
+    // Vacuum hinted what pruning on full pages (the updates above) had not hinted already:
+    // between them, every version below the new oldest id carries its hint.
     let frozen: u64 = done.tables.iter().map(|(_, s)| s.tuples_frozen).sum();
     assert!(frozen > 0, "{done:?}");
+    assert_eq!(unhinted_below(&db, rel, done.oldest_xid), 0);
     assert!(!status_segment_exists(&db, &vfs, 0));
     assert!(!ts_segment_exists(
         &db,

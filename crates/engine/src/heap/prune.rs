@@ -58,6 +58,15 @@ impl Prune {
     }
 }
 
+/// What pruning makes of one version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fate {
+    Dead,
+    /// Some snapshot may see it; `hint`: its inserter committed below the horizon and the
+    /// version lacks `XMIN_COMMITTED`.
+    Live { hint: bool },
+}
+
 /// Whether transactions have finished, and how, as seen from `horizon`.
 struct Judge<'a> {
     oracle: &'a dyn XidOracle,
@@ -75,30 +84,34 @@ impl Judge<'_> {
     }
 
     fn dead_to_all(&self, h: &TupleHeader) -> Result<bool> {
-        let inserter = if h.infomask & XMIN_COMMITTED != 0 {
+        Ok(self.fate(h)? == Fate::Dead)
+    }
+
+    /// Whether `h` is dead to all, and if not, whether it may get the `XMIN_COMMITTED`
+    /// hint (its inserter committed below the horizon): one status lookup per id for both.
+    fn fate(&self, h: &TupleHeader) -> Result<Fate> {
+        let hinted = h.infomask & XMIN_COMMITTED != 0;
+        let inserter = if hinted {
             Some(true) // frozen: committed below an earlier horizon
         } else {
             self.finished(h.xmin)?
         };
+        let live = Fate::Live {
+            hint: !hinted && h.xmin < self.horizon,
+        };
         match inserter {
-            None => return Ok(false),
-            Some(false) => return Ok(true), // inserted by an aborted transaction
+            None => return Ok(Fate::Live { hint: false }),
+            Some(false) => return Ok(Fate::Dead), // inserted by an aborted transaction
             Some(true) => {}
         }
         if !h.xmax_is_deleter() || h.xmax >= self.horizon {
-            return Ok(false);
+            return Ok(live);
         }
-        Ok(self.finished(h.xmax)? == Some(true))
-    }
-
-    /// Whether a live version `h` may get the `XMIN_COMMITTED` hint: its inserter committed
-    /// below the horizon. Asked after [`Judge::dead_to_all`] said "live", so the status is
-    /// in the status cache.
-    fn wants_hint(&self, h: &TupleHeader) -> Result<bool> {
-        if h.infomask & XMIN_COMMITTED != 0 || h.xmin >= self.horizon {
-            return Ok(false);
-        }
-        Ok(self.finished(h.xmin)? == Some(true))
+        Ok(if self.finished(h.xmax)? == Some(true) {
+            Fate::Dead
+        } else {
+            live
+        })
     }
 
     /// Did the updater of `h` abort (so its new version is garbage, not a chain member)?
@@ -221,8 +234,8 @@ pub fn decide(
         let mut dead_prefix = 0;
         for &m in &members {
             let h = header(page, m).expect("chain members are tuples");
-            if !judge.dead_to_all(&h)? {
-                if judge.wants_hint(&h)? {
+            if let Fate::Live { hint } = judge.fate(&h)? {
+                if hint {
                     prune.hinted.push(m);
                 }
                 break;
