@@ -69,7 +69,7 @@ use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use pgwire::api::RandomPidSecretKeyGenerator;
@@ -404,6 +404,9 @@ fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, ServerError> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
+/// How the server tells one connection thread to end: the farewell its client hears.
+type Stop = watch::Sender<Option<socket::Farewell>>;
+
 /// The database once every session has let go of it.
 fn take_last(db: Arc<Database>) -> Result<Database, ServerError> {
     Arc::try_unwrap(db).map_err(|_| {
@@ -475,9 +478,11 @@ async fn serve(
         tls,
     } = endpoint;
     let max_connections = *max_connections;
-    let (stop, stopped) = watch::channel(None);
     let count = Arc::new(AtomicUsize::new(0));
-    let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+    // Each connection thread with its own farewell channel: the thread polls it at every
+    // wait for its client, and a channel of its own is a lock no other core touches (one
+    // shared by all connections cost a contended lock per round trip).
+    let mut threads: Vec<(JoinHandle<()>, Stop)> = Vec::new();
     let parameters = Arc::new(handler::server_parameters());
     let pids = Arc::new(RandomPidSecretKeyGenerator::default());
     let parser = Arc::new(SqlParser);
@@ -520,7 +525,7 @@ async fn serve(
             pids: Arc::clone(&pids),
             parser: Arc::clone(&parser),
         });
-        let farewell = stopped.clone();
+        let (stop, farewell) = watch::channel(None);
         let tls = tls.clone();
         let spawned = socket.into_std().and_then(|socket| {
             std::thread::Builder::new()
@@ -529,12 +534,9 @@ async fn serve(
         });
         match spawned {
             Ok(thread) => {
-                let mut t = threads
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 // Reap finished threads so the list does not grow without bound.
-                t.retain(|h| !h.is_finished());
-                t.push(thread);
+                threads.retain(|(h, _)| !h.is_finished());
+                threads.push((thread, stop));
             }
             Err(e) => tracing::warn!(%peer, error = %e, "cannot start a connection thread"),
         }
@@ -547,10 +549,14 @@ async fn serve(
             tracing::error!(reason, "the engine failed: ending every session");
         }
     }
-    let _ = stop.send(Some(match ended {
+    let farewell = match ended {
         Ended::Shutdown => socket::SHUTDOWN,
         Ended::EngineFailed(_) => socket::ENGINE_FAILED,
-    }));
+    };
+    for (_, stop) in &threads {
+        // A thread that has ended dropped its receiver: nothing to tell.
+        let _ = stop.send(Some(farewell));
+    }
     // Statements still running stop at their next interrupt check, so that no session
     // thread keeps the shutdown (or the restart) waiting.
     let stopped_statements = registry.cancel_all(db);
@@ -558,14 +564,9 @@ async fn serve(
         tracing::info!(stopped_statements, "cancelled running statements");
     }
     watchdog_stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let threads = std::mem::take(
-        &mut *threads
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
     tokio::task::spawn_blocking(move || {
         let _ = watchdog.join();
-        for t in threads {
+        for (t, _) in threads {
             let _ = t.join();
         }
     })

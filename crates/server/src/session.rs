@@ -37,11 +37,18 @@ pub(crate) struct SessionHandle {
 #[derive(Default)]
 pub(crate) struct IdleTimer {
     armed: Mutex<Option<(Instant, IdleLimit)>>,
+    /// Whether `armed` holds a limit: disarming a timer that is not armed (every call of a
+    /// session without idle limits, the default) then takes no lock.
+    is_armed: AtomicBool,
 }
 
 impl IdleTimer {
     fn set(&self, armed: Option<(Instant, IdleLimit)>) {
+        if armed.is_none() && !self.is_armed.load(Ordering::Relaxed) {
+            return;
+        }
         *self.armed.lock().unwrap_or_else(PoisonError::into_inner) = armed;
+        self.is_armed.store(armed.is_some(), Ordering::Relaxed);
     }
 
     fn get(&self) -> Option<(Instant, IdleLimit)> {

@@ -6,7 +6,11 @@
 //!   and closes the connection. Closing drops the session's handle, so its open
 //!   transaction rolls back and its locks go. Likewise when the server stops serving
 //!   ([`Farewell`]): a client waiting between commands gets PostgreSQL's FATAL (57P01 at
-//!   shutdown, 57P02 after the engine failed).
+//!   shutdown, 57P02 after the engine failed). Each connection has a farewell channel of
+//!   its own, so that the wait polls no lock another connection takes.
+//! - The four messages of an extended-protocol round trip go straight to the handlers
+//!   ([`dispatch`]); Execute of a portal run whole takes a direct path
+//!   (`Connection::on_execute`).
 //! - Replies are written when the connection is about to wait for its client, not message
 //!   by message ([`Coalescing`]), as PostgreSQL's backends flush before they wait for
 //!   input: a Bind/Execute/Sync round trip is one `send` and one wakeup of the client, not
@@ -19,8 +23,9 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
+use pgwire::api::query::ExtendedQueryHandler;
 use pgwire::api::{ClientInfo, PgWireConnectionState};
-use pgwire::error::ErrorInfo;
+use pgwire::error::{ErrorInfo, PgWireResult};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::server::{
     negotiate_tls, process_error, process_message, MaybeTls, PgWireMessageServerCodec,
@@ -129,10 +134,9 @@ where
             return fatal(socket, f.sqlstate, f.message).await;
         }
         // Biased, the socket first: a message already read (clients send Bind, Describe,
-        // Execute and Sync together) is taken without polling the other branches. Polling
-        // `stop` registers with the farewell channel every connection shares, one lock for
-        // all of them, twice per message; the farewell is still seen at the top of the next
-        // turn, and the other branches are polled whenever the socket has nothing.
+        // Execute and Sync together) is taken without polling the other branches (polling
+        // `stop` takes its channel's locks); the farewell is still seen at the top of the
+        // next turn, and the other branches are polled whenever the socket has nothing.
         let msg = tokio::select! {
             biased;
             msg = socket.next() => msg,
@@ -155,8 +159,7 @@ where
             _ => msg.is_extended_query(),
         };
         let cancel_request = matches!(msg, PgWireFrontendMessage::CancelRequest(_));
-        let c = || Arc::clone(conn);
-        let processed = process_message(msg, socket, c(), c(), c(), c(), c()).await;
+        let processed = dispatch(msg, socket, conn).await;
         if let Err(e) = processed {
             let fatal = e.is_fatal();
             process_error(socket, e, extended_query).await?;
@@ -166,6 +169,35 @@ where
         }
         if cancel_request {
             return Ok(());
+        }
+    }
+}
+
+/// Hands one message to its handler. The four messages of an extended-protocol round trip
+/// (Bind, Describe, Execute, Sync), between two commands, go to the connection's handlers
+/// directly, as pgwire's `process_message` would send them, without the five handle
+/// clones it takes per message; everything else (startup, the states after an error or
+/// during COPY, the simple protocol) is pgwire's.
+async fn dispatch<S>(
+    msg: PgWireFrontendMessage,
+    socket: &mut Framed<S, PgWireMessageServerCodec<Prepared>>,
+    conn: &Arc<Connection>,
+) -> PgWireResult<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static,
+{
+    if !matches!(socket.state(), PgWireConnectionState::ReadyForQuery) {
+        let c = || Arc::clone(conn);
+        return process_message(msg, socket, c(), c(), c(), c(), c()).await;
+    }
+    match msg {
+        PgWireFrontendMessage::Bind(bind) => conn.on_bind(socket, bind).await,
+        PgWireFrontendMessage::Describe(describe) => conn.on_describe(socket, describe).await,
+        PgWireFrontendMessage::Execute(execute) => conn.on_execute(socket, execute).await,
+        PgWireFrontendMessage::Sync(sync) => conn.on_sync(socket, sync).await,
+        msg => {
+            let c = || Arc::clone(conn);
+            process_message(msg, socket, c(), c(), c(), c(), c()).await
         }
     }
 }

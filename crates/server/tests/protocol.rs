@@ -890,6 +890,75 @@ async fn extended_protocol_writes_up_to_sync_are_one_implicit_transaction() -> a
     server.stop().await
 }
 
+/// Execute of the unnamed portal with a row limit (0: all rows).
+fn execute(max_rows: i32) -> Vec<u8> {
+    let mut body = vec![0];
+    body.extend_from_slice(&max_rows.to_be_bytes());
+    frontend(b'E', &body)
+}
+
+/// Each message's type byte, and the command tags of the CommandCompletes in order.
+fn kinds_and_tags(messages: &[(u8, Vec<u8>)]) -> (Vec<u8>, Vec<String>) {
+    let kinds = messages.iter().map(|(k, _)| *k).collect();
+    let tags = messages
+        .iter()
+        .filter(|(k, _)| *k == b'C')
+        .map(|(_, b)| String::from_utf8_lossy(b.strip_suffix(&[0]).unwrap_or(b)).into_owned())
+        .collect();
+    (kinds, tags)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_portal_runs_in_parts_or_whole_and_then_answers_no_rows() -> anyhow::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path(), 10).await?;
+    let (mut sock, _) = raw_connect(server.addr).await?;
+    send_query(
+        &mut sock,
+        "CREATE TABLE r (a int); INSERT INTO r VALUES (1), (2), (3)",
+    )
+    .await?;
+
+    // Two rows, suspended; the rest; then nothing: the portal is done.
+    let mut batch = parse_bind_execute("SELECT a FROM r ORDER BY a");
+    batch.truncate(batch.len() - execute(0).len());
+    for max_rows in [2, 0, 0] {
+        batch.extend(execute(max_rows));
+    }
+    batch.extend(frontend(b'S', &[]));
+    sock.write_all(&batch).await?;
+    let (kinds, tags) = kinds_and_tags(&read_until_ready(&mut sock).await?);
+    assert_eq!(kinds, b"12DDsDCCZ");
+    assert_eq!(tags, ["SELECT 1", "SELECT 0"]);
+
+    // All rows at the first Execute (the direct path), then nothing at the second.
+    let mut batch = parse_bind_execute("SELECT a FROM r ORDER BY a");
+    batch.extend(execute(0));
+    batch.extend(frontend(b'S', &[]));
+    sock.write_all(&batch).await?;
+    let (kinds, tags) = kinds_and_tags(&read_until_ready(&mut sock).await?);
+    assert_eq!(kinds, b"12DDDCCZ");
+    assert_eq!(tags, ["SELECT 3", "SELECT 0"]);
+
+    // A block opened and closed through Execute: ReadyForQuery follows it.
+    for (sql, status) in [
+        ("BEGIN", b'T'),
+        ("INSERT INTO r VALUES (4)", b'T'),
+        ("COMMIT", b'I'),
+    ] {
+        let mut batch = parse_bind_execute(sql);
+        batch.extend(frontend(b'S', &[]));
+        sock.write_all(&batch).await?;
+        let messages = read_until_ready(&mut sock).await?;
+        assert_eq!(messages.last().map(|(_, b)| b[0]), Some(status), "{sql}");
+    }
+    assert_eq!(send_query(&mut sock, "SELECT 1").await?, b'I');
+    let messages = query_messages(&mut sock, "SELECT count(*) FROM r").await?;
+    assert_eq!(messages[1], (b'D', vec![0, 1, 0, 0, 0, 1, b'4']));
+    server.stop().await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_carry_postgresql_detail_and_position() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;

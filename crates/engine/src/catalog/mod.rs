@@ -45,6 +45,7 @@ use crate::buffer::BufferPool;
 use crate::bytes::Reader;
 use crate::error::{Error, Result};
 use crate::heap::{Heap, Looker, XidOracle};
+use crate::padded::CachePadded;
 use crate::page::Tid;
 pub use crate::sequence::{SeqOptions, SequenceDef};
 
@@ -390,19 +391,24 @@ struct Index {
     table_indexes: HashMap<TableId, Vec<IndexId>>,
 }
 
+/// A definition as a lookup found it: the generation it was read at, its version, itself.
+type Cached = (u64, Tid, Entry);
+
 /// The catalog's in-memory index.
 pub struct Catalog {
     index: RwLock<Index>,
     /// Bumped whenever a definition may have changed for some transaction: when a DDL
     /// writes a catalog row (its own transaction sees it at once) and again when that
     /// transaction ends (everyone else sees it then). Plan caches compare it, as
-    /// PostgreSQL's backends take invalidation messages.
-    generation: AtomicU64,
+    /// PostgreSQL's backends take invalidation messages. Read by every statement, written
+    /// only by DDL: on a line of its own, away from the lock words below that every
+    /// statement writes when it read-locks them.
+    generation: CachePadded<AtomicU64>,
     /// Definitions by oid with the generation they were looked up at (see the rules).
-    cache: RwLock<HashMap<Oid, (u64, Tid, Entry)>>,
+    cache: CachePadded<RwLock<HashMap<Oid, Cached>>>,
     /// B-tree descriptors by index oid, as [`Catalog::index_desc`] built them; each is
     /// checked against the caller's definition on every use, so none is ever stale.
-    descs: RwLock<HashMap<IndexId, Arc<IndexDesc>>>,
+    descs: CachePadded<RwLock<HashMap<IndexId, Arc<IndexDesc>>>>,
 }
 
 /// Most definitions [`Catalog::cached`] keeps: a full cache first drops what is stale,
@@ -429,9 +435,9 @@ impl Catalog {
         let heap = Self::heap(pool, wal);
         let catalog = Catalog {
             index: RwLock::new(Index::default()),
-            generation: AtomicU64::new(0),
-            cache: RwLock::new(HashMap::new()),
-            descs: RwLock::new(HashMap::new()),
+            generation: CachePadded(AtomicU64::new(0)),
+            cache: CachePadded(RwLock::new(HashMap::new())),
+            descs: CachePadded(RwLock::new(HashMap::new())),
         };
         let mut next_oid = FIRST_USER_OID;
         for block in 0..heap.nblocks()? {
