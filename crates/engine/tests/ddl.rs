@@ -11,7 +11,9 @@
 //!   empty, with their catalog, and without a single old file;
 //! - rows are checked: wrong arity or type 42804, too large 54000, before anything changes;
 //! - an error aborts the transaction (25P02 until its end, and COMMIT rolls it back);
-//! - `Database::close` is refused (25000) while a transaction is open.
+//! - `Database::close` is refused (25000) while a transaction is open;
+//! - the definition caches (shared, and each thread's) never serve an uncommitted or a
+//!   replaced definition, nor one of another database.
 //!
 //! Blocked statements run on their own thread; the test waits until the lock manager reports
 //! the session waiting (bounded poll), never on a sleep.
@@ -106,6 +108,82 @@ fn the_definition_cache_never_shows_an_uncommitted_definition() {
     assert_eq!(columns_seen(&after, t), 3, "committed: for everyone");
     assert_eq!(after.table_def(t).unwrap().columns.len(), 3);
     after.commit().unwrap();
+}
+
+/// Each thread keeps its own copies of the definitions it used (in front of the shared
+/// cache): a change committed by another thread reaches it at once, and two databases used
+/// from one thread, with the same oids and generations, never see each other's.
+#[test]
+fn a_thread_s_cached_definitions_follow_other_threads_and_stay_with_their_database() {
+    let (_vfs, db) = new_db(1, config());
+    let t = create_with_rows(&db, "cached", 3);
+    let seen_by_a_thread = |db: &Database| {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let tx = db.begin(ReadCommitted).unwrap();
+                let seen = (columns_seen(&tx, t), tx.table_def(t).unwrap().columns.len());
+                tx.commit().unwrap();
+                seen
+            })
+            .join()
+            .unwrap()
+        })
+    };
+    std::thread::scope(|s| {
+        let (ask, asked) = std::sync::mpsc::channel::<()>();
+        let (tell, told) = std::sync::mpsc::channel();
+        let db = &db;
+        let reader = s.spawn(move || {
+            // The same thread looks twice: before and after the other thread's ADD COLUMN.
+            for () in asked {
+                let tx = db.begin(ReadCommitted).unwrap();
+                tell.send((columns_seen(&tx, t), tx.table_def(t).unwrap().columns.len()))
+                    .unwrap();
+                tx.commit().unwrap();
+            }
+        });
+        ask.send(()).unwrap();
+        assert_eq!(told.recv().unwrap(), (2, 2), "fills the thread's cache");
+        committing(db, |tx| {
+            tx.add_column(t, Column::new("extra", Type::Int)).unwrap();
+        });
+        ask.send(()).unwrap();
+        assert_eq!(
+            told.recv().unwrap(),
+            (3, 3),
+            "another thread's commit reaches it"
+        );
+        drop(ask);
+        reader.join().unwrap();
+    });
+
+    // A second database on this thread, made by the same DDL (the same oids, the same
+    // generations) but for the name of the column added.
+    let (_vfs2, other) = new_db(1, config());
+    let t2 = create_with_rows(&other, "cached", 3);
+    assert_eq!(t2, t, "the databases number their tables alike");
+    committing(&other, |tx| {
+        tx.add_column(t, Column::new("different", Type::Int))
+            .unwrap();
+    });
+    let last_column = |db: &Database| {
+        let tx = db.begin(ReadCommitted).unwrap();
+        let Some(quire_engine::Entry::Table(def)) = tx.relation(t).unwrap() else {
+            panic!("table {t} is gone");
+        };
+        tx.commit().unwrap();
+        def.columns.last().map(|c| c.name.clone())
+    };
+    for _ in 0..2 {
+        assert_eq!(last_column(&db).as_deref(), Some("extra"));
+        assert_eq!(
+            last_column(&other).as_deref(),
+            Some("different"),
+            "not the first database's definition"
+        );
+    }
+    assert_eq!(seen_by_a_thread(&other), (3, 3));
+    assert_eq!(seen_by_a_thread(&db), (3, 3));
 }
 
 // ---------------------------------------------------------------------------- CREATE

@@ -29,10 +29,15 @@
 //!   reach no one else, and it must see them. At most [`MAX_CACHED_DEFINITIONS`] entries,
 //!   none of a table with more than [`MAX_CACHED_COLUMNS`] columns. A table's indexes are
 //!   looked up through it too, by the oids the in-memory index lists for the table.
-//! - The descriptor cache ([`Catalog::index_desc`]) keeps each index's B-tree descriptor;
-//!   every use compares it with the caller's definition first, so it needs no generation.
-//!   Definitions share their names and column lists (`Arc`), so copying one into a
-//!   transaction allocates nothing.
+//! - Each thread keeps copies of the definitions it used last ([`LOCAL_DEFINITIONS`] at
+//!   most), under the same rule as the shared cache (the generation they were read at), in
+//!   front of it: a hit touches no lock and no reference count another core writes. The
+//!   copies share nothing with other threads' (their `Arc`s are the thread's own), because
+//!   an `Arc` every connection clones is a cache line every statement fights over.
+//! - The descriptor cache ([`Catalog::index_desc`]) keeps each index's B-tree descriptor,
+//!   per thread likewise; every use compares it with the caller's definition first, so it
+//!   needs no generation. Definitions share their names and column lists (`Arc`), so
+//!   copying one into a transaction allocates nothing.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -396,6 +401,9 @@ type Cached = (u64, Tid, Entry);
 
 /// The catalog's in-memory index.
 pub struct Catalog {
+    /// Tells this catalog's entries in a thread's caches from another's (tests open many
+    /// databases on one thread, each with its own generations).
+    id: u64,
     index: RwLock<Index>,
     /// Bumped whenever a definition may have changed for some transaction: when a DDL
     /// writes a catalog row (its own transaction sees it at once) and again when that
@@ -406,9 +414,60 @@ pub struct Catalog {
     generation: CachePadded<AtomicU64>,
     /// Definitions by oid with the generation they were looked up at (see the rules).
     cache: CachePadded<RwLock<HashMap<Oid, Cached>>>,
-    /// B-tree descriptors by index oid, as [`Catalog::index_desc`] built them; each is
-    /// checked against the caller's definition on every use, so none is ever stale.
-    descs: CachePadded<RwLock<HashMap<IndexId, Arc<IndexDesc>>>>,
+}
+
+/// The next catalog's [`Catalog::id`].
+static NEXT_CATALOG_ID: AtomicU64 = AtomicU64::new(0);
+
+/// Most definitions, and most index descriptors, a thread keeps (see the rules).
+pub const LOCAL_DEFINITIONS: usize = 64;
+
+/// A thread's copies of definitions and descriptors, by catalog and oid.
+#[derive(Default)]
+struct Local {
+    definitions: HashMap<(u64, Oid), Cached>,
+    descs: HashMap<(u64, IndexId), Arc<IndexDesc>>,
+}
+
+std::thread_local! {
+    static LOCAL: std::cell::RefCell<Local> = std::cell::RefCell::default();
+}
+
+/// Reads the thread's caches; `None` once the thread is tearing down its locals (nothing is
+/// cached then).
+fn with_local<R>(f: impl FnOnce(&mut Local) -> Option<R>) -> Option<R> {
+    LOCAL
+        .try_with(|l| l.try_borrow_mut().ok().and_then(|mut l| f(&mut l)))
+        .ok()
+        .flatten()
+}
+
+/// Inserts into a thread's bounded map, starting it over when it is full.
+fn keep_local<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>, key: K, value: V) {
+    if map.len() >= LOCAL_DEFINITIONS && !map.contains_key(&key) {
+        map.clear();
+    }
+    map.insert(key, value);
+    assert!(map.len() <= LOCAL_DEFINITIONS, "a thread's cache over its bound");
+}
+
+impl Entry {
+    /// A copy that shares no `Arc` with `self`: for a thread's own cache.
+    fn unshared(&self) -> Entry {
+        match self {
+            Entry::Table(t) => Entry::Table(TableDef {
+                name: Arc::from(&*t.name),
+                columns: Arc::new(t.columns.as_ref().clone()),
+                ..t.clone()
+            }),
+            Entry::Index(i) => Entry::Index(IndexDef {
+                name: Arc::from(&*i.name),
+                columns: Arc::from(&*i.columns),
+                ..i.clone()
+            }),
+            Entry::Sequence(q) => Entry::Sequence(q.clone()),
+        }
+    }
 }
 
 /// Most definitions [`Catalog::cached`] keeps: a full cache first drops what is stale,
@@ -434,10 +493,10 @@ impl Catalog {
         }
         let heap = Self::heap(pool, wal);
         let catalog = Catalog {
+            id: NEXT_CATALOG_ID.fetch_add(1, Ordering::Relaxed),
             index: RwLock::new(Index::default()),
             generation: CachePadded(AtomicU64::new(0)),
             cache: CachePadded(RwLock::new(HashMap::new())),
-            descs: CachePadded(RwLock::new(HashMap::new())),
         };
         let mut next_oid = FIRST_USER_OID;
         for block in 0..heap.nblocks()? {
@@ -472,9 +531,31 @@ impl Catalog {
     /// The definition of `oid` as a lookup at `generation` (the current one, just read by
     /// the caller) found it, if it was kept. For transactions that wrote no catalog row.
     pub fn cached(&self, oid: Oid, generation: u64) -> Option<(Tid, Entry)> {
-        let cache = self.cache.read();
-        let (g, tid, entry) = cache.get(&oid)?;
-        (*g == generation).then(|| (*tid, entry.clone()))
+        let key = (self.id, oid);
+        let local = with_local(|l| match l.definitions.get(&key) {
+            Some((g, tid, entry)) if *g == generation => Some((*tid, entry.clone())),
+            _ => None,
+        });
+        if local.is_some() {
+            return local;
+        }
+        let (tid, entry) = {
+            let cache = self.cache.read();
+            let (g, tid, entry) = cache.get(&oid)?;
+            (*g == generation).then(|| (*tid, entry.unshared()))?
+        };
+        self.keep_locally(generation, tid, &entry);
+        Some((tid, entry))
+    }
+
+    /// Keeps a thread's copy of a definition (`entry` must share nothing: see
+    /// [`Entry::unshared`]).
+    fn keep_locally(&self, generation: u64, tid: Tid, entry: &Entry) {
+        let key = (self.id, entry.oid());
+        with_local(|l| {
+            keep_local(&mut l.definitions, key, (generation, tid, entry.clone()));
+            Some(())
+        });
     }
 
     /// Keeps what a lookup of `entry.oid()` found, `generation` read before the lookup
@@ -496,27 +577,30 @@ impl Catalog {
             cache.len() <= MAX_CACHED_DEFINITIONS,
             "definition cache over its bound"
         );
+        drop(cache);
+        self.keep_locally(generation, tid, &entry.unshared());
     }
 
-    /// The B-tree descriptor of index `oid`: the one kept, if `matches` accepts it (it
-    /// agrees with the caller's definition), else one `build` makes, kept for the next
-    /// caller. Saves each index scan the descriptor's allocations. At most
-    /// [`MAX_CACHED_DEFINITIONS`] are kept.
+    /// The B-tree descriptor of index `oid`: the one this thread kept, if `matches` accepts
+    /// it (it agrees with the caller's definition), else one `build` makes, kept for the
+    /// thread's next scan. Saves each index scan the descriptor's allocations. At most
+    /// [`LOCAL_DEFINITIONS`] are kept per thread.
     pub fn index_desc(
         &self,
         oid: IndexId,
         matches: impl Fn(&IndexDesc) -> bool,
         build: impl FnOnce() -> Result<IndexDesc>,
     ) -> Result<Arc<IndexDesc>> {
-        if let Some(d) = self.descs.read().get(&oid).filter(|d| matches(d)) {
-            return Ok(Arc::clone(d));
+        let key = (self.id, oid);
+        let kept = with_local(|l| l.descs.get(&key).filter(|d| matches(d)).cloned());
+        if let Some(d) = kept {
+            return Ok(d);
         }
         let desc = Arc::new(build()?);
-        let mut descs = self.descs.write();
-        if descs.len() >= MAX_CACHED_DEFINITIONS && !descs.contains_key(&oid) {
-            descs.clear();
-        }
-        descs.insert(oid, Arc::clone(&desc));
+        with_local(|l| {
+            keep_local(&mut l.descs, key, Arc::clone(&desc));
+            Some(())
+        });
         Ok(desc)
     }
 
