@@ -690,9 +690,9 @@ impl ExtendedQueryHandler for Connection {
 
     /// Execute. A portal run to completion the first time it is executed (`max_rows` 0, what
     /// libpq and pgbench send) takes a direct path: its rows are encoded straight into
-    /// DataRow messages, without pgwire's row stream, portal state lock and fetch buffer
-    /// (about a third of the protocol's CPU per `-S -M prepared` transaction). Any other
-    /// Execute (a row limit, a suspended or finished portal, an empty one) is pgwire's.
+    /// DataRow messages, without pgwire's row stream, its waits on the portal's state lock
+    /// and its 256-row fetch buffer. Any other Execute (a row limit, a suspended or finished
+    /// portal, an empty one) is pgwire's.
     async fn on_execute<C>(&self, client: &mut C, message: Execute) -> PgWireResult<()>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,

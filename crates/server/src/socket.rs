@@ -186,15 +186,12 @@ async fn dispatch<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static,
 {
-    if !matches!(socket.state(), PgWireConnectionState::ReadyForQuery) {
-        let c = || Arc::clone(conn);
-        return process_message(msg, socket, c(), c(), c(), c(), c()).await;
-    }
+    let direct = matches!(socket.state(), PgWireConnectionState::ReadyForQuery);
     match msg {
-        PgWireFrontendMessage::Bind(bind) => conn.on_bind(socket, bind).await,
-        PgWireFrontendMessage::Describe(describe) => conn.on_describe(socket, describe).await,
-        PgWireFrontendMessage::Execute(execute) => conn.on_execute(socket, execute).await,
-        PgWireFrontendMessage::Sync(sync) => conn.on_sync(socket, sync).await,
+        PgWireFrontendMessage::Bind(bind) if direct => conn.on_bind(socket, bind).await,
+        PgWireFrontendMessage::Describe(d) if direct => conn.on_describe(socket, d).await,
+        PgWireFrontendMessage::Execute(e) if direct => conn.on_execute(socket, e).await,
+        PgWireFrontendMessage::Sync(sync) if direct => conn.on_sync(socket, sync).await,
         msg => {
             let c = || Arc::clone(conn);
             process_message(msg, socket, c(), c(), c(), c(), c()).await
