@@ -31,8 +31,8 @@ use pgwire::api::copy::{send_copy_in_response, send_copy_out_response, CopyHandl
 use pgwire::api::portal::{Format, Portal, PortalExecutionState};
 use pgwire::api::query::{send_execution_response, ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{
-    CopyResponse, DescribePortalResponse, DescribeStatementResponse, FieldInfo, QueryResponse,
-    Response, Tag,
+    CopyResponse, DescribePortalResponse, DescribeStatementResponse, FieldFormat, FieldInfo,
+    QueryResponse, Response, Tag,
 };
 use pgwire::api::stmt::{QueryParser, StoredStatement};
 use pgwire::api::store::{Entry, PortalStore};
@@ -43,6 +43,7 @@ use pgwire::api::{
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
+use pgwire::messages::data::DataRow;
 use pgwire::messages::extendedquery::{Execute, Sync as PgSync};
 use pgwire::messages::response::{CommandComplete, ReadyForQuery};
 use pgwire::messages::startup::{Authentication, PasswordMessageFamily};
@@ -457,20 +458,46 @@ fn pg_type(t: SqlType) -> Type {
     Type::from_oid(t.oid()).unwrap_or(Type::UNKNOWN)
 }
 
-fn fields(columns: &[OutColumn], format: &Format) -> Vec<FieldInfo> {
+/// Whether each of `columns` result columns goes out in binary, as Bind's result format
+/// codes say. A list of one code per column must have one per column: else PostgreSQL's
+/// 08P01 (pgwire's `Format::format_for` would index past the list).
+fn column_formats(format: &Format, columns: usize) -> PgWireResult<Vec<bool>> {
+    if let Format::Individual(codes) = format {
+        if codes.len() != columns {
+            return Err(user_error(&SqlError::new(
+                "08P01",
+                format!(
+                    "bind message has {} result formats but query has {columns} columns",
+                    codes.len()
+                ),
+            )));
+        }
+    }
+    Ok((0..columns).map(|i| format.is_binary(i)).collect())
+}
+
+fn fields(columns: &[OutColumn], binary: &[bool]) -> Vec<FieldInfo> {
     columns
         .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            FieldInfo::new(
-                c.name.clone(),
-                None,
-                None,
-                pg_type(c.ty),
-                format.format_for(i),
-            )
+        .zip(binary)
+        .map(|(c, &binary)| {
+            let format = if binary {
+                FieldFormat::Binary
+            } else {
+                FieldFormat::Text
+            };
+            FieldInfo::new(c.name.clone(), None, None, pg_type(c.ty), format)
         })
         .collect()
+}
+
+/// Encodes result rows of `columns` as DataRow messages, each column in its format.
+fn row_encoder<'a>(
+    columns: &[OutColumn],
+    binary: &'a [bool],
+) -> impl Fn(&quire_engine::Row) -> PgWireResult<DataRow> + 'a {
+    let types: Vec<SqlType> = columns.iter().map(|c| c.ty).collect();
+    move |row| wire::encode_row(row, &types, |i| binary[i]).map_err(|e| user_error(&e))
 }
 
 /// COPY FROM STDIN's answer: CopyInResponse, then the client sends its data.
@@ -488,24 +515,21 @@ fn copy_out(columns: usize, lines: Vec<Vec<u8>>) -> CopyResponse {
 }
 
 /// The response of one executed statement.
-fn response(outcome: Outcome, format: &Format) -> Response {
-    match outcome.kind {
+fn response(outcome: Outcome, format: &Format) -> PgWireResult<Response> {
+    Ok(match outcome.kind {
         OutcomeKind::Command => Response::Execution(Tag::new(&outcome.tag)),
         OutcomeKind::BlockStart => Response::TransactionStart(Tag::new(&outcome.tag)),
         OutcomeKind::BlockEnd => Response::TransactionEnd(Tag::new(&outcome.tag)),
         OutcomeKind::CopyIn { columns } => Response::CopyIn(copy_in(columns)),
         OutcomeKind::CopyOut { columns, lines } => Response::CopyOut(copy_out(columns, lines)),
         OutcomeKind::Rows { columns, rows } => {
-            let schema = Arc::new(fields(&columns, format));
-            let types: Vec<SqlType> = columns.iter().map(|c| c.ty).collect();
-            let binary: Vec<bool> = (0..columns.len()).map(|i| format.is_binary(i)).collect();
-            let data: Vec<PgWireResult<_>> = rows
-                .iter()
-                .map(|r| wire::encode_row(r, &types, |i| binary[i]).map_err(|e| user_error(&e)))
-                .collect();
+            let binary = column_formats(format, columns.len())?;
+            let schema = Arc::new(fields(&columns, &binary));
+            let data: Vec<PgWireResult<_>> =
+                rows.iter().map(row_encoder(&columns, &binary)).collect();
             Response::Query(QueryResponse::new(schema, stream::iter(data)))
         }
-    }
+    })
 }
 
 #[async_trait]
@@ -531,7 +555,9 @@ impl SimpleQueryHandler for Connection {
         Ok(results
             .into_iter()
             .map(|r| match r {
-                Ok(o) => response(o, &Format::UnifiedText),
+                // Text throughout: no result format to get wrong.
+                Ok(o) => response(o, &Format::UnifiedText)
+                    .unwrap_or_else(|e| Response::Error(Box::new(e.into()))),
                 Err(e) => Response::Error(Box::new(error_info("ERROR", &e))),
             })
             .collect())
@@ -685,7 +711,7 @@ impl ExtendedQueryHandler for Connection {
     {
         let outcome = self.run_portal(portal)?;
         send_notices(client, &outcome.notices).await?;
-        Ok(response(outcome, &portal.result_column_format))
+        response(outcome, &portal.result_column_format)
     }
 
     /// Execute. A portal run to completion the first time it is executed (`max_rows` 0, what
@@ -727,12 +753,12 @@ impl ExtendedQueryHandler for Connection {
         let mut status = client.transaction_status();
         match outcome.kind {
             OutcomeKind::Rows { columns, rows } => {
-                let types: Vec<SqlType> = columns.iter().map(|c| c.ty).collect();
-                let format = &portal.result_column_format;
+                let binary = column_formats(&portal.result_column_format, columns.len())?;
+                let encode = row_encoder(&columns, &binary);
                 for row in &rows {
-                    let data = wire::encode_row(row, &types, |i| format.is_binary(i))
-                        .map_err(|e| user_error(&e))?;
-                    client.feed(PgWireBackendMessage::DataRow(data)).await?;
+                    client
+                        .feed(PgWireBackendMessage::DataRow(encode(row)?))
+                        .await?;
                 }
                 // Executed again, the portal answers as pgwire's finished one: no rows.
                 *state = PortalExecutionState::Finished;
@@ -808,7 +834,7 @@ impl ExtendedQueryHandler for Connection {
         // Formats are not known before Bind; text is what PostgreSQL reports here too.
         Ok(DescribeStatementResponse::new(
             params,
-            fields(&d.columns, &Format::UnifiedText),
+            fields(&d.columns, &vec![false; d.columns.len()]),
         ))
     }
 
@@ -821,10 +847,8 @@ impl ExtendedQueryHandler for Connection {
         C: ClientInfo + Unpin + Send + Sync,
     {
         let d = self.describe(&portal.statement)?;
-        Ok(DescribePortalResponse::new(fields(
-            &d.columns,
-            &portal.result_column_format,
-        )))
+        let binary = column_formats(&portal.result_column_format, d.columns.len())?;
+        Ok(DescribePortalResponse::new(fields(&d.columns, &binary)))
     }
 }
 

@@ -37,8 +37,9 @@ pub(crate) struct SessionHandle {
 #[derive(Default)]
 pub(crate) struct IdleTimer {
     armed: Mutex<Option<(Instant, IdleLimit)>>,
-    /// Whether `armed` holds a limit: disarming a timer that is not armed (every call of a
-    /// session without idle limits, the default) then takes no lock.
+    /// Whether `armed` holds a limit: disarming or waiting on a timer that is not armed
+    /// (every call and every wait of a session without idle limits, the default) then
+    /// takes no lock. Written and read by the connection's own thread only.
     is_armed: AtomicBool,
 }
 
@@ -52,6 +53,9 @@ impl IdleTimer {
     }
 
     fn get(&self) -> Option<(Instant, IdleLimit)> {
+        if !self.is_armed.load(Ordering::Relaxed) {
+            return None;
+        }
         *self.armed.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

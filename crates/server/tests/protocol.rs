@@ -956,6 +956,31 @@ async fn a_portal_runs_in_parts_or_whole_and_then_answers_no_rows() -> anyhow::R
     assert_eq!(send_query(&mut sock, "SELECT 1").await?, b'I');
     let messages = query_messages(&mut sock, "SELECT count(*) FROM r").await?;
     assert_eq!(messages[1], (b'D', vec![0, 1, 0, 0, 0, 1, b'4']));
+
+    // Two result formats for three columns: PostgreSQL's 08P01, through Describe and
+    // through Execute, and the connection goes on.
+    for describe in [true, false] {
+        let mut parse = vec![0];
+        parse.extend_from_slice(b"SELECT 1, 2, 3\0\0\0");
+        let mut batch = frontend(b'P', &parse);
+        batch.extend(frontend(b'B', &[0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1]));
+        if describe {
+            batch.extend(frontend(b'D', b"P\0"));
+        }
+        batch.extend(execute(0));
+        batch.extend(frontend(b'S', &[]));
+        sock.write_all(&batch).await?;
+        let messages = read_until_ready(&mut sock).await?;
+        let (kinds, _) = kinds_and_tags(&messages);
+        assert_eq!(kinds, b"12EZ", "describe: {describe}");
+        let error = String::from_utf8_lossy(&messages[2].1);
+        assert!(
+            error.contains("C08P01")
+                && error.contains("bind message has 2 result formats but query has 3 columns"),
+            "{error}"
+        );
+    }
+    assert_eq!(send_query(&mut sock, "SELECT 1").await?, b'I');
     server.stop().await
 }
 
