@@ -6,7 +6,8 @@
 //! 0       4         8       12       16                24              32              36     40
 //! | magic | version | state | rsvd   | checkpoint_lsn  | redo_lsn      | crc32c(0..32) | zero |
 //! ```
-//! `magic` 0x5143544C, `version` 1, `state` 1 shut down or 2 in production ([`DbState`]);
+//! `magic` 0x5143544C, `version` 2 (the on-disk format: version 1 had heap tuple headers
+//! of 34 bytes), `state` 1 shut down or 2 in production ([`DbState`]);
 //! the reserved word and the last four bytes are zero.
 
 use std::path::{Path, PathBuf};
@@ -17,7 +18,8 @@ use crate::vfs::{OpenMode, Vfs};
 use crate::types::Lsn;
 
 const MAGIC: u32 = 0x5143_544C; // "QCTL"
-const VERSION: u32 = 1;
+/// The on-disk format's version; bumped whenever pages or records change shape.
+const VERSION: u32 = 2;
 const SIZE: usize = 40;
 
 /// How the engine last stopped.
@@ -78,9 +80,14 @@ impl ControlData {
                 u32_at(32)
             )));
         }
-        if u32_at(0) != MAGIC || u32_at(4) != VERSION {
+        if u32_at(0) != MAGIC {
+            return Err(bad("not a quire control file (bad magic)".to_string()));
+        }
+        if u32_at(4) != VERSION {
             return Err(bad(format!(
-                "not a quire control file of version {VERSION}"
+                "the data directory is in on-disk format version {}, this quire reads version \
+                 {VERSION} only (dump it with the quire that made it, and restore it here)",
+                u32_at(4)
             )));
         }
         let state = match u32_at(8) {
@@ -146,7 +153,7 @@ mod tests {
         #[rustfmt::skip]
         let mut expected: [u8; 40] = [
             0x4C, 0x54, 0x43, 0x51, // magic 0x5143544C
-            1, 0, 0, 0, // version
+            2, 0, 0, 0, // version
             2, 0, 0, 0, // state: in production
             0, 0, 0, 0, // reserved
             0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, // checkpoint_lsn
@@ -164,6 +171,16 @@ mod tests {
             ..c
         };
         assert_eq!(shut_down.encode()[8..12], [1, 0, 0, 0]);
+        // A data directory of the older format is refused by its version, in so many words.
+        let mut older = expected;
+        older[4..8].copy_from_slice(&1u32.to_le_bytes());
+        let crc = crc32c::crc32c(&older[..32]);
+        older[32..36].copy_from_slice(&crc.to_le_bytes());
+        let refused = ControlData::decode(&older, path).unwrap_err().to_string();
+        assert!(
+            refused.contains("on-disk format version 1, this quire reads version 2"),
+            "{refused}"
+        );
         for len in [0, 36, 39, 41] {
             let mut b = expected.to_vec();
             b.resize(len, 0);

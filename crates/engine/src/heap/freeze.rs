@@ -114,7 +114,7 @@ pub fn apply(page: &mut [u8; PAGE_SIZE], block: u32, tuples: &[FreezeTuple]) -> 
             h.ctid = Tid::new(block, t.offset);
         }
         // Freezing sets hints; it never makes a pair contradict itself.
-        if !h.hints_are_consistent() {
+        if !h.hints_are_consistent() || !h.fits() {
             return false;
         }
         h.write(item);
@@ -141,7 +141,7 @@ pub fn decode(b: &[u8]) -> Option<Vec<FreezeTuple>> {
     let tuples = (0..n)
         .map(|_| {
             let (offset, infomask, flags) = (r.u16()?, r.u16()?, r.u8()?);
-            (flags <= 1).then_some(FreezeTuple {
+            (flags <= 1 && infomask & !super::tuple::INFOMASK_BITS == 0).then_some(FreezeTuple {
                 offset,
                 infomask,
                 clear_xmax: flags == 1,
