@@ -47,7 +47,7 @@ use crate::vm;
 use crate::wal::{LoggedPage, Wal};
 use redo::HeapRecord;
 use tuple::{TupleHeader, HEADER_BYTES, HEAP_ONLY, HOT_UPDATED, XMAX_INVALID, XMAX_LOCK_ONLY};
-pub use visibility::{check_update, Looker, UpdateCheck, XidOracle};
+pub use visibility::{check_update, Looker, Remembering, UpdateCheck, XidOracle};
 
 /// The largest tuple, header included (one item on an empty page).
 pub const MAX_TUPLE_BYTES: usize = MAX_ITEM_SIZE;

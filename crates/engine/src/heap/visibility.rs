@@ -5,6 +5,8 @@
 //! started before an update in the same transaction does not see the update's new version,
 //! which is what keeps `UPDATE t SET x = x + 1` from updating its own output.
 
+use std::cell::Cell;
+
 use super::freeze::xmin_committed;
 use super::tuple::{TupleHeader, XMAX_LOCK_ONLY};
 use crate::error::Result;
@@ -32,6 +34,44 @@ impl XidOracle for TransactionManager {
     }
     fn horizon(&self) -> Xid {
         self.global_xmin()
+    }
+}
+
+/// An oracle that remembers the outcome of the last finished transaction it was asked about.
+/// A table mostly names the same few ids run after run (a bulk load, a bulk delete), and a
+/// finished transaction's outcome never changes, so a pass over a table asks the commit log
+/// once per run of equal ids, as PostgreSQL's `TransactionLogFetch` keeps `cachedFetchXid`.
+/// Whether a transaction runs is asked anew each time: that changes.
+pub struct Remembering<'a> {
+    inner: &'a dyn XidOracle,
+    last: Cell<Option<(Xid, bool)>>,
+}
+
+impl<'a> Remembering<'a> {
+    pub fn new(inner: &'a dyn XidOracle) -> Self {
+        Remembering {
+            inner,
+            last: Cell::new(None),
+        }
+    }
+}
+
+impl XidOracle for Remembering<'_> {
+    fn did_commit(&self, xid: Xid) -> Result<bool> {
+        if let Some((last, committed)) = self.last.get() {
+            if last == xid {
+                return Ok(committed);
+            }
+        }
+        let committed = self.inner.did_commit(xid)?;
+        self.last.set(Some((xid, committed)));
+        Ok(committed)
+    }
+    fn is_running(&self, xid: Xid) -> bool {
+        self.inner.is_running(xid)
+    }
+    fn horizon(&self) -> Xid {
+        self.inner.horizon()
     }
 }
 
@@ -160,6 +200,49 @@ pub(crate) mod tests {
         fn horizon(&self) -> Xid {
             self.running.iter().copied().min().unwrap_or(Xid(u64::MAX))
         }
+    }
+
+    /// Counts the questions it is asked.
+    struct Counting<'a> {
+        inner: &'a Oracle,
+        asked: Cell<(u32, u32)>,
+    }
+
+    impl XidOracle for Counting<'_> {
+        fn did_commit(&self, xid: Xid) -> Result<bool> {
+            let (c, r) = self.asked.get();
+            self.asked.set((c + 1, r));
+            self.inner.did_commit(xid)
+        }
+        fn is_running(&self, xid: Xid) -> bool {
+            let (c, r) = self.asked.get();
+            self.asked.set((c, r + 1));
+            self.inner.is_running(xid)
+        }
+        fn horizon(&self) -> Xid {
+            self.inner.horizon()
+        }
+    }
+
+    #[test]
+    fn remembering_asks_once_per_run_of_one_finished_id_and_always_whether_one_runs() {
+        let oracle = Oracle {
+            done: HashMap::from([(Xid(10), true), (Xid(11), false)]),
+            running: vec![Xid(12)],
+        };
+        let counting = Counting {
+            inner: &oracle,
+            asked: Cell::new((0, 0)),
+        };
+        let r = Remembering::new(&counting);
+        let asked: Vec<bool> = [10, 10, 10, 11, 11, 10]
+            .into_iter()
+            .map(|x| r.did_commit(Xid(x)).unwrap())
+            .collect();
+        assert_eq!(asked, [true, true, true, false, false, true]);
+        assert_eq!(counting.asked.get().0, 3, "one lookup per run of equal ids");
+        assert!(r.is_running(Xid(12)) && r.is_running(Xid(12)) && !r.is_running(Xid(10)));
+        assert_eq!(counting.asked.get().1, 3, "running is asked every time");
     }
 
     /// A header for tests: no command ids, `ctid` (0,1), no attributes.

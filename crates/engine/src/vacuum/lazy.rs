@@ -28,7 +28,7 @@ use crate::buffer::BufferPool;
 use crate::config::DeadTidsMode;
 use crate::error::{Error, Result};
 use crate::fsm;
-use crate::heap::{Heap, XidOracle};
+use crate::heap::{Heap, Remembering, XidOracle};
 use crate::page::OffsetNumber;
 use crate::recovery::storage;
 
@@ -83,6 +83,7 @@ pub fn vacuum_heap(
     indexes: &[&dyn IndexCleaner],
 ) -> Result<VacuumStats> {
     let started = Instant::now();
+    let oracle = &Remembering::new(oracle);
     let mut stats = VacuumStats {
         pages: heap.nblocks()?,
         // Pages added later hold only ids of transactions running now or later: above it.
