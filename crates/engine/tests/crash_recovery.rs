@@ -310,3 +310,46 @@ fn a_checkpoint_fsyncs_each_written_file_once() {
     // 3 data files, the WAL segment(s) of the checkpoint record, the control file.
     assert!(c.get(OpKind::Fsync) <= 3 + 2 + 1, "{c}");
 }
+
+/// A requested checkpoint does not wait at the pace of one the background thread started:
+/// that one finishes at full speed, then the requested one runs (PostgreSQL's
+/// `CHECKPOINT_IMMEDIATE`). Before, CHECKPOINT waited for up to 0.9 x `checkpoint_timeout`.
+#[test]
+fn a_requested_checkpoint_hurries_a_paced_one_in_progress() {
+    let config = Config {
+        // No eviction: a buffer written means the background checkpoint has begun.
+        shared_buffers_bytes: 16 << 20,
+        wal_segment_size_bytes: 64 * 1024,
+        max_wal_size_bytes: 256 * 1024,
+        checkpoint_timeout_s: 3600,
+        ..Config::default()
+    };
+    let (_vfs, db) = new_db(43, config);
+    let db = Arc::new(db);
+    // Past max_wal_size: the background thread begins a checkpoint, paced over 54 minutes
+    // (and over a WAL budget nothing more fills), so after its first write it waits.
+    common::committing(&db, |tx| {
+        common::create_pairs(tx, "t", "v", (0..20_000).map(|i| (i, i)));
+    });
+    let began = std::time::Instant::now();
+    while db
+        .buffer_pool()
+        .stats()
+        .writes
+        .load(std::sync::atomic::Ordering::Relaxed)
+        == 0
+    {
+        assert!(
+            began.elapsed() < std::time::Duration::from_secs(20),
+            "no background checkpoint began"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let (done, finished) = std::sync::mpsc::channel();
+    let requester = Arc::clone(&db);
+    std::thread::spawn(move || done.send(requester.checkpoint().map(|_| ())));
+    finished
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the requested checkpoint waited at the paced one's speed")
+        .expect("the checkpoint succeeds");
+}

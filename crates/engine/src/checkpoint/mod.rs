@@ -10,6 +10,9 @@
 //! `max_wal_size` of WAL was written since the last redo point, spreading its buffer writes
 //! over `checkpoint_completion_target` of the interval (and of `max_wal_size`) so that it does
 //! not flood the disk; [`Checkpointer::checkpoint`] (on request) and shutdown write at once.
+//! A request that comes while a paced checkpoint runs ends its pacing: that one finishes at
+//! full speed, then the requested one runs (PostgreSQL's `CHECKPOINT_IMMEDIATE`); before,
+//! the request waited for the paced one, for up to 0.9 x `checkpoint_timeout`.
 //!
 //! ## Rules
 //! - One checkpoint at a time.
@@ -24,7 +27,7 @@
 pub mod control;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -87,6 +90,8 @@ struct Shared {
     max_wal_size_bytes: u64,
     completion_target: f64,
     run_lock: Mutex<()>,
+    /// Requested checkpoints waiting or running: while any is, none is paced.
+    hurried_by: AtomicUsize,
     /// The redo point of the last checkpoint (an [`Lsn`]'s value).
     last_redo: AtomicU64,
     stop: Mutex<bool>,
@@ -123,6 +128,7 @@ impl Checkpointer {
                 max_wal_size_bytes: config.max_wal_size_bytes,
                 completion_target: config.checkpoint_completion_target,
                 run_lock: Mutex::new(()),
+                hurried_by: AtomicUsize::new(0),
                 last_redo: AtomicU64::new(last_redo.0),
                 stop: Mutex::new(false),
                 wake: Condvar::new(),
@@ -149,9 +155,13 @@ impl Checkpointer {
         Ok(())
     }
 
-    /// Runs a checkpoint now and waits for it; returns the checkpoint record's LSN.
+    /// Runs a checkpoint now and waits for it; returns the checkpoint record's LSN. A paced
+    /// checkpoint in progress finishes at full speed first.
     pub fn checkpoint(&self) -> Result<Lsn> {
-        self.shared.run(false, false)
+        self.shared.hurried_by.fetch_add(1, Ordering::AcqRel);
+        let lsn = self.shared.run(false, false);
+        self.shared.hurried_by.fetch_sub(1, Ordering::AcqRel);
+        lsn
     }
 
     /// Stops the background thread and writes the shutdown checkpoint.
@@ -219,13 +229,13 @@ impl Shared {
     /// Sleeps while the checkpoint is ahead of schedule (PostgreSQL's
     /// `IsCheckpointOnSchedule`): `done / total` of the writes must not run ahead of the
     /// elapsed share of the time budget, nor of the WAL budget. Naps are short, so a shutdown
-    /// request is noticed quickly; it ends the pacing.
+    /// or a requested checkpoint is noticed quickly; either ends the pacing.
     fn pace(&self, started: Instant, redo: Lsn, done: usize, total: usize) {
         let progress = done as f64 / total.max(1) as f64;
         let budget = self.timeout.mul_f64(self.completion_target);
         // Bounded: at most one nap per 10 ms of the budget.
         for _ in 0..=budget.as_millis() / 10 {
-            if *self.stop.lock() {
+            if *self.stop.lock() || self.hurried_by.load(Ordering::Acquire) > 0 {
                 return;
             }
             let time_share = started.elapsed().as_secs_f64() / budget.as_secs_f64();
