@@ -746,6 +746,43 @@ async fn cancel_and_statement_timeout_stop_scans_and_lock_waits() -> anyhow::Res
     server.stop().await
 }
 
+/// The watchdog sleeps until the earliest deadline it knows: a statement that starts with an
+/// earlier deadline than the one it sleeps for wakes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_earlier_deadline_wakes_the_watchdog_that_sleeps_for_a_later_one() -> anyhow::Result<()>
+{
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path(), 10).await?;
+    let late = server.connect().await?;
+    let early = server.connect().await?;
+    late.batch_execute("SET statement_timeout = '60s'").await?;
+    let token = late.cancel_token();
+    let long = tokio::spawn(async move {
+        late.simple_query("SELECT count(*) FROM generate_series(1, 100000000)")
+            .await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    early
+        .batch_execute("SET statement_timeout = '100ms'")
+        .await?;
+    let started = std::time::Instant::now();
+    let e = early
+        .simple_query("SELECT count(*) FROM generate_series(1, 100000000)")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "57014");
+    assert!(message(&e).contains("due to statement timeout"), "{e:?}");
+    let waited = started.elapsed();
+    assert!(
+        waited < std::time::Duration::from_secs(20),
+        "stopped after {waited:?}: the watchdog slept for the later deadline"
+    );
+    token.cancel_query(NoTls).await?;
+    let e = long.await?.unwrap_err();
+    assert!(message(&e).contains("due to user request"), "{e:?}");
+    server.stop().await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oversized_message_ends_its_connection_only() -> anyhow::Result<()> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -1024,7 +1061,7 @@ async fn shutdown_stops_running_statements_and_waits_for_nothing_else() -> anyho
     let server = start(dir.path(), 10).await?;
     let busy = server.connect().await?;
     let long = tokio::spawn(async move {
-        busy.simple_query("SELECT count(*) FROM generate_series(1, 10000000000)")
+        busy.simple_query("SELECT count(*) FROM generate_series(1, 100000000)")
             .await
     });
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;

@@ -4,8 +4,14 @@
 //! reads; a statement waiting for a lock is woken through the engine
 //! ([`quire_engine::Database::cancel_lock_wait`]). Either way the statement fails with
 //! SQLSTATE 57014 and, inside a block, aborts it, as in PostgreSQL.
+//!
+//! The watchdog sleeps until the earliest deadline it knows of, not by a fixed period: a
+//! statement that starts with a deadline tells it through the [`Alarm`] the server set
+//! ([`Interrupt::set_alarm`]), so a server whose sessions have no `statement_timeout` (the
+//! default) is never woken for them, as PostgreSQL arms a timer only when one is set.
 
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use parking_lot::Mutex;
@@ -17,12 +23,21 @@ const NONE: u8 = 0;
 const CANCELED: u8 = 1;
 const TIMED_OUT: u8 = 2;
 
+/// Who watches deadlines: told of each one as its statement starts.
+pub trait Alarm: Send + Sync {
+    /// A statement must be stopped at `deadline` unless it ends first.
+    fn wake_by(&self, deadline: Instant);
+}
+
 /// The running statement of one session, as other threads see it.
 #[derive(Default)]
 pub struct Interrupt {
     reason: AtomicU8,
     /// While a statement runs: its engine session (for a lock wait) and its deadline.
     running: Mutex<Option<Running>>,
+    /// Told of each statement's deadline; without one, deadlines are only checked when the
+    /// watchdog looks on its own.
+    alarm: OnceLock<Arc<dyn Alarm>>,
 }
 
 #[derive(Clone, Copy)]
@@ -36,6 +51,14 @@ impl Interrupt {
     pub(crate) fn begin(&self, owner: LockOwner, deadline: Option<Instant>) {
         *self.running.lock() = Some(Running { owner, deadline });
         self.reason.store(NONE, Ordering::Relaxed);
+        if let (Some(d), Some(alarm)) = (deadline, self.alarm.get()) {
+            alarm.wake_by(d);
+        }
+    }
+
+    /// Names who watches this session's deadlines (once; a second alarm is ignored).
+    pub fn set_alarm(&self, alarm: Arc<dyn Alarm>) {
+        let _ = self.alarm.set(alarm);
     }
 
     /// The statement ended: a cancel that comes now finds nothing to cancel.
@@ -51,15 +74,17 @@ impl Interrupt {
     }
 
     /// The watchdog's look: stops the running statement if its deadline has passed.
-    pub fn check_deadline(&self, db: &Database, now: Instant) {
-        let due = self
-            .running
-            .lock()
-            .and_then(|r| r.deadline)
-            .is_some_and(|d| now >= d);
-        if due {
-            self.stop(db, TIMED_OUT);
+    /// Returns the deadline still to come, if the running statement has one.
+    pub fn check_deadline(&self, db: &Database, now: Instant) -> Option<Instant> {
+        let running = self.running.lock();
+        let r = (*running)?;
+        let deadline = r.deadline?;
+        if now < deadline {
+            return Some(deadline);
         }
+        // Under the lock, so that the statement cannot end and another begin in between.
+        self.stop_running(db, r, TIMED_OUT);
+        None
     }
 
     fn stop(&self, db: &Database, reason: u8) -> bool {
@@ -67,10 +92,14 @@ impl Interrupt {
         let Some(r) = *running else {
             return false;
         };
-        self.reason.store(reason, Ordering::Relaxed);
-        // Under the lock, so that the statement cannot end and another begin in between.
-        db.cancel_lock_wait(r.owner);
+        // Under the lock, as above.
+        self.stop_running(db, r, reason);
         true
+    }
+
+    fn stop_running(&self, db: &Database, r: Running, reason: u8) {
+        self.reason.store(reason, Ordering::Relaxed);
+        db.cancel_lock_wait(r.owner);
     }
 
     /// Fails with 57014 once the running statement was stopped.

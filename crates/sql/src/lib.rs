@@ -63,7 +63,7 @@ mod types;
 pub use bind::OutColumn;
 pub use error::{Result, SqlError};
 pub use func::array_to_binary;
-pub use interrupt::Interrupt;
+pub use interrupt::{Alarm, Interrupt};
 pub use numeric::{from_binary as numeric_from_binary, to_binary as numeric_to_binary};
 pub use parse::{parse, CopyFormat, CopyStmt, Statement, VacuumStmt};
 pub use plan::MAX_MATERIALIZED_ROWS;
