@@ -35,8 +35,8 @@ pub struct Interrupt {
     reason: AtomicU8,
     /// While a statement runs: its engine session (for a lock wait) and its deadline.
     running: Mutex<Option<Running>>,
-    /// Told of each statement's deadline; without one, deadlines are only checked when the
-    /// watchdog looks on its own.
+    /// Told of each statement's deadline. Without one (a session no server registered)
+    /// nobody is: `statement_timeout` is the server's watchdog's to enforce.
     alarm: OnceLock<Arc<dyn Alarm>>,
 }
 
