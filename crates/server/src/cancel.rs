@@ -11,8 +11,15 @@
 //! come. A deadline told while it looks is kept, not lost: it is set under the same lock the
 //! watchdog takes before it sleeps. So an idle server, or one whose sessions set no
 //! `statement_timeout` (the default), never wakes it; before, it woke 100 times a second.
+//!
+//! A statement whose deadline is not earlier than the one the watchdog sleeps for takes no
+//! lock (every statement but a few, deadlines growing with time): it reads the watchdog's
+//! deadline from an atomic copy, and the watchdog, woken, finds it in its look. That look
+//! cannot miss it: the watchdog forgets its deadline before it looks, and a statement that
+//! read the old deadline had registered itself (under its session's lock) before.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -29,10 +36,26 @@ pub(crate) struct Registry {
 }
 
 /// What the watchdog sleeps for.
-#[derive(Default)]
 struct Watchdog {
     state: Mutex<WatchdogState>,
     wake: Condvar,
+    /// `state.next` in nanoseconds since `origin` (`NO_DEADLINE` for none), written under
+    /// the lock, read without it by statements whose deadline is no earlier.
+    next_ns: AtomicU64,
+    origin: Instant,
+}
+
+const NO_DEADLINE: u64 = u64::MAX;
+
+impl Default for Watchdog {
+    fn default() -> Self {
+        Watchdog {
+            state: Mutex::default(),
+            wake: Condvar::new(),
+            next_ns: AtomicU64::new(NO_DEADLINE),
+            origin: Instant::now(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -59,6 +82,7 @@ impl Watchdog {
             state = match state.next {
                 Some(d) if d <= now => {
                     state.next = None;
+                    self.next_ns.store(NO_DEADLINE, Ordering::Release);
                     return true;
                 }
                 Some(d) => {
@@ -79,13 +103,22 @@ impl Watchdog {
         self.lock().stop = true;
         self.wake.notify_all();
     }
+
+    fn nanos(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.origin).as_nanos()).unwrap_or(u64::MAX - 1)
+    }
 }
 
 impl Alarm for Watchdog {
     fn wake_by(&self, deadline: Instant) {
+        // No earlier than the deadline the watchdog sleeps for: its look will find this one.
+        if self.nanos(deadline) >= self.next_ns.load(Ordering::Acquire) {
+            return;
+        }
         let mut state = self.lock();
         if state.next.is_none_or(|d| deadline < d) {
             state.next = Some(deadline);
+            self.next_ns.store(self.nanos(deadline), Ordering::Release);
             drop(state);
             self.wake.notify_all();
         }

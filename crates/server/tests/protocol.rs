@@ -692,9 +692,7 @@ async fn cancel_and_statement_timeout_stop_scans_and_lock_waits() -> anyhow::Res
     // A long scan, cancelled by a CancelRequest from another connection.
     let token = b.cancel_token();
     let long = tokio::spawn(async move {
-        let r = b
-            .simple_query("SELECT count(*) FROM generate_series(1, 100000000)")
-            .await;
+        let r = b.simple_query(LONG_SCAN).await;
         (b, r)
     });
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -727,10 +725,7 @@ async fn cancel_and_statement_timeout_stop_scans_and_lock_waits() -> anyhow::Res
     // statement_timeout: a scan and a lock wait past it fail with 57014.
     b.batch_execute("SET statement_timeout = '200ms'").await?;
     let started = std::time::Instant::now();
-    let e = b
-        .simple_query("SELECT count(*) FROM generate_series(1, 100000000)")
-        .await
-        .unwrap_err();
+    let e = b.simple_query(LONG_SCAN).await.unwrap_err();
     assert_eq!(code(&e), "57014");
     assert!(message(&e).contains("due to statement timeout"), "{e:?}");
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
@@ -746,8 +741,12 @@ async fn cancel_and_statement_timeout_stop_scans_and_lock_waits() -> anyhow::Res
     server.stop().await
 }
 
+/// A scan that runs for seconds unless it is stopped.
+const LONG_SCAN: &str = "SELECT count(*) FROM generate_series(1, 100000000)";
+
 /// The watchdog sleeps until the earliest deadline it knows: a statement that starts with an
-/// earlier deadline than the one it sleeps for wakes it.
+/// earlier deadline than the one it sleeps for wakes it, and one that starts with a later
+/// deadline (which takes no lock) is found when the watchdog wakes for the earlier one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_earlier_deadline_wakes_the_watchdog_that_sleeps_for_a_later_one() -> anyhow::Result<()>
 {
@@ -755,27 +754,29 @@ async fn an_earlier_deadline_wakes_the_watchdog_that_sleeps_for_a_later_one() ->
     let server = start(dir.path(), 10).await?;
     let late = server.connect().await?;
     let early = server.connect().await?;
+    let middle = server.connect().await?;
     late.batch_execute("SET statement_timeout = '60s'").await?;
-    let token = late.cancel_token();
-    let long = tokio::spawn(async move {
-        late.simple_query("SELECT count(*) FROM generate_series(1, 100000000)")
-            .await
-    });
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     early
         .batch_execute("SET statement_timeout = '100ms'")
         .await?;
+    middle
+        .batch_execute("SET statement_timeout = '1500ms'")
+        .await?;
+    let token = late.cancel_token();
+    let long = tokio::spawn(async move { late.simple_query(LONG_SCAN).await });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let started = std::time::Instant::now();
-    let e = early
-        .simple_query("SELECT count(*) FROM generate_series(1, 100000000)")
-        .await
-        .unwrap_err();
-    assert_eq!(code(&e), "57014");
-    assert!(message(&e).contains("due to statement timeout"), "{e:?}");
+    let first = tokio::spawn(async move { early.simple_query(LONG_SCAN).await });
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    let e = middle.simple_query(LONG_SCAN).await.unwrap_err();
+    for e in [first.await?.unwrap_err(), e] {
+        assert_eq!(code(&e), "57014");
+        assert!(message(&e).contains("due to statement timeout"), "{e:?}");
+    }
     let waited = started.elapsed();
     assert!(
         waited < std::time::Duration::from_secs(20),
-        "stopped after {waited:?}: the watchdog slept for the later deadline"
+        "stopped after {waited:?}: the watchdog slept for the latest deadline"
     );
     token.cancel_query(NoTls).await?;
     let e = long.await?.unwrap_err();
@@ -1060,10 +1061,7 @@ async fn shutdown_stops_running_statements_and_waits_for_nothing_else() -> anyho
     let dir = tempfile::tempdir()?;
     let server = start(dir.path(), 10).await?;
     let busy = server.connect().await?;
-    let long = tokio::spawn(async move {
-        busy.simple_query("SELECT count(*) FROM generate_series(1, 100000000)")
-            .await
-    });
+    let long = tokio::spawn(async move { busy.simple_query(LONG_SCAN).await });
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     // Without cancelling it the statement would run for many minutes and so would the
     // shutdown, which waits for every session thread.
