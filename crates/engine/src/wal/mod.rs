@@ -280,10 +280,12 @@ pub struct Wal {
     written_upto: AtomicLsn,
     flushed_upto: AtomicLsn,
     writer: Mutex<Writer>,
-    /// Whether a flush leader is at work (group commit); committers whose record it may
-    /// cover sleep on `group_done` meanwhile.
+    /// Whether a flush leader is at work (group commit), and the committers that sleep
+    /// until it is done.
     group: Mutex<write::Group>,
-    group_done: Condvar,
+    /// Counts the flush leaders that are done (changed under `group`): a sleeper parks until
+    /// it moves on.
+    flush_round: AtomicU64,
     /// Signalled by each committer that goes to sleep (a gathering leader waits for it).
     group_arrived: Condvar,
     /// `commit_delay` and `commit_siblings` (see [`Config`]).
@@ -390,7 +392,7 @@ impl Wal {
             flushed_upto: AtomicLsn::new(written),
             writer: Mutex::new(Writer::new()),
             group: Mutex::new(write::Group::default()),
-            group_done: Condvar::new(),
+            flush_round: AtomicU64::new(0),
             group_arrived: Condvar::new(),
             commit_delay_us: config.commit_delay_us,
             commit_siblings: config.commit_siblings,

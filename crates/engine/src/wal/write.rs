@@ -47,12 +47,23 @@ struct Leader<'a>(&'a Wal);
 
 impl Drop for Leader<'_> {
     fn drop(&mut self) {
-        let mut g = self.0.group.lock();
-        // The committers this flush served: they are likely to commit again soon.
-        g.last_served = 1 + g.sleepers;
-        g.sleepers = 0;
-        g.leading = false;
-        self.0.group_done.notify_all();
+        let sleepers = {
+            let mut g = self.0.group.lock();
+            // The committers this flush served: they are likely to commit again soon.
+            g.last_served = 1 + g.sleepers;
+            g.sleepers = 0;
+            g.leading = false;
+            self.0.flush_round.fetch_add(1, Ordering::Release);
+            std::mem::take(&mut g.sleeping)
+        };
+        // Each sleeper is woken on its own, all at once, and most return without the group
+        // mutex (their record is durable). A condition variable would wake them one after
+        // another: each would take the mutex on waking and wake the next as it let go, a
+        // chain of context switches that made the last sleeper of a group wait for all the
+        // others to be scheduled.
+        for thread in sleepers {
+            thread.unpark();
+        }
     }
 }
 
@@ -61,9 +72,14 @@ impl Drop for Leader<'_> {
 pub(super) struct Group {
     /// A flush leader is at work.
     leading: bool,
+    /// The leader is gathering (see `gather`) and waits on `group_arrived`.
+    gathering: bool,
     /// Committers that went to sleep since the last leader was done (each leader wakes them
     /// all when done and resets this).
     sleepers: usize,
+    /// Their threads, to wake. At most one entry per thread that flushes (sessions and
+    /// background workers, bounded by `max_connections`), emptied by every leader.
+    sleeping: Vec<std::thread::Thread>,
     /// How many committers the last flush served (its leader and the sleepers then).
     last_served: usize,
     /// How long the last flush took (write and fsync).
@@ -109,25 +125,38 @@ impl Wal {
         }
         self.check_failed()?;
         let upto = upto.min(self.insert_lsn());
-        {
+        // Bounded: every round ends with a leader that flushes everything inserted so far,
+        // `upto` included, or with the WAL failed; a committer sleeps through at most one
+        // leader that started before its record was inserted, then finds it durable or leads.
+        loop {
             let mut g = self.group.lock();
-            loop {
-                if self.flushed_upto.load(Ordering::Acquire) >= upto {
-                    return Ok(()); // a leader flushed for us
-                }
-                self.check_failed()?;
-                if !g.leading {
-                    g.leading = true;
-                    break;
-                }
-                self.stats.group_waits.fetch_add(1, Ordering::Relaxed);
-                g.sleepers += 1;
-                self.group_arrived.notify_one();
-                // Woken only by a leader that is done, which also reset `sleepers`.
-                self.group_done.wait(&mut g);
+            if self.flushed_upto.load(Ordering::Acquire) >= upto {
+                return Ok(()); // a leader flushed for us
             }
-            if other_active.is_some() {
-                self.gather(&mut g);
+            self.check_failed()?;
+            if !g.leading {
+                g.leading = true;
+                if other_active.is_some() {
+                    self.gather(&mut g);
+                }
+                break;
+            }
+            self.stats.group_waits.fetch_add(1, Ordering::Relaxed);
+            g.sleepers += 1;
+            if g.gathering && g.sleepers + 1 >= g.last_served {
+                self.group_arrived.notify_one();
+            }
+            g.sleeping.push(std::thread::current());
+            // Read under the mutex while a leader is at work: its end moves the round on
+            // (under the mutex, after this) and then unparks this thread.
+            let round = self.flush_round.load(Ordering::Acquire);
+            drop(g);
+            // `park` may return spuriously (or for a stale unpark): the round tells.
+            while self.flush_round.load(Ordering::Acquire) == round {
+                std::thread::park();
+            }
+            if self.flushed_upto.load(Ordering::Acquire) >= upto {
+                return Ok(());
             }
         }
         let leader = Leader(self);
@@ -163,12 +192,16 @@ impl Wal {
     fn gather(&self, g: &mut MutexGuard<'_, Group>) {
         let limit = (g.last_flush / 4).min(MAX_GATHER);
         let deadline = Instant::now() + limit;
+        g.gathering = true;
+        // Each arrival that completes the group wakes this thread (only that one: waking the
+        // leader at every arrival cost a context switch each).
         while g.sleepers + 1 < g.last_served {
             if self.group_arrived.wait_until(g, deadline).timed_out() {
                 self.stats.gather_timeouts.fetch_add(1, Ordering::Relaxed);
                 break;
             }
         }
+        g.gathering = false;
     }
 
     pub(super) fn segment_path(&self, segno: u64) -> PathBuf {
