@@ -15,18 +15,20 @@
 //!    fdatasyncs them.
 //!
 //! ## Group commit (PostgreSQL's `XLogFlush`)
-//! A committer whose record is not yet durable either becomes the flush leader or sleeps on
-//! a condition variable until the leader is done (no spinning). The leader flushes
-//! *everything inserted so far* (it waits for the insertions before the insert position),
-//! not only up to its own record, so the committers that slept find theirs durable: one
-//! fdatasync serves the whole group. A commit leader first waits (briefly, bounded by a
-//! quarter of the last flush's time) until as many committers sleep as the last flush
-//! served: committers that commit back to back come back in a burst after each flush, and
-//! without this the first one back would flush alone. With `commit_delay` set, a leader that sees at least
-//! `commit_siblings` other active transactions ([`Wal::flush_commit`]) first sleeps that
-//! long so more commits join (PostgreSQL's meaning; off by default). Asynchronous commits
-//! (`synchronous_commit = off`) never flush: the background [`WalWriter`] flushes at least
-//! every `wal_writer_delay`.
+//! A committer whose record is not yet durable either becomes the flush leader or sleeps
+//! (parked, no spinning) until the leader is done; the leader then wakes every sleeper on
+//! its own, so they run at once instead of one after another through the group mutex. The
+//! leader flushes *everything inserted so far* (it waits for the insertions before the
+//! insert position), not only up to its own record, so the committers that slept find
+//! theirs durable: one fdatasync serves the whole group. A commit leader first waits
+//! (briefly, bounded by a quarter of the last flush's time) until as many committers sleep
+//! as the last flush served: committers that commit back to back come back in a burst after
+//! each flush, and without this the first one back would flush alone. For the first 50 µs of
+//! that wait it yields its CPU rather than sleeps, so that it is not late to wake. With
+//! `commit_delay` set, a leader that sees at least `commit_siblings` other active
+//! transactions ([`Wal::flush_commit`]) first sleeps that long so more commits join
+//! (PostgreSQL's meaning; off by default). Asynchronous commits (`synchronous_commit = off`)
+//! never flush: the background [`WalWriter`] flushes at least every `wal_writer_delay`.
 //!
 //! ## Rules
 //! - **The WAL rule**: a data page may be written only once WAL up to its LSN is durable; the
