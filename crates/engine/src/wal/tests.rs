@@ -357,6 +357,37 @@ fn a_failed_fsync_fails_the_wal_until_restart() {
     assert_eq!(found.len(), 1, "only the record whose flush succeeded");
 }
 
+/// Committers asleep behind a leader whose fsync fails are woken (none is left parked) and
+/// every one of them is told the flush failed: none reports a commit that is not durable.
+#[test]
+fn committers_asleep_behind_a_failed_flush_wake_and_fail() {
+    const THREADS: u64 = 6;
+    let vfs = Arc::new(SimVfs::new(11));
+    // Long enough that the other committers are asleep when the leader's fsync fails.
+    vfs.set_latency(OpKind::Fsync, Duration::from_millis(100));
+    let (wal, _) = open(&vfs).unwrap();
+    let wal = Arc::new(wal);
+    vfs.fail_next_fsync(Some("wal"));
+    let inserted = Arc::new(std::sync::Barrier::new(THREADS as usize));
+    let (tx, rx) = std::sync::mpsc::channel();
+    for t in 0..THREADS {
+        let (wal, inserted, tx) = (Arc::clone(&wal), Arc::clone(&inserted), tx.clone());
+        std::thread::spawn(move || {
+            let (_, end) = insert_plain(&wal, t, 100);
+            inserted.wait();
+            let flushed = wal.flush_commit(end, &|| THREADS as usize - 1);
+            tx.send(flushed.is_ok()).expect("the test waits for every committer");
+        });
+    }
+    for _ in 0..THREADS {
+        let ok = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a committer was never woken");
+        assert!(!ok, "the only fsync failed, yet a commit was reported durable");
+    }
+    assert!(wal.stats().group_waits.load(Ordering::Relaxed) > 0, "nobody slept");
+}
+
 #[test]
 fn oversized_records_are_refused() {
     let vfs = Arc::new(SimVfs::new(8));
