@@ -57,8 +57,7 @@ impl Drop for Leader<'_> {
                 g.last_flush = took;
             }
             // The committers this flush served: they are likely to commit again soon.
-            g.last_served = 1 + g.sleepers;
-            g.sleepers = 0;
+            g.last_served = 1 + g.sleeping.len();
             g.leading = false;
             self.wal.flush_round.fetch_add(1, Ordering::Release);
             std::mem::take(&mut g.sleeping)
@@ -81,11 +80,9 @@ pub(super) struct Group {
     leading: bool,
     /// The leader is gathering (see `gather`) and waits on `group_arrived`.
     gathering: bool,
-    /// Committers that went to sleep since the last leader was done (each leader wakes them
-    /// all when done and resets this).
-    sleepers: usize,
-    /// Their threads, to wake. At most one entry per thread that flushes (sessions and
-    /// background workers, bounded by `max_connections`), emptied by every leader.
+    /// The committers that went to sleep since the last leader was done, to wake (each
+    /// leader wakes them all when done and empties this). At most one entry per thread that
+    /// flushes (sessions and background workers, bounded by `max_connections`).
     sleeping: Vec<std::thread::Thread>,
     /// How many committers the last flush served (its leader and the sleepers then).
     last_served: usize,
@@ -151,11 +148,10 @@ impl Wal {
                 break;
             }
             self.stats.group_waits.fetch_add(1, Ordering::Relaxed);
-            g.sleepers += 1;
-            if g.gathering && g.sleepers + 1 >= g.last_served {
+            g.sleeping.push(std::thread::current());
+            if g.gathering && g.sleeping.len() + 1 >= g.last_served {
                 self.group_arrived.notify_one();
             }
-            g.sleeping.push(std::thread::current());
             // Read under the mutex while a leader is at work: its end moves the round on
             // (under the mutex, after this) and then unparks this thread.
             let round = self.flush_round.load(Ordering::Acquire);
@@ -215,7 +211,7 @@ impl Wal {
         let yielding_until = started + limit.min(MAX_GATHER_YIELDING);
         g.gathering = true;
         // Bounded by the deadline.
-        while g.sleepers + 1 < g.last_served {
+        while g.sleeping.len() + 1 < g.last_served {
             let now = Instant::now();
             if now >= deadline {
                 self.stats.gather_timeouts.fetch_add(1, Ordering::Relaxed);
