@@ -2,6 +2,10 @@
 //! relation sizes). Keys are small fixed-size integers chosen by the engine, not by clients,
 //! so the denial-of-service resistance of SipHash buys nothing here and costs a lot on the
 //! buffer-lookup hot path. This is the FxHash mixing step (rustc's hasher).
+//!
+//! The SQL layer keys its per-session plan cache with it too: those keys are statement
+//! texts a client sends, but the cache is the session's own and holds at most 256 entries,
+//! so colliding texts could only slow the session that sent them.
 
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -23,10 +27,20 @@ impl FxHasher {
 impl Hasher for FxHasher {
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            self.add(u64::from_le_bytes(
+                word.try_into().expect("chunks of eight bytes"),
+            ));
+        }
+        // The tail byte by byte: copying a run-time length compiles to a `memcpy` call.
+        let tail = words.remainder();
+        if !tail.is_empty() {
+            let word = tail
+                .iter()
+                .rev()
+                .fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
+            self.add(word);
         }
     }
     #[inline]
@@ -63,4 +77,27 @@ pub fn hash_one<T: std::hash::Hash>(value: &T) -> u64 {
     let mut h = FxHasher::default();
     value.hash(&mut h);
     h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A byte string hashes as its little-endian words, the last one zero-padded, whatever
+    /// its length (the tail is read byte by byte).
+    #[test]
+    fn bytes_hash_as_their_zero_padded_words() {
+        let bytes: Vec<u8> = (1..=23).collect();
+        for len in 0..=bytes.len() {
+            let mut by_bytes = FxHasher::default();
+            by_bytes.write(&bytes[..len]);
+            let mut by_words = FxHasher::default();
+            for chunk in bytes[..len].chunks(8) {
+                let mut word = [0u8; 8];
+                word[..chunk.len()].copy_from_slice(chunk);
+                by_words.write_u64(u64::from_le_bytes(word));
+            }
+            assert_eq!(by_bytes.finish(), by_words.finish(), "length {len}");
+        }
+    }
 }

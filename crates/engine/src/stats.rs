@@ -11,11 +11,10 @@
 //!   did. A vacuum then sets them to what it found.
 //! - One mutex, held only to update or copy counts: never while waiting for anything else.
 
-use std::collections::HashMap;
-
 use parking_lot::Mutex;
 
 use crate::catalog::TableId;
+use crate::hash::FxHashMap;
 use crate::vacuum::VacuumStats;
 
 /// What is known of a table's tuples.
@@ -38,12 +37,12 @@ pub(crate) struct TableChanges {
 /// The counts of every table.
 #[derive(Default)]
 pub(crate) struct StatsRegistry {
-    tables: Mutex<HashMap<TableId, TableStats>>,
+    tables: Mutex<FxHashMap<TableId, TableStats>>,
 }
 
 impl StatsRegistry {
     /// A transaction that changed tables ended.
-    pub fn report(&self, changes: &HashMap<TableId, TableChanges>, committed: bool) {
+    pub fn report(&self, changes: &FxHashMap<TableId, TableChanges>, committed: bool) {
         if changes.is_empty() {
             return;
         }

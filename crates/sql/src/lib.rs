@@ -60,7 +60,7 @@ mod session;
 mod shape;
 mod types;
 
-pub use bind::OutColumn;
+pub use bind::{OutColumn, OutColumns};
 pub use error::{Result, SqlError};
 pub use func::array_to_binary;
 pub use interrupt::{Alarm, Interrupt};

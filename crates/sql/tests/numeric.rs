@@ -17,7 +17,7 @@ fn texts(s: &mut Session, sql: &str) -> Vec<(String, String)> {
     match s.execute(&stmt, &[], &[]).unwrap().kind {
         OutcomeKind::Rows { columns, rows } => rows[0]
             .iter()
-            .zip(&columns)
+            .zip(columns.iter())
             .map(|(v, c)| (format_text(v, c.ty).unwrap_or("NULL".into()), c.ty.name()))
             .collect(),
         other => panic!("no rows: {other:?}"),

@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use super::page::Tuple;
 use crate::bytes::Reader;
 use crate::page::Tid;
-use crate::value::{read_value, Type, Value};
+use crate::value::{read_int_value, read_value, Type, Value};
 
 /// A key value borrowed from encoded bytes: the value encoding's own borrowed form.
 pub use crate::value::ValueRef as KeyRef;
@@ -72,6 +72,19 @@ impl<'a> KeyReader<'a> {
         read_value(&mut self.r, 0).ok()
     }
 
+    /// Compares `v` with the next value (`v` first), reading it; `None` on malformed bytes.
+    /// An integer against an integer entry is compared without decoding a [`KeyRef`]: most
+    /// keys are integers, and every probe of a descent makes this comparison.
+    #[inline]
+    pub fn compare_next(&mut self, v: &Value) -> Option<Ordering> {
+        if let Value::Int(want) = v {
+            if let Some(have) = read_int_value(&mut self.r) {
+                return Some(want.cmp(&have));
+            }
+        }
+        Some(key_ref(v).compare(&self.next_value()?))
+    }
+
     /// Whether every byte was read.
     pub fn at_end(&self) -> bool {
         self.r.remaining() == 0
@@ -117,8 +130,7 @@ impl SearchKey<'_> {
         }
         let mut r = KeyReader::new(t.key);
         for v in self.cols {
-            let k = r.next_value().ok_or(BadKey)?;
-            match key_ref(v).compare(&k) {
+            match r.compare_next(v).ok_or(BadKey)? {
                 Ordering::Equal => {}
                 other => return Ok(other),
             }
@@ -229,7 +241,48 @@ mod tests {
         encode_tuple(tid, vals.len() as u8, u32::MAX, &key)
     }
 
+    /// Integers of every encoded width (1 to 4 bytes, and 8), mixed with a few other
+    /// values, so that the integer fast path meets both integers and other types.
+    fn mostly_int() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            4 => prop_oneof![
+                any::<i8>().prop_map(i64::from),
+                any::<i16>().prop_map(i64::from),
+                (-(1i64 << 23)..(1i64 << 23)),
+                any::<i32>().prop_map(i64::from),
+                any::<i64>(),
+            ]
+            .prop_map(Value::Int),
+            1 => Just(Value::Null),
+            1 => any::<i64>().prop_map(Value::Timestamp),
+            1 => Just(Value::Text("7".into())),
+        ]
+    }
+
     proptest! {
+        #[test]
+        fn integer_keys_compare_as_values_at_every_width(
+            a in proptest::collection::vec(mostly_int(), 1..4),
+            b in proptest::collection::vec(mostly_int(), 1..4),
+        ) {
+            let n = a.len().min(b.len());
+            let (a, b) = (&a[..n], &b[..n]);
+            let expected = a.iter().zip(b).map(|(x, y)| x.compare(y)).find(|o| o.is_ne()).unwrap_or(Ordering::Equal);
+            let tb = tuple_of(b, Tid::new(1, 1));
+            let sk = SearchKey { cols: a, tid: None, equal_goes_right: false };
+            prop_assert_eq!(sk.compare_raw(&Tuple::parse(&tb).unwrap()).unwrap(), expected);
+            // An integer entry cut short is a bad key once the comparison reaches it.
+            if let Value::Int(_) = b[n - 1] {
+                let cut = Tuple::parse(&tb[..tb.len() - 1]).unwrap();
+                let decided_before = a[..n - 1].iter().zip(b).any(|(x, y)| x.compare(y).is_ne());
+                if decided_before {
+                    prop_assert_eq!(sk.compare_raw(&cut).unwrap(), expected);
+                } else {
+                    prop_assert!(sk.compare_raw(&cut).is_err());
+                }
+            }
+        }
+
         #[test]
         fn encoded_comparison_agrees_with_value_compare(
             a in proptest::collection::vec(value(), 1..4),

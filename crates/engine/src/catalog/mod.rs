@@ -51,6 +51,7 @@ use crate::bytes::Reader;
 use crate::error::{Error, Result};
 use crate::heap::{Heap, Looker, XidOracle};
 use crate::padded::CachePadded;
+use crate::hash::{FxBuildHasher, FxHashMap};
 use crate::page::Tid;
 pub use crate::sequence::{SeqOptions, SequenceDef};
 
@@ -390,10 +391,10 @@ pub fn name_lock(name: &str) -> LockTag {
 
 #[derive(Default)]
 struct Index {
-    versions: HashMap<Oid, Vec<Tid>>,
+    versions: FxHashMap<Oid, Vec<Tid>>,
     names: HashMap<String, Vec<Oid>>,
     /// A table's indexes (every oid ever noted; visibility decides at lookup).
-    table_indexes: HashMap<TableId, Vec<IndexId>>,
+    table_indexes: FxHashMap<TableId, Vec<IndexId>>,
 }
 
 /// A definition as a lookup found it: the generation it was read at, its version, itself.
@@ -413,7 +414,7 @@ pub struct Catalog {
     /// statement writes when it read-locks them.
     generation: CachePadded<AtomicU64>,
     /// Definitions by oid with the generation they were looked up at (see the rules).
-    cache: CachePadded<RwLock<HashMap<Oid, Cached>>>,
+    cache: CachePadded<RwLock<FxHashMap<Oid, Cached>>>,
 }
 
 /// The next catalog's [`Catalog::id`].
@@ -425,8 +426,8 @@ pub const LOCAL_DEFINITIONS: usize = 64;
 /// A thread's copies of definitions and descriptors, by catalog and oid.
 #[derive(Default)]
 struct Local {
-    definitions: HashMap<(u64, Oid), Cached>,
-    descs: HashMap<(u64, IndexId), Arc<IndexDesc>>,
+    definitions: FxHashMap<(u64, Oid), Cached>,
+    descs: FxHashMap<(u64, IndexId), Arc<IndexDesc>>,
 }
 
 std::thread_local! {
@@ -443,7 +444,7 @@ fn with_local<R>(f: impl FnOnce(&mut Local) -> Option<R>) -> Option<R> {
 }
 
 /// Inserts into a thread's bounded map, starting it over when it is full.
-fn keep_local<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>, key: K, value: V) {
+fn keep_local<K: std::hash::Hash + Eq, V>(map: &mut FxHashMap<K, V>, key: K, value: V) {
     if map.len() >= LOCAL_DEFINITIONS && !map.contains_key(&key) {
         map.clear();
     }
@@ -496,7 +497,7 @@ impl Catalog {
             id: NEXT_CATALOG_ID.fetch_add(1, Ordering::Relaxed),
             index: RwLock::new(Index::default()),
             generation: CachePadded(AtomicU64::new(0)),
-            cache: CachePadded(RwLock::new(HashMap::new())),
+            cache: CachePadded(RwLock::new(FxHashMap::default())),
         };
         let mut next_oid = FIRST_USER_OID;
         for block in 0..heap.nblocks()? {
@@ -637,7 +638,8 @@ impl Catalog {
         // Under the write lock throughout: a definition noted meanwhile could otherwise reuse
         // an address judged stale. DDL notes after its heap change, never holding a page.
         let mut g = self.index.write();
-        let mut kept: HashMap<Oid, Vec<Tid>> = HashMap::with_capacity(g.versions.len());
+        let mut kept: FxHashMap<Oid, Vec<Tid>> =
+            FxHashMap::with_capacity_and_hasher(g.versions.len(), FxBuildHasher::default());
         let mut forgotten = 0;
         for (&oid, tids) in &g.versions {
             let mut keep = Vec::with_capacity(tids.len());

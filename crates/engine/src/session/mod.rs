@@ -38,11 +38,11 @@ mod rows;
 mod sequence;
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::catalog::{Catalog, Entry, IndexDef, TableDef, TableId, USER_DB};
 use crate::engine::Engine;
+use crate::hash::FxHashMap;
 use crate::error::{Error, Result};
 use crate::heap::{Heap, Writer};
 use crate::page::Tid;
@@ -89,15 +89,15 @@ struct State {
     failed: bool,
     finished: bool,
     /// Table locks held, by table: a bit per mode.
-    locks: HashMap<TableId, u16>,
-    defs: HashMap<TableId, (Tid, TableDef)>,
-    targets: HashMap<RelFileLocator, Option<BlockNumber>>,
+    locks: FxHashMap<TableId, u16>,
+    defs: FxHashMap<TableId, (Tid, TableDef)>,
+    targets: FxHashMap<RelFileLocator, Option<BlockNumber>>,
     drop_at_commit: Vec<RelFileLocator>,
     drop_at_abort: Vec<RelFileLocator>,
     /// Row changes by table, published to the statistics when the transaction ends.
-    changes: HashMap<TableId, TableChanges>,
+    changes: FxHashMap<TableId, TableChanges>,
     /// The indexes of each table used, by table.
-    index_defs: HashMap<TableId, Vec<IndexDef>>,
+    index_defs: FxHashMap<TableId, Vec<IndexDef>>,
     /// A definition changed: the catalog's generation moves again when the transaction ends.
     definitions_changed: bool,
 }

@@ -1,11 +1,12 @@
 //! MVCC snapshots and the process array: which transactions are running, so that a snapshot
 //! can say which transaction ids it must treat as "in progress".
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use parking_lot::Mutex;
 
 use crate::types::Xid;
+use crate::hash::FxHashMap;
 
 /// A transaction's view of which transactions had finished when it was taken (PostgreSQL's
 /// `SnapshotData`, with 64-bit ids). Every id below `xmin` had finished; every id at or above
@@ -48,7 +49,7 @@ struct Proc {
 
 #[derive(Default)]
 struct Inner {
-    procs: HashMap<ProcId, Proc>,
+    procs: FxHashMap<ProcId, Proc>,
     /// Prepared transactions: running, but owned by no session.
     prepared: BTreeSet<Xid>,
     /// The number of the next slot registered.

@@ -13,6 +13,7 @@ mod expr;
 mod query;
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use quire_engine::{IsolationLevel, Transaction, Value};
 use sqlparser::ast::{
@@ -38,6 +39,10 @@ pub struct OutColumn {
     pub name: String,
     pub ty: SqlType,
 }
+
+/// A statement's output columns, shared: a kept plan hands them to every execution and
+/// Describe without copying their names.
+pub type OutColumns = Arc<[OutColumn]>;
 
 /// What INSERT does with a row whose key already exists.
 #[derive(Clone, Debug)]
@@ -125,7 +130,7 @@ pub(crate) enum Plan {
     },
     Query {
         node: Node,
-        out: Vec<OutColumn>,
+        out: OutColumns,
     },
     Insert {
         table: TableInfo,
@@ -157,7 +162,7 @@ pub(crate) enum Plan {
         scan: Node,
         recheck: Option<Expr>,
         exprs: Vec<Expr>,
-        out: Vec<OutColumn>,
+        out: OutColumns,
     },
     Set {
         name: String,
@@ -184,7 +189,7 @@ impl Plan {
 pub(crate) struct Bound {
     pub plan: Plan,
     pub params: Vec<SqlType>,
-    pub out: Vec<OutColumn>,
+    pub out: OutColumns,
 }
 
 /// Binds `stmt`; `hints` are the parameter types the client gave (`Unknown` where it gave
@@ -198,8 +203,8 @@ pub(crate) fn bind(
     let mut b = Binder::new(tx, hints);
     b.tables = Some(tables);
     let plan = b.statement(stmt)?;
-    let out = match &plan {
-        Plan::Query { out, .. } | Plan::SelectForUpdate { out, .. } => out.clone(),
+    let out: OutColumns = match &plan {
+        Plan::Query { out, .. } | Plan::SelectForUpdate { out, .. } => Arc::clone(out),
         Plan::Show(name) if name == "all" => ["name", "setting", "source"]
             .iter()
             .map(|n| OutColumn {
@@ -207,14 +212,16 @@ pub(crate) fn bind(
                 ty: SqlType::Text,
             })
             .collect(),
-        Plan::Show(name) => vec![OutColumn {
+        Plan::Show(name) => [OutColumn {
             name: name.clone(),
             ty: SqlType::Text,
-        }],
-        Plan::Explain(_) => vec![OutColumn {
+        }]
+        .into(),
+        Plan::Explain(_) => [OutColumn {
             name: "QUERY PLAN".into(),
             ty: SqlType::Text,
-        }],
+        }]
+        .into(),
         Plan::Insert {
             returning: Some(_), ..
         }
@@ -223,8 +230,8 @@ pub(crate) fn bind(
         }
         | Plan::Delete {
             returning: Some(_), ..
-        } => b.returning_out.take().unwrap_or_default(),
-        _ => Vec::new(),
+        } => b.returning_out.take().unwrap_or_default().into(),
+        _ => Arc::new([]),
     };
     // A parameter no context typed is text, as an untyped literal would be.
     let params = b
@@ -506,7 +513,10 @@ impl Binder<'_> {
                     return self.select_for_update(q);
                 }
                 let (node, out) = self.query(q)?;
-                Ok(Plan::Query { node, out })
+                Ok(Plan::Query {
+                    node,
+                    out: out.into(),
+                })
             }
             Statement::Update(u) => self.update(u),
             Statement::Delete(d) => self.delete(d),
@@ -597,7 +607,7 @@ impl Binder<'_> {
             scan,
             recheck,
             exprs,
-            out,
+            out: out.into(),
         })
     }
 

@@ -2,12 +2,13 @@
 //! READ COMMITTED rechecks), DDL, SET/SHOW and EXPLAIN output.
 
 use std::ops::Bound::Included;
+use std::sync::Arc;
 use std::time::Instant;
 
 use quire_engine::{Changed, Database, Row, Transaction, Value};
 
 use super::{command, now_us, outcome, Outcome, OutcomeKind, Settings};
-use crate::bind::{OnConflict, OutColumn, Plan};
+use crate::bind::{OnConflict, OutColumn, OutColumns, Plan};
 use crate::catalog::{self, ColumnInfo, TableInfo};
 use crate::error::{Result, SqlError};
 use crate::expr::{Cx, Expr};
@@ -138,7 +139,7 @@ pub(super) fn run(
                         name: (*n).to_string(),
                         ty: SqlType::Text,
                     })
-                    .collect();
+                    .collect::<OutColumns>();
                 return Ok(outcome("SHOW", OutcomeKind::Rows { columns, rows }));
             } else if name.eq_ignore_ascii_case("transaction_isolation") {
                 // The running transaction's, which BEGIN ISOLATION LEVEL chose.
@@ -158,10 +159,11 @@ pub(super) fn run(
             return Ok(outcome(
                 "SHOW",
                 OutcomeKind::Rows {
-                    columns: vec![OutColumn {
+                    columns: [OutColumn {
                         name: name.clone(),
                         ty: SqlType::Text,
-                    }],
+                    }]
+                    .into(),
                     rows: vec![vec![Value::Text(v)]],
                 },
             ));
@@ -351,7 +353,7 @@ fn run_plan(cx: &Cx, plan: &Plan) -> Result<Outcome> {
             Ok(outcome(
                 format!("SELECT {}", rows.len()),
                 OutcomeKind::Rows {
-                    columns: out.clone(),
+                    columns: Arc::clone(out),
                     rows,
                 },
             ))
@@ -392,10 +394,11 @@ fn run_plan(cx: &Cx, plan: &Plan) -> Result<Outcome> {
         Plan::Explain(lines) => Ok(outcome(
             "EXPLAIN",
             OutcomeKind::Rows {
-                columns: vec![OutColumn {
+                columns: [OutColumn {
                     name: "QUERY PLAN".into(),
                     ty: SqlType::Text,
-                }],
+                }]
+                .into(),
                 rows: lines.iter().map(|l| vec![Value::Text(l.clone())]).collect(),
             },
         )),
@@ -478,7 +481,7 @@ fn dml_outcome(tag: String, returning: Option<&[Expr]>, rows: Vec<Row>) -> Outco
         Some(_) => outcome(
             tag,
             OutcomeKind::Rows {
-                columns: Vec::new(),
+                columns: Arc::new([]),
                 rows,
             },
         ),
@@ -639,7 +642,7 @@ fn select_for_update(
     scan: &plan::Node,
     recheck: Option<&Expr>,
     exprs: &[Expr],
-    out: &[OutColumn],
+    out: &OutColumns,
 ) -> Result<Outcome> {
     let mut rows = Vec::new();
     for tid in targets(cx, scan)? {
@@ -659,7 +662,7 @@ fn select_for_update(
     Ok(outcome(
         format!("SELECT {}", rows.len()),
         OutcomeKind::Rows {
-            columns: out.to_vec(),
+            columns: Arc::clone(out),
             rows,
         },
     ))

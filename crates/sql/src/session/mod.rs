@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use quire_engine::{Database, IsolationLevel, Row, Transaction, Value};
 
-use crate::bind::{self, OutColumn, Plan};
+use crate::bind::{self, OutColumns, Plan};
 use crate::catalog::{self, TableInfo};
 use crate::error::{Result, SqlError};
 use crate::interrupt::Interrupt;
@@ -61,7 +61,7 @@ pub enum OutcomeKind {
     /// COMMIT or ROLLBACK: the block ended.
     BlockEnd,
     Rows {
-        columns: Vec<OutColumn>,
+        columns: OutColumns,
         rows: Vec<Row>,
     },
     /// COPY FROM STDIN started: the client now sends CopyData; the server passes it to
@@ -90,7 +90,7 @@ pub struct IdleLimit {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Description {
     pub params: Vec<SqlType>,
-    pub columns: Vec<OutColumn>,
+    pub columns: OutColumns,
 }
 
 enum State {
@@ -270,13 +270,13 @@ impl Session {
         let Statement::Sql(ast) = stmt else {
             return Ok(Description {
                 params: Vec::new(),
-                columns: Vec::new(),
+                columns: Arc::new([]),
             });
         };
         if bind::is_transaction_control(ast) {
             return Ok(Description {
                 params: Vec::new(),
-                columns: Vec::new(),
+                columns: Arc::new([]),
             });
         }
         // A kept plan answers without a transaction: a Describe before each Execute (libpq's
@@ -295,7 +295,7 @@ impl Session {
         };
         Ok(Description {
             params: bound.params.clone(),
-            columns: bound.out.clone(),
+            columns: Arc::clone(&bound.out),
         })
     }
 
@@ -743,10 +743,10 @@ fn with_tx<T>(
 }
 
 /// RETURNING's rows get the statement's output columns (the executor leaves them empty).
-fn with_columns(mut out: Outcome, bound: &[OutColumn]) -> Outcome {
+fn with_columns(mut out: Outcome, bound: &OutColumns) -> Outcome {
     if let OutcomeKind::Rows { columns, .. } = &mut out.kind {
         if columns.is_empty() {
-            *columns = bound.to_vec();
+            *columns = Arc::clone(bound);
         }
     }
     out

@@ -22,8 +22,9 @@
 //!   shapes; a full store starts over.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::Arc;
+
+use quire_engine::FxHashMap;
 
 use crate::bind::Bound;
 use crate::catalog::TableCache;
@@ -42,14 +43,14 @@ struct Entry {
 
 #[derive(Default)]
 pub(crate) struct PlanCache {
-    entries: HashMap<Arc<str>, Entry>,
+    entries: FxHashMap<Arc<str>, Entry>,
     /// The tables binding has read, for statements bound anew (the simple protocol's).
     pub tables: RefCell<TableCache>,
     /// A counter of lookups and insertions, the entries' clock for least-recently-used eviction.
     clock: u64,
     /// Simple-protocol statement shapes, by shape text, with the generation they were
     /// learned at (see the rules).
-    shapes: HashMap<String, (u64, KnownShape)>,
+    shapes: FxHashMap<String, (u64, KnownShape)>,
 }
 
 /// What the session learned of a shape.
@@ -137,7 +138,7 @@ mod tests {
         Arc::new(Bound {
             plan: Plan::Show("all".into()),
             params: Vec::new(),
-            out: Vec::new(),
+            out: Arc::new([]),
         })
     }
 

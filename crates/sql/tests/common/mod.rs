@@ -46,7 +46,7 @@ pub fn code(r: Result<String, String>) -> String {
 pub fn query(s: &mut Session, sql: &str) -> (Vec<String>, Vec<Vec<Value>>) {
     match s.execute_query(sql).pop().unwrap().unwrap().kind {
         OutcomeKind::Rows { columns, rows } => {
-            (columns.into_iter().map(|c| c.name).collect(), rows)
+            (columns.iter().map(|c| c.name.clone()).collect(), rows)
         }
         other => panic!("no rows: {other:?}"),
     }
