@@ -180,7 +180,7 @@ pub use config::{
 };
 pub use db::Database;
 pub use error::{Error, Result};
-pub use hash::{FxBuildHasher, FxHashMap};
+pub use hash::{FxBuildHasher, FxHashMap, FxHasher};
 pub use health::HealthState;
 pub use padded::StripedCounter;
 pub use page::{PageError, Tid};
