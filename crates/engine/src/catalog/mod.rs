@@ -49,9 +49,9 @@ use crate::btree::IndexDesc;
 use crate::buffer::BufferPool;
 use crate::bytes::Reader;
 use crate::error::{Error, Result};
+use crate::hash::{FxBuildHasher, FxHashMap};
 use crate::heap::{Heap, Looker, XidOracle};
 use crate::padded::CachePadded;
-use crate::hash::{FxBuildHasher, FxHashMap};
 use crate::page::Tid;
 pub use crate::sequence::{SeqOptions, SequenceDef};
 

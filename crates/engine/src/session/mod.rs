@@ -42,8 +42,8 @@ use std::sync::Arc;
 
 use crate::catalog::{Catalog, Entry, IndexDef, TableDef, TableId, USER_DB};
 use crate::engine::Engine;
-use crate::hash::FxHashMap;
 use crate::error::{Error, Result};
+use crate::hash::FxHashMap;
 use crate::heap::{Heap, Writer};
 use crate::page::Tid;
 

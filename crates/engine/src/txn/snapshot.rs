@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 
 use parking_lot::Mutex;
 
-use crate::types::Xid;
 use crate::hash::FxHashMap;
+use crate::types::Xid;
 
 /// A transaction's view of which transactions had finished when it was taken (PostgreSQL's
 /// `SnapshotData`, with 64-bit ids). Every id below `xmin` had finished; every id at or above
