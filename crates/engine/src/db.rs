@@ -406,6 +406,11 @@ impl Database {
         self.engine.smgr.vfs().counters().snapshot()
     }
 
+    /// The WAL's counters since the database opened: what `pg_stat_wal` shows.
+    pub fn wal_counters(&self) -> crate::wal::WalCounters {
+        self.engine.wal.counters()
+    }
+
     /// Ends the lock wait of the session `owner` (its transaction's
     /// [`Transaction::session_id`](crate::Transaction::session_id)), if it is waiting: the
     /// waiting call fails with SQLSTATE 57014. A client's cancel request and a statement

@@ -9,7 +9,7 @@
 //! are kept in the roles table ([`crate::roles`]); a key constraint's oid is
 //! its index's oid plus [`CONSTRAINT_OID_BASE`].
 
-use quire_engine::{Entry, IndexDef, Row, Transaction, Value};
+use quire_engine::{Entry, IndexDef, Row, Transaction, Value, WalCounters};
 
 use crate::catalog::{self, TableInfo};
 use crate::error::{Result, SqlError};
@@ -76,6 +76,9 @@ pub(crate) enum CatalogTable {
     /// quire's file-layer counters, one row per operation kind (opens, reads, writes, size
     /// probes, fsyncs, ...) since the server started.
     StatIo,
+    /// PostgreSQL's `pg_stat_wal`: the WAL's counters since the server started. The times
+    /// are always measured (PostgreSQL's need `track_wal_io_timing`).
+    StatWal,
 }
 
 use SqlType as T;
@@ -115,6 +118,7 @@ impl CatalogTable {
             "pg_rewrite" => CatalogTable::Rewrite,
             "pg_sequence" => CatalogTable::Sequence,
             "quire_stat_io" => CatalogTable::StatIo,
+            "pg_stat_wal" => CatalogTable::StatWal,
             _ => return None,
         })
     }
@@ -416,6 +420,17 @@ impl CatalogTable {
                 ("seqcycle", T::Bool),
             ],
             CatalogTable::StatIo => &[("op", T::Text), ("count", T::Int8)],
+            CatalogTable::StatWal => &[
+                ("wal_records", T::Int8),
+                ("wal_fpi", T::Int8),
+                ("wal_bytes", T::Numeric(None)),
+                ("wal_buffers_full", T::Int8),
+                ("wal_write", T::Int8),
+                ("wal_sync", T::Int8),
+                ("wal_write_time", T::Float8),
+                ("wal_sync_time", T::Float8),
+                ("stats_reset", T::Timestamptz),
+            ],
             CatalogTable::Tables => &[
                 ("schemaname", T::Name),
                 ("tablename", T::Name),
@@ -559,6 +574,7 @@ impl CatalogTable {
                     })
                     .collect()
             }
+            CatalogTable::StatWal => vec![stat_wal_row(&cx.db.wal_counters())],
             CatalogTable::Collation => vec![vec![
                 int(DEFAULT_COLLATION),
                 text("default"),
@@ -604,6 +620,27 @@ fn int(i: i64) -> Value {
 
 fn text(s: &str) -> Value {
     Value::Text(s.to_string())
+}
+
+/// The one row of `pg_stat_wal`.
+fn stat_wal_row(c: &WalCounters) -> Row {
+    let count = |n: u64| Value::Int(i64::try_from(n).unwrap_or(i64::MAX));
+    // PostgreSQL reports the times in milliseconds.
+    #[allow(clippy::cast_precision_loss)] // exact below 2^53 ns (104 days of I/O)
+    let ms = |ns: u64| Value::Float(ns as f64 / 1e6);
+    vec![
+        count(c.records),
+        count(c.full_page_images),
+        Value::Numeric(crate::numeric::from_i64(
+            i64::try_from(c.bytes).unwrap_or(i64::MAX),
+        )),
+        count(c.buffers_full),
+        count(c.writes),
+        count(c.fsyncs),
+        ms(c.write_ns),
+        ms(c.sync_ns),
+        Value::Timestamp(i64::try_from(c.started_at_micros).unwrap_or(i64::MAX)),
+    ]
 }
 
 fn oid_of(o: quire_engine::Oid) -> Value {

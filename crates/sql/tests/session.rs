@@ -741,6 +741,51 @@ fn lock_table_holds_its_mode_to_the_end_of_the_block() -> anyhow::Result<()> {
 }
 
 #[test]
+fn pg_stat_wal_counts_records_images_writes_and_fsyncs() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut s = Session::new(open(dir.path())?);
+    run(&mut s, SETUP).unwrap();
+    let wal = |s: &mut Session| -> Vec<i64> {
+        let r = rows(
+            s,
+            "SELECT wal_records, wal_fpi, wal_bytes::int8, wal_buffers_full, wal_write, \
+             wal_sync, (wal_write_time >= 0 AND wal_sync_time >= 0)::int4, \
+             (stats_reset <= now())::int4 FROM pg_stat_wal",
+        );
+        assert_eq!(r.len(), 1, "one row");
+        r[0].iter().map(|v| v.as_int().unwrap()).collect()
+    };
+    run(&mut s, "CHECKPOINT").unwrap();
+    let before = wal(&mut s);
+    assert_eq!(
+        before[6..],
+        [1, 1],
+        "times and the reset time are sane: {before:?}"
+    );
+    // The first change of a page after a checkpoint logs its image; the commit writes and
+    // fsyncs the WAL.
+    run(&mut s, "UPDATE t SET name = 'cc' WHERE id = 1").unwrap();
+    let after = wal(&mut s);
+    assert!(
+        after[0] >= before[0] + 2,
+        "a change and a commit: {before:?} -> {after:?}"
+    );
+    assert!(
+        after[1] > before[1],
+        "no page image after a checkpoint: {after:?}"
+    );
+    assert!(after[2] > before[2], "no bytes: {before:?} -> {after:?}");
+    assert!(
+        after[4] > before[4] && after[5] > before[5],
+        "{before:?} -> {after:?}"
+    );
+    // A second change of the same page needs no image.
+    run(&mut s, "UPDATE t SET name = 'dd' WHERE id = 1").unwrap();
+    assert_eq!(wal(&mut s)[1], after[1], "a second image of the same page");
+    Ok(())
+}
+
+#[test]
 fn quire_stat_io_counts_the_file_layer_operations() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut s = Session::new(open(dir.path())?);

@@ -74,6 +74,10 @@ impl Wal {
             let rec = WalRecord::new(xid, record_type, &blocks, main);
             match self.insert_if_redo(&rec, Some(redo)) {
                 Ok(Some((_, end))) => {
+                    let images = blocks.iter().filter(|b| b.image.is_some()).count();
+                    self.stats
+                        .full_page_images
+                        .fetch_add(images as u64, Ordering::Relaxed);
                     drop(blocks);
                     for p in pages.iter_mut() {
                         // A page's LSN only increases: the record that changed it last ends

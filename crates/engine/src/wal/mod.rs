@@ -221,8 +221,37 @@ pub struct WalStats {
     /// Times a commit leader stopped waiting for the last group to come back.
     pub gather_timeouts: AtomicU64,
     pub fsyncs: AtomicU64,
+    /// Write system calls of WAL bytes (PostgreSQL's `wal_write`).
+    pub writes: AtomicU64,
+    /// Times an inserter found the WAL buffers full and wrote them out itself (PostgreSQL's
+    /// `wal_buffers_full`).
+    pub buffers_full: AtomicU64,
+    /// Full-page images logged (PostgreSQL's `wal_fpi`).
+    pub full_page_images: AtomicU64,
+    /// Time spent in those writes and fsyncs, in nanoseconds. Always measured (two clock
+    /// readings per system call, small beside the call), where PostgreSQL measures only
+    /// with `track_wal_io_timing` on.
+    pub write_ns: AtomicU64,
+    pub sync_ns: AtomicU64,
+    /// When these counters started (the WAL's opening), in microseconds since the Unix epoch.
+    pub started_at_micros: u64,
     pub reads_from_buffers: AtomicU64,
     pub reads_from_files: AtomicU64,
+}
+
+/// A snapshot of the WAL's counters since it opened: what `pg_stat_wal` shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WalCounters {
+    pub records: u64,
+    pub full_page_images: u64,
+    pub bytes: u64,
+    pub buffers_full: u64,
+    pub writes: u64,
+    pub fsyncs: u64,
+    pub write_ns: u64,
+    pub sync_ns: u64,
+    /// When counting began (the WAL's opening), in microseconds since the Unix epoch.
+    pub started_at_micros: u64,
 }
 
 struct Reservation {
@@ -403,9 +432,28 @@ impl Wal {
             opened_at: end,
             read_files: Mutex::new(Vec::new()),
             checkpoint_barrier: RwLock::new(()),
-            stats: WalStats::default(),
+            stats: WalStats {
+                started_at_micros: crate::txn::now_micros(),
+                ..WalStats::default()
+            },
             #[cfg(test)]
             after_reserve: Mutex::new(None),
+        }
+    }
+
+    pub fn counters(&self) -> WalCounters {
+        let (records, bytes) = self.inserted();
+        let s = &self.stats;
+        WalCounters {
+            records,
+            full_page_images: s.full_page_images.load(Ordering::Relaxed),
+            bytes,
+            buffers_full: s.buffers_full.load(Ordering::Relaxed),
+            writes: s.writes.load(Ordering::Relaxed),
+            fsyncs: s.fsyncs.load(Ordering::Relaxed),
+            write_ns: s.write_ns.load(Ordering::Relaxed),
+            sync_ns: s.sync_ns.load(Ordering::Relaxed),
+            started_at_micros: s.started_at_micros,
         }
     }
 

@@ -140,6 +140,7 @@ impl Wal {
             };
             drop(next);
             slot.publish(progress);
+            self.stats.buffers_full.fetch_add(1, Ordering::Relaxed);
             self.write_out(old + PAGE, false)?;
         }
         unreachable!("ensure_page did not converge")

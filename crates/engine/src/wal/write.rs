@@ -375,8 +375,11 @@ impl Wal {
             let file = self
                 .segment_for_write(w, segno)
                 .map_err(|e| self.stop(e))?;
-            file.write_at(&w.scratch[..len], from.offset_in(self.segment_size))
-                .map_err(|source| {
+            let started = Instant::now();
+            let written = file.write_at(&w.scratch[..len], from.offset_in(self.segment_size));
+            self.stats.writes.fetch_add(1, Ordering::Relaxed);
+            add_elapsed(&self.stats.write_ns, started);
+            written.map_err(|source| {
                     self.stop(Error::WalIo {
                         op: "write",
                         lsn: from,
@@ -400,7 +403,10 @@ impl Wal {
                     .expect("written segments stay open until synced"),
             );
             self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
-            if let Err(source) = file.sync_data() {
+            let started = Instant::now();
+            let synced = file.sync_data();
+            add_elapsed(&self.stats.sync_ns, started);
+            if let Err(source) = synced {
                 tracing::error!(lsn = %target, segment = segno, error = %source, "WAL fsync failed; refusing further writes");
                 return Err(self.stop(Error::WalIo {
                     op: "fsync",
@@ -426,4 +432,10 @@ impl Wal {
         self.flushed_upto.fetch_max(target, Ordering::AcqRel);
         Ok(())
     }
+}
+
+/// Adds the time since `started` to a nanosecond counter.
+fn add_elapsed(counter: &std::sync::atomic::AtomicU64, started: Instant) {
+    let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    counter.fetch_add(ns, Ordering::Relaxed);
 }
