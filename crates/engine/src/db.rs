@@ -120,6 +120,9 @@ pub struct Database {
     data_dir: PathBuf,
     engine: Arc<Engine>,
     recovery: RecoveryStats,
+    /// When this database opened, in microseconds since the Unix epoch: where its counters
+    /// (`pg_stat_wal`, `quire_stat_io`) start.
+    opened_at_micros: u64,
 }
 
 impl Database {
@@ -326,6 +329,7 @@ impl Database {
             wal_writer,
             bgwriter,
             recovery,
+            opened_at_micros: crate::txn::now_micros(),
         })
     }
 
@@ -409,6 +413,12 @@ impl Database {
     /// The WAL's counters since the database opened: what `pg_stat_wal` shows.
     pub fn wal_counters(&self) -> crate::wal::WalCounters {
         self.engine.wal.counters()
+    }
+
+    /// When the database opened (where its counters start), in microseconds since the Unix
+    /// epoch: `pg_stat_wal`'s `stats_reset`.
+    pub fn opened_at_micros(&self) -> u64 {
+        self.opened_at_micros
     }
 
     /// Ends the lock wait of the session `owner` (its transaction's

@@ -574,7 +574,10 @@ impl CatalogTable {
                     })
                     .collect()
             }
-            CatalogTable::StatWal => vec![stat_wal_row(&cx.db.wal_counters())],
+            CatalogTable::StatWal => vec![stat_wal_row(
+                &cx.db.wal_counters(),
+                cx.db.opened_at_micros(),
+            )],
             CatalogTable::Collation => vec![vec![
                 int(DEFAULT_COLLATION),
                 text("default"),
@@ -623,7 +626,7 @@ fn text(s: &str) -> Value {
 }
 
 /// The one row of `pg_stat_wal`.
-fn stat_wal_row(c: &WalCounters) -> Row {
+fn stat_wal_row(c: &WalCounters, since_micros: u64) -> Row {
     let count = |n: u64| Value::Int(i64::try_from(n).unwrap_or(i64::MAX));
     // PostgreSQL reports the times in milliseconds.
     #[allow(clippy::cast_precision_loss)] // exact below 2^53 ns (104 days of I/O)
@@ -639,7 +642,7 @@ fn stat_wal_row(c: &WalCounters) -> Row {
         count(c.fsyncs),
         ms(c.write_ns),
         ms(c.sync_ns),
-        Value::Timestamp(i64::try_from(c.started_at_micros).unwrap_or(i64::MAX)),
+        Value::Timestamp(i64::try_from(since_micros).unwrap_or(i64::MAX)),
     ]
 }
 

@@ -233,8 +233,6 @@ pub struct WalStats {
     /// with `track_wal_io_timing` on.
     pub write_ns: AtomicU64,
     pub sync_ns: AtomicU64,
-    /// When these counters started (the WAL's opening), in microseconds since the Unix epoch.
-    pub started_at_micros: u64,
     pub reads_from_buffers: AtomicU64,
     pub reads_from_files: AtomicU64,
 }
@@ -250,8 +248,6 @@ pub struct WalCounters {
     pub fsyncs: u64,
     pub write_ns: u64,
     pub sync_ns: u64,
-    /// When counting began (the WAL's opening), in microseconds since the Unix epoch.
-    pub started_at_micros: u64,
 }
 
 struct Reservation {
@@ -432,10 +428,7 @@ impl Wal {
             opened_at: end,
             read_files: Mutex::new(Vec::new()),
             checkpoint_barrier: RwLock::new(()),
-            stats: WalStats {
-                started_at_micros: crate::txn::now_micros(),
-                ..WalStats::default()
-            },
+            stats: WalStats::default(),
             #[cfg(test)]
             after_reserve: Mutex::new(None),
         }
@@ -453,7 +446,6 @@ impl Wal {
             fsyncs: s.fsyncs.load(Ordering::Relaxed),
             write_ns: s.write_ns.load(Ordering::Relaxed),
             sync_ns: s.sync_ns.load(Ordering::Relaxed),
-            started_at_micros: s.started_at_micros,
         }
     }
 
