@@ -120,8 +120,8 @@ pub struct Database {
     data_dir: PathBuf,
     engine: Arc<Engine>,
     recovery: RecoveryStats,
-    /// When this database opened, in microseconds since the Unix epoch: where its counters
-    /// (`pg_stat_wal`, `quire_stat_io`) start.
+    /// When this database opened, in microseconds since the Unix epoch: where the WAL's
+    /// counters (`pg_stat_wal`) start.
     opened_at_micros: u64,
 }
 
