@@ -13,9 +13,10 @@
 //!
 //! 0. Leaves, which name no other module: [`types`] (the small shared types and limits:
 //!    relation locator, fork, block number, buffer tag, LSN, page size), `hash` (the hash
-//!    used by the engine's tables, and by the SQL layer's plan cache), `bytes` (the one little-endian reader of stored and
-//!    logged bytes), [`rng`] (the one deterministic random generator), `padded` (a value
-//!    alone on its cache lines), `periodic` (the one way to run a background worker).
+//!    used by the engine's tables, and by the SQL layer's plan cache), `bytes` (the one
+//!    little-endian reader of stored and logged bytes), [`rng`] (the one deterministic
+//!    random generator), `padded` (a value alone on its cache lines), `periodic` (the one
+//!    way to run a background worker).
 //! 1. [`vfs`]: the only code that touches files (OS and a crash-simulating implementation).
 //! 2. [`page`]: the 8 KiB page layout and its CRC32C checksum.
 //! 3. [`error`]: the one error type, each variant with its SQLSTATE; [`health`]: the

@@ -998,3 +998,38 @@ fn inserters_waiting_for_ring_space_never_deadlock() {
     let (_, found) = open(&vfs).unwrap();
     assert_eq!(found.len() as u64, THREADS * RECORDS);
 }
+
+/// `wal_buffers_full` counts the inserts that found the ring full of unwritten pages and had
+/// to write it out themselves: with the writer held elsewhere (so no write-ahead happens), an
+/// inserter that goes a ring past the written point must count one.
+#[test]
+fn an_insert_into_a_ring_full_of_unwritten_pages_counts_buffers_full() {
+    let vfs = Arc::new(SimVfs::new(15));
+    let (wal, _) = open(&vfs).unwrap();
+    let wal = Arc::new(wal);
+    let start = wal.insert_lsn();
+    let written = wal.written_upto.load(Ordering::Acquire);
+    let ring_bytes = config().wal_buffers_bytes;
+    let writer = wal.writer.lock();
+    let inserter = {
+        let wal = Arc::clone(&wal);
+        std::thread::spawn(move || {
+            // Bounded: twice the ring.
+            for i in 0..2 * ring_bytes / 1000 {
+                insert_plain(&wal, i, 1000);
+            }
+        })
+    };
+    // The first insert that reaches the page a ring past the first one finds that page's
+    // slot unwritten. Bounded by the inserter, which reserves it before it waits.
+    let first_page = start.0 - start.0 % PAGE;
+    while wal.insert_lsn().0 <= first_page + ring_bytes {
+        assert!(!inserter.is_finished(), "went past a full ring without writing");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(wal.written_upto.load(Ordering::Acquire), written, "written while held");
+    drop(writer);
+    inserter.join().unwrap();
+    assert!(wal.stats().buffers_full.load(Ordering::Relaxed) >= 1, "no insert counted a full ring");
+    assert_eq!(wal.counters().buffers_full, wal.stats().buffers_full.load(Ordering::Relaxed));
+}
