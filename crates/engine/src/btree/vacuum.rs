@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::page::{OffsetNumber, PageMut};
 
 use crate::types::{MAX_BLOCKS, Xid};
-use crate::vacuum::DeadTids;
+use crate::vacuum::{DeadTidProbe, DeadTids};
 use crate::wal::LoggedPage;
 
 /// How long vacuum waits for the cleanup lock of one leaf before it gives up (a scan left
@@ -35,6 +35,9 @@ impl BTree<'_> {
     /// time in block order under a cleanup lock, WAL-logged per page. Pages left empty stay.
     pub fn bulk_delete(&self, dead: &dyn DeadTids) -> Result<BulkDeleteStats> {
         let mut stats = BulkDeleteStats::default();
+        // One probe for the whole pass: the TIDs of consecutive leaves continue each other's
+        // heap blocks when the index follows the heap's order.
+        let mut probe = DeadTidProbe::new(dead);
         let mut nblocks = self.nblocks()?;
         let mut block = 1;
         // Splits during the pass add blocks at the end; the pass goes on until it has read
@@ -47,7 +50,7 @@ impl BTree<'_> {
                 }
             }
             stats.pages_scanned += 1;
-            self.vacuum_block(block, dead, &mut stats)?;
+            self.vacuum_block(block, &mut probe, &mut stats)?;
             block += 1;
         }
         Ok(stats)
@@ -56,7 +59,7 @@ impl BTree<'_> {
     fn vacuum_block(
         &self,
         block: crate::types::BlockNumber,
-        dead: &dyn DeadTids,
+        dead: &mut DeadTidProbe<'_>,
         stats: &mut BulkDeleteStats,
     ) -> Result<()> {
         let buf = self.pin(block)?;

@@ -32,7 +32,7 @@
 //! - The changes are decided first ([`Prune`]), then applied by [`apply`], the same function
 //!   redo runs, so the page redo rebuilds is the same byte for byte.
 
-use super::tuple::{TupleHeader, HEAP_ONLY, HOT_UPDATED, XMIN_COMMITTED};
+use super::tuple::{add_hints, TupleHeader, HEAP_ONLY, HOT_UPDATED, XMIN_COMMITTED};
 use super::XidOracle;
 use crate::error::Result;
 use crate::page::{ItemState, OffsetNumber, Page, PageMut};
@@ -286,24 +286,15 @@ pub fn apply(page: &mut [u8; PAGE_SIZE], prune: &Prune) -> bool {
     ok && PageMut::new(page).repair_fragmentation().is_ok()
 }
 
-/// Sets the `XMIN_COMMITTED` hint of the version at `off`; `false` if there is none.
+/// Sets the `XMIN_COMMITTED` hint of the version at `off`; `false` if there is none, or it
+/// is marked as inserted by an aborted transaction (`XMIN_INVALID`).
 fn set_xmin_committed(page: &mut [u8; PAGE_SIZE], off: OffsetNumber) -> bool {
     if Page::new(page).item_id(off).map(|id| id.state) != Some(ItemState::Normal) {
         return false;
     }
-    let Some(item) = PageMut::new(page).item_mut(off) else {
-        return false;
-    };
-    let Some(mut h) = TupleHeader::read(item) else {
-        return false;
-    };
-    h.infomask |= XMIN_COMMITTED;
-    // An inserter known aborted (`XMIN_INVALID`) cannot also have committed.
-    if !h.hints_are_consistent() {
-        return false;
-    }
-    h.write(item);
-    true
+    PageMut::new(page)
+        .item_mut(off)
+        .is_some_and(|item| add_hints(item, XMIN_COMMITTED))
 }
 
 /// The WAL form of a decision: four counted lists of item numbers (redirected pairs, dead,

@@ -150,9 +150,7 @@ impl TupleHeader {
 
     /// No hint pair says both "committed" and "invalid" of one transaction.
     pub fn hints_are_consistent(&self) -> bool {
-        let both_xmin = XMIN_COMMITTED | XMIN_INVALID;
-        let both_xmax = XMAX_COMMITTED | XMAX_INVALID;
-        self.infomask & both_xmin != both_xmin && self.infomask & both_xmax != both_xmax
+        hints_are_consistent(self.infomask)
     }
 
     /// Does `xmax` delete (or update) the tuple, rather than only lock it or mean nothing?
@@ -164,6 +162,31 @@ impl TupleHeader {
     pub fn is_updated(&self, own: Tid) -> bool {
         self.ctid != own
     }
+}
+
+/// No hint pair of `infomask` says both "committed" and "invalid" of one transaction.
+fn hints_are_consistent(infomask: u16) -> bool {
+    let both_xmin = XMIN_COMMITTED | XMIN_INVALID;
+    let both_xmax = XMAX_COMMITTED | XMAX_INVALID;
+    infomask & both_xmin != both_xmin && infomask & both_xmax != both_xmax
+}
+
+/// Adds the hint bits `hints` (of the five stored with the ctid offset) to the header of
+/// `item` in place, touching only the word that holds them: pruning hints every live version
+/// of a page, and decoding and re-encoding whole headers for it showed in VACUUM's profile.
+/// `false`, with `item` unchanged, if `item` is too short to be a tuple or a hint pair would
+/// contradict itself.
+pub fn add_hints(item: &mut [u8], hints: u16) -> bool {
+    debug_assert_eq!(hints & !HINT_BITS, 0, "not a hint bit: {hints:#x}");
+    let Some(word) = item.get(..HEADER_BYTES).and_then(|h| u16_at(h, OFFSET_HINTS_AT)) else {
+        return false;
+    };
+    let word = word | ((hints & HINT_BITS) << FIELD_BITS);
+    if !hints_are_consistent(word >> FIELD_BITS) {
+        return false;
+    }
+    item[OFFSET_HINTS_AT..OFFSET_HINTS_AT + 2].copy_from_slice(&word.to_le_bytes());
+    true
 }
 
 /// Builds a tuple: header then encoded values.
@@ -183,6 +206,32 @@ pub fn row_of(item: &[u8]) -> Result<Row, DecodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn add_hints_sets_only_the_hint_and_refuses_a_contradiction() {
+        let h = TupleHeader {
+            xmin: Xid(40),
+            xmax: Xid(41),
+            cmin: 1,
+            cmax: 2,
+            ctid: Tid::new(3, FIELD_MAX),
+            infomask: XMAX_COMMITTED | HOT_UPDATED,
+            natts: FIELD_MAX,
+        };
+        let mut t = build(&h, &[9, 9]);
+        assert!(add_hints(&mut t, XMIN_COMMITTED));
+        let hinted = TupleHeader {
+            infomask: h.infomask | XMIN_COMMITTED,
+            ..h
+        };
+        assert_eq!(TupleHeader::read(&t), Some(hinted));
+        assert_eq!(&t[HEADER_BYTES..], &[9, 9]);
+        let before = t.clone();
+        assert!(!add_hints(&mut t, XMAX_INVALID), "committed and invalid xmax at once");
+        assert!(!add_hints(&mut t, XMIN_INVALID), "committed and invalid xmin at once");
+        assert_eq!(t, before);
+        assert!(!add_hints(&mut t[..HEADER_BYTES - 1], XMIN_COMMITTED), "too short");
+    }
 
     #[test]
     fn headers_round_trip() {

@@ -8,6 +8,8 @@ use super::{
     LINE_POINTER_SIZE, LOWER_AT, LSN_AT, MAXALIGN, MAX_ITEM_COUNT, MAX_ITEM_SIZE, MAX_STORED_ITEMS, PAGE_SIZE,
     SPECIAL_AT, UPPER_AT, VALID_FLAG_BITS, VERSION_AT,
 };
+use std::ops::Range;
+
 use super::view::RepairScan;
 use crate::types::Lsn;
 
@@ -174,6 +176,12 @@ impl<'a> PageMut<'a> {
         let old_lower = usize::from(old_page.lower());
         let mut upper = usize::from(old_page.special());
         let mut kept: OffsetNumber = 0;
+        // Kept items that lay back to back in the old page, each below the one before (as
+        // items appended in order lie), form a run that one copy moves: most of a page, where
+        // vacuum removes a few entries of a leaf filled in key order. An item is part of a
+        // run only if its alignment padding is zero already, so the copy leaves the page
+        // what item-by-item writing would.
+        let mut run = CopyRun::default();
         for off in FIRST_OFFSET_NUMBER..=count {
             if remove[usize::from(off)] {
                 continue;
@@ -182,8 +190,19 @@ impl<'a> PageMut<'a> {
             kept += 1;
             let moved = match old_page.storage(id) {
                 Some(range) if matches!(id.state, ItemState::Normal | ItemState::Dead) => {
-                    upper -= max_align(range.len());
-                    self.write_item_bytes(upper, &old[range]);
+                    let aligned = max_align(range.len());
+                    let padded = range.start..range.start + aligned;
+                    if old[range.end..padded.end].iter().all(|&b| b == 0) {
+                        if !run.extend(padded.clone()) {
+                            self.copy_run(&old, run);
+                            run = CopyRun::start(padded, upper);
+                        }
+                    } else {
+                        self.copy_run(&old, run);
+                        run = CopyRun::default();
+                        self.write_item_bytes(upper - aligned, &old[range]);
+                    }
+                    upper -= aligned;
                     ItemId {
                         offset: upper as u16,
                         ..id
@@ -193,6 +212,7 @@ impl<'a> PageMut<'a> {
             };
             self.set_item_id(kept, moved);
         }
+        self.copy_run(&old, run);
         let lower = HEADER_SIZE + usize::from(kept) * LINE_POINTER_SIZE;
         // Freed pointers and bytes are zeroed, so the page depends only on its items. (The
         // compacted items take no more room than before, so upper did not move below the old
@@ -219,6 +239,15 @@ impl<'a> PageMut<'a> {
             }
             None => Some(next),
         }
+    }
+
+    /// Copies a run of items (with their padding) from `old` to where [`delete_items`]
+    /// placed them.
+    ///
+    /// [`delete_items`]: Self::delete_items
+    fn copy_run(&mut self, old: &[u8; PAGE_SIZE], run: CopyRun) {
+        let len = run.src.len();
+        self.bytes[run.dst_top - len..run.dst_top].copy_from_slice(&old[run.src]);
     }
 
     /// Writes an item at `start`, zeroing its alignment padding so that the page bytes (and
@@ -449,5 +478,27 @@ impl<'a> PageMut<'a> {
         (HEADER_SIZE..=PAGE_SIZE)
             .contains(&start)
             .then(|| &mut self.bytes[start..])
+    }
+}
+
+/// Old bytes `src` go to the bytes ending at `dst_top` ([`PageMut::delete_items`]).
+#[derive(Clone, Debug, Default)]
+struct CopyRun {
+    src: Range<usize>,
+    dst_top: usize,
+}
+
+impl CopyRun {
+    fn start(src: Range<usize>, dst_top: usize) -> Self {
+        CopyRun { src, dst_top }
+    }
+
+    /// Takes in the next item's padded storage if it lies just below the run.
+    fn extend(&mut self, next: Range<usize>) -> bool {
+        let joins = !self.src.is_empty() && next.end == self.src.start;
+        if joins {
+            self.src.start = next.start;
+        }
+        joins
     }
 }

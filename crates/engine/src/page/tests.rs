@@ -1085,6 +1085,14 @@ proptest! {
                             index += 1;
                             !offs.contains(&index)
                         });
+                        // Byte for byte the page that appending the kept items in order
+                        // builds (padding included), whatever runs the compaction copied.
+                        let mut rebuilt = new_page(special_size);
+                        for (i, data) in model.iter().enumerate() {
+                            let at = i as OffsetNumber + 1;
+                            prop_assert_eq!(PageMut::new(&mut rebuilt).insert_item(data, at), Some(at));
+                        }
+                        prop_assert_eq!(&bytes[..], &rebuilt[..], "compaction is canonical");
                     } else {
                         prop_assert!(matches!(got, Err(PageError::NoSuchItem { .. })), "{:?}", got);
                         prop_assert_eq!(&bytes[..], &before[..], "a refused delete changes nothing");

@@ -16,8 +16,9 @@
 //! - **Bounded memory.** The store is built with a budget (`maintenance_work_mem`); when
 //!   [`DeadTids::is_full`] says so, vacuum runs an index pass and the second heap pass over
 //!   what it holds, [`DeadTids::clear`]s it, and goes on with the heap.
-//! - **Read-only while probed.** The index pass only calls [`DeadTids::contains`] (`&self`),
-//!   so index-vacuum workers may share one store across threads (`DeadTids: Send + Sync`).
+//! - **Read-only while probed.** The index pass only calls [`DeadTids::contains`] and
+//!   [`DeadTids::offsets_of`] (`&self`, through a per-pass [`DeadTidProbe`]), so
+//!   index-vacuum workers may share one store across threads (`DeadTids: Send + Sync`).
 //! - **Old behaviour behind the switch.** `dead_tids = array` selects PostgreSQL's sorted
 //!   array ([`TidArray`]), capped at 1 GB like PostgreSQL's; the default is [`TidStore`].
 
@@ -26,4 +27,4 @@ pub mod tidstore;
 
 pub use lazy::{IndexCleaner, VacuumStats};
 pub(crate) use tidstore::new_dead_tids;
-pub use tidstore::{BlockCursor, DeadTids, TidArray, TidStore, TidStoreError};
+pub use tidstore::{BlockCursor, DeadTidProbe, DeadTids, TidArray, TidStore, TidStoreError};

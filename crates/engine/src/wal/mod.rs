@@ -125,7 +125,7 @@ const INSERT_SLOTS: usize = 8;
 const IDLE: Lsn = Lsn(u64::MAX);
 /// A ring slot's `page_addr` before it first holds a page.
 const EMPTY: Lsn = Lsn(u64::MAX);
-/// The largest single write of WAL (bounds the writer's scratch buffer).
+/// The largest single write of WAL (bounds how long one system call holds the writer).
 const MAX_WRITE_BYTES: u64 = 1024 * 1024;
 thread_local! {
     /// This thread's insertion slot, once given.

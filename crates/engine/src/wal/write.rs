@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::MutexGuard;
 
-use super::{Lsn, Wal, MAX_WRITE_BYTES, PAGE, PH_FLUSH_HINT};
+use super::{Lsn, Wal, MAX_WRITE_BYTES, PAGE};
 use crate::error::{Error, Result};
 use crate::vfs::{OpenMode, VfsFile};
 
@@ -27,7 +27,6 @@ pub(super) struct Writer {
     open: BTreeMap<u64, Arc<dyn VfsFile>>,
     unsynced: Vec<u64>,
     dir_dirty: bool,
-    scratch: Vec<u8>,
 }
 
 impl Writer {
@@ -36,7 +35,6 @@ impl Writer {
             open: BTreeMap::new(),
             unsynced: Vec::new(),
             dir_dirty: false,
-            scratch: Vec::new(),
         }
     }
 }
@@ -361,22 +359,21 @@ impl Wal {
                 .min(self.ring.wrap_after(from))
                 .min(from + MAX_WRITE_BYTES);
             let len = (to - from) as usize;
-            w.scratch.resize(len, 0);
-            self.copy_complete_from_ring(from, &mut w.scratch[..len]);
-            // Stamp each page first written here with what was durable then: a reader that
-            // finds a bad record uses it to tell a torn tail from corruption.
-            let hint = self.flushed_upto.load(Ordering::Acquire).0.to_le_bytes();
+            // Stamp each page first written here with what was durable then.
+            let durable = self.flushed_upto.load(Ordering::Acquire);
             let mut page_start = Lsn(from.0.next_multiple_of(PAGE));
             while page_start < to {
-                let at = (page_start - from) as usize + PH_FLUSH_HINT;
-                w.scratch[at..at + 8].copy_from_slice(&hint);
+                self.stamp_flush_hint(page_start, durable);
                 page_start += PAGE;
             }
             let file = self
                 .segment_for_write(w, segno)
                 .map_err(|e| self.stop(e))?;
             let started = Instant::now();
-            let written = file.write_at(&w.scratch[..len], from.offset_in(self.segment_size));
+            let written = file.write_at(
+                self.complete_in_ring(from, len),
+                from.offset_in(self.segment_size),
+            );
             self.stats.writes.fetch_add(1, Ordering::Relaxed);
             add_elapsed(&self.stats.write_ns, started);
             written.map_err(|source| {

@@ -160,6 +160,17 @@ impl DeadTids for TidArray {
         false
     }
 
+    fn offsets_of(&self, block: BlockNumber, out: &mut Vec<OffsetNumber>) {
+        out.clear();
+        let from = self.items.partition_point(|i| i.block() < block);
+        out.extend(
+            self.items[from..]
+                .iter()
+                .take_while(|i| i.block() == block)
+                .map(|i| i.offset),
+        );
+    }
+
     fn num_tids(&self) -> u64 {
         self.items.len() as u64
     }

@@ -140,6 +140,10 @@ pub trait DeadTids: Send + Sync {
     /// Whether `tid` was added. Any order; the hot path of the index pass.
     fn contains(&self, tid: Tid) -> bool;
 
+    /// The dead offsets of `block` (sorted), written to `out` (cleared first); none if the
+    /// block has none. For [`DeadTidProbe`], which asks once per block.
+    fn offsets_of(&self, block: BlockNumber, out: &mut Vec<OffsetNumber>);
+
     /// The number of TIDs held.
     fn num_tids(&self) -> u64;
 
@@ -184,6 +188,66 @@ pub trait DeadTids: Send + Sync {
             visit(block, &offsets)?;
         }
         ControlFlow::Continue(())
+    }
+}
+
+/// `contains` for TIDs that come in runs of one block, as the index pass sends them when an
+/// index's order follows the heap's (a serial key: the entries of a leaf page point into a
+/// few heap blocks, each many times in a row). Once a run of one block is long enough, the
+/// probe fetches the block's dead offsets ([`DeadTids::offsets_of`]) and searches those few
+/// offsets for the rest of the run, instead of walking the structure from its top for every
+/// TID (which was most of seed 004's index pass). Other probes go to [`DeadTids::contains`].
+///
+/// "Long enough" is a run of [`PROBE_MIN_RUN`] probes, or an eighth of the offsets the last
+/// fetch returned if that is more: a fetch costs about one step per offset, so runs shorter
+/// than a fraction of a block's dead offsets (an index that meets each heap block in short
+/// runs) never make fetching cost more than the lookups it saves.
+pub struct DeadTidProbe<'a> {
+    dead: &'a dyn DeadTids,
+    /// The block of the last probe, and how many probes in a row have asked about it.
+    block: Option<BlockNumber>,
+    run: usize,
+    /// Whether `offsets` holds that block's dead offsets.
+    fetched: bool,
+    offsets: Vec<OffsetNumber>,
+    /// The run length at which the next fetch happens.
+    fetch_at: usize,
+}
+
+/// The shortest run of probes of one block that fetches its offsets.
+pub const PROBE_MIN_RUN: usize = 2;
+
+impl<'a> DeadTidProbe<'a> {
+    pub fn new(dead: &'a dyn DeadTids) -> Self {
+        DeadTidProbe {
+            dead,
+            block: None,
+            run: 0,
+            fetched: false,
+            offsets: Vec::new(),
+            fetch_at: PROBE_MIN_RUN,
+        }
+    }
+
+    /// Whether `tid` is dead: the same answer as `contains`.
+    pub fn contains(&mut self, tid: Tid) -> bool {
+        if self.block == Some(tid.block) {
+            self.run += 1;
+        } else {
+            self.block = Some(tid.block);
+            self.run = 1;
+            self.fetched = false;
+        }
+        if !self.fetched && self.run >= self.fetch_at {
+            self.dead.offsets_of(tid.block, &mut self.offsets);
+            self.fetched = true;
+            self.fetch_at = PROBE_MIN_RUN.max(self.offsets.len() / 8);
+        }
+        if self.fetched {
+            self.offsets.binary_search(&tid.offset).is_ok()
+        } else {
+            self.dead.contains(tid)
+        }
     }
 }
 

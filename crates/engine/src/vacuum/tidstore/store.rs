@@ -691,6 +691,33 @@ impl DeadTids for TidStore {
         Chunk::read(&leaf.arena, at).contains(block & (BLOCKS_PER_CHUNK as u32 - 1), tid.offset)
     }
 
+    fn offsets_of(&self, block: BlockNumber, out: &mut Vec<OffsetNumber>) {
+        out.clear();
+        let Some(&leaf_plus_one) = self.top.get((block >> LEAF_SHIFT) as usize) else {
+            return;
+        };
+        if leaf_plus_one == 0 {
+            return;
+        }
+        let rel_block = block & (BLOCKS_PER_LEAF - 1);
+        match &self.leaves[leaf_plus_one as usize - 1].body {
+            LeafBody::Chunks(c) => {
+                if let Some(at) = c.slot(((block >> CHUNK_SHIFT) as usize) & (CHUNKS_PER_LEAF - 1)) {
+                    Chunk::read(&c.arena, at).decode(block & (BLOCKS_PER_CHUNK as u32 - 1), out);
+                }
+            }
+            LeafBody::Tids(t) => {
+                let from = t.partition_point(|&k| k >> 16 < rel_block);
+                out.extend(
+                    t[from..]
+                        .iter()
+                        .take_while(|&&k| k >> 16 == rel_block)
+                        .map(|&k| k as OffsetNumber),
+                );
+            }
+        }
+    }
+
     fn num_tids(&self) -> u64 {
         self.num_tids
     }

@@ -92,12 +92,26 @@ fn check_against_model(dead: &dyn DeadTids, blocks: &Blocks, seed: u64) {
     assert_eq!(dead.num_tids(), model.len() as u64, "num_tids");
     assert_eq!(dead.num_blocks(), blocks.len() as u64, "num_blocks");
     let mut rng = SplitMix64::new(seed);
-    for tid in probes(blocks, &mut rng) {
-        assert_eq!(
-            dead.contains(tid),
-            model.contains(&tid),
-            "contains({tid:?}) disagrees with the model"
-        );
+    let mut tids = probes(blocks, &mut rng);
+    // The probe too: on the probes as they come (blocks mixed) and sorted (runs of a block,
+    // as an index pass sends them).
+    let mut mixed = DeadTidProbe::new(dead);
+    for &tid in &tids {
+        let expected = model.contains(&tid);
+        assert_eq!(dead.contains(tid), expected, "contains({tid:?}) disagrees with the model");
+        assert_eq!(mixed.contains(tid), expected, "probe.contains({tid:?}), mixed");
+    }
+    tids.sort_unstable();
+    let mut runs = DeadTidProbe::new(dead);
+    for &tid in &tids {
+        assert_eq!(runs.contains(tid), model.contains(&tid), "probe.contains({tid:?}), sorted");
+    }
+    let mut offsets = vec![7];
+    let named: BTreeSet<BlockNumber> = tids.iter().map(|t| t.block).collect();
+    for block in named {
+        dead.offsets_of(block, &mut offsets);
+        let expected = blocks.get(&block).map_or(&[][..], Vec::as_slice);
+        assert_eq!(offsets, expected, "offsets_of({block})");
     }
     assert_eq!(&walk(dead), blocks, "iteration");
     let mut visited = Blocks::new();
