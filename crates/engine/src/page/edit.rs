@@ -2,14 +2,14 @@
 //! header bounds they rely on and refuse (`None`, `false`, `Err`) instead of writing outside
 //! the page, so a corrupt page is never made worse by an out-of-bounds write.
 
+use std::ops::Range;
+
 use super::{
     line_pointer_at, max_align, read_u32, write_u16, write_u32, ItemId, ItemState, OffsetNumber, Page,
     PageError, FIRST_OFFSET_NUMBER, FLAGS_AT, HAS_FREE_LINES, HEADER_SIZE, LAYOUT_VERSION,
     LINE_POINTER_SIZE, LOWER_AT, LSN_AT, MAXALIGN, MAX_ITEM_COUNT, MAX_ITEM_SIZE, MAX_STORED_ITEMS, PAGE_SIZE,
     SPECIAL_AT, UPPER_AT, VALID_FLAG_BITS, VERSION_AT,
 };
-use std::ops::Range;
-
 use super::view::RepairScan;
 use crate::types::Lsn;
 
