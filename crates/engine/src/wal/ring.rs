@@ -11,6 +11,7 @@ use super::{
     AtomicLsn, InsertSlot, Lsn, Wal, CONTRECORD, EMPTY, HDR, PAGE, PH_ADDR, PH_INFO, PH_MAGIC,
     PH_FLUSH_HINT, PH_REM_LEN, WAL_MAGIC, WAL_PAGE_HEADER_SIZE, WAL_PAGE_SIZE,
 };
+use super::write::Writer;
 use crate::error::Result;
 
 /// The WAL buffers: `npages` pages of raw memory shared by inserters and the writer.
@@ -222,10 +223,17 @@ impl Wal {
         Some(page)
     }
 
-    /// The complete bytes `from..from + len` in the ring, for the writer (which holds the
-    /// writer mutex) to write straight from the WAL buffers, as PostgreSQL does. They lie
-    /// within one turn of the ring (the writer cuts its writes at [`Ring::wrap_after`]).
-    pub(super) fn complete_in_ring(&self, from: Lsn, len: usize) -> &[u8] {
+    /// The complete bytes `from..from + len` in the ring, for the writer to write straight
+    /// from the WAL buffers, as PostgreSQL does. `_writer` (the writer mutex's contents) is the
+    /// proof that the caller holds the mutex, and the slice borrows it: it cannot outlive
+    /// the hold. The bytes lie within one turn of the ring (the writer cuts its writes at
+    /// [`Ring::wrap_after`]).
+    pub(super) fn complete_in_ring<'w>(
+        &'w self,
+        _writer: &'w Writer,
+        from: Lsn,
+        len: usize,
+    ) -> &'w [u8] {
         debug_assert!(from + len as u64 <= self.finished_point());
         debug_assert!(from + len as u64 <= self.ring.wrap_after(from));
         // SAFETY: bytes before the finished point are complete, so no inserter writes them
@@ -239,8 +247,9 @@ impl Wal {
 
     /// Stamps the page at `page_lsn`, about to be written for the first time, with what is
     /// durable now (its `PH_FLUSH_HINT` field): a reader that finds a bad record uses it to
-    /// tell a torn tail from corruption. Only the writer (holding the writer mutex) calls it.
-    pub(super) fn stamp_flush_hint(&self, page_lsn: Lsn, durable: Lsn) {
+    /// tell a torn tail from corruption. `_writer` is the proof that the caller holds the
+    /// writer mutex.
+    pub(super) fn stamp_flush_hint(&self, _writer: &mut Writer, page_lsn: Lsn, durable: Lsn) {
         debug_assert_eq!(page_lsn.offset_in(PAGE), 0);
         debug_assert!(page_lsn >= self.written_upto.load(Ordering::Acquire));
         // SAFETY: the field belongs to the writer: set to zero at initialisation, written

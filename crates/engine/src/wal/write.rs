@@ -363,7 +363,7 @@ impl Wal {
             let durable = self.flushed_upto.load(Ordering::Acquire);
             let mut page_start = Lsn(from.0.next_multiple_of(PAGE));
             while page_start < to {
-                self.stamp_flush_hint(page_start, durable);
+                self.stamp_flush_hint(w, page_start, durable);
                 page_start += PAGE;
             }
             let file = self
@@ -371,7 +371,7 @@ impl Wal {
                 .map_err(|e| self.stop(e))?;
             let started = Instant::now();
             let written = file.write_at(
-                self.complete_in_ring(from, len),
+                self.complete_in_ring(w, from, len),
                 from.offset_in(self.segment_size),
             );
             self.stats.writes.fetch_add(1, Ordering::Relaxed);
