@@ -111,8 +111,9 @@ pub struct Database {
     // The background workers come first: fields drop in order, and a worker must stop before
     // the engine (whose last reference holds the directory's lock) can go.
     autovacuum: Option<Autovacuum>,
-    /// Runs when `synchronous_commit` is off (it makes asynchronous commits durable) or
-    /// `wal_init_zero` is on (it prepares the next WAL segment).
+    /// Writes the WAL behind inserters; also makes asynchronous commits durable
+    /// (`synchronous_commit = off`) and prepares the next WAL segment (`wal_init_zero`).
+    /// `None` only once the database is shutting down.
     wal_writer: Option<WalWriter>,
     /// Runs unless `bgwriter_lru_maxpages` is 0.
     bgwriter: Option<BgWriter>,
@@ -295,15 +296,11 @@ impl Database {
             flush: !engine.config.synchronous_commit,
             prepare_segments: engine.config.wal_init_zero,
         };
-        let wal_writer = if wal_writer_jobs.flush || wal_writer_jobs.prepare_segments {
-            Some(WalWriter::start(
-                Arc::clone(&engine.wal),
-                Duration::from_millis(engine.config.wal_writer_delay_ms),
-                wal_writer_jobs,
-            )?)
-        } else {
-            None
-        };
+        let wal_writer = Some(WalWriter::start(
+            Arc::clone(&engine.wal),
+            Duration::from_millis(engine.config.wal_writer_delay_ms),
+            wal_writer_jobs,
+        )?);
         let bgwriter = if engine.config.bgwriter_lru_maxpages > 0 {
             Some(BgWriter::start(
                 Arc::clone(&engine.pool),

@@ -1,8 +1,11 @@
 //! [`Periodic`]: the one way the engine runs a background worker (the WAL writer, the
 //! background writer, autovacuum): a named thread that sleeps a period, runs a round, and
 //! again, until its handle is dropped; dropping it wakes the thread, stops it and joins it.
-//! A round that runs long checks [`Stop::requested`] to end early.
+//! A round that runs long checks [`Stop::requested`] to end early. A [`Poke`] runs the
+//! next round at once instead of after the period: for a worker that others call on when
+//! there is work (PostgreSQL sets the worker's latch).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -14,6 +17,9 @@ use parking_lot::{Condvar, Mutex};
 pub struct Stop {
     requested: Mutex<bool>,
     wake: Condvar,
+    /// A poke not yet seen by the sleeper. Checked under `requested`'s mutex by the sleeper,
+    /// and the poker takes that mutex before notifying, so no poke is lost.
+    poked: AtomicBool,
 }
 
 impl Stop {
@@ -22,13 +28,29 @@ impl Stop {
         *self.requested.lock()
     }
 
-    /// Sleeps `period` unless a stop is requested first; returns whether it was.
+    /// Sleeps `period` unless a stop is requested or a poke comes first (or came during
+    /// the last round); returns whether a stop was requested.
     fn sleep(&self, period: Duration) -> bool {
         let mut requested = self.requested.lock();
-        if !*requested {
+        if !*requested && !self.poked.swap(false, Ordering::AcqRel) {
             self.wake.wait_for(&mut requested, period);
+            self.poked.store(false, Ordering::Release);
         }
         *requested
+    }
+}
+
+/// Runs a worker's next round now (or, if one is running, another right after it).
+#[derive(Clone)]
+pub struct Poke(Arc<Stop>);
+
+impl Poke {
+    /// Cheap while a poke is pending: one atomic swap, no lock.
+    pub fn poke(&self) {
+        if !self.0.poked.swap(true, Ordering::AcqRel) {
+            let _held = self.0.requested.lock();
+            self.0.wake.notify_one();
+        }
     }
 }
 
@@ -62,6 +84,11 @@ impl Periodic {
             stop,
             thread: Some(thread),
         })
+    }
+
+    /// A handle that runs the next round at once.
+    pub fn poke_handle(&self) -> Poke {
+        Poke(Arc::clone(&self.stop))
     }
 }
 
@@ -111,5 +138,39 @@ mod tests {
             after,
             "a round ran after the drop"
         );
+    }
+
+    #[test]
+    fn a_poke_runs_the_next_round_at_once_and_a_poke_during_a_round_runs_one_more() {
+        let rounds = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&rounds);
+        let worker = Periodic::start("quire-test", Duration::from_secs(3600), move |_| {
+            let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
+            if n == 1 {
+                // Long enough for the poke below to land while this round runs.
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+        .unwrap();
+        let poke = worker.poke_handle();
+        let wait_for = |n: u64| {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while rounds.load(Ordering::SeqCst) < n {
+                assert!(Instant::now() < deadline, "round {n} never ran");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        poke.poke();
+        wait_for(1);
+        poke.poke();
+        poke.poke();
+        wait_for(2);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(
+            rounds.load(Ordering::SeqCst),
+            2,
+            "pokes that land during one round run one more round, not one each"
+        );
+        drop(worker);
     }
 }

@@ -1,7 +1,11 @@
 //! The background writer (PostgreSQL's bgwriter): every `bgwriter_delay` it writes the dirty
 //! buffers the clock sweep will take next ([`BufferPool::clean_ahead`]), so a miss finds a
 //! clean victim instead of writing one back on the way to its page: the write moves off the
-//! path of a statement (and of a commit's latency) to a thread of its own.
+//! path of a statement (and of a commit's latency) to a thread of its own. A miss that still
+//! had to write its victim pokes it: the next round runs at once, not after the delay
+//! (PostgreSQL's backends only wake a hibernating bgwriter). So under a stream of misses
+//! (a VACUUM of a table larger than the pool) rounds run back to back and the writes move
+//! to this thread, on another core; with no dirty victims it keeps PostgreSQL's pace.
 //!
 //! Rules: it writes through the pool's one write-back path, so the WAL rule holds as for any
 //! write; it writes at most `bgwriter_lru_maxpages` per round (0: no background writer);
@@ -34,6 +38,7 @@ pub struct BgWriterSettings {
 
 /// The running background writer; dropping it stops the thread.
 pub struct BgWriter {
+    pool: Arc<BufferPool>,
     _worker: Periodic,
 }
 
@@ -44,6 +49,7 @@ impl BgWriter {
             (SCAN_WHOLE_POOL.as_millis() / settings.delay.as_millis().max(1)).max(1);
         let min_scan = (pool.nbuffers() as u64).div_ceil(rounds_per_lap as u64);
         let mut cleaner = Cleaner::default();
+        let ours = Arc::clone(&pool);
         let worker = Periodic::start("quire-bgwriter", settings.delay, move |_| {
             if let Err(e) = pool.clean_ahead(
                 &mut cleaner,
@@ -57,6 +63,16 @@ impl BgWriter {
         .map_err(|e| Error::StartupRefused {
             reason: format!("could not start the background writer thread: {e}"),
         })?;
-        Ok(BgWriter { _worker: worker })
+        ours.set_cleaner(Some(worker.poke_handle()));
+        Ok(BgWriter {
+            pool: ours,
+            _worker: worker,
+        })
+    }
+}
+
+impl Drop for BgWriter {
+    fn drop(&mut self) {
+        self.pool.set_cleaner(None);
     }
 }

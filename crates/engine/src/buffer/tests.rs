@@ -560,3 +560,35 @@ fn the_cleaner_writes_the_next_victims_so_that_misses_write_nothing() {
     assert!(round.written <= 3, "{round:?}");
     pool.check_invariants().unwrap();
 }
+
+#[test]
+fn a_miss_that_writes_its_victim_pokes_the_background_writer_into_a_round() {
+    use super::bgwriter::{BgWriter, BgWriterSettings};
+    let f = fixture(32, BufferDropMode::Indexed);
+    let pool = Arc::new(f.pool());
+    // An hour between rounds: only a poke can run one within this test.
+    let bgwriter = BgWriter::start(
+        Arc::clone(&pool),
+        BgWriterSettings {
+            delay: Duration::from_secs(3600),
+            lru_maxpages: 100,
+            lru_multiplier: 2.0,
+        },
+    )
+    .unwrap();
+    // 96 dirty pages through a pool of 32: misses write dirty victims and poke.
+    populate(&pool, rel(7), 96);
+    assert!(pool.stats().victim_writes.get() > 0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pool.stats().cleaned.get() == 0 {
+        assert!(Instant::now() < deadline, "no round ran after the pokes");
+        // Misses keep the sweep moving, so the buffers ahead come to usage zero.
+        for b in 0..96 {
+            drop(pool.read_buffer(BufferTag::new(rel(7), Fork::Main, b)).unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(bgwriter);
+    assert!(pool.cleaner.lock().is_none(), "the stopped writer's poke is cleared");
+    pool.check_invariants().unwrap();
+}

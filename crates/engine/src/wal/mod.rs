@@ -63,6 +63,11 @@
 //!   in-memory prepared transaction — hold the guard across both halves; the checkpointer
 //!   fixes its redo point only between such sections (PostgreSQL's `DELAY_CHKPT_START`), so a
 //!   half before the redo point never has its other half missed by the checkpoint.
+//! - **Writing behind**: once half the ring is unwritten, an inserter pokes the [`WalWriter`],
+//!   which writes out what is complete on its own thread (no fsync), so a bulk change (a
+//!   VACUUM, a large INSERT) does not also spend its own time in `pwrite`. An inserter writes
+//!   itself only when its ring slot is still unwritten (the ring is full), or when no WAL
+//!   writer runs.
 //! - **New segments** are created zero-filled ahead of need by the [`WalWriter`]
 //!   (`wal_init_zero`, [`Wal::prepare_next_segment`]) and renamed into place under the writer
 //!   mutex; the writer syncs the directory before its first flush into a segment it did not
@@ -99,6 +104,7 @@ use crate::buffer::PageWriteGuard;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::padded::CachePadded;
+use crate::periodic::Poke;
 use crate::vfs::{Vfs, VfsFile};
 pub use reader::WalReader;
 pub use walwriter::{WalWriter, WalWriterJobs};
@@ -329,6 +335,9 @@ pub struct Wal {
     /// Read-held by sections that must not straddle a redo point; write-held while the
     /// checkpointer fixes one.
     checkpoint_barrier: RwLock<()>,
+    /// The running [`WalWriter`]'s poke: an inserter that finds half the ring unwritten
+    /// hands the write-out to it (`write_ahead`). `None`: no WAL writer, the inserter writes.
+    write_behind: Mutex<Option<Poke>>,
     stats: WalStats,
     /// Called by each inserter right after its reservation, with the record's start: lets a
     /// test stop an inserter between reserving and copying.
@@ -428,6 +437,7 @@ impl Wal {
             opened_at: end,
             read_files: Mutex::new(Vec::new()),
             checkpoint_barrier: RwLock::new(()),
+            write_behind: Mutex::new(None),
             stats: WalStats::default(),
             #[cfg(test)]
             after_reserve: Mutex::new(None),

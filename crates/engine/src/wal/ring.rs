@@ -158,13 +158,19 @@ impl Wal {
         unreachable!("ensure_page did not converge")
     }
 
-    /// Once half the ring is unwritten, an inserter that finds the writer free writes out
-    /// what is complete (PostgreSQL's walwriter does it in the background), so that the
-    /// write-out overlaps other threads' insertion instead of every inserter finding the
-    /// ring full at once and waiting for one of them to write all of it.
+    /// Once half the ring is unwritten, what is complete is written out, so that the
+    /// write-out overlaps insertion instead of an inserter finding the ring full and waiting
+    /// for all of it to be written. The WAL writer does it when one runs (PostgreSQL's
+    /// walwriter writes in the background too): a bulk change's inserter then goes on
+    /// copying while another core writes. Else an inserter that finds the writer free does.
     fn write_ahead(&self, page_lsn: Lsn, slot: &InsertSlot, progress: Lsn) -> Result<()> {
         let ring_bytes = self.ring.npages * PAGE;
         if page_lsn.bytes_since(self.written_upto.load(Ordering::Acquire)) < ring_bytes / 2 {
+            return Ok(());
+        }
+        if let Some(poke) = &*self.write_behind.lock() {
+            slot.publish(progress);
+            poke.poke();
             return Ok(());
         }
         let Some(mut w) = self.writer.try_lock() else {

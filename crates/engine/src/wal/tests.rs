@@ -1033,3 +1033,44 @@ fn an_insert_into_a_ring_full_of_unwritten_pages_counts_buffers_full() {
     assert!(wal.stats().buffers_full.load(Ordering::Relaxed) >= 1, "no insert counted a full ring");
     assert_eq!(wal.counters().buffers_full, wal.stats().buffers_full.load(Ordering::Relaxed));
 }
+
+#[test]
+fn an_inserter_past_half_the_ring_hands_the_write_out_to_the_wal_writer() {
+    let vfs = Arc::new(SimVfs::new(41));
+    let (wal, _) = open(&vfs).unwrap();
+    let wal = Arc::new(wal);
+    // An hour between rounds: only a poke runs one within this test.
+    let writer = WalWriter::start(
+        Arc::clone(&wal),
+        Duration::from_secs(3600),
+        WalWriterJobs {
+            flush: false,
+            prepare_segments: false,
+        },
+    )
+    .unwrap();
+    // Three quarters of the 1 MiB ring: past the half, short of full, so no inserter
+    // writes (it would only when its ring slot is still unwritten).
+    let mut id = 0;
+    while wal.insert_lsn().0 < FIRST_LSN.0 + 768 * 1024 {
+        insert_plain(&wal, id, 4000);
+        id += 1;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while wal.counters().writes == 0 {
+        assert!(std::time::Instant::now() < deadline, "the WAL writer never wrote");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(wal.counters().buffers_full, 0);
+    assert_eq!(wal.counters().fsyncs, 0, "writing behind does not flush");
+    drop(writer);
+    assert!(wal.write_behind.lock().is_none());
+    // Without a WAL writer the inserter writes ahead itself, as before.
+    let written = wal.counters().writes;
+    while wal.insert_lsn().0 < FIRST_LSN.0 + 3 * 1024 * 1024 {
+        insert_plain(&wal, id, 4000);
+        id += 1;
+    }
+    assert!(wal.counters().writes > written);
+    wal.flush(wal.insert_lsn()).unwrap();
+}

@@ -1,4 +1,7 @@
-//! The background WAL writer (PostgreSQL's walwriter). Every `wal_writer_delay` it
+//! The background WAL writer (PostgreSQL's walwriter). Every `wal_writer_delay`, and at
+//! once when an inserter pokes it, it
+//! - writes out the complete WAL (no fsync), so that an inserter that has filled half the
+//!   ring goes on inserting while this thread writes (see "Writing behind" in [`super`]);
 //! - flushes the WAL, if commits are asynchronous (`synchronous_commit = off`): such a
 //!   commit never waits for an fsync and is durable within about three delays (one delay,
 //!   plus the flush under way when it committed, plus its own);
@@ -18,6 +21,7 @@ use crate::periodic::Periodic;
 
 /// The running WAL writer; dropping it stops the thread.
 pub struct WalWriter {
+    wal: Arc<Wal>,
     _worker: Periodic,
 }
 
@@ -33,7 +37,9 @@ pub struct WalWriterJobs {
 impl WalWriter {
     /// Starts a thread that does `jobs` on `wal` every `delay`.
     pub fn start(wal: Arc<Wal>, delay: Duration, jobs: WalWriterJobs) -> Result<WalWriter> {
+        let ours = Arc::clone(&wal);
         let round = move |_: &crate::periodic::Stop| {
+            write_behind(&wal);
             if jobs.flush {
                 flush(&wal);
             }
@@ -46,7 +52,25 @@ impl WalWriter {
                 reason: format!("could not start the WAL writer thread: {e}"),
             }
         })?;
-        Ok(WalWriter { _worker: worker })
+        *ours.write_behind.lock() = Some(worker.poke_handle());
+        Ok(WalWriter {
+            wal: ours,
+            _worker: worker,
+        })
+    }
+}
+
+impl Drop for WalWriter {
+    fn drop(&mut self) {
+        // Inserters write out the ring themselves again.
+        *self.wal.write_behind.lock() = None;
+    }
+}
+
+fn write_behind(wal: &Wal) {
+    // A failure has put the WAL in its failed state (the write logged it).
+    if let Err(e) = wal.write_complete() {
+        tracing::debug!(error = %e, "the WAL writer's write failed");
     }
 }
 

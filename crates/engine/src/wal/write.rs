@@ -107,6 +107,15 @@ impl Wal {
         Ok(())
     }
 
+    /// Writes out (no fsync) every byte whose insertion is complete: the WAL writer's
+    /// write-behind.
+    pub fn write_complete(&self) -> Result<()> {
+        let mut w = self.writer.lock();
+        self.check_failed()?;
+        let target = self.finished_point();
+        self.write_locked(&mut w, target)
+    }
+
     /// Makes WAL up to `upto` durable (group commit: see the module header).
     pub fn flush(&self, upto: Lsn) -> Result<()> {
         self.flush_as(upto, None)
