@@ -43,8 +43,9 @@
 //!   it waits for ring space, so a waiter that saw stale progress and slept on the lock
 //!   could wait for a thread that waits for it.
 //! - Lock order: insertion slot → reservation mutex; insertion slot → ring-init mutex;
-//!   insertion slot → writer mutex; group-commit mutex alone (never held across a wait for
-//!   anything else). Nobody waits for an insertion while holding the writer.
+//!   insertion slot → writer mutex; insertion slot → write-behind poke (whose own mutex is a
+//!   leaf); group-commit mutex alone (never held across a wait for anything else). Nobody
+//!   waits for an insertion while holding the writer.
 //! - A failed write or fsync is final (PostgreSQL PANICs): the WAL enters a failed state,
 //!   every later insert and flush is refused, and only a restart (recovery from what is
 //!   durable) clears it. So a record whose flush failed (a commit reported as failed) never
@@ -67,7 +68,8 @@
 //!   which writes out what is complete on its own thread (no fsync), so a bulk change (a
 //!   VACUUM, a large INSERT) does not also spend its own time in `pwrite`. An inserter writes
 //!   itself only when its ring slot is still unwritten (the ring is full), or when no WAL
-//!   writer runs.
+//!   writer runs. Below half the WAL writer writes nothing, so no more WAL reaches the files
+//!   before a crash, and no more is replayed after it, than without it.
 //! - **New segments** are created zero-filled ahead of need by the [`WalWriter`]
 //!   (`wal_init_zero`, [`Wal::prepare_next_segment`]) and renamed into place under the writer
 //!   mutex; the writer syncs the directory before its first flush into a segment it did not

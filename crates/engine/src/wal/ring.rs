@@ -164,8 +164,7 @@ impl Wal {
     /// walwriter writes in the background too): a bulk change's inserter then goes on
     /// copying while another core writes. Else an inserter that finds the writer free does.
     fn write_ahead(&self, page_lsn: Lsn, slot: &InsertSlot, progress: Lsn) -> Result<()> {
-        let ring_bytes = self.ring.npages * PAGE;
-        if page_lsn.bytes_since(self.written_upto.load(Ordering::Acquire)) < ring_bytes / 2 {
+        if !self.unwritten_past_half(page_lsn) {
             return Ok(());
         }
         if let Some(poke) = &*self.write_behind.lock() {
@@ -180,6 +179,17 @@ impl Wal {
         slot.publish(progress);
         let target = self.finished_point();
         self.write_locked(&mut w, target)
+    }
+
+    /// Whether half the ring or more, up to `upto`, is unwritten.
+    fn unwritten_past_half(&self, upto: Lsn) -> bool {
+        let ring_bytes = self.ring.npages * PAGE;
+        upto.bytes_since(self.written_upto.load(Ordering::Acquire)) >= ring_bytes / 2
+    }
+
+    /// Whether half the ring or more of what is inserted is unwritten.
+    pub(super) fn half_unwritten(&self) -> bool {
+        self.unwritten_past_half(self.insert_lsn())
     }
 
     /// Sets up `page_lsn` in its ring slot: a fresh header. The caller holds `init_lock`, has

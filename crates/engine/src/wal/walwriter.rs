@@ -1,7 +1,8 @@
 //! The background WAL writer (PostgreSQL's walwriter). Every `wal_writer_delay`, and at
 //! once when an inserter pokes it, it
-//! - writes out the complete WAL (no fsync), so that an inserter that has filled half the
-//!   ring goes on inserting while this thread writes (see "Writing behind" in [`super`]);
+//! - writes out the complete WAL (no fsync) once half the ring is unwritten, so that an
+//!   inserter that has filled half the ring goes on inserting while this thread writes (see
+//!   "Writing behind" in [`super`]);
 //! - flushes the WAL, if commits are asynchronous (`synchronous_commit = off`): such a
 //!   commit never waits for an fsync and is durable within about three delays (one delay,
 //!   plus the flush under way when it committed, plus its own);
@@ -69,7 +70,7 @@ impl Drop for WalWriter {
 
 fn write_behind(wal: &Wal) {
     // A failure has put the WAL in its failed state (the write logged it).
-    if let Err(e) = wal.write_complete() {
+    if let Err(e) = wal.write_behind() {
         tracing::debug!(error = %e, "the WAL writer's write failed");
     }
 }
