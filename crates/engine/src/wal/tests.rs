@@ -1049,8 +1049,6 @@ fn an_inserter_past_half_the_ring_hands_the_write_out_to_the_wal_writer() {
         },
     )
     .unwrap();
-    // Three quarters of the 1 MiB ring: past the half, short of full, so no inserter
-    // writes (it would only when its ring slot is still unwritten).
     // Below half the ring, nothing is written early.
     let mut id = 0;
     while wal.insert_lsn().0 < FIRST_LSN.0 + 256 * 1024 {
@@ -1059,6 +1057,8 @@ fn an_inserter_past_half_the_ring_hands_the_write_out_to_the_wal_writer() {
     }
     wal.write_behind().unwrap();
     assert_eq!(wal.counters().writes, 0, "wrote below half the ring");
+    // Three quarters of the 1 MiB ring: past the half, short of full, so no inserter
+    // writes (it would only when its ring slot is still unwritten).
     while wal.insert_lsn().0 < FIRST_LSN.0 + 768 * 1024 {
         insert_plain(&wal, id, 4000);
         id += 1;
