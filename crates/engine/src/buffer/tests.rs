@@ -582,9 +582,11 @@ fn a_miss_that_writes_its_victim_pokes_the_background_writer_into_a_round() {
     let deadline = Instant::now() + Duration::from_secs(30);
     while pool.stats().cleaned.get() == 0 {
         assert!(Instant::now() < deadline, "no round ran after the pokes");
-        // Misses keep the sweep moving, so the buffers ahead come to usage zero.
+        // Misses keep the sweep moving, so the buffers ahead come to usage zero, and every
+        // page is dirtied again, so misses keep writing dirty victims and poking.
         for b in 0..96 {
-            drop(pool.read_buffer(BufferTag::new(rel(7), Fork::Main, b)).unwrap());
+            let buf = pool.read_buffer(BufferTag::new(rel(7), Fork::Main, b)).unwrap();
+            buf.write().mark_dirty();
         }
         std::thread::sleep(Duration::from_millis(1));
     }
