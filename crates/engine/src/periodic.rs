@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, RwLock};
 
 /// The stop request a round can look at.
 #[derive(Default)]
@@ -51,6 +51,35 @@ impl Poke {
             let _held = self.0.requested.lock();
             self.0.wake.notify_one();
         }
+    }
+}
+
+/// Where those who call on a worker find its [`Poke`]: set while the worker runs, empty
+/// otherwise (they then do the work themselves). Read-locked on every poke, so callers on a
+/// hot path do not serialise on it.
+#[derive(Default)]
+pub struct PokeSlot(RwLock<Option<Poke>>);
+
+impl PokeSlot {
+    /// Sets (or, with `None`, clears) the worker's poke.
+    pub fn set(&self, poke: Option<Poke>) {
+        *self.0.write() = poke;
+    }
+
+    /// Pokes the worker; false if none runs.
+    pub fn poke(&self) -> bool {
+        match &*self.0.read() {
+            Some(poke) => {
+                poke.poke();
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.0.read().is_none()
     }
 }
 

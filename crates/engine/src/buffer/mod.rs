@@ -66,7 +66,7 @@ pub mod bgwriter;
 mod desc;
 
 use crate::padded::{CachePadded, StripedCounter};
-use crate::periodic::Poke;
+use crate::periodic::{Poke, PokeSlot};
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -189,7 +189,7 @@ pub struct BufferPool {
     clock_hand: AtomicU64,
     waits: Box<[(Mutex<()>, Condvar)]>,
     /// The running background writer's poke (see [`bgwriter`]); `None` when none runs.
-    cleaner: Mutex<Option<Poke>>,
+    cleaner: PokeSlot,
     stats: BufferStats,
 }
 
@@ -227,7 +227,7 @@ impl BufferPool {
             waits: (0..WAIT_SHARDS)
                 .map(|_| (Mutex::new(()), Condvar::new()))
                 .collect(),
-            cleaner: Mutex::new(None),
+            cleaner: PokeSlot::default(),
             stats: BufferStats::default(),
         })
     }
@@ -463,16 +463,14 @@ impl BufferPool {
         let s = self.descs[id as usize].state.load(Ordering::Acquire);
         if s & DIRTY != 0 && self.flush_pinned(id)? {
             self.stats.victim_writes.add(1);
-            if let Some(poke) = &*self.cleaner.lock() {
-                poke.poke();
-            }
+            self.cleaner.poke();
         }
         Ok(())
     }
 
     /// Sets (or, with `None`, clears) the poke of the running background writer.
     pub(crate) fn set_cleaner(&self, poke: Option<Poke>) {
-        *self.cleaner.lock() = poke;
+        self.cleaner.set(poke);
     }
 
     /// A free buffer, pinned by us: from the free list, else by clock sweep.

@@ -591,6 +591,6 @@ fn a_miss_that_writes_its_victim_pokes_the_background_writer_into_a_round() {
         std::thread::sleep(Duration::from_millis(1));
     }
     drop(bgwriter);
-    assert!(pool.cleaner.lock().is_none(), "the stopped writer's poke is cleared");
+    assert!(pool.cleaner.is_empty(), "the stopped writer's poke is cleared");
     pool.check_invariants().unwrap();
 }

@@ -106,7 +106,7 @@ use crate::buffer::PageWriteGuard;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::padded::CachePadded;
-use crate::periodic::Poke;
+use crate::periodic::PokeSlot;
 use crate::vfs::{Vfs, VfsFile};
 pub use reader::WalReader;
 pub use walwriter::{WalWriter, WalWriterJobs};
@@ -339,7 +339,7 @@ pub struct Wal {
     checkpoint_barrier: RwLock<()>,
     /// The running [`WalWriter`]'s poke: an inserter that finds half the ring unwritten
     /// hands the write-out to it (`write_ahead`). `None`: no WAL writer, the inserter writes.
-    write_behind: Mutex<Option<Poke>>,
+    write_behind: PokeSlot,
     stats: WalStats,
     /// Called by each inserter right after its reservation, with the record's start: lets a
     /// test stop an inserter between reserving and copying.
@@ -439,7 +439,7 @@ impl Wal {
             opened_at: end,
             read_files: Mutex::new(Vec::new()),
             checkpoint_barrier: RwLock::new(()),
-            write_behind: Mutex::new(None),
+            write_behind: PokeSlot::default(),
             stats: WalStats::default(),
             #[cfg(test)]
             after_reserve: Mutex::new(None),

@@ -167,16 +167,15 @@ impl Wal {
         if !self.unwritten_past_half(page_lsn) {
             return Ok(());
         }
-        if let Some(poke) = &*self.write_behind.lock() {
-            slot.publish(progress);
-            poke.poke();
+        // Published first, so that whoever writes can write what precedes it.
+        slot.publish(progress);
+        if self.write_behind.poke() {
             return Ok(());
         }
         let Some(mut w) = self.writer.try_lock() else {
             return Ok(());
         };
         self.check_failed()?;
-        slot.publish(progress);
         let target = self.finished_point();
         self.write_locked(&mut w, target)
     }

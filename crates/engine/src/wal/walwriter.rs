@@ -53,7 +53,7 @@ impl WalWriter {
                 reason: format!("could not start the WAL writer thread: {e}"),
             }
         })?;
-        *ours.write_behind.lock() = Some(worker.poke_handle());
+        ours.write_behind.set(Some(worker.poke_handle()));
         Ok(WalWriter {
             wal: ours,
             _worker: worker,
@@ -64,7 +64,7 @@ impl WalWriter {
 impl Drop for WalWriter {
     fn drop(&mut self) {
         // Inserters write out the ring themselves again.
-        *self.wal.write_behind.lock() = None;
+        self.wal.write_behind.set(None);
     }
 }
 
