@@ -197,6 +197,45 @@ fn group_commit_shares_fsyncs_between_committers() {
         fsyncs * 2 <= commits,
         "{fsyncs} fsyncs for {commits} commits: too little grouping"
     );
+    // A 2 ms flush is waited for asleep: yielding through it would take CPU for little.
+    assert_eq!(wal.stats().awake_waits.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn committers_wait_awake_for_a_fast_flush() {
+    const THREADS: u64 = 6;
+    const COMMITS: u64 = 200;
+    let vfs = Arc::new(SimVfs::new(4));
+    vfs.set_latency(OpKind::Fsync, Duration::from_micros(100));
+    let (wal, _) = open(&vfs).unwrap();
+    let wal = Arc::new(wal);
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let wal = Arc::clone(&wal);
+            std::thread::spawn(move || {
+                for i in 0..COMMITS {
+                    let (_, end) = insert_plain(&wal, t * 1000 + i, 100);
+                    wal.flush_commit(end, &|| THREADS as usize - 1).unwrap();
+                    assert!(wal.flushed_lsn() >= end);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let stats = wal.stats();
+    let (awake, waits) = (
+        stats.awake_waits.load(Ordering::Relaxed),
+        stats.group_waits.load(Ordering::Relaxed),
+    );
+    // Six committers and a 100 µs flush: most flushes find others waiting, and the first of
+    // them wait awake (the rest, past the machine's CPUs, asleep).
+    assert!(awake > 0, "no committer waited awake ({waits} waits)");
+    assert!(awake <= waits);
+    drop(wal);
+    let (_wal, found) = open(&vfs).unwrap();
+    assert_eq!(found.len() as u64, THREADS * COMMITS);
 }
 
 /// One seeded run: acknowledged records must survive a power loss, intact, in order.

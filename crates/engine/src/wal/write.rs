@@ -57,6 +57,7 @@ impl Drop for Leader<'_> {
             // The committers this flush served: they are likely to commit again soon.
             g.last_served = 1 + g.sleeping.len();
             g.leading = false;
+            g.awake_waiters = 0;
             self.wal.flush_round.fetch_add(1, Ordering::Release);
             std::mem::take(&mut g.sleeping)
         };
@@ -84,6 +85,9 @@ pub(super) struct Group {
     sleeping: Vec<std::thread::Thread>,
     /// How many committers the last flush served (its leader and the sleepers then).
     last_served: usize,
+    /// How many committers wait awake for the leader at work (see `wait_for_leader`): at
+    /// most `Wal::max_awake_waiters`.
+    awake_waiters: usize,
     /// How long the last flush took (write and fsync).
     last_flush: Duration,
 }
@@ -92,6 +96,10 @@ pub(super) struct Group {
 const MAX_GATHER: Duration = Duration::from_millis(2);
 /// The longest part of that wait a leader yields its CPU rather than sleeps.
 const MAX_GATHER_YIELDING: Duration = Duration::from_micros(50);
+/// The longest a committer waits awake for a leader (see `wait_for_leader`). Flushes
+/// slower than half of it are waited for asleep: a wake-up's tens of microseconds are a
+/// small part of them, and yielding through them would take CPU for little.
+const MAX_AWAKE_WAIT: Duration = Duration::from_millis(1);
 
 impl Wal {
     /// Writes (without fsync) at least up to `need` so ring pages before it can be reused.
@@ -160,19 +168,7 @@ impl Wal {
                 }
                 break;
             }
-            self.stats.group_waits.fetch_add(1, Ordering::Relaxed);
-            g.sleeping.push(std::thread::current());
-            if g.gathering && g.sleeping.len() + 1 >= g.last_served {
-                self.group_arrived.notify_one();
-            }
-            // Read under the mutex while a leader is at work: its end moves the round on
-            // (under the mutex, after this) and then unparks this thread.
-            let round = self.flush_round.load(Ordering::Acquire);
-            drop(g);
-            // `park` may return spuriously (or for a stale unpark): the round tells.
-            while self.flush_round.load(Ordering::Acquire) == round {
-                std::thread::park();
-            }
+            self.wait_for_leader(g);
             if self.flushed_upto.load(Ordering::Acquire) >= upto {
                 return Ok(());
             }
@@ -202,6 +198,51 @@ impl Wal {
         leader.took = Some(started.elapsed());
         drop(leader);
         Ok(())
+    }
+
+    /// Waits, the group mutex held on entry, until the leader at work is done (its end moves
+    /// the round on, under the mutex, and then unparks every sleeper).
+    ///
+    /// The first committers to wait, as many as the machine has CPUs, wait *awake*: they
+    /// yield their CPU in a loop (staying runnable) until the round moves on, for at most
+    /// twice the last flush's time, and then sleep like the others. So they see the flush
+    /// end without being woken and scheduled: they return to their clients at once, and the
+    /// one whose record the flush missed leads the next flush at once. And a CPU they yield
+    /// never goes idle, so the other threads' wake-ups are quicker too (on a virtual machine
+    /// an idle CPU is slow to wake). More awake waiters than CPUs could not all run; they
+    /// would only take turns. MySQL's redo log has committers spin for the same reason.
+    /// Measured with pgbench at 4 clients on 2 cores (see the README): the two-phase script
+    /// went from about 5,200 to 6,400 transactions per second and TPC-B from 6,500 to
+    /// 7,600, each for about 40-70 µs more CPU per transaction. A flush slower than half
+    /// [`MAX_AWAKE_WAIT`] is waited for asleep.
+    fn wait_for_leader(&self, mut g: MutexGuard<'_, Group>) {
+        self.stats.group_waits.fetch_add(1, Ordering::Relaxed);
+        g.sleeping.push(std::thread::current());
+        if g.gathering && g.sleeping.len() + 1 >= g.last_served {
+            self.group_arrived.notify_one();
+        }
+        let round = self.flush_round.load(Ordering::Acquire);
+        let awake_for = g.last_flush * 2;
+        let awake = g.awake_waiters < self.max_awake_waiters
+            && !awake_for.is_zero()
+            && awake_for <= MAX_AWAKE_WAIT;
+        g.awake_waiters += usize::from(awake);
+        assert!(g.awake_waiters <= self.max_awake_waiters);
+        drop(g);
+        if awake {
+            self.stats.awake_waits.fetch_add(1, Ordering::Relaxed);
+            let deadline = Instant::now() + awake_for;
+            // Bounded by the deadline.
+            while self.flush_round.load(Ordering::Acquire) == round && Instant::now() < deadline
+            {
+                std::thread::yield_now();
+            }
+        }
+        // `park` may return spuriously (or for a stale unpark, such as the one a committer
+        // that waited awake was sent): the round tells.
+        while self.flush_round.load(Ordering::Acquire) == round {
+            std::thread::park();
+        }
     }
 
     /// A new commit leader first lets the committers of the last group come back (each
