@@ -212,8 +212,8 @@ impl Wal {
     /// an idle CPU is slow to wake). More awake waiters than CPUs could not all run; they
     /// would only take turns. MySQL's redo log has committers spin for the same reason.
     /// Measured with pgbench at 4 clients on 2 cores (see the README): the two-phase script
-    /// went from about 5,200 to 6,400 transactions per second and TPC-B from 6,500 to
-    /// 7,600, each for about 40-70 µs more CPU per transaction. A flush slower than half
+    /// went from about 5,300 to 6,500 transactions per second and TPC-B from 6,400 to
+    /// 7,400, for 40-80 µs more CPU per transaction. A flush slower than half
     /// [`MAX_AWAKE_WAIT`] is waited for asleep.
     fn wait_for_leader(&self, mut g: MutexGuard<'_, Group>) {
         self.stats.group_waits.fetch_add(1, Ordering::Relaxed);
