@@ -165,29 +165,41 @@ fn concurrent_inserts_are_all_present_once_and_linked() {
     }
 }
 
-#[test]
-fn group_commit_shares_fsyncs_between_committers() {
-    const THREADS: u64 = 8;
-    const COMMITS: u64 = 25;
-    let vfs = Arc::new(SimVfs::new(3));
-    vfs.set_latency(OpKind::Fsync, Duration::from_millis(2));
+/// `threads` committers on a WAL whose fsyncs take `fsync_latency`, each inserting and
+/// flushing `commits` records one after another; returns the WAL and its simulated files.
+fn commit_concurrently(
+    threads: u64,
+    commits: u64,
+    fsync_latency: Duration,
+    seed: u64,
+) -> (Arc<Wal>, Arc<SimVfs>) {
+    let vfs = Arc::new(SimVfs::new(seed));
+    vfs.set_latency(OpKind::Fsync, fsync_latency);
     let (wal, _) = open(&vfs).unwrap();
     let wal = Arc::new(wal);
-    let threads: Vec<_> = (0..THREADS)
+    let handles: Vec<_> = (0..threads)
         .map(|t| {
             let wal = Arc::clone(&wal);
             std::thread::spawn(move || {
-                for i in 0..COMMITS {
+                for i in 0..commits {
                     let (_, end) = insert_plain(&wal, t * 1000 + i, 100);
-                    wal.flush_commit(end, &|| THREADS as usize - 1).unwrap();
+                    wal.flush_commit(end, &|| threads as usize - 1).unwrap();
                     assert!(wal.flushed_lsn() >= end);
                 }
             })
         })
         .collect();
-    for t in threads {
-        t.join().unwrap();
+    for h in handles {
+        h.join().unwrap();
     }
+    (wal, vfs)
+}
+
+#[test]
+fn group_commit_shares_fsyncs_between_committers() {
+    const THREADS: u64 = 8;
+    const COMMITS: u64 = 25;
+    let (wal, _vfs) = commit_concurrently(THREADS, COMMITS, Duration::from_millis(2), 3);
     let fsyncs = wal.stats().fsyncs.load(Ordering::Relaxed);
     let commits = THREADS * COMMITS;
     // Without grouping every commit would fsync; a loaded machine groups less, so the bound
@@ -205,25 +217,7 @@ fn group_commit_shares_fsyncs_between_committers() {
 fn committers_wait_awake_for_a_fast_flush() {
     const THREADS: u64 = 6;
     const COMMITS: u64 = 200;
-    let vfs = Arc::new(SimVfs::new(4));
-    vfs.set_latency(OpKind::Fsync, Duration::from_micros(100));
-    let (wal, _) = open(&vfs).unwrap();
-    let wal = Arc::new(wal);
-    let threads: Vec<_> = (0..THREADS)
-        .map(|t| {
-            let wal = Arc::clone(&wal);
-            std::thread::spawn(move || {
-                for i in 0..COMMITS {
-                    let (_, end) = insert_plain(&wal, t * 1000 + i, 100);
-                    wal.flush_commit(end, &|| THREADS as usize - 1).unwrap();
-                    assert!(wal.flushed_lsn() >= end);
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
+    let (wal, vfs) = commit_concurrently(THREADS, COMMITS, Duration::from_micros(100), 4);
     let stats = wal.stats();
     let (awake, waits) = (
         stats.awake_waits.load(Ordering::Relaxed),
@@ -233,7 +227,7 @@ fn committers_wait_awake_for_a_fast_flush() {
     // them wait awake (the rest, past the machine's CPUs, asleep).
     assert!(awake > 0, "no committer waited awake ({waits} waits)");
     assert!(awake <= waits);
-    drop(wal);
+    drop(Arc::into_inner(wal).expect("the committers have ended"));
     let (_wal, found) = open(&vfs).unwrap();
     assert_eq!(found.len() as u64, THREADS * COMMITS);
 }
