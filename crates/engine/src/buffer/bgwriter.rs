@@ -63,7 +63,7 @@ impl BgWriter {
         .map_err(|e| Error::StartupRefused {
             reason: format!("could not start the background writer thread: {e}"),
         })?;
-        ours.set_cleaner(Some(worker.poke_handle()));
+        ours.cleaner.set(Some(worker.poke_handle()));
         Ok(BgWriter {
             pool: ours,
             _worker: worker,
@@ -73,6 +73,6 @@ impl BgWriter {
 
 impl Drop for BgWriter {
     fn drop(&mut self) {
-        self.pool.set_cleaner(None);
+        self.pool.cleaner.set(None);
     }
 }

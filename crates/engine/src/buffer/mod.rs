@@ -66,7 +66,7 @@ pub mod bgwriter;
 mod desc;
 
 use crate::padded::{CachePadded, StripedCounter};
-use crate::periodic::{Poke, PokeSlot};
+use crate::periodic::PokeSlot;
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -188,7 +188,8 @@ pub struct BufferPool {
     free_list: ArrayQueue<u32>,
     clock_hand: AtomicU64,
     waits: Box<[(Mutex<()>, Condvar)]>,
-    /// The running background writer's poke (see [`bgwriter`]); `None` when none runs.
+    /// The running background writer's poke (see [`bgwriter`], which sets and clears it);
+    /// empty when none runs.
     cleaner: PokeSlot,
     stats: BufferStats,
 }
@@ -466,11 +467,6 @@ impl BufferPool {
             self.cleaner.poke();
         }
         Ok(())
-    }
-
-    /// Sets (or, with `None`, clears) the poke of the running background writer.
-    pub(crate) fn set_cleaner(&self, poke: Option<Poke>) {
-        self.cleaner.set(poke);
     }
 
     /// A free buffer, pinned by us: from the free list, else by clock sweep.

@@ -46,8 +46,8 @@
 //!   it waits for ring space, so a waiter that saw stale progress and slept on the lock
 //!   could wait for a thread that waits for it.
 //! - Lock order: insertion slot → reservation mutex; insertion slot → ring-init mutex;
-//!   insertion slot → writer mutex; insertion slot → write-behind poke (whose own mutex is a
-//!   leaf); group-commit mutex alone (never held across a wait for anything else). Nobody
+//!   insertion slot → writer mutex; insertion slot → write-behind poke slot (a read lock,
+//!   then the WAL writer's stop mutex to wake it; both leaves); group-commit mutex alone (never held across a wait for anything else). Nobody
 //!   waits for an insertion while holding the writer.
 //! - A failed write or fsync is final (PostgreSQL PANICs): the WAL enters a failed state,
 //!   every later insert and flush is refused, and only a restart (recovery from what is

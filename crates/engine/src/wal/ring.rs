@@ -153,7 +153,7 @@ impl Wal {
             drop(next);
             slot.publish(progress);
             self.stats.buffers_full.fetch_add(1, Ordering::Relaxed);
-            self.write_out(old + PAGE, false)?;
+            self.write_out(old + PAGE)?;
         }
         unreachable!("ensure_page did not converge")
     }

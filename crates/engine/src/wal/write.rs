@@ -103,16 +103,12 @@ const MAX_AWAKE_WAIT: Duration = Duration::from_millis(1);
 
 impl Wal {
     /// Writes (without fsync) at least up to `need` so ring pages before it can be reused.
-    pub(super) fn write_out(&self, need: Lsn, sync: bool) -> Result<()> {
+    pub(super) fn write_out(&self, need: Lsn) -> Result<()> {
         self.wait_insertions(need);
         let mut w = self.writer.lock();
         self.check_failed()?;
         let target = self.finished_point();
-        self.write_locked(&mut w, target)?;
-        if sync {
-            self.sync_locked(&mut w, target)?;
-        }
-        Ok(())
+        self.write_locked(&mut w, target)
     }
 
     /// The WAL writer's write-behind: once half the ring is unwritten (an inserter has poked
