@@ -582,12 +582,13 @@ fn check_range<T: PartialOrd + std::fmt::Display + Copy>(
     })
 }
 
-/// Parses a boolean setting as PostgreSQL writes them: `on`/`off` (or `true`/`false`).
+/// Parses a boolean setting as PostgreSQL reads them: `on`/`off`, `true`/`false`, `yes`/`no`
+/// or `1`/`0`, in any case.
 pub fn parse_on_off(text: &str) -> std::result::Result<bool, String> {
-    match text.trim() {
-        "on" | "true" => Ok(true),
-        "off" | "false" => Ok(false),
-        other => Err(format!("\"{other}\" is not on or off")),
+    match text.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        _ => Err(format!("\"{}\" is not on or off", text.trim())),
     }
 }
 

@@ -37,8 +37,8 @@ pub struct ServeArgs {
 const NOT_SETTINGS: &[&str] = &["QUIRE_LOG"];
 
 /// One setting applied to the server's configuration: the server's own (`port`,
-/// `listen_addresses`, `data_directory`, `hba_file`, `ssl`, `ssl_cert_file`, `ssl_key_file`)
-/// or the engine's.
+/// `listen_addresses`, `data_directory`, `hba_file`, `ssl`, `ssl_cert_file`, `ssl_key_file`,
+/// `client_cpu_affinity`) or the engine's.
 fn apply(config: &mut ServerConfig, name: &str, value: &str) -> anyhow::Result<()> {
     match name {
         "port" => {
@@ -50,18 +50,18 @@ fn apply(config: &mut ServerConfig, name: &str, value: &str) -> anyhow::Result<(
         "listen_addresses" => config.listen_addresses = value.trim().to_string(),
         "data_directory" => config.data_dir = PathBuf::from(value.trim()),
         "hba_file" => config.hba_file = Some(PathBuf::from(value.trim())),
-        "ssl" => {
-            config.ssl = match value.trim().to_lowercase().as_str() {
-                "on" | "true" | "yes" | "1" => true,
-                "off" | "false" | "no" | "0" => false,
-                _ => anyhow::bail!("ssl: \"{value}\" is not a boolean (on or off)"),
-            };
-        }
+        "ssl" => config.ssl = boolean(name, value)?,
+        "client_cpu_affinity" => config.client_cpu_affinity = boolean(name, value)?,
         "ssl_cert_file" => config.ssl_cert_file = PathBuf::from(value.trim()),
         "ssl_key_file" => config.ssl_key_file = PathBuf::from(value.trim()),
         _ => config.engine.set(name, value)?,
     }
     Ok(())
+}
+
+/// A boolean setting's value, as the engine reads its own.
+fn boolean(name: &str, value: &str) -> anyhow::Result<bool> {
+    quire_engine::config::parse_on_off(value).map_err(|reason| anyhow::anyhow!("{name}: {reason}"))
 }
 
 /// The settings of a TOML file: `name = value` at the top level.

@@ -11,6 +11,9 @@
 //!   connection's `quire_sql::Session` in place ([`session`]): a session waiting for a row
 //!   lock blocks only its own thread. Opening and closing the database run on the
 //!   blocking pool.
+//! - A connection from a loopback address moves its thread to its client's CPU, at most
+//!   ⌈such connections / CPUs⌉ to one CPU (`client_cpu_affinity`, on by default;
+//!   [`affinity`]'s rules). Placement only: it never fails a connection.
 //! - Errors reach the client as ErrorResponse with the SQLSTATE of the engine or the SQL
 //!   layer; protocol and startup errors use PostgreSQL's codes (53300 beyond
 //!   `max_connections`, 28000 and 28P01 for authentication, below). After an error
@@ -58,6 +61,7 @@
 //!   wait in the listen backlog.
 #![deny(unsafe_code)]
 
+mod affinity;
 mod cancel;
 mod handler;
 pub mod hba;
@@ -106,6 +110,9 @@ pub struct ServerConfig {
     /// `server.key`, as PostgreSQL's.
     pub ssl_cert_file: PathBuf,
     pub ssl_key_file: PathBuf,
+    /// Whether a connection from a loopback address moves its thread to its client's CPU
+    /// (`client_cpu_affinity`, on by default; [`affinity`]'s rules).
+    pub client_cpu_affinity: bool,
     pub engine: Config,
 }
 
@@ -119,6 +126,7 @@ impl ServerConfig {
             ssl: false,
             ssl_cert_file: "server.crt".into(),
             ssl_key_file: "server.key".into(),
+            client_cpu_affinity: true,
             engine: Config::default(),
         }
     }
@@ -176,6 +184,7 @@ pub struct Server {
     max_connections: usize,
     auth: Arc<Auth>,
     tls: Option<TlsAcceptor>,
+    affinity: Option<Arc<affinity::Affinity>>,
     /// What opening the database again (after the engine's failed state) needs.
     reopen: Reopen,
 }
@@ -305,6 +314,10 @@ impl Server {
             max_connections,
             auth,
             tls,
+            affinity: config
+                .client_cpu_affinity
+                .then(affinity::Affinity::new)
+                .flatten(),
             reopen,
         })
     }
@@ -326,6 +339,7 @@ impl Server {
             max_connections,
             auth,
             tls,
+            affinity,
             reopen,
         } = self;
         let endpoint = Endpoint {
@@ -333,6 +347,7 @@ impl Server {
             max_connections,
             auth,
             tls,
+            affinity,
         };
         tokio::pin!(shutdown);
         loop {
@@ -368,6 +383,7 @@ struct Endpoint {
     max_connections: usize,
     auth: Arc<Auth>,
     tls: Option<TlsAcceptor>,
+    affinity: Option<Arc<affinity::Affinity>>,
 }
 
 /// The TLS acceptor of a PEM certificate chain and private key (rustls with ring, which
@@ -419,6 +435,7 @@ fn take_last(db: Arc<Database>) -> Result<Database, ServerError> {
 fn connection_thread(
     socket: std::net::TcpStream,
     tls: Option<TlsAcceptor>,
+    follower: Option<affinity::Follower>,
     conn: Arc<Connection>,
     idle: Option<Arc<session::IdleTimer>>,
     farewell: watch::Receiver<Option<socket::Farewell>>,
@@ -445,7 +462,7 @@ fn connection_thread(
         // does not read): dropped at once, it lost its farewell now and then, when the stop
         // woke this select before the message loop saw it (under load, 1 run in 10 of the
         // restart test ended without the client's 57P02).
-        let serving = socket::serve(socket, tls, conn, idle, farewell);
+        let serving = socket::serve(socket, follower, tls, conn, idle, farewell);
         tokio::pin!(serving);
         tokio::select! {
             biased;
@@ -486,6 +503,7 @@ async fn serve(
         max_connections,
         auth,
         tls,
+        affinity,
     } = endpoint;
     let max_connections = *max_connections;
     let count = Arc::new(AtomicUsize::new(0));
@@ -536,10 +554,19 @@ async fn serve(
         });
         let (stop, farewell) = watch::channel(None);
         let tls = tls.clone();
+        // A client on this machine only, and one with a session (see `affinity`).
+        let follower = affinity
+            .as_ref()
+            .filter(|_| peer.ip().to_canonical().is_loopback())
+            .filter(|_| conn.session.is_some())
+            .map(|affinity| {
+                let db = Arc::clone(db);
+                affinity.follower(move || db.wal_counters().fsyncs)
+            });
         let spawned = socket.into_std().and_then(|socket| {
             std::thread::Builder::new()
                 .name(format!("quire-conn-{next_id}"))
-                .spawn(move || connection_thread(socket, tls, conn, idle, farewell))
+                .spawn(move || connection_thread(socket, tls, follower, conn, idle, farewell))
         });
         match spawned {
             Ok(thread) => {

@@ -36,6 +36,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_util::codec::{Framed, FramedParts};
 
+use crate::affinity::Follower;
 use crate::handler::{Connection, Prepared};
 use crate::session::IdleTimer;
 
@@ -65,9 +66,11 @@ pub(crate) const ENGINE_FAILED: Farewell = Farewell {
 
 /// Serves one connection until the client leaves, a FATAL error, its idle timer expires or
 /// `stop` names a farewell. `idle` is `None` for a connection without a session (refused:
-/// too many clients).
+/// too many clients); `follower` moves this thread beside its client's CPU
+/// ([`crate::affinity`]), for a connection without TLS.
 pub(crate) async fn serve(
     tcp: TcpStream,
+    follower: Option<Follower>,
     tls: Option<TlsAcceptor>,
     conn: Arc<Connection>,
     idle: Option<Arc<IdleTimer>>,
@@ -87,7 +90,7 @@ pub(crate) async fn serve(
     let parts = socket.into_parts();
     match parts.io {
         MaybeTls::Plain(tcp) => {
-            let mut socket = reframed(Coalescing::new(tcp), parts.codec, parts.read_buf);
+            let mut socket = reframed(Coalescing::new(tcp, follower), parts.codec, parts.read_buf);
             let served = messages(&mut socket, &conn, &idle, stop, startup_timeout).await;
             // What the last messages left in the buffer: a FATAL, a farewell.
             if let Err(e) = socket.get_mut().drain().await {
@@ -210,17 +213,21 @@ where
 /// message cost an `epoll_wait` and the runtime's park and wake, because tokio forgets a
 /// socket's readiness after a short read. A read that finds nothing costs one `recv`
 /// (EAGAIN); the runtime then waits as before.
+///
+/// Before it waits, the connection's [`Follower`], if any, takes its turn.
 pub(crate) struct Coalescing<T> {
     io: T,
+    follower: Option<Follower>,
     out: Vec<u8>,
     /// Bytes of `out` already written.
     written: usize,
 }
 
 impl<T: AsyncWrite + Unpin> Coalescing<T> {
-    fn new(io: T) -> Self {
+    fn new(io: T, follower: Option<Follower>) -> Self {
         Coalescing {
             io,
+            follower,
             out: Vec::new(),
             written: 0,
         }
@@ -252,6 +259,9 @@ const READ_NOW_BYTES: usize = 4096;
 pub(crate) trait ReadNow {
     /// Reads what has arrived, without waiting: `None` if nothing has.
     fn read_now(&self, buf: &mut [u8]) -> io::Result<Option<usize>>;
+
+    /// The CPU that last received for this socket (`SO_INCOMING_CPU`), if known.
+    fn incoming_cpu(&self) -> Option<usize>;
 }
 
 impl ReadNow for TcpStream {
@@ -268,6 +278,10 @@ impl ReadNow for TcpStream {
             }
         }
     }
+
+    fn incoming_cpu(&self) -> Option<usize> {
+        socket2::SockRef::from(self).cpu_affinity().ok()
+    }
 }
 
 impl<T: AsyncRead + AsyncWrite + ReadNow + Unpin> AsyncRead for Coalescing<T> {
@@ -280,6 +294,9 @@ impl<T: AsyncRead + AsyncWrite + ReadNow + Unpin> AsyncRead for Coalescing<T> {
         if !this.out.is_empty() && buf.remaining() > 0 {
             // About to wait for the client: it must have every reply first.
             ready!(this.poll_drain(cx))?;
+            if let Some(follower) = &mut this.follower {
+                follower.turn(|| this.io.incoming_cpu());
+            }
             // Only this much of the buffer is zeroed for the read (the runtime's reads need
             // no zeroing; a safe read does): a message between two replies is small, and a
             // longer one is read on by the next call.
@@ -346,7 +363,7 @@ mod tests {
             .await
             .unwrap();
         let (server, _) = listener.accept().await.unwrap();
-        (Coalescing::new(server), client)
+        (Coalescing::new(server, None), client)
     }
 
     /// Replies wait for the next read; the message read after them arrives whole and in
