@@ -240,14 +240,21 @@ mod tests {
             .collect()
     }
 
-    /// The first two CPUs this process may use, if it may use two.
-    fn two_cpus() -> Option<(usize, usize, CpuSet)> {
+    /// The first two CPUs this process may use, both as a set, and the followers' state
+    /// within them; `None` (the test skipped) on a machine with one CPU.
+    fn two_cpus() -> Option<(usize, usize, CpuSet, Arc<Affinity>)> {
         let cpus = my_cpus();
-        let (&a, &b) = (cpus.first()?, cpus.get(1)?);
+        let (Some(&a), Some(&b)) = (cpus.first(), cpus.get(1)) else {
+            eprintln!("skipped: fewer than two CPUs");
+            return None;
+        };
         let mut set = CpuSet::new();
-        set.set(a).ok()?;
-        set.set(b).ok()?;
-        Some((a, b, set))
+        set.set(a)
+            .expect("a CPU the thread may use is below CpuSet::count()");
+        set.set(b)
+            .expect("a CPU the thread may use is below CpuSet::count()");
+        let affinity = Affinity::within(set).expect("two CPUs");
+        Some((a, b, set, affinity))
     }
 
     /// A follower moves its thread to its client's CPU, follows the client to another,
@@ -255,11 +262,9 @@ mod tests {
     /// alone and its round trips often wait for a WAL flush, and gives its place back.
     #[test]
     fn a_follower_moves_its_thread_to_the_clients_cpu() {
-        let Some((a, b, set)) = two_cpus() else {
-            eprintln!("skipped: fewer than two CPUs");
+        let Some((a, b, _, affinity)) = two_cpus() else {
             return;
         };
-        let affinity = Affinity::within(set).expect("two CPUs");
         let flushes = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&flushes);
         std::thread::spawn(move || {
@@ -324,11 +329,9 @@ mod tests {
     /// pinned one over it leaves at its next look.
     #[test]
     fn one_cpu_holds_at_most_its_share_of_the_followers() {
-        let Some((a, b, set)) = two_cpus() else {
-            eprintln!("skipped: fewer than two CPUs");
+        let Some((a, b, set, affinity)) = two_cpus() else {
             return;
         };
-        let affinity = Affinity::within(set).expect("two CPUs");
         let mut followers: Vec<Follower> = (0..4).map(|_| affinity.follower(|| 0)).collect();
         // Each turn pins the calling thread; here all run on this test's own thread,
         // which the last statement unpins again.
