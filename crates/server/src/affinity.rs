@@ -106,16 +106,19 @@ impl Affinity {
             shared: Arc::clone(self),
             pinned: None,
             turns_to_look: 0,
-            flushes_at_look: wal_flushes(),
+            // The first look alone counts every flush before it, so it may leave the thread
+            // where it is; the next counts its period's.
+            flushes_at_look: 0,
             wal_flushes: Box::new(wal_flushes),
         }
     }
 
-    /// Whether a follower with `flushes` WAL flushes in its last [`FOLLOW_PERIOD_TURNS`]
-    /// round trips follows its client ([`MIN_FOLLOWERS`], [`LONE_TURNS_PER_FLUSH`]).
-    fn following(&self, flushes: u64) -> bool {
+    /// Whether a follower follows its client ([`MIN_FOLLOWERS`], [`LONE_TURNS_PER_FLUSH`]);
+    /// `flushes` counts the WAL flushes of its last [`FOLLOW_PERIOD_TURNS`] round trips,
+    /// asked only of a lone follower (the count takes the WAL's insert lock).
+    fn following(&self, flushes: impl FnOnce() -> u64) -> bool {
         self.followers.load(Ordering::Relaxed) >= MIN_FOLLOWERS
-            || flushes * LONE_TURNS_PER_FLUSH < u64::from(FOLLOW_PERIOD_TURNS)
+            || flushes() * LONE_TURNS_PER_FLUSH < u64::from(FOLLOW_PERIOD_TURNS)
     }
 
     /// Whether the connections pinned to `cpu` are within the limit (which falls as
@@ -154,7 +157,7 @@ pub(crate) struct Follower {
     pinned: Option<usize>,
     /// Round trips until the next look at the client's CPU.
     turns_to_look: u32,
-    /// `wal_flushes` at the last look.
+    /// `wal_flushes` at the last look alone.
     flushes_at_look: u64,
     wal_flushes: Box<dyn Fn() -> u64 + Send + Sync>,
 }
@@ -177,10 +180,14 @@ impl Follower {
             return;
         }
         self.turns_to_look = FOLLOW_PERIOD_TURNS - 1;
-        let flushes_now = (self.wal_flushes)();
-        let flushes = flushes_now.saturating_sub(self.flushes_at_look);
-        self.flushes_at_look = flushes_now;
-        let wanted = if self.shared.following(flushes) {
+        let following = self.shared.following(|| {
+            let now = (self.wal_flushes)();
+            // Since the last look alone: after a spell with company, more than one period.
+            let flushes = now.saturating_sub(self.flushes_at_look);
+            self.flushes_at_look = now;
+            flushes
+        });
+        let wanted = if following {
             // A socket that has received nothing yet answers -1, read as a huge number.
             client_cpu().filter(|&cpu| {
                 cpu < CpuSet::count() && self.shared.allowed.is_set(cpu).unwrap_or(false)
@@ -276,7 +283,8 @@ mod tests {
             );
             follower.turn(|| panic!("a lone follower of a flushing client looked at it"));
             assert_eq!(my_cpus(), vec![a, b], "alone and flushing: not pinned");
-            let other = affinity.follower(|| 0);
+            // With company, flushes do not matter (and are not counted).
+            let other = affinity.follower(|| panic!("counted the flushes with company"));
             flushes.fetch_add(100, Ordering::Relaxed);
             follower.turns_to_look = 0;
             follower.turn(|| Some(a));
