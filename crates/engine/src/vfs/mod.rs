@@ -6,6 +6,11 @@
 //!
 //! ## Rules
 //! - Reads and writes are positional (`pread`/`pwrite`); there is no file cursor.
+//! - A file opened with [`Vfs::open_direct`] (`O_DIRECT`; today only WAL segments, by the
+//!   WAL writer) takes only writes aligned to [`DIRECT_IO_ALIGN`] in address, offset and
+//!   length; [`SimVfs`] refuses the others with `EINVAL`, as Linux does. Its reads go through
+//!   another, buffered, handle. Direct I/O changes nothing about durability: the device
+//!   may still hold the write in its cache until `sync_data`.
 //! - A write is *not* durable until [`VfsFile::sync_data`] (or `sync_all`) returned `Ok` on
 //!   that file. A created, renamed or removed name is not durable until
 //!   [`Vfs::sync_dir`] returned `Ok` on its parent directory. [`SimVfs::crash`] enforces
@@ -38,6 +43,19 @@ pub use fault::{Fault, FaultCounts};
 pub use os::OsVfs;
 pub use sim::{CrashOptions, SimVfs};
 
+/// The alignment, in bytes, of the memory address, the file offset and the length of every
+/// write to a file opened with [`Vfs::open_direct`]: the largest logical block size in
+/// common use (PostgreSQL's `PG_IO_ALIGN_SIZE`).
+pub const DIRECT_IO_ALIGN: usize = 4096;
+
+/// Whether a write of `buf` at `offset` meets direct I/O's alignment.
+pub fn is_direct_aligned(buf: &[u8], offset: u64) -> bool {
+    let align = DIRECT_IO_ALIGN as u64;
+    (buf.as_ptr() as u64).is_multiple_of(align)
+        && offset.is_multiple_of(align)
+        && (buf.len() as u64).is_multiple_of(align)
+}
+
 /// How to open a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpenMode {
@@ -63,6 +81,9 @@ pub trait VfsFile: Send + Sync {
     fn size(&self) -> io::Result<u64>;
     /// Truncates or extends the file to `size_bytes`.
     fn set_len(&self, size_bytes: u64) -> io::Result<()>;
+    /// Whether the file was opened for direct I/O ([`Vfs::open_direct`], where the file system
+    /// allowed it): its writes must then be aligned ([`is_direct_aligned`]).
+    fn is_direct(&self) -> bool;
 }
 
 /// An exclusive lock on a data directory, held until dropped.
@@ -72,6 +93,13 @@ pub trait DirLock: Send + Sync {}
 pub trait Vfs: Send + Sync {
     /// Opens (or creates) a file.
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn VfsFile>>;
+    /// Opens (or creates) a file for direct I/O (`O_DIRECT`): its writes go to the device
+    /// without a copy in the operating system's cache, so the fsync after them has only the
+    /// device's cache to flush. Every write must then start at an address and a file offset
+    /// that are multiples of [`DIRECT_IO_ALIGN`] and be a multiple of it long. Where the file
+    /// system has no direct I/O (tmpfs), the file is opened as by [`Vfs::open`]:
+    /// [`VfsFile::is_direct`] tells which.
+    fn open_direct(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn VfsFile>>;
     /// Does a file or directory exist at `path`?
     fn exists(&self, path: &Path) -> io::Result<bool>;
     /// Removes a file (unlink).

@@ -2,7 +2,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -18,11 +18,39 @@ impl OsVfs {
     pub fn new() -> Self {
         Self::default()
     }
+
+    /// Opens `path` read-write, with `flags` (`O_*`) added to those `mode` implies.
+    fn open_with_flags(
+        &self,
+        path: &Path,
+        mode: OpenMode,
+        flags: i32,
+    ) -> io::Result<Arc<dyn VfsFile>> {
+        self.counters.bump(OpKind::Open);
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(true).custom_flags(flags);
+        match mode {
+            OpenMode::Existing => {}
+            OpenMode::CreateIfMissing => {
+                opts.create(true);
+            }
+            OpenMode::CreateNew => {
+                opts.create_new(true);
+            }
+        }
+        let file = opts.open(path)?;
+        Ok(Arc::new(OsFile {
+            file,
+            counters: Arc::clone(&self.counters),
+            direct: flags & libc::O_DIRECT != 0,
+        }))
+    }
 }
 
 struct OsFile {
     file: File,
     counters: Arc<OpCounters>,
+    direct: bool,
 }
 
 impl Drop for OsFile {
@@ -73,6 +101,10 @@ impl VfsFile for OsFile {
         self.counters.bump(OpKind::Truncate);
         self.file.set_len(size_bytes)
     }
+
+    fn is_direct(&self) -> bool {
+        self.direct
+    }
 }
 
 struct OsDirLock {
@@ -83,23 +115,16 @@ impl DirLock for OsDirLock {}
 
 impl Vfs for OsVfs {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn VfsFile>> {
-        self.counters.bump(OpKind::Open);
-        let mut opts = OpenOptions::new();
-        opts.read(true).write(true);
-        match mode {
-            OpenMode::Existing => {}
-            OpenMode::CreateIfMissing => {
-                opts.create(true);
-            }
-            OpenMode::CreateNew => {
-                opts.create_new(true);
-            }
+        self.open_with_flags(path, mode, 0)
+    }
+
+    fn open_direct(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn VfsFile>> {
+        match self.open_with_flags(path, mode, libc::O_DIRECT) {
+            // The file system has no direct I/O (tmpfs, some FUSE file systems): its cache is
+            // then the only way to the file.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.open(path, mode),
+            opened => opened,
         }
-        let file = opts.open(path)?;
-        Ok(Arc::new(OsFile {
-            file,
-            counters: Arc::clone(&self.counters),
-        }))
     }
 
     fn exists(&self, path: &Path) -> io::Result<bool> {
@@ -191,6 +216,37 @@ mod tests {
         assert_eq!(c.get(OpKind::Truncate), 1);
         assert_eq!(c.get(OpKind::DirSync), 1);
         assert!(vfs.open(&path, OpenMode::CreateNew).is_err());
+    }
+
+    #[test]
+    fn a_direct_file_takes_aligned_writes_and_the_kernel_refuses_others() {
+        use crate::vfs::DIRECT_IO_ALIGN;
+        let dir = tempfile::tempdir().unwrap();
+        let vfs = OsVfs::new();
+        let path = dir.path().join("f");
+        let f = vfs.open_direct(&path, OpenMode::CreateNew).unwrap();
+        let mut mem = vec![0u8; 3 * DIRECT_IO_ALIGN];
+        let at = mem.as_ptr().align_offset(DIRECT_IO_ALIGN);
+        let block = &mut mem[at..at + DIRECT_IO_ALIGN];
+        block.fill(7);
+        f.write_at(block, DIRECT_IO_ALIGN as u64).unwrap();
+        f.sync_data().unwrap();
+        if f.is_direct() {
+            // O_DIRECT is really set: the kernel refuses what direct I/O cannot do.
+            let refused = f.write_at(block, 100).unwrap_err();
+            assert_eq!(refused.raw_os_error(), Some(libc::EINVAL));
+        } else {
+            eprintln!(
+                "the file system of {} has no direct I/O",
+                dir.path().display()
+            );
+        }
+        let buffered = vfs.open(&path, OpenMode::Existing).unwrap();
+        assert!(!buffered.is_direct());
+        let mut back = vec![0u8; 2 * DIRECT_IO_ALIGN];
+        assert_eq!(buffered.read_at(&mut back, 0).unwrap(), back.len());
+        assert!(back[..DIRECT_IO_ALIGN].iter().all(|&b| b == 0));
+        assert!(back[DIRECT_IO_ALIGN..].iter().all(|&b| b == 7));
     }
 
     #[test]

@@ -80,7 +80,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::fault::{Fault, FaultCounts, Faults};
-use super::{DirLock, OpCounters, OpKind, OpenMode, Vfs, VfsFile};
+use super::{is_direct_aligned, DirLock, OpCounters, OpKind, OpenMode, Vfs, VfsFile};
 use crate::rng::SplitMix64;
 
 /// The unit a torn write is torn into: a disk sector, the unit a disk writes atomically.
@@ -716,6 +716,9 @@ struct SimFile {
     epoch: u64,
     /// As opened; what [`SimVfs::fail_next_fsync`] matches.
     path: PathBuf,
+    /// Opened for direct I/O: a write not aligned to [`DIRECT_IO_ALIGN`] fails with
+    /// `EINVAL`, as Linux fails it, so tests catch one the real file system would refuse.
+    direct: bool,
 }
 
 impl SimFile {
@@ -802,6 +805,13 @@ impl VfsFile for SimFile {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.shared.begin(OpKind::Write)?;
         let start = checked_range(offset, buf.len(), &self.path)?;
+        if self.direct && !is_direct_aligned(buf, offset) {
+            return Err(path_error(
+                io::ErrorKind::InvalidInput,
+                "direct write not aligned to DIRECT_IO_ALIGN",
+                &self.path,
+            ));
+        }
         {
             let mut state = self.shared.state.lock();
             let path = self.path.to_string_lossy();
@@ -875,6 +885,10 @@ impl VfsFile for SimFile {
             Ok(())
         })
     }
+
+    fn is_direct(&self) -> bool {
+        self.direct
+    }
 }
 
 /// A held directory lock; dropping it releases the directory.
@@ -891,8 +905,8 @@ impl Drop for SimDirLock {
     }
 }
 
-impl Vfs for SimVfs {
-    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn VfsFile>> {
+impl SimVfs {
+    fn open_file(&self, path: &Path, mode: OpenMode, direct: bool) -> io::Result<Arc<dyn VfsFile>> {
         self.shared.begin(OpKind::Open)?;
         let path = normalize(path);
         let mut state = self.shared.state.lock();
@@ -937,7 +951,18 @@ impl Vfs for SimVfs {
             inode: id,
             epoch,
             path,
+            direct,
         }))
+    }
+}
+
+impl Vfs for SimVfs {
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn VfsFile>> {
+        self.open_file(path, mode, false)
+    }
+
+    fn open_direct(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn VfsFile>> {
+        self.open_file(path, mode, true)
     }
 
     fn exists(&self, path: &Path) -> io::Result<bool> {
@@ -1619,6 +1644,31 @@ mod tests {
         // The unlink was not made durable: the file (with its synced data) comes back.
         vfs.crash(&CrashOptions::default());
         assert_eq!(vfs.contents(p("/d/f")).unwrap(), b"still here");
+    }
+
+    #[test]
+    fn a_direct_file_refuses_writes_direct_io_could_not_do() {
+        use crate::vfs::DIRECT_IO_ALIGN;
+        let vfs = SimVfs::new(1);
+        vfs.create_dir_all(p("/d")).unwrap();
+        let f = vfs.open_direct(p("/d/f"), OpenMode::CreateNew).unwrap();
+        assert!(f.is_direct());
+        let mem = vec![0u8; 3 * DIRECT_IO_ALIGN];
+        let at = mem.as_ptr().align_offset(DIRECT_IO_ALIGN);
+        let aligned = &mem[at..at + 2 * DIRECT_IO_ALIGN];
+        let off = DIRECT_IO_ALIGN as u64;
+        f.write_at(aligned, off).unwrap();
+        for (buf, offset) in [
+            (&mem[at + 1..at + 1 + DIRECT_IO_ALIGN], off),
+            (&aligned[..DIRECT_IO_ALIGN], off + 512),
+            (&aligned[..DIRECT_IO_ALIGN - 512], off),
+        ] {
+            let refused = f.write_at(buf, offset).unwrap_err();
+            assert_eq!(refused.kind(), io::ErrorKind::InvalidInput);
+        }
+        let g = vfs.open(p("/d/f"), OpenMode::Existing).unwrap();
+        assert!(!g.is_direct());
+        g.write_at(b"x", 1).unwrap();
     }
 
     #[test]

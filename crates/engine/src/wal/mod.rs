@@ -12,7 +12,10 @@
 //!    WAL buffers (`wal_buffers`) in parallel with the others; its slot publishes how far it
 //!    has got (`inserting_at`), so writers know which bytes are complete.
 //! 3. Write and flush: one thread at a time (the writer mutex) writes the complete bytes and
-//!    fdatasyncs them.
+//!    fdatasyncs them. With `wal_direct_io` the segments are open with `O_DIRECT` and each
+//!    write is staged in whole 4 KiB blocks: the bytes before its start in its first block
+//!    rewritten as they are, the rest of its last block zeros (`docs/design.md`). So the
+//!    page holding the end of the WAL at startup is read into the ring before anything else.
 //!
 //! ## Group commit (PostgreSQL's `XLogFlush`)
 //! A committer whose record is not yet durable either becomes the flush leader or sleeps
@@ -73,6 +76,9 @@
 //!   itself only when its ring slot is still unwritten (the ring is full), or when no WAL
 //!   writer runs. Below half the WAL writer writes nothing, so no more WAL reaches the files
 //!   before a crash, and no more is replayed after it, than without it.
+//! - **A direct write never carries incomplete bytes**: it is staged from complete bytes and
+//!   zeros, never straight from the ring, whose bytes past the complete point inserters may
+//!   be copying in while the device reads them.
 //! - **New segments** are created zero-filled ahead of need by the [`WalWriter`]
 //!   (`wal_init_zero`, [`Wal::prepare_next_segment`]) and renamed into place under the writer
 //!   mutex; the writer syncs the directory before its first flush into a segment it did not
@@ -335,9 +341,6 @@ pub struct Wal {
     commit_delay_us: u64,
     commit_siblings: usize,
     failed: AtomicBool,
-    /// Where this WAL was opened: ring pages before it hold no bytes of earlier records
-    /// (those are only in the files).
-    opened_at: Lsn,
     /// The redo point of the last checkpoint: the first change to a page whose LSN is not
     /// past it must log a full-page image.
     redo_point: AtomicLsn,
@@ -403,7 +406,9 @@ impl Wal {
         let dir = Self::dir_of(data_dir);
         crate::vfs::create_dir_durable(&*vfs, &dir)
             .map_err(|e| Error::file("create directory", &dir, e))?;
-        Ok(Wal::new(vfs, dir, config, end, prev))
+        let wal = Wal::new(vfs, dir, config, end, prev);
+        wal.load_tail_page(end)?;
+        Ok(wal)
     }
 
     fn new(vfs: Arc<dyn Vfs>, dir: PathBuf, config: &Config, end: Lsn, prev: Lsn) -> Wal {
@@ -436,7 +441,7 @@ impl Wal {
             init_lock: Mutex::new(end.align_down(PAGE)),
             written_upto: AtomicLsn::new(written),
             flushed_upto: AtomicLsn::new(written),
-            writer: Mutex::new(Writer::new()),
+            writer: Mutex::new(Writer::new(config.wal_direct_io)),
             group: Mutex::new(write::Group::default()),
             flush_round: AtomicU64::new(0),
             group_arrived: Condvar::new(),
@@ -446,7 +451,6 @@ impl Wal {
             commit_siblings: config.commit_siblings,
             failed: AtomicBool::new(false),
             redo_point: AtomicLsn::new(end),
-            opened_at: end,
             read_files: Mutex::new(Vec::new()),
             checkpoint_barrier: RwLock::new(()),
             write_behind: PokeSlot::default(),
@@ -454,6 +458,27 @@ impl Wal {
             #[cfg(test)]
             after_reserve: Mutex::new(None),
         }
+    }
+
+    /// Reads the page holding `end`, where this WAL is opened, into the ring when records
+    /// before `end` lie on it, as PostgreSQL's startup does: a direct write rewrites the
+    /// bytes before its start in its first block from the ring, and readers find the page
+    /// there.
+    fn load_tail_page(&self, end: Lsn) -> Result<()> {
+        if end.offset_in(PAGE) <= HDR {
+            // No record on it (at `HDR`, its header may not even be on disk): the writer
+            // writes it whole, from its start.
+            return Ok(());
+        }
+        let page_lsn = end.align_down(PAGE);
+        let Some(page) = self.page_from_file(page_lsn)? else {
+            return Err(Error::WalCorrupt {
+                lsn: page_lsn,
+                reason: "the segment file holding the end of WAL is missing".into(),
+            });
+        };
+        self.install_tail_page(page_lsn, &page[..end.bytes_since(page_lsn) as usize]);
+        Ok(())
     }
 
     pub fn counters(&self) -> WalCounters {

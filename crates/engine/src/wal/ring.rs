@@ -1,7 +1,8 @@
 //! The WAL buffers (`wal_buffers`): a ring of WAL pages in raw memory that inserters copy
-//! records into in parallel and the writer and readers copy out of. The only module of the
-//! engine allowed `unsafe`: every access to the ring's bytes is here, each under the
-//! protocol stated on [`Ring`], with its `SAFETY:` argument next to it.
+//! records into in parallel and the writer and readers copy out of, and the writer's aligned
+//! staging buffer for direct I/O ([`IoBuffer`]). The only module of the engine allowed
+//! `unsafe`: every access to the ring's bytes is here, each under the protocol stated on
+//! [`Ring`], with its `SAFETY:` argument next to it.
 #![allow(unsafe_code)]
 
 use std::cell::UnsafeCell;
@@ -13,6 +14,7 @@ use super::{
 };
 use super::write::Writer;
 use crate::error::Result;
+use crate::vfs::DIRECT_IO_ALIGN;
 
 /// The WAL buffers: `npages` pages of raw memory shared by inserters and the writer.
 ///
@@ -82,6 +84,34 @@ impl Ring {
     pub(super) fn wrap_after(&self, lsn: Lsn) -> Lsn {
         let size = self.npages * PAGE;
         lsn.align_down(size) + size
+    }
+}
+
+#[derive(Clone, Copy)]
+#[repr(C, align(4096))]
+struct IoBlock([u8; DIRECT_IO_ALIGN]);
+
+const _: () = assert!(std::mem::align_of::<IoBlock>() == DIRECT_IO_ALIGN);
+
+/// A buffer aligned for direct I/O, in whole blocks of [`DIRECT_IO_ALIGN`] bytes.
+pub(super) struct IoBuffer {
+    blocks: Box<[IoBlock]>,
+}
+
+impl IoBuffer {
+    pub(super) fn new(size_bytes: usize) -> Self {
+        IoBuffer {
+            blocks: vec![IoBlock([0; DIRECT_IO_ALIGN]); size_bytes.div_ceil(DIRECT_IO_ALIGN)]
+                .into_boxed_slice(),
+        }
+    }
+
+    /// The first `len` bytes, which must fit.
+    fn bytes_mut(&mut self, len: usize) -> &mut [u8] {
+        assert!(len <= self.blocks.len() * DIRECT_IO_ALIGN, "staged write larger than its buffer");
+        // SAFETY: `IoBlock` is `repr(C)` around a byte array, so the boxed slice is
+        // `blocks.len() * DIRECT_IO_ALIGN` contiguous initialised bytes, borrowed mutably here.
+        unsafe { std::slice::from_raw_parts_mut(self.blocks.as_mut_ptr().cast::<u8>(), len) }
     }
 }
 
@@ -216,16 +246,23 @@ impl Wal {
         self.ring.page_addr[idx].store(page_lsn, Ordering::Release);
     }
 
+    /// Puts `bytes`, the start of the page at `page_lsn` as read from its segment file, into
+    /// the ring: the page holding the end of the WAL when it is opened ([`Wal::open_at`]).
+    pub(super) fn install_tail_page(&self, page_lsn: Lsn, bytes: &[u8]) {
+        assert!(bytes.len() <= WAL_PAGE_SIZE, "a page at most");
+        let mut next = self.init_lock.lock();
+        assert_eq!(*next, page_lsn, "the tail page is set up before any other");
+        self.init_page(page_lsn);
+        // SAFETY: nothing else runs yet (the WAL is being opened), and we hold init_lock.
+        unsafe { self.ring.write(page_lsn, bytes) };
+        *next = page_lsn + PAGE;
+    }
+
     pub(super) fn page_from_ring(
         &self,
         page_lsn: Lsn,
         flushed: Lsn,
     ) -> Option<Box<[u8; WAL_PAGE_SIZE]>> {
-        if page_lsn < self.opened_at && self.opened_at - page_lsn > HDR {
-            // The page holds records from before this WAL was opened: those bytes are only
-            // on disk (the ring copy of this page starts empty).
-            return None;
-        }
         let _init = self.init_lock.lock();
         if self.ring.page_addr[self.ring.slot(page_lsn)].load(Ordering::Acquire) != page_lsn {
             return None;
@@ -258,6 +295,28 @@ impl Wal {
         // before it takes the slice. The pointer comes from the whole ring, so it may cover
         // `len` bytes.
         unsafe { std::slice::from_raw_parts(self.ring.ptr(from), len) }
+    }
+
+    /// Copies the complete bytes `start..to` into `buf`, zero-padded up to the next multiple
+    /// of [`DIRECT_IO_ALIGN`], and returns them: the form a write to a file opened for
+    /// direct I/O must take (its address, offset and length aligned). `start` is aligned and
+    /// at most one block before the first byte not yet written, so the bytes before that
+    /// are rewritten as they are (on the page of it, which the ring still holds); `start..to`
+    /// lies within one turn of the ring. The padding is zeros, not the ring's bytes after
+    /// `to`, which inserters may be copying in meanwhile.
+    pub(super) fn stage_aligned<'b>(&self, buf: &'b mut IoBuffer, start: Lsn, to: Lsn) -> &'b [u8] {
+        debug_assert_eq!(start.offset_in(DIRECT_IO_ALIGN as u64), 0);
+        debug_assert!(to <= self.finished_point());
+        debug_assert!(to <= self.ring.wrap_after(start));
+        let complete = to.bytes_since(start) as usize;
+        let padded = complete.next_multiple_of(DIRECT_IO_ALIGN);
+        let bytes = buf.bytes_mut(padded);
+        // SAFETY: as in `complete_in_ring`: bytes before the finished point are complete and
+        // their pages are not recycled before written_upto passes them, which only the
+        // writer-locked caller advances, after the copy.
+        unsafe { self.ring.read(start, &mut bytes[..complete]) };
+        bytes[complete..].fill(0);
+        bytes
     }
 
     /// Stamps the page at `page_lsn`, about to be written for the first time, with what is

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::MutexGuard;
 
+use super::ring::IoBuffer;
+use crate::vfs::DIRECT_IO_ALIGN;
 use super::{Lsn, Wal, MAX_WRITE_BYTES, PAGE};
 use crate::error::{Error, Result};
 use crate::vfs::{OpenMode, VfsFile};
@@ -27,14 +29,28 @@ pub(super) struct Writer {
     open: BTreeMap<u64, Arc<dyn VfsFile>>,
     unsynced: Vec<u64>,
     dir_dirty: bool,
+    /// Open segments for direct I/O (`wal_direct_io`).
+    direct_io: bool,
+    /// Where a write to a segment opened for direct I/O is staged, aligned (allocated at
+    /// the first such write): the bytes before its start in its first block are rewritten,
+    /// and the rest of its last block is zeros, since the ring's bytes there may still be
+    /// being copied in.
+    staging: Option<IoBuffer>,
 }
 
 impl Writer {
-    pub(super) fn new() -> Self {
+    #[cfg(test)]
+    pub(super) fn direct_io(&self) -> bool {
+        self.direct_io
+    }
+
+    pub(super) fn new(direct_io: bool) -> Self {
         Writer {
             open: BTreeMap::new(),
             unsynced: Vec::new(),
             dir_dirty: false,
+            direct_io,
+            staging: None,
         }
     }
 }
@@ -290,7 +306,14 @@ impl Wal {
             return Ok(Arc::clone(f));
         }
         let path = self.segment_path(segno);
-        let file = match self.vfs.open(&path, OpenMode::CreateNew) {
+        let open = |mode| {
+            if w.direct_io {
+                self.vfs.open_direct(&path, mode)
+            } else {
+                self.vfs.open(&path, mode)
+            }
+        };
+        let file = match open(OpenMode::CreateNew) {
             Ok(f) => {
                 f.set_len(self.segment_size)
                     .map_err(|e| Error::file("size new WAL segment", &path, e))?;
@@ -298,9 +321,7 @@ impl Wal {
                 f
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let f = self
-                    .vfs
-                    .open(&path, OpenMode::Existing)
+                let f = open(OpenMode::Existing)
                     .map_err(|e| Error::file("open WAL segment", &path, e))?;
                 // Most often a segment the WAL writer prepared (`prepare_next_segment`). But a
                 // crash between the creation and the sizing above leaves a short file, and
@@ -320,6 +341,11 @@ impl Wal {
             }
             Err(e) => return Err(Error::file("create WAL segment", &path, e)),
         };
+        if w.direct_io && !file.is_direct() {
+            // All segments live in one directory, so the answer holds for the whole run.
+            tracing::info!(dir = %self.dir.display(), "the file system has no direct I/O; WAL is written through the page cache (wal_direct_io)");
+            w.direct_io = false;
+        }
         w.open.insert(segno, Arc::clone(&file));
         Ok(file)
     }
@@ -422,10 +448,21 @@ impl Wal {
                 .segment_for_write(w, segno)
                 .map_err(|e| self.stop(e))?;
             let started = Instant::now();
-            let written = file.write_at(
-                self.complete_in_ring(w, from, len),
-                from.offset_in(self.segment_size),
-            );
+            let written = if file.is_direct() {
+                let start = from.align_down(DIRECT_IO_ALIGN as u64);
+                let staging = w.staging.get_or_insert_with(|| {
+                    IoBuffer::new(MAX_WRITE_BYTES as usize + DIRECT_IO_ALIGN)
+                });
+                file.write_at(
+                    self.stage_aligned(staging, start, to),
+                    start.offset_in(self.segment_size),
+                )
+            } else {
+                file.write_at(
+                    self.complete_in_ring(w, from, len),
+                    from.offset_in(self.segment_size),
+                )
+            };
             self.stats.writes.fetch_add(1, Ordering::Relaxed);
             add_elapsed(&self.stats.write_ns, started);
             written.map_err(|source| {

@@ -82,6 +82,7 @@ impl Settings {
             ("synchronous_commit", on_off(c.synchronous_commit)),
             ("track_commit_timestamp", on_off(c.track_commit_timestamp)),
             ("wal_init_zero", on_off(c.wal_init_zero)),
+            ("wal_direct_io", on_off(c.wal_direct_io)),
             ("max_connections", c.max_connections.to_string()),
             (
                 "max_prepared_transactions",
