@@ -131,6 +131,26 @@ impl ServerConfig {
         }
     }
 
+    /// The server's own settings as SHOW and `pg_settings` show them, by PostgreSQL's names,
+    /// with the port it listens on and the authentication file it read.
+    fn shown(&self, port: u16, hba_path: &Path) -> Arc<[(&'static str, String)]> {
+        let on_off = |b: bool| if b { "on" } else { "off" }.to_string();
+        let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        Arc::new([
+            ("port", port.to_string()),
+            ("listen_addresses", self.listen_addresses.clone()),
+            (
+                "data_directory",
+                absolute(&self.data_dir).display().to_string(),
+            ),
+            ("hba_file", absolute(hba_path).display().to_string()),
+            ("ssl", on_off(self.ssl)),
+            ("ssl_cert_file", self.ssl_cert_file.display().to_string()),
+            ("ssl_key_file", self.ssl_key_file.display().to_string()),
+            ("client_cpu_affinity", on_off(self.client_cpu_affinity)),
+        ])
+    }
+
     /// `path` as the server reads it: relative to the data directory.
     fn in_data_dir(&self, path: &Path) -> PathBuf {
         if path.is_absolute() {
@@ -185,6 +205,8 @@ pub struct Server {
     auth: Arc<Auth>,
     tls: Option<TlsAcceptor>,
     affinity: Option<Arc<affinity::Affinity>>,
+    /// The server's own settings, as SHOW shows them.
+    settings: Arc<[(&'static str, String)]>,
     /// What opening the database again (after the engine's failed state) needs.
     reopen: Reopen,
 }
@@ -308,6 +330,7 @@ impl Server {
             ssl = tls.is_some(),
             "quire is ready to accept connections"
         );
+        let port = listener.local_addr().map_or(config.port, |a| a.port());
         Ok(Server {
             db: Arc::new(db),
             listener,
@@ -318,6 +341,7 @@ impl Server {
                 .client_cpu_affinity
                 .then(affinity::Affinity::new)
                 .flatten(),
+            settings: config.shown(port, &hba_path),
             reopen,
         })
     }
@@ -340,6 +364,7 @@ impl Server {
             auth,
             tls,
             affinity,
+            settings,
             reopen,
         } = self;
         let endpoint = Endpoint {
@@ -348,6 +373,7 @@ impl Server {
             auth,
             tls,
             affinity,
+            settings,
         };
         tokio::pin!(shutdown);
         loop {
@@ -384,6 +410,7 @@ struct Endpoint {
     auth: Arc<Auth>,
     tls: Option<TlsAcceptor>,
     affinity: Option<Arc<affinity::Affinity>>,
+    settings: Arc<[(&'static str, String)]>,
 }
 
 /// The TLS acceptor of a PEM certificate chain and private key (rustls with ring, which
@@ -504,6 +531,7 @@ async fn serve(
         auth,
         tls,
         affinity,
+        settings,
     } = endpoint;
     let max_connections = *max_connections;
     let count = Arc::new(AtomicUsize::new(0));
@@ -537,7 +565,7 @@ async fn serve(
         let slot = Slot::acquire(&count, max_connections);
         let session = slot
             .as_ref()
-            .map(|_| SessionHandle::new(Arc::clone(db), next_id));
+            .map(|_| SessionHandle::new(Arc::clone(db), next_id, Arc::clone(settings)));
         tracing::debug!(%peer, id = next_id, "connection accepted");
         let idle = session.as_ref().map(SessionHandle::idle_timer);
         let conn = Arc::new(Connection {

@@ -72,10 +72,16 @@ impl IdleTimer {
 }
 
 impl SessionHandle {
-    /// The session of connection `id`.
-    pub(crate) fn new(db: Arc<Database>, id: u64) -> SessionHandle {
+    /// The session of connection `id`, in a server with `settings` (see [`Session::set_server_settings`]).
+    pub(crate) fn new(
+        db: Arc<Database>,
+        id: u64,
+        settings: Arc<[(&'static str, String)]>,
+    ) -> SessionHandle {
+        let mut session = Session::new(db);
+        session.set_server_settings(settings);
         SessionHandle {
-            session: Mutex::new(Session::new(db)),
+            session: Mutex::new(session),
             id,
             idle: Arc::default(),
             awaits_sync: AtomicBool::new(false),

@@ -680,6 +680,31 @@ async fn catalog_queries_and_settings_answer_as_postgresql_does() -> anyhow::Res
         ),
         "55P02"
     );
+    // The server's own settings too, as PostgreSQL shows them.
+    assert_eq!(
+        simple(&client, "SHOW port").await?,
+        [[Some(server.addr.port().to_string())]]
+    );
+    assert_eq!(simple(&client, "SHOW ssl").await?, [[Some("off".into())]]);
+    assert_eq!(
+        simple(
+            &client,
+            "SELECT name, setting FROM pg_settings WHERE name IN ('listen_addresses', 'client_cpu_affinity', 'hba_file') ORDER BY name"
+        )
+        .await?,
+        [
+            [Some("client_cpu_affinity".into()), Some("on".into())],
+            [
+                Some("hba_file".into()),
+                Some(dir.path().join("pg_hba.conf").display().to_string())
+            ],
+            [Some("listen_addresses".into()), Some("127.0.0.1".into())],
+        ]
+    );
+    assert_eq!(
+        code(&client.batch_execute("SET port = 1").await.unwrap_err()),
+        "55P02"
+    );
     server.stop().await
 }
 

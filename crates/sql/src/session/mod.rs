@@ -183,6 +183,12 @@ impl Session {
         crate::roles::bootstrap(db)
     }
 
+    /// The settings of the server this session runs in, which SHOW and `pg_settings` show
+    /// beside the engine's (`port`, `listen_addresses`, `ssl`, ...); SET refuses them (55P02).
+    pub fn set_server_settings(&mut self, settings: Arc<[(&'static str, String)]>) {
+        self.settings.set_server_level(settings);
+    }
+
     /// The role the client logged in as (`current_user`, `session_user`).
     pub fn set_user(&mut self, user: &str) {
         self.settings.user = user.to_string();

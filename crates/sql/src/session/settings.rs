@@ -1,8 +1,10 @@
 //! A session's settings: the session-level parameters a client may SET (and their
 //! defaults, PostgreSQL's), and the server's settings, which SHOW and `pg_settings` read
-//! but SET may not change (55P02).
+//! but SET may not change (55P02): the engine's configuration, and those the server that
+//! runs the session hands it (`port`, `listen_addresses`, `ssl`, ...).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use quire_engine::Config;
@@ -15,6 +17,8 @@ pub struct Settings {
     pub user: String,
     session: BTreeMap<String, String>,
     config: Config,
+    /// The settings of the server the session runs in, by name, as it shows them.
+    server_level: Arc<[(&'static str, String)]>,
 }
 
 /// Session parameters, their defaults, and whether SET may change them.
@@ -63,7 +67,13 @@ impl Settings {
             user: crate::pg_catalog::SUPERUSER.into(),
             session: BTreeMap::new(),
             config,
+            server_level: Arc::new([]),
         }
+    }
+
+    /// The settings of the server this session runs in (see [`Settings::server_level`]).
+    pub(super) fn set_server_level(&mut self, settings: Arc<[(&'static str, String)]>) {
+        self.server_level = settings;
     }
 
     /// The server's settings (the engine's configuration), by PostgreSQL's names.
@@ -107,6 +117,9 @@ impl Settings {
             ("dead_tids", c.dead_tids.name().into()),
             ("sync", c.sync.name().into()),
         ]
+        .into_iter()
+        .chain(self.server_level.iter().cloned())
+        .collect()
     }
 
     /// SHOW `name`: `None` for an unknown parameter.
