@@ -120,9 +120,16 @@ impl Vfs for OsVfs {
 
     fn open_direct(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn VfsFile>> {
         match self.open_with_flags(path, mode, libc::O_DIRECT) {
-            // The file system has no direct I/O (tmpfs, some FUSE file systems): its cache is
-            // then the only way to the file.
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.open(path, mode),
+            // The file system has no direct I/O (older tmpfs, some FUSE file systems): its
+            // cache is then the only way to the file. Linux refuses `O_DIRECT` only after it
+            // created the file, so a `CreateNew` that got this far made it, and may open it.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                let mode = match mode {
+                    OpenMode::CreateNew => OpenMode::CreateIfMissing,
+                    other => other,
+                };
+                self.open(path, mode)
+            }
             opened => opened,
         }
     }

@@ -13,10 +13,9 @@ use std::time::{Duration, Instant};
 use parking_lot::MutexGuard;
 
 use super::ring::IoBuffer;
-use crate::vfs::DIRECT_IO_ALIGN;
 use super::{Lsn, Wal, MAX_WRITE_BYTES, PAGE};
 use crate::error::{Error, Result};
-use crate::vfs::{OpenMode, VfsFile};
+use crate::vfs::{OpenMode, VfsFile, DIRECT_IO_ALIGN};
 
 /// The name a segment is zero-filled under before it is renamed into place (not a segment
 /// number, so every reader of the directory passes it by).
