@@ -6,11 +6,11 @@
 //!
 //! ## Rules
 //! - Reads and writes are positional (`pread`/`pwrite`); there is no file cursor.
-//! - A file opened with [`Vfs::open_direct`] (`O_DIRECT`; today only WAL segments, by the
-//!   WAL writer) takes only writes aligned to [`DIRECT_IO_ALIGN`] in address, offset and
-//!   length; [`SimVfs`] refuses the others with `EINVAL`, as Linux does. Its reads go through
-//!   another, buffered, handle. Direct I/O changes nothing about durability: the device
-//!   may still hold the write in its cache until `sync_data`.
+//! - A file opened with [`Vfs::open_direct`] (`O_DIRECT`; today only WAL segments, by
+//!   whoever holds the WAL's writer mutex) takes only writes aligned to [`DIRECT_IO_ALIGN`]
+//!   in address, offset and length; [`SimVfs`] refuses the others with `EINVAL`, as Linux
+//!   does. Its reads go through another, buffered, handle. Direct I/O changes nothing about
+//!   durability: the device may still hold the write in its cache until `sync_data`.
 //! - A write is *not* durable until [`VfsFile::sync_data`] (or `sync_all`) returned `Ok` on
 //!   that file. A created, renamed or removed name is not durable until
 //!   [`Vfs::sync_dir`] returned `Ok` on its parent directory. [`SimVfs::crash`] enforces
