@@ -601,6 +601,15 @@ pub fn parse_on_off(text: &str) -> std::result::Result<bool, String> {
     }
 }
 
+/// A boolean setting as PostgreSQL shows it (SHOW, `pg_settings`): `on` or `off`.
+pub fn on_off(value: bool) -> &'static str {
+    if value {
+        "on"
+    } else {
+        "off"
+    }
+}
+
 /// Parses a number (a fraction or a multiplier).
 pub fn parse_number(text: &str) -> std::result::Result<f64, String> {
     text.trim()

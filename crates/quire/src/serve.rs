@@ -83,7 +83,7 @@ fn file_settings(path: &std::path::Path) -> anyhow::Result<Vec<(String, String)>
             toml_edit::Value::String(s) => s.value().clone(),
             toml_edit::Value::Integer(i) => i.value().to_string(),
             toml_edit::Value::Float(f) => f.value().to_string(),
-            toml_edit::Value::Boolean(b) => if *b.value() { "on" } else { "off" }.to_string(),
+            toml_edit::Value::Boolean(b) => quire_engine::config::on_off(*b.value()).to_string(),
             _ => anyhow::bail!(
                 "{}: \"{key}\" must be a string, number or boolean",
                 path.display()

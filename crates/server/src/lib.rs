@@ -134,7 +134,7 @@ impl ServerConfig {
     /// The server's own settings as SHOW and `pg_settings` show them, by PostgreSQL's names,
     /// with the port it listens on and the authentication file it read.
     fn shown(&self, port: u16, hba_path: &Path) -> Arc<[(&'static str, String)]> {
-        let on_off = |b: bool| if b { "on" } else { "off" }.to_string();
+        let on_off = |b: bool| quire_engine::config::on_off(b).to_string();
         let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
         Arc::new([
             ("port", port.to_string()),

@@ -38,9 +38,10 @@ pub(super) struct Writer {
 }
 
 impl Writer {
+    /// Whether each open segment file was opened for direct I/O.
     #[cfg(test)]
-    pub(super) fn direct_io(&self) -> bool {
-        self.direct_io
+    pub(super) fn segments_direct(&self) -> Vec<bool> {
+        self.open.values().map(|f| f.is_direct()).collect()
     }
 
     pub(super) fn new(direct_io: bool) -> Self {

@@ -58,7 +58,7 @@ fn format_bytes(b: u64) -> String {
 }
 
 fn on_off(b: bool) -> String {
-    if b { "on" } else { "off" }.into()
+    quire_engine::config::on_off(b).into()
 }
 
 impl Settings {
