@@ -8,10 +8,13 @@ use super::{masks_conflict, tag_partition, FxHashSet, LockEntry, LockManager, Lo
 impl LockManager {
     /// Checks the table under every partition lock: no two owners hold conflicting modes on a
     /// tag; per-mode holder counts match the holds; no empty entry is kept; no queued request
-    /// could be granted (a lost wake-up); both maps agree; the capacity count matches. For
-    /// tests.
+    /// could be granted (a lost wake-up); both maps agree; the capacity count matches; and the
+    /// fast path's rules (`fastpath.rs`, [`LockManager::check_fast`]). For tests.
     pub fn check_invariants(&self) -> Result<(), String> {
+        // Lock order: every fast-path group in ascending order, then every partition.
+        let groups: Vec<_> = self.fast.iter().map(|g| g.0.lock()).collect();
         let guards = self.lock_all();
+        self.check_fast(&groups, &guards)?;
         let mut table_entries = 0usize;
         for (p, guard) in guards.iter().enumerate() {
             for (tag, entry) in &guard.locks {

@@ -52,31 +52,44 @@
 //! the first to check; the cycle is gone for the others. Unlike PostgreSQL, soft edges are never
 //! resolved by rearranging a queue: a cycle through a soft edge also makes its checker the victim.
 //!
+//! ## The fast path for weak table locks
+//! AccessShare, RowShare and RowExclusive on a table (what SELECT, SELECT FOR UPDATE and DML
+//! take, and which never conflict with one another) are granted outside the table, in the
+//! owner's fast-path group, unless a strong mode (Share and up, ShareUpdateExclusive excepted)
+//! is held or awaited on the table; a strong request first moves every fast hold on the table
+//! into the table. PostgreSQL's fast-path locking; the rules and why they are enough are in
+//! `fastpath.rs`. Callers see no difference: `holds`, `locks_of`, `release`, `release_all`
+//! and `transfer_all` cover both places.
+//!
 //! ## Structure and lock order
 //! The table is split into [`LOCK_PARTITIONS`] partitions by tag hash, each a mutex over a map
 //! `tag → entry` (holders with per-mode hold counts, a count of holders per mode so the conflict
 //! check costs eight additions, and the FIFO queue). A second map, split into
 //! [`OWNER_PARTITIONS`] by owner, files per owner the tags it holds or waits on and what it
 //! waits for, so `release_all`, `transfer_all`, `locks_of` and the deadlock check never scan
-//! the table. Lock order: tag partitions (several only in ascending index) → at most one owner
-//! partition at a time, which is a leaf (nothing is locked while holding it). An owner's
-//! bookkeeping for tag T changes only while T's partition is held, so holding every tag
-//! partition gives a consistent picture of both maps. Uncontended acquire + release costs two
+//! the table. Lock order: a fast-path group (one at a time; all of them, in ascending order,
+//! only in `check_invariants`) → tag partitions (several only in ascending index) → at most
+//! one owner partition at a time, which is a leaf (nothing is locked while holding it). An
+//! owner's bookkeeping for tag T changes only while T's partition is held, so holding every
+//! tag partition gives a consistent picture of both maps. Uncontended acquire + release costs two
 //! short mutex sections each, map look-ups with a fast hash, and one shared atomic for the
 //! capacity count (taken only when a new (owner, tag) entry appears); emptied entries are
 //! recycled, so the steady state allocates nothing.
 //!
 //! ## Files
 //! `mode.rs`: the modes, the conflict table, the tags and their encoding; `mod.rs`: the table
-//! and the grant rule; `deadlock.rs`: the deadlock check; `invariants.rs`: the checks of the
-//! table's invariants.
+//! and the grant rule; `fastpath.rs`: weak table locks outside the table; `deadlock.rs`: the
+//! deadlock check; `invariants.rs`: the checks of the table's invariants.
 //!
 //! ## Capacity
-//! At most `capacity` (owner, tag) entries exist at once: an owner holding several modes on a
-//! tag, or holding and waiting on it, is one entry; a waiter's queue entry counts. Beyond, an
-//! acquire gets `OutOfSharedMemory` and the table is left as it was. Every queue is bounded by
-//! the capacity too. `transfer_all` cannot fail and may overshoot by the entries of a waiting
-//! `from` (an edge case; PREPARE never waits).
+//! At most `capacity` (owner, tag) entries exist at once in the table: an owner holding
+//! several modes on a tag, or holding and waiting on it, is one entry; a waiter's queue entry
+//! counts. Beyond, an acquire gets `OutOfSharedMemory` and the table is left as it was. Every
+//! queue is bounded by the capacity too. Fast-path holds are outside the table and bounded per
+//! owner instead (as in PostgreSQL). Moves into the table cannot fail and may overshoot:
+//! `transfer_all` by the entries of a waiting `from` (an edge case; PREPARE never waits) and
+//! by `from`'s fast holds, a strong request by the fast holds on its table (at most one per
+//! owner).
 //!
 //! ## Never
 //! Never calls into the buffer pool, the WAL or any other subsystem, at all, so none of their
@@ -84,13 +97,14 @@
 //! (waiting releases it); never busy-waits; never panics on any input; never rearranges queues.
 
 mod deadlock;
+mod fastpath;
 mod invariants;
 mod mode;
 #[cfg(test)]
 mod tests;
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -100,6 +114,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::hash::{hash_one, FxBuildHasher, FxHashMap};
 use crate::padded::{CachePadded, StripedCounter};
+use fastpath::{strong_holds, FastGroup, FAST_GROUPS, STRONG_SLOTS};
 use mode::masks_conflict;
 pub use mode::{LockMode, LockOwner, LockTag, LockWait};
 
@@ -121,6 +136,8 @@ const MIN_DEADLOCK_TIMEOUT: Duration = Duration::from_millis(1);
 pub struct LockStats {
     /// Successful acquisitions (at once or after a wait).
     pub acquired: StripedCounter,
+    /// Of those, weak locks granted on the fast path, outside the table.
+    pub fast_path: StripedCounter,
     /// Requests that had to queue.
     pub waits: AtomicU64,
     /// Deadlock checks run.
@@ -346,6 +363,10 @@ fn owner_partition(owner: LockOwner) -> usize {
 pub struct LockManager {
     partitions: Box<[CachePadded<Mutex<Partition>>]>,
     owners: Box<[CachePadded<Mutex<OwnerPartition>>]>,
+    /// Weak relation locks held outside the table, by owner group (`fastpath.rs`).
+    fast: Box<[CachePadded<Mutex<FastGroup>>]>,
+    /// Strong relation locks held or requested, by relation hash (`fastpath.rs`).
+    strong: Box<[AtomicU32]>,
     capacity: usize,
     /// (owner, tag) entries in use; changed only under the tag's partition mutex, so it equals
     /// the table's count whenever every partition is held.
@@ -361,6 +382,8 @@ impl LockManager {
         LockManager {
             partitions: (0..LOCK_PARTITIONS).map(|_| CachePadded::default()).collect(),
             owners: (0..OWNER_PARTITIONS).map(|_| CachePadded::default()).collect(),
+            fast: (0..FAST_GROUPS).map(|_| CachePadded::default()).collect(),
+            strong: (0..STRONG_SLOTS).map(|_| AtomicU32::new(0)).collect(),
             capacity,
             entries_used: AtomicUsize::new(0),
             deadlock_timeout: deadlock_timeout.max(MIN_DEADLOCK_TIMEOUT),
@@ -398,6 +421,32 @@ impl LockManager {
     /// table is full), `ProgramLimitExceeded` (`u32::MAX` holds of one mode), and
     /// `InvalidTransactionState` (the owner is already waiting in another thread).
     pub fn acquire(
+        &self,
+        owner: LockOwner,
+        tag: LockTag,
+        mode: LockMode,
+        wait: LockWait,
+    ) -> Result<()> {
+        if tag.is_relation() {
+            if mode.is_weak() && self.acquire_fast(owner, tag, mode) {
+                self.stats.acquired.add(1);
+                self.stats.fast_path.add(1);
+                return Ok(());
+            }
+            if mode.is_strong() {
+                self.announce_strong(tag);
+                let r = self.acquire_in_table(owner, tag, mode, wait);
+                if r.is_err() {
+                    self.strong_done(&tag, 1);
+                }
+                return r;
+            }
+        }
+        self.acquire_in_table(owner, tag, mode, wait)
+    }
+
+    /// [`LockManager::acquire`] in the table: the grant rule of the module header.
+    fn acquire_in_table(
         &self,
         owner: LockOwner,
         tag: LockTag,
@@ -662,6 +711,9 @@ impl LockManager {
 
     /// Drops one hold of `mode` on `tag`; `false` if `owner` does not hold it.
     pub fn release(&self, owner: LockOwner, tag: LockTag, mode: LockMode) -> bool {
+        if tag.is_relation() && mode.is_weak() && self.release_fast(owner, tag, mode) {
+            return true;
+        }
         let mut guard = self.partition(&tag);
         let part = &mut *guard;
         let Some(entry) = part.locks.get_mut(&tag) else {
@@ -691,6 +743,9 @@ impl LockManager {
             self.forget(owner, tag);
         }
         part.discard_if_empty(tag);
+        if mode.is_strong() {
+            self.strong_done(&tag, 1);
+        }
         true
     }
 
@@ -698,6 +753,7 @@ impl LockManager {
     /// now go. Releases what the owner holds when called; the owner must not acquire
     /// concurrently (it is its own thread that ends it).
     pub fn release_all(&self, owner: LockOwner) {
+        self.release_all_fast(owner);
         let mut tags = self.tags_of(owner);
         // One visit per partition: the partition's mutex is taken once for all its tags.
         tags.sort_unstable_by_key(tag_partition);
@@ -711,11 +767,12 @@ impl LockManager {
                 let Some(entry) = part.locks.get_mut(&tag) else {
                     continue;
                 };
-                if entry.remove_holder(owner).is_some() {
+                if let Some(hold) = entry.remove_holder(owner) {
                     if !entry.queue.is_empty() {
                         self.wake_waiters(entry);
                     }
                     self.forget(owner, tag);
+                    self.strong_done(&tag, strong_holds(&hold.counts));
                 }
                 part.discard_if_empty(tag);
             }
@@ -729,7 +786,10 @@ impl LockManager {
         if from == to {
             return;
         }
+        // Lock order: the group, then every partition (see `fastpath.rs`).
+        let mut group = self.fast[fastpath::fast_group_of(from)].0.lock();
         let mut guards = self.lock_all();
+        self.move_fast_holds(&mut group, &mut guards, from, to);
         let tags = self.tags_of(from);
         for tag in tags {
             let part = &mut *guards[tag_partition(&tag)];
@@ -739,21 +799,9 @@ impl LockManager {
             let Some(hold) = entry.remove_holder(from) else {
                 continue; // `from` only waits here
             };
-            let merged = entry.holders.entry(to).or_default();
-            for (m, &count) in hold.counts.iter().enumerate() {
-                if count == 0 {
-                    continue;
-                }
-                if merged.counts[m] == 0 {
-                    entry.holders_of_mode[m] += 1;
-                }
-                merged.counts[m] = merged.counts[m].saturating_add(count);
-            }
             self.forget(from, tag);
-            if self.owner_part(to).entry_mut(to).tags.insert(tag) {
-                // Not reserve_entry: a transfer cannot fail; see "Capacity" in the header.
-                self.entries_used.fetch_add(1, Ordering::Relaxed);
-            }
+            // Strong holds move between owners: the strong counts stay as they are.
+            self.merge_holds(entry, to, tag, &hold.counts);
             // `to` may have been waiting for what `from` held.
             if !entry.queue.is_empty() {
                 self.wake_waiters(entry);
@@ -772,6 +820,9 @@ impl LockManager {
 
     /// Whether `owner` holds `mode` on `tag` (at least once).
     pub fn holds(&self, owner: LockOwner, tag: LockTag, mode: LockMode) -> bool {
+        if tag.is_relation() && mode.is_weak() && self.holds_fast(owner, tag, mode) {
+            return true;
+        }
         self.partition(&tag)
             .locks
             .get(&tag)
@@ -782,7 +833,7 @@ impl LockManager {
     /// Every (tag, mode) `owner` holds, each held mode once, sorted. A snapshot taken one
     /// partition at a time: exact when the owner is not changing meanwhile.
     pub fn locks_of(&self, owner: LockOwner) -> Vec<(LockTag, LockMode)> {
-        let mut out = Vec::new();
+        let mut out = self.locks_of_fast(owner);
         for tag in self.tags_of(owner) {
             let guard = self.partition(&tag);
             if let Some(hold) = guard.locks.get(&tag).and_then(|e| e.holders.get(&owner)) {
@@ -795,6 +846,8 @@ impl LockManager {
             }
         }
         out.sort_unstable();
+        // A weak mode may be held both on the fast path and in the table.
+        out.dedup();
         out
     }
 

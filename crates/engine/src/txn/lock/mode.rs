@@ -34,6 +34,11 @@ const CONFLICTS: [u8; 8] = [
     0b1111_1111, // AccessExclusive: everything
 ];
 
+/// The weak modes' bits: AccessShare, RowShare, RowExclusive.
+pub(super) const WEAK_MODES: u8 = 0b0000_0111;
+/// How many weak modes there are (the first three of [`LockMode::ALL`]).
+pub(super) const WEAK_MODE_COUNT: usize = 3;
+
 impl LockMode {
     /// All modes, weakest first.
     pub const ALL: [LockMode; 8] = [
@@ -62,6 +67,21 @@ impl LockMode {
     #[inline]
     pub(super) fn conflict_mask(self) -> u8 {
         CONFLICTS[self.index()]
+    }
+
+    /// A weak mode (AccessShare, RowShare, RowExclusive): the three never conflict with one
+    /// another, so on a relation they may take the fast path (see `fastpath.rs`).
+    #[inline]
+    pub(super) fn is_weak(self) -> bool {
+        self.bit() & WEAK_MODES != 0
+    }
+
+    /// A strong mode (Share and up, ShareUpdateExclusive excepted): it conflicts with a weak
+    /// mode, so on a relation it first moves every fast-path hold of the relation into the
+    /// table, where its conflict check sees them.
+    #[inline]
+    pub(super) fn is_strong(self) -> bool {
+        self.conflict_mask() & WEAK_MODES != 0
     }
 
     /// Whether a request for `self` conflicts with a hold of `other` by another owner
@@ -114,6 +134,14 @@ pub enum LockTag {
     /// Held Exclusive by a transaction for its whole life; row-lock waiters take Share on it
     /// and release it at once.
     Transaction { xid: Xid },
+}
+
+impl LockTag {
+    /// Whether this tag is a table (the only kind the fast path takes).
+    #[inline]
+    pub(super) fn is_relation(&self) -> bool {
+        matches!(self, LockTag::Relation { .. })
+    }
 }
 
 const TAG_KIND_RELATION: u8 = 1;

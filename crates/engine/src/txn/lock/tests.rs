@@ -100,6 +100,12 @@ fn ok(lm: &LockManager, owner: LockOwner, tag: LockTag, mode: LockMode) {
 fn assert_empty(lm: &LockManager) {
     lm.check_invariants().unwrap();
     assert_eq!(lm.entries_in_use(), 0);
+    for g in &lm.fast {
+        assert!(g.0.lock().holds.is_empty());
+    }
+    for (slot, n) in lm.strong.iter().enumerate() {
+        assert_eq!(n.load(Ordering::SeqCst), 0, "strong-lock slot {slot}");
+    }
     for p in &lm.partitions {
         assert!(p.0.lock().locks.is_empty());
     }
@@ -361,7 +367,9 @@ fn lock_transfer_all_keeps_third_party_blocked() {
             (xact(100), Exclusive)
         ]
     );
-    assert_eq!(lm.entries_in_use(), before);
+    // The session's fast hold on rel(2) is in the table now: a prepared transaction's locks
+    // all are.
+    assert_eq!(lm.entries_in_use(), before + 1);
     // Both holds moved: the prepared owner must release RowExclusive twice.
     assert!(lm.release(prepared, rel(1), RowExclusive));
     assert!(lm.holds(prepared, rel(1), RowExclusive));
@@ -737,11 +745,12 @@ fn lock_long_wait_behind_a_running_holder_is_no_deadlock() {
 #[test]
 fn lock_table_full_is_out_of_shared_memory() {
     let lm = Arc::new(LockManager::new(4, DEADLOCK_TIMEOUT));
+    // ShareUpdateExclusive is neither weak nor strong: always in the table.
     for r in 0..4 {
-        ok(&lm, LockOwner(1), rel(r), AccessShare);
+        ok(&lm, LockOwner(1), rel(r), ShareUpdateExclusive);
     }
     let e = lm
-        .acquire(LockOwner(1), rel(4), AccessShare, LockWait::Block)
+        .acquire(LockOwner(1), rel(4), ShareUpdateExclusive, LockWait::Block)
         .unwrap_err();
     assert_eq!(e.sqlstate(), "53200");
     assert_eq!(
@@ -752,15 +761,18 @@ fn lock_table_full_is_out_of_shared_memory() {
     lm.check_invariants().unwrap();
     assert_eq!(lm.locks_of(LockOwner(1)).len(), 4);
     // More holds of what is held need no new entry.
-    ok(&lm, LockOwner(1), rel(0), AccessShare);
+    ok(&lm, LockOwner(1), rel(0), ShareUpdateExclusive);
     ok(&lm, LockOwner(1), rel(0), AccessExclusive);
+    // Weak locks on the fast path need none either (as in PostgreSQL).
+    ok(&lm, LockOwner(3), rel(9), AccessShare);
+    assert!(lm.release(LockOwner(3), rel(9), AccessShare));
     // A waiter's queue entry counts: with one entry free, a waiter takes it.
-    assert!(lm.release(LockOwner(1), rel(3), AccessShare));
+    assert!(lm.release(LockOwner(1), rel(3), ShareUpdateExclusive));
     let rx = spawn_acquire(&lm, LockOwner(2), rel(0), AccessShare, LockWait::Block);
     await_waiting(&lm, LockOwner(2));
     assert_eq!(lm.entries_in_use(), 4);
     let e = lm
-        .acquire(LockOwner(3), rel(7), AccessShare, LockWait::NoWait)
+        .acquire(LockOwner(3), rel(7), ShareUpdateExclusive, LockWait::NoWait)
         .unwrap_err();
     assert_eq!(e.sqlstate(), "53200");
     // A request that would have to wait but finds no room fails the same way, leaving nothing.
@@ -776,7 +788,7 @@ fn lock_table_full_is_out_of_shared_memory() {
     assert_empty(&lm);
     let none = LockManager::new(0, DEADLOCK_TIMEOUT);
     assert_eq!(
-        none.acquire(LockOwner(1), rel(1), AccessShare, LockWait::Block)
+        none.acquire(LockOwner(1), rel(1), ShareUpdateExclusive, LockWait::Block)
             .unwrap_err()
             .sqlstate(),
         "53200"
@@ -790,7 +802,7 @@ fn lock_table_full_is_out_of_shared_memory() {
 fn lock_check_invariants_catches_corruption() {
     // The checker must be able to fail, or the stress test proves nothing.
     let lm = manager();
-    ok(&lm, LockOwner(1), rel(1), AccessShare);
+    ok(&lm, LockOwner(1), rel(1), ShareUpdateExclusive);
     lm.check_invariants().unwrap();
     {
         let mut part = lm.partition(&rel(1));
@@ -811,6 +823,142 @@ fn lock_check_invariants_catches_corruption() {
         .check_invariants()
         .unwrap_err()
         .contains("counts disagree"));
+}
+
+#[test]
+fn lock_check_invariants_catches_fast_path_corruption() {
+    let lm = manager();
+    ok(&lm, LockOwner(1), rel(1), AccessShare);
+    lm.check_invariants().unwrap();
+    // A conflicting hold appears in the table behind the fast path's back (no announcement,
+    // so the fast hold stayed out of the table).
+    {
+        let mut part = lm.partition(&rel(1));
+        part.entry_mut(rel(1)).add_hold(LockOwner(2), AccessExclusive);
+    }
+    let e = lm.check_invariants().unwrap_err();
+    assert!(e.contains("conflicts with a hold in the table"), "{e}");
+    {
+        let mut part = lm.partition(&rel(1));
+        part.locks
+            .get_mut(&rel(1))
+            .unwrap()
+            .remove_holder(LockOwner(2));
+        part.discard_if_empty(rel(1));
+    }
+    lm.check_invariants().unwrap();
+    // A strong hold the counter does not cover.
+    ok(&lm, LockOwner(3), rel(2), Share);
+    lm.check_invariants().unwrap();
+    lm.strong[fastpath::strong_slot(&rel(2))].store(0, Ordering::SeqCst);
+    let e = lm.check_invariants().unwrap_err();
+    assert!(e.contains("strong-lock slot"), "{e}");
+    lm.strong[fastpath::strong_slot(&rel(2))].store(1, Ordering::SeqCst);
+    // A fast hold filed in another owner's group.
+    lm.fast[fastpath::fast_group_of(LockOwner(1)) + 1]
+        .0
+        .lock()
+        .holds
+        .push(fastpath::FastHold {
+            owner: LockOwner(1),
+            tag: rel(5),
+            counts: [1, 0, 0],
+        });
+    let e = lm.check_invariants().unwrap_err();
+    assert!(e.contains("misfiled"), "{e}");
+}
+
+#[test]
+fn lock_weak_locks_take_the_fast_path_until_a_strong_one_comes() {
+    let lm = manager();
+    let t = rel(1);
+    ok(&lm, LockOwner(1), t, AccessShare);
+    ok(&lm, LockOwner(1), t, AccessShare);
+    ok(&lm, LockOwner(2), t, RowExclusive);
+    assert_eq!(lm.stats().fast_path.get(), 3);
+    assert_eq!(lm.entries_in_use(), 0, "fast holds are outside the table");
+    assert!(lm.holds(LockOwner(1), t, AccessShare));
+    assert!(!lm.holds(LockOwner(1), t, RowExclusive));
+    assert_eq!(lm.locks_of(LockOwner(2)), [(t, RowExclusive)]);
+    // A strong request moves every fast hold on the relation into the table, and waits for
+    // them there.
+    let rx = spawn_acquire(&lm, LockOwner(3), t, AccessExclusive, LockWait::Block);
+    await_waiting(&lm, LockOwner(3));
+    assert_eq!(lm.entries_in_use(), 3);
+    lm.check_invariants().unwrap();
+    // While it waits, weak requests go to the table and queue behind it (PostgreSQL's rule:
+    // a new weak request does not overtake a strong waiter), as long as their owner holds
+    // nothing there; owner 1 holds, so it goes ahead.
+    ok(&lm, LockOwner(1), t, AccessShare);
+    let late = spawn_acquire(&lm, LockOwner(4), t, AccessShare, LockWait::Block);
+    await_waiting(&lm, LockOwner(4));
+    // Weak locks on other relations still take the fast path.
+    ok(&lm, LockOwner(4 + 64), rel(2), AccessShare);
+    assert_eq!(lm.stats().fast_path.get(), 4);
+    // Owner 1 releases its three holds one by one (moved, so from the table).
+    for _ in 0..3 {
+        assert!(lm.release(LockOwner(1), t, AccessShare));
+    }
+    assert!(!lm.release(LockOwner(1), t, AccessShare));
+    lm.release_all(LockOwner(2));
+    outcome(&rx).unwrap();
+    lm.check_invariants().unwrap();
+    assert_still_blocked(&lm, LockOwner(4), &late);
+    lm.release_all(LockOwner(3));
+    outcome(&late).unwrap();
+    lm.release_all(LockOwner(4));
+    lm.release_all(LockOwner(4 + 64));
+    // The strong count is down again: weak locks take the fast path once more.
+    ok(&lm, LockOwner(5), t, RowShare);
+    assert_eq!(lm.stats().fast_path.get(), 5);
+    assert_eq!(lm.entries_in_use(), 0);
+    lm.release_all(LockOwner(5));
+    assert_empty(&lm);
+}
+
+#[test]
+fn lock_a_failed_strong_request_leaves_the_fast_path_open() {
+    let lm = manager();
+    let t = rel(1);
+    ok(&lm, LockOwner(1), t, RowExclusive);
+    // NoWait fails at once, a timeout later, and a cancelled wait too: none leaves the
+    // relation's strong count up.
+    assert!(lm.acquire(LockOwner(2), t, Share, LockWait::NoWait).is_err());
+    assert!(lm
+        .acquire(LockOwner(2), t, Exclusive, LockWait::TimeoutMs(5))
+        .is_err());
+    lm.check_invariants().unwrap();
+    lm.release_all(LockOwner(2));
+    lm.release_all(LockOwner(1));
+    assert_empty(&lm);
+    ok(&lm, LockOwner(3), t, AccessShare);
+    assert_eq!(lm.entries_in_use(), 0);
+    lm.release_all(LockOwner(3));
+    assert_empty(&lm);
+}
+
+#[test]
+fn lock_fast_slots_are_bounded_per_owner() {
+    let lm = manager();
+    let owner = LockOwner(1);
+    let n = fastpath::FAST_PER_OWNER as u64;
+    for r in 0..n + 3 {
+        ok(&lm, owner, rel(r), AccessShare);
+    }
+    // The first sixteen on the fast path, the rest in the table.
+    assert_eq!(lm.stats().fast_path.get(), n);
+    assert_eq!(lm.entries_in_use(), 3);
+    assert_eq!(lm.locks_of(owner).len(), (n + 3) as usize);
+    lm.check_invariants().unwrap();
+    // PREPARE moves them all into the table.
+    let prepared = LockOwner(1 << 63 | 1);
+    lm.transfer_all(owner, prepared);
+    assert_eq!(lm.entries_in_use(), (n + 3) as usize);
+    assert_eq!(lm.locks_of(owner), []);
+    assert_eq!(lm.locks_of(prepared).len(), (n + 3) as usize);
+    lm.check_invariants().unwrap();
+    lm.release_all(prepared);
+    assert_empty(&lm);
 }
 
 // ------------------------------------------------------------------------------ stress
