@@ -412,6 +412,12 @@ impl Database {
         self.engine.wal.counters()
     }
 
+    /// The WAL's insert, write and flush positions: what `pg_current_wal_insert_lsn()`,
+    /// `pg_current_wal_lsn()` and `pg_current_wal_flush_lsn()` show.
+    pub fn wal_positions(&self) -> crate::wal::WalPositions {
+        self.engine.wal.positions()
+    }
+
     /// When the database opened (where its counters start), in microseconds since the Unix
     /// epoch: `pg_stat_wal`'s `stats_reset`.
     pub fn opened_at_micros(&self) -> u64 {

@@ -195,4 +195,4 @@ pub use txn::ProcId;
 pub use types::{BlockNumber, Fork, Lsn, Oid, RelFileLocator, Xid};
 pub use vacuum::VacuumStats;
 pub use value::{Numeric, NumericError, Row, Type, Value};
-pub use wal::WalCounters;
+pub use wal::{WalCounters, WalPositions};

@@ -65,6 +65,10 @@ pub(crate) enum Func {
     NoObjectDef,
     EncodingToChar,
     BackendPid,
+    /// pg_current_wal_insert_lsn, pg_current_wal_lsn, pg_current_wal_flush_lsn.
+    WalLsn(WalPosition),
+    /// pg_wal_lsn_diff: the bytes between two WAL positions.
+    WalLsnDiff,
     QuoteIdent,
     ToChar,
     /// `ARRAY[...]` of text elements (built by the binder, not called by name).
@@ -78,6 +82,14 @@ pub(crate) enum Func {
     Subscript,
     ArrayUpper,
     RelationIsPublishable,
+}
+
+/// Which of the WAL's positions a `pg_current_wal_*lsn()` function reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WalPosition {
+    Insert,
+    Write,
+    Flush,
 }
 
 /// An aggregate function.
@@ -464,6 +476,14 @@ pub(crate) fn resolve(
         }
         ("pg_encoding_to_char", 1) => (Func::EncodingToChar, vec![Some(T::Int4)], T::Name),
         ("pg_backend_pid", 0) => (Func::BackendPid, vec![], T::Int4),
+        ("pg_current_wal_insert_lsn", 0) => (Func::WalLsn(WalPosition::Insert), vec![], T::PgLsn),
+        ("pg_current_wal_lsn", 0) => (Func::WalLsn(WalPosition::Write), vec![], T::PgLsn),
+        ("pg_current_wal_flush_lsn", 0) => (Func::WalLsn(WalPosition::Flush), vec![], T::PgLsn),
+        ("pg_wal_lsn_diff", 2) => (
+            Func::WalLsnDiff,
+            vec![Some(T::PgLsn), Some(T::PgLsn)],
+            T::Numeric(None),
+        ),
         ("quote_ident", 1) => (Func::QuoteIdent, text(1), T::Text),
         ("to_char", 2) => (Func::ToChar, keep(2), T::Text),
         _ => return Err(no_such_function(short, args)),
@@ -876,6 +896,21 @@ impl Func {
                 .into(),
             ),
             Func::BackendPid => Value::Int(i64::from(std::process::id())),
+            Func::WalLsn(which) => {
+                let p = cx.db.wal_positions();
+                let lsn = match which {
+                    WalPosition::Insert => p.insert,
+                    WalPosition::Write => p.write,
+                    WalPosition::Flush => p.flush,
+                };
+                // Below 2^63: see `SqlType::PgLsn`.
+                Value::Int(i64::try_from(lsn.0).unwrap_or(i64::MAX))
+            }
+            Func::WalLsnDiff => match (int_arg(&args[0]), int_arg(&args[1])) {
+                // Both below 2^63, so the difference fits.
+                (Some(a), Some(b)) => Value::Numeric(crate::numeric::from_i64(a - b)),
+                _ => Value::Null,
+            },
             Func::QuoteIdent => Value::Text(quote_ident(text_arg(&args[0]).unwrap_or(""))),
             Func::MakeArray => {
                 let elems: Vec<String> = args

@@ -1034,6 +1034,7 @@ const TYPES: &[SqlType] = &[
     T::Uuid,
     T::Numeric(None),
     T::TextArray,
+    T::PgLsn,
 ];
 
 fn type_rows() -> Vec<Row> {
@@ -1104,7 +1105,7 @@ fn type_len(t: SqlType) -> i64 {
         T::Bool | T::Char => 1,
         T::Int2 => 2,
         T::Int4 | T::Oid | T::Regclass | T::Regtype | T::Float4 | T::Date => 4,
-        T::Int8 | T::Float8 | T::Timestamp | T::Timestamptz => 8,
+        T::Int8 | T::Float8 | T::Timestamp | T::Timestamptz | T::PgLsn => 8,
         T::Uuid => 16,
         T::Name => 64,
         _ => -1,

@@ -48,6 +48,9 @@ pub enum SqlType {
     TextArray,
     /// `smallint[]` (and the catalogs' `int2vector`), also kept in text form.
     Int2Array,
+    /// `pg_lsn`: a WAL position, stored as an engine `Int`, printed as `16/B374D848`. Values
+    /// are below 2^63 (quire's WAL would need 8 EiB to pass it).
+    PgLsn,
     Unknown,
 }
 
@@ -83,6 +86,7 @@ impl SqlType {
             SqlType::Char => 18,
             SqlType::TextArray => 1009,
             SqlType::Int2Array => 1005,
+            SqlType::PgLsn => 3220,
             SqlType::Unknown => 705,
         }
     }
@@ -113,6 +117,7 @@ impl SqlType {
             18 => SqlType::Char,
             1009 => SqlType::TextArray,
             1005 => SqlType::Int2Array,
+            3220 => SqlType::PgLsn,
             705 | 0 => SqlType::Unknown,
             _ => return None,
         })
@@ -128,7 +133,8 @@ impl SqlType {
             | SqlType::Oid
             | SqlType::Regclass
             | SqlType::Regtype
-            | SqlType::Regnamespace => Type::Int,
+            | SqlType::Regnamespace
+            | SqlType::PgLsn => Type::Int,
             SqlType::Bool => Type::Bool,
             SqlType::Float4 | SqlType::Float8 => Type::Float,
             SqlType::Text
@@ -187,6 +193,7 @@ impl SqlType {
             SqlType::Char => "\"char\"".into(),
             SqlType::TextArray => "text[]".into(),
             SqlType::Int2Array => "smallint[]".into(),
+            SqlType::PgLsn => "pg_lsn".into(),
             SqlType::Unknown => "unknown".into(),
         }
     }
@@ -217,6 +224,7 @@ impl SqlType {
             "\"char\"" | "char" => SqlType::Char,
             "text[]" | "_text" => SqlType::TextArray,
             "smallint[]" | "_int2" | "int2vector" => SqlType::Int2Array,
+            "pg_lsn" => SqlType::PgLsn,
             "int2" => SqlType::Int2,
             "int" | "int4" => SqlType::Int4,
             "int8" => SqlType::Int8,
@@ -380,6 +388,7 @@ impl SqlType {
             SqlType::Char => "\"char\"",
             SqlType::TextArray => "text[]",
             SqlType::Int2Array => "smallint[]",
+            SqlType::PgLsn => "pg_lsn",
         }
     }
 }
@@ -460,6 +469,7 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
         SqlType::Timestamptz => parse_timestamptz(t).ok_or_else(bad).map(Value::Timestamp),
         SqlType::Date => parse_date(t).ok_or_else(bad).map(Value::Int),
         SqlType::Uuid => parse_uuid(t).ok_or_else(bad).map(Value::Bytea),
+        SqlType::PgLsn => parse_lsn(t).ok_or_else(bad).map(Value::Int),
         SqlType::Oid | SqlType::Regclass | SqlType::Regtype | SqlType::Regnamespace => {
             let v: u32 = t.parse().map_err(|_| bad())?;
             Ok(Value::Int(i64::from(v)))
@@ -679,6 +689,24 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
+/// `pg_lsn`'s input form: two hexadecimal numbers of at most 8 digits, `hi/lo`.
+fn parse_lsn(t: &str) -> Option<i64> {
+    let (hi, lo) = t.split_once('/')?;
+    let part = |p: &str| {
+        (!p.is_empty() && p.len() <= 8 && p.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| u32::from_str_radix(p, 16).ok())
+            .flatten()
+    };
+    let lsn = (u64::from(part(hi)?) << 32) | u64::from(part(lo)?);
+    i64::try_from(lsn).ok()
+}
+
+/// `pg_lsn`'s output form (PostgreSQL's `%X/%X`).
+fn format_lsn(lsn: i64) -> String {
+    let lsn = lsn.cast_unsigned();
+    format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF)
+}
+
 /// Microseconds since 1970-01-01 in PostgreSQL's ISO output form.
 pub fn format_timestamp(us: i64) -> String {
     let (year, month, day) = civil_from_days(us.div_euclid(US_PER_DAY));
@@ -706,6 +734,7 @@ pub fn format_text(value: &Value, ty: SqlType) -> Option<String> {
         Value::Int(i) if ty == SqlType::Date => {
             format_timestamp(i.saturating_mul(US_PER_DAY))[..10].to_string()
         }
+        Value::Int(i) if ty == SqlType::PgLsn => format_lsn(*i),
         Value::Int(i) => i.to_string(),
         Value::Float(f) => format_float(*f, ty),
         Value::Text(s) => s.clone(),
@@ -793,6 +822,7 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
             Ok(v)
         }
         (v @ Value::Int(_), SqlType::Date) if from == SqlType::Date => Ok(v),
+        (v @ Value::Int(_), SqlType::PgLsn) if from == SqlType::PgLsn => Ok(v),
         _ => Err(mismatch(what, from, to)),
     }
 }

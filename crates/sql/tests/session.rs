@@ -790,6 +790,72 @@ fn pg_stat_wal_counts_records_images_writes_and_fsyncs() -> anyhow::Result<()> {
 }
 
 #[test]
+fn wal_positions_are_pg_lsn_values_that_move_with_commits() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut s = Session::new(open(dir.path())?);
+    run(&mut s, SETUP).unwrap();
+    let lsns = |s: &mut Session| -> Vec<String> {
+        let r = rows(
+            s,
+            "SELECT pg_current_wal_insert_lsn()::text, pg_current_wal_lsn()::text, \
+             pg_current_wal_flush_lsn()::text",
+        );
+        r[0].iter()
+            .map(|v| v.as_text().unwrap().to_string())
+            .collect()
+    };
+    let before = lsns(&mut s);
+    // PostgreSQL's form: two upper-case hexadecimal numbers.
+    for l in &before {
+        let (hi, lo) = l.split_once('/').unwrap();
+        assert!(
+            [hi, lo].iter().all(|p| !p.is_empty()
+                && p.bytes()
+                    .all(|b| b.is_ascii_digit() || b.is_ascii_uppercase())),
+            "{before:?}"
+        );
+    }
+    run(&mut s, "UPDATE t SET name = 'cc' WHERE id = 1").unwrap();
+    let after = lsns(&mut s);
+    // Compared as pg_lsn, not as text: insert >= write >= flush, and a commit moves all
+    // three (it is flushed before COMMIT returns).
+    let cmp = |a: &str, op: &str, b: &str, s: &mut Session| -> bool {
+        rows(s, &format!("SELECT '{a}'::pg_lsn {op} '{b}'::pg_lsn"))[0][0] == Value::Bool(true)
+    };
+    assert!(cmp(&after[0], ">=", &after[1], &mut s), "{after:?}");
+    assert!(cmp(&after[1], ">=", &after[2], &mut s), "{after:?}");
+    assert!(
+        cmp(&after[2], ">", &before[2], &mut s),
+        "{before:?} -> {after:?}"
+    );
+    let diff = rows(
+        &mut s,
+        &format!(
+            "SELECT pg_wal_lsn_diff('{}', '{}')::int8, pg_wal_lsn_diff('0/10', '1/0')",
+            after[2], before[2]
+        ),
+    );
+    assert!(diff[0][0].as_int().unwrap() > 0, "{diff:?}");
+    assert_eq!(
+        quire_sql::format_text(&diff[0][1], quire_sql::SqlType::Numeric(None)).as_deref(),
+        Some("-4294967280")
+    );
+    // Input and output forms, and bad input (22P02, PostgreSQL's message).
+    assert_eq!(
+        rows(&mut s, "SELECT '16/b374d848'::pg_lsn::text")[0][0],
+        Value::Text("16/B374D848".into())
+    );
+    for bad in ["'16'", "'/1'", "'1/123456789'", "'g/0'"] {
+        assert_eq!(
+            run(&mut s, &format!("SELECT {bad}::pg_lsn")),
+            Err("22P02"),
+            "{bad}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
 fn quire_stat_io_counts_the_file_layer_operations() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut s = Session::new(open(dir.path())?);

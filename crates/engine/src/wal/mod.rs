@@ -256,6 +256,18 @@ pub struct WalStats {
     pub reads_from_files: AtomicU64,
 }
 
+/// The WAL's three positions at one moment; each is an LSN whose records before it are in
+/// that state, and `insert >= write >= flush`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WalPositions {
+    /// Where the next record goes (PostgreSQL's `pg_current_wal_insert_lsn()`).
+    pub insert: Lsn,
+    /// Written up to here (`pg_current_wal_lsn()`).
+    pub write: Lsn,
+    /// Durable up to here (`pg_current_wal_flush_lsn()`).
+    pub flush: Lsn,
+}
+
 /// A snapshot of the WAL's counters since it opened: what `pg_stat_wal` shows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WalCounters {
@@ -504,6 +516,25 @@ impl Wal {
     pub fn inserted(&self) -> (u64, u64) {
         let r = self.reserve.lock();
         (r.records, r.bytes)
+    }
+
+    /// The insert, write and flush positions, read flush first so that the three are
+    /// ordered even while the writer moves them on.
+    pub fn positions(&self) -> WalPositions {
+        let flush = self.flushed_lsn();
+        let write = self.written_lsn().max(flush);
+        let insert = self.insert_lsn().max(write);
+        WalPositions {
+            insert,
+            write,
+            flush,
+        }
+    }
+
+    /// Everything before this LSN has been handed to the kernel (written, perhaps not yet
+    /// durable).
+    pub fn written_lsn(&self) -> Lsn {
+        self.written_upto.load(Ordering::Acquire)
     }
 
     /// Everything before this LSN is durable.

@@ -71,10 +71,10 @@
 //! only in `check_invariants`) → tag partitions (several only in ascending index) → at most
 //! one owner partition at a time, which is a leaf (nothing is locked while holding it). An
 //! owner's bookkeeping for tag T changes only while T's partition is held, so holding every
-//! tag partition gives a consistent picture of both maps. Uncontended acquire + release costs two
-//! short mutex sections each, map look-ups with a fast hash, and one shared atomic for the
-//! capacity count (taken only when a new (owner, tag) entry appears); emptied entries are
-//! recycled, so the steady state allocates nothing.
+//! tag partition gives a consistent picture of both maps. In the table, an uncontended
+//! acquire and its release cost two short mutex sections each, map look-ups with a fast hash,
+//! and one shared atomic for the capacity count (taken only when a new (owner, tag) entry
+//! appears); emptied entries are recycled, so the steady state allocates nothing.
 //!
 //! ## Files
 //! `mode.rs`: the modes, the conflict table, the tags and their encoding; `mod.rs`: the table
