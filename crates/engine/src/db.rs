@@ -121,9 +121,8 @@ pub struct Database {
     data_dir: PathBuf,
     engine: Arc<Engine>,
     recovery: RecoveryStats,
-    /// When this database opened, in microseconds since the Unix epoch: where the WAL's
-    /// counters (`pg_stat_wal`) start.
-    opened_at_micros: u64,
+    /// The shared counters as of their last reset (`pg_stat_reset_shared`).
+    shared_stats: crate::stats::SharedBaselines,
 }
 
 impl Database {
@@ -318,6 +317,7 @@ impl Database {
         } else {
             None
         };
+        let opened_at_micros = crate::txn::now_micros();
         Ok(Database {
             data_dir: data_dir.to_path_buf(),
             engine,
@@ -326,7 +326,7 @@ impl Database {
             wal_writer,
             bgwriter,
             recovery,
-            opened_at_micros: crate::txn::now_micros(),
+            shared_stats: crate::stats::SharedBaselines::new(opened_at_micros),
         })
     }
 
@@ -407,21 +407,45 @@ impl Database {
         self.engine.smgr.vfs().counters().snapshot()
     }
 
-    /// The WAL's counters since the database opened: what `pg_stat_wal` shows.
+    /// The WAL's counters since the database opened, never reset (`pg_stat_wal` shows
+    /// [`Database::wal_stats`]).
     pub fn wal_counters(&self) -> crate::wal::WalCounters {
         self.engine.wal.counters()
+    }
+
+    /// `pg_stat_wal`'s counters since they were last reset (or the database opened), and
+    /// when that was, in microseconds since the Unix epoch.
+    pub fn wal_stats(&self) -> (crate::wal::WalCounters, u64) {
+        self.shared_stats.wal(self.engine.wal.counters())
+    }
+
+    /// `pg_stat_bgwriter`'s counters since they were last reset (or the database opened),
+    /// and when that was.
+    pub fn bgwriter_stats(&self) -> (crate::stats::BgwriterCounters, u64) {
+        self.shared_stats.bgwriter(self.bgwriter_counters())
+    }
+
+    /// `pg_stat_reset_shared`: `which` counters count from zero again, from now.
+    pub fn reset_shared_stats(&self, which: crate::stats::SharedStats) {
+        let now = crate::txn::now_micros();
+        match which {
+            crate::stats::SharedStats::Bgwriter => self
+                .shared_stats
+                .reset_bgwriter(self.bgwriter_counters(), now),
+            crate::stats::SharedStats::Wal => {
+                self.shared_stats.reset_wal(self.engine.wal.counters(), now);
+            }
+        }
+    }
+
+    fn bgwriter_counters(&self) -> crate::stats::BgwriterCounters {
+        crate::stats::BgwriterCounters::read(self.checkpointer.stats(), self.engine.pool.stats())
     }
 
     /// The WAL's insert, write and flush positions: what `pg_current_wal_insert_lsn()`,
     /// `pg_current_wal_lsn()` and `pg_current_wal_flush_lsn()` show.
     pub fn wal_positions(&self) -> crate::wal::WalPositions {
         self.engine.wal.positions()
-    }
-
-    /// When the database opened (where its counters start), in microseconds since the Unix
-    /// epoch: `pg_stat_wal`'s `stats_reset`.
-    pub fn opened_at_micros(&self) -> u64 {
-        self.opened_at_micros
     }
 
     /// Ends the lock wait of the session `owner` (its transaction's
@@ -629,6 +653,12 @@ mod tests {
         // Paced: the 100 writes were spread over (most of) the 0.8 s budget.
         let spread_ms = stats.last_write_ms.load(Ordering::Relaxed);
         assert!(spread_ms >= 500, "writes took {spread_ms} ms: not spread");
+        // pg_stat_bgwriter counts it as timed (the checkpoint at open was requested), with
+        // its 100 buffers and its write time.
+        let (bg, _) = db.bgwriter_stats();
+        assert!(bg.checkpoints_timed >= 1, "{bg:?}");
+        assert!(bg.buffers_checkpoint >= 100, "{bg:?}");
+        assert!(bg.checkpoint_write_us >= 500_000, "{bg:?}");
         let buf = db
             .buffer_pool()
             .read_buffer(BufferTag::new(rel, Fork::Main, 0))

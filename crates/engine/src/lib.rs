@@ -38,7 +38,8 @@
 //!     [`sequence`] (one-page sequences, changed in place outside transactions).
 //! 11. [`catalog`]: table, index and sequence definitions, stored transactionally in a
 //!     system heap.
-//! 12. [`stats`]: per-table tuple counts (PostgreSQL's pgstat).
+//! 12. [`stats`]: per-table tuple counts (PostgreSQL's pgstat), and the shared counters'
+//!     resets (`pg_stat_bgwriter`, `pg_stat_wal`).
 //! 13. `engine`: the state every session of a data directory shares.
 //! 14. [`session`]: one transaction's work ([`Transaction`]).
 //! 15. [`commands`]: VACUUM, which drives heap and indexes under the table's lock.
@@ -188,7 +189,7 @@ pub use page::{PageError, Tid};
 pub use recovery::RecoveryStats;
 pub use sequence::{SeqOptions, SeqState, SequenceDef};
 pub use session::{Changed, IndexRows, IsolationLevel, Scan, Transaction};
-pub use stats::TableStats;
+pub use stats::{BgwriterCounters, SharedStats, TableStats};
 pub use txn::lock::{LockMode, LockOwner};
 pub use txn::twophase::{PreparedXact, TwoPhaseStats};
 pub use txn::ProcId;

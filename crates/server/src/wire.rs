@@ -127,6 +127,7 @@ pub(crate) fn decode_param(
             Value::Int(i64::from(d) + PG_EPOCH_OFFSET_US / US_PER_DAY)
         }
         SqlType::Uuid => Value::Bytea(fixed(16)?.to_vec()),
+        SqlType::Void => Value::Text(String::new()),
         SqlType::PgLsn => {
             let lsn = u64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad())?);
             Value::Int(i64::try_from(lsn).map_err(|_| bad())?)

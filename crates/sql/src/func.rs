@@ -69,6 +69,8 @@ pub(crate) enum Func {
     WalLsn(WalPosition),
     /// pg_wal_lsn_diff: the bytes between two WAL positions.
     WalLsnDiff,
+    /// pg_stat_reset_shared(target): `bgwriter` or `wal` counters start from zero.
+    ResetShared,
     QuoteIdent,
     ToChar,
     /// `ARRAY[...]` of text elements (built by the binder, not called by name).
@@ -479,6 +481,7 @@ pub(crate) fn resolve(
         ("pg_current_wal_insert_lsn", 0) => (Func::WalLsn(WalPosition::Insert), vec![], T::PgLsn),
         ("pg_current_wal_lsn", 0) => (Func::WalLsn(WalPosition::Write), vec![], T::PgLsn),
         ("pg_current_wal_flush_lsn", 0) => (Func::WalLsn(WalPosition::Flush), vec![], T::PgLsn),
+        ("pg_stat_reset_shared", 1) => (Func::ResetShared, text(1), T::Void),
         ("pg_wal_lsn_diff", 2) => (
             Func::WalLsnDiff,
             vec![Some(T::PgLsn), Some(T::PgLsn)],
@@ -905,6 +908,25 @@ impl Func {
                 };
                 // Below 2^63: see `SqlType::PgLsn`.
                 Value::Int(i64::try_from(lsn.0).unwrap_or(i64::MAX))
+            }
+            Func::ResetShared => {
+                let target = text_arg(&args[0]).unwrap_or("");
+                match target {
+                    "bgwriter" => cx
+                        .db
+                        .reset_shared_stats(quire_engine::SharedStats::Bgwriter),
+                    "wal" => cx.db.reset_shared_stats(quire_engine::SharedStats::Wal),
+                    // PostgreSQL's other targets: quire has no archiver and no recovery
+                    // prefetch, so there is nothing to reset.
+                    "archiver" | "recovery_prefetch" => {}
+                    _ => {
+                        return Err(SqlError::new(
+                            "22023",
+                            format!("unrecognized reset target: \"{target}\""),
+                        ))
+                    }
+                }
+                Value::Text(String::new())
             }
             Func::WalLsnDiff => match (int_arg(&args[0]), int_arg(&args[1])) {
                 // Both below 2^63, so the difference fits.

@@ -79,6 +79,10 @@ pub(crate) enum CatalogTable {
     /// PostgreSQL's `pg_stat_wal`: the WAL's counters since the server started. The times
     /// are always measured (PostgreSQL's need `track_wal_io_timing`).
     StatWal,
+    /// PostgreSQL 15's `pg_stat_bgwriter`: the checkpointer's and the background writer's
+    /// counters since the last reset. `buffers_backend_fsync` is always 0: statements never
+    /// fsync, they queue sync requests for the checkpointer.
+    StatBgwriter,
 }
 
 use SqlType as T;
@@ -119,6 +123,7 @@ impl CatalogTable {
             "pg_sequence" => CatalogTable::Sequence,
             "quire_stat_io" => CatalogTable::StatIo,
             "pg_stat_wal" => CatalogTable::StatWal,
+            "pg_stat_bgwriter" => CatalogTable::StatBgwriter,
             _ => return None,
         })
     }
@@ -431,6 +436,19 @@ impl CatalogTable {
                 ("wal_sync_time", T::Float8),
                 ("stats_reset", T::Timestamptz),
             ],
+            CatalogTable::StatBgwriter => &[
+                ("checkpoints_timed", T::Int8),
+                ("checkpoints_req", T::Int8),
+                ("checkpoint_write_time", T::Float8),
+                ("checkpoint_sync_time", T::Float8),
+                ("buffers_checkpoint", T::Int8),
+                ("buffers_clean", T::Int8),
+                ("maxwritten_clean", T::Int8),
+                ("buffers_backend", T::Int8),
+                ("buffers_backend_fsync", T::Int8),
+                ("buffers_alloc", T::Int8),
+                ("stats_reset", T::Timestamptz),
+            ],
             CatalogTable::Tables => &[
                 ("schemaname", T::Name),
                 ("tablename", T::Name),
@@ -574,10 +592,14 @@ impl CatalogTable {
                     })
                     .collect()
             }
-            CatalogTable::StatWal => vec![stat_wal_row(
-                &cx.db.wal_counters(),
-                cx.db.opened_at_micros(),
-            )],
+            CatalogTable::StatWal => {
+                let (counters, reset_at) = cx.db.wal_stats();
+                vec![stat_wal_row(&counters, reset_at)]
+            }
+            CatalogTable::StatBgwriter => {
+                let (counters, reset_at) = cx.db.bgwriter_stats();
+                vec![stat_bgwriter_row(&counters, reset_at)]
+            }
             CatalogTable::Collation => vec![vec![
                 int(DEFAULT_COLLATION),
                 text("default"),
@@ -642,6 +664,27 @@ fn stat_wal_row(c: &WalCounters, since_micros: u64) -> Row {
         count(c.fsyncs),
         ms(c.write_ns),
         ms(c.sync_ns),
+        Value::Timestamp(i64::try_from(since_micros).unwrap_or(i64::MAX)),
+    ]
+}
+
+/// The one row of `pg_stat_bgwriter`.
+fn stat_bgwriter_row(c: &quire_engine::BgwriterCounters, since_micros: u64) -> Row {
+    let count = |n: u64| Value::Int(i64::try_from(n).unwrap_or(i64::MAX));
+    // PostgreSQL reports the times in milliseconds.
+    #[allow(clippy::cast_precision_loss)] // exact below 2^53 µs (285 years)
+    let ms = |us: u64| Value::Float(us as f64 / 1e3);
+    vec![
+        count(c.checkpoints_timed),
+        count(c.checkpoints_req),
+        ms(c.checkpoint_write_us),
+        ms(c.checkpoint_sync_us),
+        count(c.buffers_checkpoint),
+        count(c.buffers_clean),
+        count(c.maxwritten_clean),
+        count(c.buffers_backend),
+        count(0),
+        count(c.buffers_alloc),
         Value::Timestamp(i64::try_from(since_micros).unwrap_or(i64::MAX)),
     ]
 }
@@ -1035,6 +1078,7 @@ const TYPES: &[SqlType] = &[
     T::Numeric(None),
     T::TextArray,
     T::PgLsn,
+    T::Void,
 ];
 
 fn type_rows() -> Vec<Row> {
@@ -1104,7 +1148,7 @@ fn type_len(t: SqlType) -> i64 {
     match t {
         T::Bool | T::Char => 1,
         T::Int2 => 2,
-        T::Int4 | T::Oid | T::Regclass | T::Regtype | T::Float4 | T::Date => 4,
+        T::Int4 | T::Oid | T::Regclass | T::Regtype | T::Float4 | T::Date | T::Void => 4,
         T::Int8 | T::Float8 | T::Timestamp | T::Timestamptz | T::PgLsn => 8,
         T::Uuid => 16,
         T::Name => 64,

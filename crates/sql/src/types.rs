@@ -51,6 +51,9 @@ pub enum SqlType {
     /// `pg_lsn`: a WAL position, stored as an engine `Int`, printed as `16/B374D848`. Values
     /// are below 2^63 (quire's WAL would need 8 EiB to pass it).
     PgLsn,
+    /// `void`: what a function that returns nothing returns (`pg_stat_reset_shared`),
+    /// printed as the empty string.
+    Void,
     Unknown,
 }
 
@@ -87,6 +90,7 @@ impl SqlType {
             SqlType::TextArray => 1009,
             SqlType::Int2Array => 1005,
             SqlType::PgLsn => 3220,
+            SqlType::Void => 2278,
             SqlType::Unknown => 705,
         }
     }
@@ -118,6 +122,7 @@ impl SqlType {
             1009 => SqlType::TextArray,
             1005 => SqlType::Int2Array,
             3220 => SqlType::PgLsn,
+            2278 => SqlType::Void,
             705 | 0 => SqlType::Unknown,
             _ => return None,
         })
@@ -144,6 +149,7 @@ impl SqlType {
             | SqlType::Char
             | SqlType::TextArray
             | SqlType::Int2Array
+            | SqlType::Void
             | SqlType::Unknown => Type::Text,
             SqlType::Bytea | SqlType::Uuid => Type::Bytea,
             SqlType::Timestamp | SqlType::Timestamptz => Type::Timestamp,
@@ -194,6 +200,7 @@ impl SqlType {
             SqlType::TextArray => "text[]".into(),
             SqlType::Int2Array => "smallint[]".into(),
             SqlType::PgLsn => "pg_lsn".into(),
+            SqlType::Void => "void".into(),
             SqlType::Unknown => "unknown".into(),
         }
     }
@@ -225,6 +232,7 @@ impl SqlType {
             "text[]" | "_text" => SqlType::TextArray,
             "smallint[]" | "_int2" | "int2vector" => SqlType::Int2Array,
             "pg_lsn" => SqlType::PgLsn,
+            "void" => SqlType::Void,
             "int2" => SqlType::Int2,
             "int" | "int4" => SqlType::Int4,
             "int8" => SqlType::Int8,
@@ -389,6 +397,7 @@ impl SqlType {
             SqlType::TextArray => "text[]",
             SqlType::Int2Array => "smallint[]",
             SqlType::PgLsn => "pg_lsn",
+            SqlType::Void => "void",
         }
     }
 }
@@ -470,6 +479,8 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
         SqlType::Date => parse_date(t).ok_or_else(bad).map(Value::Int),
         SqlType::Uuid => parse_uuid(t).ok_or_else(bad).map(Value::Bytea),
         SqlType::PgLsn => parse_lsn(t).ok_or_else(bad).map(Value::Int),
+        // PostgreSQL's `void_in` takes anything.
+        SqlType::Void => Ok(Value::Text(String::new())),
         SqlType::Oid | SqlType::Regclass | SqlType::Regtype | SqlType::Regnamespace => {
             let v: u32 = t.parse().map_err(|_| bad())?;
             Ok(Value::Int(i64::from(v)))

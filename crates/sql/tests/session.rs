@@ -790,6 +790,77 @@ fn pg_stat_wal_counts_records_images_writes_and_fsyncs() -> anyhow::Result<()> {
 }
 
 #[test]
+fn pg_stat_bgwriter_counts_checkpoints_and_pg_stat_reset_shared_resets() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut s = Session::new(open(dir.path())?);
+    run(&mut s, SETUP).unwrap();
+    let bgwriter = |s: &mut Session| -> Vec<i64> {
+        let r = rows(
+            s,
+            "SELECT checkpoints_timed, checkpoints_req, (checkpoint_write_time * 1000)::int8, \
+             (checkpoint_sync_time * 1000)::int8, buffers_checkpoint, buffers_clean, \
+             maxwritten_clean, buffers_backend, buffers_backend_fsync, buffers_alloc, \
+             stats_reset FROM pg_stat_bgwriter",
+        );
+        assert_eq!(r.len(), 1, "one row");
+        r[0].iter()
+            .map(|v| match v {
+                Value::Timestamp(us) => *us,
+                v => v.as_int().unwrap(),
+            })
+            .collect()
+    };
+    run(&mut s, "UPDATE t SET name = 'cc' WHERE id = 1").unwrap();
+    let before = bgwriter(&mut s);
+    run(&mut s, "CHECKPOINT").unwrap();
+    let after = bgwriter(&mut s);
+    // CHECKPOINT is a requested checkpoint; it wrote the page the UPDATE dirtied, and its
+    // write and sync phases took time.
+    assert_eq!(after[1], before[1] + 1, "{before:?} -> {after:?}");
+    assert!(after[4] > before[4], "no buffer written: {after:?}");
+    assert!(
+        after[2] >= before[2] && after[3] > before[3],
+        "{before:?} -> {after:?}"
+    );
+    assert!(after[9] > 0, "buffers were allocated: {after:?}");
+    assert_eq!(after[8], 0, "statements never fsync");
+    // A reset starts the counters from zero and moves stats_reset on; pg_stat_wal is
+    // separate.
+    let wal_records = |s: &mut Session| {
+        rows(s, "SELECT wal_records FROM pg_stat_wal")[0][0]
+            .as_int()
+            .unwrap()
+    };
+    let wal_before = wal_records(&mut s);
+    assert_eq!(
+        rows(&mut s, "SELECT pg_stat_reset_shared('bgwriter')")[0][0],
+        Value::Text(String::new())
+    );
+    let reset = bgwriter(&mut s);
+    assert_eq!(reset[..9], [0; 9], "{reset:?}");
+    assert!(
+        reset[10] > after[10],
+        "stats_reset moved: {after:?} -> {reset:?}"
+    );
+    assert!(
+        wal_records(&mut s) >= wal_before,
+        "the WAL counters were not reset"
+    );
+    rows(&mut s, "SELECT pg_stat_reset_shared('wal')");
+    assert!(
+        wal_records(&mut s) < wal_before,
+        "the WAL counters were reset"
+    );
+    // PostgreSQL's targets quire has nothing for are accepted; others are refused.
+    rows(&mut s, "SELECT pg_stat_reset_shared('archiver')");
+    assert_eq!(
+        run(&mut s, "SELECT pg_stat_reset_shared('bgwriters')"),
+        Err("22023")
+    );
+    Ok(())
+}
+
+#[test]
 fn wal_positions_are_pg_lsn_values_that_move_with_commits() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut s = Session::new(open(dir.path())?);

@@ -134,6 +134,9 @@ pub struct BufferStats {
     /// Of [`BufferStats::writes`], those a miss made to reuse a dirty victim
     /// (`buffers_backend`): each pokes the background writer.
     pub victim_writes: StripedCounter,
+    /// Background writer rounds that stopped at `bgwriter_lru_maxpages` writes
+    /// (`maxwritten_clean`).
+    pub cleaner_max_rounds: AtomicU64,
 }
 
 /// What the background writer keeps between its rounds (PostgreSQL's `BgBufferSync`).
@@ -649,6 +652,9 @@ impl BufferPool {
                 }
             }
         }
+        if max_pages > 0 && round.written >= max_pages {
+            self.stats.cleaner_max_rounds.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(round)
     }
 
@@ -681,25 +687,27 @@ impl BufferPool {
 
     /// Writes every dirty buffer of the pool (a checkpoint's job, at once).
     pub fn flush_all(&self) -> Result<()> {
-        self.flush_all_paced(|_, _| {})
+        self.flush_all_paced(|_, _| {}).map(drop)
     }
 
     /// Writes every buffer that is dirty now, calling `after_write(done, total)` after each
     /// write so a checkpoint can pace itself. Buffers dirtied after the call starts are not
-    /// waited for: a checkpoint needs only what was dirty at its redo point.
-    pub fn flush_all_paced(&self, mut after_write: impl FnMut(usize, usize)) -> Result<()> {
+    /// waited for: a checkpoint needs only what was dirty at its redo point. Returns how
+    /// many buffers it wrote (others may have written some of them first).
+    pub fn flush_all_paced(&self, mut after_write: impl FnMut(usize, usize)) -> Result<u64> {
         let dirty: Vec<u32> = (0..self.descs.len() as u32)
             .filter(|&id| self.descs[id as usize].state.load(Ordering::Relaxed) & DIRTY != 0)
             .collect();
+        let mut written = 0;
         for (done, &id) in dirty.iter().enumerate() {
             if self.pin_if(id, |_| true) {
                 let result = self.flush_pinned(id);
                 self.unpin(id);
-                result?;
+                written += u64::from(result?);
             }
             after_write(done + 1, dirty.len());
         }
-        Ok(())
+        Ok(written)
     }
 
     // ---------------------------------------------------------------- dropping

@@ -556,8 +556,15 @@ fn the_cleaner_writes_the_next_victims_so_that_misses_write_nothing() {
             .unwrap();
         buf.write().mark_dirty();
     }
+    assert_eq!(pool.stats().cleaner_max_rounds.load(Ordering::Relaxed), 0);
     let round = pool.clean_ahead(&mut cleaner, 3, 2.0, 32).unwrap();
     assert!(round.written <= 3, "{round:?}");
+    // A round that stopped at the limit is counted (PostgreSQL's `maxwritten_clean`).
+    assert_eq!(
+        pool.stats().cleaner_max_rounds.load(Ordering::Relaxed),
+        u64::from(round.written == 3),
+        "{round:?}"
+    );
     pool.check_invariants().unwrap();
 }
 

@@ -66,13 +66,30 @@ pub struct CheckpointIds {
     pub oldest_xid: Xid,
 }
 
+/// A duration in whole microseconds (saturating: 584,000 years fit).
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
 /// How often the background thread checks the WAL volume.
 const POLL: Duration = Duration::from_millis(100);
 
 /// Counters of the checkpointer's work.
 #[derive(Debug, Default)]
 pub struct CheckpointStats {
+    /// Checkpoints completed (the shutdown checkpoint included).
     pub checkpoints: AtomicU64,
+    /// Checkpoints begun because `checkpoint_timeout` passed (`checkpoints_timed`).
+    pub timed: AtomicU64,
+    /// Checkpoints begun on request: `CHECKPOINT`, or `max_wal_size` of WAL since the last
+    /// redo point (`checkpoints_req`).
+    pub requested: AtomicU64,
+    /// Buffers the checkpoints wrote (`buffers_checkpoint`).
+    pub buffers_written: AtomicU64,
+    /// Time the checkpoints spent writing buffers, paced or not, and then fsyncing files and
+    /// directories, in microseconds (`checkpoint_write_time`, `checkpoint_sync_time`).
+    pub write_us: AtomicU64,
+    pub sync_us: AtomicU64,
     pub file_fsyncs: AtomicU64,
     pub wal_segments_removed: AtomicU64,
     /// How long the last checkpoint spent writing buffers (paced or not).
@@ -159,6 +176,7 @@ impl Checkpointer {
     /// checkpoint in progress finishes at full speed first.
     pub fn checkpoint(&self) -> Result<Lsn> {
         self.shared.hurried_by.fetch_add(1, Ordering::AcqRel);
+        self.shared.stats.requested.fetch_add(1, Ordering::Relaxed);
         let lsn = self.shared.run(false, false);
         self.shared.hurried_by.fetch_sub(1, Ordering::AcqRel);
         lsn
@@ -205,7 +223,14 @@ impl Shared {
                 .wal
                 .insert_lsn()
                 .bytes_since(Lsn(self.last_redo.load(Ordering::Acquire)));
-            if last.elapsed() >= self.timeout || wal_since >= self.max_wal_size_bytes {
+            let timed = last.elapsed() >= self.timeout;
+            if timed || wal_since >= self.max_wal_size_bytes {
+                let why = if timed {
+                    &self.stats.timed
+                } else {
+                    &self.stats.requested
+                };
+                why.fetch_add(1, Ordering::Relaxed);
                 match self.run(false, true) {
                     Ok(lsn) => tracing::debug!(lsn = %lsn, "checkpoint complete"),
                     // Handled here: logged, and the engine is already in its failed state if
@@ -253,14 +278,22 @@ impl Shared {
         self.smgr.health().check()?;
         let redo = self.wal.begin_checkpoint();
         let started = Instant::now();
-        self.pool.flush_all_paced(|done, total| {
+        let written = self.pool.flush_all_paced(|done, total| {
             if spread {
                 self.pace(started, redo, done, total);
             }
         })?;
+        let write_time = started.elapsed();
+        self.stats
+            .buffers_written
+            .fetch_add(written, Ordering::Relaxed);
+        self.stats
+            .write_us
+            .fetch_add(micros(write_time), Ordering::Relaxed);
         self.stats
             .last_write_ms
-            .store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+            .store(write_time.as_millis() as u64, Ordering::Relaxed);
+        let sync_started = Instant::now();
         for target in self.smgr.sync_queue().drain() {
             self.stats.file_fsyncs.fetch_add(1, Ordering::Relaxed);
             if let Err(e) = self.smgr.sync_target(target) {
@@ -270,6 +303,9 @@ impl Shared {
         if let Err(e) = self.smgr.sync_dirs() {
             return Err(self.fail(&e));
         }
+        self.stats
+            .sync_us
+            .fetch_add(micros(sync_started.elapsed()), Ordering::Relaxed);
         if let Err(e) = self.hook.at_checkpoint(redo) {
             return Err(self.fail(&e));
         }

@@ -281,6 +281,22 @@ pub struct WalCounters {
     pub sync_ns: u64,
 }
 
+impl WalCounters {
+    /// What was counted after `base` was taken.
+    pub(crate) fn since(self, base: WalCounters) -> WalCounters {
+        WalCounters {
+            records: self.records.saturating_sub(base.records),
+            full_page_images: self.full_page_images.saturating_sub(base.full_page_images),
+            bytes: self.bytes.saturating_sub(base.bytes),
+            buffers_full: self.buffers_full.saturating_sub(base.buffers_full),
+            writes: self.writes.saturating_sub(base.writes),
+            fsyncs: self.fsyncs.saturating_sub(base.fsyncs),
+            write_ns: self.write_ns.saturating_sub(base.write_ns),
+            sync_ns: self.sync_ns.saturating_sub(base.sync_ns),
+        }
+    }
+}
+
 struct Reservation {
     /// Next free usable byte.
     bytepos: u64,
