@@ -317,7 +317,6 @@ impl Database {
         } else {
             None
         };
-        let opened_at_micros = crate::txn::now_micros();
         Ok(Database {
             data_dir: data_dir.to_path_buf(),
             engine,
@@ -326,7 +325,7 @@ impl Database {
             wal_writer,
             bgwriter,
             recovery,
-            shared_stats: crate::stats::SharedBaselines::new(opened_at_micros),
+            shared_stats: crate::stats::SharedBaselines::new(crate::txn::now_micros()),
         })
     }
 

@@ -86,9 +86,9 @@ pub struct CheckpointStats {
     pub requested: AtomicU64,
     /// Buffers the checkpoints wrote (`buffers_checkpoint`).
     pub buffers_written: AtomicU64,
-    /// Time the checkpoints spent writing buffers, paced or not, and then fsyncing files and
-    /// directories, in microseconds (`checkpoint_write_time`, `checkpoint_sync_time`).
+    /// Time the checkpoints spent writing buffers, paced or not (`checkpoint_write_time`).
     pub write_us: AtomicU64,
+    /// Time the checkpoints spent fsyncing files and directories (`checkpoint_sync_time`).
     pub sync_us: AtomicU64,
     pub file_fsyncs: AtomicU64,
     pub wal_segments_removed: AtomicU64,
