@@ -712,12 +712,6 @@ fn parse_lsn(t: &str) -> Option<i64> {
     i64::try_from(lsn).ok()
 }
 
-/// `pg_lsn`'s output form (PostgreSQL's `%X/%X`).
-fn format_lsn(lsn: i64) -> String {
-    let lsn = lsn.cast_unsigned();
-    format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF)
-}
-
 /// Microseconds since 1970-01-01 in PostgreSQL's ISO output form.
 pub fn format_timestamp(us: i64) -> String {
     let (year, month, day) = civil_from_days(us.div_euclid(US_PER_DAY));
@@ -745,7 +739,8 @@ pub fn format_text(value: &Value, ty: SqlType) -> Option<String> {
         Value::Int(i) if ty == SqlType::Date => {
             format_timestamp(i.saturating_mul(US_PER_DAY))[..10].to_string()
         }
-        Value::Int(i) if ty == SqlType::PgLsn => format_lsn(*i),
+        // The engine's `Lsn` prints PostgreSQL's `%X/%X`.
+        Value::Int(i) if ty == SqlType::PgLsn => quire_engine::Lsn(i.cast_unsigned()).to_string(),
         Value::Int(i) => i.to_string(),
         Value::Float(f) => format_float(*f, ty),
         Value::Text(s) => s.clone(),
