@@ -584,12 +584,7 @@ impl CatalogTable {
                 let counts = cx.db.io_counts();
                 quire_engine::vfs::OpKind::ALL
                     .iter()
-                    .map(|&k| {
-                        vec![
-                            text(k.name()),
-                            Value::Int(i64::try_from(counts.get(k)).unwrap_or(i64::MAX)),
-                        ]
-                    })
+                    .map(|&k| vec![text(k.name()), count(counts.get(k))])
                     .collect()
             }
             CatalogTable::StatWal => {
@@ -612,7 +607,7 @@ impl CatalogTable {
                 .map(|p| {
                     let at = i64::try_from(p.prepared_at_micros).unwrap_or(i64::MAX);
                     vec![
-                        Value::Int(i64::try_from(p.xid.0).unwrap_or(i64::MAX)),
+                        count(p.xid.0),
                         text(&p.gid),
                         Value::Timestamp(at),
                         text(SUPERUSER),
@@ -649,7 +644,6 @@ fn text(s: &str) -> Value {
 
 /// The one row of `pg_stat_wal`.
 fn stat_wal_row(c: &WalCounters, since_micros: u64) -> Row {
-    let count = |n: u64| Value::Int(i64::try_from(n).unwrap_or(i64::MAX));
     // PostgreSQL reports the times in milliseconds.
     #[allow(clippy::cast_precision_loss)] // exact below 2^53 ns (104 days of I/O)
     let ms = |ns: u64| Value::Float(ns as f64 / 1e6);
@@ -670,7 +664,6 @@ fn stat_wal_row(c: &WalCounters, since_micros: u64) -> Row {
 
 /// The one row of `pg_stat_bgwriter`.
 fn stat_bgwriter_row(c: &quire_engine::BgwriterCounters, since_micros: u64) -> Row {
-    let count = |n: u64| Value::Int(i64::try_from(n).unwrap_or(i64::MAX));
     // PostgreSQL reports the times in milliseconds.
     #[allow(clippy::cast_precision_loss)] // exact below 2^53 µs (285 years)
     let ms = |us: u64| Value::Float(us as f64 / 1e3);
@@ -690,7 +683,13 @@ fn stat_bgwriter_row(c: &quire_engine::BgwriterCounters, since_micros: u64) -> R
 }
 
 fn oid_of(o: quire_engine::Oid) -> Value {
-    Value::Int(i64::try_from(o.0).unwrap_or(i64::MAX))
+    count(o.0)
+}
+
+/// A counter (or any u64 the catalogs show) as a bigint, saturating: no counter reaches
+/// 2^63.
+fn count(n: u64) -> Value {
+    Value::Int(i64::try_from(n).unwrap_or(i64::MAX))
 }
 
 /// The SQL-visible tables (quire's own catalog table is hidden), with their SQL types.

@@ -43,8 +43,8 @@ use std::sync::atomic::Ordering;
 use parking_lot::MutexGuard;
 
 use super::mode::{WEAK_MODES, WEAK_MODE_COUNT};
-use super::{LockEntry, LockManager, LockMode, LockOwner, LockTag, Partition};
-use crate::hash::hash_one;
+use super::{LockManager, LockMode, LockOwner, LockTag, Partition};
+use crate::hash::{hash_one, FxHashMap};
 
 /// Fast-path groups: enough that concurrent sessions seldom share one.
 pub(super) const FAST_GROUPS: usize = 64;
@@ -231,31 +231,6 @@ impl LockManager {
         self.merge_holds(entry, owner, hold.tag, &counts);
     }
 
-    /// Adds per-mode hold `counts` to `owner`'s holds on `tag` (whose entry is `entry`),
-    /// filing the tag under the owner if it is new there.
-    pub(super) fn merge_holds(
-        &self,
-        entry: &mut LockEntry,
-        owner: LockOwner,
-        tag: LockTag,
-        counts: &[u32; 8],
-    ) {
-        let merged = entry.holders.entry(owner).or_default();
-        for (m, &count) in counts.iter().enumerate() {
-            if count == 0 {
-                continue;
-            }
-            if merged.counts[m] == 0 {
-                entry.holders_of_mode[m] += 1;
-            }
-            merged.counts[m] = merged.counts[m].saturating_add(count);
-        }
-        if self.owner_part(owner).entry_mut(owner).tags.insert(tag) {
-            // Not reserve_entry: a merge cannot fail; see "Capacity" in the header.
-            self.entries_used.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
     /// The fast-path part of `check_invariants`, with every group and every partition held:
     /// fast holds are weak holds on relations, filed in their owner's group once per
     /// relation, within the per-owner limit; none conflicts with a hold of another owner in
@@ -267,7 +242,7 @@ impl LockManager {
         guards: &[MutexGuard<'_, Partition>],
     ) -> Result<(), String> {
         for (g, group) in groups.iter().enumerate() {
-            let mut seen = std::collections::HashMap::new();
+            let mut seen: FxHashMap<LockOwner, usize> = FxHashMap::default();
             for h in &group.holds {
                 if fast_group_of(h.owner) != g || !h.tag.is_relation() {
                     return Err(format!("fast hold of {} on {} is misfiled", h.owner, h.tag));
@@ -275,7 +250,7 @@ impl LockManager {
                 if h.counts == [0; WEAK_MODE_COUNT] {
                     return Err(format!("fast hold of {} on {} holds nothing", h.owner, h.tag));
                 }
-                let filed: &mut usize = seen.entry(h.owner).or_default();
+                let filed = seen.entry(h.owner).or_default();
                 *filed += 1;
                 if *filed > FAST_PER_OWNER
                     || group

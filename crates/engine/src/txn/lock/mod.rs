@@ -809,6 +809,31 @@ impl LockManager {
         }
     }
 
+    /// Adds per-mode hold `counts` to `owner`'s holds on `tag` (whose entry is `entry`),
+    /// filing the tag under the owner if it is new there.
+    fn merge_holds(
+        &self,
+        entry: &mut LockEntry,
+        owner: LockOwner,
+        tag: LockTag,
+        counts: &[u32; 8],
+    ) {
+        let merged = entry.holders.entry(owner).or_default();
+        for (m, &count) in counts.iter().enumerate() {
+            if count == 0 {
+                continue;
+            }
+            if merged.counts[m] == 0 {
+                entry.holders_of_mode[m] += 1;
+            }
+            merged.counts[m] = merged.counts[m].saturating_add(count);
+        }
+        if self.owner_part(owner).entry_mut(owner).tags.insert(tag) {
+            // Not reserve_entry: a merge cannot fail; see "Capacity" in the header.
+            self.entries_used.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// The tags `owner` holds or waits on, as filed.
     fn tags_of(&self, owner: LockOwner) -> Vec<LockTag> {
         self.owner_part(owner)
