@@ -123,6 +123,8 @@ pub struct Database {
     recovery: RecoveryStats,
     /// The shared counters as of their last reset (`pg_stat_reset_shared`).
     shared_stats: crate::stats::SharedBaselines,
+    /// Where spills go ([`Database::temp_file`]).
+    temp_files: crate::temp::TempFiles,
 }
 
 impl Database {
@@ -163,6 +165,7 @@ impl Database {
             };
             Error::file(op, data_dir, e)
         })?;
+        crate::temp::remove_leftovers(&**vfs, data_dir)?;
         let control = ControlData::read(vfs, data_dir)?;
         if control.is_none() {
             refuse_without_control_file(vfs, data_dir)?;
@@ -326,7 +329,14 @@ impl Database {
             bgwriter,
             recovery,
             shared_stats: crate::stats::SharedBaselines::new(crate::txn::now_micros()),
+            temp_files: crate::temp::TempFiles::new(Arc::clone(vfs), data_dir),
         })
+    }
+
+    /// A new temporary file for data that outgrows memory, removed when dropped
+    /// ([`crate::temp`]'s rules).
+    pub fn temp_file(&self) -> Result<crate::temp::TempFile> {
+        self.temp_files.create()
     }
 
     /// Writes the shutdown checkpoint and closes: the next open replays nothing. Prepared

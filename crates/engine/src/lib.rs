@@ -21,7 +21,7 @@
 //! 2. [`page`]: the 8 KiB page layout and its CRC32C checksum.
 //! 3. [`error`]: the one error type, each variant with its SQLSTATE; [`health`]: the
 //!    engine's failed state (PostgreSQL's PANIC); [`config`]: every setting; [`sync`]: the
-//!    sync-request queue.
+//!    sync-request queue; [`temp`]: temporary files for what outgrows memory.
 //! 4. [`smgr`]: relations as segment files, and the relation-size cache.
 //! 5. [`buffer`]: the shared buffer pool, whose relation drop does not scan the pool.
 //! 6. [`wal`]: the write-ahead log: parallel insertion, group commit, reading back;
@@ -144,6 +144,7 @@
 pub mod config;
 pub mod error;
 pub mod health;
+pub mod temp;
 pub mod types;
 pub mod vfs;
 
@@ -195,5 +196,7 @@ pub use txn::twophase::{PreparedXact, TwoPhaseStats};
 pub use txn::ProcId;
 pub use types::{BlockNumber, Fork, Lsn, Oid, RelFileLocator, Xid};
 pub use vacuum::VacuumStats;
-pub use value::{Numeric, NumericError, Row, Type, Value};
+pub use value::{
+    decode_row, encode_row, encoded_row_len, DecodeError, Numeric, NumericError, Row, Type, Value,
+};
 pub use wal::{WalCounters, WalPositions};

@@ -38,7 +38,8 @@ const NOT_SETTINGS: &[&str] = &["QUIRE_LOG"];
 
 /// One setting applied to the server's configuration: the server's own (`port`,
 /// `listen_addresses`, `data_directory`, `hba_file`, `ssl`, `ssl_cert_file`, `ssl_key_file`,
-/// `client_cpu_affinity`) or the engine's.
+/// `client_cpu_affinity`, `authentication_timeout`, `max_startup_connections`,
+/// `superuser_reserved_connections`, `max_message_size`) or the engine's.
 fn apply(config: &mut ServerConfig, name: &str, value: &str) -> anyhow::Result<()> {
     match name {
         "port" => {
@@ -54,9 +55,37 @@ fn apply(config: &mut ServerConfig, name: &str, value: &str) -> anyhow::Result<(
         "client_cpu_affinity" => config.client_cpu_affinity = boolean(name, value)?,
         "ssl_cert_file" => config.ssl_cert_file = PathBuf::from(value.trim()),
         "ssl_key_file" => config.ssl_key_file = PathBuf::from(value.trim()),
+        "authentication_timeout" => {
+            // PostgreSQL's unit for it is seconds.
+            let v = value.trim();
+            let ms = if v.bytes().all(|b| b.is_ascii_digit()) {
+                v.parse::<u64>().map(|s| s.saturating_mul(1000)).map_err(|e| e.to_string())
+            } else {
+                quire_engine::config::parse_millis(v)
+            };
+            let ms = ms.map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+            config.authentication_timeout = std::time::Duration::from_millis(ms);
+        }
+        "max_startup_connections" => config.max_startup_connections = count(name, value)?,
+        "superuser_reserved_connections" => {
+            config.superuser_reserved_connections = count(name, value)?;
+        }
+        "max_message_size" => {
+            let bytes = quire_engine::config::parse_bytes(value)
+                .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+            config.max_message_size = usize::try_from(bytes)?;
+        }
         _ => config.engine.set(name, value)?,
     }
     Ok(())
+}
+
+/// A count setting's value.
+fn count(name: &str, value: &str) -> anyhow::Result<usize> {
+    value
+        .trim()
+        .parse()
+        .with_context(|| format!("{name}: \"{value}\" is not a whole number"))
 }
 
 /// A boolean setting's value, as the engine reads its own.

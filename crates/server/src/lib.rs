@@ -1,98 +1,114 @@
 //! # quire-server
 //!
-//! `quire serve`: PostgreSQL's wire protocol (v3, through the `pgwire` crate) in front of
-//! the SQL layer (DESIGN.md layer 12). psql, drivers and `tokio-postgres` connect unchanged.
+//! `quire serve`: PostgreSQL's wire protocol (v3, quire's own codec: [`protocol`]) in front
+//! of the SQL layer (DESIGN.md layer 12). psql, drivers and `tokio-postgres` connect
+//! unchanged.
+//!
+//! ## Modules, bottom to top
+//! - [`protocol`]: the messages as bytes, strict to their declared lengths (fuzzed).
+//! - `scram`: the server's side of SCRAM-SHA-256; [`hba`]: `pg_hba.conf`.
+//! - `wire`: values in text and binary format.
+//! - `transport`: a session's socket on its own thread (poll, latch, buffers).
+//! - `affinity`: a loopback session's thread beside its client's CPU.
+//! - `watchdog`: `statement_timeout`.
+//! - `conn`: the protocol after authentication, on the session's thread.
+//! - `startup`: TLS negotiation, the startup packet, cancel requests and authentication, on
+//!   the shared async runtime.
+//! - `session`: a session's thread, from an authenticated client.
+//! - this file: the server (settings, accept loop, limits, shutdown, restart).
 //!
 //! ## Rules
 //!
-//! - The shared async runtime only accepts connections and watches the engine's health; it
-//!   never runs engine or SQL work. Each connection has an OS thread of its own with a
-//!   single-threaded runtime for its socket ([`socket`]), and its handlers call the
-//!   connection's `quire_sql::Session` in place ([`session`]): a session waiting for a row
-//!   lock blocks only its own thread. Opening and closing the database run on the
+//! - The shared async runtime only accepts connections, runs their startup up to an
+//!   authenticated role, and watches the engine's health; it never runs engine or SQL work
+//!   (role lookups and password checks go to the blocking pool). A connection costs no
+//!   thread until it has authenticated; then it gets an OS thread of its own that owns its
+//!   `quire_sql::Session` and its socket ([`session`], [`conn`]): a session waiting for a
+//!   row lock blocks only its own thread. Opening and closing the database run on the
 //!   blocking pool.
+//! - Limits on what a client can take: `max_connections` sessions, the last
+//!   `superuser_reserved_connections` of them for superusers (53300); at most
+//!   `max_startup_connections` connections before authentication, the oldest dropped first
+//!   when a new one comes (so a flood of idle sockets never locks out a real client), each
+//!   for at most `authentication_timeout`; `max_message_size` bytes in one message (1 GB,
+//!   PostgreSQL's limit, at most). The sockets these allow fit in the file descriptors the
+//!   engine leaves free (its own are reserved apart): a client flood never makes an engine
+//!   open or fsync fail.
 //! - A connection from a loopback address moves its thread to its client's CPU, at most
 //!   ⌈such connections / CPUs⌉ to one CPU (`client_cpu_affinity`, on by default;
 //!   [`affinity`]'s rules). Placement only: it never fails a connection.
 //! - Errors reach the client as ErrorResponse with the SQLSTATE of the engine or the SQL
-//!   layer; protocol and startup errors use PostgreSQL's codes (53300 beyond
-//!   `max_connections`, 28000 and 28P01 for authentication, below). After an error
-//!   inside a transaction block the session refuses everything with 25P02 until ROLLBACK;
-//!   ReadyForQuery reports I, T or E accordingly.
-//! - A statement is stopped only through its session's `quire_sql::Interrupt` ([`cancel`]):
-//!   a CancelRequest naming the session's process id and secret key, or the watchdog thread
-//!   when `statement_timeout` passes. Never by dropping a thread.
-//! - COPY FROM STDIN data goes to the session chunk by chunk as it arrives; the
-//!   session keeps at most one incomplete line.
-//! - Message sizes are bounded by pgwire's codec as by PostgreSQL: 1 GiB for Query, Parse,
-//!   Bind and CopyData, 10,000 bytes for the small control messages; a longer length
-//!   header ends the connection before anything is allocated.
+//!   layer; protocol and startup errors use PostgreSQL's codes. A message that cannot be
+//!   framed ends its connection with FATAL 08P01 after the error is sent; nothing a client
+//!   sends ends any other connection or the server.
+//! - A statement is stopped only through its session's `quire_sql::Interrupt`: a
+//!   CancelRequest naming the session's process id and secret key (random, compared in
+//!   constant time), `pg_cancel_backend`, or the watchdog thread when `statement_timeout`
+//!   passes. Never by dropping a thread.
 //! - Authentication follows `pg_hba.conf` ([`hba`]'s rules: the first matching line decides;
 //!   no match is FATAL 28000). Methods: `trust`, `scram-sha-256`, `password`, `reject`. Roles
 //!   and their SCRAM verifiers live in the SQL layer's roles table (`quire_sql`'s `roles`);
-//!   the server never sees or keeps a stored password, only verifiers. A wrong password, an
-//!   unknown role and a role without a password all end in the same FATAL 28P01 after a
-//!   full exchange (a mock salt for an unknown role), so a client learns nothing about which
-//!   roles exist; a role without LOGIN hears 28000 only after its password was right.
+//!   the server never sees or keeps a stored password, only verifiers ([`startup`]'s rules).
 //! - A new data directory gets a `pg_hba.conf` that trusts 127.0.0.1/32 and ::1/128 only,
 //!   and has the `postgres` superuser (no password). The server refuses to start listening
 //!   on a non-loopback address while a `trust` line covers a non-loopback address (the error
 //!   names the file and line); any other rules may face the network. Never weaken this: a
 //!   `trust` line reaching beyond loopback would give anyone on the network a superuser.
 //! - TLS (`ssl = on`): `ssl_cert_file` and `ssl_key_file` (PEM, relative to the data
-//!   directory) are loaded at start, and a bad or missing one refuses the start; clients
-//!   then may negotiate TLS (SSLRequest or direct). `hostssl` lines match only TLS
-//!   connections, and refuse the start while `ssl` is off. SCRAM is offered without channel
-//!   binding (no SCRAM-SHA-256-PLUS).
-//! - Between two commands a session may wait at most `idle_in_transaction_session_timeout`
-//!   inside a block and `idle_session_timeout` outside one (both off by default); then the
-//!   connection ends with PostgreSQL's FATAL 25P03 or 57P05 ([`socket`]), and its
-//!   transaction rolls back. A prepared statement keeps its plan in the session until a
-//!   definition changes (`quire_sql`'s plan cache), and so does the shape of a
-//!   simple-protocol statement (`Session::execute_query`).
+//!   directory) are loaded at start, and a bad or missing one, or a key file that others
+//!   can read, refuses the start; clients then may negotiate TLS (SSLRequest or direct).
+//!   `hostssl` lines match only TLS connections, and refuse the start while `ssl` is off.
+//!   SCRAM is offered without channel binding (no SCRAM-SHA-256-PLUS).
 //! - Shutdown (the future given to [`Server::run`] completes, e.g. on SIGINT/SIGTERM): stop
-//!   accepting, cancel running statements, end every connection (FATAL 57P01 to a client
-//!   between commands), each session rolling back its open transaction; wait for the
-//!   connection threads, then `Database::close()` (the shutdown checkpoint).
+//!   accepting, drop the connections still starting, cancel running statements, end every
+//!   session (FATAL 57P01), each rolling back its open transaction; wait for the session
+//!   threads, then `Database::close()` (the shutdown checkpoint).
 //! - The engine's failed state (PostgreSQL's PANIC) is PostgreSQL's `restart_after_crash`:
-//!   the server notices it within [`HEALTH_CHECK_PERIOD`], ends every connection (FATAL
-//!   57P02), waits for the connection threads, drops the failed database without a checkpoint
+//!   the server notices it within [`HEALTH_CHECK_PERIOD`], ends every session (FATAL
+//!   57P02), waits for the session threads, drops the failed database without a checkpoint
 //!   and opens the directory again, which recovers from the WAL; meanwhile new connections
 //!   wait in the listen backlog.
 #![deny(unsafe_code)]
 
 mod affinity;
-mod cancel;
-mod handler;
+mod conn;
 pub mod hba;
+pub mod protocol;
+mod scram;
 mod session;
-mod socket;
+mod startup;
+mod transport;
+mod watchdog;
 mod wire;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicUsize;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
-use pgwire::api::RandomPidSecretKeyGenerator;
-use pgwire::tokio::TlsAcceptor;
+use futures::future::AbortHandle;
 use quire_engine::vfs::{OsVfs, Vfs};
 use quire_engine::{Config, Database, HealthState};
+use quire_sql::Backends;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
 
-use crate::cancel::Registry;
-use crate::handler::{Auth, Connection, Slot, SqlParser};
 use crate::hba::Hba;
-use crate::session::SessionHandle;
+use crate::startup::Gatekeeper;
+use crate::transport::Wakeup;
+use crate::watchdog::Watchdog;
 
 /// PostgreSQL's default port is 5432; quire's is one above, so both can run side by side.
 pub const DEFAULT_PORT: u16 = 5433;
 
 /// The server's settings (PostgreSQL's names: `listen_addresses`, `port`, `hba_file`, `ssl`,
-/// `ssl_cert_file`, `ssl_key_file`; the engine's in `engine`, `max_connections` among them).
+/// `ssl_cert_file`, `ssl_key_file`, `authentication_timeout`,
+/// `superuser_reserved_connections`; quire's `max_startup_connections` and
+/// `max_message_size`; the engine's in `engine`, `max_connections` among them).
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
     pub data_dir: PathBuf,
@@ -113,6 +129,18 @@ pub struct ServerConfig {
     /// Whether a connection from a loopback address moves its thread to its client's CPU
     /// (`client_cpu_affinity`, on by default; [`affinity`]'s rules).
     pub client_cpu_affinity: bool,
+    /// `authentication_timeout`: how long a connection may take to authenticate
+    /// (PostgreSQL's default, 1 minute; 1 s to 600 s).
+    pub authentication_timeout: Duration,
+    /// `max_startup_connections`: most connections still authenticating; a new one drops
+    /// the oldest. quire's (PostgreSQL forks a process for each and has no such bound).
+    pub max_startup_connections: usize,
+    /// `superuser_reserved_connections`: the last of `max_connections` slots, kept for
+    /// superusers (PostgreSQL's default, 3).
+    pub superuser_reserved_connections: usize,
+    /// `max_message_size`: the longest message a client may send, in bytes (PostgreSQL's
+    /// 1 GB limit, which is also the most allowed).
+    pub max_message_size: usize,
     pub engine: Config,
 }
 
@@ -127,6 +155,10 @@ impl ServerConfig {
             ssl_cert_file: "server.crt".into(),
             ssl_key_file: "server.key".into(),
             client_cpu_affinity: true,
+            authentication_timeout: Duration::from_secs(60),
+            max_startup_connections: 1000,
+            superuser_reserved_connections: 3,
+            max_message_size: protocol::limits::LARGE_MESSAGE_BYTES,
             engine: Config::default(),
         }
     }
@@ -148,6 +180,19 @@ impl ServerConfig {
             ("ssl_cert_file", self.ssl_cert_file.display().to_string()),
             ("ssl_key_file", self.ssl_key_file.display().to_string()),
             ("client_cpu_affinity", on_off(self.client_cpu_affinity)),
+            (
+                "authentication_timeout",
+                format!("{}s", self.authentication_timeout.as_secs()),
+            ),
+            (
+                "max_startup_connections",
+                self.max_startup_connections.to_string(),
+            ),
+            (
+                "superuser_reserved_connections",
+                self.superuser_reserved_connections.to_string(),
+            ),
+            ("max_message_size", self.max_message_size.to_string()),
         ])
     }
 
@@ -158,6 +203,34 @@ impl ServerConfig {
         } else {
             self.data_dir.join(path)
         }
+    }
+
+    /// The limits checked before the server starts: PostgreSQL's ranges.
+    fn check_limits(&self) -> Result<(), ServerError> {
+        let bad = |what: String| Err(ServerError::Setting(what));
+        let timeout = self.authentication_timeout.as_secs();
+        if !(1..=600).contains(&timeout) {
+            return bad(format!(
+                "authentication_timeout = {timeout}s is outside the valid range (1s .. 600s)"
+            ));
+        }
+        if self.superuser_reserved_connections >= self.engine.max_connections {
+            return bad(format!(
+                "superuser_reserved_connections ({}) must be less than max_connections ({})",
+                self.superuser_reserved_connections, self.engine.max_connections
+            ));
+        }
+        if self.max_startup_connections == 0 {
+            return bad("max_startup_connections must be at least 1".into());
+        }
+        if !(1024..=protocol::limits::LARGE_MESSAGE_BYTES).contains(&self.max_message_size) {
+            return bad(format!(
+                "max_message_size = {} is outside the valid range (1024 .. {})",
+                self.max_message_size,
+                protocol::limits::LARGE_MESSAGE_BYTES
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -177,6 +250,8 @@ pub enum ServerError {
     HostSslWithoutSsl { path: PathBuf, line: usize },
     #[error("TLS: {0}")]
     Tls(String),
+    #[error("{0}")]
+    Setting(String),
     #[error("the system's random number generator failed")]
     Random,
     #[error("cannot create the data directory {path}: {source}")]
@@ -200,13 +275,7 @@ pub enum ServerError {
 /// A started server: the database is open and the socket listening.
 pub struct Server {
     db: Arc<Database>,
-    listener: TcpListener,
-    max_connections: usize,
-    auth: Arc<Auth>,
-    tls: Option<TlsAcceptor>,
-    affinity: Option<Arc<affinity::Affinity>>,
-    /// The server's own settings, as SHOW shows them.
-    settings: Arc<[(&'static str, String)]>,
+    endpoint: Endpoint,
     /// What opening the database again (after the engine's failed state) needs.
     reopen: Reopen,
 }
@@ -250,7 +319,7 @@ enum Ended {
 
 /// How often the server looks at the engine's health: how soon after a PANIC the sessions
 /// end and the restart begins.
-const HEALTH_CHECK_PERIOD: std::time::Duration = std::time::Duration::from_millis(50);
+const HEALTH_CHECK_PERIOD: Duration = Duration::from_millis(50);
 
 fn listen_ip(s: &str) -> Result<IpAddr, ServerError> {
     let s = s.trim();
@@ -270,6 +339,7 @@ impl Server {
     /// [`Server::start`] on a file system of the caller's choosing (tests use the simulated
     /// one, to make the engine fail).
     pub async fn start_on(config: ServerConfig, vfs: Arc<dyn Vfs>) -> Result<Server, ServerError> {
+        config.check_limits()?;
         let ip = listen_ip(&config.listen_addresses)?;
         vfs.create_dir_all(&config.data_dir)
             .map_err(|source| ServerError::DataDir {
@@ -283,21 +353,7 @@ impl Server {
                 .unwrap_or_else(|| Path::new("pg_hba.conf")),
         );
         let hba = Hba::load(vfs.as_ref(), &hba_path, config.hba_file.is_none())?;
-        if !ip.is_loopback() {
-            if let Some(rule) = hba.trust_beyond_loopback() {
-                return Err(ServerError::TrustBeyondLoopback {
-                    addr: ip,
-                    path: hba.path.clone(),
-                    line: rule.line,
-                });
-            }
-        }
-        if let (false, Some(rule)) = (config.ssl, hba.needs_ssl()) {
-            return Err(ServerError::HostSslWithoutSsl {
-                path: hba.path.clone(),
-                line: rule.line,
-            });
-        }
+        check_hba(&config, ip, &hba)?;
         let tls = if config.ssl {
             Some(tls_acceptor(
                 &config.in_data_dir(&config.ssl_cert_file),
@@ -306,8 +362,6 @@ impl Server {
         } else {
             None
         };
-        let auth = Arc::new(Auth::new(hba)?);
-        let max_connections = config.engine.max_connections;
         let reopen = Reopen {
             vfs,
             data_dir: config.data_dir.clone(),
@@ -323,32 +377,39 @@ impl Server {
                 return Err(ServerError::Listen { addr, source });
             }
         };
+        let port = listener.local_addr().map_or(config.port, |a| a.port());
+        let limits = Limits::of(&config);
         tracing::info!(
             data_dir = %config.data_dir.display(),
             addr = %listener.local_addr().unwrap_or(addr),
-            max_connections,
+            max_connections = limits.max_connections,
+            max_startup_connections = limits.max_startup,
             ssl = tls.is_some(),
             "quire is ready to accept connections"
         );
-        let port = listener.local_addr().map_or(config.port, |a| a.port());
-        Ok(Server {
-            db: Arc::new(db),
+        let endpoint = Endpoint {
             listener,
-            max_connections,
-            auth,
+            limits,
+            hba,
+            mock_secret: mock_secret()?,
             tls,
             affinity: config
                 .client_cpu_affinity
                 .then(affinity::Affinity::new)
                 .flatten(),
             settings: config.shown(port, &hba_path),
+        };
+        Ok(Server {
+            db: Arc::new(db),
+            endpoint,
             reopen,
         })
     }
 
     /// The address it listens on (the port chosen when `port` was 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener
+        self.endpoint
+            .listener
             .local_addr()
             .expect("a bound listener has a local address")
     }
@@ -359,22 +420,9 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
         let Server {
             mut db,
-            listener,
-            max_connections,
-            auth,
-            tls,
-            affinity,
-            settings,
+            endpoint,
             reopen,
         } = self;
-        let endpoint = Endpoint {
-            listener,
-            max_connections,
-            auth,
-            tls,
-            affinity,
-            settings,
-        };
         tokio::pin!(shutdown);
         loop {
             let ended = serve(&db, &endpoint, &mut shutdown).await?;
@@ -403,20 +451,100 @@ impl Server {
     }
 }
 
+/// The hba rules the server refuses to start with.
+fn check_hba(config: &ServerConfig, ip: IpAddr, hba: &Hba) -> Result<(), ServerError> {
+    if !ip.is_loopback() {
+        if let Some(rule) = hba.trust_beyond_loopback() {
+            return Err(ServerError::TrustBeyondLoopback {
+                addr: ip,
+                path: hba.path.clone(),
+                line: rule.line,
+            });
+        }
+    }
+    if let (false, Some(rule)) = (config.ssl, hba.needs_ssl()) {
+        return Err(ServerError::HostSslWithoutSsl {
+            path: hba.path.clone(),
+            line: rule.line,
+        });
+    }
+    Ok(())
+}
+
+/// The secret behind the mock salts of unknown roles ([`startup`]'s rules).
+fn mock_secret() -> Result<[u8; 32], ServerError> {
+    use ring::rand::SecureRandom;
+    let mut secret = [0u8; 32];
+    ring::rand::SystemRandom::new()
+        .fill(&mut secret)
+        .map_err(|_| ServerError::Random)?;
+    Ok(secret)
+}
+
+/// The bounds on what clients may hold.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    max_connections: usize,
+    superuser_reserved: usize,
+    max_startup: usize,
+    authentication_timeout: Duration,
+    max_message_bytes: usize,
+}
+
+/// Descriptors kept apart for the server's own use (the listening socket, the runtime's
+/// epoll and wakers, the watchdog, logging), beyond what the engine reserves.
+const SERVER_RESERVED_FDS: usize = 64;
+
+impl Limits {
+    fn of(config: &ServerConfig) -> Limits {
+        let max_connections = config.engine.max_connections;
+        // Each session holds its socket and its latch; what is left of the descriptors
+        // the engine does not take bounds the connections still starting.
+        let for_sockets = descriptors_left(&config.engine)
+            .saturating_sub(SERVER_RESERVED_FDS + 2 * max_connections);
+        let max_startup = config.max_startup_connections.min(for_sockets.max(1));
+        if max_startup < config.max_startup_connections {
+            tracing::warn!(
+                max_startup,
+                "max_startup_connections lowered to what the open-file limit leaves"
+            );
+        }
+        Limits {
+            max_connections,
+            superuser_reserved: config.superuser_reserved_connections,
+            max_startup,
+            authentication_timeout: config.authentication_timeout,
+            max_message_bytes: config.max_message_size,
+        }
+    }
+}
+
+/// The file descriptors the engine leaves for sockets: the process's limit less what the
+/// engine may hold open (`max_files_per_process` and its own reserve).
+fn descriptors_left(engine: &Config) -> usize {
+    /// The engine's short-lived opens beyond its file cache (WAL, control and two-phase
+    /// files, temp files), PostgreSQL's NUM_RESERVED_FDS and a margin.
+    const ENGINE_RESERVED_FDS: usize = 64;
+    let soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(1024, |(soft, _)| usize::try_from(soft).unwrap_or(usize::MAX));
+    soft.saturating_sub(engine.max_files_per_process + ENGINE_RESERVED_FDS)
+}
+
 /// What [`serve`] accepts connections with.
 struct Endpoint {
     listener: TcpListener,
-    max_connections: usize,
-    auth: Arc<Auth>,
+    limits: Limits,
+    hba: Hba,
+    mock_secret: [u8; 32],
     tls: Option<TlsAcceptor>,
     affinity: Option<Arc<affinity::Affinity>>,
     settings: Arc<[(&'static str, String)]>,
 }
 
-/// The TLS acceptor of a PEM certificate chain and private key (rustls with ring, which
-/// pgwire's TLS negotiation uses).
+/// The TLS acceptor of a PEM certificate chain and private key (rustls with ring). A key
+/// file that others may read refuses the start, as PostgreSQL's `check_ssl_key_file_permissions`.
 fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, ServerError> {
-    use pgwire::tokio::tokio_rustls::rustls;
+    use tokio_rustls::rustls;
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let read = |p: &Path| {
@@ -432,6 +560,7 @@ fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, ServerError> {
             cert.display()
         )));
     }
+    check_key_permissions(key)?;
     let key_der = PrivateKeyDer::from_pem_slice(&read(key)?)
         .map_err(|e| ServerError::Tls(format!("{}: {e}", key.display())))?;
     // The provider named, not the process default: which one is "default" depends on the
@@ -447,8 +576,28 @@ fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, ServerError> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
-/// How the server tells one connection thread to end: the farewell its client hears.
-type Stop = watch::Sender<Option<socket::Farewell>>;
+/// PostgreSQL's rule for the private key file: owned by the server's user with no access
+/// for group or others (0600 or stricter), or owned by root with group read at most (0640).
+fn check_key_permissions(key: &Path) -> Result<(), ServerError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(key)
+        .map_err(|e| ServerError::Tls(format!("could not access private key file \"{}\": {e}", key.display())))?;
+    if !meta.is_file() {
+        return Err(ServerError::Tls(format!(
+            "private key file \"{}\" is not a regular file",
+            key.display()
+        )));
+    }
+    let mode = meta.mode() & 0o777;
+    let allowed = if meta.uid() == 0 { 0o640 } else { 0o600 };
+    if mode & !allowed != 0 {
+        return Err(ServerError::Tls(format!(
+            "private key file \"{}\" has group or world access (mode {mode:04o}); it must be u=rw (0600) or less if owned by the server's user, or u=rw,g=r (0640) or less if owned by root",
+            key.display()
+        )));
+    }
+    Ok(())
+}
 
 /// The database once every session has let go of it.
 fn take_last(db: Arc<Database>) -> Result<Database, ServerError> {
@@ -456,56 +605,6 @@ fn take_last(db: Arc<Database>) -> Result<Database, ServerError> {
         ServerError::Join("the database is still in use after the sessions ended".into())
     })
 }
-
-/// One connection, on its own thread: a single-threaded runtime speaks the protocol on the
-/// socket and the handlers call the session in place ([`session`]'s rules).
-fn connection_thread(
-    socket: std::net::TcpStream,
-    tls: Option<TlsAcceptor>,
-    follower: Option<affinity::Follower>,
-    conn: Arc<Connection>,
-    idle: Option<Arc<session::IdleTimer>>,
-    farewell: watch::Receiver<Option<socket::Farewell>>,
-) {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .enable_time()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot start a connection's runtime");
-            return;
-        }
-    };
-    let mut stopped = farewell.clone();
-    let served = runtime.block_on(async move {
-        let socket = tokio::net::TcpStream::from_std(socket)?;
-        // Replies go out whole and at once (the message loop writes one per round trip), so
-        // Nagle's algorithm only holds them back; PostgreSQL sets TCP_NODELAY too.
-        socket.set_nodelay(true)?;
-        // Biased, the connection first: between commands it says farewell itself. The stop
-        // drops it only after FAREWELL_GRACE (a connection stuck writing to a client that
-        // does not read): dropped at once, it lost its farewell now and then, when the stop
-        // woke this select before the message loop saw it (under load, 1 run in 10 of the
-        // restart test ended without the client's 57P02).
-        let serving = socket::serve(socket, follower, tls, conn, idle, farewell);
-        tokio::pin!(serving);
-        tokio::select! {
-            biased;
-            r = &mut serving => r,
-            _ = stopped.changed() => tokio::time::timeout(FAREWELL_GRACE, &mut serving)
-                .await
-                .unwrap_or(Ok(())),
-        }
-    });
-    if let Err(e) = served {
-        tracing::debug!(error = %e, "connection ended with an error");
-    }
-}
-
-/// How long a connection told to stop may take to send its farewell.
-const FAREWELL_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Resolves when the engine has entered its failed state, with the reason.
 async fn engine_failed(db: &Database) -> String {
@@ -518,92 +617,169 @@ async fn engine_failed(db: &Database) -> String {
     }
 }
 
+/// A session's slot under `max_connections`, released when the session ends.
+pub(crate) struct Slot(Arc<AtomicUsize>);
+
+/// The count of sessions against `max_connections`.
+pub(crate) struct Slots {
+    count: Arc<AtomicUsize>,
+    max: usize,
+    reserved: usize,
+}
+
+impl Slots {
+    /// A slot for a session of a role that is (or is not) a superuser: PostgreSQL's 53300
+    /// when none is left for it.
+    pub(crate) fn acquire(&self, superuser: bool) -> Result<Slot, &'static str> {
+        let limit = if superuser {
+            self.max
+        } else {
+            self.max - self.reserved
+        };
+        let taken = self
+            .count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            });
+        match taken {
+            Ok(_) => Ok(Slot(Arc::clone(&self.count))),
+            Err(n) if n < self.max => {
+                Err("remaining connection slots are reserved for roles with the SUPERUSER attribute")
+            }
+            Err(_) => Err("sorry, too many clients already"),
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The connections still starting, oldest first, bounded: a new one beyond the bound drops
+/// the oldest (its startup is aborted, which closes its socket).
+#[derive(Default)]
+struct Starting {
+    tasks: Mutex<BTreeMap<u64, AbortHandle>>,
+}
+
+impl Starting {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, AbortHandle>> {
+        self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes room for one more under `max`: drops the oldest while full. Returns how many
+    /// were dropped.
+    fn make_room(&self, max: usize) -> usize {
+        let mut tasks = self.lock();
+        let mut dropped = 0;
+        while tasks.len() >= max {
+            let Some((_, oldest)) = tasks.pop_first() else {
+                break;
+            };
+            oldest.abort();
+            dropped += 1;
+        }
+        dropped
+    }
+
+    fn add(&self, id: u64, task: AbortHandle) {
+        self.lock().insert(id, task);
+    }
+
+    fn remove(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    fn abort_all(&self) {
+        for (_, t) in std::mem::take(&mut *self.lock()) {
+            t.abort();
+        }
+    }
+}
+
+/// Removes a starting connection from [`Starting`] however its task ends.
+struct StartingGuard {
+    starting: Arc<Starting>,
+    id: u64,
+}
+
+impl Drop for StartingGuard {
+    fn drop(&mut self) {
+        self.starting.remove(self.id);
+    }
+}
+
+/// The session threads of one serving period, with what wakes each; `closed` once the
+/// period ends (no thread may start after that).
+#[derive(Default)]
+struct Threads {
+    list: Vec<(JoinHandle<()>, Arc<Wakeup>)>,
+    closed: bool,
+}
+
+/// What every connection of one serving period shares.
+struct Shared {
+    gate: Gatekeeper,
+    slots: Slots,
+    starting: Arc<Starting>,
+    threads: Mutex<Threads>,
+    watchdog: Arc<Watchdog>,
+    affinity: Option<Arc<affinity::Affinity>>,
+    settings: Arc<[(&'static str, String)]>,
+    limits: Limits,
+}
+
 /// Serves connections on `db` until `shutdown` completes or the engine fails; then ends
-/// every connection and waits for every connection thread, so that `db` is no longer shared.
+/// every connection and waits for every session thread, so that `db` is no longer shared.
 async fn serve(
     db: &Arc<Database>,
     endpoint: &Endpoint,
     shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
 ) -> Result<Ended, ServerError> {
-    let Endpoint {
-        listener,
-        max_connections,
-        auth,
-        tls,
-        affinity,
-        settings,
-    } = endpoint;
-    let max_connections = *max_connections;
-    let count = Arc::new(AtomicUsize::new(0));
-    // Each connection thread with its own farewell channel: the thread polls it at every
-    // wait for its client, and a channel of its own is a lock no other core touches (one
-    // shared by all connections cost a contended lock per round trip).
-    let mut threads: Vec<(JoinHandle<()>, Stop)> = Vec::new();
-    let parameters = Arc::new(handler::server_parameters());
-    let pids = Arc::new(RandomPidSecretKeyGenerator::default());
-    let parser = Arc::new(SqlParser);
-    let registry = Arc::new(Registry::default());
-    let watchdog = registry
-        .watchdog(Arc::clone(db))
+    let backends = Arc::new(Backends::default());
+    let watchdog = Arc::new(Watchdog::default());
+    let watchdog_thread = watchdog
+        .start(Arc::clone(db), Arc::clone(&backends))
         .map_err(|e| ServerError::Join(format!("cannot start the watchdog thread: {e}")))?;
+    let shared = Arc::new(Shared {
+        gate: Gatekeeper {
+            db: Arc::clone(db),
+            hba: endpoint.hba.clone(),
+            mock_secret: endpoint.mock_secret,
+            tls: endpoint.tls.clone(),
+            backends: Arc::clone(&backends),
+        },
+        slots: Slots {
+            count: Arc::new(AtomicUsize::new(0)),
+            max: endpoint.limits.max_connections,
+            reserved: endpoint.limits.superuser_reserved,
+        },
+        starting: Arc::default(),
+        threads: Mutex::default(),
+        watchdog: Arc::clone(&watchdog),
+        affinity: endpoint.affinity.clone(),
+        settings: Arc::clone(&endpoint.settings),
+        limits: endpoint.limits,
+    });
     let mut next_id = 0u64;
     let ended = loop {
         let (socket, peer) = tokio::select! {
             () = shutdown.as_mut() => break Ended::Shutdown,
             reason = engine_failed(db) => break Ended::EngineFailed(reason),
-            accepted = listener.accept() => match accepted {
+            accepted = endpoint.listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
                     // Out of file descriptors and the like: log, pause, go on.
                     tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             },
         };
         next_id += 1;
-        let slot = Slot::acquire(&count, max_connections);
-        let session = slot
-            .as_ref()
-            .map(|_| SessionHandle::new(Arc::clone(db), next_id, Arc::clone(settings)));
-        tracing::debug!(%peer, id = next_id, "connection accepted");
-        let idle = session.as_ref().map(SessionHandle::idle_timer);
-        let conn = Arc::new(Connection {
-            session,
-            db: Arc::clone(db),
-            registry: Arc::clone(&registry),
-            pid: std::sync::Mutex::new(None),
-            auth: Arc::clone(auth),
-            pending: std::sync::Mutex::default(),
-            _slot: slot,
-            parameters: Arc::clone(&parameters),
-            pids: Arc::clone(&pids),
-            parser: Arc::clone(&parser),
-        });
-        let (stop, farewell) = watch::channel(None);
-        let tls = tls.clone();
-        // A client on this machine only, and one with a session (see `affinity`).
-        let follower = affinity
-            .as_ref()
-            .filter(|_| peer.ip().to_canonical().is_loopback())
-            .filter(|_| conn.session.is_some())
-            .map(|affinity| {
-                let db = Arc::clone(db);
-                affinity.follower(move || db.wal_counters().fsyncs)
-            });
-        let spawned = socket.into_std().and_then(|socket| {
-            std::thread::Builder::new()
-                .name(format!("quire-conn-{next_id}"))
-                .spawn(move || connection_thread(socket, tls, follower, conn, idle, farewell))
-        });
-        match spawned {
-            Ok(thread) => {
-                // Reap finished threads so the list does not grow without bound.
-                threads.retain(|(h, _)| !h.is_finished());
-                threads.push((thread, stop));
-            }
-            Err(e) => tracing::warn!(%peer, error = %e, "cannot start a connection thread"),
-        }
+        accept(&shared, socket, peer, next_id);
     };
     match &ended {
         Ended::Shutdown => {
@@ -614,22 +790,39 @@ async fn serve(
         }
     }
     let farewell = match ended {
-        Ended::Shutdown => socket::SHUTDOWN,
-        Ended::EngineFailed(_) => socket::ENGINE_FAILED,
+        Ended::Shutdown => transport::SHUTDOWN,
+        Ended::EngineFailed(_) => transport::ENGINE_FAILED,
     };
-    for (_, stop) in &threads {
-        // A thread that has ended dropped its receiver: nothing to tell.
-        let _ = stop.send(Some(farewell));
+    shared.starting.abort_all();
+    let threads = {
+        let mut t = shared.threads.lock().unwrap_or_else(PoisonError::into_inner);
+        t.closed = true;
+        std::mem::take(&mut t.list)
+    };
+    for (_, wakeup) in &threads {
+        wakeup.end(farewell);
     }
     // Statements still running stop at their next interrupt check, so that no session
     // thread keeps the shutdown (or the restart) waiting.
-    let stopped_statements = registry.cancel_all(db);
-    if stopped_statements > 0 {
-        tracing::info!(stopped_statements, "cancelled running statements");
+    let stopped = backends
+        .all()
+        .iter()
+        .filter(|b| b.interrupt().cancel(db))
+        .count();
+    if stopped > 0 {
+        tracing::info!(stopped, "cancelled running statements");
     }
-    registry.stop_watchdog();
+    watchdog.stop();
+    // The startups just aborted let go of the database as the runtime drops them.
+    for _ in 0..MAX_STARTUP_DRAIN_WAITS {
+        if Arc::strong_count(&shared) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(shared);
     tokio::task::spawn_blocking(move || {
-        let _ = watchdog.join();
+        let _ = watchdog_thread.join();
         for (t, _) in threads {
             let _ = t.join();
         }
@@ -638,3 +831,70 @@ async fn serve(
     .map_err(|e| ServerError::Join(e.to_string()))?;
     Ok(ended)
 }
+
+/// A new connection: its startup as a task of the runtime, bounded in number and time;
+/// once authenticated, a session thread.
+fn accept(shared: &Arc<Shared>, socket: tokio::net::TcpStream, peer: SocketAddr, id: u64) {
+    let dropped = shared.starting.make_room(shared.limits.max_startup);
+    if dropped > 0 {
+        tracing::debug!(dropped, "dropped the oldest connections still starting");
+    }
+    // Replies go out whole (the session writes one per round trip), so Nagle's algorithm
+    // only holds them back; PostgreSQL sets TCP_NODELAY too.
+    if let Err(e) = socket.set_nodelay(true) {
+        tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
+    }
+    let s = Arc::clone(shared);
+    let guard = StartingGuard {
+        starting: Arc::clone(&shared.starting),
+        id,
+    };
+    let (startup, abort) = futures::future::abortable(async move {
+        let started = tokio::time::timeout(
+            s.limits.authentication_timeout,
+            startup::run(&s.gate, &s.slots, socket, peer),
+        )
+        .await;
+        drop(guard);
+        let Ok(Some((auth, slot))) = started else {
+            return;
+        };
+        let follower = s
+            .affinity
+            .as_ref()
+            .filter(|_| session::follows(&peer))
+            .map(|affinity| {
+                let db = Arc::clone(&s.gate.db);
+                affinity.follower(move || db.wal_counters().fsyncs)
+            });
+        let start = session::SessionStart {
+            auth,
+            db: Arc::clone(&s.gate.db),
+            backends: Arc::clone(&s.gate.backends),
+            watchdog: Arc::clone(&s.watchdog),
+            follower,
+            settings: Arc::clone(&s.settings),
+            max_message_bytes: s.limits.max_message_bytes,
+            slot,
+        };
+        let mut threads = s.threads.lock().unwrap_or_else(PoisonError::into_inner);
+        if threads.closed {
+            return;
+        }
+        match session::spawn(start, id) {
+            Ok(thread) => {
+                // Reap finished threads so the list does not grow without bound.
+                threads.list.retain(|(h, _)| !h.is_finished());
+                threads.list.push(thread);
+            }
+            Err(e) => tracing::warn!(%peer, error = %e, "cannot start a session thread"),
+        }
+    });
+    // Registered before it runs, so that its end always finds its entry.
+    shared.starting.add(id, abort);
+    tokio::spawn(startup);
+}
+
+/// How long (in 10 ms waits) the end of a serving period waits for aborted startups to let
+/// go of the database.
+const MAX_STARTUP_DRAIN_WAITS: usize = 500;

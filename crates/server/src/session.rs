@@ -1,126 +1,258 @@
-//! A connection's [`Session`]. Each connection runs on an OS thread of its own, with a
-//! single-threaded tokio runtime that speaks the protocol on its socket ([`crate::socket`]);
-//! the handlers call the session directly on that thread. A statement that waits for a row
-//! lock or for I/O blocks only its connection's thread, never a thread another connection
-//! needs, and a message costs one wakeup (the socket's), as a PostgreSQL backend's does,
-//! not three (runtime worker, session thread, runtime worker again).
-//! When the handle is dropped (the connection ends), the session rolls back whatever
-//! transaction is open.
+//! A session's thread: made once a client is authenticated ([`crate::startup`]), it owns
+//! the client's [`Session`] and socket and runs the protocol ([`crate::conn`]). A statement
+//! that waits for a row lock or for I/O blocks only this thread.
 //!
-//! After each call the session says how long it may now wait for the next command
-//! ([`quire_sql::IdleLimit`]); the handle arms its [`IdleTimer`] with that, and disarms it
-//! when the next call starts. The connection's message loop ends the connection when the
-//! timer expires.
+//! ## Rules
+//! - The session registers in the server's registry of sessions (its process id and
+//!   secret key for cancel requests and `pg_terminate_backend`) before the client hears
+//!   its key, and leaves it when the thread ends.
+//! - The client's `options` (`-c name=value`, `--name=value`) and startup parameters are
+//!   applied as SET would apply them, before the first ReadyForQuery: an error in `options`
+//!   or an unknown parameter ends the connection (FATAL), as in PostgreSQL; a value quire
+//!   does not support yet for a known parameter (a time zone other than UTC) is a WARNING
+//!   and the default stays.
+//! - The thread's stack holds the deepest statement `max_stack_depth` allows, and a margin.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use quire_engine::Database;
-use quire_sql::{IdleLimit, Session};
+use quire_sql::{Alarm, Backends, Session, SqlError};
 
-/// A connection's session.
-pub(crate) struct SessionHandle {
-    /// Locked only by the connection's own thread, one call at a time: uncontended.
-    session: Mutex<Session>,
+use crate::affinity::Follower;
+use crate::conn::Conn;
+use crate::protocol::backend;
+use crate::startup::Authenticated;
+use crate::transport::{Stream, Transport, Wakeup, TERMINATED};
+use crate::watchdog::Watchdog;
+
+/// A session thread's stack.
+const SESSION_STACK_BYTES: usize = 16 << 20;
+
+/// What a session thread starts from.
+pub(crate) struct SessionStart {
+    pub auth: Authenticated,
+    pub db: Arc<Database>,
+    pub backends: Arc<Backends>,
+    pub watchdog: Arc<Watchdog>,
+    pub follower: Option<Follower>,
+    /// The server's own settings, as SHOW shows them.
+    pub settings: Arc<[(&'static str, String)]>,
+    pub max_message_bytes: usize,
+    /// The connection's slot under `max_connections`, released when the thread ends.
+    pub slot: crate::Slot,
+}
+
+/// Starts a session's thread. Returns it with the wakeup that ends it.
+pub(crate) fn spawn(
+    start: SessionStart,
     id: u64,
-    idle: Arc<IdleTimer>,
-    /// After the last call: an implicit transaction of the extended protocol is open, and
-    /// the next Sync must commit it.
-    awaits_sync: AtomicBool,
+) -> std::io::Result<(JoinHandle<()>, Arc<Wakeup>)> {
+    let wakeup = Arc::new(Wakeup::new()?);
+    let w = Arc::clone(&wakeup);
+    let thread = std::thread::Builder::new()
+        .name(format!("quire-conn-{id}"))
+        .stack_size(SESSION_STACK_BYTES)
+        .spawn(move || run(start, w))?;
+    Ok((thread, wakeup))
 }
 
-/// When the connection, waiting for its client's next command, must end. Armed and
-/// disarmed only by [`SessionHandle::call`], on the connection's own thread, between two
-/// waits of its message loop: what is armed when a wait begins holds for the whole wait, so
-/// the wait needs no wakeup when it changes.
-#[derive(Default)]
-pub(crate) struct IdleTimer {
-    armed: Mutex<Option<(Instant, IdleLimit)>>,
-    /// Whether `armed` holds a limit: disarming or waiting on a timer that is not armed
-    /// (every call and every wait of a session without idle limits, the default) then
-    /// takes no lock. Written and read by the connection's own thread only.
-    is_armed: AtomicBool,
+fn run(start: SessionStart, wakeup: Arc<Wakeup>) {
+    let SessionStart {
+        auth,
+        db,
+        backends,
+        watchdog,
+        follower,
+        settings,
+        max_message_bytes,
+        slot,
+    } = start;
+    let peer = auth.peer;
+    let follower = follower.filter(|_| matches!(auth.stream, Stream::Plain(_)));
+    let mut io = Transport::new(auth.stream, Arc::clone(&wakeup), follower);
+    io.push_input(&auth.leftover);
+    let session = match open_session(&db, &backends, &watchdog, &wakeup, &auth.role, settings) {
+        Ok(s) => s,
+        Err(e) => return refuse(io, &e),
+    };
+    let mut conn = Conn::new(io, session, Arc::clone(&db), max_message_bytes);
+    let warnings = match apply_parameters(conn.session_mut(), &auth.params) {
+        Ok(w) => w,
+        Err(e) => return conn.refuse(&e),
+    };
+    tracing::debug!(%peer, pid = conn.pid(), role = auth.role.name, "session starts");
+    conn.serve(&warnings);
+    drop(slot);
+    tracing::debug!(%peer, "session ends");
 }
 
-impl IdleTimer {
-    fn set(&self, armed: Option<(Instant, IdleLimit)>) {
-        if armed.is_none() && !self.is_armed.load(Ordering::Relaxed) {
-            return;
-        }
-        *self.armed.lock().unwrap_or_else(PoisonError::into_inner) = armed;
-        self.is_armed.store(armed.is_some(), Ordering::Relaxed);
-    }
+/// The session, registered, its user set and its wakeups wired.
+fn open_session(
+    db: &Arc<Database>,
+    backends: &Arc<Backends>,
+    watchdog: &Arc<Watchdog>,
+    wakeup: &Arc<Wakeup>,
+    role: &quire_sql::Role,
+    settings: Arc<[(&'static str, String)]>,
+) -> Result<Session, SqlError> {
+    let mut session = Session::attached(Arc::clone(db), backends)?;
+    session.set_server_settings(settings);
+    session.set_user(&role.name, role.superuser);
+    session
+        .interrupt()
+        .set_alarm(Arc::clone(watchdog) as Arc<dyn Alarm>);
+    let w = Arc::clone(wakeup);
+    session
+        .backend()
+        .set_waker(Box::new(move || w.end(TERMINATED)));
+    Ok(session)
+}
 
-    fn get(&self) -> Option<(Instant, IdleLimit)> {
-        if !self.is_armed.load(Ordering::Relaxed) {
-            return None;
-        }
-        *self.armed.lock().unwrap_or_else(PoisonError::into_inner)
-    }
+/// Ends a connection that cannot have a session: FATAL, then close.
+fn refuse(mut io: Transport, e: &SqlError) {
+    backend::error_response(
+        &mut io.out,
+        &backend::Notice {
+            severity: "FATAL",
+            sqlstate: e.sqlstate(),
+            message: e.message(),
+            detail: e.detail(),
+            ..backend::Notice::default()
+        },
+    );
+    io.close();
+}
 
-    /// Completes when the timer, armed as it is now, expires; never if it is disarmed.
-    pub(crate) async fn expired(&self) -> IdleLimit {
-        match self.get() {
-            None => std::future::pending().await,
-            Some((at, limit)) => {
-                tokio::time::sleep_until(at.into()).await;
-                limit
+/// The startup parameters that are not settings.
+const NOT_SETTINGS: &[&str] = &["user", "database", "options", "replication"];
+
+/// Applies the client's `options` and other startup parameters; returns the warnings for
+/// values quire does not support yet.
+fn apply_parameters(
+    session: &mut Session,
+    params: &[(String, String)],
+) -> Result<Vec<String>, SqlError> {
+    let mut warnings = Vec::new();
+    for (name, value) in params {
+        if NOT_SETTINGS.contains(&name.as_str()) || name.starts_with("_pq_.") {
+            continue;
+        }
+        match session.set_parameter(name, value) {
+            Ok(()) => {}
+            Err(e) if matches!(e.sqlstate(), "22023" | "0A000") => warnings.push(format!(
+                "startup parameter \"{name}\" = \"{value}\" ignored: {}",
+                e.message()
+            )),
+            Err(e) => return Err(e),
+        }
+    }
+    if let Some((_, options)) = params.iter().find(|(n, _)| n == "options") {
+        for (name, value) in command_line_settings(options)? {
+            session.set_parameter(&name, &value)?;
+        }
+    }
+    Ok(warnings)
+}
+
+/// The settings in an `options` string, as PostgreSQL's `pg_split_opts` and
+/// `process_postgres_switches` read it: words split at unescaped white space (`\` escapes
+/// the next character), each setting `-c name=value`, `-cname=value` or `--name=value`,
+/// dashes in names read as underscores.
+pub(crate) fn command_line_settings(options: &str) -> Result<Vec<(String, String)>, SqlError> {
+    let words = split_options(options);
+    let mut settings = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let word = &words[i];
+        let setting = if word == "-c" {
+            i += 1;
+            words.get(i).map(String::as_str)
+        } else if let Some(s) = word.strip_prefix("-c") {
+            Some(s)
+        } else {
+            word.strip_prefix("--")
+        };
+        let Some((name, value)) = setting.and_then(|s| s.split_once('=')) else {
+            let e = match setting {
+                Some(s) if !s.is_empty() => SqlError::new(
+                    "42601",
+                    format!("-c {s} requires a value"),
+                ),
+                _ => SqlError::new(
+                    "42601",
+                    format!("invalid command-line argument for server process: {word}"),
+                )
+                .with_detail("Try \"postgres --help\" for more information."),
+            };
+            return Err(e);
+        };
+        settings.push((name.replace('-', "_"), value.to_string()));
+        i += 1;
+    }
+    Ok(settings)
+}
+
+/// Words of an `options` string: white space separates, `\` makes the next character
+/// ordinary.
+fn split_options(options: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut chars = options.chars();
+    let mut in_word = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                in_word = true;
+                if let Some(next) = chars.next() {
+                    word.push(next);
+                }
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                word.push(c);
             }
         }
     }
+    if in_word {
+        words.push(word);
+    }
+    words
 }
 
-impl SessionHandle {
-    /// The session of connection `id`, in a server with `settings` (see [`Session::set_server_settings`]).
-    pub(crate) fn new(
-        db: Arc<Database>,
-        id: u64,
-        settings: Arc<[(&'static str, String)]>,
-    ) -> SessionHandle {
-        let mut session = Session::new(db);
-        session.set_server_settings(settings);
-        SessionHandle {
-            session: Mutex::new(session),
-            id,
-            idle: Arc::default(),
-            awaits_sync: AtomicBool::new(false),
-        }
-    }
-
-    /// Whether the session's last call left an implicit transaction for Sync to commit.
-    pub(crate) fn awaits_sync(&self) -> bool {
-        self.awaits_sync.load(Ordering::Acquire)
-    }
-
-    /// The timer the connection's message loop waits on between commands.
-    pub(crate) fn idle_timer(&self) -> Arc<IdleTimer> {
-        Arc::clone(&self.idle)
-    }
-
-    /// Runs `f` on the session (on the connection's own thread, which it may block).
-    pub(crate) fn call<R>(&self, f: impl FnOnce(&mut Session) -> R) -> R {
-        self.idle.set(None);
-        let mut session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
-        let r = f(&mut session);
-        self.awaits_sync
-            .store(session.awaits_sync(), Ordering::Release);
-        let limit = session.idle_limit();
-        drop(session);
-        self.idle.set(limit.map(|l| (Instant::now() + l.after, l)));
-        r
-    }
+/// The peer a follower may pin this thread beside: loopback only (see `affinity`).
+pub(crate) fn follows(peer: &SocketAddr) -> bool {
+    peer.ip().to_canonical().is_loopback()
 }
 
-impl Drop for SessionHandle {
-    fn drop(&mut self) {
-        let session = self
-            .session
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Err(e) = session.close() {
-            tracing::warn!(session = self.id, error = %e, "rolling back at disconnect failed");
-        }
-        tracing::debug!(session = self.id, "session ends");
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_split_and_read_as_postgresql_reads_them() {
+        let s = |o: &str| command_line_settings(o).map_err(|e| e.message().to_string());
+        assert_eq!(
+            s("-c statement_timeout=300 -cwork_mem=64MB --lock-timeout=5s"),
+            Ok(vec![
+                ("statement_timeout".into(), "300".into()),
+                ("work_mem".into(), "64MB".into()),
+                ("lock_timeout".into(), "5s".into()),
+            ])
+        );
+        assert_eq!(
+            s(r"-c search_path=a\ b"),
+            Ok(vec![("search_path".into(), "a b".into())])
+        );
+        assert_eq!(s("  "), Ok(vec![]));
+        assert!(s("-d 5").unwrap_err().contains("invalid command-line argument"));
+        assert!(s("-c statement_timeout").is_err());
     }
 }

@@ -3,40 +3,81 @@
 //! and receive functions (big-endian integers and floats, timestamps in microseconds since
 //! 2000-01-01).
 
-use bytes::{BufMut, BytesMut};
-use pgwire::messages::data::DataRow;
 use quire_engine::Value;
 use quire_sql::{format_text, parse_text, SqlError, SqlType, PG_EPOCH_OFFSET_US};
 
+use crate::protocol::backend;
+
 const US_PER_DAY: i64 = 86_400_000_000;
 
-/// One result row as a DataRow; `binary(i)` says column `i`'s format. Fails (54000) for a
-/// row the protocol cannot carry: more than 32767 columns or a field over 2 GiB.
+/// PostgreSQL's most bytes in one value (`MaxAllocSize`): a field longer than this cannot be
+/// sent, and no value may be built that long.
+const MAX_FIELD_BYTES: usize = 0x3fff_ffff;
+
+/// Appends one result row as a DataRow to `out`; `binary(i)` says column `i`'s format.
+/// Fails (54000) for a row the protocol cannot carry: more than 32767 columns or a field
+/// over 1 GB.
 pub(crate) fn encode_row(
+    out: &mut Vec<u8>,
     row: &[Value],
     types: &[SqlType],
     binary: impl Fn(usize) -> bool,
-) -> Result<DataRow, SqlError> {
+) -> Result<(), SqlError> {
     let too_large = || SqlError::new("54000", "the row is too large for the protocol");
-    let mut data = BytesMut::new();
+    let columns = i16::try_from(row.len()).map_err(|_| too_large())?;
+    let start = out.len();
+    let at = backend::data_row_begin(out, columns);
     for (i, (v, ty)) in row.iter().zip(types).enumerate() {
         let bytes = if binary(i) {
             encode_binary(v, *ty)
         } else {
             format_text(v, *ty).map(String::into_bytes)
         };
-        match bytes {
-            None => data.put_i32(-1),
-            Some(b) => {
-                data.put_i32(i32::try_from(b.len()).map_err(|_| too_large())?);
-                data.put_slice(&b);
-            }
+        if bytes.as_ref().is_some_and(|b| b.len() > MAX_FIELD_BYTES) {
+            out.truncate(start);
+            return Err(too_large());
         }
+        backend::data_row_field(out, bytes.as_deref());
     }
-    Ok(DataRow::new(
-        data,
-        i16::try_from(row.len()).map_err(|_| too_large())?,
-    ))
+    backend::data_row_end(out, at);
+    Ok(())
+}
+
+/// `pg_type.typlen` of a type: its fixed width, or -1 for a variable-length one.
+pub(crate) fn type_size(ty: SqlType) -> i16 {
+    match ty {
+        SqlType::Bool | SqlType::Char => 1,
+        SqlType::Int2 => 2,
+        SqlType::Int4
+        | SqlType::Float4
+        | SqlType::Date
+        | SqlType::Oid
+        | SqlType::Regclass
+        | SqlType::Regtype
+        | SqlType::Regnamespace
+        | SqlType::Void => 4,
+        SqlType::Int8
+        | SqlType::Float8
+        | SqlType::Timestamp
+        | SqlType::Timestamptz
+        | SqlType::PgLsn => 8,
+        SqlType::Uuid => 16,
+        SqlType::Name => 64,
+        SqlType::Unknown => -2,
+        _ => -1,
+    }
+}
+
+/// `atttypmod` of a type: `varchar(n)` and `char(n)` are n + 4, `numeric(p, s)` is
+/// ((p << 16) | s) + 4, as PostgreSQL stores them; -1 otherwise.
+pub(crate) fn type_modifier(ty: SqlType) -> i32 {
+    match ty {
+        SqlType::Varchar(Some(n)) | SqlType::Bpchar(Some(n)) => {
+            i32::try_from(n).map_or(-1, |n| n.saturating_add(4))
+        }
+        SqlType::Numeric(Some((p, s))) => ((i32::from(p) << 16) | i32::from(s)) + 4,
+        _ => -1,
+    }
 }
 
 fn encode_binary(v: &Value, ty: SqlType) -> Option<Vec<u8>> {

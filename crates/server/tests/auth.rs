@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use common::{code, config, message, simple, Running};
-use pgwire::tokio::tokio_rustls::{self, rustls};
+use tokio_rustls::{self, rustls};
 use quire_server::{Server, ServerConfig};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::config::SslMode;
@@ -359,7 +359,15 @@ async fn tls_with_the_configured_certificate_and_hostssl_rules() -> anyhow::Resu
     assert!(e.to_string().contains("hostssl"), "{e}");
     c.ssl = true;
     c.ssl_cert_file = fixture("server.crt");
+    // The key as a checkout has it (0644): others may read it, which refuses the start,
+    // as PostgreSQL does; copied with 0600 it is accepted.
     c.ssl_key_file = fixture("server.key");
+    let e = Server::start(c.clone()).await.err().expect("refused");
+    assert!(e.to_string().contains("group or world access"), "{e}");
+    let key = dir.path().join("server.key");
+    std::fs::copy(fixture("server.key"), &key)?;
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    c.ssl_key_file = key;
     let server = Running::start(c).await?;
     let admin = server.login("postgres", None).await?;
     client_ok(&admin, "CREATE USER alice PASSWORD 'sesame'").await?;
@@ -388,7 +396,7 @@ async fn tls_with_the_configured_certificate_and_hostssl_rules() -> anyhow::Resu
     Ok(())
 }
 
-/// tokio-postgres over rustls (the tokio-rustls that pgwire re-exports), trusting only the
+/// tokio-postgres over rustls (the tokio-rustls the server uses), trusting only the
 /// test CA.
 #[derive(Clone)]
 struct RustlsConnect(Arc<rustls::ClientConfig>);

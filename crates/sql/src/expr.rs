@@ -149,6 +149,8 @@ pub(crate) struct Cx<'a> {
     pub params: &'a [Value],
     pub settings: &'a Settings,
     pub interrupt: &'a crate::interrupt::Interrupt,
+    /// The session as the registry of sessions knows it (`pg_backend_pid`, signals).
+    pub backend: &'a crate::backends::Backend,
     /// The session's `currval` values.
     pub sequences: &'a crate::sequence::SessionSequences,
     /// The statement's start (`now()`, `CURRENT_TIMESTAMP`), microseconds since 1970.
@@ -169,6 +171,7 @@ impl<'a> Cx<'a> {
             params: self.params,
             settings: self.settings,
             interrupt: self.interrupt,
+            backend: self.backend,
             sequences: self.sequences,
             now_us: self.now_us,
             outer: Some(frame),

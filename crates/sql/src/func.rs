@@ -65,6 +65,8 @@ pub(crate) enum Func {
     NoObjectDef,
     EncodingToChar,
     BackendPid,
+    /// pg_cancel_backend(pid), pg_terminate_backend(pid [, timeout_ms]).
+    SignalBackend(crate::backends::Signal),
     /// pg_current_wal_insert_lsn, pg_current_wal_lsn, pg_current_wal_flush_lsn.
     WalLsn(WalPosition),
     /// pg_wal_lsn_diff: the bytes between two WAL positions.
@@ -478,6 +480,22 @@ pub(crate) fn resolve(
         }
         ("pg_encoding_to_char", 1) => (Func::EncodingToChar, vec![Some(T::Int4)], T::Name),
         ("pg_backend_pid", 0) => (Func::BackendPid, vec![], T::Int4),
+        ("pg_cancel_backend", 1) => (
+            Func::SignalBackend(crate::backends::Signal::Cancel),
+            vec![Some(T::Int4)],
+            T::Bool,
+        ),
+        ("pg_terminate_backend", 1 | 2) => {
+            let mut c = vec![Some(T::Int4)];
+            if n == 2 {
+                c.push(Some(T::Int8));
+            }
+            (
+                Func::SignalBackend(crate::backends::Signal::Terminate),
+                c,
+                T::Bool,
+            )
+        }
         ("pg_current_wal_insert_lsn", 0) => (Func::WalLsn(WalPosition::Insert), vec![], T::PgLsn),
         ("pg_current_wal_lsn", 0) => (Func::WalLsn(WalPosition::Write), vec![], T::PgLsn),
         ("pg_current_wal_flush_lsn", 0) => (Func::WalLsn(WalPosition::Flush), vec![], T::PgLsn),
@@ -898,7 +916,8 @@ impl Func {
                 }
                 .into(),
             ),
-            Func::BackendPid => Value::Int(i64::from(std::process::id())),
+            Func::BackendPid => Value::Int(i64::from(cx.backend.pid())),
+            Func::SignalBackend(what) => signal_backend(cx, what, &args)?,
             Func::WalLsn(which) => {
                 let p = cx.db.wal_positions();
                 let lsn = match which {
@@ -1116,5 +1135,57 @@ mod tests {
         assert_eq!(quote_ident("pgbench_accounts"), "pgbench_accounts");
         assert_eq!(quote_ident("Mixed"), "\"Mixed\"");
         assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
+    }
+}
+
+/// `pg_cancel_backend` and `pg_terminate_backend` ([`crate::backends::signal`]); a
+/// terminate with a timeout waits that long for the session to end.
+fn signal_backend(cx: &Cx, what: crate::backends::Signal, args: &[Value]) -> Result<Value> {
+    let Some(pid) = args.first().and_then(Value::as_int) else {
+        return Ok(Value::Null);
+    };
+    let Ok(pid) = i32::try_from(pid) else {
+        return Ok(Value::Bool(false));
+    };
+    let timeout_ms = match args.get(1) {
+        None => 0,
+        Some(Value::Null) => return Ok(Value::Null),
+        Some(v) => v.as_int().unwrap_or(0),
+    };
+    if timeout_ms < 0 {
+        return Err(SqlError::new("22023", "\"timeout\" must not be negative"));
+    }
+    let superuser = cx.settings.show("is_superuser").as_deref() == Some("on");
+    let who = crate::backends::Signaller {
+        role: &cx.settings.user,
+        superuser,
+        has_privs_of: &|_| false,
+    };
+    let sent = crate::backends::signal(cx.backend, cx.db, pid, &who, what)?;
+    if !sent || timeout_ms == 0 {
+        return Ok(Value::Bool(sent));
+    }
+    Ok(Value::Bool(wait_for_end(cx, pid, timeout_ms)?))
+}
+
+/// Waits up to `timeout_ms` for session `pid` to leave the registry (PostgreSQL's
+/// `pg_wait_until_termination`, which checks every 100 ms at most).
+fn wait_for_end(cx: &Cx, pid: i32, timeout_ms: i64) -> Result<bool> {
+    let deadline = std::time::Instant::now()
+        + std::time::Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
+    let Some(registry) = cx.backend.registry() else {
+        return Ok(true);
+    };
+    // Bounded by the deadline: each turn sleeps up to 100 ms.
+    loop {
+        if registry.get(pid).is_none() {
+            return Ok(true);
+        }
+        cx.interrupt.check()?;
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return Ok(false);
+        }
+        std::thread::sleep((deadline - now).min(std::time::Duration::from_millis(100)));
     }
 }

@@ -22,6 +22,8 @@ use crate::error::{Result, SqlError};
 const NONE: u8 = 0;
 const CANCELED: u8 = 1;
 const TIMED_OUT: u8 = 2;
+/// The session must end (`pg_terminate_backend`, a fast shutdown): FATAL 57P01.
+const TERMINATED: u8 = 3;
 
 /// Who watches deadlines: told of each one as its statement starts.
 pub trait Alarm: Send + Sync {
@@ -50,7 +52,19 @@ impl Interrupt {
     /// A statement starts (its transaction's lock owner, its `statement_timeout` deadline).
     pub(crate) fn begin(&self, owner: LockOwner, deadline: Option<Instant>) {
         *self.running.lock() = Some(Running { owner, deadline });
-        self.reason.store(NONE, Ordering::Relaxed);
+        // A termination outlives the statement it stopped.
+        let _ = self.reason.compare_exchange(
+            CANCELED,
+            NONE,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+        let _ = self.reason.compare_exchange(
+            TIMED_OUT,
+            NONE,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
         if let (Some(d), Some(alarm)) = (deadline, self.alarm.get()) {
             alarm.wake_by(d);
         }
@@ -64,13 +78,25 @@ impl Interrupt {
     /// The statement ended: a cancel that comes now finds nothing to cancel.
     pub(crate) fn end(&self) {
         *self.running.lock() = None;
-        self.reason.store(NONE, Ordering::Relaxed);
+        if self.reason.load(Ordering::Relaxed) != TERMINATED {
+            self.reason.store(NONE, Ordering::Relaxed);
+        }
     }
 
     /// A client's cancel request: the running statement, if any, stops. Returns whether
     /// one was running.
     pub fn cancel(&self, db: &Database) -> bool {
         self.stop(db, CANCELED)
+    }
+
+    /// Ends the session's running statement, if any, with FATAL 57P01; the reason stays
+    /// set until the session ends, so that a statement started meanwhile stops too.
+    pub(crate) fn terminate(&self, db: &Database) {
+        let running = self.running.lock();
+        self.reason.store(TERMINATED, Ordering::Relaxed);
+        if let Some(r) = *running {
+            db.cancel_lock_wait(r.owner);
+        }
     }
 
     /// The watchdog's look: stops the running statement if its deadline has passed.
@@ -98,7 +124,12 @@ impl Interrupt {
     }
 
     fn stop_running(&self, db: &Database, r: Running, reason: u8) {
-        self.reason.store(reason, Ordering::Relaxed);
+        // A termination is never weakened to a cancel.
+        let _ = self
+            .reason
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| {
+                (now != TERMINATED).then_some(reason)
+            });
         db.cancel_lock_wait(r.owner);
     }
 
@@ -119,13 +150,13 @@ impl Interrupt {
     }
 
     fn error(reason: u8) -> SqlError {
-        SqlError::new(
-            "57014",
-            if reason == TIMED_OUT {
-                "canceling statement due to statement timeout"
-            } else {
-                "canceling statement due to user request"
-            },
-        )
+        match reason {
+            TERMINATED => SqlError::new(
+                "57P01",
+                "terminating connection due to administrator command",
+            ),
+            TIMED_OUT => SqlError::new("57014", "canceling statement due to statement timeout"),
+            _ => SqlError::new("57014", "canceling statement due to user request"),
+        }
     }
 }

@@ -15,8 +15,10 @@
 //! - `roles`: roles and their SCRAM-SHA-256 verifiers (CREATE/ALTER/DROP ROLE).
 //! - `bind`: names, types and access paths: a statement becomes a plan.
 //! - `copy`: COPY's text and CSV formats.
-//! - `interrupt`: cancel requests and `statement_timeout`.
+//! - `interrupt`: cancel requests and `statement_timeout`; `backends`: the server's
+//!   sessions by process id (cancel keys, `pg_cancel_backend`, `pg_terminate_backend`).
 //! - `shape`: a simple-protocol statement's shape, its constants taken out as parameters.
+//! - `spool`: rows kept for later in memory up to `work_mem`, then in a temp file.
 //! - `session`: a client's transaction state, settings and COPY; statement execution; the
 //!   plans kept per session (extended-protocol statements and simple-protocol shapes).
 //!
@@ -43,6 +45,7 @@
 //!   ROLLBACK, as PostgreSQL does.
 #![deny(unsafe_code)]
 
+mod backends;
 mod bind;
 mod catalog;
 mod copy;
@@ -58,8 +61,10 @@ mod roles;
 mod sequence;
 mod session;
 mod shape;
+mod spool;
 mod types;
 
+pub use backends::{Backend, Backends};
 pub use bind::{OutColumn, OutColumns};
 pub use error::{Result, SqlError};
 pub use func::array_to_binary;
@@ -69,8 +74,10 @@ pub use parse::{parse, CopyFormat, CopyStmt, Statement, VacuumStmt};
 pub use plan::MAX_MATERIALIZED_ROWS;
 pub use roles::{lookup_role, Role, RoleStmt, ScramVerifier, BOOTSTRAP_SUPERUSER};
 pub use session::{
-    Description, IdleLimit, Outcome, OutcomeKind, Session, Settings, TxStatus, SERVER_VERSION,
+    Collect, Description, IdleLimit, Outcome, OutcomeKind, Output, Session, Settings, TxStatus,
+    SERVER_VERSION,
 };
+pub use spool::Spool;
 pub use types::{
     check_numeric, format_text, format_timestamp, parse_text, SqlType, PG_EPOCH_OFFSET_US,
 };

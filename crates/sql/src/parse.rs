@@ -46,7 +46,7 @@ pub struct CopyStmt {
 
 impl Statement {
     /// Whether it is a statement a failed transaction block accepts (COMMIT, ROLLBACK).
-    pub(crate) fn ends_block(&self) -> bool {
+    pub fn ends_block(&self) -> bool {
         matches!(
             self,
             Statement::Sql(s) if matches!(**s, sqlparser::ast::Statement::Commit { .. } | sqlparser::ast::Statement::Rollback { .. })

@@ -143,7 +143,7 @@ pub(crate) fn value_tid(v: &Value) -> Result<Tid> {
     }
 }
 
-fn too_many_rows() -> SqlError {
+pub(crate) fn too_many_rows() -> SqlError {
     SqlError::new(
         "54000",
         format!("a statement may hold at most {MAX_MATERIALIZED_ROWS} rows in memory at one step"),

@@ -37,7 +37,9 @@ fn run(s: &mut Session, sql: &str) -> anyhow::Result<()> {
 fn prepared(s: &mut Session, sql: &str) -> anyhow::Result<(Vec<String>, Vec<Vec<Value>>)> {
     let stmt = parse(sql)?.pop().expect("one statement");
     let described = s.describe(sql, &stmt, &[])?;
-    let out = s.execute_with(sql, &stmt, &[], &|_| Ok(Vec::new()))?;
+    let mut collect = quire_sql::Collect::default();
+    let r = s.execute_with(sql, &stmt, &[], &|_| Ok(Vec::new()), &mut collect);
+    let out = collect.fill(r)?;
     let OutcomeKind::Rows { rows, .. } = out.kind else {
         anyhow::bail!("no rows from {sql}");
     };

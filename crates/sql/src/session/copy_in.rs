@@ -5,16 +5,18 @@ use quire_engine::{IsolationLevel, Transaction, Value};
 
 use super::command;
 use super::exec::check_not_null;
-use super::Outcome;
+use super::{Outcome, Output};
+use std::time::Instant;
+
 use super::{outcome, CopyIn, OutcomeKind, Session, State, MAX_COPY_LINE_BYTES};
 use crate::catalog::{self, TableInfo};
 use crate::copy;
 use crate::error::{Result, SqlError};
+use crate::interrupt::Interrupt;
 use crate::parse::CopyStmt;
-use crate::plan;
 
 impl Session {
-    pub(super) fn copy_start(&mut self, c: &CopyStmt) -> Result<Outcome> {
+    pub(super) fn copy_start(&mut self, c: &CopyStmt, out: &mut dyn Output) -> Result<Outcome> {
         let own_tx = match &self.state {
             State::Block(_) => None,
             _ => Some(Box::new(self.db.begin(IsolationLevel::ReadCommitted)?)),
@@ -41,16 +43,26 @@ impl Session {
             }
         };
         if !c.from {
-            let r = copy_out(tx, &table, &targets, c);
-            if let Some(t) = own_tx {
-                t.commit()?;
+            let deadline = self
+                .settings
+                .statement_timeout()
+                .map(|t| Instant::now() + t);
+            self.interrupt.begin(tx.session_id(), deadline);
+            let r = copy_out(tx, &table, &targets, c, &self.interrupt, out);
+            let r = r.map_err(|e| self.interrupt.reported(e));
+            self.interrupt.end();
+            match own_tx {
+                Some(t) if r.is_ok() => t.commit()?,
+                Some(t) => {
+                    let _ = t.rollback();
+                }
+                None => {}
             }
-            let lines = r?;
             return Ok(outcome(
-                format!("COPY {}", lines.len() - usize::from(c.header)),
+                format!("COPY {}", r?),
                 OutcomeKind::CopyOut {
                     columns: targets.len(),
-                    lines,
+                    lines: Vec::new(),
                 },
             ));
         }
@@ -239,33 +251,34 @@ fn copy_row(tx: &Transaction, c: &mut CopyIn, line: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// COPY TO STDOUT: the table's rows, a line each, to `out` as they are read. Returns how
+/// many rows went.
 fn copy_out(
     tx: &Transaction,
     table: &TableInfo,
     targets: &[usize],
     c: &CopyStmt,
-) -> Result<Vec<Vec<u8>>> {
-    let mut lines = Vec::new();
+    interrupt: &Interrupt,
+    out: &mut dyn Output,
+) -> Result<u64> {
+    out.copy_out(targets.len())?;
     if c.header {
         let names: Vec<Option<String>> = targets
             .iter()
             .map(|&i| Some(table.columns[i].name.clone()))
             .collect();
-        lines.push(copy::format_line(&names, c));
+        out.copy_data(&copy::format_line(&names, c))?;
     }
+    let mut n = 0u64;
     for r in tx.scan(table.def.oid)? {
         let (_, row) = r?;
-        if lines.len() >= plan::MAX_MATERIALIZED_ROWS {
-            return Err(SqlError::new(
-                "54000",
-                "COPY TO may send at most 10 million rows at once for now",
-            ));
-        }
+        interrupt.check()?;
         let fields: Vec<Option<String>> = targets
             .iter()
             .map(|&i| crate::types::format_text(&row[i], table.columns[i].ty))
             .collect();
-        lines.push(copy::format_line(&fields, c));
+        out.copy_data(&copy::format_line(&fields, c))?;
+        n += 1;
     }
-    Ok(lines)
+    Ok(n)
 }

@@ -7,12 +7,12 @@ use std::time::Instant;
 
 use quire_engine::{Changed, Database, Row, Transaction, Value};
 
-use super::{command, now_us, outcome, Outcome, OutcomeKind, Settings};
+use super::{command, now_us, outcome, Outcome, OutcomeKind, Output, Settings};
 use crate::bind::{OnConflict, OutColumn, OutColumns, Plan};
 use crate::catalog::{self, ColumnInfo, TableInfo};
 use crate::error::{Result, SqlError};
 use crate::expr::{Cx, Expr};
-use crate::interrupt::Interrupt;
+use crate::backends::Backend;
 use crate::plan::{self, value_tid};
 use crate::sequence::{self, SessionSequences};
 use crate::types::SqlType;
@@ -110,16 +110,28 @@ fn drop_sequence(tx: &Transaction, name: &str, if_exists: bool) -> Result<()> {
     }
 }
 
-/// Executes a plan other than transaction control in `tx`.
+/// A bound statement to run: its plan, its output columns and its parameter values.
+pub(super) struct Statement<'a> {
+    pub plan: &'a Plan,
+    pub columns: &'a OutColumns,
+    pub params: &'a [Value],
+}
+
+/// Executes a plan other than transaction control in `tx`, its rows to `out` as they come.
 pub(super) fn run(
     db: &Database,
     tx: &Transaction,
     settings: &mut Settings,
-    interrupt: &Interrupt,
+    backend: &Backend,
     sequences: &SessionSequences,
-    plan: &Plan,
-    params: &[Value],
+    statement: &Statement,
+    out: &mut dyn Output,
 ) -> Result<Outcome> {
+    let Statement {
+        plan,
+        columns,
+        params,
+    } = *statement;
     match plan {
         Plan::Set { name, value } => {
             settings.set(name, value.clone())?;
@@ -140,7 +152,7 @@ pub(super) fn run(
                         ty: SqlType::Text,
                     })
                     .collect::<OutColumns>();
-                return Ok(outcome("SHOW", OutcomeKind::Rows { columns, rows }));
+                return send_rows("SHOW", &columns, rows, out);
             } else if name.eq_ignore_ascii_case("transaction_isolation") {
                 // The running transaction's, which BEGIN ISOLATION LEVEL chose.
                 match tx.isolation() {
@@ -156,20 +168,16 @@ pub(super) fn run(
                     )
                 })?
             };
-            return Ok(outcome(
-                "SHOW",
-                OutcomeKind::Rows {
-                    columns: [OutColumn {
-                        name: name.clone(),
-                        ty: SqlType::Text,
-                    }]
-                    .into(),
-                    rows: vec![vec![Value::Text(v)]],
-                },
-            ));
+            let columns: OutColumns = [OutColumn {
+                name: name.clone(),
+                ty: SqlType::Text,
+            }]
+            .into();
+            return send_rows("SHOW", &columns, vec![vec![Value::Text(v)]], out);
         }
         _ => {}
     }
+    let interrupt = backend.interrupt();
     let deadline = settings.statement_timeout().map(|t| Instant::now() + t);
     interrupt.begin(tx.session_id(), deadline);
     let cx = Cx {
@@ -178,11 +186,12 @@ pub(super) fn run(
         params,
         settings,
         interrupt,
+        backend,
         sequences,
         now_us: now_us(),
         outer: None,
     };
-    let r = run_plan(&cx, plan).map_err(|e| {
+    let r = run_plan(&cx, plan, columns, out).map_err(|e| {
         if e.sqlstate() == "57014" {
             interrupt.reported(e)
         } else {
@@ -193,7 +202,32 @@ pub(super) fn run(
     r
 }
 
-fn run_plan(cx: &Cx, plan: &Plan) -> Result<Outcome> {
+/// A result of a few rows made whole (SHOW, EXPLAIN), to `out`.
+fn send_rows(
+    tag: &str,
+    columns: &OutColumns,
+    rows: Vec<Row>,
+    out: &mut dyn Output,
+) -> Result<Outcome> {
+    out.rows(columns)?;
+    for row in &rows {
+        out.row(row)?;
+    }
+    Ok(rows_outcome(tag.to_string(), columns))
+}
+
+/// The outcome of a statement whose rows went to the output.
+fn rows_outcome(tag: String, columns: &OutColumns) -> Outcome {
+    outcome(
+        tag,
+        OutcomeKind::Rows {
+            columns: Arc::clone(columns),
+            rows: Vec::new(),
+        },
+    )
+}
+
+fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) -> Result<Outcome> {
     let tx = cx.tx;
     match plan {
         Plan::CreateTable {
@@ -348,60 +382,59 @@ fn run_plan(cx: &Cx, plan: &Plan) -> Result<Outcome> {
             columns,
             primary,
         } => add_key(tx, table, name.as_deref(), columns, *primary),
-        Plan::Query { node, out } => {
-            let rows = plan::collect(plan::open(node, cx)?)?;
-            Ok(outcome(
-                format!("SELECT {}", rows.len()),
-                OutcomeKind::Rows {
-                    columns: Arc::clone(out),
-                    rows,
-                },
-            ))
+        Plan::Query { node, out: cols } => {
+            out.rows(cols)?;
+            let mut n = 0u64;
+            for row in plan::open(node, cx)? {
+                out.row(&row?)?;
+                n += 1;
+            }
+            Ok(rows_outcome(format!("SELECT {n}"), cols))
         }
         Plan::SelectForUpdate {
             table,
             scan,
             recheck,
             exprs,
-            out,
-        } => select_for_update(cx, table, scan, recheck.as_ref(), exprs, out),
+            out: cols,
+        } => select_for_update(cx, table, scan, recheck.as_ref(), exprs, cols, out),
         Plan::Insert {
             table,
             source,
             on_conflict,
             returning,
-        } => insert(cx, table, source, on_conflict, returning.as_deref()),
+        } => {
+            let returning = Returning::new(returning.as_deref(), columns, out)?;
+            insert(cx, table, source, on_conflict, returning)
+        }
         Plan::Update {
             table,
             scan,
             recheck,
             sets,
             returning,
-        } => update(
-            cx,
-            table,
-            scan,
-            recheck.as_ref(),
-            sets,
-            returning.as_deref(),
-        ),
+        } => {
+            let returning = Returning::new(returning.as_deref(), columns, out)?;
+            update(cx, table, scan, recheck.as_ref(), sets, returning)
+        }
         Plan::Delete {
             table,
             scan,
             recheck,
             returning,
-        } => delete(cx, table, scan, recheck.as_ref(), returning.as_deref()),
-        Plan::Explain(lines) => Ok(outcome(
-            "EXPLAIN",
-            OutcomeKind::Rows {
-                columns: [OutColumn {
-                    name: "QUERY PLAN".into(),
-                    ty: SqlType::Text,
-                }]
-                .into(),
-                rows: lines.iter().map(|l| vec![Value::Text(l.clone())]).collect(),
-            },
-        )),
+        } => {
+            let returning = Returning::new(returning.as_deref(), columns, out)?;
+            delete(cx, table, scan, recheck.as_ref(), returning)
+        }
+        Plan::Explain(lines) => {
+            let columns: OutColumns = [OutColumn {
+                name: "QUERY PLAN".into(),
+                ty: SqlType::Text,
+            }]
+            .into();
+            let rows = lines.iter().map(|l| vec![Value::Text(l.clone())]).collect();
+            send_rows("EXPLAIN", &columns, rows, out)
+        }
         Plan::Begin(_) | Plan::Commit | Plan::Rollback | Plan::Set { .. } | Plan::Show(_) => Err(
             SqlError::new("XX000", "a statement reached the wrong executor"),
         ),
@@ -459,33 +492,47 @@ fn add_key(
     Ok(command("ALTER TABLE"))
 }
 
-fn returning_rows(
-    cx: &Cx,
-    exprs: Option<&[Expr]>,
-    row: &[Value],
-    out: &mut Vec<Row>,
-) -> Result<()> {
-    if let Some(exprs) = exprs {
-        out.push(
-            exprs
-                .iter()
-                .map(|e| e.eval(cx, row))
-                .collect::<Result<_>>()?,
-        );
-    }
-    Ok(())
+/// A DML statement's RETURNING list and where its rows go.
+struct Returning<'a> {
+    exprs: Option<&'a [Expr]>,
+    columns: &'a OutColumns,
+    out: &'a mut dyn Output,
 }
 
-fn dml_outcome(tag: String, returning: Option<&[Expr]>, rows: Vec<Row>) -> Outcome {
-    match returning {
-        Some(_) => outcome(
-            tag,
-            OutcomeKind::Rows {
-                columns: Arc::new([]),
-                rows,
-            },
-        ),
-        None => command(tag),
+impl<'a> Returning<'a> {
+    /// Announces the rows to come (RowDescription) when there is a RETURNING list.
+    fn new(
+        exprs: Option<&'a [Expr]>,
+        columns: &'a OutColumns,
+        out: &'a mut dyn Output,
+    ) -> Result<Self> {
+        if exprs.is_some() {
+            out.rows(columns)?;
+        }
+        Ok(Returning {
+            exprs,
+            columns,
+            out,
+        })
+    }
+
+    /// The RETURNING row of a changed `row`, sent.
+    fn row(&mut self, cx: &Cx, row: &[Value]) -> Result<()> {
+        if let Some(exprs) = self.exprs {
+            let values: Row = exprs
+                .iter()
+                .map(|e| e.eval(cx, row))
+                .collect::<Result<_>>()?;
+            self.out.row(&values)?;
+        }
+        Ok(())
+    }
+
+    fn outcome(&self, tag: String) -> Outcome {
+        match self.exprs {
+            Some(_) => rows_outcome(tag, self.columns),
+            None => command(tag),
+        }
     }
 }
 
@@ -518,12 +565,11 @@ fn insert(
     table: &TableInfo,
     source: &plan::Node,
     on_conflict: &OnConflict,
-    returning: Option<&[Expr]>,
+    mut returning: Returning,
 ) -> Result<Outcome> {
     // Materialized first: INSERT ... SELECT from the same table must not see its own rows.
     let rows = plan::collect(plan::open(source, cx)?)?;
     let mut n = 0u64;
-    let mut out = Vec::new();
     for row in rows {
         check_not_null(table, &row)?;
         if !matches!(on_conflict, OnConflict::Error) {
@@ -543,7 +589,7 @@ fn insert(
                             .map_err(|e| key_error(table, e))?;
                         if let Changed::Done(_, r) = changed {
                             n += 1;
-                            returning_rows(cx, returning, &r, &mut out)?;
+                            returning.row(cx, &r)?;
                         }
                     }
                 }
@@ -554,9 +600,9 @@ fn insert(
             .insert(table.def.oid, &row)
             .map_err(|e| key_error(table, e))?;
         n += 1;
-        returning_rows(cx, returning, &row, &mut out)?;
+        returning.row(cx, &row)?;
     }
-    Ok(dml_outcome(format!("INSERT 0 {n}"), returning, out))
+    Ok(returning.outcome(format!("INSERT 0 {n}")))
 }
 
 /// The row `row` would conflict with in a unique index, if any (ON CONFLICT's check).
@@ -597,10 +643,9 @@ fn update(
     scan: &plan::Node,
     recheck: Option<&Expr>,
     sets: &[(usize, Expr)],
-    returning: Option<&[Expr]>,
+    mut returning: Returning,
 ) -> Result<Outcome> {
     let mut n = 0u64;
-    let mut out = Vec::new();
     for tid in targets(cx, scan)? {
         let mut failure = None;
         let changed = cx.tx.update_with(table.def.oid, tid, |current| {
@@ -630,10 +675,10 @@ fn update(
         }
         if let Changed::Done(_, row) = changed {
             n += 1;
-            returning_rows(cx, returning, &row, &mut out)?;
+            returning.row(cx, &row)?;
         }
     }
-    Ok(dml_outcome(format!("UPDATE {n}"), returning, out))
+    Ok(returning.outcome(format!("UPDATE {n}")))
 }
 
 fn select_for_update(
@@ -642,30 +687,26 @@ fn select_for_update(
     scan: &plan::Node,
     recheck: Option<&Expr>,
     exprs: &[Expr],
-    out: &OutColumns,
+    columns: &OutColumns,
+    out: &mut dyn Output,
 ) -> Result<Outcome> {
-    let mut rows = Vec::new();
+    out.rows(columns)?;
+    let mut n = 0u64;
     for tid in targets(cx, scan)? {
         // The lock is taken on the newest version (READ COMMITTED follows concurrent
         // updates), which must still match.
         if let Changed::Done(_, row) = cx.tx.lock_row(table.def.oid, tid)? {
             if recheck.map_or(Ok(true), |p| p.holds(cx, &row))? {
-                rows.push(
-                    exprs
-                        .iter()
-                        .map(|e| e.eval(cx, &row))
-                        .collect::<Result<_>>()?,
-                );
+                let values: Row = exprs
+                    .iter()
+                    .map(|e| e.eval(cx, &row))
+                    .collect::<Result<_>>()?;
+                out.row(&values)?;
+                n += 1;
             }
         }
     }
-    Ok(outcome(
-        format!("SELECT {}", rows.len()),
-        OutcomeKind::Rows {
-            columns: Arc::clone(out),
-            rows,
-        },
-    ))
+    Ok(rows_outcome(format!("SELECT {n}"), columns))
 }
 
 fn delete(
@@ -673,10 +714,9 @@ fn delete(
     table: &TableInfo,
     scan: &plan::Node,
     recheck: Option<&Expr>,
-    returning: Option<&[Expr]>,
+    mut returning: Returning,
 ) -> Result<Outcome> {
     let mut n = 0u64;
-    let mut out = Vec::new();
     for tid in targets(cx, scan)? {
         let mut failure = None;
         let changed = cx
@@ -693,8 +733,8 @@ fn delete(
         }
         if let Changed::Done(_, row) = changed {
             n += 1;
-            returning_rows(cx, returning, &row, &mut out)?;
+            returning.row(cx, &row)?;
         }
     }
-    Ok(dml_outcome(format!("DELETE {n}"), returning, out))
+    Ok(returning.outcome(format!("DELETE {n}")))
 }

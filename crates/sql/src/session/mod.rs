@@ -18,6 +18,7 @@ use quire_engine::{Database, IsolationLevel, Row, Transaction, Value};
 use crate::bind::{self, OutColumns, Plan};
 use crate::catalog::{self, TableInfo};
 use crate::error::{Result, SqlError};
+use crate::backends::{Backend, Backends};
 use crate::interrupt::Interrupt;
 use crate::parse::{CopyStmt, Statement, VacuumStmt};
 use crate::shape::{self, Shape};
@@ -93,6 +94,113 @@ pub struct Description {
     pub columns: OutColumns,
 }
 
+/// Where a statement's results go as the executor produces them: the server writes each row
+/// to its client as it comes (bounded memory whatever the result's size), an in-process
+/// caller collects them ([`Session::execute_query`] and its kin).
+///
+/// A failed call (the client went away, a protocol limit) ends the statement with that
+/// error, as any error of the statement would.
+pub trait Output {
+    /// Rows follow, of these columns: once per statement that returns rows, before its first
+    /// row (also when it returns none).
+    fn rows(&mut self, columns: &OutColumns) -> Result<()>;
+    /// One row of the statement's result.
+    fn row(&mut self, row: &[Value]) -> Result<()>;
+    /// COPY TO STDOUT's data follows: `columns` per line.
+    fn copy_out(&mut self, columns: usize) -> Result<()>;
+    /// One line (or chunk) of COPY TO STDOUT's data.
+    fn copy_data(&mut self, data: &[u8]) -> Result<()>;
+    /// A statement of a query string ended, as it did ([`Session::execute_query_to`]); after
+    /// an error no statement follows.
+    fn done(&mut self, result: Result<Outcome>) -> Result<()>;
+}
+
+/// The in-process [`Output`]: rows and COPY data gathered into each statement's
+/// [`Outcome`], as the collecting calls return them (bounded by
+/// [`crate::MAX_MATERIALIZED_ROWS`]).
+#[derive(Default)]
+pub struct Collect {
+    rows: Vec<Row>,
+    lines: Vec<Vec<u8>>,
+    results: Vec<Result<Outcome>>,
+}
+
+impl Collect {
+    /// `r` with the rows or lines gathered since the last statement.
+    pub fn fill(&mut self, r: Result<Outcome>) -> Result<Outcome> {
+        let rows = std::mem::take(&mut self.rows);
+        let data = std::mem::take(&mut self.lines);
+        let mut o = r?;
+        match &mut o.kind {
+            OutcomeKind::Rows { rows: r, .. } => *r = rows,
+            OutcomeKind::CopyOut { lines, .. } => *lines = data,
+            _ => {}
+        }
+        Ok(o)
+    }
+}
+
+impl Output for Collect {
+    fn rows(&mut self, _columns: &OutColumns) -> Result<()> {
+        Ok(())
+    }
+
+    fn row(&mut self, row: &[Value]) -> Result<()> {
+        if self.rows.len() >= crate::plan::MAX_MATERIALIZED_ROWS {
+            return Err(crate::plan::too_many_rows());
+        }
+        self.rows.push(row.to_vec());
+        Ok(())
+    }
+
+    fn copy_out(&mut self, _columns: usize) -> Result<()> {
+        Ok(())
+    }
+
+    fn copy_data(&mut self, data: &[u8]) -> Result<()> {
+        if self.lines.len() >= crate::plan::MAX_MATERIALIZED_ROWS {
+            return Err(crate::plan::too_many_rows());
+        }
+        self.lines.push(data.to_vec());
+        Ok(())
+    }
+
+    fn done(&mut self, result: Result<Outcome>) -> Result<()> {
+        let filled = self.fill(result);
+        self.results.push(filled);
+        Ok(())
+    }
+}
+
+/// An [`Output`] passed through, noting whether every statement succeeded.
+struct Succeeded<'a> {
+    out: &'a mut dyn Output,
+    ok: bool,
+}
+
+impl Output for Succeeded<'_> {
+    fn rows(&mut self, columns: &OutColumns) -> Result<()> {
+        self.out.rows(columns)
+    }
+
+    fn row(&mut self, row: &[Value]) -> Result<()> {
+        self.out.row(row)
+    }
+
+    fn copy_out(&mut self, columns: usize) -> Result<()> {
+        self.out.copy_out(columns)
+    }
+
+    fn copy_data(&mut self, data: &[u8]) -> Result<()> {
+        self.out.copy_data(data)
+    }
+
+    fn done(&mut self, result: Result<Outcome>) -> Result<()> {
+        self.ok &= result.is_ok();
+        self.out.done(result)
+    }
+}
+
 enum State {
     Idle,
     /// Boxed: a transaction is large, and most sessions are idle most of the time.
@@ -144,6 +252,8 @@ pub struct Session {
     copy_error: Option<SqlError>,
     /// How other threads stop the running statement (cancel requests, statement_timeout).
     interrupt: Arc<Interrupt>,
+    /// The session as the server's registry of sessions knows it ([`crate::backends`]).
+    backend: Arc<Backend>,
     /// The plans of statements sent through the extended protocol ([`plans`]'s rules).
     plans: PlanCache,
     /// What this session's `nextval`s returned, for `currval` and `lastval`.
@@ -189,12 +299,35 @@ impl Session {
         self.settings.set_server_level(settings);
     }
 
-    /// The role the client logged in as (`current_user`, `session_user`).
-    pub fn set_user(&mut self, user: &str) {
-        self.settings.user = user.to_string();
+    /// A parameter the client set in its startup packet or its `options` (`-c name=value`),
+    /// as SET would set it, and refused as SET would refuse it.
+    pub fn set_parameter(&mut self, name: &str, value: &str) -> Result<()> {
+        self.settings.set(name, Some(value.to_string()))
     }
 
+    /// The role the client logged in as (`current_user`, `session_user`), and whether it
+    /// is a superuser.
+    pub fn set_user(&mut self, user: &str, superuser: bool) {
+        self.settings.user = user.to_string();
+        self.backend.set_user(user, superuser);
+    }
+
+    /// A session of its own, in no registry of sessions (in-process use).
     pub fn new(db: Arc<Database>) -> Session {
+        let interrupt = Arc::<Interrupt>::default();
+        let backend = Backends::local(Arc::clone(&interrupt));
+        Self::with_backend(db, interrupt, backend)
+    }
+
+    /// A session of the server's, registered in `registry` under a new random process id
+    /// and secret key ([`crate::backends`]); it leaves the registry when dropped.
+    pub fn attached(db: Arc<Database>, registry: &Arc<Backends>) -> Result<Session> {
+        let interrupt = Arc::<Interrupt>::default();
+        let backend = registry.register(Arc::clone(&interrupt))?;
+        Ok(Self::with_backend(db, interrupt, backend))
+    }
+
+    fn with_backend(db: Arc<Database>, interrupt: Arc<Interrupt>, backend: Arc<Backend>) -> Session {
         let settings = Settings::new(db.config().clone());
         Session {
             db,
@@ -205,13 +338,19 @@ impl Session {
             copy_error: None,
             plans: PlanCache::default(),
             sequences: SessionSequences::default(),
-            interrupt: Arc::default(),
+            interrupt,
+            backend,
         }
     }
 
     /// The handle a cancel request and the statement-timeout watchdog use.
     pub fn interrupt(&self) -> Arc<Interrupt> {
         Arc::clone(&self.interrupt)
+    }
+
+    /// The session's entry in the registry of sessions: its process id and secret key.
+    pub fn backend(&self) -> &Arc<Backend> {
+        &self.backend
     }
 
     pub fn settings(&self) -> &Settings {
@@ -305,41 +444,66 @@ impl Session {
         })
     }
 
-    /// Runs `stmt` with parameter values (already of the types [`Session::describe`] gave).
+    /// Runs `stmt` with parameter values (already of the types [`Session::describe`] gave),
+    /// its rows collected.
     pub fn execute(
         &mut self,
         stmt: &Statement,
         hints: &[SqlType],
         params: &[Value],
     ) -> Result<Outcome> {
-        self.execute_keyed(None, Protocol::Simple, stmt, hints, &|types| {
+        let mut out = Collect::default();
+        let r = self.execute_to(stmt, hints, params, &mut out);
+        out.fill(r)
+    }
+
+    /// [`Session::execute`], its results to `out` as they come.
+    pub fn execute_to(
+        &mut self,
+        stmt: &Statement,
+        hints: &[SqlType],
+        params: &[Value],
+        out: &mut dyn Output,
+    ) -> Result<Outcome> {
+        let decode = |types: &[SqlType]| {
             check_param_count(params.len(), types.len())?;
             Ok(params.to_vec())
-        })
+        };
+        self.execute_keyed(None, Protocol::Simple, stmt, hints, &decode, out)
     }
 
     /// Runs `stmt` of the extended protocol, its parameter values made by `decode` from the
-    /// parameter types binding inferred (Bind's bytes decode only once the types are known).
-    /// `text` is the statement's source: its plan is kept under it and used again while
-    /// the catalog does not change ([`plans`]).
+    /// parameter types binding inferred (Bind's bytes decode only once the types are known),
+    /// its results to `out` as they come. `text` is the statement's source: its plan is
+    /// kept under it and used again while the catalog does not change ([`plans`]).
     pub fn execute_with(
         &mut self,
         text: &str,
         stmt: &Statement,
         hints: &[SqlType],
         decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
+        out: &mut dyn Output,
     ) -> Result<Outcome> {
-        self.execute_keyed(Some(text), Protocol::Extended, stmt, hints, decode)
+        self.execute_keyed(Some(text), Protocol::Extended, stmt, hints, decode, out)
+    }
+
+    /// A simple-protocol query string, each statement's rows collected
+    /// ([`Session::execute_query_to`]).
+    pub fn execute_query(&mut self, sql: &str) -> Vec<Result<Outcome>> {
+        let mut out = Collect::default();
+        self.execute_query_to(sql, &mut out);
+        out.results
     }
 
     /// A simple-protocol query string: its statements run as [`Session::execute_simple`]
     /// runs them, except that one statement with a shape ([`crate::shape`]) runs as a
     /// prepared statement of its shape with its constants as parameters, its plan kept.
-    /// A string that does not parse gives its syntax error (42601).
-    pub fn execute_query(&mut self, sql: &str) -> Vec<Result<Outcome>> {
+    /// A string that does not parse gives its syntax error (42601). Each statement's
+    /// results go to `out` as they come, then its end ([`Output::done`]).
+    pub fn execute_query_to(&mut self, sql: &str, out: &mut dyn Output) {
         let usable = self.copy.is_none() && !matches!(self.state, State::Failed);
         let Some(shape) = usable.then(|| shape::shape_of(sql)).flatten() else {
-            return self.execute_as_written(sql);
+            return self.execute_as_written(sql, out);
         };
         let generation = self.db.catalog_generation();
         let known = match self.plans.shape(&shape.text, generation) {
@@ -349,39 +513,45 @@ impl Session {
                 // In a block, a shape is learned only once its statement ran as written:
                 // binding it in the block's transaction must not fail that transaction with
                 // an error the statement itself does not have.
-                let out = self.execute_as_written(sql);
-                if matches!(out.as_slice(), [Ok(_)]) && matches!(self.state, State::Block(_)) {
+                let mut ok = Succeeded { out, ok: true };
+                self.execute_as_written(sql, &mut ok);
+                if ok.ok && matches!(self.state, State::Block(_)) {
                     self.learn_shape(&shape, generation);
                 }
-                return out;
+                return;
             }
         };
         let KnownShape::Parsed(stmt) = known else {
-            return self.execute_as_written(sql);
+            return self.execute_as_written(sql, out);
         };
         let constants = &shape.constants;
         let hints = shape.hints();
-        let out = self.execute_keyed(
+        let decode = |types: &[SqlType]| {
+            check_param_count(constants.len(), types.len())?;
+            types
+                .iter()
+                .zip(constants)
+                .map(|(ty, c)| crate::types::parse_text(*ty, &c.text))
+                .collect()
+        };
+        let r = self.execute_keyed(
             Some(&shape.text),
             Protocol::Simple,
             &stmt,
             &hints,
-            &|types| {
-                check_param_count(constants.len(), types.len())?;
-                types
-                    .iter()
-                    .zip(constants)
-                    .map(|(ty, c)| crate::types::parse_text(*ty, &c.text))
-                    .collect()
-            },
+            &decode,
+            out,
         );
-        vec![out]
+        // The output failing here has nothing after it to stop.
+        let _ = out.done(r);
     }
 
-    fn execute_as_written(&mut self, sql: &str) -> Vec<Result<Outcome>> {
+    fn execute_as_written(&mut self, sql: &str, out: &mut dyn Output) {
         match crate::parse::parse(sql) {
-            Ok(statements) => self.execute_simple(&statements),
-            Err(e) => vec![Err(e)],
+            Ok(statements) => self.execute_simple_to(&statements, out),
+            Err(e) => {
+                let _ = out.done(Err(e));
+            }
         }
     }
 
@@ -421,6 +591,7 @@ impl Session {
         stmt: &Statement,
         hints: &[SqlType],
         decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
+        out: &mut dyn Output,
     ) -> Result<Outcome> {
         if self.copy.is_some() {
             return Err(SqlError::new("08P01", "a COPY is in progress"));
@@ -433,16 +604,16 @@ impl Session {
             return Err(SqlError::in_failed_transaction());
         }
         let r = match stmt {
-            Statement::Sql(ast) => self.execute_sql(key, protocol, ast, hints, decode),
+            Statement::Sql(ast) => self.execute_sql(key, protocol, ast, hints, decode, out),
             other => {
                 decode(&[])?;
-                self.execute_utility(other)
+                self.execute_utility(other, out)
             }
         };
         r.map_err(|e| self.fail(e))
     }
 
-    fn execute_utility(&mut self, stmt: &Statement) -> Result<Outcome> {
+    fn execute_utility(&mut self, stmt: &Statement, out: &mut dyn Output) -> Result<Outcome> {
         match stmt {
             Statement::Sql(_) => Err(SqlError::new("XX000", "SQL reached the utility executor")),
             Statement::PrepareTransaction(gid) => self.prepare_transaction(gid),
@@ -455,7 +626,7 @@ impl Session {
                 Ok(command("CHECKPOINT"))
             }
             Statement::Vacuum(v) => self.vacuum(v),
-            Statement::Copy(c) => self.copy_start(c),
+            Statement::Copy(c) => self.copy_start(c, out),
             Statement::Role(r) => self.role(r),
         }
     }
@@ -486,6 +657,7 @@ impl Session {
         ast: &sqlparser::ast::Statement,
         hints: &[SqlType],
         decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
+        out: &mut dyn Output,
     ) -> Result<Outcome> {
         if bind::is_transaction_control(ast) {
             decode(&[])?;
@@ -499,16 +671,20 @@ impl Session {
         if let State::Block(tx) = &self.state {
             let bound = cached_bind(&mut self.plans, &self.db, key, ast, hints, tx)?;
             let params = decode(&bound.params)?;
-            let out = run(
+            let statement = exec::Statement {
+                plan: &bound.plan,
+                columns: &bound.out,
+                params: &params,
+            };
+            return run(
                 &self.db,
                 tx,
                 &mut self.settings,
-                &self.interrupt,
+                &self.backend,
                 &self.sequences,
-                &bound.plan,
-                &params,
-            )?;
-            return Ok(with_columns(out, &bound.out));
+                &statement,
+                out,
+            );
         }
         // Outside a block, the statement is its own transaction; in the extended protocol a
         // write's transaction lasts to the next Sync, as PostgreSQL's implicit block does
@@ -526,17 +702,22 @@ impl Session {
                 ));
             }
             let params = decode(&bound.params)?;
-            let out = run(
+            let statement = exec::Statement {
+                plan: &bound.plan,
+                columns: &bound.out,
+                params: &params,
+            };
+            let done = run(
                 &self.db,
                 &tx,
                 &mut self.settings,
-                &self.interrupt,
+                &self.backend,
                 &self.sequences,
-                &bound.plan,
-                &params,
+                &statement,
+                out,
             )?;
             until_sync = protocol == Protocol::Extended && !bound.plan.is_read_only();
-            Ok(with_columns(out, &bound.out))
+            Ok(done)
         });
         match r {
             Ok(out) if until_sync => {
@@ -647,11 +828,19 @@ impl Session {
         Ok(out)
     }
 
+    /// The statements of one simple-query message, each statement's rows collected
+    /// ([`Session::execute_simple_to`]).
+    pub fn execute_simple(&mut self, statements: &[Statement]) -> Vec<Result<Outcome>> {
+        let mut out = Collect::default();
+        self.execute_simple_to(statements, &mut out);
+        out.results
+    }
+
     /// The statements of one simple-query message, as PostgreSQL runs them: outside a block,
     /// several statements form one implicit transaction (all or nothing), unless they
-    /// contain their own BEGIN/COMMIT. The first error ends the message.
-    pub fn execute_simple(&mut self, statements: &[Statement]) -> Vec<Result<Outcome>> {
-        let mut out = Vec::with_capacity(statements.len());
+    /// contain their own BEGIN/COMMIT. The first error ends the message. Each statement's
+    /// results go to `out`, then its end.
+    pub fn execute_simple_to(&mut self, statements: &[Statement], out: &mut dyn Output) {
         for (i, stmt) in statements.iter().enumerate() {
             let more_follow = i + 1 < statements.len();
             if more_follow && matches!(self.state, State::Idle) {
@@ -661,28 +850,32 @@ impl Session {
                         self.implicit = true;
                     }
                     Err(e) => {
-                        out.push(Err(e.into()));
-                        return out;
+                        let _ = out.done(Err(e.into()));
+                        return;
                     }
                 }
             }
-            let r = self.execute(stmt, &[], &[]);
+            let r = self.execute_to(stmt, &[], &[], out);
             let stop =
                 r.is_err() || matches!(&r, Ok(o) if matches!(o.kind, OutcomeKind::CopyIn { .. }));
-            out.push(r);
+            // An output that failed (the client left) ends the message as an error would.
+            let stop = out.done(r).is_err() || stop;
             if stop {
-                return out;
+                if self.implicit && self.copy.is_none() {
+                    let e = SqlError::new("08006", "the client connection failed");
+                    self.fail(e);
+                }
+                return;
             }
         }
         if self.implicit {
             self.implicit = false;
             if let State::Block(tx) = std::mem::replace(&mut self.state, State::Idle) {
                 if let Err(e) = tx.commit() {
-                    out.push(Err(e.into()));
+                    let _ = out.done(Err(e.into()));
                 }
             }
         }
-        out
     }
 
     /// Reports an error found outside [`Session::execute`] (a parameter that does not
@@ -746,16 +939,6 @@ fn with_tx<T>(
             r
         }
     }
-}
-
-/// RETURNING's rows get the statement's output columns (the executor leaves them empty).
-fn with_columns(mut out: Outcome, bound: &OutColumns) -> Outcome {
-    if let OutcomeKind::Rows { columns, .. } = &mut out.kind {
-        if columns.is_empty() {
-            *columns = Arc::clone(bound);
-        }
-    }
-    out
 }
 
 /// `ast` bound in `tx`: the plan kept under `key` if it is still valid, else a new one (kept

@@ -19,6 +19,9 @@ pub struct Settings {
     config: Config,
     /// The settings of the server the session runs in, by name, as it shows them.
     server_level: Arc<[(&'static str, String)]>,
+    /// How many times a parameter was set or reset: a caller that keeps values it showed
+    /// (the server's ParameterStatus) looks again only when this moved.
+    changes: u64,
 }
 
 /// Session parameters, their defaults, and whether SET may change them.
@@ -45,7 +48,21 @@ const SESSION_PARAMETERS: &[(&str, &str, bool)] = &[
     ("statement_timeout", "0", true),
     ("timezone", "UTC", true),
     ("transaction_isolation", "read committed", false),
+    ("work_mem", "4MB", true),
 ];
+
+/// PostgreSQL's bounds on `work_mem`, in kB: 64kB to `MAX_KILOBYTES` (INT_MAX).
+const WORK_MEM_KB: std::ops::RangeInclusive<u64> = 64..=2_147_483_647;
+
+/// A memory parameter's value in bytes: a number alone is in kB, as PostgreSQL's memory
+/// parameters are; else a number with its unit.
+fn memory_bytes(value: &str) -> Option<u64> {
+    let v = value.trim();
+    if v.bytes().all(|b| b.is_ascii_digit()) {
+        return v.parse::<u64>().ok()?.checked_mul(1024);
+    }
+    quire_engine::config::parse_bytes(v).ok()
+}
 
 fn format_bytes(b: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "kB")];
@@ -68,6 +85,7 @@ impl Settings {
             session: BTreeMap::new(),
             config,
             server_level: Arc::new([]),
+            changes: 0,
         }
     }
 
@@ -143,6 +161,12 @@ impl Settings {
             .map(|(_, v)| v)
     }
 
+    /// `work_mem` in bytes: the memory a query step may use before it spills to a temp file.
+    pub fn work_mem_bytes(&self) -> u64 {
+        let value = self.show("work_mem").unwrap_or_default();
+        memory_bytes(&value).unwrap_or(4 << 20)
+    }
+
     /// `statement_timeout`, if set (zero is none).
     pub fn statement_timeout(&self) -> Option<Duration> {
         self.duration("statement_timeout")
@@ -176,7 +200,13 @@ impl Settings {
         v
     }
 
+    /// How many times a parameter was set or reset in this session.
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
     pub(super) fn set(&mut self, name: &str, value: Option<String>) -> Result<()> {
+        self.changes += 1;
         let name = name.to_lowercase();
         if name == "all" && value.is_none() {
             self.session.clear();
@@ -227,6 +257,23 @@ fn check_session_value(name: &str, value: &str) -> Result<()> {
         "datestyle" => v.starts_with("iso"),
         "statement_timeout" | "idle_in_transaction_session_timeout" | "idle_session_timeout" => {
             quire_engine::config::parse_millis(value).is_ok()
+        }
+        "work_mem" => {
+            return match memory_bytes(value) {
+                Some(b) if WORK_MEM_KB.contains(&(b / 1024)) => Ok(()),
+                Some(b) => Err(SqlError::new(
+                    "22023",
+                    format!(
+                        "{} kB is outside the valid range for parameter \"work_mem\" (64 .. 2147483647)",
+                        b / 1024
+                    ),
+                )),
+                None => Err(SqlError::new(
+                    "22023",
+                    format!("invalid value for parameter \"work_mem\": \"{value}\""),
+                )
+                .with_detail("Valid units for this parameter are \"B\", \"kB\", \"MB\", \"GB\", and \"TB\".")),
+            }
         }
         _ => true,
     };

@@ -1,7 +1,6 @@
-//! Cancel requests and statement timeouts. Every session registers its
-//! [`Interrupt`] under the process id and secret key its client received at startup; a
-//! CancelRequest (on a connection of its own) that names both stops that session's running
-//! statement. A watchdog thread stops statements past their `statement_timeout`.
+//! The statement-timeout watchdog: a thread that stops statements past their
+//! `statement_timeout` (cancel requests themselves go through the registry of sessions,
+//! `quire_sql::Backends`).
 //!
 //! ## The watchdog's rule
 //! It sleeps until the earliest deadline it knows of, and without one until it is told of
@@ -18,25 +17,16 @@
 //! cannot miss it: the watchdog forgets its deadline before it looks, and a statement that
 //! read the old deadline had registered itself (under its session's lock) before.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use pgwire::messages::startup::SecretKey;
 use quire_engine::Database;
-use quire_sql::{Alarm, Interrupt};
-
-/// The running sessions by process id.
-#[derive(Default)]
-pub(crate) struct Registry {
-    sessions: Mutex<HashMap<i32, (SecretKey, Arc<Interrupt>)>>,
-    watchdog: Arc<Watchdog>,
-}
+use quire_sql::{Alarm, Backends};
 
 /// What the watchdog sleeps for.
-struct Watchdog {
+pub(crate) struct Watchdog {
     state: Mutex<WatchdogState>,
     wake: Condvar,
     /// `state.next` in nanoseconds since `origin` (`NO_DEADLINE` for none), written under
@@ -99,13 +89,39 @@ impl Watchdog {
         }
     }
 
-    fn stop(&self) {
+    /// Ends the watchdog thread.
+    pub(crate) fn stop(&self) {
         self.lock().stop = true;
         self.wake.notify_all();
     }
 
     fn nanos(&self, t: Instant) -> u64 {
         u64::try_from(t.saturating_duration_since(self.origin).as_nanos()).unwrap_or(u64::MAX - 1)
+    }
+
+    /// Starts the watchdog's thread over the sessions of `backends`; it ends at
+    /// [`Watchdog::stop`].
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        db: Arc<Database>,
+        backends: Arc<Backends>,
+    ) -> std::io::Result<JoinHandle<()>> {
+        let watchdog = Arc::clone(self);
+        std::thread::Builder::new()
+            .name("quire-watchdog".into())
+            .spawn(move || {
+                while watchdog.sleep() {
+                    let now = Instant::now();
+                    let still_to_come = backends
+                        .all()
+                        .iter()
+                        .filter_map(|b| b.interrupt().check_deadline(&db, now))
+                        .min();
+                    if let Some(d) = still_to_come {
+                        watchdog.wake_by(d);
+                    }
+                }
+            })
     }
 }
 
@@ -122,71 +138,5 @@ impl Alarm for Watchdog {
             drop(state);
             self.wake.notify_all();
         }
-    }
-}
-
-impl Registry {
-    pub(crate) fn register(&self, pid: i32, key: SecretKey, interrupt: Arc<Interrupt>) {
-        interrupt.set_alarm(Arc::clone(&self.watchdog) as Arc<dyn Alarm>);
-        self.lock().insert(pid, (key, interrupt));
-    }
-
-    pub(crate) fn deregister(&self, pid: i32) {
-        self.lock().remove(&pid);
-    }
-
-    /// A CancelRequest: stops the statement of session `pid` if `key` is its secret (by
-    /// value: the request's connection may decode a 4-byte key in another form).
-    /// Returns whether a statement was stopped.
-    pub(crate) fn cancel(&self, db: &Database, pid: i32, key: &SecretKey) -> bool {
-        let target = self
-            .lock()
-            .get(&pid)
-            .filter(|(k, _)| k.eq_value(key))
-            .map(|(_, i)| Arc::clone(i));
-        target.is_some_and(|i| i.cancel(db))
-    }
-
-    /// Stops every running statement (shutdown, the engine's failed state): PostgreSQL's
-    /// fast shutdown, where each backend stops at its next interrupt check. Returns how
-    /// many statements were stopped.
-    pub(crate) fn cancel_all(&self, db: &Database) -> usize {
-        let interrupts: Vec<Arc<Interrupt>> =
-            self.lock().values().map(|(_, i)| Arc::clone(i)).collect();
-        interrupts.into_iter().filter(|i| i.cancel(db)).count()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i32, (SecretKey, Arc<Interrupt>)>> {
-        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Starts the statement-timeout watchdog (see the module header); it ends at
-    /// [`Registry::stop_watchdog`].
-    pub(crate) fn watchdog(self: &Arc<Self>, db: Arc<Database>) -> std::io::Result<JoinHandle<()>> {
-        let registry = Arc::clone(self);
-        std::thread::Builder::new()
-            .name("quire-watchdog".into())
-            .spawn(move || {
-                while registry.watchdog.sleep() {
-                    let now = Instant::now();
-                    let interrupts: Vec<Arc<Interrupt>> = registry
-                        .lock()
-                        .values()
-                        .map(|(_, i)| Arc::clone(i))
-                        .collect();
-                    let still_to_come = interrupts
-                        .iter()
-                        .filter_map(|i| i.check_deadline(&db, now))
-                        .min();
-                    if let Some(d) = still_to_come {
-                        registry.watchdog.wake_by(d);
-                    }
-                }
-            })
-    }
-
-    /// Ends the watchdog thread.
-    pub(crate) fn stop_watchdog(&self) {
-        self.watchdog.stop();
     }
 }
