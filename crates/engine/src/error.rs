@@ -149,6 +149,11 @@ pub enum Error {
     #[error("could not obtain {what}")]
     LockNotAvailable { what: String },
 
+    /// A lock wait longer than the transaction's `lock_timeout` (PostgreSQL's message; what
+    /// was waited for is in `what`, for the log).
+    #[error("canceling statement due to lock timeout")]
+    LockTimeout { what: String },
+
     /// A lock wait ended by [`crate::Database::cancel_lock_wait`] (a client's cancel request
     /// or a statement timeout).
     #[error("canceling statement while waiting for {what}")]
@@ -272,7 +277,7 @@ impl Error {
             Error::Config { .. } | Error::InvalidParameter { .. } => "22023",
             Error::SerializationFailure { .. } => "40001",
             Error::Deadlock { .. } => "40P01",
-            Error::LockNotAvailable { .. } => "55P03",
+            Error::LockNotAvailable { .. } | Error::LockTimeout { .. } => "55P03",
             Error::QueryCanceled { .. } => "57014",
             Error::NotInPrerequisiteState { .. } => "55000",
             Error::InFailedTransaction => "25P02",

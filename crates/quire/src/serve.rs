@@ -59,7 +59,9 @@ fn apply(config: &mut ServerConfig, name: &str, value: &str) -> anyhow::Result<(
             // PostgreSQL's unit for it is seconds.
             let v = value.trim();
             let ms = if v.bytes().all(|b| b.is_ascii_digit()) {
-                v.parse::<u64>().map(|s| s.saturating_mul(1000)).map_err(|e| e.to_string())
+                v.parse::<u64>()
+                    .map(|s| s.saturating_mul(1000))
+                    .map_err(|e| e.to_string())
             } else {
                 quire_engine::config::parse_millis(v)
             };

@@ -32,8 +32,8 @@ use std::time::Instant;
 
 use quire_engine::{Database, Value};
 use quire_sql::{
-    Description, IdleLimit, OutColumns, Outcome, OutcomeKind, Output, Session, SqlError, SqlType,
-    Spool, Statement, TxStatus,
+    Description, IdleLimit, OutColumns, Outcome, OutcomeKind, Output, Session, Spool, SqlError,
+    SqlType, Statement, TxStatus,
 };
 
 use crate::protocol::backend::{self, Notice};
@@ -70,7 +70,7 @@ struct Prepared {
     hints: Vec<SqlType>,
     /// The statement described at its last use, and the catalog generation then: a Bind
     /// while no definition changed needs no new description.
-    described: Mutex<Option<(u64, Description)>>,
+    described: Mutex<Option<(u64, Arc<Description>)>>,
 }
 
 /// What a portal has done so far.
@@ -78,7 +78,10 @@ enum Progress {
     Ready,
     /// Run with a row limit: the rows not sent yet, and the command tag to report once they
     /// are all sent.
-    Suspended { rest: Spool, tag: String },
+    Suspended {
+        rest: Spool,
+        tag: String,
+    },
     Done,
 }
 
@@ -87,9 +90,9 @@ struct Portal {
     statement: Arc<Prepared>,
     params: Vec<Option<Vec<u8>>>,
     param_formats: Vec<Format>,
-    /// One per result column (checked at Bind).
-    binary: Vec<bool>,
-    description: Description,
+    /// Bind's result format codes: none, one for all, or one per column (checked).
+    formats: Vec<Format>,
+    description: Arc<Description>,
     progress: Progress,
 }
 
@@ -199,7 +202,11 @@ impl Conn {
         self.ready_for_query();
         let end = self.message_loop();
         if let End::Fatal(e) = end {
-            tracing::debug!(sqlstate = e.sqlstate(), message = e.message(), "connection ends");
+            tracing::debug!(
+                sqlstate = e.sqlstate(),
+                message = e.message(),
+                "connection ends"
+            );
             send_error(&mut self.io.out, "FATAL", &e);
         }
         self.io.close();
@@ -245,6 +252,10 @@ impl Conn {
         send_error(&mut self.io.out, "ERROR", &f.error);
         if matches!(tag, b'P' | b'B' | b'D' | b'E' | b'C' | b'H') {
             self.skip_until_sync = true;
+        } else if tag != b'S' {
+            // A simple query (or another message outside the extended protocol) ends
+            // with ReadyForQuery after its error, as in PostgreSQL.
+            self.ready_for_query();
         }
         None
     }
@@ -316,12 +327,12 @@ impl Conn {
             Message::Sync => self.sync(),
             // Outside COPY: the tail of a COPY that failed; PostgreSQL ignores these too.
             Message::CopyData(_) | Message::CopyDone | Message::CopyFail(_) => Ok(()),
-            Message::FunctionCall => Err(SqlError::new(
-                "0A000",
-                "fast-path function calls are not supported",
-            )
-            .into()),
-            Message::Password(_) => Err(ProtocolError::fatal("invalid frontend message type 112").into()),
+            Message::FunctionCall => {
+                Err(SqlError::new("0A000", "fast-path function calls are not supported").into())
+            }
+            Message::Password(_) => {
+                Err(ProtocolError::fatal("invalid frontend message type 112").into())
+            }
             Message::Terminate => Ok(()),
         }
     }
@@ -332,7 +343,7 @@ impl Conn {
         self.statements.remove("");
         let mut out = SimpleOutput {
             io: &mut self.io,
-            types: Vec::new(),
+            columns: Arc::new([]),
             statements: 0,
             copy_in: None,
             fatal: None,
@@ -340,7 +351,10 @@ impl Conn {
         self.session.execute_query_to(sql, &mut out);
         let (statements, copy_in, fatal) = (out.statements, out.copy_in, out.fatal);
         if let Some(e) = fatal {
-            return Err(Failure { fatal: true, error: e });
+            return Err(Failure {
+                fatal: true,
+                error: e,
+            });
         }
         if statements == 0 {
             backend::empty_query_response(&mut self.io.out);
@@ -396,22 +410,22 @@ impl Conn {
     }
 
     /// The description of `p`, kept while no definition changes.
-    fn description(&mut self, p: &Prepared) -> Result<Description, SqlError> {
+    fn description(&mut self, p: &Prepared) -> Result<Arc<Description>, SqlError> {
         let Some(stmt) = &p.stmt else {
-            return Ok(Description {
+            return Ok(Arc::new(Description {
                 params: Vec::new(),
                 columns: Arc::new([]),
-            });
+            }));
         };
         let generation = self.db.catalog_generation();
         let mut kept = p.described.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((g, d)) = kept.as_ref() {
             if *g == generation {
-                return Ok(d.clone());
+                return Ok(Arc::clone(d));
             }
         }
-        let d = self.session.describe(&p.text, stmt, &p.hints)?;
-        *kept = Some((generation, d.clone()));
+        let d = Arc::new(self.session.describe(&p.text, stmt, &p.hints)?);
+        *kept = Some((generation, Arc::clone(&d)));
         Ok(d)
     }
 
@@ -425,11 +439,9 @@ impl Conn {
             .into());
         };
         if !b.portal.is_empty() && self.portals.contains_key(&b.portal) {
-            return Err(SqlError::new(
-                "42P03",
-                format!("portal \"{}\" already exists", b.portal),
-            )
-            .into());
+            return Err(
+                SqlError::new("42P03", format!("portal \"{}\" already exists", b.portal)).into(),
+            );
         }
         if self.session.status() == TxStatus::Failed
             && !statement.stmt.as_ref().is_some_and(|s| s.ends_block())
@@ -449,12 +461,12 @@ impl Conn {
             )
             .into());
         }
-        let binary = result_formats(&b.result_formats, description.columns.len())?;
+        check_result_formats(&b.result_formats, description.columns.len())?;
         let portal = Portal {
             statement,
             params: b.params,
             param_formats: b.param_formats,
-            binary,
+            formats: b.result_formats,
             description,
             progress: Progress::Ready,
         };
@@ -477,13 +489,13 @@ impl Conn {
                 let d = self.description(&p)?;
                 let oids: Vec<u32> = d.params.iter().map(|t| t.oid()).collect();
                 backend::parameter_description(&mut self.io.out, &oids);
-                row_description(&mut self.io.out, &d.columns, &vec![false; d.columns.len()]);
+                row_description(&mut self.io.out, &d.columns, &[]);
             }
             Target::Portal => {
                 let Some(p) = self.portals.get(name) else {
                     return Err(no_portal(name).into());
                 };
-                row_description(&mut self.io.out, &p.description.columns, &p.binary);
+                row_description(&mut self.io.out, &p.description.columns, &p.formats);
             }
         }
         Ok(())
@@ -520,21 +532,17 @@ impl Conn {
         let mut out = PortalOutput {
             io: &mut self.io,
             db: &self.db,
-            types: Vec::new(),
-            binary: &portal.binary,
+            columns: &portal.description.columns,
+            formats: &portal.formats,
             limit: u64::from(max_rows),
             sent: 0,
             rest: None,
             work_mem: self.session.settings().work_mem_bytes(),
         };
         let decode = |types: &[SqlType]| decode_params(&params, &formats, types);
-        let r = self.session.execute_with(
-            &statement.text,
-            &stmt,
-            &statement.hints,
-            &decode,
-            &mut out,
-        );
+        let r =
+            self.session
+                .execute_with(&statement.text, &stmt, &statement.hints, &decode, &mut out);
         let (sent, rest) = (out.sent, out.rest.take());
         let outcome = r?;
         self.finish_execute(name, outcome, max_rows > 0, sent, rest)
@@ -581,19 +589,24 @@ impl Conn {
     }
 
     /// A suspended portal's next Execute: rows from its spool.
-    fn resume(&mut self, name: &str, mut rest: Spool, tag: String, max_rows: u32) -> Result<(), Failure> {
+    fn resume(
+        &mut self,
+        name: &str,
+        mut rest: Spool,
+        tag: String,
+        max_rows: u32,
+    ) -> Result<(), Failure> {
         let Some(portal) = self.portals.get(name) else {
             return Err(no_portal(name).into());
         };
-        let types: Vec<SqlType> = portal.description.columns.iter().map(|c| c.ty).collect();
-        let binary = portal.binary.clone();
+        let (columns, formats) = (&portal.description.columns, &portal.formats);
         let mut sent = 0u64;
         // Bounded by the spool's rows and the limit.
         while max_rows == 0 || sent < u64::from(max_rows) {
             let Some(row) = rest.pop()? else {
                 break;
             };
-            wire::encode_row(&mut self.io.out, &row, &types, |i| binary[i])?;
+            wire::encode_row(&mut self.io.out, &row, columns, |i| is_binary(formats, i))?;
             self.io.flush_if_full().map_err(|e| connection_lost(&e))?;
             sent += 1;
         }
@@ -631,9 +644,18 @@ impl Conn {
         let result = loop {
             let (tag, len) = match self.next_frame() {
                 Ok(Some(frame)) => frame,
-                Ok(None) => return Err(SqlError::new("08006", "the client left during COPY").into()),
-                Err(End::Fatal(e)) => return Err(Failure { fatal: true, error: e }),
-                Err(End::Client) => return Err(SqlError::new("08006", "the client left during COPY").into()),
+                Ok(None) => {
+                    return Err(SqlError::new("08006", "the client left during COPY").into())
+                }
+                Err(End::Fatal(e)) => {
+                    return Err(Failure {
+                        fatal: true,
+                        error: e,
+                    })
+                }
+                Err(End::Client) => {
+                    return Err(SqlError::new("08006", "the client left during COPY").into())
+                }
             };
             let decoded = frontend::decode(tag, &self.io.buffered()[5..5 + len]);
             self.io.consume(5 + len);
@@ -741,9 +763,9 @@ fn select_tag(tag: &str, sent: u64) -> String {
     }
 }
 
-/// Whether each of `columns` result columns goes out in binary, as Bind's result format
-/// codes say: none (all text), one for all, or one per column (else PostgreSQL's 08P01).
-fn result_formats(formats: &[Format], columns: usize) -> Result<Vec<bool>, SqlError> {
+/// Bind's result format codes must be none (all text), one for all, or one per column
+/// (else PostgreSQL's 08P01).
+fn check_result_formats(formats: &[Format], columns: usize) -> Result<(), SqlError> {
     if formats.len() > 1 && formats.len() != columns {
         return Err(SqlError::new(
             "08P01",
@@ -753,9 +775,12 @@ fn result_formats(formats: &[Format], columns: usize) -> Result<Vec<bool>, SqlEr
             ),
         ));
     }
-    Ok((0..columns)
-        .map(|i| frontend::formats_for(formats, i) == Format::Binary)
-        .collect())
+    Ok(())
+}
+
+/// Whether result column `i` goes out in binary under `formats` (checked at Bind).
+fn is_binary(formats: &[Format], i: usize) -> bool {
+    frontend::formats_for(formats, i) == Format::Binary
 }
 
 /// A portal's parameter values from their bytes, once binding has given their types.
@@ -784,22 +809,23 @@ fn decode_params(
         .collect()
 }
 
-fn row_description(out: &mut Vec<u8>, columns: &OutColumns, binary: &[bool]) {
+/// RowDescription of `columns` in `formats` (none: all text), or NoData for none.
+fn row_description(out: &mut Vec<u8>, columns: &OutColumns, formats: &[Format]) {
     if columns.is_empty() {
         backend::no_data(out);
         return;
     }
     let fields: Vec<backend::Field<'_>> = columns
         .iter()
-        .zip(binary)
-        .map(|(c, &binary)| backend::Field {
+        .enumerate()
+        .map(|(i, c)| backend::Field {
             name: &c.name,
             table_oid: 0,
             column: 0,
             type_oid: c.ty.oid(),
             type_size: wire::type_size(c.ty),
             type_modifier: wire::type_modifier(c.ty),
-            binary,
+            binary: is_binary(formats, i),
         })
         .collect();
     backend::row_description(out, &fields);
@@ -842,7 +868,7 @@ fn send_notices(out: &mut Vec<u8>, notices: &[String]) {
 /// error) per statement.
 struct SimpleOutput<'a> {
     io: &'a mut Transport,
-    types: Vec<SqlType>,
+    columns: OutColumns,
     statements: usize,
     /// A COPY FROM STDIN started (its columns): the client sends its data next.
     copy_in: Option<usize>,
@@ -852,13 +878,13 @@ struct SimpleOutput<'a> {
 
 impl Output for SimpleOutput<'_> {
     fn rows(&mut self, columns: &OutColumns) -> quire_sql::Result<()> {
-        self.types = columns.iter().map(|c| c.ty).collect();
-        row_description(&mut self.io.out, columns, &vec![false; columns.len()]);
+        self.columns = Arc::clone(columns);
+        row_description(&mut self.io.out, columns, &[]);
         Ok(())
     }
 
     fn row(&mut self, row: &[Value]) -> quire_sql::Result<()> {
-        wire::encode_row(&mut self.io.out, row, &self.types, |_| false)?;
+        wire::encode_row(&mut self.io.out, row, &self.columns, |_| false)?;
         self.io.flush_if_full().map_err(|e| connection_lost(&e))
     }
 
@@ -902,8 +928,10 @@ impl Output for SimpleOutput<'_> {
 struct PortalOutput<'a> {
     io: &'a mut Transport,
     db: &'a Database,
-    types: Vec<SqlType>,
-    binary: &'a [bool],
+    /// The columns the portal was described with; a statement's own (RETURNING of a
+    /// statement described before a definition changed) replace them at [`Output::rows`].
+    columns: &'a OutColumns,
+    formats: &'a [Format],
     limit: u64,
     sent: u64,
     rest: Option<Spool>,
@@ -912,20 +940,27 @@ struct PortalOutput<'a> {
 
 impl Output for PortalOutput<'_> {
     fn rows(&mut self, columns: &OutColumns) -> quire_sql::Result<()> {
-        self.types = columns.iter().map(|c| c.ty).collect();
+        if columns.len() != self.columns.len() {
+            return Err(SqlError::new(
+                "0A000",
+                "cached plan must not change result type",
+            ));
+        }
         Ok(())
     }
 
     fn row(&mut self, row: &[Value]) -> quire_sql::Result<()> {
         if self.limit > 0 && self.sent >= self.limit {
-            let columns = self.types.len();
+            let columns = self.columns.len();
             let work_mem = self.work_mem;
-            let rest = self.rest.get_or_insert_with(|| Spool::new(columns, work_mem));
+            let rest = self
+                .rest
+                .get_or_insert_with(|| Spool::new(columns, work_mem));
             return rest.push(self.db, row);
         }
-        let binary = self.binary;
-        wire::encode_row(&mut self.io.out, row, &self.types, |i| {
-            binary.get(i).copied().unwrap_or(false)
+        let formats = self.formats;
+        wire::encode_row(&mut self.io.out, row, self.columns, |i| {
+            is_binary(formats, i)
         })?;
         self.sent += 1;
         self.io.flush_if_full().map_err(|e| connection_lost(&e))

@@ -72,6 +72,8 @@
 
 mod affinity;
 mod conn;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hba;
 pub mod protocol;
 mod scram;
@@ -526,7 +528,9 @@ fn descriptors_left(engine: &Config) -> usize {
     /// files, temp files), PostgreSQL's NUM_RESERVED_FDS and a margin.
     const ENGINE_RESERVED_FDS: usize = 64;
     let soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-        .map_or(1024, |(soft, _)| usize::try_from(soft).unwrap_or(usize::MAX));
+        .map_or(1024, |(soft, _)| {
+            usize::try_from(soft).unwrap_or(usize::MAX)
+        });
     soft.saturating_sub(engine.max_files_per_process + ENGINE_RESERVED_FDS)
 }
 
@@ -544,9 +548,9 @@ struct Endpoint {
 /// The TLS acceptor of a PEM certificate chain and private key (rustls with ring). A key
 /// file that others may read refuses the start, as PostgreSQL's `check_ssl_key_file_permissions`.
 fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, ServerError> {
-    use tokio_rustls::rustls;
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use tokio_rustls::rustls;
     let read = |p: &Path| {
         std::fs::read(p).map_err(|e| ServerError::Tls(format!("cannot read {}: {e}", p.display())))
     };
@@ -580,8 +584,12 @@ fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, ServerError> {
 /// for group or others (0600 or stricter), or owned by root with group read at most (0640).
 fn check_key_permissions(key: &Path) -> Result<(), ServerError> {
     use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(key)
-        .map_err(|e| ServerError::Tls(format!("could not access private key file \"{}\": {e}", key.display())))?;
+    let meta = std::fs::metadata(key).map_err(|e| {
+        ServerError::Tls(format!(
+            "could not access private key file \"{}\": {e}",
+            key.display()
+        ))
+    })?;
     if !meta.is_file() {
         return Err(ServerError::Tls(format!(
             "private key file \"{}\" is not a regular file",
@@ -643,9 +651,9 @@ impl Slots {
             });
         match taken {
             Ok(_) => Ok(Slot(Arc::clone(&self.count))),
-            Err(n) if n < self.max => {
-                Err("remaining connection slots are reserved for roles with the SUPERUSER attribute")
-            }
+            Err(n) if n < self.max => Err(
+                "remaining connection slots are reserved for roles with the SUPERUSER attribute",
+            ),
             Err(_) => Err("sorry, too many clients already"),
         }
     }
@@ -795,7 +803,10 @@ async fn serve(
     };
     shared.starting.abort_all();
     let threads = {
-        let mut t = shared.threads.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut t = shared
+            .threads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         t.closed = true;
         std::mem::take(&mut t.list)
     };

@@ -65,12 +65,14 @@ pub(crate) fn first(
     let text = std::str::from_utf8(message).map_err(|_| malformed("not UTF-8"))?;
     let (gs2_header, bare) = split_gs2(text)?;
     let attrs = attributes(bare)?;
-    if attrs.first().map(|(k, _)| *k) != Some('n') || attrs.get(1).map(|(k, _)| *k) != Some('r')
-    {
+    if attrs.first().map(|(k, _)| *k) != Some('n') || attrs.get(1).map(|(k, _)| *k) != Some('r') {
         return Err(malformed("expected the user name and nonce attributes"));
     }
     let client_nonce = attrs[1].1;
-    if client_nonce.is_empty() || !client_nonce.bytes().all(|b| b.is_ascii_graphic() && b != b',')
+    if client_nonce.is_empty()
+        || !client_nonce
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b',')
     {
         return Err(malformed("invalid nonce"));
     }
@@ -94,11 +96,9 @@ pub(crate) fn first(
 fn split_gs2(text: &str) -> Result<(&str, &str), ProtocolError> {
     match text.as_bytes().first() {
         Some(b'n' | b'y') => {}
-        Some(b'p') => {
-            return Err(ProtocolError::fatal(
-                "channel binding is not supported by this server (SCRAM-SHA-256-PLUS is not offered)",
-            ))
-        }
+        Some(b'p') => return Err(ProtocolError::fatal(
+            "channel binding is not supported by this server (SCRAM-SHA-256-PLUS is not offered)",
+        )),
         _ => return Err(malformed("unexpected channel-binding flag")),
     }
     if text.as_bytes().get(1) != Some(&b',') {
@@ -107,7 +107,9 @@ fn split_gs2(text: &str) -> Result<(&str, &str), ProtocolError> {
     // An authorization identity (`a=`) is not supported, as in PostgreSQL.
     let rest = &text[2..];
     let Some(rest) = rest.strip_prefix(',') else {
-        return Err(malformed("client uses authorization identity, which is not supported"));
+        return Err(malformed(
+            "client uses authorization identity, which is not supported",
+        ));
     };
     Ok((&text[..3], rest))
 }
@@ -148,9 +150,7 @@ impl Exchange {
         if last_key != 'p' || attrs.len() < 3 {
             return Err(malformed("expected the proof attribute last"));
         }
-        let proof = B64
-            .decode(proof)
-            .map_err(|_| malformed("invalid proof"))?;
+        let proof = B64.decode(proof).map_err(|_| malformed("invalid proof"))?;
         let Ok(proof) = <[u8; 32]>::try_from(proof) else {
             return Err(malformed("invalid proof length"));
         };
@@ -194,7 +194,14 @@ mod tests {
     use super::*;
 
     /// The client's side of the exchange, as libpq computes it.
-    fn client_final(password: &str, salt: &[u8], iterations: u32, first_bare: &str, server_first: &str, nonce: &str) -> String {
+    fn client_final(
+        password: &str,
+        salt: &[u8],
+        iterations: u32,
+        first_bare: &str,
+        server_first: &str,
+        nonce: &str,
+    ) -> String {
         let v = ScramVerifier::from_password(password, salt, iterations);
         // SaltedPassword is not kept in the verifier: recompute it as the client does.
         let mut salted = [0u8; 32];
@@ -209,7 +216,11 @@ mod tests {
         let without_proof = format!("c=biws,r={nonce}");
         let auth = format!("{first_bare},{server_first},{without_proof}");
         let signature = hmac_sha256(&v.stored_key, auth.as_bytes());
-        let proof: Vec<u8> = client_key.iter().zip(&signature).map(|(a, b)| a ^ b).collect();
+        let proof: Vec<u8> = client_key
+            .iter()
+            .zip(&signature)
+            .map(|(a, b)| a ^ b)
+            .collect();
         format!("{without_proof},p={}", B64.encode(proof))
     }
 
@@ -224,7 +235,10 @@ mod tests {
 
     #[test]
     fn the_right_password_verifies_and_a_wrong_one_is_refused() {
-        assert!(matches!(exchange("secret", "secret"), Ok(Verdict::Verified(_))));
+        assert!(matches!(
+            exchange("secret", "secret"),
+            Ok(Verdict::Verified(_))
+        ));
         assert_eq!(exchange("secret", "guess"), Ok(Verdict::Refused));
     }
 
@@ -232,12 +246,24 @@ mod tests {
     fn malformed_messages_are_08p01_never_a_panic() {
         let v = || ScramVerifier::from_password("x", b"salt", 4096);
         let r = [1u8; SERVER_NONCE_BYTES];
-        for bad in [&b""[..], b"n", b"n,", b"x,,n=,r=a", b"n,a=x,n=,r=a", b"n,,r=a", b"n,,n=,r=", b"\xff"] {
+        for bad in [
+            &b""[..],
+            b"n",
+            b"n,",
+            b"x,,n=,r=a",
+            b"n,a=x,n=,r=a",
+            b"n,,r=a",
+            b"n,,n=,r=",
+            b"\xff",
+        ] {
             let e = first(v(), bad, &r).unwrap_err();
             assert_eq!(e.sqlstate, "08P01", "{bad:?}");
         }
         assert!(first(v(), b"p=tls-server-end-point,,n=,r=a", &r).is_err());
         let (_, ex) = first(v(), b"n,,n=,r=abc", &r).expect("first");
-        assert!(ex.last(b"c=biws,r=abc,p=AAAA").is_err(), "the nonce lacks the server's part");
+        assert!(
+            ex.last(b"c=biws,r=abc,p=AAAA").is_err(),
+            "the nonce lacks the server's part"
+        );
     }
 }

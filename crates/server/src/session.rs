@@ -176,10 +176,9 @@ pub(crate) fn command_line_settings(options: &str) -> Result<Vec<(String, String
         };
         let Some((name, value)) = setting.and_then(|s| s.split_once('=')) else {
             let e = match setting {
-                Some(s) if !s.is_empty() => SqlError::new(
-                    "42601",
-                    format!("-c {s} requires a value"),
-                ),
+                Some(s) if !s.is_empty() => {
+                    SqlError::new("42601", format!("-c {s} requires a value"))
+                }
                 _ => SqlError::new(
                     "42601",
                     format!("invalid command-line argument for server process: {word}"),
@@ -252,7 +251,9 @@ mod tests {
             Ok(vec![("search_path".into(), "a b".into())])
         );
         assert_eq!(s("  "), Ok(vec![]));
-        assert!(s("-d 5").unwrap_err().contains("invalid command-line argument"));
+        assert!(s("-d 5")
+            .unwrap_err()
+            .contains("invalid command-line argument"));
         assert!(s("-c statement_timeout").is_err());
     }
 }

@@ -313,7 +313,7 @@ async fn authenticate(
 ) -> Result<(Role, Vec<(String, String)>), Ended> {
     direct_tls(gate, client).await?;
     let mut negotiated = (false, false); // SSL, GSS
-    // Bounded: at most one SSLRequest and one GSSENCRequest before the startup packet.
+                                         // Bounded: at most one SSLRequest and one GSSENCRequest before the startup packet.
     let (minor, params) = loop {
         match client.startup_packet().await? {
             Startup::SslRequest if !negotiated.0 => {
@@ -392,7 +392,11 @@ fn refuse_pipelined(client: &Client, what: &str) -> Result<(), Ended> {
         sqlstate: "08P01",
         message: format!(
             "received unencrypted data after {} request",
-            if what == "SSL" { "SSL" } else { "GSSAPI encryption" }
+            if what == "SSL" {
+                "SSL"
+            } else {
+                "GSSAPI encryption"
+            }
         ),
     }
     .into())
@@ -442,7 +446,11 @@ async fn log_in(
 ) -> Result<Role, Ended> {
     let user = param(params, "user").unwrap_or_default().to_string();
     if user.is_empty() {
-        return Err(refusal("28000", "no PostgreSQL user name specified in startup packet").into());
+        return Err(refusal(
+            "28000",
+            "no PostgreSQL user name specified in startup packet",
+        )
+        .into());
     }
     if let Some(r) = param(params, "replication").filter(|r| !is_false(r)) {
         return Err(refusal(
@@ -454,7 +462,11 @@ async fn log_in(
     let database = param(params, "database").unwrap_or(&user).to_string();
     let peer = client.peer.ip().to_canonical();
     let ssl = matches!(client.io, Io::Tls(_));
-    let encryption = if ssl { "SSL encryption" } else { "no encryption" };
+    let encryption = if ssl {
+        "SSL encryption"
+    } else {
+        "no encryption"
+    };
     let Some(rule) = gate.hba.matching(peer, ssl, &user, &database) else {
         return Err(refusal(
             "28000",
@@ -478,13 +490,20 @@ async fn log_in(
         Method::Password => password_exchange(gate, client, &user).await?,
     };
     if !role.login {
-        return Err(refusal("28000", format!("role \"{}\" is not permitted to log in", role.name)).into());
+        return Err(refusal(
+            "28000",
+            format!("role \"{}\" is not permitted to log in", role.name),
+        )
+        .into());
     }
     Ok(role)
 }
 
 fn is_false(v: &str) -> bool {
-    matches!(v.to_ascii_lowercase().as_str(), "false" | "off" | "no" | "0")
+    matches!(
+        v.to_ascii_lowercase().as_str(),
+        "false" | "off" | "no" | "0"
+    )
 }
 
 /// The role named `user`, read on the blocking pool.
@@ -523,7 +542,11 @@ async fn scram_exchange(gate: &Gatekeeper, client: &mut Client, user: &str) -> R
     let initial = client.password_message().await?;
     let (mechanism, data) = frontend::sasl_initial_response(&initial)?;
     if mechanism != SCRAM_SHA_256 {
-        return Err(refusal("08P01", "client selected an invalid SASL authentication mechanism").into());
+        return Err(refusal(
+            "08P01",
+            "client selected an invalid SASL authentication mechanism",
+        )
+        .into());
     }
     let data = data.ok_or_else(|| refusal("08P01", "malformed SCRAM message: empty"))?;
     let mut nonce = [0u8; scram::SERVER_NONCE_BYTES];
@@ -551,7 +574,11 @@ async fn scram_exchange(gate: &Gatekeeper, client: &mut Client, user: &str) -> R
 
 /// The `password` method: the password in clear, checked against the role's verifier on
 /// the blocking pool (a key derivation of 4096 rounds).
-async fn password_exchange(gate: &Gatekeeper, client: &mut Client, user: &str) -> Result<Role, Ended> {
+async fn password_exchange(
+    gate: &Gatekeeper,
+    client: &mut Client,
+    user: &str,
+) -> Result<Role, Ended> {
     let role = lookup(gate, user).await?;
     let mut out = Vec::new();
     backend::authentication_cleartext_password(&mut out);

@@ -160,7 +160,10 @@ impl Transport {
 
     /// Takes `n` buffered bytes.
     pub(crate) fn consume(&mut self, n: usize) {
-        assert!(n <= self.input.len() - self.consumed, "consumed past the input");
+        assert!(
+            n <= self.input.len() - self.consumed,
+            "consumed past the input"
+        );
         self.consumed += n;
         if self.consumed == self.input.len() {
             self.input.clear();

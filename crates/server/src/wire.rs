@@ -4,7 +4,7 @@
 //! 2000-01-01).
 
 use quire_engine::Value;
-use quire_sql::{format_text, parse_text, SqlError, SqlType, PG_EPOCH_OFFSET_US};
+use quire_sql::{format_text, parse_text, OutColumn, SqlError, SqlType, PG_EPOCH_OFFSET_US};
 
 use crate::protocol::backend;
 
@@ -20,18 +20,18 @@ const MAX_FIELD_BYTES: usize = 0x3fff_ffff;
 pub(crate) fn encode_row(
     out: &mut Vec<u8>,
     row: &[Value],
-    types: &[SqlType],
+    columns: &[OutColumn],
     binary: impl Fn(usize) -> bool,
 ) -> Result<(), SqlError> {
     let too_large = || SqlError::new("54000", "the row is too large for the protocol");
-    let columns = i16::try_from(row.len()).map_err(|_| too_large())?;
+    let count = i16::try_from(row.len()).map_err(|_| too_large())?;
     let start = out.len();
-    let at = backend::data_row_begin(out, columns);
-    for (i, (v, ty)) in row.iter().zip(types).enumerate() {
+    let at = backend::data_row_begin(out, count);
+    for (i, (v, c)) in row.iter().zip(columns).enumerate() {
         let bytes = if binary(i) {
-            encode_binary(v, *ty)
+            encode_binary(v, c.ty)
         } else {
-            format_text(v, *ty).map(String::into_bytes)
+            format_text(v, c.ty).map(String::into_bytes)
         };
         if bytes.as_ref().is_some_and(|b| b.len() > MAX_FIELD_BYTES) {
             out.truncate(start);

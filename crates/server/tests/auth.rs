@@ -16,12 +16,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use common::{code, config, message, simple, Running};
-use tokio_rustls::{self, rustls};
 use quire_server::{Server, ServerConfig};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::config::SslMode;
 use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect};
 use tokio_postgres::{Client, NoTls, Socket};
+use tokio_rustls::{self, rustls};
 
 /// A configuration whose rules are `hba` (written to the data directory).
 fn config_with_hba(dir: &Path, hba: &str) -> anyhow::Result<ServerConfig> {

@@ -255,13 +255,11 @@ pub(crate) fn signal(
         } else {
             "process is being terminated or with privileges of the \"pg_signal_backend\" role may terminate this process"
         };
-        return Err(SqlError::new(
-            "42501",
-            format!("permission denied to {verb} {object}"),
-        )
-        .with_detail(format!(
-            "Only roles with privileges of the role whose {this}."
-        )));
+        return Err(
+            SqlError::new("42501", format!("permission denied to {verb} {object}")).with_detail(
+                format!("Only roles with privileges of the role whose {this}."),
+            ),
+        );
     }
     match what {
         Signal::Cancel => {

@@ -53,18 +53,12 @@ impl Interrupt {
     pub(crate) fn begin(&self, owner: LockOwner, deadline: Option<Instant>) {
         *self.running.lock() = Some(Running { owner, deadline });
         // A termination outlives the statement it stopped.
-        let _ = self.reason.compare_exchange(
-            CANCELED,
-            NONE,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
-        let _ = self.reason.compare_exchange(
-            TIMED_OUT,
-            NONE,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
+        let _ = self
+            .reason
+            .compare_exchange(CANCELED, NONE, Ordering::Relaxed, Ordering::Relaxed);
+        let _ = self
+            .reason
+            .compare_exchange(TIMED_OUT, NONE, Ordering::Relaxed, Ordering::Relaxed);
         if let (Some(d), Some(alarm)) = (deadline, self.alarm.get()) {
             alarm.wake_by(d);
         }

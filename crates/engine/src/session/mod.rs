@@ -100,6 +100,8 @@ struct State {
     index_defs: FxHashMap<TableId, Vec<IndexDef>>,
     /// A definition changed: the catalog's generation moves again when the transaction ends.
     definitions_changed: bool,
+    /// `lock_timeout` for the waits of the running statement ([`Transaction::set_lock_timeout`]).
+    lock_timeout_ms: Option<u64>,
 }
 
 /// One transaction. Not shared between threads (it is `Send`, not `Sync`); many may run at
@@ -214,7 +216,18 @@ impl Transaction {
     }
 
     fn lock(&self, tag: LockTag, mode: LockMode, wait: LockWait) -> Result<()> {
+        let wait = match (wait, self.st.borrow().lock_timeout_ms) {
+            (LockWait::Block, Some(ms)) => LockWait::TimeoutMs(ms),
+            (wait, _) => wait,
+        };
         self.engine.locks.acquire(self.owner(), tag, mode, wait)
+    }
+
+    /// `lock_timeout`: every later wait for a lock (a table's, a row's, another
+    /// transaction's end) gives up after `ms` with `Error::LockTimeout`; `None` waits as
+    /// long as it takes (until a deadlock is found or the wait is cancelled).
+    pub fn set_lock_timeout(&self, ms: Option<u64>) {
+        self.st.borrow_mut().lock_timeout_ms = ms.filter(|&ms| ms > 0);
     }
 
     /// Takes `mode` on table `oid` unless held already.

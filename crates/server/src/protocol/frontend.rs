@@ -24,7 +24,10 @@ pub enum Startup {
     SslRequest,
     GssEncRequest,
     /// CancelRequest: the process id and secret key of the session whose statement to stop.
-    Cancel { pid: i32, key: Vec<u8> },
+    Cancel {
+        pid: i32,
+        key: Vec<u8>,
+    },
 }
 
 /// A typed frontend message.
@@ -152,7 +155,9 @@ pub fn decode_startup(body: &[u8]) -> Result<Startup, ProtocolError> {
             let pid = r.i32().map_err(ProtocolError::into_fatal)?;
             let key = r.rest();
             if !(4..=limits::MAX_CANCEL_KEY_BYTES).contains(&key.len()) {
-                return Err(ProtocolError::fatal("invalid length of query cancel packet"));
+                return Err(ProtocolError::fatal(
+                    "invalid length of query cancel packet",
+                ));
             }
             Ok(Startup::Cancel {
                 pid,
@@ -174,9 +179,8 @@ fn startup_message(version: u32, r: &mut Reader<'_>) -> Result<Startup, Protocol
             fatal: true,
         });
     }
-    let layout = || {
-        ProtocolError::fatal("invalid startup packet layout: expected terminator as last byte")
-    };
+    let layout =
+        || ProtocolError::fatal("invalid startup packet layout: expected terminator as last byte");
     let mut params = Vec::new();
     // Bounded by the packet's length: each pair takes at least two bytes.
     loop {
@@ -514,16 +518,16 @@ mod tests {
         assert!(header(b'Q', -1, 1 << 20).unwrap_err().fatal);
         assert!(header(b'Q', (1 << 20) + 5, 1 << 20).is_err());
         assert!(header(b'S', 10_005, usize::MAX).is_err(), "Sync is small");
-        assert!(header(b'Z', 4, 100).unwrap_err().fatal, "no such frontend type");
+        assert!(
+            header(b'Z', 4, 100).unwrap_err().fatal,
+            "no such frontend type"
+        );
     }
 
     #[test]
     fn a_query_is_read_exactly_to_its_end() {
         let mut body = cstr("SELECT 1");
-        assert_eq!(
-            decode(b'Q', &body),
-            Ok(Message::Query("SELECT 1".into()))
-        );
+        assert_eq!(decode(b'Q', &body), Ok(Message::Query("SELECT 1".into())));
         // A second message smuggled inside the declared length.
         body.extend(b"Q\0\0\0\x0dSELECT 2\0");
         let e = decode(b'Q', &body).unwrap_err();

@@ -8,11 +8,11 @@ use std::time::Instant;
 use quire_engine::{Changed, Database, Row, Transaction, Value};
 
 use super::{command, now_us, outcome, Outcome, OutcomeKind, Output, Settings};
+use crate::backends::Backend;
 use crate::bind::{OnConflict, OutColumn, OutColumns, Plan};
 use crate::catalog::{self, ColumnInfo, TableInfo};
 use crate::error::{Result, SqlError};
 use crate::expr::{Cx, Expr};
-use crate::backends::Backend;
 use crate::plan::{self, value_tid};
 use crate::sequence::{self, SessionSequences};
 use crate::types::SqlType;
@@ -178,6 +178,10 @@ pub(super) fn run(
         _ => {}
     }
     let interrupt = backend.interrupt();
+    let lock_timeout = settings
+        .lock_timeout()
+        .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
+    tx.set_lock_timeout(lock_timeout);
     let deadline = settings.statement_timeout().map(|t| Instant::now() + t);
     interrupt.begin(tx.session_id(), deadline);
     let cx = Cx {

@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 use quire_engine::{Database, IsolationLevel, Row, Transaction, Value};
 
+use crate::backends::{Backend, Backends};
 use crate::bind::{self, OutColumns, Plan};
 use crate::catalog::{self, TableInfo};
 use crate::error::{Result, SqlError};
-use crate::backends::{Backend, Backends};
 use crate::interrupt::Interrupt;
 use crate::parse::{CopyStmt, Statement, VacuumStmt};
 use crate::shape::{self, Shape};
@@ -327,7 +327,11 @@ impl Session {
         Ok(Self::with_backend(db, interrupt, backend))
     }
 
-    fn with_backend(db: Arc<Database>, interrupt: Arc<Interrupt>, backend: Arc<Backend>) -> Session {
+    fn with_backend(
+        db: Arc<Database>,
+        interrupt: Arc<Interrupt>,
+        backend: Arc<Backend>,
+    ) -> Session {
         let settings = Settings::new(db.config().clone());
         Session {
             db,

@@ -38,6 +38,7 @@ const SESSION_PARAMETERS: &[(&str, &str, bool)] = &[
     ("intervalstyle", "postgres", true),
     ("lc_collate", "C", false),
     ("lc_ctype", "C", false),
+    ("lock_timeout", "0", true),
     // What psql's \password asks before it sends a verifier (roles store only SCRAM).
     ("password_encryption", "scram-sha-256", false),
     ("search_path", "\"$user\", public", true),
@@ -167,6 +168,11 @@ impl Settings {
         memory_bytes(&value).unwrap_or(4 << 20)
     }
 
+    /// `lock_timeout`, if set (zero is none).
+    pub fn lock_timeout(&self) -> Option<Duration> {
+        self.duration("lock_timeout")
+    }
+
     /// `statement_timeout`, if set (zero is none).
     pub fn statement_timeout(&self) -> Option<Duration> {
         self.duration("statement_timeout")
@@ -255,7 +261,10 @@ fn check_session_value(name: &str, value: &str) -> Result<()> {
         "client_encoding" => ["utf8", "utf-8", "unicode"].contains(&v.as_str()),
         "timezone" => ["utc", "gmt", "etc/utc", "z", "0", "+00", "zulu"].contains(&v.as_str()),
         "datestyle" => v.starts_with("iso"),
-        "statement_timeout" | "idle_in_transaction_session_timeout" | "idle_session_timeout" => {
+        "statement_timeout"
+        | "lock_timeout"
+        | "idle_in_transaction_session_timeout"
+        | "idle_session_timeout" => {
             quire_engine::config::parse_millis(value).is_ok()
         }
         "work_mem" => {

@@ -903,11 +903,15 @@ impl LockManager {
     }
 }
 
-/// `LockNotAvailable` for `mode` on `tag`, after `timeout_ms` if it was a timed wait.
+/// `LockNotAvailable` for `mode` on `tag`, or `LockTimeout` after `timeout_ms` of a timed
+/// wait.
 fn not_available(tag: LockTag, mode: LockMode, timeout_ms: Option<u64>) -> Error {
-    let what = match timeout_ms {
-        Some(ms) => format!("{} on {tag} within {ms} ms", mode.name()),
-        None => format!("{} on {tag}", mode.name()),
-    };
-    Error::LockNotAvailable { what }
+    match timeout_ms {
+        Some(ms) => Error::LockTimeout {
+            what: format!("{} on {tag} within {ms} ms", mode.name()),
+        },
+        None => Error::LockNotAvailable {
+            what: format!("{} on {tag}", mode.name()),
+        },
+    }
 }

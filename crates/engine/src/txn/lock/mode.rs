@@ -239,7 +239,7 @@ pub enum LockWait {
     Block,
     /// Fail at once with `LockNotAvailable` (`NOWAIT`).
     NoWait,
-    /// Wait at most this many milliseconds, then fail with `LockNotAvailable` (`lock_timeout`).
+    /// Wait at most this many milliseconds, then fail with `LockTimeout` (`lock_timeout`).
     TimeoutMs(u64),
 }
 

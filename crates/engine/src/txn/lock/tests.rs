@@ -539,7 +539,8 @@ fn lock_nowait_and_timeout_fail_without_trace() {
         .unwrap_err();
     assert!(start.elapsed() >= Duration::from_millis(30));
     assert_eq!(e.sqlstate(), "55P03");
-    assert!(e.to_string().contains("within 30 ms"), "{e}");
+    assert_eq!(e.to_string(), "canceling statement due to lock timeout");
+    assert!(matches!(&e, Error::LockTimeout { what } if what.contains("within 30 ms")), "{e:?}");
     assert!(!lm.is_waiting(LockOwner(2)));
     assert_eq!(lm.locks_of(LockOwner(2)), []);
     assert_eq!(lm.entries_in_use(), used);
@@ -568,7 +569,7 @@ fn lock_timeout_of_a_queued_waiter_lets_those_behind_go() {
     // AccessShare is compatible with the hold but queues behind the AccessExclusive request.
     let share = spawn_acquire(&lm, LockOwner(3), t, AccessShare, LockWait::Block);
     await_waiting(&lm, LockOwner(3));
-    assert!(matches!(outcome(&ae), Err(Error::LockNotAvailable { .. })));
+    assert!(matches!(outcome(&ae), Err(Error::LockTimeout { .. })));
     // Owner 1 never released: owner 3 goes because the request ahead of it left.
     outcome(&share).unwrap();
     lm.check_invariants().unwrap();
@@ -1002,7 +1003,11 @@ fn lock_stress_random_modes_with_deadlocks() {
                         };
                         match lm.acquire(owner, tag, mode, wait) {
                             Ok(()) => assert!(lm.holds(owner, tag, mode)),
-                            Err(Error::Deadlock { .. } | Error::LockNotAvailable { .. }) => {
+                            Err(
+                                Error::Deadlock { .. }
+                                | Error::LockNotAvailable { .. }
+                                | Error::LockTimeout { .. },
+                            ) => {
                                 failed = true;
                                 break;
                             }
