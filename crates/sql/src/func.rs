@@ -44,6 +44,7 @@ pub(crate) enum Func {
     Version,
     CurrentDatabase,
     CurrentUser,
+    SessionUser,
     CurrentSchema,
     CurrentSchemas,
     CurrentSetting,
@@ -386,9 +387,8 @@ pub(crate) fn resolve(
         }
         ("version", 0) => (Func::Version, vec![], T::Text),
         ("current_database", 0) => (Func::CurrentDatabase, vec![], T::Name),
-        ("current_user" | "session_user" | "user" | "current_role", 0) => {
-            (Func::CurrentUser, vec![], T::Name)
-        }
+        ("current_user" | "user" | "current_role", 0) => (Func::CurrentUser, vec![], T::Name),
+        ("session_user", 0) => (Func::SessionUser, vec![], T::Name),
         ("current_schema", 0) => (Func::CurrentSchema, vec![], T::Name),
         ("current_schemas", 1) => (Func::CurrentSchemas, vec![Some(T::Bool)], T::TextArray),
         ("current_setting", 1 | 2) => {
@@ -818,7 +818,8 @@ impl Func {
                 std::env::consts::ARCH
             )),
             Func::CurrentDatabase => Value::Text(crate::pg_catalog::DATABASE_NAME.into()),
-            Func::CurrentUser => Value::Text(cx.settings.user.clone()),
+            Func::CurrentUser => Value::Text(cx.settings.identity().current_user().into()),
+            Func::SessionUser => Value::Text(cx.settings.identity().session_user().into()),
             Func::CurrentSchema => Value::Text("public".into()),
             Func::CurrentSchemas => {
                 let implicit = matches!(a0, Some(Value::Bool(true)));

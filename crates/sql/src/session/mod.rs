@@ -9,7 +9,7 @@
 //!   TRANSACTION, COMMIT/ROLLBACK PREPARED), VACUUM and CHECKPOINT;
 //! - `exec`: a bound plan executed in a transaction;
 //! - `copy_in`: COPY FROM STDIN and TO STDOUT;
-//! - `settings`: SET, SHOW and RESET.
+//! - `settings`: SET, SHOW and RESET; who the session acts as (login, role statements).
 
 use std::sync::Arc;
 
@@ -187,11 +187,6 @@ impl Session {
     /// beside the engine's (`port`, `listen_addresses`, `ssl`, ...); SET refuses them (55P02).
     pub fn set_server_settings(&mut self, settings: Arc<[(&'static str, String)]>) {
         self.settings.set_server_level(settings);
-    }
-
-    /// The role the client logged in as (`current_user`, `session_user`).
-    pub fn set_user(&mut self, user: &str) {
-        self.settings.user = user.to_string();
     }
 
     pub fn new(db: Arc<Database>) -> Session {
@@ -457,25 +452,6 @@ impl Session {
             Statement::Vacuum(v) => self.vacuum(v),
             Statement::Copy(c) => self.copy_start(c),
             Statement::Role(r) => self.role(r),
-        }
-    }
-
-    /// A role statement, in the open block or as its own transaction.
-    fn role(&mut self, stmt: &crate::roles::RoleStmt) -> Result<Outcome> {
-        let user = self.settings.user.clone();
-        if let State::Block(tx) = &self.state {
-            return Ok(command(crate::roles::execute(tx, stmt, &user)?));
-        }
-        let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
-        match crate::roles::execute(&tx, stmt, &user) {
-            Ok(tag) => {
-                tx.commit()?;
-                Ok(command(tag))
-            }
-            Err(e) => {
-                let _ = tx.rollback();
-                Err(e)
-            }
         }
     }
 
