@@ -20,7 +20,9 @@
 //!   once it parses; an empty one clears the password, with PostgreSQL's notice.
 //! - Oids: `postgres` has PostgreSQL's 10; other roles get one above the highest in the table,
 //!   starting at PostgreSQL's first normal oid (16384). A unique index on the name backs the
-//!   42710 check against a concurrent CREATE (which then fails with 23505).
+//!   42710 check against a concurrent CREATE (which then fails with 42710 all the same).
+//! - SQL never reads or writes the two tables, nor drops their indexes, directly: their
+//!   names are in quire's reserved namespace ([`crate::catalog::check_not_reserved`]).
 //! - VALID UNTIL takes a timestamptz or `infinity` (stored as no limit: quire's timestamps
 //!   have no infinity, so `pg_roles` shows NULL for it); `-infinity` is refused (0A000).
 //!

@@ -213,11 +213,22 @@ fn verifiers_are_for_superusers_only() {
     ok(&mut admin, "CREATE ROLE plain LOGIN PASSWORD 'pw'");
     let mut plain = login(&db, "plain");
     let authid = "42501 permission denied for table pg_authid";
+    let reserved = "42501 table names starting with \"quire_\" are reserved for quire's catalog";
     refused(
         &mut plain,
         &[
             ("SELECT rolpassword FROM pg_authid", authid),
             ("SELECT count(*) FROM pg_catalog.pg_authid", authid),
+            // Nor through the tables behind them; and their index, which every login reads,
+            // stays.
+            ("SELECT * FROM quire_roles", reserved),
+            ("UPDATE quire_roles SET rolsuper = true", reserved),
+            (
+                "INSERT INTO quire_auth_members VALUES (10, 16384, 10, true)",
+                reserved,
+            ),
+            ("DROP INDEX quire_roles_name", reserved),
+            ("DROP TABLE quire_auth_members", reserved),
         ],
     );
     // pg_roles and pg_user mask every password, set or not, as PostgreSQL does.
