@@ -373,7 +373,16 @@ fn a_createrole_role_administers_ordinary_roles_but_not_superusers() {
         ),
         Value::Int(0)
     );
-    // A superuser may do what CREATEROLE may not; the bootstrap superuser keeps SUPERUSER.
+    // A superuser may do what CREATEROLE may not; the bootstrap superuser stays, and keeps
+    // SUPERUSER.
+    ok(&mut su, "CREATE ROLE su2 SUPERUSER LOGIN");
+    refused(
+        &mut login(&db, "su2"),
+        &[(
+            "DROP ROLE postgres",
+            "2BP01 cannot drop role postgres because it is required by the database system",
+        )],
+    );
     ok(&mut su, "ALTER ROLE boss NOSUPERUSER");
     let e = su
         .execute_query("ALTER ROLE postgres NOSUPERUSER")
