@@ -42,22 +42,13 @@ use crate::protocol::ProtocolError;
 use crate::transport::{Farewell, Fill, Transport, TERMINATED};
 use crate::wire;
 
-/// The ParameterStatus values a client hears at startup and whenever they change
-/// (PostgreSQL's GUC_REPORT parameters), by the names PostgreSQL reports them under.
-const REPORTED: &[&str] = &[
-    "application_name",
-    "client_encoding",
-    "DateStyle",
-    "default_transaction_read_only",
-    "in_hot_standby",
-    "integer_datetimes",
-    "IntervalStyle",
-    "is_superuser",
-    "server_encoding",
-    "server_version",
-    "session_authorization",
-    "standard_conforming_strings",
-    "TimeZone",
+/// The ParameterStatus values a client hears at startup that no session changes, beside
+/// those the session reports ([`Session::reported_parameters`]).
+const FIXED_PARAMETERS: &[(&str, &str)] = &[
+    ("default_transaction_read_only", "off"),
+    ("in_hot_standby", "off"),
+    ("integer_datetimes", "on"),
+    ("server_encoding", "UTF8"),
 ];
 
 /// A statement of the extended protocol (Parse).
@@ -144,9 +135,6 @@ pub(crate) struct Conn {
     /// The ReadyForQuery was the last message sent: the client's next message is a
     /// command, and the idle timers apply.
     awaiting_command: bool,
-    /// The settings' change count when the reported values were last compared.
-    reported_at: u64,
-    reported: Vec<String>,
 }
 
 impl Conn {
@@ -165,8 +153,6 @@ impl Conn {
             max_message_bytes,
             skip_until_sync: false,
             awaiting_command: false,
-            reported_at: u64::MAX,
-            reported: Vec::new(),
         }
     }
 
@@ -196,7 +182,18 @@ impl Conn {
         for n in notices {
             send_notice(&mut self.io.out, "WARNING", "01000", n);
         }
-        self.report_parameters();
+        let version = format!(
+            "{} (quire {})",
+            quire_sql::SERVER_VERSION,
+            env!("CARGO_PKG_VERSION")
+        );
+        backend::parameter_status(&mut self.io.out, "server_version", &version);
+        for (name, value) in FIXED_PARAMETERS {
+            backend::parameter_status(&mut self.io.out, name, value);
+        }
+        for (name, value) in self.session.reported_parameters() {
+            backend::parameter_status(&mut self.io.out, name, &value);
+        }
         let b = self.session.backend();
         backend::backend_key_data(&mut self.io.out, b.pid(), &b.key());
         self.ready_for_query();
@@ -705,38 +702,12 @@ impl Conn {
         self.awaiting_command = true;
     }
 
-    /// ParameterStatus for each reported parameter whose value changed since last told
-    /// (all of them the first time).
+    /// ParameterStatus for each reported parameter whose value changed since the client
+    /// was last told.
     fn report_parameters(&mut self) {
-        let settings = self.session.settings();
-        if settings.changes() == self.reported_at {
-            return;
-        }
-        self.reported_at = settings.changes();
-        let first = self.reported.is_empty();
-        for (i, name) in REPORTED.iter().enumerate() {
-            let value = reported_value(&self.session, name);
-            if first {
-                self.reported.push(value.clone());
-            } else if self.reported[i] == value {
-                continue;
-            }
+        for (name, value) in self.session.reported_parameters_changed() {
             backend::parameter_status(&mut self.io.out, name, &value);
-            self.reported[i] = value;
         }
-    }
-}
-
-/// A reported parameter's value as the client sees it.
-fn reported_value(session: &Session, name: &str) -> String {
-    match name {
-        "server_version" => format!(
-            "{} (quire {})",
-            quire_sql::SERVER_VERSION,
-            env!("CARGO_PKG_VERSION")
-        ),
-        "default_transaction_read_only" | "in_hot_standby" => "off".into(),
-        _ => session.settings().show(name).unwrap_or_default(),
     }
 }
 

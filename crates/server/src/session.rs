@@ -99,7 +99,7 @@ fn open_session(
 ) -> Result<Session, SqlError> {
     let mut session = Session::attached(Arc::clone(db), backends)?;
     session.set_server_settings(settings);
-    session.set_user(&role.name, role.superuser);
+    session.set_user(&role.name);
     session
         .interrupt()
         .set_alarm(Arc::clone(watchdog) as Arc<dyn Alarm>);

@@ -44,6 +44,7 @@ pub(crate) enum Func {
     Version,
     CurrentDatabase,
     CurrentUser,
+    SessionUser,
     CurrentSchema,
     CurrentSchemas,
     CurrentSetting,
@@ -388,9 +389,8 @@ pub(crate) fn resolve(
         }
         ("version", 0) => (Func::Version, vec![], T::Text),
         ("current_database", 0) => (Func::CurrentDatabase, vec![], T::Name),
-        ("current_user" | "session_user" | "user" | "current_role", 0) => {
-            (Func::CurrentUser, vec![], T::Name)
-        }
+        ("current_user" | "user" | "current_role", 0) => (Func::CurrentUser, vec![], T::Name),
+        ("session_user", 0) => (Func::SessionUser, vec![], T::Name),
         ("current_schema", 0) => (Func::CurrentSchema, vec![], T::Name),
         ("current_schemas", 1) => (Func::CurrentSchemas, vec![Some(T::Bool)], T::TextArray),
         ("current_setting", 1 | 2) => {
@@ -836,7 +836,8 @@ impl Func {
                 std::env::consts::ARCH
             )),
             Func::CurrentDatabase => Value::Text(crate::pg_catalog::DATABASE_NAME.into()),
-            Func::CurrentUser => Value::Text(cx.settings.user.clone()),
+            Func::CurrentUser => Value::Text(cx.settings.identity().current_user().into()),
+            Func::SessionUser => Value::Text(cx.settings.identity().session_user().into()),
             Func::CurrentSchema => Value::Text("public".into()),
             Func::CurrentSchemas => {
                 let implicit = matches!(a0, Some(Value::Bool(true)));
@@ -1155,11 +1156,13 @@ fn signal_backend(cx: &Cx, what: crate::backends::Signal, args: &[Value]) -> Res
     if timeout_ms < 0 {
         return Err(SqlError::new("22023", "\"timeout\" must not be negative"));
     }
-    let superuser = cx.settings.show("is_superuser").as_deref() == Some("on");
+    let identity = cx.settings.identity();
+    let me = identity.current_user();
+    let privs = |role: &str| crate::roles::has_privs_of(cx.tx, me, role).unwrap_or(false);
     let who = crate::backends::Signaller {
-        role: &cx.settings.user,
-        superuser,
-        has_privs_of: &|_| false,
+        role: me,
+        superuser: identity.is_superuser(),
+        has_privs_of: &privs,
     };
     let sent = crate::backends::signal(cx.backend, cx.db, pid, &who, what)?;
     if !sent || timeout_ms == 0 {

@@ -72,7 +72,7 @@ pub use interrupt::{Alarm, Interrupt};
 pub use numeric::{from_binary as numeric_from_binary, to_binary as numeric_to_binary};
 pub use parse::{parse, CopyFormat, CopyStmt, Statement, VacuumStmt};
 pub use plan::MAX_MATERIALIZED_ROWS;
-pub use roles::{lookup_role, Role, RoleStmt, ScramVerifier, BOOTSTRAP_SUPERUSER};
+pub use roles::{lookup_role, Identity, Role, RoleStmt, ScramVerifier, BOOTSTRAP_SUPERUSER};
 pub use session::{
     Collect, Description, IdleLimit, Outcome, OutcomeKind, Output, Session, Settings, TxStatus,
     SERVER_VERSION,

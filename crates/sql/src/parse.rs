@@ -15,7 +15,8 @@ pub enum Statement {
     Checkpoint,
     Vacuum(VacuumStmt),
     Copy(CopyStmt),
-    /// CREATE/ALTER/DROP ROLE or USER ([`crate::roles`]).
+    /// CREATE/ALTER/DROP ROLE, GRANT/REVOKE of roles, SET ROLE and SET SESSION
+    /// AUTHORIZATION ([`crate::roles`]).
     Role(crate::roles::RoleStmt),
 }
 

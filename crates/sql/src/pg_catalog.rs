@@ -15,6 +15,7 @@ use crate::catalog::{self, TableInfo};
 use crate::error::{Result, SqlError};
 use crate::expr::Cx;
 use crate::func::quote_ident;
+use crate::roles::Role;
 use crate::types::SqlType;
 
 pub(crate) const DATABASE_NAME: &str = "quire";
@@ -39,9 +40,10 @@ pub(crate) enum CatalogTable {
     Type,
     Index,
     Database,
-    /// pg_roles: every role, the password masked.
+    /// pg_roles: every role, the password masked (`********` whether there is one or not,
+    /// as PostgreSQL shows it).
     Roles,
-    /// pg_authid: every role with its SCRAM verifier.
+    /// pg_authid: every role with its SCRAM verifier; only a superuser may read it (42501).
     Authid,
     /// pg_user: the roles that may log in, the password masked.
     User,
@@ -53,7 +55,10 @@ pub(crate) enum CatalogTable {
     AttrDef,
     /// pg_depend: the auto dependencies of serial columns' sequences on their columns.
     Depend,
-    /// pg_auth_members: empty (quire has no role membership).
+    /// pg_auth_members: who belongs to which role ([`crate::roles`]). PostgreSQL 15's
+    /// columns, then PostgreSQL 16's `inherit_option` and `set_option` (which psql 16's
+    /// `\drg` reads; quire reports version 16) as PostgreSQL 15's rules give them: the
+    /// member's INHERIT, and SET always.
     AuthMembers,
     /// pg_extension: empty (quire has no extensions; psql's `\dx` lists none).
     Extension,
@@ -243,8 +248,7 @@ impl CatalogTable {
                 ("valuntil", T::Timestamptz),
                 ("useconfig", T::TextArray),
             ],
-            CatalogTable::Roles | CatalogTable::Authid => &[
-                ("oid", T::Oid),
+            CatalogTable::Roles => &[
                 ("rolname", T::Name),
                 ("rolsuper", T::Bool),
                 ("rolinherit", T::Bool),
@@ -256,6 +260,22 @@ impl CatalogTable {
                 ("rolpassword", T::Text),
                 ("rolvaliduntil", T::Timestamptz),
                 ("rolbypassrls", T::Bool),
+                ("rolconfig", T::TextArray),
+                ("oid", T::Oid),
+            ],
+            CatalogTable::Authid => &[
+                ("oid", T::Oid),
+                ("rolname", T::Name),
+                ("rolsuper", T::Bool),
+                ("rolinherit", T::Bool),
+                ("rolcreaterole", T::Bool),
+                ("rolcreatedb", T::Bool),
+                ("rolcanlogin", T::Bool),
+                ("rolreplication", T::Bool),
+                ("rolbypassrls", T::Bool),
+                ("rolconnlimit", T::Int4),
+                ("rolpassword", T::Text),
+                ("rolvaliduntil", T::Timestamptz),
             ],
             CatalogTable::Settings => &[
                 ("name", T::Text),
@@ -400,11 +420,12 @@ impl CatalogTable {
                 ("proargtypes", T::Text),
             ],
             CatalogTable::AuthMembers => &[
-                ("oid", T::Oid),
                 ("roleid", T::Oid),
                 ("member", T::Oid),
                 ("grantor", T::Oid),
                 ("admin_option", T::Bool),
+                ("inherit_option", T::Bool),
+                ("set_option", T::Bool),
             ],
             CatalogTable::Rewrite => &[
                 ("oid", T::Oid),
@@ -497,49 +518,20 @@ impl CatalogTable {
                 Value::Null,
                 Value::Null,
             ]],
-            CatalogTable::Roles | CatalogTable::Authid => crate::roles::all(cx.tx)?
-                .into_iter()
-                .map(|r| {
-                    // pg_roles never shows a verifier; pg_authid does (PostgreSQL lets only
-                    // superusers read it; quire has no privileges yet).
-                    let password = if self == CatalogTable::Roles {
-                        text("********")
-                    } else {
-                        r.password.as_deref().map_or(Value::Null, text)
-                    };
-                    vec![
-                        int(i64::from(r.oid)),
-                        text(&r.name),
-                        Value::Bool(r.superuser),
-                        Value::Bool(true),
-                        Value::Bool(r.superuser),
-                        Value::Bool(r.superuser),
-                        Value::Bool(r.login),
-                        Value::Bool(r.superuser),
-                        int(-1),
-                        password,
-                        Value::Null,
-                        Value::Bool(r.superuser),
-                    ]
-                })
-                .collect(),
+            CatalogTable::Roles => crate::roles::all(cx.tx)?.iter().map(pg_roles_row).collect(),
+            CatalogTable::Authid => {
+                crate::roles::check_authid_readable(cx.tx, cx.settings.identity())?;
+                crate::roles::all(cx.tx)?
+                    .iter()
+                    .map(pg_authid_row)
+                    .collect()
+            }
             CatalogTable::User => crate::roles::all(cx.tx)?
-                .into_iter()
+                .iter()
                 .filter(|r| r.login)
-                .map(|r| {
-                    vec![
-                        text(&r.name),
-                        int(i64::from(r.oid)),
-                        Value::Bool(r.superuser),
-                        Value::Bool(r.superuser),
-                        Value::Bool(r.superuser),
-                        Value::Bool(r.superuser),
-                        text("********"),
-                        Value::Null,
-                        Value::Null,
-                    ]
-                })
+                .map(pg_user_row)
                 .collect(),
+            CatalogTable::AuthMembers => auth_members_rows(cx.tx)?,
             CatalogTable::Settings => cx
                 .settings
                 .all()
@@ -573,7 +565,6 @@ impl CatalogTable {
             | CatalogTable::PublicationNamespace
             | CatalogTable::Trigger
             | CatalogTable::Rewrite
-            | CatalogTable::AuthMembers
             | CatalogTable::Proc
             | CatalogTable::Extension => Vec::new(),
             CatalogTable::Depend => depend_rows(cx.tx)?,
@@ -693,6 +684,80 @@ fn count(n: u64) -> Value {
 }
 
 /// The SQL-visible tables (quire's own catalog table is hidden), with their SQL types.
+/// What `pg_roles`, `pg_user` and `pg_shadow` show for every role's password.
+const MASKED_PASSWORD: &str = "********";
+
+fn valid_until(r: &Role) -> Value {
+    r.valid_until.map_or(Value::Null, Value::Timestamp)
+}
+
+fn pg_roles_row(r: &Role) -> Row {
+    vec![
+        text(&r.name),
+        Value::Bool(r.superuser),
+        Value::Bool(r.inherit),
+        Value::Bool(r.createrole),
+        Value::Bool(r.createdb),
+        Value::Bool(r.login),
+        Value::Bool(r.replication),
+        int(i64::from(r.connection_limit)),
+        text(MASKED_PASSWORD),
+        valid_until(r),
+        Value::Bool(r.bypassrls),
+        Value::Null,
+        int(i64::from(r.oid)),
+    ]
+}
+
+fn pg_authid_row(r: &Role) -> Row {
+    vec![
+        int(i64::from(r.oid)),
+        text(&r.name),
+        Value::Bool(r.superuser),
+        Value::Bool(r.inherit),
+        Value::Bool(r.createrole),
+        Value::Bool(r.createdb),
+        Value::Bool(r.login),
+        Value::Bool(r.replication),
+        Value::Bool(r.bypassrls),
+        int(i64::from(r.connection_limit)),
+        r.password.as_deref().map_or(Value::Null, text),
+        valid_until(r),
+    ]
+}
+
+fn pg_user_row(r: &Role) -> Row {
+    vec![
+        text(&r.name),
+        int(i64::from(r.oid)),
+        Value::Bool(r.createdb),
+        Value::Bool(r.superuser),
+        Value::Bool(r.replication),
+        Value::Bool(r.bypassrls),
+        text(MASKED_PASSWORD),
+        valid_until(r),
+        Value::Null,
+    ]
+}
+
+fn auth_members_rows(tx: &Transaction) -> Result<Vec<Row>> {
+    let roles = crate::roles::all(tx)?;
+    let inherits = |oid: u32| roles.iter().any(|r| r.oid == oid && r.inherit);
+    Ok(crate::roles::memberships(tx)?
+        .iter()
+        .map(|m| {
+            vec![
+                int(i64::from(m.roleid)),
+                int(i64::from(m.member)),
+                int(i64::from(m.grantor)),
+                Value::Bool(m.admin_option),
+                Value::Bool(inherits(m.member)),
+                Value::Bool(true),
+            ]
+        })
+        .collect())
+}
+
 fn user_tables(tx: &Transaction) -> Result<Vec<TableInfo>> {
     let mut out = Vec::new();
     for def in tx.tables()? {

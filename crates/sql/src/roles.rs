@@ -1,37 +1,90 @@
-//! Roles (PostgreSQL's `pg_authid`): who may log in, who is a superuser, and each role's
-//! SCRAM-SHA-256 verifier. They live in an ordinary engine table, `quire_roles` (one row per
-//! role), so CREATE, ALTER and DROP ROLE are transactional and roll back with their block, as
-//! the column table does ([`crate::catalog`]).
+//! Roles (PostgreSQL's `pg_authid` and `pg_auth_members`): who may log in, what each role may
+//! do, who belongs to whom, and each role's SCRAM-SHA-256 verifier; and who a session acts as.
+//! PostgreSQL 15 is the model (`commands/user.c`, `utils/adt/acl.c`, `commands/variable.c`),
+//! its SQLSTATEs and messages word for word; PostgreSQL 16 changed CREATEROLE, quire does not.
 //!
-//! - The table is created by [`bootstrap`] when missing, so a data directory made before roles
-//!   existed gains it on its next start; the bootstrap superuser `postgres` (oid 10, LOGIN,
-//!   SUPERUSER, no password) is its first row. It may not be dropped.
-//! - A password is never stored: only its SCRAM-SHA-256 verifier in PostgreSQL's text form,
-//!   `SCRAM-SHA-256$<iterations>:<salt b64>$<StoredKey b64>:<ServerKey b64>` ([`ScramVerifier`],
-//!   the one encoder and decoder of that form). A password given already in that form (psql's
-//!   `\password` sends one) is stored as given, once it parses.
-//! - SQL: `CREATE ROLE|USER name [WITH] [LOGIN|NOLOGIN] [SUPERUSER|NOSUPERUSER]
-//!   [PASSWORD 'pw' | PASSWORD NULL]` (CREATE USER implies LOGIN), `ALTER ROLE|USER name
-//!   [WITH] option...`, `DROP ROLE|USER [IF EXISTS] name [, ...]`. Parsed here, not by
-//!   sqlparser, whose role grammar follows other dialects. Errors: 42710 for a role that
-//!   exists, 42704 for one that does not, 2BP01 for dropping `postgres`, 55006 for dropping
-//!   the session's own role.
+//! Storage:
+//! - Roles live in an ordinary engine table, `quire_roles` (one row per role: PostgreSQL's
+//!   `rolsuper`, `rolinherit`, `rolcreaterole`, `rolcreatedb`, `rolcanlogin`,
+//!   `rolreplication`, `rolbypassrls`, `rolconnlimit`, `rolpassword`, `rolvaliduntil`),
+//!   memberships in `quire_auth_members` ([`members`]), so every role statement is
+//!   transactional and rolls back with its block, as the column table does
+//!   ([`crate::catalog`]).
+//! - [`bootstrap`] creates both tables when missing, so a data directory made before them
+//!   gains them on its next start. The bootstrap superuser `postgres` (oid 10, with every
+//!   attribute, no password) is the first row. A roles table from before the attributes
+//!   existed (five columns) gets the missing columns added and each row filled in with
+//!   PostgreSQL's defaults (INHERIT, -1 connections; `postgres` gets every attribute).
+//! - A password is never stored: only its SCRAM-SHA-256 verifier ([`ScramVerifier`]). A
+//!   password given already in that form (psql's `\password` sends one) is stored as given,
+//!   once it parses; an empty one clears the password, with PostgreSQL's notice.
 //! - Oids: `postgres` has PostgreSQL's 10; other roles get one above the highest in the table,
 //!   starting at PostgreSQL's first normal oid (16384). A unique index on the name backs the
-//!   42710 check against a concurrent CREATE (which then fails with 23505).
+//!   42710 check against a concurrent CREATE (which then fails with 42710 all the same).
+//! - SQL never reads or writes the two tables, nor drops their indexes, directly: their
+//!   names are in quire's reserved namespace ([`crate::catalog::check_not_reserved`]).
+//! - VALID UNTIL takes a timestamptz or `infinity` (stored as no limit: quire's timestamps
+//!   have no infinity, so `pg_roles` shows NULL for it); `-infinity` is refused (0A000).
+//!
+//! Who acts ([`Identity`], PostgreSQL's `miscinit.c`): the role the client authenticated as
+//! (fixed for the session, and whether it was a superuser then), the session user (`SET
+//! SESSION AUTHORIZATION`, which only an authenticated superuser may change to another role),
+//! and the current role (`SET ROLE`, to a role the session user is a member of, directly or
+//! through others; a session user that is a superuser may take any role). `is_superuser`
+//! reports the current role's attribute as it was when the session took that role; privilege
+//! checks read the current role's attributes as they are now, in the statement's
+//! transaction, as PostgreSQL's `superuser()` does. A role that another session dropped has
+//! no privileges.
+//!
+//! Privileges (all 42501 unless said otherwise), checked against the current role:
+//! - CREATE ROLE: SUPERUSER, REPLICATION or BYPASSRLS need a superuser ("must be superuser to
+//!   create superusers" / "... replication users" / "... bypassrls users"); anything else
+//!   needs CREATEROLE ("permission denied to create role"). Names starting with `pg_` are
+//!   reserved (42939), as are `public` and `none`.
+//! - ALTER ROLE: a superuser role, or the SUPERUSER option, needs a superuser ("must be
+//!   superuser to alter superuser roles or change superuser attribute"); likewise a
+//!   replication role or REPLICATION, and BYPASSRLS. Otherwise CREATEROLE may change anything;
+//!   without it a role may change only its own password, nothing else ("permission denied").
+//!   The bootstrap superuser keeps SUPERUSER (PostgreSQL 16's rule: "permission denied to
+//!   alter role"; PostgreSQL 15 lets it go and leaves the cluster without its superuser).
+//! - RENAME: the session user and the current role cannot be renamed (0A000); a superuser
+//!   needs a superuser, any other role CREATEROLE ("permission denied to rename role").
+//! - DROP ROLE: CREATEROLE ("permission denied to drop role"); a superuser needs a superuser
+//!   ("must be superuser to drop superusers"); not the current or session user (55006), not
+//!   `postgres` (2BP01). Its memberships, both ways, go with it.
+//! - GRANT/REVOKE role: on a superuser role, a superuser ("must be superuser to alter
+//!   superusers"); otherwise CREATEROLE or the admin option on the role, held directly or
+//!   through membership ("must have admin option on role ..."); a role never administers
+//!   itself. GRANTED BY another role needs a superuser. A grant that would make a role a
+//!   member of itself, directly or through others, is refused (0LP01).
+//! - SET ROLE: 22023 for a role that does not exist, 42501 "permission denied to set role
+//!   ..." for one the session user is not a member of. SET SESSION AUTHORIZATION: 42501
+//!   "permission denied to set session authorization ..." unless the authenticated role was a
+//!   superuser at login (or the target is the authenticated role itself).
+//! - `pg_authid` (verifiers) only for a superuser ("permission denied for table pg_authid");
+//!   `pg_roles` and `pg_user` show `********` for every role.
+//!
+//! Not done here: `ALTER ROLE ... SET` (per-role settings), SET LOCAL ROLE, and SET ROLE
+//! that a rolled-back block undoes (quire's settings are not transactional); the connection
+//! limit and VALID UNTIL are stored and shown, and enforcing them at login is the server's.
 
-use std::fmt;
-use std::num::NonZeroU32;
+mod commands;
+mod grammar;
+mod members;
+mod scram;
 
-use base64::engine::general_purpose::STANDARD as B64;
-use base64::Engine as _;
-use quire_engine::{Column, Database, IsolationLevel, TableId, Tid, Transaction, Type, Value};
-use ring::{digest, hmac, pbkdf2};
+use quire_engine::{Column, Database, IsolationLevel, Row, TableId, Tid, Transaction, Type, Value};
 
 use crate::error::{Result, SqlError};
 
+pub(crate) use commands::execute;
+pub(crate) use grammar::parse;
+pub use grammar::RoleStmt;
+pub(crate) use members::all as memberships;
+pub use scram::ScramVerifier;
+
 /// The roles table; its name is in quire's reserved namespace ([`crate::catalog`]).
-pub(crate) const ROLES_TABLE: &str = "quire_roles";
+const ROLES_TABLE: &str = "quire_roles";
 const ROLES_NAME_INDEX: &str = "quire_roles_name";
 /// The bootstrap superuser, created on first start.
 pub const BOOTSTRAP_SUPERUSER: &str = "postgres";
@@ -39,246 +92,211 @@ pub const BOOTSTRAP_SUPERUSER: &str = "postgres";
 const BOOTSTRAP_SUPERUSER_OID: u32 = 10;
 /// PostgreSQL's FirstNormalObjectId: user-created roles get oids from here.
 const FIRST_NORMAL_OID: u32 = 16_384;
-/// PostgreSQL's `scram_iterations` default.
-pub const SCRAM_ITERATIONS: u32 = 4096;
-/// PostgreSQL's SCRAM_DEFAULT_SALT_LEN.
-const SCRAM_SALT_BYTES: usize = 16;
-/// SHA-256's output: the length of StoredKey and ServerKey.
-const SCRAM_KEY_BYTES: usize = 32;
-/// A bound on the iteration count a stored verifier may name: each login (and each
-/// `password`-method check) costs that many HMACs, so an absurd count would be a way to hang
-/// the server. PostgreSQL's own `scram_iterations` maximum is INT_MAX; 10 million is far above
-/// any real setting.
-const MAX_SCRAM_ITERATIONS: u32 = 10_000_000;
-/// A role name's length limit (PostgreSQL's NAMEDATALEN - 1).
-const MAX_NAME_BYTES: usize = 63;
 
-// Column positions in `quire_roles`.
-const COL_OID: usize = 0;
-const COL_NAME: usize = 1;
-const COL_SUPER: usize = 2;
-const COL_LOGIN: usize = 3;
-const COL_PASSWORD: usize = 4;
+/// `quire_roles`'s columns in their order: the first [`FIRST_COLUMNS`] since roles existed,
+/// the others added by [`bootstrap`] to an older table.
+const COLUMNS: [(&str, Type); 12] = [
+    ("oid", Type::Int),
+    ("rolname", Type::Text),
+    ("rolsuper", Type::Bool),
+    ("rolcanlogin", Type::Bool),
+    ("rolpassword", Type::Text),
+    ("rolinherit", Type::Bool),
+    ("rolcreaterole", Type::Bool),
+    ("rolcreatedb", Type::Bool),
+    ("rolreplication", Type::Bool),
+    ("rolbypassrls", Type::Bool),
+    ("rolconnlimit", Type::Int),
+    ("rolvaliduntil", Type::Timestamp),
+];
+const FIRST_COLUMNS: usize = 5;
 
 /// One role, as `pg_authid` shows it.
+#[allow(clippy::struct_excessive_bools)] // pg_authid's attributes, each a bool there too
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Role {
     pub oid: u32,
     pub name: String,
     pub superuser: bool,
+    /// INHERIT: the role uses the privileges of the roles it belongs to.
+    pub inherit: bool,
+    pub createrole: bool,
+    pub createdb: bool,
     pub login: bool,
+    pub replication: bool,
+    pub bypassrls: bool,
+    /// CONNECTION LIMIT; -1 for none.
+    pub connection_limit: i32,
     /// The SCRAM verifier's text form (never a password); `None` without a password.
     pub password: Option<String>,
+    /// VALID UNTIL, microseconds since 1970-01-01 UTC: after it the password no longer
+    /// logs in. `None` for no limit.
+    pub valid_until: Option<i64>,
 }
 
-/// PostgreSQL's SCRAM-SHA-256 secret: what a server needs to check a client's proof and prove
-/// itself, and nothing from which the password follows directly.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ScramVerifier {
-    pub iterations: u32,
-    pub salt: Vec<u8>,
-    pub stored_key: [u8; SCRAM_KEY_BYTES],
-    pub server_key: [u8; SCRAM_KEY_BYTES],
-}
-
-impl fmt::Debug for ScramVerifier {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The keys are password-equivalent for SCRAM (StoredKey and a stolen exchange give
-        // a login): never in logs.
-        f.debug_struct("ScramVerifier")
-            .field("iterations", &self.iterations)
-            .finish_non_exhaustive()
-    }
-}
-
-fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; SCRAM_KEY_BYTES] {
-    let tag = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, key), data);
-    let mut out = [0; SCRAM_KEY_BYTES];
-    out.copy_from_slice(tag.as_ref());
-    out
-}
-
-fn sha256(data: &[u8]) -> [u8; SCRAM_KEY_BYTES] {
-    let d = digest::digest(&digest::SHA256, data);
-    let mut out = [0; SCRAM_KEY_BYTES];
-    out.copy_from_slice(d.as_ref());
-    out
-}
-
-/// Equality in time that does not depend on where the inputs differ.
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-impl ScramVerifier {
-    /// The verifier of `password` with `salt` (RFC 5802: SaltedPassword = Hi(SASLprep(pw),
-    /// salt, i); StoredKey = H(HMAC(SaltedPassword, "Client Key")); ServerKey =
-    /// HMAC(SaltedPassword, "Server Key")). A password SASLprep refuses is used as is, as
-    /// PostgreSQL does.
-    pub fn from_password(password: &str, salt: &[u8], iterations: u32) -> ScramVerifier {
-        assert!(
-            (1..=MAX_SCRAM_ITERATIONS).contains(&iterations),
-            "iterations {iterations} out of range"
-        );
-        let prepared = stringprep::saslprep(password)
-            .map_or_else(|_| password.to_string(), std::borrow::Cow::into_owned);
-        let mut salted = [0u8; SCRAM_KEY_BYTES];
-        let n = NonZeroU32::new(iterations).expect("checked above");
-        pbkdf2::derive(
-            pbkdf2::PBKDF2_HMAC_SHA256,
-            n,
-            salt,
-            prepared.as_bytes(),
-            &mut salted,
-        );
-        ScramVerifier {
-            iterations,
-            salt: salt.to_vec(),
-            stored_key: sha256(&hmac_sha256(&salted, b"Client Key")),
-            server_key: hmac_sha256(&salted, b"Server Key"),
+impl Role {
+    /// A role with PostgreSQL's defaults for CREATE ROLE (NOLOGIN, INHERIT, no limit).
+    fn new(oid: u32, name: &str) -> Role {
+        Role {
+            oid,
+            name: name.to_string(),
+            superuser: false,
+            inherit: true,
+            createrole: false,
+            createdb: false,
+            login: false,
+            replication: false,
+            bypassrls: false,
+            connection_limit: -1,
+            password: None,
+            valid_until: None,
         }
     }
 
-    /// A verifier of `password` with a fresh random salt and PostgreSQL's iteration count.
-    pub fn new_random(password: &str) -> Result<ScramVerifier> {
-        use ring::rand::SecureRandom;
-        let mut salt = [0u8; SCRAM_SALT_BYTES];
-        ring::rand::SystemRandom::new()
-            .fill(&mut salt)
-            .map_err(|_| SqlError::new("XX000", "could not generate a random salt"))?;
-        Ok(Self::from_password(password, &salt, SCRAM_ITERATIONS))
-    }
-
-    /// A verifier that no password matches, with a salt made from `secret` and `user`, so
-    /// that an unknown user gets the same salt on every attempt, as a real one does
-    /// (PostgreSQL's `scram_mock_salt`): the exchange looks the same either way.
-    pub fn mock(user: &str, secret: &[u8]) -> ScramVerifier {
-        let mut input = secret.to_vec();
-        input.extend_from_slice(user.as_bytes());
-        let salt = sha256(&input)[..SCRAM_SALT_BYTES].to_vec();
-        // Keys from a hash of the salt with a different label: no proof ever hashes to it.
-        input.extend_from_slice(b"mock keys");
-        let key = sha256(&input);
-        ScramVerifier {
-            iterations: SCRAM_ITERATIONS,
-            salt,
-            stored_key: key,
-            server_key: key,
+    /// The bootstrap superuser as initdb makes it: every attribute, no password.
+    fn bootstrap_superuser() -> Role {
+        Role {
+            superuser: true,
+            createrole: true,
+            createdb: true,
+            login: true,
+            replication: true,
+            bypassrls: true,
+            ..Role::new(BOOTSTRAP_SUPERUSER_OID, BOOTSTRAP_SUPERUSER)
         }
-    }
-
-    /// Whether `password` is the one this verifier was made from (the `password` method,
-    /// which receives the password in clear).
-    pub fn matches_password(&self, password: &str) -> bool {
-        let v = Self::from_password(password, &self.salt, self.iterations);
-        same_bytes(&v.stored_key, &self.stored_key)
-    }
-
-    /// Parses PostgreSQL's text form; `None` for anything else (a plain password, md5).
-    pub fn parse(text: &str) -> Option<ScramVerifier> {
-        let rest = text.strip_prefix("SCRAM-SHA-256$")?;
-        let (params, keys) = rest.split_once('$')?;
-        let (iterations, salt) = params.split_once(':')?;
-        let (stored, server) = keys.split_once(':')?;
-        let iterations: u32 = iterations.parse().ok()?;
-        if !(1..=MAX_SCRAM_ITERATIONS).contains(&iterations) {
-            return None;
-        }
-        let salt = B64.decode(salt).ok()?;
-        let stored_key = B64.decode(stored).ok()?.try_into().ok()?;
-        let server_key = B64.decode(server).ok()?.try_into().ok()?;
-        if salt.is_empty() {
-            return None;
-        }
-        Some(ScramVerifier {
-            iterations,
-            salt,
-            stored_key,
-            server_key,
-        })
     }
 }
 
-impl fmt::Display for ScramVerifier {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "SCRAM-SHA-256${}:{}${}:{}",
-            self.iterations,
-            B64.encode(&self.salt),
-            B64.encode(self.stored_key),
-            B64.encode(self.server_key)
-        )
-    }
-}
-
-fn role_row(role: &Role) -> Vec<Value> {
-    vec![
+fn role_row(role: &Role) -> Row {
+    let row = vec![
         Value::Int(i64::from(role.oid)),
         Value::Text(role.name.clone()),
         Value::Bool(role.superuser),
         Value::Bool(role.login),
         role.password.clone().map_or(Value::Null, Value::Text),
-    ]
+        Value::Bool(role.inherit),
+        Value::Bool(role.createrole),
+        Value::Bool(role.createdb),
+        Value::Bool(role.replication),
+        Value::Bool(role.bypassrls),
+        Value::Int(i64::from(role.connection_limit)),
+        role.valid_until.map_or(Value::Null, Value::Timestamp),
+    ];
+    assert_eq!(row.len(), COLUMNS.len());
+    row
 }
 
 fn corrupt() -> SqlError {
     SqlError::new("XX000", format!("a row of {ROLES_TABLE} is malformed"))
 }
 
-fn row_role(row: &[Value]) -> Result<Role> {
-    let (Some(oid), Some(name), Value::Bool(superuser), Value::Bool(login)) = (
-        row.get(COL_OID).and_then(Value::as_int),
-        row.get(COL_NAME).and_then(Value::as_text),
-        row.get(COL_SUPER).ok_or_else(corrupt)?,
-        row.get(COL_LOGIN).ok_or_else(corrupt)?,
-    ) else {
-        return Err(corrupt());
-    };
-    let password = match row.get(COL_PASSWORD).ok_or_else(corrupt)? {
+fn bool_at(row: &[Value], i: usize) -> Result<bool> {
+    match row.get(i) {
+        Some(Value::Bool(b)) => Ok(*b),
+        _ => Err(corrupt()),
+    }
+}
+
+fn int_at(row: &[Value], i: usize) -> Result<i64> {
+    row.get(i).and_then(Value::as_int).ok_or_else(corrupt)
+}
+
+/// The role of a row of the first five columns (a row from before the attributes existed
+/// has only those), with PostgreSQL's defaults for the rest.
+fn row_role_legacy(row: &[Value]) -> Result<Role> {
+    let oid = u32::try_from(int_at(row, 0)?).map_err(|_| corrupt())?;
+    let name = row.get(1).and_then(Value::as_text).ok_or_else(corrupt)?;
+    let password = match row.get(4).ok_or_else(corrupt)? {
         Value::Null => None,
         Value::Text(t) => Some(t.clone()),
         _ => return Err(corrupt()),
     };
+    let base = if oid == BOOTSTRAP_SUPERUSER_OID {
+        Role::bootstrap_superuser()
+    } else {
+        Role::new(oid, name)
+    };
     Ok(Role {
-        oid: u32::try_from(oid).map_err(|_| corrupt())?,
         name: name.to_string(),
-        superuser: *superuser,
-        login: *login,
+        superuser: bool_at(row, 2)?,
+        login: bool_at(row, 3)?,
         password,
+        ..base
     })
 }
 
-/// Creates the roles table and the bootstrap superuser when the table is missing (a new data
-/// directory, or one made before roles existed).
+fn row_role(row: &[Value]) -> Result<Role> {
+    let legacy = row_role_legacy(row)?;
+    let valid_until = match row.get(11).ok_or_else(corrupt)? {
+        Value::Null => None,
+        Value::Timestamp(us) => Some(*us),
+        _ => return Err(corrupt()),
+    };
+    Ok(Role {
+        inherit: bool_at(row, 5)?,
+        createrole: bool_at(row, 6)?,
+        createdb: bool_at(row, 7)?,
+        replication: bool_at(row, 8)?,
+        bypassrls: bool_at(row, 9)?,
+        connection_limit: i32::try_from(int_at(row, 10)?).map_err(|_| corrupt())?,
+        valid_until,
+        ..legacy
+    })
+}
+
+/// Creates the roles and membership tables when they are missing, and adds the attribute
+/// columns to a roles table from before they existed.
 pub fn bootstrap(db: &Database) -> Result<()> {
     let tx = db.begin(IsolationLevel::ReadCommitted)?;
-    if tx.find_table(ROLES_TABLE)?.is_some() {
-        return Ok(tx.rollback()?);
+    let changed = match tx.find_table(ROLES_TABLE)? {
+        None => create_roles_table(&tx).map(|()| true),
+        Some(table) => migrate(&tx, table),
+    };
+    let changed = changed? | members::bootstrap(&tx)?;
+    if changed {
+        tx.commit()?;
+    } else {
+        tx.rollback()?;
     }
-    let table = tx.create_table(
-        ROLES_TABLE,
-        &[
-            Column::new("oid", Type::Int),
-            Column::new("rolname", Type::Text),
-            Column::new("rolsuper", Type::Bool),
-            Column::new("rolcanlogin", Type::Bool),
-            Column::new("rolpassword", Type::Text),
-        ],
-    )?;
-    tx.create_index(ROLES_NAME_INDEX, table, &["rolname"], true)?;
-    tx.insert(
-        table,
-        &role_row(&Role {
-            oid: BOOTSTRAP_SUPERUSER_OID,
-            name: BOOTSTRAP_SUPERUSER.into(),
-            superuser: true,
-            login: true,
-            password: None,
-        }),
-    )?;
-    tx.commit()?;
     Ok(())
+}
+
+fn create_roles_table(tx: &Transaction) -> Result<()> {
+    let columns: Vec<Column> = COLUMNS.iter().map(|(n, t)| Column::new(n, *t)).collect();
+    let table = tx.create_table(ROLES_TABLE, &columns)?;
+    tx.create_index(ROLES_NAME_INDEX, table, &["rolname"], true)?;
+    tx.insert(table, &role_row(&Role::bootstrap_superuser()))?;
+    Ok(())
+}
+
+/// Adds the columns a roles table lacks and fills them in each row; whether it did.
+fn migrate(tx: &Transaction, table: TableId) -> Result<bool> {
+    let def = tx.table_def(table)?;
+    let have: Vec<&str> = def.columns.iter().map(|c| c.name.as_str()).collect();
+    let expected: Vec<&str> = COLUMNS.iter().map(|(n, _)| *n).collect();
+    if have.len() < FIRST_COLUMNS
+        || have.len() > COLUMNS.len()
+        || have[..] != expected[..have.len()]
+    {
+        return Err(SqlError::new(
+            "XX000",
+            format!("{ROLES_TABLE} has columns {have:?}, not a prefix of {expected:?}"),
+        ));
+    }
+    if have.len() == COLUMNS.len() {
+        return Ok(false);
+    }
+    for (name, ty) in &COLUMNS[have.len()..] {
+        tx.add_column(table, Column::new(name, *ty))?;
+    }
+    let rows: Vec<(Tid, Row)> = tx.scan(table)?.collect::<std::result::Result<_, _>>()?;
+    for (tid, row) in rows {
+        let role = row_role_legacy(&row)?;
+        if let quire_engine::Changed::Skipped = tx.update(table, tid, &role_row(&role))? {
+            return Err(corrupt());
+        }
+    }
+    Ok(true)
 }
 
 /// Every role `tx` sees, by oid.
@@ -295,6 +313,11 @@ pub(crate) fn all(tx: &Transaction) -> Result<Vec<Role>> {
     Ok(roles)
 }
 
+/// The role with oid `oid`, if `tx` sees one.
+fn by_oid(tx: &Transaction, oid: u32) -> Result<Option<Role>> {
+    Ok(all(tx)?.into_iter().find(|r| r.oid == oid))
+}
+
 /// The role named `name` and where its row is.
 fn find(tx: &Transaction, name: &str) -> Result<Option<(TableId, Tid, Role)>> {
     let table = tx.table(ROLES_TABLE)?;
@@ -308,6 +331,19 @@ fn find(tx: &Transaction, name: &str) -> Result<Option<(TableId, Tid, Role)>> {
     Ok(None)
 }
 
+/// Whether role `member` has the privileges of role `role` (PostgreSQL's
+/// `has_privs_of_role`): it is `role`, a superuser, or belongs to it through memberships.
+/// A name that is no role's has no privileges (false).
+pub(crate) fn has_privs_of(tx: &Transaction, member: &str, role: &str) -> Result<bool> {
+    let (Some((_, _, m)), Some((_, _, r))) = (find(tx, member)?, find(tx, role)?) else {
+        return Ok(false);
+    };
+    if m.oid == r.oid || m.superuser {
+        return Ok(true);
+    }
+    Ok(members::member_of(&members::all(tx)?, m.oid).contains(&r.oid))
+}
+
 /// The role named `name` as committed now (for authentication, outside any session).
 pub fn lookup_role(db: &Database, name: &str) -> Result<Option<Role>> {
     let tx = db.begin(IsolationLevel::ReadCommitted)?;
@@ -316,422 +352,111 @@ pub fn lookup_role(db: &Database, name: &str) -> Result<Option<Role>> {
     Ok(r?.map(|(_, _, role)| role))
 }
 
-/// What CREATE and ALTER ROLE set; `None` leaves a setting as it is (ALTER) or at its default
-/// (CREATE).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RoleOptions {
-    pub login: Option<bool>,
-    pub superuser: Option<bool>,
-    pub password: Option<PasswordOption>,
-}
-
-/// PASSWORD 'pw' or PASSWORD NULL.
+/// A role a session acts as, with its superuser attribute as it was when the session took it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PasswordOption {
-    Given(String),
-    Null,
+struct Acting {
+    oid: u32,
+    name: String,
+    superuser: bool,
 }
 
-/// A role statement.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RoleStmt {
-    /// `user`: CREATE USER, whose default is LOGIN.
-    Create {
-        name: String,
-        user: bool,
-        options: RoleOptions,
-    },
-    Alter {
-        name: String,
-        options: RoleOptions,
-    },
-    Drop {
-        names: Vec<String>,
-        if_exists: bool,
-    },
-}
-
-/// A token of a role statement.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Tok {
-    /// An unquoted word, lowercased as PostgreSQL folds identifiers and keywords.
-    Word(String),
-    /// A "quoted" identifier, as written.
-    Quoted(String),
-    /// A 'string' literal.
-    Str(String),
-    Comma,
-}
-
-fn tokens(sql: &str) -> Result<Vec<Tok>> {
-    let mut out = Vec::new();
-    let mut chars = sql.chars().peekable();
-    while let Some(&c) = chars.peek() {
-        if c.is_whitespace() {
-            chars.next();
-        } else if c == ',' {
-            chars.next();
-            out.push(Tok::Comma);
-        } else if c == '\'' || c == '"' {
-            chars.next();
-            let mut s = String::new();
-            let mut closed = false;
-            while let Some(d) = chars.next() {
-                if d == c {
-                    if chars.peek() == Some(&c) {
-                        chars.next();
-                        s.push(c);
-                        continue;
-                    }
-                    closed = true;
-                    break;
-                }
-                s.push(d);
-            }
-            if !closed {
-                return Err(SqlError::syntax("unterminated quoted string"));
-            }
-            out.push(if c == '\'' {
-                Tok::Str(s)
-            } else {
-                Tok::Quoted(s)
-            });
-        } else if c.is_alphanumeric() || c == '_' {
-            let mut w = String::new();
-            while let Some(&d) = chars.peek() {
-                if !(d.is_alphanumeric() || d == '_' || d == '$') {
-                    break;
-                }
-                w.push(d);
-                chars.next();
-            }
-            out.push(Tok::Word(w.to_lowercase()));
-        } else {
-            return Err(SqlError::syntax(format!("syntax error at or near \"{c}\"")));
+impl Acting {
+    fn of(role: &Role) -> Acting {
+        Acting {
+            oid: role.oid,
+            name: role.name.clone(),
+            superuser: role.superuser,
         }
     }
-    Ok(out)
 }
 
-fn is_word(t: Option<&Tok>, w: &str) -> bool {
-    matches!(t, Some(Tok::Word(x)) if x == w)
+/// Who a session acts as (the module's rules).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// The role the client logged in as (PostgreSQL's AuthenticatedUserId), and whether it
+    /// was a superuser then (AuthenticatedUserIsSuperuser).
+    authenticated: Acting,
+    /// `session_user`.
+    session: Acting,
+    /// The role SET ROLE chose; `None` for NONE (the session user acts).
+    role: Option<Acting>,
 }
 
-fn role_name(t: Option<&Tok>) -> Result<String> {
-    let name = match t {
-        Some(Tok::Word(w) | Tok::Quoted(w)) => w.clone(),
-        Some(t) => return Err(SqlError::syntax(format!("syntax error at or near {t:?}"))),
-        None => return Err(SqlError::syntax("syntax error at end of input")),
-    };
-    if name.is_empty() {
-        return Err(SqlError::new("42602", "zero-length delimited identifier"));
+impl Identity {
+    /// The bootstrap superuser's session (an in-process session nobody logged in to).
+    pub(crate) fn bootstrap() -> Identity {
+        Identity::logged_in(&Role::bootstrap_superuser())
     }
-    if name.len() > MAX_NAME_BYTES {
-        return Err(SqlError::new(
-            "42622",
-            format!("role name \"{name}\" is longer than {MAX_NAME_BYTES} bytes"),
-        ));
-    }
-    Ok(name)
-}
 
-fn options(toks: &[Tok]) -> Result<RoleOptions> {
-    let mut o = RoleOptions::default();
-    let mut i = usize::from(is_word(toks.first(), "with"));
-    while let Some(t) = toks.get(i) {
-        let Tok::Word(w) = t else {
-            return Err(SqlError::syntax(format!("syntax error at or near {t:?}")));
-        };
-        match w.as_str() {
-            "login" => o.login = Some(true),
-            "nologin" => o.login = Some(false),
-            "superuser" => o.superuser = Some(true),
-            "nosuperuser" => o.superuser = Some(false),
-            "encrypted" if is_word(toks.get(i + 1), "password") => {}
-            "password" => {
-                i += 1;
-                o.password = Some(match toks.get(i) {
-                    Some(Tok::Str(s)) => PasswordOption::Given(s.clone()),
-                    Some(Tok::Word(n)) if n == "null" => PasswordOption::Null,
-                    _ => return Err(SqlError::syntax("PASSWORD needs a quoted string or NULL")),
-                });
-            }
-            "inherit" | "noinherit" | "createdb" | "nocreatedb" | "createrole" | "nocreaterole"
-            | "replication" | "noreplication" | "bypassrls" | "nobypassrls" | "connection"
-            | "valid" | "in" | "role" | "admin" | "user" | "sysid" => {
-                return Err(SqlError::unsupported(format!(
-                    "the role option {}",
-                    w.to_uppercase()
-                )));
-            }
-            _ => return Err(SqlError::syntax(format!("syntax error at or near \"{w}\""))),
+    /// The session of a client that logged in as `role`.
+    pub(crate) fn logged_in(role: &Role) -> Identity {
+        let acting = Acting::of(role);
+        Identity {
+            authenticated: acting.clone(),
+            session: acting,
+            role: None,
         }
-        i += 1;
     }
-    Ok(o)
+
+    /// The session of a client whose role is not in the roles table (dropped meanwhile):
+    /// no oid matches it, so it has no privileges.
+    pub(crate) fn unknown(name: &str) -> Identity {
+        Identity::logged_in(&Role::new(0, name))
+    }
+
+    fn current(&self) -> &Acting {
+        self.role.as_ref().unwrap_or(&self.session)
+    }
+
+    /// `current_user`: the role whose privileges apply.
+    pub fn current_user(&self) -> &str {
+        &self.current().name
+    }
+
+    /// `session_user`.
+    pub fn session_user(&self) -> &str {
+        &self.session.name
+    }
+
+    /// `is_superuser`: whether the current role was a superuser when the session took it.
+    pub fn is_superuser(&self) -> bool {
+        self.current().superuser
+    }
+
+    /// SHOW role: the role SET ROLE chose, or `none`.
+    pub fn role(&self) -> &str {
+        self.role.as_ref().map_or("none", |r| r.name.as_str())
+    }
 }
 
-/// A role statement, if `sql` is one: `Ok(None)` for anything else, which goes to sqlparser.
-pub(crate) fn parse(sql: &str) -> Result<Option<RoleStmt>> {
-    // Cheap test first: most statements are not role statements.
-    let head: Vec<String> = sql
-        .split_whitespace()
-        .take(2)
-        .map(str::to_lowercase)
-        .collect();
-    let is_role = matches!(
-        head.as_slice(),
-        [a, b] if ["create", "alter", "drop"].contains(&a.as_str())
-            && (b == "role" || b == "user")
-    );
-    if !is_role {
-        return Ok(None);
-    }
-    let toks = tokens(sql)?;
-    let verb = &toks[0];
-    let user = is_word(toks.get(1), "user");
-    let rest = &toks[2..];
-    Ok(Some(if *verb == Tok::Word("drop".into()) {
-        let (if_exists, mut rest) = if is_word(rest.first(), "if") && is_word(rest.get(1), "exists")
-        {
-            (true, &rest[2..])
-        } else {
-            (false, rest)
-        };
-        let mut names = Vec::new();
-        loop {
-            names.push(role_name(rest.first())?);
-            match rest.get(1) {
-                None => break,
-                Some(Tok::Comma) => rest = &rest[2..],
-                Some(t) => return Err(SqlError::syntax(format!("syntax error at or near {t:?}"))),
-            }
-        }
-        RoleStmt::Drop { names, if_exists }
+/// The current role's privileges as the statement's transaction sees them now.
+struct Privileges {
+    oid: u32,
+    superuser: bool,
+    /// CREATEROLE, or a superuser.
+    createrole: bool,
+}
+
+fn privileges(tx: &Transaction, who: &Identity) -> Result<Privileges> {
+    let oid = who.current().oid;
+    let role = by_oid(tx, oid)?;
+    let superuser = role.as_ref().is_some_and(|r| r.superuser);
+    Ok(Privileges {
+        oid,
+        superuser,
+        createrole: superuser || role.is_some_and(|r| r.createrole),
+    })
+}
+
+fn denied(message: impl Into<String>) -> SqlError {
+    SqlError::new("42501", message)
+}
+
+/// `pg_authid` holds the verifiers: only a superuser reads it.
+pub(crate) fn check_authid_readable(tx: &Transaction, who: &Identity) -> Result<()> {
+    if privileges(tx, who)?.superuser {
+        Ok(())
     } else {
-        let name = role_name(rest.first())?;
-        let options = options(&rest[1..])?;
-        if *verb == Tok::Word("create".into()) {
-            RoleStmt::Create {
-                name,
-                user,
-                options,
-            }
-        } else {
-            RoleStmt::Alter { name, options }
-        }
-    }))
-}
-
-/// The verifier to store for a PASSWORD option: one given in SCRAM form as is, otherwise
-/// the password's. An empty password is no password, as in PostgreSQL (which warns).
-fn verifier(password: Option<&PasswordOption>) -> Result<Option<String>> {
-    let Some(PasswordOption::Given(pw)) = password else {
-        return Ok(None);
-    };
-    if pw.is_empty() {
-        return Ok(None);
-    }
-    if pw.starts_with("SCRAM-SHA-256$") {
-        return match ScramVerifier::parse(pw) {
-            Some(v) => Ok(Some(v.to_string())),
-            None => Err(SqlError::new(
-                "22023",
-                "the password looks like a SCRAM-SHA-256 verifier but does not parse as one",
-            )),
-        };
-    }
-    Ok(Some(ScramVerifier::new_random(pw)?.to_string()))
-}
-
-fn duplicate(name: &str) -> SqlError {
-    SqlError::new("42710", format!("role \"{name}\" already exists"))
-}
-
-fn missing(name: &str) -> SqlError {
-    SqlError::new("42704", format!("role \"{name}\" does not exist"))
-}
-
-/// Runs a role statement in `tx`; `current_user` is the session's role. Returns the command
-/// tag.
-pub(crate) fn execute(tx: &Transaction, stmt: &RoleStmt, current_user: &str) -> Result<String> {
-    match stmt {
-        RoleStmt::Create {
-            name,
-            user,
-            options,
-        } => {
-            if find(tx, name)?.is_some() {
-                return Err(duplicate(name));
-            }
-            let roles = all(tx)?;
-            let oid = roles
-                .iter()
-                .map(|r| r.oid)
-                .max()
-                .unwrap_or(0)
-                .max(FIRST_NORMAL_OID - 1)
-                .checked_add(1)
-                .ok_or_else(|| SqlError::new("54000", "out of role oids"))?;
-            let role = Role {
-                oid,
-                name: name.clone(),
-                superuser: options.superuser.unwrap_or(false),
-                login: options.login.unwrap_or(*user),
-                password: verifier(options.password.as_ref())?,
-            };
-            let table = tx.table(ROLES_TABLE)?;
-            tx.insert(table, &role_row(&role)).map_err(|e| match e {
-                quire_engine::Error::UniqueViolation { .. } => duplicate(name),
-                e => e.into(),
-            })?;
-            // CREATE USER too, as PostgreSQL tags it.
-            Ok("CREATE ROLE".into())
-        }
-        RoleStmt::Alter { name, options } => {
-            let (table, tid, mut role) = find(tx, name)?.ok_or_else(|| missing(name))?;
-            if let Some(l) = options.login {
-                role.login = l;
-            }
-            if let Some(s) = options.superuser {
-                if !s && role.name == BOOTSTRAP_SUPERUSER {
-                    return Err(SqlError::new(
-                        "0A000",
-                        "the bootstrap superuser must keep SUPERUSER",
-                    ));
-                }
-                role.superuser = s;
-            }
-            if let Some(p) = &options.password {
-                role.password = verifier(Some(p))?;
-            }
-            match tx.update(table, tid, &role_row(&role))? {
-                quire_engine::Changed::Done(..) => {}
-                quire_engine::Changed::Skipped => {
-                    // The row changed under us after the lookup (READ COMMITTED): say so
-                    // rather than report an ALTER that did nothing.
-                    return Err(SqlError::new(
-                        "40001",
-                        format!("could not alter role \"{name}\" due to a concurrent change"),
-                    ));
-                }
-            }
-            Ok("ALTER ROLE".into())
-        }
-        RoleStmt::Drop { names, if_exists } => {
-            for name in names {
-                if name == BOOTSTRAP_SUPERUSER {
-                    return Err(SqlError::new(
-                        "2BP01",
-                        format!(
-                            "cannot drop role {name} because it is required by the database system"
-                        ),
-                    ));
-                }
-                if name == current_user {
-                    return Err(SqlError::new("55006", "current user cannot be dropped"));
-                }
-                match find(tx, name)? {
-                    Some((table, tid, _)) => {
-                        tx.delete(table, tid)?;
-                    }
-                    None if *if_exists => {}
-                    None => return Err(missing(name)),
-                }
-            }
-            Ok("DROP ROLE".into())
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn verifier_matches_postgresql() {
-        // From PostgreSQL 16: SET password_encryption = 'scram-sha-256' with a fixed salt is
-        // not exposed, so check against RFC 7677's SCRAM-SHA-256 test vector instead:
-        // user "user", password "pencil", salt W22ZaJ0SNY7soEsUEjb6gQ==, 4096 iterations.
-        let salt = B64.decode("W22ZaJ0SNY7soEsUEjb6gQ==").unwrap();
-        let v = ScramVerifier::from_password("pencil", &salt, 4096);
-        // ServerSignature in the RFC is HMAC(ServerKey, AuthMessage); the keys themselves
-        // are checked through the text form's round trip and a known ServerKey.
-        let text = v.to_string();
-        assert!(text.starts_with("SCRAM-SHA-256$4096:W22ZaJ0SNY7soEsUEjb6gQ==$"));
-        assert_eq!(ScramVerifier::parse(&text), Some(v.clone()));
-        let auth = "n=user,r=rOprNGfwEbeRWgbNEkqO,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096,c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0";
-        assert_eq!(
-            B64.encode(hmac_sha256(&v.server_key, auth.as_bytes())),
-            "6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
-        );
-        assert!(v.matches_password("pencil"));
-        assert!(!v.matches_password("pencil "));
-    }
-
-    #[test]
-    fn malformed_verifiers_do_not_parse() {
-        for t in [
-            "pencil",
-            "SCRAM-SHA-256$",
-            "SCRAM-SHA-256$4096:c2FsdA==$AAAA:AAAA",
-            "SCRAM-SHA-256$0:c2FsdA==$AAAA:AAAA",
-            "SCRAM-SHA-256$99999999999:c2FsdA==$AAAA:AAAA",
-            "md5abc",
-        ] {
-            assert_eq!(ScramVerifier::parse(t), None, "{t}");
-        }
-    }
-
-    #[test]
-    fn mock_salt_is_stable_per_user() {
-        let a = ScramVerifier::mock("alice", b"secret");
-        assert_eq!(a, ScramVerifier::mock("alice", b"secret"));
-        assert_ne!(a.salt, ScramVerifier::mock("bob", b"secret").salt);
-        assert!(!a.matches_password(""));
-    }
-
-    #[test]
-    fn role_statements_parse() {
-        let p = |s: &str| parse(s).unwrap();
-        assert_eq!(p("select 1"), None);
-        assert_eq!(
-            p("CREATE USER Alice WITH PASSWORD 'it''s'"),
-            Some(RoleStmt::Create {
-                name: "alice".into(),
-                user: true,
-                options: RoleOptions {
-                    password: Some(PasswordOption::Given("it's".into())),
-                    ..RoleOptions::default()
-                }
-            })
-        );
-        assert_eq!(
-            p("alter role \"Bob\" nologin password null"),
-            Some(RoleStmt::Alter {
-                name: "Bob".into(),
-                options: RoleOptions {
-                    login: Some(false),
-                    password: Some(PasswordOption::Null),
-                    ..RoleOptions::default()
-                }
-            })
-        );
-        assert_eq!(
-            p("drop role if exists a, b"),
-            Some(RoleStmt::Drop {
-                names: vec!["a".into(), "b".into()],
-                if_exists: true
-            })
-        );
-        assert_eq!(
-            parse("create role r createdb").unwrap_err().sqlstate(),
-            "0A000"
-        );
-        assert_eq!(
-            parse("create role r password").unwrap_err().sqlstate(),
-            "42601"
-        );
-        assert_eq!(parse("drop role").unwrap_err().sqlstate(), "42601");
+        Err(denied("permission denied for table pg_authid"))
     }
 }

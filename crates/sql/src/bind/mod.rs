@@ -489,10 +489,17 @@ impl Binder<'_> {
                 names,
                 cascade: false,
                 ..
-            } => Ok(Plan::DropIndex {
-                names: names.iter().map(table_name).collect::<Result<_>>()?,
-                if_exists: *if_exists,
-            }),
+            } => {
+                let names: Vec<String> = names.iter().map(table_name).collect::<Result<_>>()?;
+                for n in &names {
+                    // quire's catalog indexes (`quire_roles_name` finds every login's role).
+                    catalog::check_not_reserved(n)?;
+                }
+                Ok(Plan::DropIndex {
+                    names,
+                    if_exists: *if_exists,
+                })
+            }
             Statement::CreateIndex(ci) => self.create_index(ci),
             Statement::AlterTable(at) => self.alter_table(at),
             Statement::Truncate(t) => {
@@ -763,8 +770,12 @@ impl Binder<'_> {
         }
         let table = self.table(&table_name(&ci.table_name)?)?;
         let columns = key_columns(&table.columns, &ci.columns)?;
+        let name = ci.name.as_ref().map(table_name).transpose()?;
+        if let Some(n) = &name {
+            catalog::check_not_reserved(n)?;
+        }
         Ok(Plan::CreateIndex {
-            name: ci.name.as_ref().map(table_name).transpose()?,
+            name,
             table,
             columns,
             unique: ci.unique,

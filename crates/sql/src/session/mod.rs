@@ -9,7 +9,7 @@
 //!   TRANSACTION, COMMIT/ROLLBACK PREPARED), VACUUM and CHECKPOINT;
 //! - `exec`: a bound plan executed in a transaction;
 //! - `copy_in`: COPY FROM STDIN and TO STDOUT;
-//! - `settings`: SET, SHOW and RESET.
+//! - `settings`: SET, SHOW and RESET; who the session acts as (login, role statements).
 
 use std::sync::Arc;
 
@@ -303,13 +303,6 @@ impl Session {
     /// as SET would set it, and refused as SET would refuse it.
     pub fn set_parameter(&mut self, name: &str, value: &str) -> Result<()> {
         self.settings.set(name, Some(value.to_string()))
-    }
-
-    /// The role the client logged in as (`current_user`, `session_user`), and whether it
-    /// is a superuser.
-    pub fn set_user(&mut self, user: &str, superuser: bool) {
-        self.settings.user = user.to_string();
-        self.backend.set_user(user, superuser);
     }
 
     /// A session of its own, in no registry of sessions (in-process use).
@@ -632,25 +625,6 @@ impl Session {
             Statement::Vacuum(v) => self.vacuum(v),
             Statement::Copy(c) => self.copy_start(c, out),
             Statement::Role(r) => self.role(r),
-        }
-    }
-
-    /// A role statement, in the open block or as its own transaction.
-    fn role(&mut self, stmt: &crate::roles::RoleStmt) -> Result<Outcome> {
-        let user = self.settings.user.clone();
-        if let State::Block(tx) = &self.state {
-            return Ok(command(crate::roles::execute(tx, stmt, &user)?));
-        }
-        let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
-        match crate::roles::execute(&tx, stmt, &user) {
-            Ok(tag) => {
-                tx.commit()?;
-                Ok(command(tag))
-            }
-            Err(e) => {
-                let _ = tx.rollback();
-                Err(e)
-            }
         }
     }
 

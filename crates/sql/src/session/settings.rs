@@ -2,6 +2,18 @@
 //! defaults, PostgreSQL's), and the server's settings, which SHOW and `pg_settings` read
 //! but SET may not change (55P02): the engine's configuration, and those the server that
 //! runs the session hands it (`port`, `listen_addresses`, `ssl`, ...).
+//!
+//! Who the session acts as is a setting too, as in PostgreSQL: `role`,
+//! `session_authorization` and `is_superuser` show the session's [`Identity`], which only
+//! the role statements change (SET ROLE, SET SESSION AUTHORIZATION: [`crate::roles`]'s
+//! rules); SET of `is_superuser` is refused (55P02), and like PostgreSQL's (GUC_NO_SHOW_ALL)
+//! the three stay out of SHOW ALL and `pg_settings`, and out of RESET ALL.
+//!
+//! Reported parameters: PostgreSQL tells the client the new value of each GUC_REPORT
+//! parameter a statement changed (ParameterStatus before ReadyForQuery).
+//! [`Session::reported_parameters`] gives all of them (for the startup), and
+//! [`Session::reported_parameters_changed`] those that changed since the last call or since
+//! the login.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,19 +21,25 @@ use std::time::Duration;
 
 use quire_engine::Config;
 
-use super::SERVER_VERSION;
+use super::{command, IsolationLevel, Outcome, Session, State, SERVER_VERSION};
 use crate::error::{Result, SqlError};
+use crate::roles::{Identity, RoleStmt};
 
 /// One client's settings: the session-level parameters it may SET, and the server's.
 pub struct Settings {
-    pub user: String,
+    /// Who the session acts as (`role`, `session_authorization`, `is_superuser`).
+    identity: Identity,
+    /// The reported parameters' values as the client last heard them.
+    reported: Vec<(&'static str, String)>,
     session: BTreeMap<String, String>,
     config: Config,
     /// The settings of the server the session runs in, by name, as it shows them.
     server_level: Arc<[(&'static str, String)]>,
-    /// How many times a parameter was set or reset: a caller that keeps values it showed
-    /// (the server's ParameterStatus) looks again only when this moved.
+    /// How many times a parameter was set or reset, or the identity changed; and its value
+    /// when the reported parameters were last compared. The comparison (which formats
+    /// every reported value) runs only when the count moved: not once per statement.
     changes: u64,
+    reported_at: u64,
 }
 
 /// Session parameters, their defaults, and whether SET may change them.
@@ -65,6 +83,20 @@ fn memory_bytes(value: &str) -> Option<u64> {
     quire_engine::config::parse_bytes(v).ok()
 }
 
+/// PostgreSQL's GUC_REPORT parameters that a session can change, by the names PostgreSQL
+/// reports them under, and the names SHOW knows them by. (`server_version`,
+/// `server_encoding` and `integer_datetimes` cannot change after the startup.)
+const REPORTED_PARAMETERS: &[(&str, &str)] = &[
+    ("application_name", "application_name"),
+    ("client_encoding", "client_encoding"),
+    ("DateStyle", "datestyle"),
+    ("IntervalStyle", "intervalstyle"),
+    ("TimeZone", "timezone"),
+    ("standard_conforming_strings", "standard_conforming_strings"),
+    ("is_superuser", "is_superuser"),
+    ("session_authorization", "session_authorization"),
+];
+
 fn format_bytes(b: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "kB")];
     for (size, unit) in UNITS {
@@ -81,13 +113,30 @@ fn on_off(b: bool) -> String {
 
 impl Settings {
     pub(super) fn new(config: Config) -> Settings {
-        Settings {
-            user: crate::pg_catalog::SUPERUSER.into(),
+        let mut settings = Settings {
+            identity: Identity::bootstrap(),
+            reported: Vec::new(),
             session: BTreeMap::new(),
             config,
             server_level: Arc::new([]),
             changes: 0,
-        }
+            reported_at: 0,
+        };
+        settings.reported = settings.reported();
+        settings
+    }
+
+    /// Who the session acts as.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// The values of the reported parameters now.
+    fn reported(&self) -> Vec<(&'static str, String)> {
+        REPORTED_PARAMETERS
+            .iter()
+            .map(|(reported, name)| (*reported, self.show(name).unwrap_or_default()))
+            .collect()
     }
 
     /// The settings of the server this session runs in (see [`Settings::server_level`]).
@@ -150,11 +199,11 @@ impl Settings {
         if let Some((_, d, _)) = SESSION_PARAMETERS.iter().find(|(n, _, _)| *n == name) {
             return Some((*d).to_string());
         }
-        if name == "is_superuser" {
-            return Some("on".into());
-        }
-        if name == "session_authorization" {
-            return Some(self.user.clone());
+        match name.as_str() {
+            "is_superuser" => return Some(on_off(self.identity.is_superuser())),
+            "session_authorization" => return Some(self.identity.session_user().into()),
+            "role" => return Some(self.identity.role().into()),
+            _ => {}
         }
         self.server()
             .into_iter()
@@ -206,11 +255,6 @@ impl Settings {
         v
     }
 
-    /// How many times a parameter was set or reset in this session.
-    pub fn changes(&self) -> u64 {
-        self.changes
-    }
-
     pub(super) fn set(&mut self, name: &str, value: Option<String>) -> Result<()> {
         self.changes += 1;
         let name = name.to_lowercase();
@@ -222,6 +266,20 @@ impl Settings {
             return Err(SqlError::unsupported(
                 "SET transaction_isolation (use BEGIN ISOLATION LEVEL)",
             ));
+        }
+        if name == "is_superuser" {
+            return Err(SqlError::new(
+                "55P02",
+                "parameter \"is_superuser\" cannot be changed",
+            ));
+        }
+        // SET ROLE and SET SESSION AUTHORIZATION are role statements ([`crate::roles`]),
+        // which check who may take which role; a form their grammar does not know (a quoted
+        // parameter name) must not slip past those checks.
+        if name == "role" || name == "session_authorization" {
+            return Err(SqlError::unsupported(format!(
+                "SET {name} in this form (use SET ROLE or SET SESSION AUTHORIZATION)"
+            )));
         }
         let Some((_, _, settable)) = SESSION_PARAMETERS.iter().find(|(n, _, _)| *n == name) else {
             if self.server().iter().any(|(n, _)| *n == name) {
@@ -293,5 +351,96 @@ fn check_session_value(name: &str, value: &str) -> Result<()> {
             "22023",
             format!("invalid value for parameter \"{name}\": \"{value}\" (quire supports only the default here)"),
         ))
+    }
+}
+
+/// Who the session acts as, and the role statements that change it.
+impl Session {
+    /// The role the client logged in as: the session's authenticated role, session user and
+    /// current role from now on, with its superuser attribute as committed now (PostgreSQL's
+    /// InitializeSessionUserId). A role that is not there (dropped since the server checked
+    /// it) has no privileges. What the client has been told starts over from here
+    /// ([`Session::reported_parameters_changed`]).
+    pub fn set_user(&mut self, user: &str) {
+        let role = crate::roles::lookup_role(&self.db, user).ok().flatten();
+        let identity = match &role {
+            Some(role) => Identity::logged_in(role),
+            None => Identity::unknown(user),
+        };
+        self.backend.set_user(user, role.as_ref().is_some_and(|r| r.superuser));
+        self.settings.identity = identity;
+        self.settings.changes += 1;
+        self.settings.reported = self.settings.reported();
+        self.settings.reported_at = self.settings.changes;
+    }
+
+    /// `is_superuser`: whether the current role was a superuser when the session took it
+    /// (at login, SET ROLE or SET SESSION AUTHORIZATION).
+    pub fn is_superuser(&self) -> bool {
+        self.settings.identity.is_superuser()
+    }
+
+    /// `current_user`: the role whose privileges apply (SET ROLE's, else the session user).
+    pub fn current_user(&self) -> &str {
+        self.settings.identity.current_user()
+    }
+
+    /// `session_user`: the role logged in, or the one SET SESSION AUTHORIZATION chose.
+    pub fn session_user(&self) -> &str {
+        self.settings.identity.session_user()
+    }
+
+    /// Every parameter PostgreSQL reports to the client (GUC_REPORT) that a session can
+    /// change, by its reported name (`DateStyle`, `is_superuser`, ...) with its value now:
+    /// the ParameterStatus messages of the startup, beside the server's fixed ones
+    /// (`server_version`, `server_encoding`, `integer_datetimes`).
+    pub fn reported_parameters(&self) -> Vec<(&'static str, String)> {
+        self.settings.reported()
+    }
+
+    /// The reported parameters whose values changed since the last call (or since the
+    /// login, [`Session::set_user`]), with their new values: after each statement (SET,
+    /// SET ROLE, SET SESSION AUTHORIZATION, RESET ...), the server sends one ParameterStatus
+    /// for each before ReadyForQuery, as PostgreSQL does. Empty when nothing changed.
+    pub fn reported_parameters_changed(&mut self) -> Vec<(&'static str, String)> {
+        if self.settings.reported_at == self.settings.changes {
+            return Vec::new();
+        }
+        self.settings.reported_at = self.settings.changes;
+        let now = self.settings.reported();
+        let changed = now
+            .iter()
+            .zip(&self.settings.reported)
+            .filter(|(new, old)| new.1 != old.1)
+            .map(|(new, _)| new.clone())
+            .collect();
+        self.settings.reported = now;
+        changed
+    }
+
+    /// A role statement, in the open block or as its own transaction. Who the session acts
+    /// as changes only once the statement succeeded (and, outside a block, committed).
+    pub(super) fn role(&mut self, stmt: &RoleStmt) -> Result<Outcome> {
+        let mut who = self.settings.identity.clone();
+        let done = if let State::Block(tx) = &self.state {
+            crate::roles::execute(tx, stmt, &mut who)?
+        } else {
+            let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
+            match crate::roles::execute(&tx, stmt, &mut who) {
+                Ok(done) => {
+                    tx.commit()?;
+                    done
+                }
+                Err(e) => {
+                    let _ = tx.rollback();
+                    return Err(e);
+                }
+            }
+        };
+        self.settings.identity = who;
+        self.settings.changes += 1;
+        let mut out = command(done.tag);
+        out.notices = done.notices;
+        Ok(out)
     }
 }
