@@ -542,21 +542,22 @@ impl Conn {
                 .execute_with(&statement.text, &stmt, &statement.hints, &decode, &mut out);
         let (sent, rest) = (out.sent, out.rest.take());
         let outcome = r?;
-        self.finish_execute(name, outcome, max_rows > 0, sent, rest)
+        self.finish_execute(name, outcome, u64::from(max_rows), sent, rest)
     }
 
     /// After a portal's statement ran: its command tag, or PortalSuspended with the rows
-    /// still to send; COPY's responses. `limited`: the Execute had a row limit, so `SELECT
-    /// n` counts the rows it sent.
+    /// still to send; COPY's responses. `limit`: the Execute's row limit (0 for none); with
+    /// one, `SELECT n` counts the rows it sent.
     fn finish_execute(
         &mut self,
         name: &str,
         outcome: Outcome,
-        limited: bool,
+        limit: u64,
         sent: u64,
         rest: Option<Spool>,
     ) -> Result<(), Failure> {
         send_notices(&mut self.io.out, &outcome.notices);
+        let limited = limit > 0;
         let tag = if limited {
             select_tag(&outcome.tag, sent)
         } else {
@@ -568,14 +569,15 @@ impl Conn {
                 return self.copy_in(true);
             }
             OutcomeKind::CopyOut { .. } => backend::copy_done(&mut self.io.out),
-            OutcomeKind::Rows { .. } => {
-                if let Some(rest) = rest.filter(|r| !r.is_empty()) {
-                    if let Some(p) = self.portals.get_mut(name) {
-                        p.progress = Progress::Suspended { rest, tag };
-                    }
-                    backend::portal_suspended(&mut self.io.out);
-                    return Ok(());
+            OutcomeKind::Rows { .. } if limited && (rest.is_some() || sent == limit) => {
+                // As PostgreSQL: a fetch that filled its limit does not know it reached the
+                // end, so it suspends; the next one finds the end (`SELECT 0`).
+                let rest = rest.unwrap_or_else(|| Spool::new(0, 0));
+                if let Some(p) = self.portals.get_mut(name) {
+                    p.progress = Progress::Suspended { rest, tag };
                 }
+                backend::portal_suspended(&mut self.io.out);
+                return Ok(());
             }
             // COMMIT or ROLLBACK through Execute: the other portals end with the block.
             OutcomeKind::BlockEnd => self.portals.retain(|n, _| n == name),
@@ -607,7 +609,7 @@ impl Conn {
             self.io.flush_if_full().map_err(|e| connection_lost(&e))?;
             sent += 1;
         }
-        if rest.is_empty() {
+        if rest.is_empty() && (max_rows == 0 || sent < u64::from(max_rows)) {
             backend::command_complete(&mut self.io.out, &select_tag(&tag, sent));
         } else {
             if let Some(p) = self.portals.get_mut(name) {

@@ -97,3 +97,81 @@ pub async fn simple(
     }
     Ok(rows)
 }
+
+/// A connection without a client library: the startup message sent, the messages up to
+/// the first ReadyForQuery read.
+pub async fn raw_connect(
+    addr: SocketAddr,
+) -> anyhow::Result<(tokio::net::TcpStream, Vec<(u8, Vec<u8>)>)> {
+    use tokio::io::AsyncWriteExt;
+    let mut sock = tokio::net::TcpStream::connect(addr).await?;
+    let mut body = 196_608i32.to_be_bytes().to_vec(); // protocol 3.0
+    for s in ["user", "postgres", "database", "postgres", ""] {
+        body.extend_from_slice(s.as_bytes());
+        body.push(0);
+    }
+    let mut msg = i32::try_from(4 + body.len())?.to_be_bytes().to_vec();
+    msg.extend_from_slice(&body);
+    sock.write_all(&msg).await?;
+    let messages = read_until_ready(&mut sock).await?;
+    Ok((sock, messages))
+}
+
+/// One extended-protocol message: its type byte and body, with the length header.
+pub fn frontend(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![kind];
+    m.extend_from_slice(&i32::try_from(4 + body.len()).expect("small").to_be_bytes());
+    m.extend_from_slice(body);
+    m
+}
+
+/// Parse, Bind and Execute of `sql` on the unnamed statement and portal, no parameters.
+pub fn parse_bind_execute(sql: &str) -> Vec<u8> {
+    let mut parse = vec![0];
+    parse.extend_from_slice(sql.as_bytes());
+    parse.extend_from_slice(&[0, 0, 0]);
+    let mut out = frontend(b'P', &parse);
+    out.extend(frontend(b'B', &[0, 0, 0, 0, 0, 0, 0, 0]));
+    out.extend(frontend(b'E', &[0, 0, 0, 0, 0]));
+    out
+}
+
+/// Reads backend messages until ReadyForQuery; returns them as (type byte, body).
+pub async fn read_until_ready(
+    sock: &mut tokio::net::TcpStream,
+) -> anyhow::Result<Vec<(u8, Vec<u8>)>> {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    loop {
+        let kind = sock.read_u8().await?;
+        let len = usize::try_from(sock.read_i32().await?)? - 4;
+        let mut body = vec![0; len];
+        sock.read_exact(&mut body).await?;
+        let done = kind == b'Z';
+        out.push((kind, body));
+        if done {
+            return Ok(out);
+        }
+    }
+}
+
+/// Sends a simple query; returns the transaction status of the ReadyForQuery that ends it.
+pub async fn send_query(sock: &mut tokio::net::TcpStream, sql: &str) -> anyhow::Result<u8> {
+    let messages = query_messages(sock, sql).await?;
+    let (_, status) = messages.last().expect("ReadyForQuery");
+    Ok(status[0])
+}
+
+/// Sends a simple query; returns every message up to ReadyForQuery.
+pub async fn query_messages(
+    sock: &mut tokio::net::TcpStream,
+    sql: &str,
+) -> anyhow::Result<Vec<(u8, Vec<u8>)>> {
+    use tokio::io::AsyncWriteExt;
+    let mut msg = vec![b'Q'];
+    msg.extend_from_slice(&i32::try_from(4 + sql.len() + 1)?.to_be_bytes());
+    msg.extend_from_slice(sql.as_bytes());
+    msg.push(0);
+    sock.write_all(&msg).await?;
+    read_until_ready(sock).await
+}

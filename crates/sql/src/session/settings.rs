@@ -367,7 +367,8 @@ impl Session {
             Some(role) => Identity::logged_in(role),
             None => Identity::unknown(user),
         };
-        self.backend.set_user(user, role.as_ref().is_some_and(|r| r.superuser));
+        self.backend
+            .set_user(user, role.as_ref().is_some_and(|r| r.superuser));
         self.settings.identity = identity;
         self.settings.changes += 1;
         self.settings.reported = self.settings.reported();
