@@ -128,9 +128,11 @@ pub(crate) struct Transport {
     stream: Stream,
     wakeup: Arc<Wakeup>,
     follower: Option<Follower>,
-    /// Bytes read; `input[consumed..]` are not taken yet.
+    /// The input buffer: `input[start..end]` were read and not taken yet; the rest is room
+    /// to read into. It is zeroed once when it grows, never per read.
     input: Vec<u8>,
-    consumed: usize,
+    start: usize,
+    end: usize,
     /// Replies not written yet.
     pub(crate) out: Vec<u8>,
 }
@@ -142,32 +144,57 @@ impl Transport {
             stream,
             wakeup,
             follower,
-            input: Vec::new(),
-            consumed: 0,
+            input: vec![0; READ_CHUNK_BYTES],
+            start: 0,
+            end: 0,
             out: Vec::with_capacity(WRITE_BUFFER_BYTES),
         }
     }
 
     /// Bytes read elsewhere (by the startup) that come before what the socket has.
     pub(crate) fn push_input(&mut self, bytes: &[u8]) {
-        self.input.extend_from_slice(bytes);
+        self.make_room(bytes.len(), bytes.len());
+        self.input[self.end..self.end + bytes.len()].copy_from_slice(bytes);
+        self.end += bytes.len();
     }
 
     /// The bytes read and not taken yet.
     pub(crate) fn buffered(&self) -> &[u8] {
-        &self.input[self.consumed..]
+        &self.input[self.start..self.end]
     }
 
     /// Takes `n` buffered bytes.
     pub(crate) fn consume(&mut self, n: usize) {
-        assert!(
-            n <= self.input.len() - self.consumed,
-            "consumed past the input"
-        );
-        self.consumed += n;
-        if self.consumed == self.input.len() {
-            self.input.clear();
-            self.consumed = 0;
+        assert!(n <= self.end - self.start, "consumed past the input");
+        self.start += n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// At least `n` bytes of room after `end`: the unread bytes moved to the front, and the
+    /// buffer grown when that is not enough (doubled, zeroed, but never past `useful` bytes
+    /// of room: a message's remaining length, so a 1 GB message takes 1 GB, not 2).
+    fn make_room(&mut self, n: usize, useful: usize) {
+        // A buffer grown for one large message goes back to its usual size once empty.
+        if self.end == 0 && self.input.len() > MAX_READ_CHUNK_BYTES && n <= READ_CHUNK_BYTES {
+            self.input.truncate(READ_CHUNK_BYTES);
+            self.input.shrink_to_fit();
+        }
+        if self.input.len() - self.end >= n {
+            return;
+        }
+        if self.start > 0 {
+            self.input.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.input.len() - self.end < n {
+            let target = (self.input.len() * 2)
+                .min(self.end + useful.max(n))
+                .max(self.end + n);
+            self.input.resize(target, 0);
         }
     }
 
@@ -201,25 +228,16 @@ impl Transport {
 
     /// Reads what has arrived without waiting: `Some(0)` at the end, `None` for nothing.
     fn read_now(&mut self, want: usize) -> io::Result<Option<usize>> {
-        if self.consumed > 0 && self.consumed * 2 >= self.input.len() {
-            self.input.drain(..self.consumed);
-            self.consumed = 0;
-        }
-        let step = want.clamp(READ_CHUNK_BYTES, MAX_READ_CHUNK_BYTES);
-        let len = self.input.len();
-        self.input.resize(len + step, 0);
-        let r = match &mut self.stream {
-            Stream::Plain(tcp) => read_plain(tcp, &mut self.input[len..]),
-            Stream::Tls(conn, tcp) => read_tls(conn, tcp, &mut self.input[len..]),
-        };
-        let n = match r {
-            Ok(n) => n,
-            Err(e) => {
-                self.input.truncate(len);
-                return Err(e);
-            }
-        };
-        self.input.truncate(len + n.unwrap_or(0));
+        self.make_room(
+            want.clamp(1, MAX_READ_CHUNK_BYTES),
+            want.max(READ_CHUNK_BYTES),
+        );
+        let room = &mut self.input[self.end..];
+        let n = match &mut self.stream {
+            Stream::Plain(tcp) => read_plain(tcp, room),
+            Stream::Tls(conn, tcp) => read_tls(conn, tcp, room),
+        }?;
+        self.end += n.unwrap_or(0);
         Ok(n)
     }
 
