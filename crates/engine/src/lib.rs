@@ -11,7 +11,8 @@
 //! listed before it and never one listed after it: `tests/layering.rs` reads this list and
 //! every `crate::` path of the engine's code, and fails on an import that goes up.
 //!
-//! 0. Leaves, which name no other module: [`types`] (the small shared types and limits:
+//! 0. Leaves, which name no other module: [`sqlstate`] (the SQLSTATEs, generated from
+//!    `errcodes.txt`), [`types`] (the small shared types and limits:
 //!    relation locator, fork, block number, buffer tag, LSN, page size), `hash` (the hash
 //!    used by the engine's tables, and by the SQL layer's plan cache), `bytes` (the one
 //!    little-endian reader of stored and logged bytes), [`rng`] (the one deterministic
@@ -144,6 +145,7 @@
 pub mod config;
 pub mod error;
 pub mod health;
+pub mod sqlstate;
 pub mod temp;
 pub mod types;
 pub mod vfs;
@@ -185,6 +187,7 @@ pub use db::Database;
 pub use error::{Error, Result};
 pub use hash::{FxBuildHasher, FxHashMap, FxHasher};
 pub use health::HealthState;
+pub use sqlstate::SqlState;
 pub use padded::StripedCounter;
 pub use page::{PageError, Tid};
 pub use recovery::RecoveryStats;
