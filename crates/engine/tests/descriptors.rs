@@ -15,7 +15,7 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use common::{committed, committing, crash, create_accounts, open_db};
+use common::{close_cached_files, committed, committing, crash, create_accounts, open_db};
 
 use quire_engine::sync::SyncTarget;
 use quire_engine::vfs::{Fault, SimVfs};
@@ -41,13 +41,7 @@ fn uncached_requests(db: &Database) -> (TableId, Vec<SyncTarget>) {
         }
     });
     db.buffer_pool().flush_all().unwrap();
-    // Bounded: the cache holds at most max_files_per_process files.
-    for _ in 0..=config().max_files_per_process {
-        if !db.smgr().release_one_file() {
-            break;
-        }
-    }
-    assert_eq!(db.smgr().open_files(), 0);
+    close_cached_files(db);
     let pending = db.smgr().sync_queue().pending();
     assert!(!pending.is_empty(), "the writes filed sync requests");
     (t, pending)
@@ -125,6 +119,17 @@ fn the_descriptor_budget_leaves_room_for_clients() {
     let vfs = Arc::new(SimVfs::new(38));
     let db = open_db(&vfs, config());
     let b = db.file_descriptors();
+    eprintln!(
+        "descriptors: soft limit {}, open at start {}, engine at most {} (relation files {}, \
+         WAL {}, reserved {}), left for clients {}",
+        b.soft_limit,
+        b.already_open,
+        b.engine_max(),
+        b.cached_files,
+        b.fixed_files,
+        b.reserved,
+        b.for_clients()
+    );
     let half_left = (b.soft_limit - b.already_open - b.fixed_files - b.reserved) / 2;
     assert_eq!(b.cached_files, half_left.min(1000), "{b:?}");
     assert!(b.soft_limit >= b.already_open + b.engine_max() + b.for_clients());
