@@ -41,7 +41,11 @@ fn main() {
             format!("`{code}` {condition}")
         };
         writeln!(consts, "    /// {doc}").ok();
-        writeln!(consts, "    pub const {name}: SqlState = SqlState(\"{code}\");").ok();
+        writeln!(
+            consts,
+            "    pub const {name}: SqlState = SqlState(\"{code}\");"
+        )
+        .ok();
         if !condition.is_empty() {
             writeln!(all, "    (SqlState::{name}, \"{condition}\"),").ok();
         }

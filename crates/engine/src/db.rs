@@ -1,8 +1,11 @@
 //! The engine as one object: a data directory opened exclusively, with its storage manager,
 //! buffer pool, WAL, checkpointer, transactions, locks, catalog and prepared transactions.
-//! [`Database::open`] is startup: it reads the control file and, unless the last stop was
-//! clean, redoes the WAL from the last checkpoint's redo point; it refuses a directory it
-//! cannot trust (relation files or WAL but no control file, a fork with a missing middle
+//! [`Database::open`] is startup: it refuses a data directory that another user owns or
+//! that others may write into or read (PostgreSQL's `checkDataDir`; a new one is created
+//! `0700`, or set to `0700` if others could only read it, as initdb does), computes the engine's share of the file descriptors (PostgreSQL's
+//! `set_max_safe_fds`, [`Database::file_descriptors`]), reads the control file and, unless
+//! the last stop was clean, redoes the WAL from the last checkpoint's redo point; it refuses
+//! a directory it cannot trust (relation files or WAL but no control file, a fork with a missing middle
 //! segment, WAL that ends before the checkpoint the control file names, a changed block
 //! that does not exist and was never dropped), each with a message naming what is wrong;
 //! then it loads the catalog,
@@ -40,7 +43,7 @@ use crate::txn::twophase::{PreparedXact, TwoPhase, TwoPhaseRedo};
 use crate::txn::{TransactionManager, TxnRecord, FIRST_XID};
 use crate::types::{BufferTag, Lsn, Rmid};
 use crate::vacuum::VacuumStats;
-use crate::vfs::{create_dir_durable, Vfs};
+use crate::vfs::{create_dir_durable, FdBudget, Vfs};
 use crate::wal::{Wal, WalReader, WalWriter, WalWriterJobs, FIRST_LSN};
 
 /// The buffer pool's WAL rule, bound once the WAL is open. During redo it is unbound: every
@@ -82,7 +85,7 @@ fn refuse_without_control_file(vfs: &Arc<dyn Vfs>, data_dir: &Path) -> Result<()
                      and nothing says where recovery starts (restore the control file, or \
                      remove the directory if its creation was interrupted)",
                     path.display(),
-                    data_dir.join("global/quire_control").display()
+                    ControlData::path(data_dir).display()
                 ),
             });
         }
@@ -106,6 +109,69 @@ fn refuse_redo_short_of(control: Option<&ControlData>, end: Lsn, wal_dir: &Path)
     }
 }
 
+/// The permission bits a data directory must not have (PostgreSQL's `PG_MODE_MASK_GROUP`):
+/// group write and everything for others. So PostgreSQL 15 starts on `0700` and `0750` (and
+/// on the odd `0710` or `0740`), and refuses `0770`, `0755` or `0777`.
+const DATA_DIR_FORBIDDEN_MODE: u32 = 0o027;
+/// Write permission for the group or others: whoever had it may have put files in the
+/// directory, so such a directory is never fixed, only refused.
+const WRITABLE_BY_OTHERS: u32 = 0o022;
+
+/// PostgreSQL's `checkDataDir`: refuses a data directory that another user owns, or whose
+/// permissions let others in (see [`DATA_DIR_FORBIDDEN_MODE`]). But opening a new data
+/// directory (`new`: no control file yet) is also quire's initdb, which sets an existing
+/// directory to `0700` ("fixing permissions on existing directory"): so a new directory
+/// that others may only read (`0755`, as `mkdir` and `tempfile` make them) is set to
+/// `0700`, while one that others may write into is refused, since anybody may have put
+/// files in it. On a file system without owners and modes (the simulator) there is nothing
+/// to check.
+fn check_data_dir(vfs: &Arc<dyn Vfs>, data_dir: &Path, new: bool) -> Result<()> {
+    let ownership = vfs
+        .ownership(data_dir)
+        .map_err(|e| Error::file("read permissions of", data_dir, e))?;
+    let Some(ownership) = ownership else {
+        return Ok(());
+    };
+    if !ownership.owned_by_process_user {
+        return Err(Error::DataDirOwnership {
+            path: data_dir.to_path_buf(),
+        });
+    }
+    if ownership.mode & DATA_DIR_FORBIDDEN_MODE == 0 {
+        return Ok(());
+    }
+    if new && ownership.mode & WRITABLE_BY_OTHERS == 0 {
+        let mode = format!("{:04o}", ownership.mode);
+        tracing::info!(dir = %data_dir.display(), mode, "fixing permissions on existing directory");
+        return vfs
+            .restrict_dir_to_owner(data_dir)
+            .map_err(|e| Error::file("change permissions of", data_dir, e));
+    }
+    Err(Error::DataDirPermissions {
+        path: data_dir.to_path_buf(),
+        mode: ownership.mode,
+    })
+}
+
+/// The engine's share of the process's file descriptors (PostgreSQL's `set_max_safe_fds`,
+/// see [`crate::vfs::fd`]): the storage manager caches at most `max_files_per_process`
+/// relation files, fewer if the limit leaves less.
+fn descriptor_budget(config: &Config) -> Result<FdBudget> {
+    let fixed_files = crate::wal::max_open_files(config);
+    let computed = FdBudget::of_this_process(config.max_files_per_process as u64, fixed_files)
+        .map_err(|e| Error::file("read the limit on open files of", "/proc/self", e))?;
+    let budget = computed.map_err(|short| Error::InsufficientDescriptors {
+        allows: short.allows,
+        needs: short.needs,
+    })?;
+    tracing::debug!(
+        ?budget,
+        for_clients = budget.for_clients(),
+        "file descriptors"
+    );
+    Ok(budget)
+}
+
 /// An open data directory.
 pub struct Database {
     // The background workers come first: fields drop in order, and a worker must stop before
@@ -125,6 +191,8 @@ pub struct Database {
     shared_stats: crate::stats::SharedBaselines,
     /// Where spills go ([`Database::temp_file`]).
     temp_files: crate::temp::TempFiles,
+    /// The engine's share of the file descriptors, computed at open.
+    descriptors: FdBudget,
 }
 
 impl Database {
@@ -157,6 +225,12 @@ impl Database {
         config.validate()?;
         create_dir_durable(&**vfs, data_dir)
             .map_err(|e| Error::file("create data directory", data_dir, e))?;
+        let control_path = ControlData::path(data_dir);
+        let new = !vfs
+            .exists(&control_path)
+            .map_err(|e| Error::file("look for", &control_path, e))?;
+        check_data_dir(vfs, data_dir, new)?;
+        let descriptors = descriptor_budget(&config)?;
         let lock = vfs.lock_dir(data_dir).map_err(|e| {
             let op = if e.kind() == io::ErrorKind::WouldBlock {
                 "lock (is another quire running on it?)"
@@ -170,7 +244,14 @@ impl Database {
         if control.is_none() {
             refuse_without_control_file(vfs, data_dir)?;
         }
-        let smgr = Arc::new(Smgr::new(Arc::clone(vfs), data_dir, &config)?);
+        let smgr_config = Config {
+            max_files_per_process: descriptors.cached_files as usize,
+            ..config.clone()
+        };
+        let smgr = Arc::new(Smgr::new(Arc::clone(vfs), data_dir, &smgr_config)?);
+        // From here on every file is opened through the storage manager's descriptor pool,
+        // which closes its cached files when an open runs out of descriptors.
+        let vfs = &Arc::clone(smgr.vfs());
         smgr.check_segments().map_err(|e| Error::StartupRefused {
             reason: format!("{e}, though a later segment exists"),
         })?;
@@ -330,6 +411,7 @@ impl Database {
             recovery,
             shared_stats: crate::stats::SharedBaselines::new(crate::txn::now_micros()),
             temp_files: crate::temp::TempFiles::new(Arc::clone(vfs), data_dir),
+            descriptors,
         })
     }
 
@@ -337,6 +419,17 @@ impl Database {
     /// ([`crate::temp`]'s rules).
     pub fn temp_file(&self) -> Result<crate::temp::TempFile> {
         self.temp_files.create()
+    }
+
+    /// The process's file descriptors and the engine's share of them, as computed when this
+    /// database opened ([`crate::vfs::fd`], PostgreSQL's `set_max_safe_fds`): the soft limit
+    /// (raised to the hard limit), what was open then, and the most the engine holds. A
+    /// server keeps its client sockets (the listening one included) under
+    /// [`FdBudget::for_clients`], so that a flood of connections never takes a descriptor
+    /// the engine needs. Computed per database: a process that opens several shares one
+    /// limit among them.
+    pub fn file_descriptors(&self) -> FdBudget {
+        self.descriptors
     }
 
     /// Writes the shutdown checkpoint and closes: the next open replays nothing. Prepared

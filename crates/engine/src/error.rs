@@ -7,7 +7,9 @@
 //!   ([`Error::sqlstate`]): what a client sees is what PostgreSQL would send.
 //! - **XX001** (data_corrupted): bytes read from disk or WAL that do not decode or fail their
 //!   checksum, always with where they were (relation, block, LSN, file). **58030**
-//!   (io_error): the operating system refused a read, write or fsync. **XX000**
+//!   (io_error): the operating system refused a read, write or fsync; but **53000**
+//!   (insufficient_resources) when it refused for want of a file descriptor (EMFILE,
+//!   ENFILE), as PostgreSQL's `errcode_for_file_access` says. **XX000**
 //!   (internal_error): the engine's own state contradicts itself (a stopped WAL, a missing
 //!   relation that must exist); never for bad input.
 //! - A panic is right only for a broken invariant of the engine's own making (a caller bug,
@@ -133,6 +135,30 @@ pub enum Error {
     #[error("cannot start on this data directory: {reason}")]
     StartupRefused { reason: String },
 
+    /// PostgreSQL's `checkDataDir`: a data directory others may write into, or read
+    /// (anything but group read and search), is refused.
+    #[error(
+        "data directory \"{}\" has invalid permissions (DETAIL: Permissions should be u=rwx \
+         (0700) or u=rwx,g=rx (0750).)",
+        path.display()
+    )]
+    DataDirPermissions { path: PathBuf, mode: u32 },
+
+    /// PostgreSQL's `checkDataDir`: a data directory another user owns is refused.
+    #[error(
+        "data directory \"{}\" has wrong ownership (HINT: The server must be started by the \
+         user that owns the data directory.)",
+        path.display()
+    )]
+    DataDirOwnership { path: PathBuf },
+
+    /// PostgreSQL's `set_max_safe_fds`: the limit on open files leaves the engine too few.
+    #[error(
+        "insufficient file descriptors available to start server process (DETAIL: System \
+         allows {allows}, we need at least {needs}.)"
+    )]
+    InsufficientDescriptors { allows: u64, needs: u64 },
+
     #[error("no resource manager {rmid} to redo the WAL record at LSN {lsn}")]
     UnknownResourceManager { rmid: Rmid, lsn: Lsn },
 
@@ -249,6 +275,11 @@ impl Error {
     /// The PostgreSQL SQLSTATE of this error (Appendix A of the PostgreSQL manual), for the
     /// wire protocol and for clients that branch on it (40001 and 40P01 mean "retry").
     pub fn sqlstate(&self) -> &'static str {
+        if self.is_out_of_descriptors() {
+            // PostgreSQL's errcode_for_file_access: EMFILE and ENFILE are
+            // insufficient_resources.
+            return "53000";
+        }
         match self {
             Error::CorruptPage { .. }
             | Error::PageUnrepairable { .. }
@@ -273,13 +304,18 @@ impl Error {
             | Error::NoSuchRelation { .. }
             | Error::RelationExists { .. } => "XX000", // internal_error
             Error::NoFreeBuffers { .. } | Error::OutOfSharedMemory { .. } => "53200",
+            Error::InsufficientDescriptors { .. } => "53000", // insufficient_resources
             Error::WalRecordTooLarge { .. } | Error::ProgramLimitExceeded { .. } => "54000",
             Error::Config { .. } | Error::InvalidParameter { .. } => "22023",
             Error::SerializationFailure { .. } => "40001",
             Error::Deadlock { .. } => "40P01",
             Error::LockNotAvailable { .. } | Error::LockTimeout { .. } => "55P03",
             Error::QueryCanceled { .. } => "57014",
-            Error::NotInPrerequisiteState { .. } => "55000",
+            // object_not_in_prerequisite_state; checkDataDir reports both data directory
+            // errors with it.
+            Error::NotInPrerequisiteState { .. }
+            | Error::DataDirPermissions { .. }
+            | Error::DataDirOwnership { .. } => "55000",
             Error::InFailedTransaction => "25P02",
             Error::InvalidTransactionState { .. } => "25000",
             Error::DuplicateGid { .. } => "42710",
@@ -294,6 +330,18 @@ impl Error {
             Error::DuplicateColumn { .. } => "42701",
             Error::OutOfRange { .. } => "22003",
             Error::WrongObjectType { .. } => "42809",
+        }
+    }
+
+    /// Whether this is an operating-system error for want of a file descriptor (EMFILE,
+    /// ENFILE): an open that failed, never a write or an fsync, so never a reason for the
+    /// engine's failed state ([`crate::vfs::fd`]).
+    pub fn is_out_of_descriptors(&self) -> bool {
+        match self {
+            Error::File { source, .. }
+            | Error::BlockIo { source, .. }
+            | Error::WalIo { source, .. } => crate::vfs::is_out_of_descriptors(source),
+            _ => false,
         }
     }
 

@@ -18,7 +18,8 @@
 //!    little-endian reader of stored and logged bytes), [`rng`] (the one deterministic
 //!    random generator), `padded` (a value alone on its cache lines), `periodic` (the one
 //!    way to run a background worker).
-//! 1. [`vfs`]: the only code that touches files (OS and a crash-simulating implementation).
+//! 1. [`vfs`]: the only code that touches files (OS and a crash-simulating implementation),
+//!    and the engine's file descriptors ([`vfs::fd`]: its budget, release and retry).
 //! 2. [`page`]: the 8 KiB page layout and its CRC32C checksum.
 //! 3. [`error`]: the one error type, each variant with its SQLSTATE; [`health`]: the
 //!    engine's failed state (PostgreSQL's PANIC); [`config`]: every setting; [`sync`]: the
@@ -133,8 +134,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-// `unsafe` only in the WAL ring (`wal/ring.rs`, which allows it for itself), with a
-// `SAFETY:` argument at each use.
+// `unsafe` only in the WAL ring (`wal/ring.rs`) and in the three system calls the standard
+// library lacks (`vfs/sys.rs`: getrlimit, setrlimit, geteuid), each allowing it for itself,
+// with a `SAFETY:` argument at each use.
 #![deny(unsafe_code)]
 // Without `testing`, items that only tests and tools use are unused; the workspace build
 // (tests and tools on) still reports dead code.
@@ -187,12 +189,12 @@ pub use db::Database;
 pub use error::{Error, Result};
 pub use hash::{FxBuildHasher, FxHashMap, FxHasher};
 pub use health::HealthState;
-pub use sqlstate::SqlState;
 pub use padded::StripedCounter;
 pub use page::{PageError, Tid};
 pub use recovery::RecoveryStats;
 pub use sequence::{SeqOptions, SeqState, SequenceDef};
 pub use session::{Changed, IndexRows, IsolationLevel, Scan, Transaction};
+pub use sqlstate::SqlState;
 pub use stats::{BgwriterCounters, SharedStats, TableStats};
 pub use txn::lock::{LockMode, LockOwner};
 pub use txn::twophase::{PreparedXact, TwoPhaseStats};

@@ -48,11 +48,17 @@ mod tests {
             SqlState::UNIQUE_VIOLATION.condition_name(),
             Some("unique_violation")
         );
-        assert_eq!(SqlState::from_code("40P01"), Some(SqlState::T_R_DEADLOCK_DETECTED));
+        assert_eq!(
+            SqlState::from_code("40P01"),
+            Some(SqlState::T_R_DEADLOCK_DETECTED)
+        );
         assert_eq!(SqlState::from_code("XXAGG"), None);
         assert_eq!(SqlState::INTERNAL_ERROR.class(), "XX");
         // A code with two names is one SQLSTATE.
-        assert_eq!(SqlState::DATETIME_VALUE_OUT_OF_RANGE, SqlState::DATETIME_FIELD_OVERFLOW);
+        assert_eq!(
+            SqlState::DATETIME_VALUE_OUT_OF_RANGE,
+            SqlState::DATETIME_FIELD_OVERFLOW
+        );
         // Every code is five digits or capitals, and listed once with a condition name.
         let mut codes: Vec<&str> = ALL.iter().map(|(s, _)| s.code()).collect();
         let n = codes.len();

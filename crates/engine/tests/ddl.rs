@@ -356,14 +356,14 @@ fn truncate_commit_drops_the_old_file_its_buffers_and_its_sync_requests() {
         0,
         "old buffers dropped"
     );
-    // The pending sync requests (taken here as the checkpointer takes them, and done): none
-    // is for the old file, so the next checkpoint fsyncs nothing of it.
-    let pending = queue.drain();
+    // The pending sync requests (done here as the checkpointer does them): none is for the
+    // old file, so the next checkpoint fsyncs nothing of it.
+    let pending = queue.pending();
     for target in &pending {
         let SyncTarget::Segment { rel, .. } = target;
         assert_ne!(*rel, old, "a sync request of the dropped file: {pending:?}");
-        db.smgr().sync_target(*target).unwrap();
     }
+    db.smgr().sync_pending().unwrap();
     db.buffer_pool().check_invariants().unwrap();
     db.checkpointer().checkpoint().unwrap();
     assert_eq!(rel_of(&db, t), new);

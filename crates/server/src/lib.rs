@@ -380,7 +380,7 @@ impl Server {
             }
         };
         let port = listener.local_addr().map_or(config.port, |a| a.port());
-        let limits = Limits::of(&config);
+        let limits = Limits::of(&config, db.file_descriptors().for_clients());
         tracing::info!(
             data_dir = %config.data_dir.display(),
             addr = %listener.local_addr().unwrap_or(addr),
@@ -493,16 +493,19 @@ struct Limits {
     max_message_bytes: usize,
 }
 
-/// Descriptors kept apart for the server's own use (the listening socket, the runtime's
-/// epoll and wakers, the watchdog, logging), beyond what the engine reserves.
+/// Descriptors kept apart for the server's own use (the runtime's epoll and wakers, the
+/// watchdog, logging, a blocking pool's), beyond what the engine reserves.
 const SERVER_RESERVED_FDS: usize = 64;
 
 impl Limits {
-    fn of(config: &ServerConfig) -> Limits {
+    /// The limits of `config` on a database whose engine left `for_clients` descriptors
+    /// (`quire_engine::vfs::FdBudget::for_clients`).
+    fn of(config: &ServerConfig, for_clients: u64) -> Limits {
         let max_connections = config.engine.max_connections;
         // Each session holds its socket and its latch; what is left of the descriptors
         // the engine does not take bounds the connections still starting.
-        let for_sockets = descriptors_left(&config.engine)
+        let for_sockets = usize::try_from(for_clients)
+            .unwrap_or(usize::MAX)
             .saturating_sub(SERVER_RESERVED_FDS + 2 * max_connections);
         let max_startup = config.max_startup_connections.min(for_sockets.max(1));
         if max_startup < config.max_startup_connections {
@@ -519,19 +522,6 @@ impl Limits {
             max_message_bytes: config.max_message_size,
         }
     }
-}
-
-/// The file descriptors the engine leaves for sockets: the process's limit less what the
-/// engine may hold open (`max_files_per_process` and its own reserve).
-fn descriptors_left(engine: &Config) -> usize {
-    /// The engine's short-lived opens beyond its file cache (WAL, control and two-phase
-    /// files, temp files), PostgreSQL's NUM_RESERVED_FDS and a margin.
-    const ENGINE_RESERVED_FDS: usize = 64;
-    let soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-        .map_or(1024, |(soft, _)| {
-            usize::try_from(soft).unwrap_or(usize::MAX)
-        });
-    soft.saturating_sub(engine.max_files_per_process + ENGINE_RESERVED_FDS)
 }
 
 /// What [`serve`] accepts connections with.

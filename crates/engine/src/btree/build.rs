@@ -5,7 +5,11 @@
 //! index, and a crash before it leaves an index whose creator never committed.
 //!
 //! Sort runs are files `<data>/base/pgsql_tmp/quire_sort_<rel>_<n>_<run>`, removed when the
-//! build ends (a crash leaves them behind: startup does not clean the directory yet).
+//! build ends (a crash leaves them behind: startup does not clean the directory yet). A run
+//! holds a file descriptor only while it is written, and a merge opens each run for each
+//! buffer it reads back (32 KiB), so a build holds two descriptors at most, however many
+//! runs it merges: the engine's reserve covers them ([`crate::vfs::fd`]). PostgreSQL's
+//! temporary files are virtual descriptors, closed under pressure, to the same end.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
@@ -139,11 +143,11 @@ impl BTree<'_> {
 /// Distinguishes the sort files of concurrent builds in one process.
 static NEXT_SORT: AtomicU64 = AtomicU64::new(0);
 
-/// A sorted run in a temporary file: `len u32 | tuple`, repeated. Removed when dropped.
+/// A sorted run in a temporary file: `len u32 | tuple`, repeated. Removed when dropped;
+/// open only while its [`RunWriter`] writes it, or a [`RunReader`] reads a buffer of it.
 struct Run {
     vfs: Arc<dyn Vfs>,
     path: PathBuf,
-    file: Arc<dyn VfsFile>,
     len_bytes: u64,
 }
 
@@ -252,9 +256,9 @@ impl<'t> Sorter<'t> {
             run: Run {
                 vfs: Arc::clone(self.tree.pool.smgr().vfs()),
                 path,
-                file,
                 len_bytes: 0,
             },
+            file,
             buf: Vec::with_capacity(RUN_BUFFER_BYTES),
         })
     }
@@ -308,6 +312,8 @@ fn order(a: &[u8], b: &[u8], ncols: usize) -> Ordering {
 
 struct RunWriter {
     run: Run,
+    /// Closed by [`RunWriter::finish`].
+    file: Arc<dyn VfsFile>,
     buf: Vec<u8>,
 }
 
@@ -323,8 +329,7 @@ impl RunWriter {
     }
 
     fn flush(&mut self) -> Result<()> {
-        self.run
-            .file
+        self.file
             .write_at(&self.buf, self.run.len_bytes)
             .map_err(|e| Error::file("write", &self.run.path, e))?;
         self.run.len_bytes += self.buf.len() as u64;
@@ -334,7 +339,9 @@ impl RunWriter {
 
     fn finish(mut self) -> Result<Run> {
         self.flush()?;
-        Ok(self.run)
+        let RunWriter { run, file, .. } = self;
+        drop(file);
+        Ok(run)
     }
 }
 
@@ -353,15 +360,22 @@ impl RunReader {
         }
         self.buf.drain(..self.at);
         self.at = 0;
+        if self.pos == self.run.len_bytes {
+            return Ok(self.buf.len() >= need);
+        }
+        // Opened for this buffer only (see the module header), closed when this returns.
+        let file = self
+            .run
+            .vfs
+            .open(&self.run.path, OpenMode::Existing)
+            .map_err(|e| Error::file("open", &self.run.path, e))?;
         // Bounded: each turn reads at least a byte or stops.
         while self.buf.len() < RUN_BUFFER_BYTES.max(need) && self.pos < self.run.len_bytes {
             let want = (RUN_BUFFER_BYTES.max(need) - self.buf.len()) as u64;
             let n = (self.run.len_bytes - self.pos).min(want) as usize;
             let old = self.buf.len();
             self.buf.resize(old + n, 0);
-            let read = self
-                .run
-                .file
+            let read = file
                 .read_at(&mut self.buf[old..], self.pos)
                 .map_err(|e| Error::file("read", &self.run.path, e))?;
             self.buf.truncate(old + read);

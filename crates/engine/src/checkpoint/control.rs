@@ -51,6 +51,11 @@ fn paths(data_dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 }
 
 impl ControlData {
+    /// Where the control file of `data_dir` is: a data directory without one is new.
+    pub fn path(data_dir: &Path) -> PathBuf {
+        paths(data_dir).0
+    }
+
     fn encode(&self) -> [u8; SIZE] {
         let mut b = [0u8; SIZE];
         b[0..4].copy_from_slice(&MAGIC.to_le_bytes());

@@ -22,6 +22,14 @@
 //!   manager; its hook stops the WAL), and only a restart, which recovers from the WAL of the
 //!   last *completed* checkpoint, continues. A failed engine runs no checkpoint at all: the
 //!   redo point never moves past data that an fsync failure may have lost.
+//! - **A failed open is not a failed fsync.** The checkpointer reopens the files the storage
+//!   manager's cache has closed, and opens directories, the control file and two-phase state
+//!   files; each open goes through the descriptor pool ([`vfs::fd`](crate::vfs::fd)), which
+//!   closes cached files and retries on EMFILE. An open that still fails for want of a
+//!   descriptor (EMFILE, ENFILE) fails only this checkpoint, with an ordinary error (53000):
+//!   nothing was fsynced, so nothing was lost, and the sync requests it did not get to stay
+//!   pending ([`Smgr::sync_pending`]). The background thread logs it and tries again after
+//!   [`RETRY_AFTER_ERROR`] at the earliest.
 //! - The control file changes only after everything before the redo point is durable.
 
 pub mod control;
@@ -73,6 +81,9 @@ fn micros(d: Duration) -> u64 {
 
 /// How often the background thread checks the WAL volume.
 const POLL: Duration = Duration::from_millis(100);
+/// How long the background thread waits after a failed checkpoint before it starts another
+/// (PostgreSQL's checkpointer sleeps a second after any error).
+pub const RETRY_AFTER_ERROR: Duration = Duration::from_secs(1);
 
 /// Counters of the checkpointer's work.
 #[derive(Debug, Default)]
@@ -208,6 +219,7 @@ impl Drop for Checkpointer {
 impl Shared {
     fn run_background(&self) {
         let mut last = Instant::now();
+        let mut not_before = Instant::now();
         loop {
             {
                 let mut stop = self.stop.lock();
@@ -224,6 +236,9 @@ impl Shared {
                 .insert_lsn()
                 .bytes_since(Lsn(self.last_redo.load(Ordering::Acquire)));
             let timed = last.elapsed() >= self.timeout;
+            if Instant::now() < not_before {
+                continue;
+            }
             if timed || wal_since >= self.max_wal_size_bytes {
                 let why = if timed {
                     &self.stats.timed
@@ -234,15 +249,27 @@ impl Shared {
                 match self.run(false, true) {
                     Ok(lsn) => tracing::debug!(lsn = %lsn, "checkpoint complete"),
                     // Handled here: logged, and the engine is already in its failed state if
-                    // it was an fsync; a write error is retried at the next trigger.
-                    Err(e) => tracing::error!(error = %e, "checkpoint failed"),
+                    // it was an fsync; a write error or a shortage of descriptors is retried
+                    // at the next trigger, a second from now at the earliest.
+                    Err(e) => {
+                        tracing::error!(error = %e, "checkpoint failed");
+                        not_before = Instant::now() + RETRY_AFTER_ERROR;
+                    }
                 }
                 last = Instant::now();
             }
         }
     }
 
-    fn fail(&self, e: &Error) -> Error {
+    /// The end of a checkpoint that met `e`: the engine's failed state, since `e` may be a
+    /// failed fsync (a failed write of the control file or of a two-phase state file is
+    /// taken as one too); but not for want of a descriptor (EMFILE, ENFILE), which comes only
+    /// from an open, before any fsync: that checkpoint fails, its requests stay pending, and
+    /// a later one runs them.
+    fn fail(&self, e: Error) -> Error {
+        if e.is_out_of_descriptors() {
+            return e;
+        }
         self.smgr.health().fail_because(&e.to_string());
         // Also here, for a checkpointer whose engine wired no hook (tests of this layer).
         self.wal.fail(&e.to_string());
@@ -294,21 +321,13 @@ impl Shared {
             .last_write_ms
             .store(write_time.as_millis() as u64, Ordering::Relaxed);
         let sync_started = Instant::now();
-        for target in self.smgr.sync_queue().drain() {
-            self.stats.file_fsyncs.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = self.smgr.sync_target(target) {
-                return Err(self.fail(&e));
-            }
-        }
-        if let Err(e) = self.smgr.sync_dirs() {
-            return Err(self.fail(&e));
-        }
+        let fsynced = self.smgr.sync_pending().map_err(|e| self.fail(e))?;
+        self.stats.file_fsyncs.fetch_add(fsynced, Ordering::Relaxed);
+        self.smgr.sync_dirs().map_err(|e| self.fail(e))?;
         self.stats
             .sync_us
             .fetch_add(micros(sync_started.elapsed()), Ordering::Relaxed);
-        if let Err(e) = self.hook.at_checkpoint(redo) {
-            return Err(self.fail(&e));
-        }
+        self.hook.at_checkpoint(redo).map_err(|e| self.fail(e))?;
         let record_type = if shutdown {
             XlogRecord::CheckpointShutdown
         } else {
@@ -335,9 +354,7 @@ impl Shared {
             checkpoint_lsn: start,
             redo_lsn: redo,
         };
-        if let Err(e) = control.write(&self.vfs, &self.data_dir) {
-            return Err(self.fail(&e));
-        }
+        control.write(&self.vfs, &self.data_dir).map_err(|e| self.fail(e))?;
         self.last_redo.store(redo.0, Ordering::Release);
         let removed = self.wal.remove_segments_before(redo)?;
         self.stats

@@ -1,5 +1,8 @@
-//! The cache of open segment files, bounded by `max_files_per_process`: the least recently
-//! used file is closed when a new one would exceed the bound (PostgreSQL's fd.c VFD cache).
+//! The cache of open segment files, bounded by `max_files_per_process` (or the share of the
+//! descriptor limit the engine's budget gives it): the least recently used file is closed
+//! when a new one would exceed the bound, and when an open anywhere in the engine runs out of
+//! descriptors ([`ReleaseFiles`], PostgreSQL's `ReleaseLruFile`). A closed file is opened
+//! again on its next use: PostgreSQL's virtual file descriptors.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -8,7 +11,7 @@ use parking_lot::Mutex;
 
 use super::{Fork, RelFileLocator};
 use crate::hash::FxHashMap;
-use crate::vfs::VfsFile;
+use crate::vfs::{ReleaseFiles, VfsFile};
 
 /// A segment of a fork: the unit that is one file.
 pub(super) type SegKey = (RelFileLocator, Fork, u32);
@@ -112,5 +115,36 @@ impl FileCache {
 
     pub(super) fn open_count(&self) -> usize {
         self.inner.lock().by_key.len()
+    }
+}
+
+impl ReleaseFiles for FileCache {
+    /// Closes the least recently used file that only the cache holds: one that a reader or
+    /// writer holds now would stay open through its handle, freeing nothing.
+    fn release_one_file(&self) -> bool {
+        let released = {
+            let mut guard = self.inner.lock();
+            let inner = &mut *guard;
+            // Bounded by the number of cached files.
+            let victim = inner
+                .by_tick
+                .iter()
+                .find(|(_, key)| Arc::strong_count(&inner.by_key[*key].file) == 1)
+                .map(|(&tick, &key)| (tick, key));
+            victim.map(|(tick, key)| {
+                inner.by_tick.remove(&tick);
+                let entry = inner
+                    .by_key
+                    .remove(&key)
+                    .expect("by_tick and by_key name the same files");
+                debug_assert_eq!(entry.last_use_tick, tick);
+                entry.file
+            })
+        };
+        // Closed outside the lock: a close is a system call. Nobody else holds it (counted
+        // under the lock, and only the cache hands out clones), so this drop closes it.
+        let closed = released.is_some();
+        drop(released);
+        closed
     }
 }

@@ -29,16 +29,26 @@
 //! - Every page read is checksum-verified here, the one place all reads from disk pass
 //!   through; a bad page is an [`Error::CorruptPage`] naming relation, fork and block.
 //! - **Sync requests (seed 001).** Every write, extension and truncation files a request in
-//!   the [`SyncQueue`] for its segment; the checkpointer drains it and fsyncs each file once
-//!   ([`Smgr::sync_target`]). Truncate and unlink cancel the requests of removed files. With
+//!   the [`SyncQueue`] for its segment; the checkpointer fsyncs each file once
+//!   ([`Smgr::sync_pending`]). Truncate and unlink cancel the requests of removed files. With
 //!   `sync = immediate` each request is an fsync at once. [`Smgr::sync`] fsyncs a fork now,
 //!   for the few paths that cannot wait for a checkpoint.
-//! - Open files are cached, at most `max_files_per_process` of them (LRU).
-//! - **Failure is final** ([`health`](crate::health)): every fsync failure here (a drained
+//! - **Descriptors** (PostgreSQL's `fd.c`, see [`vfs::fd`](crate::vfs::fd)). Open files are
+//!   cached, at most `max_files_per_process` of them (LRU; [`Database`](crate::Database)
+//!   lowers the bound to the engine's share of the descriptor limit). The storage manager
+//!   opens through an [`FdPool`] over the file system it is given, with its cache as the
+//!   pool's releaser, and hands that pool to the rest of the engine ([`Smgr::vfs`]): any open
+//!   in the engine that meets EMFILE or ENFILE closes the least recently used cached file
+//!   nobody holds, and tries again.
+//! - **Failure is final** ([`health`](crate::health)): every fsync failure here (a pending
 //!   request, the writer's own fsync when the queue is full or `sync = immediate`, a
 //!   directory) puts the engine in its failed state, which this layer holds
 //!   ([`Smgr::health`]); once failed, it refuses every write, extension, truncation,
 //!   creation and removal, so no data page reaches a file after the failure.
+//! - **A failed open is not a failed fsync.** An open that fails (a segment reopened to be
+//!   fsynced, a directory opened to be fsynced: EMFILE, ENFILE) ran no fsync, so nothing was
+//!   lost: it is an ordinary error, the engine goes on, and the request stays pending for
+//!   the next checkpoint ([`Smgr::sync_pending`]).
 //! - Directories are created with [`create_dir_durable`] (their parent fsynced), so that a
 //!   crash cannot lose `base/` or `base/<db>` with the files the checkpoint made durable.
 
@@ -57,7 +67,9 @@ use crate::hash::hash_one;
 use crate::health::Health;
 use crate::page::{self};
 use crate::sync::{SyncQueue, SyncTarget};
-use crate::vfs::{create_dir_durable, OpenMode, Vfs, VfsFile};
+use crate::vfs::{
+    create_dir_durable, is_out_of_descriptors, FdPool, OpenMode, ReleaseFiles, Vfs, VfsFile,
+};
 use files::FileCache;
 use relsize::RelsizeCache;
 
@@ -76,7 +88,7 @@ pub struct Smgr {
     /// `buffer_drop = pg14` looks blocks up only then), as PostgreSQL's `InRecovery`.
     in_recovery: std::sync::atomic::AtomicBool,
     sizes: RelsizeCache,
-    files: FileCache,
+    files: Arc<FileCache>,
     extension_locks: Vec<Mutex<()>>,
     sync_queue: SyncQueue,
     /// Directories whose entries changed (a segment created or removed) since their last
@@ -87,9 +99,15 @@ pub struct Smgr {
 }
 
 impl Smgr {
-    /// A storage manager over `<data_dir>/base`, which is created if missing.
+    /// A storage manager over `<data_dir>/base`, which is created if missing. Its files, and
+    /// every file the engine opens through [`Smgr::vfs`], are opened through a descriptor
+    /// pool over `vfs` that closes cached files when an open runs out of descriptors.
     pub fn new(vfs: Arc<dyn Vfs>, data_dir: &Path, config: &Config) -> Result<Self> {
         config.validate()?;
+        let files = Arc::new(FileCache::new(config.max_files_per_process));
+        let pool = FdPool::new(vfs);
+        pool.add_releaser(Arc::downgrade(&files) as std::sync::Weak<dyn ReleaseFiles>);
+        let vfs: Arc<dyn Vfs> = Arc::new(pool);
         let base_dir = data_dir.join("base");
         create_dir_durable(&*vfs, &base_dir)
             .map_err(|e| Error::file("create directory", &base_dir, e))?;
@@ -100,7 +118,7 @@ impl Smgr {
             relsize_mode: config.relsize_cache,
             in_recovery: std::sync::atomic::AtomicBool::new(false),
             sizes: RelsizeCache::new(),
-            files: FileCache::new(config.max_files_per_process),
+            files,
             extension_locks: (0..EXTENSION_LOCK_STRIPES)
                 .map(|_| Mutex::new(()))
                 .collect(),
@@ -144,14 +162,28 @@ impl Smgr {
         &self.health
     }
 
-    /// Fails the engine with an fsync's error (any fsync failure is final) and returns it.
+    /// Fails the engine with an fsync's error (any fsync failure is final) and returns it;
+    /// but a directory fsync that could not open its directory (EMFILE, ENFILE) ran no
+    /// fsync, lost nothing, and is an ordinary error.
     fn fsync_failed(&self, op: &'static str, path: impl Into<PathBuf>, e: io::Error) -> Error {
+        if is_out_of_descriptors(&e) {
+            return Error::file(op, path, e);
+        }
         self.health.fail(Error::file(op, path, e))
     }
 
-    /// The file layer underneath (for its counters).
+    /// The file layer every part of the engine opens files through: the one given to
+    /// [`Smgr::new`], in the descriptor pool whose cached files this storage manager closes
+    /// when an open runs out of descriptors. Its counters are the given file system's.
     pub fn vfs(&self) -> &Arc<dyn Vfs> {
         &self.vfs
+    }
+
+    /// Closes the least recently used cached file that nobody holds; `false` if there is
+    /// none. What an open that runs out of descriptors does (through the pool); tests use it
+    /// to make the next use of a file open it again.
+    pub fn release_one_file(&self) -> bool {
+        self.files.release_one_file()
     }
 
     fn rel_dir(&self, rel: RelFileLocator) -> PathBuf {
@@ -365,7 +397,7 @@ impl Smgr {
         self.register_sync(rel, fork, block / self.segment_size_blocks, &file)
     }
 
-    /// The sync-request queue (the checkpointer drains it).
+    /// The sync-request queue (the checkpointer fsyncs its requests).
     pub fn sync_queue(&self) -> &SyncQueue {
         &self.sync_queue
     }
@@ -386,7 +418,9 @@ impl Smgr {
     }
 
     /// Fsyncs every directory whose entries changed since its last fsync (the checkpointer
-    /// calls this after the drained file requests).
+    /// calls this after the pending file requests). On an error the directories are still
+    /// owed: an fsync failure has stopped the engine, a directory that could not be opened
+    /// is tried again by the next checkpoint.
     pub fn sync_dirs(&self) -> Result<()> {
         let dirs = std::mem::take(&mut *self.dirty_dirs.lock());
         for dir in &dirs {
@@ -394,7 +428,7 @@ impl Smgr {
                 if e.kind() == io::ErrorKind::NotFound {
                     continue;
                 }
-                // Put them back: they still need it (though the engine has stopped).
+                // Put them back: they still need it (unless the engine has stopped).
                 self.dirty_dirs.lock().extend(dirs.iter().cloned());
                 return Err(self.fsync_failed("fsync directory", dir, e));
             }
@@ -402,8 +436,24 @@ impl Smgr {
         Ok(())
     }
 
-    /// Fsyncs one drained sync request. A file removed since the request was filed is
-    /// skipped (its relation was dropped; PostgreSQL tolerates ENOENT the same way).
+    /// Fsyncs every pending sync request once (a checkpoint's cycle,
+    /// [`SyncQueue::begin_cycle`]); returns how many. On an error the requests not done stay
+    /// pending: a failed fsync has stopped the engine, a file that could not be opened is
+    /// fsynced by the next checkpoint.
+    pub fn sync_pending(&self) -> Result<u64> {
+        let cycle = self.sync_queue.begin_cycle();
+        for &target in &cycle.targets {
+            self.sync_target(target)?;
+            self.sync_queue.synced(&cycle, target);
+        }
+        Ok(cycle.targets.len() as u64)
+    }
+
+    /// Fsyncs one pending sync request. A file removed since the request was filed is
+    /// skipped (its relation was dropped; PostgreSQL tolerates ENOENT the same way). A file
+    /// no longer cached is opened again; if that open fails the error is an ordinary one
+    /// (nothing was fsynced, nothing lost) and the caller must keep the request. A failed
+    /// fsync stops the engine.
     pub fn sync_target(&self, target: SyncTarget) -> Result<()> {
         let SyncTarget::Segment { rel, fork, segno } = target;
         let Some(file) = self.segment(rel, fork, segno, OpenMode::Existing)? else {

@@ -383,15 +383,13 @@ fn writes_file_sync_requests_that_truncate_and_unlink_cancel() {
     );
     assert_eq!(smgr.sync_queue().len(), 3);
     smgr.truncate(REL, Fork::Main, 6).unwrap();
-    let pending = smgr.sync_queue().drain();
     assert_eq!(
-        pending,
+        smgr.sync_queue().pending(),
         vec![seg(0), seg(1)],
         "segment 2 is gone, segment 1 was cut"
     );
-    for t in pending {
-        smgr.sync_target(t).unwrap();
-    }
+    assert_eq!(smgr.sync_pending().unwrap(), 2);
+    assert!(smgr.sync_queue().is_empty());
     smgr.write(REL, Fork::Main, 0, &page_for(1)).unwrap();
     smgr.unlink(REL).unwrap();
     assert!(
@@ -420,4 +418,66 @@ fn writes_file_sync_requests_that_truncate_and_unlink_cancel() {
             .get(OpKind::Fsync),
         5
     );
+}
+
+/// Three relations of one block each on the simulator, every file cached; the first is the
+/// least recently used.
+fn three_cached(sim: &Arc<crate::vfs::SimVfs>) -> (Smgr, [RelFileLocator; 3]) {
+    let config = Config {
+        segment_size_blocks: 4,
+        max_files_per_process: 100,
+        ..Config::default()
+    };
+    let smgr = Smgr::new(sim.clone(), Path::new("/data"), &config).unwrap();
+    let rels = [16390, 16391, 16392].map(|n| RelFileLocator::new(5, n));
+    for rel in rels {
+        smgr.create(rel, Fork::Main).unwrap();
+        smgr.extend(rel, Fork::Main, &page_for(rel.rel_number as u32))
+            .unwrap();
+    }
+    (smgr, rels)
+}
+
+/// Opens made by reading `rel`'s block 0 (0 if its file is cached), checking what it read.
+fn opens_to_read(smgr: &Smgr, rel: RelFileLocator) -> u64 {
+    let before = smgr.vfs().counters().snapshot();
+    let mut buf = Box::new([0u8; PAGE_SIZE]);
+    smgr.read(rel, Fork::Main, 0, &mut buf).unwrap();
+    assert!(same_page(&buf, &page_for(rel.rel_number as u32)), "{rel}");
+    smgr.vfs().counters().snapshot().since(&before).get(OpKind::Open)
+}
+
+/// PostgreSQL's fd.c: an open that meets EMFILE closes the least recently used cached file
+/// and tries again; only with nothing left to close does it fail, with an ordinary error
+/// (53000) that leaves the engine running.
+#[test]
+fn a_read_that_meets_emfile_closes_a_cached_file_and_succeeds() {
+    use crate::vfs::{Fault, SimVfs};
+    let sim = Arc::new(SimVfs::new(36));
+    let (smgr, [a, b, c]) = three_cached(&sim);
+    assert!(smgr.release_one_file(), "a's file, the least recently used");
+    assert_eq!(smgr.open_files(), 2);
+    // b is now the least recently used of the cached files.
+    sim.inject(Fault::TooManyFiles, Some(&smgr.segment_path(a, Fork::Main, 0).to_string_lossy()));
+    assert_eq!(opens_to_read(&smgr, a), 2, "EMFILE, then the retry");
+    assert_eq!(sim.faults_injected().get(Fault::TooManyFiles), 1);
+    assert_eq!(smgr.open_files(), 2, "b closed, a opened");
+    assert_eq!(opens_to_read(&smgr, c), 0, "c stayed open");
+    assert_eq!(opens_to_read(&smgr, b), 1, "b was closed to make room");
+
+    // A file someone holds is not closed: it would stay open through its handle.
+    let held = smgr.segment(c, Fork::Main, 0, OpenMode::Existing).unwrap();
+    // Nothing to close but what is held: every open fails, the engine goes on.
+    sim.set_fault_rate(Fault::TooManyFiles, 1.0, None);
+    smgr.release_one_file();
+    smgr.release_one_file();
+    assert_eq!(smgr.open_files(), 1, "only the held file is left");
+    let mut buf = Box::new([0u8; PAGE_SIZE]);
+    let e = smgr.read(a, Fork::Main, 0, &mut buf).unwrap_err();
+    assert_eq!(e.sqlstate(), "53000", "{e}");
+    assert!(e.to_string().contains("could not open file"), "{e}");
+    assert!(!smgr.health().is_failed());
+    drop(held);
+    sim.set_fault_rate(Fault::TooManyFiles, 0.0, None);
+    assert_eq!(opens_to_read(&smgr, a), 1);
 }

@@ -28,11 +28,34 @@
 //!   syscall budgets (for example: zero size probes per buffer read once the relation is open).
 //! - This layer never panics on what it reads; errors are `std::io::Error` and the caller adds
 //!   context (relation, fork, block).
+//!
+//! ## Descriptors ([`fd`])
+//! - The engine opens every file through an [`FdPool`] over the file system it was given: an
+//!   open, directory fsync, listing or lock that fails with EMFILE or ENFILE closes a cached
+//!   relation file nobody is using and tries again, a bounded number of times, then fails
+//!   with an ordinary error. Running out of descriptors never puts the engine in its failed
+//!   state: no write or fsync fails so ([`is_out_of_descriptors`]).
+//! - When a database opens, its [`FdBudget`] is computed from the process's limit (raised to
+//!   the hard limit): what the engine holds at most, and what is left for client sockets.
+//!
+//! ## Permissions
+//! - [`OsVfs`] creates every directory `0700` and every file `0600` (explicit modes, not the
+//!   process's umask), as PostgreSQL does by default (`pg_dir_create_mode`,
+//!   `pg_file_create_mode`).
+//! - [`Vfs::ownership`] reports a directory's permission bits and whether the process's
+//!   user owns it, for the data directory's check at open (PostgreSQL's `checkDataDir`);
+//!   [`Vfs::restrict_dir_to_owner`] sets a new data directory to `0700` (initdb's fix).
+//!   [`SimVfs`] models durability, not access control: it has no owners and no modes and
+//!   reports none, so the check has nothing to refuse there.
+//! - The OS calls the standard library lacks (`getrlimit`, `setrlimit`, `geteuid`) are in
+//!   `sys`, with the WAL ring the only code of the engine allowed `unsafe`.
 
 mod counters;
 mod fault;
+pub mod fd;
 mod os;
 mod sim;
+mod sys;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -40,8 +63,10 @@ use std::sync::Arc;
 
 pub use counters::{OpCounters, OpCounts, OpKind};
 pub use fault::{Fault, FaultCounts};
+pub use fd::{is_out_of_descriptors, FdBudget, FdPool, FdShortage, ReleaseFiles};
 pub use os::OsVfs;
 pub use sim::{CrashOptions, SimVfs};
+pub use sys::DescriptorLimit;
 
 /// The alignment, in bytes, of the memory address, the file offset and the length of every
 /// write to a file opened with [`Vfs::open_direct`]: the largest logical block size in
@@ -89,9 +114,19 @@ pub trait VfsFile: Send + Sync {
 /// An exclusive lock on a data directory, held until dropped.
 pub trait DirLock: Send + Sync {}
 
-/// The file system interface. Implementations: [`OsVfs`] and [`SimVfs`].
+/// A directory's permission bits and owner, as the operating system reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ownership {
+    /// The permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+    /// Whether the process's effective user owns it.
+    pub owned_by_process_user: bool,
+}
+
+/// The file system interface. Implementations: [`OsVfs`] and [`SimVfs`], and [`FdPool`] over
+/// either.
 pub trait Vfs: Send + Sync {
-    /// Opens (or creates) a file.
+    /// Opens (or creates, mode `0600` where there are modes) a file.
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn VfsFile>>;
     /// Opens (or creates) a file for direct I/O (`O_DIRECT`): its writes go to the device
     /// without a copy in the operating system's cache, so the fsync after them has only the
@@ -106,7 +141,7 @@ pub trait Vfs: Send + Sync {
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Renames a file, replacing `to` if it exists.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
-    /// Creates a directory and its missing parents.
+    /// Creates a directory and its missing parents (mode `0700` where there are modes).
     fn create_dir_all(&self, path: &Path) -> io::Result<()>;
     /// Makes the entries of a directory (creates, renames, removes) durable.
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
@@ -115,6 +150,12 @@ pub trait Vfs: Send + Sync {
     /// Takes an exclusive lock on a directory, so that two processes (or two engines in one
     /// process) cannot open the same data directory. Fails with `WouldBlock` if held.
     fn lock_dir(&self, path: &Path) -> io::Result<Box<dyn DirLock>>;
+    /// The permission bits and owner of `path`; `None` on a file system that has neither
+    /// ([`SimVfs`]).
+    fn ownership(&self, path: &Path) -> io::Result<Option<Ownership>>;
+    /// Sets a directory's permission bits to `0700` (initdb's "fixing permissions on
+    /// existing directory"); does nothing on a file system without modes.
+    fn restrict_dir_to_owner(&self, path: &Path) -> io::Result<()>;
     /// The operation counters of this file system.
     fn counters(&self) -> &OpCounters;
 }

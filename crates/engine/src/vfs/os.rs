@@ -1,12 +1,19 @@
-//! The operating-system file layer: positional I/O on real files.
+//! The operating-system file layer: positional I/O on real files, created with the modes
+//! PostgreSQL gives a data directory's files (`0600`) and directories (`0700`).
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{DirLock, OpCounters, OpKind, OpenMode, Vfs, VfsFile};
+use super::{sys, DirLock, OpCounters, OpKind, OpenMode, Ownership, Vfs, VfsFile};
+
+/// The mode of every file the engine creates: the owner reads and writes, nobody else
+/// (PostgreSQL's `PG_FILE_MODE_OWNER`).
+pub const FILE_CREATE_MODE: u32 = 0o600;
+/// The mode of every directory the engine creates (PostgreSQL's `PG_DIR_MODE_OWNER`).
+pub const DIR_CREATE_MODE: u32 = 0o700;
 
 /// The real file system. Counts every call it makes.
 #[derive(Debug, Default)]
@@ -28,7 +35,10 @@ impl OsVfs {
     ) -> io::Result<Arc<dyn VfsFile>> {
         self.counters.bump(OpKind::Open);
         let mut opts = OpenOptions::new();
-        opts.read(true).write(true).custom_flags(flags);
+        opts.read(true)
+            .write(true)
+            .custom_flags(flags)
+            .mode(FILE_CREATE_MODE);
         match mode {
             OpenMode::Existing => {}
             OpenMode::CreateIfMissing => {
@@ -149,7 +159,10 @@ impl Vfs for OsVfs {
     }
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        fs::create_dir_all(path)
+        DirBuilder::new()
+            .recursive(true)
+            .mode(DIR_CREATE_MODE)
+            .create(path)
     }
 
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
@@ -172,6 +185,7 @@ impl Vfs for OsVfs {
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(FILE_CREATE_MODE)
             .open(path.join("quire.lock"))?;
         match file.try_lock() {
             Ok(()) => Ok(Box::new(OsDirLock { _file: file })),
@@ -184,6 +198,18 @@ impl Vfs for OsVfs {
             )),
             Err(fs::TryLockError::Error(e)) => Err(e),
         }
+    }
+
+    fn restrict_dir_to_owner(&self, path: &Path) -> io::Result<()> {
+        fs::set_permissions(path, fs::Permissions::from_mode(DIR_CREATE_MODE))
+    }
+
+    fn ownership(&self, path: &Path) -> io::Result<Option<Ownership>> {
+        let meta = fs::metadata(path)?;
+        Ok(Some(Ownership {
+            mode: meta.mode() & 0o7777,
+            owned_by_process_user: meta.uid() == sys::effective_uid(),
+        }))
     }
 
     fn counters(&self) -> &OpCounters {

@@ -64,6 +64,10 @@
 //!   symlinks). Relative paths form their own tree rooted at the empty path: do not name one
 //!   file both ways.
 //! - `sync_dir` on a file fails with `NotADirectory`; directories cannot be renamed.
+//! - No owners, no permission bits, no descriptors: `ownership` reports none (so the data
+//!   directory's permission check has nothing to refuse, and `restrict_dir_to_owner` nothing
+//!   to set), and a file held open costs
+//!   nothing; EMFILE comes only from [`Fault::TooManyFiles`].
 //! - A file cannot grow past [`MAX_FILE_SIZE_BYTES`] (`FileTooLarge`), so that a wild offset
 //!   is an error rather than an aborting allocation.
 //! - Like `OsVfs`, `lock_dir` creates an empty `quire.lock` in the directory (never synced).
@@ -80,7 +84,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::fault::{Fault, FaultCounts, Faults};
-use super::{is_direct_aligned, DirLock, OpCounters, OpKind, OpenMode, Vfs, VfsFile};
+use super::{is_direct_aligned, DirLock, OpCounters, OpKind, OpenMode, Ownership, Vfs, VfsFile};
 use crate::rng::SplitMix64;
 
 /// The unit a torn write is torn into: a disk sector, the unit a disk writes atomically.
@@ -1143,6 +1147,25 @@ impl Vfs for SimVfs {
             shared: Arc::clone(&self.shared),
             dir,
         }))
+    }
+
+    /// None: the simulator models durability, not access control (see the module header
+    /// of [`vfs`](super)).
+    fn ownership(&self, path: &Path) -> io::Result<Option<Ownership>> {
+        if self.exists(path)? {
+            Ok(None)
+        } else {
+            Err(path_error(
+                io::ErrorKind::NotFound,
+                "no such file",
+                &normalize(path),
+            ))
+        }
+    }
+
+    /// Nothing to set: no modes.
+    fn restrict_dir_to_owner(&self, path: &Path) -> io::Result<()> {
+        self.ownership(path).map(|_| ())
     }
 
     fn counters(&self) -> &OpCounters {

@@ -174,6 +174,19 @@ fn pin_slot(slot: usize) {
 /// Open segment files kept by readers.
 const READ_FILES: usize = 8;
 
+/// The most WAL segment files open at once, which the engine's descriptor budget counts
+/// ([`crate::vfs::FdBudget`]): those the writer wrote since its last fsync (at most the WAL
+/// buffers' span of segments, plus the one it goes on in), the [`READ_FILES`] kept for
+/// reading, and the one the WAL writer prepares. A reader's own file (startup redo,
+/// `twophase_state = reread_wal`) is short-lived: the engine's reserve covers it.
+pub fn max_open_files(config: &Config) -> u64 {
+    let writing = config
+        .wal_buffers_bytes
+        .div_ceil(config.wal_segment_size_bytes.max(1))
+        + 1;
+    writing + READ_FILES as u64 + 1
+}
+
 /// The LSN of the first record of a new WAL.
 pub const FIRST_LSN: Lsn = Lsn(HDR);
 

@@ -54,6 +54,18 @@ pub fn new_db(seed: u64, config: Config) -> (Arc<SimVfs>, Database) {
     (vfs, db)
 }
 
+/// Closes every relation file the storage manager keeps open, so that the next use of each
+/// opens it again.
+pub fn close_cached_files(db: &Database) {
+    // Bounded: the cache holds at most max_files_per_process files.
+    for _ in 0..=db.config().max_files_per_process {
+        if !db.smgr().release_one_file() {
+            break;
+        }
+    }
+    assert_eq!(db.smgr().open_files(), 0, "a file nobody holds stayed open");
+}
+
 /// Power loss without tearing: everything not fsynced is lost, everything fsynced stays.
 pub fn crash(db: Database, vfs: &SimVfs) {
     drop(db);

@@ -31,7 +31,9 @@ fn config(pool_bytes: u64, relsize: RelsizeCacheMode) -> Config {
 }
 
 fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(to)?;
+    // 0700: the engine refuses a data directory others may read (PostgreSQL's rule).
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
         let target = to.join(entry.file_name());
