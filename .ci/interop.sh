@@ -14,7 +14,7 @@ if ! command -v pgbench >/dev/null || ! command -v psql >/dev/null; then
   apt-get update -qq && apt-get install -y -qq postgresql-client >/dev/null
 fi
 
-cargo build --release -q
+cargo build --release -q -p quire
 data=$(mktemp -d)
 port=55432
 log="$data.log"

@@ -55,7 +55,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 pg_version=$("$pgbin/postgres" --version | sed 's/.*(PostgreSQL) //')
 echo "== building quire (release)" >&2
-cargo build --release -q
+cargo build --release -q -p quire
 quire=$PWD/target/release/quire
 
 # --- servers ---------------------------------------------------------------------------

@@ -1,9 +1,12 @@
-//! `quire`: the command-line entry point: the server (`quire serve`), the benchmarks of the
-//! seed experiments (`quire bench <name>`) and the crash workload (`quire torture`).
+//! `quire`: the server binary (`quire serve`).
+//!
+//! It is built without the engine's `testing` feature, so it carries none of the engine's
+//! test hooks (`Transaction::vanish`, `TransactionManager::skip_xids`, the test resource
+//! manager, the internal layers made public). The seed experiments and the crash workload,
+//! which need them, are a binary of their own: `quire-bench` (crates/bench). `.ci/run` checks
+//! the release binary's symbols for the hooks.
 
-mod bench;
 mod serve;
-mod torture;
 
 use clap::{Parser, Subcommand};
 
@@ -22,24 +25,15 @@ struct Cli {
 enum Command {
     /// Serve PostgreSQL's wire protocol on a data directory (created on first start).
     Serve(serve::ServeArgs),
-    /// Reproduce a seed experiment: old and new behaviour measured side by side in one run.
-    Bench(bench::BenchArgs),
-    /// A crash workload for `kill -9` tests: `run` until killed, then `verify`.
-    Torture(torture::TortureArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    // The server logs its startup and shutdown; the benchmarks only warnings.
-    let default_level = if matches!(cli.command, Command::Serve(_)) {
-        "info"
-    } else {
-        "warn"
-    };
+    // The server logs its startup and shutdown.
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("QUIRE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
         // Colours only on a terminal: a log file or a pipe gets plain text.
@@ -47,7 +41,5 @@ fn main() -> anyhow::Result<()> {
         .init();
     match cli.command {
         Command::Serve(args) => serve::run(&args),
-        Command::Bench(args) => bench::run(&args),
-        Command::Torture(args) => torture::run(&args),
     }
 }

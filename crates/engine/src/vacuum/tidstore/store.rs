@@ -61,7 +61,7 @@
 //! 64 pages share one pattern); scattered offsets cost about 2 bytes each (array container)
 //! or one bit per offset in the span (bitmap), plus a few bytes of table and reference per
 //! block; one to four dead tuples per block cost 9 bits each plus 11 bytes per chunk (rank),
-//! and chunks of very few TIDs 15 bits each plus 3 bytes (list). `quire bench tidstore`
+//! and chunks of very few TIDs 15 bits each plus 3 bytes (list). `quire-bench tidstore`
 //! measured, at 1,000,000 blocks of 100 tuples: one dead tuple on one page in ten 2.9 bytes
 //! per TID, one on every page 1.3, two or three on one page in ten 2.0, one on one page in a
 //! hundred 5.0, in a thousand 5.1, its leaves lists (PostgreSQL's array: 6; this store before

@@ -1,4 +1,4 @@
-//! `quire bench twophase` (seed 003): one client loops BEGIN; update one random row of a
+//! `quire-bench twophase` (seed 003): one client loops BEGIN; update one random row of a
 //! table of `--rows` rows (default 1,000,000); PREPARE TRANSACTION; COMMIT PREPARED — with
 //! `twophase_state = reread_wal` (PostgreSQL's behaviour: the prepare record is re-read from
 //! its WAL segment, opened for the purpose) and `memory` (quire's default) — against the same

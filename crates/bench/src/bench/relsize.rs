@@ -1,4 +1,4 @@
-//! `quire bench relsize` (seed 002): repeated reads of cached pages across M relations. Each
+//! `quire-bench relsize` (seed 002): repeated reads of cached pages across M relations. Each
 //! read asks the relation's size first, as a scan or the planner does (PostgreSQL's
 //! `RelationGetNumberOfBlocks`, an `lseek(SEEK_END)` each time), then reads a page through the
 //! buffer pool. Measured with `relsize_cache = off` (PostgreSQL 13), `recovery_only`

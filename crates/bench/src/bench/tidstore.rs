@@ -1,4 +1,4 @@
-//! `quire bench tidstore` (seed 004): the dead-TID structures of lazy vacuum on the eight
+//! `quire-bench tidstore` (seed 004): the dead-TID structures of lazy vacuum on the eight
 //! distributions of Masahiko Sawada's comparison (pgsql-hackers, "[PoC] Improve dead tuple
 //! storage for lazy vacuum", 2021-07-27), measured side by side in one process: quire's
 //! [`TidStore`] (`dead_tids = store`), PostgreSQL's sorted array [`TidArray`]

@@ -1,4 +1,4 @@
-//! `quire bench wal`: WAL insert throughput with 1, 2, 4 and 8 threads (records/s, MB/s; the
+//! `quire-bench wal`: WAL insert throughput with 1, 2, 4 and 8 threads (records/s, MB/s; the
 //! median of `--rounds` rounds, 5 by default, in which the thread counts take turns);
 //! commits/s and fsyncs per commit with N = 1, 2, 4, 8, 16 and 32 concurrent committers
 //! (insert + flush each), against one committer, whose rate is the single-fdatasync rate (the

@@ -1,10 +1,11 @@
-//! `quire torture soak`: the kill -9 test for a given time. Each cycle starts `quire torture
-//! run` as a child process in a new directory (the two workloads in turn, a new seed each
-//! time), lets it work for a random time between `--kill-min-ms` and `--kill-max-ms`, kills
-//! it with SIGKILL, and runs `quire torture verify` as another process: the restart, which
-//! recovers the directory and checks it against every acknowledgement the killed process
-//! printed. A cycle that fails stops the soak and keeps its directory and output; one that
-//! passes is removed. A line per cycle, and a summary at the end.
+//! `quire-bench torture soak`: the kill -9 test for a given time. Each cycle starts
+//! `quire-bench torture run` as a child process in a new directory (the two workloads in turn,
+//! a new seed each time), lets it work for a random time between `--kill-min-ms` and
+//! `--kill-max-ms`, kills it with SIGKILL, and runs `quire-bench torture verify` as another
+//! process: the restart, which recovers the directory and checks it against every
+//! acknowledgement the killed process printed. A cycle that fails stops the soak and keeps
+//! its directory and output; one that passes is removed. A line per cycle, and a summary at
+//! the end.
 
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -47,7 +48,7 @@ pub(super) fn soak(o: &SoakOptions) -> anyhow::Result<()> {
         bail!("--kill-min-ms must be at most --kill-max-ms, and --kill-max-ms above 0");
     }
     fs::create_dir_all(&o.root).with_context(|| format!("creating {}", o.root.display()))?;
-    let exe = std::env::current_exe().context("finding the quire binary")?;
+    let exe = std::env::current_exe().context("finding the quire-bench binary")?;
     let start = Instant::now();
     let mut rng = SplitMix64::new(o.seed);
     let mut totals = Totals::default();
@@ -147,7 +148,7 @@ impl Cycle<'_> {
             .stdout(Stdio::piped())
             .stderr(fs::File::create(self.dir.join("run.stderr"))?)
             .spawn()
-            .context("starting quire torture run")?;
+            .context("starting quire-bench torture run")?;
         // Every line the child prints, read as it prints them (a full pipe would stall it).
         let stdout = child.stdout.take().context("the child's stdout")?;
         let reader = thread::spawn(move || -> Vec<String> {
@@ -169,7 +170,9 @@ impl Cycle<'_> {
         if self.workload == "txn" {
             verify.arg("--acked").arg(&acked_path);
         }
-        let out = verify.output().context("running quire torture verify")?;
+        let out = verify
+            .output()
+            .context("running quire-bench torture verify")?;
         let verify_s = t0.elapsed().as_secs_f64();
         let summary = check_verify(&out)?;
         let acknowledged = if self.workload == "txn" {

@@ -1,4 +1,4 @@
-//! `quire torture`: crash workloads for real process kills. `run` works until killed with
+//! `quire-bench torture`: crash workloads for real process kills. `run` works until killed with
 //! `kill -9` at any moment, printing a line each time something became durable; `verify`
 //! recovers the directory and checks it against what `run` acknowledged. The kills come from
 //! outside: `tests/kill9.rs` starts `run`, kills it at a random moment and runs `verify` (the

@@ -1,4 +1,4 @@
-//! `quire bench recovery`: crash recovery of a large WAL of page changes over many relations.
+//! `quire-bench recovery`: crash recovery of a large WAL of page changes over many relations.
 //! The WAL is generated once (no checkpoint during it), the engine is dropped without a
 //! shutdown checkpoint (a crash), and the crashed directory is copied and recovered once per
 //! mode: `relsize_cache = off` (a size probe per replayed record, as PostgreSQL 13's redo

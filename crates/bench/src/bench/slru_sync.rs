@@ -1,4 +1,4 @@
-//! `quire bench slru-sync` (seed 001): N transactions commit with commit timestamps on
+//! `quire-bench slru-sync` (seed 001): N transactions commit with commit timestamps on
 //! (`synchronous_commit = off`, as the seed ran pgbench), then a crash, then recovery with an
 //! injected fsync latency (2.5 ms by default, what the seed measured). Recovery time and fsync
 //! counts for `sync = immediate` (every commit-log page written back during redo is fsynced at

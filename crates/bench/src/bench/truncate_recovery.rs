@@ -1,4 +1,4 @@
-//! `quire bench truncate-recovery` (seed 000, end to end): T tables (default 10,000) each
+//! `quire-bench truncate-recovery` (seed 000, end to end): T tables (default 10,000) each
 //! with a few pages of rows; delete every row; checkpoint; VACUUM the whole database (every
 //! table is truncated to zero pages, dropping its buffers); crash (no shutdown checkpoint);
 //! recover — the redo replays every truncation, dropping buffers again, as the seed's standby

@@ -1,5 +1,5 @@
-//! Real process crashes: run `quire torture run`, `kill -9` it, then `quire torture verify`
-//! must recover exactly what was acknowledged.
+//! Real process crashes: run `quire-bench torture run`, `kill -9` it, then `quire-bench
+//! torture verify` must recover exactly what was acknowledged.
 //!
 //! - `pages`: raw WAL-logged page changes; every acknowledged change must survive, and
 //!   only a prefix of the sequence.
@@ -16,8 +16,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn quire() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_quire"))
+fn quire_bench() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_quire-bench"))
 }
 
 #[test]
@@ -25,14 +25,14 @@ fn kill_9_loses_no_acknowledged_change() {
     for (round, kill_after) in [(1u64, 200u64), (2, 3_000), (3, 20_000)] {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
-        let mut child = quire()
+        let mut child = quire_bench()
             .args(["torture", "--seed", &round.to_string(), "--data-dir"])
             .arg(&data)
             .args(["run"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .expect("start quire torture run");
+            .expect("start quire-bench torture run");
         let stdout = child.stdout.take().unwrap();
         let mut acked = 0u64;
         for line in BufReader::new(stdout).lines() {
@@ -50,12 +50,12 @@ fn kill_9_loses_no_acknowledged_change() {
             acked >= kill_after,
             "round {round}: the workload stopped early at {acked}"
         );
-        let out = quire()
+        let out = quire_bench()
             .args(["torture", "--seed", &round.to_string(), "--data-dir"])
             .arg(&data)
             .arg("verify")
             .output()
-            .expect("run quire torture verify");
+            .expect("run quire-bench torture verify");
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
@@ -78,7 +78,7 @@ fn kill_9_loses_no_acknowledged_change() {
 // ---------------------------------------------------------------------- transactions
 
 fn txn(seed: u64, data: &Path) -> Command {
-    let mut c = quire();
+    let mut c = quire_bench();
     c.args(["torture", "--workload", "txn", "--seed", &seed.to_string()])
         .arg("--data-dir")
         .arg(data);
@@ -98,7 +98,7 @@ fn verify(seed: u64, data: &Path, acked: &Path) -> Output {
         .arg("--acked")
         .arg(acked)
         .output()
-        .expect("run quire torture verify")
+        .expect("run quire-bench torture verify")
 }
 
 /// The `key=value` counts of verify's `recovered ...` line.
@@ -135,7 +135,7 @@ fn txn_round(seed: u64, kill_after: Option<usize>) -> BTreeMap<String, u64> {
         .stdout(Stdio::piped())
         .stderr(File::create(&stderr_path).unwrap())
         .spawn()
-        .expect("start quire torture run");
+        .expect("start quire-bench torture run");
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut acked = String::new();
     let (mut created, mut steps) = (false, 0);
@@ -248,7 +248,7 @@ fn run_to_end(seed: u64, data: &Path, txns: u32, acked: &Path) {
     let out = txn(seed, data)
         .args(["run", "--ops", &txns.to_string()])
         .output()
-        .expect("run quire torture run");
+        .expect("run quire-bench torture run");
     assert!(
         out.status.success(),
         "run: {}",
@@ -292,12 +292,12 @@ fn verify_catches_a_lost_and_an_extra_transaction() {
 
 // ---------------------------------------------------------------------- soak
 
-/// `quire torture soak` for a few seconds: cycles of run, kill -9, verify, all passing,
+/// `quire-bench torture soak` for a few seconds: cycles of run, kill -9, verify, all passing,
 /// with its summary table.
 #[test]
 fn a_short_soak_kills_and_verifies_every_cycle() {
     let dir = tempfile::tempdir().unwrap();
-    let out = quire()
+    let out = quire_bench()
         .args(["torture", "--seed", "7", "--data-dir"])
         .arg(dir.path().join("soak"))
         .args([
@@ -310,7 +310,7 @@ fn a_short_soak_kills_and_verifies_every_cycle() {
             "600",
         ])
         .output()
-        .expect("run quire torture soak");
+        .expect("run quire-bench torture soak");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

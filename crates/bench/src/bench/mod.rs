@@ -1,4 +1,4 @@
-//! `quire bench`: the seed experiments, each measuring PostgreSQL's behaviour and quire's in
+//! `quire-bench`: the seed experiments, each measuring PostgreSQL's behaviour and quire's in
 //! the same process on the same data, following `shared/BENCH.md`: a header line (experiment,
 //! parameters, build profile, machine), one table with a row per mode, the ratios, and the
 //! file-layer call counts the experiment is about; `--json` writes the same figures.
@@ -26,7 +26,7 @@ use serde_json::{json, Map, Value};
 #[allow(clippy::struct_excessive_bools)] // command-line switches, each its own flag
 pub struct BenchArgs {
     /// Which experiment; without one, every experiment runs in turn.
-    #[arg(value_enum)]
+    #[arg(value_enum, value_name = "EXPERIMENT")]
     pub name: Option<BenchName>,
     /// Also write the results as JSON to this file.
     #[arg(long)]
@@ -370,7 +370,7 @@ impl Report {
             "release"
         };
         format!(
-            "quire bench {}{} | {} | build: {} | machine: {} cores, {} memory",
+            "quire-bench {}{} | {} | build: {} | machine: {} cores, {} memory",
             self.bench,
             if self.quick { " (QUICK RUN)" } else { "" },
             params.join(" "),

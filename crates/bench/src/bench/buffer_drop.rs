@@ -1,4 +1,4 @@
-//! `quire bench buffer-drop` (seed 000): R relations with K cached, dirty pages each in a pool
+//! `quire-bench buffer-drop` (seed 000): R relations with K cached, dirty pages each in a pool
 //! of P bytes; drop them one by one (as a thousand single-table TRUNCATEs do, and their
 //! redo); time per drop with `buffer_drop = full_scan` (PostgreSQL's scan of every buffer
 //! descriptor) against `indexed` (quire's per-relation index).
