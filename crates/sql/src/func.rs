@@ -131,9 +131,18 @@ pub(crate) fn aggregate(name: &str) -> Option<AggFunc> {
 }
 
 impl AggFunc {
-    /// The aggregate's result type for an argument of type `arg`.
-    pub(crate) fn result_type(self, arg: SqlType) -> Result<SqlType> {
-        Ok(match self {
+    /// How many arguments the aggregate takes (count(*) none).
+    pub(crate) fn arity(self) -> usize {
+        match self {
+            AggFunc::CountStar => 0,
+            AggFunc::StringAgg => 2,
+            _ => 1,
+        }
+    }
+
+    /// The aggregate's result type for a (first) argument of type `arg`, if it takes one.
+    pub(crate) fn result_type(self, arg: SqlType) -> Option<SqlType> {
+        Some(match self {
             AggFunc::CountStar | AggFunc::Count => SqlType::Int8,
             AggFunc::Sum if arg.is_int() => SqlType::Int8,
             AggFunc::Sum | AggFunc::Avg if arg.is_numeric() => SqlType::Numeric(None),
@@ -141,12 +150,7 @@ impl AggFunc {
             AggFunc::Min | AggFunc::Max => arg,
             AggFunc::BoolAnd | AggFunc::BoolOr if arg == SqlType::Bool => SqlType::Bool,
             AggFunc::StringAgg if arg.is_text() => SqlType::Text,
-            _ => {
-                return Err(SqlError::new(
-                    "42883",
-                    format!("function {self:?}({}) does not exist", arg.name()).to_lowercase(),
-                ))
-            }
+            _ => return None,
         })
     }
 }
@@ -232,6 +236,7 @@ impl AggState {
                 match acc {
                     None => *acc = Some(s),
                     Some(a) => {
+                        types::check_growth(a.len(), sep.len().saturating_add(s.len()))?;
                         a.push_str(sep);
                         a.push_str(&s);
                     }
@@ -282,11 +287,16 @@ fn add_values(acc: Option<Value>, v: Value) -> Result<Value> {
     })
 }
 
-fn no_such_function(name: &str, args: &[SqlType]) -> SqlError {
+/// 42883 for a call no function takes, with PostgreSQL's hint (the binder adds where the
+/// call is).
+pub(crate) fn no_such_function(name: &str, args: &[SqlType]) -> SqlError {
     let types: Vec<String> = args.iter().map(|t| t.name()).collect();
     SqlError::new(
         "42883",
         format!("function {name}({}) does not exist", types.join(", ")),
+    )
+    .with_hint(
+        "No function matches the given name and argument types. You might need to add explicit type casts.",
     )
 }
 
@@ -603,15 +613,34 @@ pub fn array_to_binary(text: &str, ty: SqlType) -> Vec<u8> {
     out
 }
 
-/// A `text[]` value in its text form.
-pub(crate) fn array_text<S: AsRef<str>>(elements: &[S]) -> String {
-    let mut s = String::from("{");
+/// Whether an array element's text form needs quotes (and its `"` and `\` escapes).
+fn needs_quotes(e: &str) -> bool {
+    e.is_empty() || e.contains([',', '"', '\\', '{', '}', ' '])
+}
+
+/// A `text[]` value in its text form; 54000 past [`types::MAX_VALUE_BYTES`], found before
+/// it is built.
+pub(crate) fn array_text<S: AsRef<str>>(elements: &[S]) -> Result<String> {
+    let mut len = 2usize;
+    for e in elements {
+        let e = e.as_ref();
+        let escapes = if needs_quotes(e) {
+            2 + e.bytes().filter(|b| matches!(b, b'"' | b'\\')).count()
+        } else {
+            0
+        };
+        let adding = e.len() + escapes + 1;
+        types::check_growth(len, adding)?;
+        len += adding;
+    }
+    let mut s = String::with_capacity(len);
+    s.push('{');
     for (i, e) in elements.iter().enumerate() {
         if i > 0 {
             s.push(',');
         }
         let e = e.as_ref();
-        if e.is_empty() || e.contains([',', '"', '\\', '{', '}', ' ']) {
+        if needs_quotes(e) {
             s.push('"');
             for c in e.chars() {
                 if c == '"' || c == '\\' {
@@ -625,7 +654,7 @@ pub(crate) fn array_text<S: AsRef<str>>(elements: &[S]) -> String {
         }
     }
     s.push('}');
-    s
+    Ok(s)
 }
 
 impl Func {
@@ -655,8 +684,16 @@ impl Func {
         }
         let a0 = args.first();
         Ok(match self {
-            Func::Lower => Value::Text(text_arg(&args[0]).unwrap_or("").to_lowercase()),
-            Func::Upper => Value::Text(text_arg(&args[0]).unwrap_or("").to_uppercase()),
+            Func::Lower | Func::Upper => {
+                let s = text_arg(&args[0]).unwrap_or("");
+                let lower = self == Func::Lower;
+                check_case_len(s, lower)?;
+                Value::Text(if lower {
+                    s.to_lowercase()
+                } else {
+                    s.to_uppercase()
+                })
+            }
             Func::Length => Value::Int(
                 text_arg(&args[0])
                     .unwrap_or("")
@@ -681,7 +718,9 @@ impl Func {
                 let out = if from.is_empty() {
                     s.to_string()
                 } else {
-                    check_text_len(s.len() / from.len() * to.len() + s.len())?;
+                    let n = s.matches(from).count();
+                    let len = (s.len() - n * from.len()).saturating_add(n.saturating_mul(to.len()));
+                    types::check_value_len(len)?;
                     s.replace(from, to)
                 };
                 Value::Text(out)
@@ -716,8 +755,7 @@ impl Func {
             Func::Repeat => {
                 let s = text_arg(&args[0]).unwrap_or("");
                 let n = usize::try_from(int_arg(&args[1]).unwrap_or(0).max(0)).unwrap_or(0);
-                check_text_len(s.len().saturating_mul(n))?;
-                Value::Text(s.repeat(n))
+                Value::Text(repeat(s, n, cx)?)
             }
             Func::CurrentDate => types::cast(
                 Value::Timestamp(cx.now_us),
@@ -727,19 +765,20 @@ impl Func {
             Func::Concat => {
                 let mut s = String::new();
                 for v in &args {
-                    match v {
-                        Value::Null => {}
-                        Value::Text(t) => s.push_str(t),
-                        v => s.push_str(
-                            &types::format_text(
-                                v,
-                                SqlType::of_engine_type(
-                                    v.type_of().unwrap_or(quire_engine::Type::Text),
-                                ),
-                            )
-                            .unwrap_or_default(),
-                        ),
-                    }
+                    let text = match v {
+                        Value::Null => continue,
+                        Value::Text(t) => std::borrow::Cow::Borrowed(t.as_str()),
+                        v => {
+                            let ty = v.type_of().unwrap_or(quire_engine::Type::Text);
+                            let ty = SqlType::of_engine_type(ty);
+                            if let Value::Bytea(b) = v {
+                                types::check_growth(s.len(), b.len().saturating_mul(2) + 2)?;
+                            }
+                            std::borrow::Cow::Owned(types::format_text(v, ty).unwrap_or_default())
+                        }
+                    };
+                    types::check_growth(s.len(), text.len())?;
+                    s.push_str(&text);
                 }
                 Value::Text(s)
             }
@@ -823,9 +862,9 @@ impl Func {
             Func::CurrentSchemas => {
                 let implicit = matches!(a0, Some(Value::Bool(true)));
                 Value::Text(if implicit {
-                    array_text(&["pg_catalog", "public"])
+                    array_text(&["pg_catalog", "public"])?
                 } else {
-                    array_text(&["public"])
+                    array_text(&["public"])?
                 })
             }
             Func::CurrentSetting => {
@@ -854,7 +893,13 @@ impl Func {
             }
             Func::ArrayToString => {
                 let elems = array_elements(text_arg(&args[0]).unwrap_or(""));
-                Value::Text(elems.join(text_arg(&args[1]).unwrap_or("")))
+                let sep = text_arg(&args[1]).unwrap_or("");
+                let mut len = 0usize;
+                for e in &elems {
+                    types::check_growth(len, e.len() + sep.len())?;
+                    len += e.len() + sep.len();
+                }
+                Value::Text(elems.join(sep))
             }
             Func::RelationSize(which) => {
                 let fork = args.get(1).and_then(text_arg).unwrap_or("main");
@@ -933,13 +978,17 @@ impl Func {
                 (Some(a), Some(b)) => Value::Numeric(crate::numeric::from_i64(a - b)),
                 _ => Value::Null,
             },
-            Func::QuoteIdent => Value::Text(quote_ident(text_arg(&args[0]).unwrap_or(""))),
+            Func::QuoteIdent => {
+                let s = text_arg(&args[0]).unwrap_or("");
+                types::check_value_len(s.len() + s.matches('"').count() + 2)?;
+                Value::Text(quote_ident(s))
+            }
             Func::MakeArray => {
                 let elems: Vec<String> = args
                     .iter()
                     .map(|v| text_arg(v).unwrap_or("NULL").to_string())
                     .collect();
-                Value::Text(array_text(&elems))
+                Value::Text(array_text(&elems)?)
             }
             Func::AnyEq => {
                 let want = text_arg(&args[0]).unwrap_or("");
@@ -971,7 +1020,7 @@ impl Func {
                         elems.extend(array_elements(s));
                     }
                 }
-                Value::Text(array_text(&elems))
+                Value::Text(array_text(&elems)?)
             }
             Func::ToChar => Value::Text(
                 types::format_text(
@@ -1020,14 +1069,50 @@ fn trim(leading: bool, trailing: bool) -> Func {
     Func::Trim { leading, trailing }
 }
 
-/// PostgreSQL's limit on a text value (1 GB): a function that would build a longer one
-/// fails (54000) before allocating it.
-fn check_text_len(bytes: usize) -> Result<()> {
-    const MAX_TEXT_BYTES: usize = (1 << 30) - 1;
-    if bytes > MAX_TEXT_BYTES {
-        return Err(SqlError::new("54000", "requested length too large"));
+/// `lower(s)` or `upper(s)` stays within [`types::MAX_VALUE_BYTES`]: a character's other
+/// case may be up to three times as long, so a string above a third of the limit is
+/// measured first.
+fn check_case_len(s: &str, lower: bool) -> Result<()> {
+    if s.len() <= types::MAX_VALUE_BYTES / 3 {
+        return Ok(());
     }
-    Ok(())
+    let len: usize = s
+        .chars()
+        .map(|c| {
+            if lower {
+                c.to_lowercase().map(char::len_utf8).sum::<usize>()
+            } else {
+                c.to_uppercase().map(char::len_utf8).sum::<usize>()
+            }
+        })
+        .sum();
+    types::check_value_len(len)
+}
+
+/// Bytes `repeat` appends between two interrupt checks.
+const REPEAT_CHUNK_BYTES: usize = 1 << 20;
+
+/// `repeat(s, n)`: its length checked first (PostgreSQL's 54000), then built a chunk at a
+/// time, so that a cancel or `statement_timeout` stops a large one.
+fn repeat(s: &str, n: usize, cx: &Cx) -> Result<String> {
+    let total = s.len().checked_mul(n);
+    types::check_requested_len(total)?;
+    let total = total.unwrap_or(0);
+    if s.is_empty() || total <= REPEAT_CHUNK_BYTES {
+        return Ok(s.repeat(n));
+    }
+    let per_chunk = (REPEAT_CHUNK_BYTES / s.len()).max(1);
+    let chunk = s.repeat(per_chunk);
+    let mut out = String::with_capacity(total);
+    let mut left = n;
+    while left >= per_chunk {
+        cx.interrupt.check()?;
+        out.push_str(&chunk);
+        left -= per_chunk;
+    }
+    out.push_str(&s.repeat(left));
+    debug_assert_eq!(out.len(), total);
+    Ok(out)
 }
 
 /// `left(s, n)` / `right(s, n)`: the first (last) `n` characters; a negative `n` means all
@@ -1095,7 +1180,7 @@ mod tests {
 
     #[test]
     fn arrays_round_trip_through_their_text_form() {
-        let a = array_text(&["pg_catalog", "public", "a b", ""]);
+        let a = array_text(&["pg_catalog", "public", "a b", ""]).unwrap();
         assert_eq!(a, "{pg_catalog,public,\"a b\",\"\"}");
         assert_eq!(array_elements(&a), ["pg_catalog", "public", "a b", ""]);
         assert!(array_elements("{}").is_empty());

@@ -58,6 +58,7 @@ mod roles;
 mod sequence;
 mod session;
 mod shape;
+mod stack;
 mod types;
 
 pub use bind::{OutColumn, OutColumns};
@@ -70,6 +71,9 @@ pub use plan::MAX_MATERIALIZED_ROWS;
 pub use roles::{lookup_role, Role, RoleStmt, ScramVerifier, BOOTSTRAP_SUPERUSER};
 pub use session::{
     Description, IdleLimit, Outcome, OutcomeKind, Session, Settings, TxStatus, SERVER_VERSION,
+};
+pub use stack::{
+    run_on_session_stack, DEFAULT_MAX_STACK_DEPTH_KB, MAX_MAX_STACK_DEPTH_KB, SESSION_STACK_BYTES,
 };
 pub use types::{
     check_numeric, format_text, format_timestamp, parse_text, SqlType, PG_EPOCH_OFFSET_US,

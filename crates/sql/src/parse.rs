@@ -57,9 +57,46 @@ impl Statement {
 /// Most statements one query string may hold (a bound on the work one message causes).
 const MAX_STATEMENTS: usize = 10_000;
 
-/// Parses SQL text into statements (42601 on a syntax error). Never panics on any input:
-/// sqlparser bounds its recursion depth.
+/// How deep `sqlparser` may recurse (nested parentheses, subqueries, CASE, prefix
+/// operators); beyond it the statement fails with 54001, as PostgreSQL's own recursion does
+/// (PostgreSQL stops nested CASE at about 2,000 levels and subqueries at 2,100 with its
+/// default `max_stack_depth`). `sqlparser` grows its own stack as it recurses
+/// ([`configure_parser_stack`]), so this bounds the memory that growth takes.
+const MAX_PARSER_RECURSION: usize = 1_000;
+
+/// The deepest syntax tree a statement may have, in the levels [`syntax_depth`] counts (an
+/// upper bound of the real depth). `sqlparser` builds chains of infix operators (`1+1+...`,
+/// `a AND b AND ...`, casts, `IS NULL`) and of UNIONs in a loop, left-deep, so its recursion
+/// limit does not bound them; dropping such a tree recurses once per level, and so do the
+/// binder's walks. Beyond this bound the statement fails with 54001 before it is parsed.
+/// 200,000 levels: 100,000 `AND`ed or `OR`ed comparisons (which PostgreSQL accepts) pass;
+/// dropping the deepest tree fits a session's stack ([`crate::stack::SESSION_STACK_BYTES`]).
+pub(crate) const MAX_SYNTAX_DEPTH: usize = 200_000;
+
+/// `sqlparser` grows its stack onto the heap when fewer than this many bytes are left
+/// (its `recursive` default is 128 KiB, less than some of its parse paths use between two
+/// checks in a debug build, which then overflow): the slop of [`crate::stack`].
+const PARSER_RED_ZONE_BYTES: usize = crate::stack::STACK_SLOP_BYTES;
+/// The size of each stack segment `sqlparser` grows onto.
+const PARSER_STACK_SEGMENT_BYTES: usize = 4 << 20;
+
+/// Sets how `sqlparser`'s recursion (parsing, and formatting a tree as text) grows its
+/// stack: a process-wide setting of its `recursive` dependency, set once.
+fn configure_parser_stack() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        recursive::set_minimum_stack_size(PARSER_RED_ZONE_BYTES);
+        recursive::set_stack_allocation_size(PARSER_STACK_SEGMENT_BYTES);
+    });
+}
+
+/// Parses SQL text into statements (42601 on a syntax error). Never panics on any input,
+/// and never builds a tree deeper than [`MAX_SYNTAX_DEPTH`] or recurses deeper than
+/// [`MAX_PARSER_RECURSION`] (54001 instead). Positions in the trees (their spans) are the
+/// 1-based character indexes of the whole of `sql`, as column numbers of line 1, so that an
+/// error found later can report PostgreSQL's position.
 pub fn parse(sql: &str) -> Result<Vec<Statement>> {
+    configure_parser_stack();
     let pieces = split(sql)?;
     if pieces.len() > MAX_STATEMENTS {
         return Err(SqlError::new(
@@ -68,35 +105,350 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
         ));
     }
     let mut out = Vec::new();
+    // Characters of `sql` before the start of the piece at byte `at`, counted once.
+    let mut at = 0;
+    let mut chars_before = 0;
     for p in pieces {
+        let start = (p.as_ptr() as usize).saturating_sub(sql.as_ptr() as usize);
+        chars_before += sql.get(at..start).map_or(0, |s| s.chars().count());
+        at = start;
         if let Some(s) = utility(p)? {
             out.push(s);
             continue;
         }
-        let dialect = sqlparser::dialect::PostgreSqlDialect {};
-        let parsed = sqlparser::parser::Parser::parse_sql(&dialect, p)
-            .map_err(|e| syntax_error(sql, p, &e.to_string()))?;
+        let parsed = parse_piece(sql, p, chars_before)?;
         out.extend(parsed.into_iter().map(|s| Statement::Sql(Box::new(s))));
     }
     Ok(out)
 }
 
-/// Parses one SQL expression (a column's stored DEFAULT), 42601 on a syntax error.
-pub(crate) fn expression(sql: &str) -> Result<sqlparser::ast::Expr> {
+/// One statement's text, `chars_before` characters into `sql`.
+fn parse_piece(
+    sql: &str,
+    piece: &str,
+    chars_before: usize,
+) -> Result<Vec<sqlparser::ast::Statement>> {
     let dialect = sqlparser::dialect::PostgreSqlDialect {};
+    let tokens = tokenize(piece, chars_before)?;
+    if syntax_depth(&tokens) > MAX_SYNTAX_DEPTH {
+        return Err(crate::stack::too_deep());
+    }
     sqlparser::parser::Parser::new(&dialect)
-        .try_with_sql(sql)
-        .and_then(|mut p| p.parse_expr())
-        .map_err(|e| syntax_error(sql, sql, &e.to_string()))
+        .with_recursion_limit(MAX_PARSER_RECURSION)
+        .with_tokens_with_locations(tokens)
+        .parse_statements()
+        .map_err(|e| parser_error(sql, &e))
 }
 
-/// sqlparser's error (`Expected: X, found: Y at Line: 1, Column: 8`) as PostgreSQL words
-/// it: `syntax error at or near "Y"` (or `at end of input`) with the position of `Y` in the
-/// whole query string; sqlparser's own words become the detail.
-fn syntax_error(sql: &str, piece: &str, parser_message: &str) -> SqlError {
-    let text = parser_message
-        .strip_prefix("sql parser error: ")
-        .unwrap_or(parser_message);
+/// Parses one SQL expression (a column's stored DEFAULT), 42601 on a syntax error, under
+/// the bounds of [`parse`].
+pub(crate) fn expression(sql: &str) -> Result<sqlparser::ast::Expr> {
+    configure_parser_stack();
+    let dialect = sqlparser::dialect::PostgreSqlDialect {};
+    let tokens = tokenize(sql, 0)?;
+    if syntax_depth(&tokens) > MAX_SYNTAX_DEPTH {
+        return Err(crate::stack::too_deep());
+    }
+    sqlparser::parser::Parser::new(&dialect)
+        .with_recursion_limit(MAX_PARSER_RECURSION)
+        .with_tokens_with_locations(tokens)
+        .parse_expr()
+        .map_err(|e| parser_error(sql, &e))
+}
+
+/// The tokens of `piece` (a part of the query string `chars_before` characters in), their
+/// spans made absolute: line 1, the column the 1-based character index in the query string.
+fn tokenize(piece: &str, chars_before: usize) -> Result<Vec<sqlparser::tokenizer::TokenWithSpan>> {
+    let dialect = sqlparser::dialect::PostgreSqlDialect {};
+    let mut cursor = LineCursor::new(piece, chars_before);
+    let mut tokens = Vec::new();
+    let r = sqlparser::tokenizer::Tokenizer::new(&dialect, piece)
+        .with_unescape(true)
+        .tokenize_with_location_into_buf_with_mapper(&mut tokens, |mut t| {
+            t.span.start = cursor.absolute(t.span.start);
+            t.span.end = cursor.absolute(t.span.end);
+            t
+        });
+    match r {
+        Ok(()) => Ok(tokens),
+        Err(e) => {
+            let at = cursor.absolute(e.location);
+            let mut err = SqlError::syntax(e.message.clone());
+            if at.line != 0 {
+                err = err.with_position(usize::try_from(at.column).unwrap_or(usize::MAX));
+            }
+            Err(err)
+        }
+    }
+}
+
+/// Converts the (line, column) locations of a piece, met in increasing order, into
+/// absolute character indexes (see [`tokenize`]).
+struct LineCursor<'a> {
+    chars: std::str::Chars<'a>,
+    /// The piece's line the cursor is on (1-based) and the characters before its start.
+    line: u64,
+    line_start: u64,
+    /// Characters of the piece consumed so far.
+    consumed: u64,
+    /// Characters of the whole text before the piece.
+    base: u64,
+}
+
+impl<'a> LineCursor<'a> {
+    fn new(piece: &'a str, chars_before: usize) -> Self {
+        LineCursor {
+            chars: piece.chars(),
+            line: 1,
+            line_start: 0,
+            consumed: 0,
+            base: chars_before as u64,
+        }
+    }
+
+    fn absolute(&mut self, loc: sqlparser::tokenizer::Location) -> sqlparser::tokenizer::Location {
+        if loc.line == 0 {
+            return loc; // an empty span
+        }
+        while self.line < loc.line {
+            match self.chars.next() {
+                Some('\n') => {
+                    self.consumed += 1;
+                    self.line += 1;
+                    self.line_start = self.consumed;
+                }
+                Some(_) => self.consumed += 1,
+                None => break,
+            }
+        }
+        sqlparser::tokenizer::Location {
+            line: 1,
+            column: self.base + self.line_start + loc.column,
+        }
+    }
+}
+
+/// An upper bound of the depth of the tree `sqlparser` builds from `tokens`, in levels of
+/// nesting (each costs under 128 bytes of stack to drop; see
+/// [`crate::stack::SESSION_STACK_BYTES`]). Computed in one pass, without recursion:
+///
+/// - Each parenthesis, bracket, brace and CASE ... END opens a group that adds
+///   [`GROUP_LEVELS`] to its own depth (the tree's nodes between an expression and a
+///   parenthesized one: a subquery's query, body, select, item; a function's arguments).
+/// - Inside a group, commas (and a CASE's WHEN, THEN and ELSE) separate items no operator
+///   chain spans: the group's depth is that of its deepest item. So do UNION, EXCEPT and
+///   INTERSECT, each of which adds one level to the whole group (their chain is left-deep).
+/// - In an item, each AND, OR and XOR adds one level, and splits the item into operands
+///   that no other operator spans (but BETWEEN's own AND, which counts as an operator):
+///   the item's depth is the number of those plus its deepest operand.
+/// - An operand's depth is the number of its operators (every token that is neither a
+///   literal, nor a name, nor punctuation: symbols and keywords) plus its deepest group.
+///
+/// The bound is what a left-deep chain of `sqlparser`'s infix loop can build: every node
+/// of such a chain consumes one operator token.
+pub(crate) fn syntax_depth(tokens: &[sqlparser::tokenizer::TokenWithSpan]) -> usize {
+    let mut groups = vec![DepthGroup::new(GroupKind::Root)];
+    for t in tokens {
+        depth_step(&mut groups, &t.token);
+    }
+    while groups.len() > 1 {
+        close_group(&mut groups);
+    }
+    groups.pop().map_or(0, |g| g.depth())
+}
+
+/// Levels each group adds to the depth of what it holds (see [`syntax_depth`]): measured,
+/// a nested subquery costs 530 bytes of stack to drop, a function call 400, a CASE 240 (in
+/// a debug build), all under 8 levels of 128 bytes.
+const GROUP_LEVELS: usize = 8;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum GroupKind {
+    Root,
+    Paren,
+    Bracket,
+    Brace,
+    Case,
+}
+
+/// One open group of [`syntax_depth`]'s pass.
+struct DepthGroup {
+    kind: GroupKind,
+    /// UNION, EXCEPT, INTERSECT seen in the group.
+    set_ops: usize,
+    /// The deepest item finished.
+    deepest_item: usize,
+    /// The current item: its ANDs and ORs, its deepest finished operand, and the current
+    /// operand's operators and deepest group.
+    logic: usize,
+    deepest_operand: usize,
+    operators: usize,
+    deepest_child: usize,
+    /// BETWEENs of the current operand still waiting for their AND.
+    betweens: usize,
+}
+
+impl DepthGroup {
+    fn new(kind: GroupKind) -> Self {
+        DepthGroup {
+            kind,
+            set_ops: 0,
+            deepest_item: 0,
+            logic: 0,
+            deepest_operand: 0,
+            operators: 0,
+            deepest_child: 0,
+            betweens: 0,
+        }
+    }
+
+    fn end_operand(&mut self) {
+        let operand = self.operators.saturating_add(self.deepest_child);
+        self.deepest_operand = self.deepest_operand.max(operand);
+        self.operators = 0;
+        self.deepest_child = 0;
+        self.betweens = 0;
+    }
+
+    fn end_item(&mut self) {
+        self.end_operand();
+        let item = self.logic.saturating_add(self.deepest_operand);
+        self.deepest_item = self.deepest_item.max(item);
+        self.logic = 0;
+        self.deepest_operand = 0;
+    }
+
+    /// The group's depth so far, as if it ended here.
+    fn depth(&self) -> usize {
+        let operand = self.operators.saturating_add(self.deepest_child);
+        let item = self.logic.saturating_add(self.deepest_operand.max(operand));
+        GROUP_LEVELS
+            .saturating_add(self.set_ops)
+            .saturating_add(self.deepest_item.max(item))
+    }
+}
+
+/// Closes the innermost group, its depth going to the operand of the group around it.
+fn close_group(groups: &mut Vec<DepthGroup>) {
+    debug_assert!(groups.len() > 1, "the root group never closes");
+    if let Some(g) = groups.pop() {
+        let depth = g.depth();
+        if let Some(outer) = groups.last_mut() {
+            outer.deepest_child = outer.deepest_child.max(depth);
+        }
+    }
+}
+
+/// Closes groups up to and including the innermost one of `kind`; a closing token that
+/// opened nothing (a syntax error `sqlparser` reports) counts as an operator.
+fn close_groups(groups: &mut Vec<DepthGroup>, kind: GroupKind) {
+    if !groups.iter().any(|g| g.kind == kind) {
+        if let Some(g) = groups.last_mut() {
+            g.operators = g.operators.saturating_add(1);
+        }
+        return;
+    }
+    while let Some(top) = groups.last().map(|g| g.kind) {
+        close_group(groups);
+        if top == kind {
+            return;
+        }
+    }
+}
+
+fn depth_step(groups: &mut Vec<DepthGroup>, token: &sqlparser::tokenizer::Token) {
+    use sqlparser::keywords::Keyword as K;
+    use sqlparser::tokenizer::Token as T;
+    let open = |groups: &mut Vec<DepthGroup>, kind| {
+        if let Some(g) = groups.last_mut() {
+            g.operators = g.operators.saturating_add(1);
+        }
+        groups.push(DepthGroup::new(kind));
+    };
+    match token {
+        T::Whitespace(_) | T::EOF => {}
+        T::LParen => open(groups, GroupKind::Paren),
+        T::LBracket => open(groups, GroupKind::Bracket),
+        T::LBrace => open(groups, GroupKind::Brace),
+        T::RParen => close_groups(groups, GroupKind::Paren),
+        T::RBracket => close_groups(groups, GroupKind::Bracket),
+        T::RBrace => close_groups(groups, GroupKind::Brace),
+        T::Word(w) if w.quote_style.is_none() && w.keyword == K::CASE => {
+            open(groups, GroupKind::Case);
+        }
+        T::Word(w) if w.quote_style.is_none() && w.keyword == K::END => {
+            if groups.last().is_some_and(|g| g.kind == GroupKind::Case) {
+                close_group(groups);
+            } else if let Some(g) = groups.last_mut() {
+                g.operators = g.operators.saturating_add(1);
+            }
+        }
+        _ => {
+            if let Some(g) = groups.last_mut() {
+                depth_step_in(g, token);
+            }
+        }
+    }
+}
+
+/// A token that neither opens nor closes a group.
+fn depth_step_in(g: &mut DepthGroup, token: &sqlparser::tokenizer::Token) {
+    use sqlparser::keywords::Keyword as K;
+    use sqlparser::tokenizer::Token as T;
+    match token {
+        T::Comma | T::SemiColon => g.end_item(),
+        T::Word(w) if w.quote_style.is_some() || w.keyword == K::NoKeyword => {}
+        T::Word(w) => match w.keyword {
+            K::UNION | K::EXCEPT | K::INTERSECT | K::MINUS => {
+                g.end_item();
+                g.set_ops = g.set_ops.saturating_add(1);
+            }
+            K::WHEN | K::THEN | K::ELSE if g.kind == GroupKind::Case => {
+                g.operators = g.operators.saturating_add(1);
+                g.end_item();
+            }
+            K::AND if g.betweens > 0 => {
+                g.betweens -= 1;
+                g.operators = g.operators.saturating_add(1);
+            }
+            K::AND | K::OR | K::XOR => {
+                g.end_operand();
+                g.logic = g.logic.saturating_add(1);
+            }
+            K::BETWEEN => {
+                g.betweens += 1;
+                g.operators = g.operators.saturating_add(1);
+            }
+            _ => g.operators = g.operators.saturating_add(1),
+        },
+        T::Number(..)
+        | T::Char(_)
+        | T::SingleQuotedString(_)
+        | T::DoubleQuotedString(_)
+        | T::TripleSingleQuotedString(_)
+        | T::TripleDoubleQuotedString(_)
+        | T::DollarQuotedString(_)
+        | T::SingleQuotedByteStringLiteral(_)
+        | T::DoubleQuotedByteStringLiteral(_)
+        | T::NationalStringLiteral(_)
+        | T::EscapedStringLiteral(_)
+        | T::UnicodeStringLiteral(_)
+        | T::HexStringLiteral(_)
+        | T::Placeholder(_) => {}
+        _ => g.operators = g.operators.saturating_add(1),
+    }
+}
+
+/// `sqlparser`'s error as PostgreSQL words it: `syntax error at or near "Y"` (or `at end of
+/// input`) with the position of `Y` in the whole query string (the absolute column of the
+/// token spans, see [`tokenize`]); `sqlparser`'s own words become the detail. Its recursion
+/// limit is PostgreSQL's 54001.
+fn parser_error(sql: &str, e: &sqlparser::parser::ParserError) -> SqlError {
+    use sqlparser::parser::ParserError as P;
+    let text = match e {
+        P::RecursionLimitExceeded => return crate::stack::too_deep(),
+        P::TokenizerError(t) | P::ParserError(t) => t.as_str(),
+    };
     let (what, location) = match text.rsplit_once(" at Line: ") {
         Some((w, l)) => (w, Some(l)),
         None => (text, None),
@@ -107,36 +459,22 @@ fn syntax_error(sql: &str, piece: &str, parser_message: &str) -> SqlError {
         Some(token) => format!("syntax error at or near \"{token}\""),
         None => return SqlError::syntax(text),
     };
-    let mut e = SqlError::syntax(message).with_detail(what);
-    let piece_start = (piece.as_ptr() as usize).saturating_sub(sql.as_ptr() as usize);
-    let before_piece = sql.get(..piece_start).map_or(0, |s| s.chars().count());
+    let e = SqlError::syntax(message).with_detail(what);
     let position = match (found, location.and_then(line_column)) {
         (Some("EOF"), _) => Some(sql.chars().count() + 1),
-        (_, Some((line, column))) => char_index(piece, line, column).map(|i| before_piece + i),
+        (_, Some((1, column))) => Some(column),
         _ => None,
     };
-    if let Some(p) = position {
-        e = e.with_position(p);
+    match position {
+        Some(p) => e.with_position(p),
+        None => e,
     }
-    e
 }
 
 /// `1, Column: 8` → (1, 8).
 fn line_column(location: &str) -> Option<(usize, usize)> {
     let (line, column) = location.split_once(", Column: ")?;
     Some((line.trim().parse().ok()?, column.trim().parse().ok()?))
-}
-
-/// The 1-based character index of 1-based `line` and `column` in `s`.
-fn char_index(s: &str, line: usize, column: usize) -> Option<usize> {
-    let mut index = 0;
-    for (n, l) in s.split('\n').enumerate() {
-        if n + 1 == line {
-            return (column >= 1).then_some(index + column);
-        }
-        index += l.chars().count() + 1;
-    }
-    None
 }
 
 /// The statements of `sql`: non-empty pieces between top-level semicolons.
@@ -543,6 +881,110 @@ fn copy(w: &[String]) -> Result<CopyStmt> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The deepest nesting of brackets in `text` (a tree's `Debug` form): one or more a
+    /// level of the tree.
+    fn nesting(text: &str) -> usize {
+        let (mut depth, mut deepest) = (0usize, 0);
+        let mut quoted = false;
+        let mut escaped = false;
+        for c in text.chars() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' if quoted => escaped = true,
+                '"' => quoted = !quoted,
+                '(' | '[' | '{' if !quoted => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                ')' | ']' | '}' if !quoted => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        deepest
+    }
+
+    fn bound_and_nesting(sql: &str) -> (usize, usize) {
+        let dialect = sqlparser::dialect::PostgreSqlDialect {};
+        let tokens = tokenize(sql, 0).unwrap();
+        let bound = syntax_depth(&tokens);
+        let ast = sqlparser::parser::Parser::new(&dialect)
+            .with_recursion_limit(MAX_PARSER_RECURSION)
+            .with_tokens_with_locations(tokens)
+            .parse_statements()
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        (bound, nesting(&format!("{ast:?}")))
+    }
+
+    /// Each construct, repeated: the bound grows at least as fast as the tree's real depth
+    /// (its `Debug` nesting, which counts a few brackets a level).
+    #[test]
+    fn the_depth_bound_grows_with_every_construct_that_nests() {
+        // A statement: the head, `open` n times, the core, `close` n times.
+        let cases: &[(&str, &str, &str, &str)] = &[
+            ("select 1", "+1", "", ""),
+            ("select 1", "::int", "", ""),
+            ("select 1", " is null", "", ""),
+            ("select 1", " is not distinct from 1", "", ""),
+            ("select 1", " collate \"C\"", "", ""),
+            ("select 1", " at time zone 'utc'", "", ""),
+            ("select 1", " between 1 and 2", "", ""),
+            ("select 1", " in (1, 2)", "", ""),
+            ("select 1", " like 'a'", "", ""),
+            ("select 1", " -> 'a'", "", ""),
+            ("select 1", " = any(array[1])", "", ""),
+            ("select a", "[1]", "", ""),
+            ("select a", "[1:2]", "", ""),
+            ("select 1 where true", " and true", "", ""),
+            ("select 1 where true", " or a = 1 and b = 2", "", ""),
+            ("select 1", " union select 1", "", ""),
+            ("select 1", " intersect all select 1", "", ""),
+            ("select 1", " except (select 1)", "", ""),
+            ("select ", "(", "1", ")"),
+            ("select ", "f(", "1", ")"),
+            ("select ", "f(1, ", "1", ")"),
+            ("select ", "- ", "1", ""),
+            ("select ", "not ", "true", ""),
+            ("select ", "case when true then ", "1", " end"),
+            ("select ", "case 1 when 1 then 1 else ", "1", " end"),
+            ("select ", "(select ", "1", ")"),
+            ("select ", "exists (select ", "1", ")"),
+            ("select ", "array[", "1", "]"),
+            ("select ", "cast(", "1", " as int)"),
+            ("select ", "1 in (select ", "1", ")"),
+            ("select * from ", "(select * from ", "t", ") x"),
+            ("select * from ", "(t join ", "t", " on true)"),
+            (
+                "select * from t where a = 1 and ",
+                "(b = 1 or ",
+                "c = 1",
+                ")",
+            ),
+            ("select ", "(", "1", ") + 1"),
+            ("select ", "(", "1", ")::int"),
+            ("select ", "(select 1 union select ", "1", ")"),
+            ("select ", "row(", "1", ", 2)"),
+            ("select ", "coalesce(1, ", "1", ")"),
+            ("select ", "1 + case when true then ", "1", " end"),
+            ("values ", "((", "1", "))"),
+            (
+                "select * from t where ",
+                "exists (select * from t where ",
+                "true",
+                ")",
+            ),
+        ];
+        for (head, open, core, close) in cases {
+            let sql = |n: usize| format!("{head}{}{core}{}", open.repeat(n), close.repeat(n));
+            let (b10, d10) = bound_and_nesting(&sql(10));
+            let (b40, d40) = bound_and_nesting(&sql(40));
+            assert!(
+                d40 - d10 <= b40 - b10 && d40 <= b40 + 32,
+                "{}: bound {b10} -> {b40}, nesting {d10} -> {d40}",
+                sql(1)
+            );
+        }
+    }
 
     #[test]
     fn statements_split_at_top_level_semicolons_only() {

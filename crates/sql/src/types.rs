@@ -264,6 +264,7 @@ impl SqlType {
 
     /// The type a SQL type name denotes.
     pub fn from_ast(ty: &DataType) -> Result<SqlType> {
+        crate::stack::check_stack_depth()?;
         Ok(match ty {
             DataType::SmallInt(_) | DataType::Int2(_) => SqlType::Int2,
             DataType::Int(_) | DataType::Integer(_) | DataType::Int4(_) => SqlType::Int4,
@@ -731,6 +732,45 @@ pub fn format_timestamp(us: i64) -> String {
     s
 }
 
+/// The largest value quire builds (a text, a bytea, an array's text form): PostgreSQL's
+/// `MaxAllocSize`, 1 GB less one byte. Every function and operator that builds a value
+/// computes its length first and refuses (54000) one beyond this, before allocating it.
+pub(crate) const MAX_VALUE_BYTES: usize = (1 << 30) - 1;
+
+/// 54000 for a value of `bytes` beyond [`MAX_VALUE_BYTES`]. PostgreSQL reports such a
+/// request as XX000 `invalid memory alloc request size`; quire keeps the words and makes
+/// it 54000 (program limit exceeded), as every value limit here is.
+pub(crate) fn check_value_len(bytes: usize) -> Result<()> {
+    if bytes > MAX_VALUE_BYTES {
+        return Err(SqlError::new(
+            "54000",
+            format!("invalid memory alloc request size {bytes}"),
+        )
+        .with_detail(format!("A value may have at most {MAX_VALUE_BYTES} bytes.")));
+    }
+    Ok(())
+}
+
+/// 54000 for a result a function was asked to make longer than [`MAX_VALUE_BYTES`]
+/// (`repeat`): PostgreSQL's words.
+pub(crate) fn check_requested_len(bytes: Option<usize>) -> Result<()> {
+    match bytes {
+        Some(b) if b <= MAX_VALUE_BYTES => Ok(()),
+        _ => Err(SqlError::new("54000", "requested length too large")),
+    }
+}
+
+/// 54000 for a string that grows piece by piece (`string_agg`, `concat`, an array's text,
+/// a COPY line) past [`MAX_VALUE_BYTES`]: PostgreSQL's words for its string buffer.
+pub(crate) fn check_growth(have: usize, adding: usize) -> Result<()> {
+    if have.saturating_add(adding) > MAX_VALUE_BYTES {
+        return Err(SqlError::new("54000", "out of memory").with_detail(format!(
+            "Cannot enlarge string buffer containing {have} bytes by {adding} more bytes."
+        )));
+    }
+    Ok(())
+}
+
 /// The text output function: `None` for NULL.
 pub fn format_text(value: &Value, ty: SqlType) -> Option<String> {
     Some(match value {
@@ -844,6 +884,10 @@ fn mismatch(what: &str, from: SqlType, to: SqlType) -> SqlError {
 /// An explicit cast (`::type`, `CAST`): assignment casts, plus anything to text and text
 /// to anything.
 pub fn cast(value: Value, from: SqlType, to: SqlType) -> Result<Value> {
+    if let (Value::Bytea(b), true) = (&value, to.is_text()) {
+        // `\x` and two hex digits a byte: twice the value.
+        check_value_len(b.len().saturating_mul(2).saturating_add(2))?;
+    }
     match (&value, to) {
         (Value::Null, _) => Ok(Value::Null),
         (Value::Text(s), _)

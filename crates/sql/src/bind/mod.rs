@@ -301,6 +301,15 @@ pub(crate) struct Binder<'t> {
     returning_out: Option<Vec<OutColumn>>,
     /// Set while binding the select list, HAVING and ORDER BY of a grouped query.
     agg: Option<query::AggCtx>,
+    /// While a SELECT's list and ORDER BY are bound as if ungrouped: whether an aggregate
+    /// call was met (the SELECT is then bound again as grouped). `None` elsewhere, where
+    /// an aggregate is refused.
+    agg_probe: Option<bool>,
+    /// While an aggregate's arguments are bound (another aggregate there is refused).
+    in_aggregate: bool,
+    /// The clause being bound, for the error of an aggregate where none is allowed
+    /// ("aggregate functions are not allowed in WHERE").
+    clause: Option<&'static str>,
     /// The session's table cache, with the catalog generation its entries must have.
     tables: Option<(&'t RefCell<TableCache>, u64)>,
     /// The last base table a FROM clause named (a one-table SELECT's access path).
@@ -389,10 +398,18 @@ impl<'t> Binder<'t> {
             outer: Vec::new(),
             returning_out: None,
             agg: None,
+            agg_probe: None,
+            in_aggregate: false,
+            clause: None,
             tables: None,
             base_table: None,
             select_base: None,
         }
+    }
+
+    /// Sets the clause being bound (see `clause`), returning the one it replaces.
+    fn set_clause(&mut self, clause: Option<&'static str>) -> Option<&'static str> {
+        std::mem::replace(&mut self.clause, clause)
     }
 
     /// The table named `name` (see [`catalog::lookup`]), through the session's cache when
@@ -434,6 +451,7 @@ impl Binder<'_> {
     }
 
     fn statement(&mut self, stmt: &Statement) -> Result<Plan> {
+        crate::stack::check_stack_depth()?;
         match stmt {
             s if is_transaction_control(s) => bind_transaction_control(s),
             Statement::Savepoint { .. } | Statement::ReleaseSavepoint { .. } => Err(

@@ -251,7 +251,7 @@ fn copy_out(
             .iter()
             .map(|&i| Some(table.columns[i].name.clone()))
             .collect();
-        lines.push(copy::format_line(&names, c));
+        lines.push(copy::format_line(&names, c)?);
     }
     for r in tx.scan(table.def.oid)? {
         let (_, row) = r?;
@@ -265,7 +265,7 @@ fn copy_out(
             .iter()
             .map(|&i| crate::types::format_text(&row[i], table.columns[i].ty))
             .collect();
-        lines.push(copy::format_line(&fields, c));
+        lines.push(copy::format_line(&fields, c)?);
     }
     Ok(lines)
 }

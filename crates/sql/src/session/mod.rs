@@ -273,6 +273,7 @@ impl Session {
         stmt: &Statement,
         hints: &[SqlType],
     ) -> Result<Description> {
+        let _stack = crate::stack::enter(self.settings.max_stack_depth_bytes());
         let Statement::Sql(ast) = stmt else {
             return Ok(Description {
                 params: Vec::new(),
@@ -337,6 +338,7 @@ impl Session {
     /// prepared statement of its shape with its constants as parameters, its plan kept.
     /// A string that does not parse gives its syntax error (42601).
     pub fn execute_query(&mut self, sql: &str) -> Vec<Result<Outcome>> {
+        let _stack = crate::stack::enter(self.settings.max_stack_depth_bytes());
         let usable = self.copy.is_none() && !matches!(self.state, State::Failed);
         let Some(shape) = usable.then(|| shape::shape_of(sql)).flatten() else {
             return self.execute_as_written(sql);
@@ -422,6 +424,7 @@ impl Session {
         hints: &[SqlType],
         decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
     ) -> Result<Outcome> {
+        let _stack = crate::stack::enter(self.settings.max_stack_depth_bytes());
         if self.copy.is_some() {
             return Err(SqlError::new("08P01", "a COPY is in progress"));
         }
