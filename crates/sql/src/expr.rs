@@ -438,14 +438,7 @@ impl Expr {
                 expr,
                 list,
                 negated,
-            } => {
-                let v = expr.eval(cx, row)?;
-                let values = list
-                    .iter()
-                    .map(|e| e.eval(cx, row))
-                    .collect::<Result<Vec<_>>>()?;
-                in_values(&v, values.iter(), *negated)
-            }
+            } => in_list(&expr.eval(cx, row)?, list, *negated, cx, row)?,
             Expr::Case {
                 operand,
                 whens,
@@ -562,6 +555,34 @@ fn in_values<'v>(v: &Value, values: impl Iterator<Item = &'v Value>, negated: bo
     } else {
         Value::Bool(negated)
     }
+}
+
+/// `v IN (list)`, each element evaluated only until one matches (a list may hold millions
+/// of constants: none is copied, and an interrupt is checked as it goes).
+fn in_list(v: &Value, list: &[Expr], negated: bool, cx: &Cx, row: &[Value]) -> Result<Value> {
+    if v.is_null() {
+        return Ok(Value::Null);
+    }
+    let mut unknown = false;
+    for (i, e) in list.iter().enumerate() {
+        if i % MATCH_STEPS_PER_CHECK == MATCH_STEPS_PER_CHECK - 1 {
+            cx.interrupt.check()?;
+        }
+        let x = match e {
+            Expr::Const(x) => std::borrow::Cow::Borrowed(x),
+            e => std::borrow::Cow::Owned(e.eval(cx, row)?),
+        };
+        if x.is_null() {
+            unknown = true;
+        } else if compare(v, &x).is_eq() {
+            return Ok(Value::Bool(!negated));
+        }
+    }
+    Ok(if unknown {
+        Value::Null
+    } else {
+        Value::Bool(negated)
+    })
 }
 
 fn case(

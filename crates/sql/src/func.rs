@@ -998,8 +998,8 @@ impl Func {
             Func::Subscript => {
                 let elems = array_elements(text_arg(&args[0]).unwrap_or(""));
                 let i = int_arg(&args[1]).unwrap_or(0);
-                usize::try_from(i - 1)
-                    .ok()
+                i.checked_sub(1)
+                    .and_then(|i| usize::try_from(i).ok())
                     .and_then(|i| elems.get(i))
                     .map_or(Value::Null, |e| Value::Text(e.clone()))
             }

@@ -50,6 +50,7 @@ mod error;
 mod expr;
 mod func;
 mod interrupt;
+mod literals;
 mod numeric;
 mod parse;
 mod pg_catalog;

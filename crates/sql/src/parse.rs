@@ -108,6 +108,7 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     // Characters of `sql` before the start of the piece at byte `at`, counted once.
     let mut at = 0;
     let mut chars_before = 0;
+    let mut memory = ParseMemory::default();
     for p in pieces {
         let start = (p.as_ptr() as usize).saturating_sub(sql.as_ptr() as usize);
         chars_before += sql.get(at..start).map_or(0, |s| s.chars().count());
@@ -116,10 +117,101 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
             out.push(s);
             continue;
         }
-        let parsed = parse_piece(sql, p, chars_before)?;
+        let parsed = parse_piece(sql, p, chars_before, &mut memory)?;
         out.extend(parsed.into_iter().map(|s| Statement::Sql(Box::new(s))));
     }
     Ok(out)
+}
+
+/// Most memory the trees of one query string may take, estimated from its text before
+/// it is parsed ([`ParseMemory`]); beyond it the query string fails with 54000.
+pub(crate) const MAX_PARSE_MEMORY_BYTES: u64 = 1 << 30;
+
+/// Memory `sqlparser` takes per token, at most, for its token (88 bytes) and its share of
+/// the tree: measured 508 bytes a token for a select list `select 1,1,...`, 371 for
+/// `in (1+0,1+0,...)`, 373 for a row `values (1,1,...)`, 195 for CASE's WHENs.
+const TOKEN_BYTES: u64 = 560;
+/// A whitespace token (each space or newline is one): the token alone.
+const SPACE_TOKEN_BYTES: u64 = 96;
+/// Bytes a word, string or comment costs per byte of its text (in the token, then in the
+/// tree).
+const TEXT_BYTES_PER_BYTE: u64 = 2;
+/// Memory a list of constants kept as text ([`crate::literals`]) takes per byte of text,
+/// at most: its text again, and a bound expression of 48 bytes for each constant (24 per
+/// byte of `1,`); measured 26 for `in (1,1,...)`, 28 for `values (1),(2),...` (of 20 MB).
+const LIST_BYTES_PER_BYTE: u64 = 32;
+
+/// The memory the statements of one query string will take once parsed, estimated from
+/// their text before each is tokenized ([`MAX_PARSE_MEMORY_BYTES`]).
+#[derive(Default)]
+struct ParseMemory {
+    bytes: u64,
+}
+
+impl ParseMemory {
+    /// Counts the statement `piece`, its `lists` of constants kept as text; 54000 past the
+    /// limit.
+    fn add(&mut self, piece: &str, lists: &[(usize, usize)]) -> Result<()> {
+        self.bytes = self.bytes.saturating_add(parse_cost(piece, lists));
+        if self.bytes > MAX_PARSE_MEMORY_BYTES {
+            return Err(SqlError::new(
+                "54000",
+                format!(
+                    "statement too large: parsing it would take about {} MB of memory, more than {} MB",
+                    self.bytes >> 20,
+                    MAX_PARSE_MEMORY_BYTES >> 20
+                ),
+            )
+            .with_hint(
+                "Send long lists as plain constants (which take less), as an array parameter, or with COPY.",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// An upper bound of the memory parsing `piece` takes: its tokens, counted as `sqlparser`
+/// would make them (every whitespace character one, a word, number, string or comment
+/// one, any other character one at most), and its lists of constants kept as text.
+fn parse_cost(piece: &str, lists: &[(usize, usize)]) -> u64 {
+    let b = piece.as_bytes();
+    let mut lists = lists.iter().peekable();
+    let mut cost = 0u64;
+    let mut i = 0;
+    while i < b.len() {
+        if let Some(&&(start, end)) = lists.peek() {
+            if i >= start {
+                cost = cost.saturating_add((end - start) as u64 * LIST_BYTES_PER_BYTE);
+                i = end;
+                lists.next();
+                continue;
+            }
+        }
+        let end = match b[i] {
+            b'\'' | b'"' => skip_quoted(b, i, b[i]).unwrap_or(b.len()),
+            b'-' if b.get(i + 1) == Some(&b'-') => {
+                i + b[i..]
+                    .iter()
+                    .position(|&c| c == b'\n')
+                    .unwrap_or(b.len() - i)
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => skip_block_comment(b, i).unwrap_or(b.len()),
+            b'$' => skip_dollar(piece, i),
+            c if is_word_byte(c) => i + b[i..].iter().take_while(|&&c| is_word_byte(c)).count(),
+            _ => i + 1,
+        };
+        let end = end.max(i + 1);
+        let token = if b[i].is_ascii_whitespace() {
+            SPACE_TOKEN_BYTES
+        } else if end - i > 1 {
+            TOKEN_BYTES.saturating_add((end - i) as u64 * TEXT_BYTES_PER_BYTE)
+        } else {
+            TOKEN_BYTES
+        };
+        cost = cost.saturating_add(token);
+        i = end;
+    }
+    cost
 }
 
 /// One statement's text, `chars_before` characters into `sql`.
@@ -127,9 +219,12 @@ fn parse_piece(
     sql: &str,
     piece: &str,
     chars_before: usize,
+    memory: &mut ParseMemory,
 ) -> Result<Vec<sqlparser::ast::Statement>> {
     let dialect = sqlparser::dialect::PostgreSqlDialect {};
-    let tokens = tokenize(piece, chars_before)?;
+    let lists = constant_lists(piece);
+    memory.add(piece, &lists)?;
+    let tokens = tokenize_with_lists(piece, chars_before, &lists)?;
     if syntax_depth(&tokens) > MAX_SYNTAX_DEPTH {
         return Err(crate::stack::too_deep());
     }
@@ -156,21 +251,64 @@ pub(crate) fn expression(sql: &str) -> Result<sqlparser::ast::Expr> {
         .map_err(|e| parser_error(sql, &e))
 }
 
+/// The tokens of `piece` (see [`tokenize_into`]), each of its `lists` of constants (byte
+/// ranges, in order; [`constant_lists`]) one placeholder token holding its text
+/// ([`crate::literals`]).
+fn tokenize_with_lists(
+    piece: &str,
+    chars_before: usize,
+    lists: &[(usize, usize)],
+) -> Result<Vec<sqlparser::tokenizer::TokenWithSpan>> {
+    use sqlparser::tokenizer::{Location, Span, Token, TokenWithSpan};
+    let mut tokens = Vec::new();
+    let mut at = 0;
+    let mut chars_at = chars_before;
+    for &(start, end) in lists {
+        let before = &piece[at..start];
+        tokenize_into(before, chars_at, &mut tokens)?;
+        chars_at += before.chars().count();
+        let list = &piece[start..end];
+        let list_chars = list.chars().count();
+        let column = |c: usize| Location {
+            line: 1,
+            column: c as u64 + 1,
+        };
+        tokens.push(TokenWithSpan {
+            token: Token::Placeholder(crate::literals::placeholder(list)),
+            span: Span::new(column(chars_at), column(chars_at + list_chars)),
+        });
+        chars_at += list_chars;
+        at = end;
+    }
+    tokenize_into(&piece[at..], chars_at, &mut tokens)?;
+    Ok(tokens)
+}
+
 /// The tokens of `piece` (a part of the query string `chars_before` characters in), their
 /// spans made absolute: line 1, the column the 1-based character index in the query string.
 fn tokenize(piece: &str, chars_before: usize) -> Result<Vec<sqlparser::tokenizer::TokenWithSpan>> {
+    let mut tokens = Vec::new();
+    tokenize_into(piece, chars_before, &mut tokens)?;
+    Ok(tokens)
+}
+
+/// [`tokenize`], appending to `tokens`.
+fn tokenize_into(
+    piece: &str,
+    chars_before: usize,
+    tokens: &mut Vec<sqlparser::tokenizer::TokenWithSpan>,
+) -> Result<()> {
     let dialect = sqlparser::dialect::PostgreSqlDialect {};
     let mut cursor = LineCursor::new(piece, chars_before);
-    let mut tokens = Vec::new();
     let r = sqlparser::tokenizer::Tokenizer::new(&dialect, piece)
         .with_unescape(true)
-        .tokenize_with_location_into_buf_with_mapper(&mut tokens, |mut t| {
+        .tokenize_with_location_into_buf_with_mapper(tokens, |mut t| {
             t.span.start = cursor.absolute(t.span.start);
             t.span.end = cursor.absolute(t.span.end);
             t
         });
     match r {
-        Ok(()) => Ok(tokens),
+        Ok(()) => Ok(()),
         Err(e) => {
             let at = cursor.absolute(e.location);
             let mut err = SqlError::syntax(e.message.clone());
@@ -477,6 +615,65 @@ fn line_column(location: &str) -> Option<(usize, usize)> {
     Some((line.trim().parse().ok()?, column.trim().parse().ok()?))
 }
 
+/// The lists of constants of `piece` kept as text ([`crate::literals`]): byte ranges, in
+/// order, of the constants of an `IN (...)` and of the rows after a `VALUES`, found
+/// outside quotes, comments and dollar quotes.
+fn constant_lists(piece: &str) -> Vec<(usize, usize)> {
+    let b = piece.as_bytes();
+    let mut lists = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\'' | b'"' => i = skip_quoted(b, i, b[i]).unwrap_or(b.len()),
+            b'-' if b.get(i + 1) == Some(&b'-') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => i = skip_block_comment(b, i).unwrap_or(b.len()),
+            b'$' => i = skip_dollar(piece, i),
+            b'(' if word_before(piece, i).eq_ignore_ascii_case("in") => {
+                match crate::literals::in_list_at(&piece[i + 1..]) {
+                    Some(len) => {
+                        lists.push((i + 1, i + 1 + len));
+                        i += 1 + len;
+                    }
+                    None => i += 1,
+                }
+            }
+            c if c.is_ascii_alphabetic() && (i == 0 || !is_word_byte(b[i - 1])) => {
+                let end = i + b[i..].iter().take_while(|&&c| is_word_byte(c)).count();
+                let open = end + piece[end..].len() - piece[end..].trim_start().len();
+                if piece[i..end].eq_ignore_ascii_case("values") && b.get(open) == Some(&b'(') {
+                    if let Some(len) = crate::literals::values_rows_at(&piece[open + 1..]) {
+                        lists.push((open + 1, open + 1 + len));
+                        i = open + 1 + len;
+                        continue;
+                    }
+                }
+                i = end;
+            }
+            _ => i += 1,
+        }
+    }
+    lists
+}
+
+/// Letters, digits, `_`, `$` and the bytes of non-ASCII characters continue a word.
+fn is_word_byte(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80
+}
+
+/// The word just before byte `i` of `s` (spaces between them skipped).
+fn word_before(s: &str, i: usize) -> &str {
+    let head = s[..i].trim_end();
+    let start = head
+        .bytes()
+        .rposition(|c| !is_word_byte(c))
+        .map_or(0, |p| p + 1);
+    &head[start..]
+}
+
 /// The statements of `sql`: non-empty pieces between top-level semicolons.
 fn split(sql: &str) -> Result<Vec<&str>> {
     let b = sql.as_bytes();
@@ -651,6 +848,23 @@ fn string_arg(w: Option<&String>, what: &str) -> Result<String> {
 fn utility(p: &str) -> Result<Option<Statement>> {
     if let Some(r) = crate::roles::parse(p)? {
         return Ok(Some(Statement::Role(r)));
+    }
+    // The words of every statement would cost a string each: only those that may be one
+    // of these are split.
+    let head = p.trim_start();
+    let head = &head[..head.bytes().take_while(u8::is_ascii_alphabetic).count()];
+    let candidate = [
+        "prepare",
+        "commit",
+        "rollback",
+        "checkpoint",
+        "vacuum",
+        "copy",
+    ]
+    .iter()
+    .any(|k| head.eq_ignore_ascii_case(k));
+    if !candidate {
+        return Ok(None);
     }
     let w = words(p);
     let first = w.first();

@@ -587,7 +587,12 @@ fn parse_timestamptz(text: &str) -> Option<i64> {
     let (ts, zone) = t.split_at(z);
     let sign = if zone.starts_with('-') { -1 } else { 1 };
     let (h, m) = zone[1..].split_once(':').unwrap_or((&zone[1..], "0"));
-    let offset_us = (h.parse::<i64>().ok()? * 3600 + m.parse::<i64>().ok()? * 60) * 1_000_000;
+    let (h, m) = (h.parse::<i64>().ok()?, m.parse::<i64>().ok()?);
+    // PostgreSQL's zone offsets stay within 15:59; these bounds keep the arithmetic exact.
+    if !(0..=24).contains(&h) || !(0..=59).contains(&m) {
+        return None;
+    }
+    let offset_us = (h * 3600 + m * 60) * 1_000_000;
     parse_timestamp(ts.trim()).map(|us| us - sign * offset_us)
 }
 
@@ -637,6 +642,10 @@ pub fn parse_timestamp(text: &str) -> Option<i64> {
     };
     let mut ymd = date.splitn(3, '-');
     let year: i64 = ymd.next()?.parse().ok()?;
+    // PostgreSQL's last year of a timestamp; the arithmetic below stays exact within it.
+    if !(0..=294_276).contains(&year) {
+        return None;
+    }
     let month: u32 = ymd.next()?.parse().ok()?;
     let day: u32 = ymd.next()?.parse().ok()?;
     if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {

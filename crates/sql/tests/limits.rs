@@ -523,3 +523,99 @@ fn a_cancel_request_stops_a_long_series() {
         still_answers(s);
     });
 }
+
+fn list(n: usize, item: impl Fn(usize) -> String) -> String {
+    (0..n).map(item).collect::<Vec<_>>().join(",")
+}
+
+/// Long lists of constants (kept as text, `crate::literals`) answer exactly as short ones
+/// do: the same types, NULL rules and errors.
+#[test]
+fn long_lists_of_constants_answer_as_short_ones() {
+    with_session(|s, _| {
+        let ints = list(1000, |i| i.to_string());
+        assert_eq!(
+            one(s, &format!("select 999 in ({ints})")),
+            Value::Bool(true)
+        );
+        assert_eq!(
+            one(s, &format!("select 1000 in ({ints})")),
+            Value::Bool(false)
+        );
+        assert_eq!(
+            one(s, &format!("select 1000 not in ({ints}, NULL)")),
+            Value::Null
+        );
+        assert_eq!(
+            one(s, &format!("select 2.5 in ({ints}, 2.5)")),
+            Value::Bool(true)
+        );
+        let strings = list(1000, |i| format!("'it''s {i}'"));
+        assert_eq!(
+            one(s, &format!("select 'it''s 7' in ({strings})")),
+            Value::Bool(true)
+        );
+        let e = outcome(s, &format!("select 1 in ({ints}, true)")).unwrap_err();
+        assert_eq!(e.sqlstate(), "42883", "{e}");
+        let e = outcome(s, &format!("select 1 in ({strings})")).unwrap_err();
+        assert_eq!(e.sqlstate(), "22P02", "{e}");
+
+        outcome(s, "create table t (a bigint, b text, c boolean)").unwrap();
+        let rows = list(1000, |i| format!("({i}, 'r{i}', {})", i % 2 == 0));
+        outcome(s, &format!("insert into t values {rows}")).unwrap();
+        let partial = list(300, |i| format!("(-{})", i + 1));
+        outcome(s, &format!("insert into t values {partial} returning a")).unwrap();
+        assert_eq!(one(s, "select count(*) from t"), Value::Int(1300));
+        assert_eq!(
+            one(s, "select count(*) from t where b is null"),
+            Value::Int(300)
+        );
+        assert_eq!(
+            one(s, "select b from t where a = 777"),
+            Value::Text("r777".into())
+        );
+        assert_eq!(one(s, "select count(*) from t where c"), Value::Int(500));
+        let e = outcome(
+            s,
+            &format!("insert into t values {rows}, (1, 'x', true, 4)"),
+        )
+        .unwrap_err();
+        assert_eq!(e.sqlstate(), "42601", "{e}");
+        let wide = list(1000, |i| format!("({i}, 'x', 1, 2)"));
+        let e = outcome(s, &format!("insert into t values {wide}")).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "INSERT has more expressions than target columns"
+        );
+        let values = list(1000, |i| format!("({i}, 'v')"));
+        assert_eq!(
+            one(s, &format!("select sum(column1) from (values {values}) v")),
+            Value::Int(499_500)
+        );
+        let e = outcome(s, &format!("select * from (values {values}, (1)) v")).unwrap_err();
+        assert_eq!(e.message(), "VALUES lists must all be the same length");
+    });
+}
+
+/// A statement whose parse would take more than the limit is refused before it is parsed
+/// (54000), whatever its kind; a long list of constants, which costs far less, passes.
+#[test]
+fn statements_too_large_to_parse_are_refused_before_parsing() {
+    with_session(|s, _| {
+        let select = format!("select {}", list(2_000_000, |_| "1".into()));
+        let e = outcome(s, &select).unwrap_err();
+        assert_eq!(e.sqlstate(), "54000");
+        assert!(
+            e.message()
+                .starts_with("statement too large: parsing it would take about"),
+            "{e}"
+        );
+        let expressions = format!(
+            "select 1 where 1 in ({})",
+            list(1_000_000, |_| "1+0".into())
+        );
+        assert_eq!(code(s, &expressions), "54000");
+        let constants = format!("select 1 where 1 in ({})", list(1_000_000, |_| "1".into()));
+        assert_eq!(one(s, &constants), Value::Int(1));
+    });
+}

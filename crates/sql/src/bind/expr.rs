@@ -164,6 +164,9 @@ impl Binder<'_> {
                 }
             }
             AstExpr::Value(v) => match &v.value {
+                AstValue::Placeholder(p) if crate::literals::run_text(p).is_some() => {
+                    Err(SqlError::unsupported("a list of constants in this place"))
+                }
                 AstValue::Placeholder(p) => {
                     let n = p
                         .strip_prefix('$')
@@ -776,6 +779,11 @@ impl Binder<'_> {
         scope: &Scope,
     ) -> Result<(Expr, SqlType)> {
         let (e, mut ty) = self.expr(x, scope)?;
+        if let [only] = list {
+            if let Some(run) = constant_list(only) {
+                return self.in_constants(x, e, ty, run, negated, scope);
+            }
+        }
         let mut items = Vec::with_capacity(list.len());
         for item in list {
             let (i, it) =
@@ -799,6 +807,49 @@ impl Binder<'_> {
             .into_iter()
             .map(|(i, it)| self.coerce(i, it, ty))
             .collect::<Result<_>>()?;
+        Ok((
+            Expr::InList {
+                expr: Box::new(e),
+                list,
+                negated,
+            },
+            SqlType::Bool,
+        ))
+    }
+
+    /// `x IN (constants)` of a list kept as text: the constants' common type found first,
+    /// then each constant bound straight into the list, of that type (as [`Binder::in_list`]
+    /// binds them, without a second copy of the list).
+    fn in_constants(
+        &mut self,
+        x: &AstExpr,
+        e: Expr,
+        mut ty: SqlType,
+        run: &str,
+        negated: bool,
+        scope: &Scope,
+    ) -> Result<(Expr, SqlType)> {
+        let mut count = 0usize;
+        for c in constants(run) {
+            let (_, it) = c?;
+            ty = unify(ty, it).ok_or_else(|| {
+                SqlError::new(
+                    "42883",
+                    format!("operator does not exist: {} = {}", ty.name(), it.name()),
+                )
+            })?;
+            count += 1;
+        }
+        if ty == SqlType::Unknown {
+            ty = SqlType::Text;
+        }
+        let (e0, t0) = (e, self.expr(x, scope)?.1);
+        let e = self.coerce(e0, t0, ty)?;
+        let mut list = Vec::with_capacity(count);
+        for c in constants(run) {
+            let (i, it) = c?;
+            list.push(self.coerce(i, it, ty)?);
+        }
         Ok((
             Expr::InList {
                 expr: Box::new(e),
@@ -1007,6 +1058,50 @@ fn to_text(e: Expr, ty: SqlType) -> Expr {
         e
     } else {
         Expr::Cast(Box::new(e), ty, SqlType::Text)
+    }
+}
+
+/// The text of a list of constants `crate::parse` kept as text, if `e` is one
+/// ([`crate::literals`]).
+pub(crate) fn constant_list(e: &AstExpr) -> Option<&str> {
+    match e {
+        AstExpr::Value(v) => match &v.value {
+            AstValue::Placeholder(p) => crate::literals::run_text(p),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The rows of a list of constants kept as text, each constant bound as `sqlparser`'s
+/// literal for it would be ([`constant`]).
+pub(crate) fn constant_rows(run: &str) -> impl Iterator<Item = Result<Vec<(Expr, SqlType)>>> + '_ {
+    crate::literals::Rows::new(run).map(|row| {
+        row.map_err(|()| unreadable_list())?
+            .into_iter()
+            .map(constant)
+            .collect()
+    })
+}
+
+/// The constants of a list kept as text (an IN list), bound one at a time.
+fn constants(run: &str) -> impl Iterator<Item = Result<(Expr, SqlType)>> + '_ {
+    crate::literals::constants(run).map(|c| c.map_err(|()| unreadable_list()).and_then(constant))
+}
+
+fn unreadable_list() -> SqlError {
+    SqlError::internal("a list of constants kept as text does not read back")
+}
+
+/// A constant of a list kept as text, bound as `sqlparser`'s literal for it would be
+/// ([`literal`], [`number`]).
+fn constant(c: crate::literals::Literal) -> Result<(Expr, SqlType)> {
+    use crate::literals::Literal;
+    match c {
+        Literal::Number(n) => number(&n),
+        Literal::String(s) => Ok((Expr::Const(Value::Text(s.into_owned())), SqlType::Unknown)),
+        Literal::Null => Ok((Expr::Const(Value::Null), SqlType::Unknown)),
+        Literal::Bool(b) => Ok((Expr::Const(Value::Bool(b)), SqlType::Bool)),
     }
 }
 

@@ -976,6 +976,18 @@ impl Binder<'_> {
             let mut rows = Vec::with_capacity(values.rows.len());
             for value_row in &values.rows {
                 let value_row = &value_row.content;
+                if let Some(run) = value_row.first().and_then(expr::constant_list) {
+                    for constants in expr::constant_rows(run) {
+                        let constants = constants?;
+                        check_insert_width(constants.len(), targets.len())?;
+                        let mut row = defaults.clone();
+                        for (&pos, (x, ty)) in targets.iter().zip(constants) {
+                            row[pos] = expr::assign_expr(x, ty, &table.columns[pos])?;
+                        }
+                        rows.push(row);
+                    }
+                    continue;
+                }
                 check_insert_width(value_row.len(), targets.len())?;
                 let mut row = defaults.clone();
                 for (&pos, e) in targets.iter().zip(value_row) {
@@ -1125,9 +1137,16 @@ fn explain_dml(
 
 /// The width of an INSERT's VALUES (its first row), if that is its source.
 fn source_width(q: &ast::Query) -> Option<usize> {
-    match &*q.body {
-        SetExpr::Values(v) => v.rows.first().map(|r| r.content.len()),
-        _ => None,
+    let SetExpr::Values(v) = &*q.body else {
+        return None;
+    };
+    let first = &v.rows.first()?.content;
+    match first.first().and_then(expr::constant_list) {
+        Some(run) => crate::literals::Rows::new(run)
+            .next()
+            .and_then(std::result::Result::ok)
+            .map(|row| row.len()),
+        None => Some(first.len()),
     }
 }
 

@@ -221,25 +221,20 @@ impl Binder<'_> {
         let mut rows = Vec::with_capacity(v.rows.len());
         let mut out: Vec<OutColumn> = Vec::new();
         for r in &v.rows {
-            let mut row = Vec::new();
-            for (i, e) in r.content.iter().enumerate() {
-                let (x, ty) = self.expr(e, &Scope::empty())?;
-                if out.len() <= i {
-                    out.push(OutColumn {
-                        name: format!("column{}", i + 1),
-                        ty: if ty == SqlType::Unknown {
-                            SqlType::Text
-                        } else {
-                            ty
-                        },
-                    });
+            if let [e] = r.content.as_slice() {
+                if let Some(run) = super::expr::constant_list(e) {
+                    for row in super::expr::constant_rows(run) {
+                        push_values_row(row?, &mut out, &mut rows)?;
+                    }
+                    continue;
                 }
-                row.push(x);
             }
-            if row.len() != out.len() {
-                return Err(SqlError::syntax("VALUES lists must all be the same length"));
-            }
-            rows.push(row);
+            let row = r
+                .content
+                .iter()
+                .map(|e| self.expr(e, &Scope::empty()))
+                .collect::<Result<Vec<_>>>()?;
+            push_values_row(row, &mut out, &mut rows)?;
         }
         Ok((Node::Values(rows), out))
     }
@@ -997,6 +992,32 @@ fn function_scope(function: &str, alias: Option<&ast::TableAlias>, ty: SqlType) 
             hidden: false,
         }],
     }
+}
+
+/// One bound row of VALUES: its types name the output columns (the first row's; `text`
+/// for an untyped one); every row as wide as the first.
+fn push_values_row(
+    row: Vec<(Expr, SqlType)>,
+    out: &mut Vec<OutColumn>,
+    rows: &mut Vec<Vec<Expr>>,
+) -> Result<()> {
+    for (i, (_, ty)) in row.iter().enumerate() {
+        if out.len() <= i {
+            out.push(OutColumn {
+                name: format!("column{}", i + 1),
+                ty: if *ty == SqlType::Unknown {
+                    SqlType::Text
+                } else {
+                    *ty
+                },
+            });
+        }
+    }
+    if row.len() != out.len() {
+        return Err(SqlError::syntax("VALUES lists must all be the same length"));
+    }
+    rows.push(row.into_iter().map(|(x, _)| x).collect());
+    Ok(())
 }
 
 /// `e` as SQL text, if no longer than `max_bytes`: formatting stops as soon as it is longer.
