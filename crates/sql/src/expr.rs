@@ -6,6 +6,17 @@
 //! SQL's three-valued logic: comparisons and most functions are NULL when an operand is
 //! NULL; AND and OR follow the truth tables (`false AND NULL` is false); a WHERE clause keeps
 //! a row only when its predicate is true.
+//!
+//! ## Rules
+//! - Trees are as deep as clients make them. [`Expr::eval`] checks the stack at each inner
+//!   node (`crate::stack`); walks that cannot fail ([`Expr::visit`], [`Expr::rebased`]) are
+//!   loops over an explicit stack; an expression is dropped without recursion
+//!   ([`dismantle`]). Cloning and `Debug` recurse: an expression is at most a few levels
+//!   deeper than the binder's checked recursion that built it, and each of their levels
+//!   takes less stack than one of the binder's.
+//! - A value built here (`||`, an ARRAY(SELECT ...)) has its length checked first
+//!   (`types::check_value_len`, 54000); LIKE and regular expressions check the interrupt as
+//!   they go through a long text.
 
 use std::cmp::Ordering;
 

@@ -1,6 +1,14 @@
 //! Scalar functions and aggregates: resolution by name and argument types (what the binder
 //! asks), and evaluation (what the executor asks). A `pg_catalog.` prefix is accepted on
 //! every name, as PostgreSQL resolves unqualified names through `pg_catalog` first.
+//!
+//! ## Rules
+//! - A function that builds a value computes its length first and fails with 54000 past
+//!   1 GB before allocating it (`types::check_value_len`, `check_requested_len` for
+//!   `repeat`, `check_growth` for what grows piece by piece: `concat`, `string_agg`, an
+//!   array's text). A long build checks the interrupt as it goes (`repeat`).
+//! - A call no function takes is 42883 with PostgreSQL's hint ([`no_such_function`]); the
+//!   binder adds the position of the function's name.
 
 use quire_engine::Value;
 

@@ -2,6 +2,19 @@
 //! comments and dollar quotes), each parsed by `sqlparser` — except PostgreSQL's utility
 //! commands that `sqlparser` does not know (PREPARE TRANSACTION, COMMIT/ROLLBACK PREPARED,
 //! CHECKPOINT, VACUUM, COPY), which are recognized here by their leading keywords.
+//!
+//! ## Rules
+//! - Before `sqlparser` sees a statement: its memory is estimated from its tokens (at most
+//!   [`MAX_PARSE_MEMORY_BYTES`] for a query string, else 54000); its long lists of constants
+//!   become one placeholder token each (`crate::literals`); the depth of the tree it would
+//!   build is bounded from its tokens ([`syntax_depth`], at most [`MAX_SYNTAX_DEPTH`], else
+//!   54001), since `sqlparser` builds operator chains in a loop and only its recursion is
+//!   limited ([`MAX_PARSER_RECURSION`], also 54001). So every tree that leaves here can be
+//!   dropped on a session's stack.
+//! - `sqlparser` grows its own stack when it runs short (its `recursive` dependency); the
+//!   red zone is set here ([`configure_parser_stack`]) large enough for its deepest stretch.
+//! - Token spans are absolute: line 1, the column the 1-based character index of the
+//!   whole query string, so that an error found later has PostgreSQL's position.
 
 use crate::error::{Result, SqlError};
 

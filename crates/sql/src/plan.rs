@@ -12,6 +12,12 @@
 //! - Scans read through the engine's `Transaction`, so every row respects the statement's
 //!   snapshot; a scan with `with_tid` appends the row's TID (encoded by [`tid_value`]) for
 //!   UPDATE and DELETE.
+//! - [`open`] and EXPLAIN recurse over the plan and check the stack at each node
+//!   (`crate::stack`); reading a row recurses through the open nodes, no deeper than the
+//!   plan, which binding built under the same check. A plan is dropped without recursion
+//!   (its `Drop` takes it apart on an explicit stack, [`crate::expr::dismantle`]).
+//! - A loop that reads no row checks the interrupt (`crate::interrupt`) as it goes; a sort
+//!   is a merge sort of its own so that it can stop between two comparisons.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;

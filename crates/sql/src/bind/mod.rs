@@ -8,6 +8,20 @@
 //!   ALL) and the choice of access path (an index for equality and range predicates).
 //! - [`expr`]: expressions, operators, functions, casts and subqueries.
 //! - this file: statements (DDL, DML, transaction control, utility commands).
+//!
+//! ## Rules
+//! - The syntax tree is as deep as the client made it (up to `parse::MAX_SYNTAX_DEPTH`
+//!   levels): every recursive walk of it checks the stack first (`crate::stack`, 54001),
+//!   and no part of it is cloned (a clone recurses unchecked); parts are borrowed. AND and
+//!   OR chains, which `sqlparser` nests one level per operator, are walked in a loop and
+//!   bound flat, so any length binds.
+//! - Aggregates: a SELECT's list and ORDER BY are bound first as if ungrouped, noting any
+//!   aggregate call (it stands as a NULL of its type meanwhile), then bound again over an
+//!   Aggregate node if one was met. Anywhere else an aggregate is 42803 naming the clause,
+//!   as are nested ones; a call no aggregate takes is 42883 (42809 for `count()`), with
+//!   PostgreSQL's hint and the position of the function's name.
+//! - Lists of constants `crate::parse` kept as text (`crate::literals`) are bound straight
+//!   from their text, each constant as its literal would be.
 
 mod expr;
 mod query;

@@ -2,6 +2,11 @@
 //! defaults, PostgreSQL's), and the server's settings, which SHOW and `pg_settings` read
 //! but SET may not change (55P02): the engine's configuration, and those the server that
 //! runs the session hands it (`port`, `listen_addresses`, `ssl`, ...).
+//!
+//! `max_stack_depth` (PostgreSQL's, in kB, shown as `2MB`) is checked as PostgreSQL checks
+//! it: at least 100kB, at most what a session's stack allows
+//! ([`crate::stack::MAX_MAX_STACK_DEPTH_KB`]), and only a superuser may SET it (the check
+//! waits for the roles' privileges: `Settings::role_is_superuser`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
