@@ -84,7 +84,24 @@ const MAX_PARSER_RECURSION: usize = 1_000;
 /// binder's walks. Beyond this bound the statement fails with 54001 before it is parsed.
 /// 200,000 levels: 100,000 `AND`ed or `OR`ed comparisons (which PostgreSQL accepts) pass;
 /// dropping the deepest tree fits a session's stack ([`crate::stack::SESSION_STACK_BYTES`]).
+/// On a thread with less stack left, the bound is what that stack can drop
+/// ([`syntax_depth_limit`]).
 pub(crate) const MAX_SYNTAX_DEPTH: usize = 200_000;
+
+/// Stack a level of a `sqlparser` tree takes to drop, at most (measured: 96 bytes in a
+/// debug build, 64 in a release build, for a chain of operators; a parenthesized level,
+/// which counts [`GROUP_LEVELS`], at most 530).
+const DROP_BYTES_PER_LEVEL: usize = 128;
+
+/// The deepest tree a statement parsed on this thread may have: [`MAX_SYNTAX_DEPTH`], or
+/// less on a thread whose stack left (less the slop) cannot drop that deep a tree. The
+/// tree is dropped where it was parsed or nearer the thread's start.
+fn syntax_depth_limit() -> usize {
+    let droppable = stacker::remaining_stack().map_or(MAX_SYNTAX_DEPTH, |left| {
+        left.saturating_sub(crate::stack::STACK_SLOP_BYTES) / DROP_BYTES_PER_LEVEL
+    });
+    MAX_SYNTAX_DEPTH.min(droppable)
+}
 
 /// `sqlparser` grows its stack onto the heap when fewer than this many bytes are left
 /// (its `recursive` default is 128 KiB, less than some of its parse paths use between two
@@ -238,7 +255,7 @@ fn parse_piece(
     let lists = constant_lists(piece);
     memory.add(piece, &lists)?;
     let tokens = tokenize_with_lists(piece, chars_before, &lists)?;
-    if syntax_depth(&tokens) > MAX_SYNTAX_DEPTH {
+    if syntax_depth(&tokens) > syntax_depth_limit() {
         return Err(crate::stack::too_deep());
     }
     sqlparser::parser::Parser::new(&dialect)
@@ -254,7 +271,7 @@ pub(crate) fn expression(sql: &str) -> Result<sqlparser::ast::Expr> {
     configure_parser_stack();
     let dialect = sqlparser::dialect::PostgreSqlDialect {};
     let tokens = tokenize(sql, 0)?;
-    if syntax_depth(&tokens) > MAX_SYNTAX_DEPTH {
+    if syntax_depth(&tokens) > syntax_depth_limit() {
         return Err(crate::stack::too_deep());
     }
     sqlparser::parser::Parser::new(&dialect)

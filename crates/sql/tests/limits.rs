@@ -784,3 +784,26 @@ fn random_statements_never_panic() {
         still_answers(s);
     });
 }
+
+/// On a thread of the test harness's 2 MiB, a tree deeper than that stack can drop is
+/// refused when parsed (on a session's stack it parses, and binding stops it).
+#[test]
+fn a_small_thread_refuses_what_it_could_not_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Session::new(open(dir.path()).unwrap());
+    let sql = deep("select 1", "+1", "", 100_000);
+    let e = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            let e = outcome(&mut s, &sql).unwrap_err();
+            still_answers(&mut s);
+            e
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(
+        (e.sqlstate(), e.message()),
+        ("54001", "stack depth limit exceeded")
+    );
+}
