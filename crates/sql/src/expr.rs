@@ -675,23 +675,13 @@ fn subquery(node: &Node, kind: &SubqueryKind, cx: &Cx, row: &[Value]) -> Result<
             Ok(first.into_iter().next().unwrap_or(Value::Null))
         }
         SubqueryKind::Array => {
-            let mut elems = Vec::new();
-            let mut bytes = 0usize;
+            let mut text = crate::func::ArrayText::new();
             for r in plan::open(node, &inner)? {
                 let v = r?.into_iter().next().unwrap_or(Value::Null);
                 let ty = v.type_of().map_or(SqlType::Text, SqlType::of_engine_type);
-                let text = types::format_text(&v, ty).unwrap_or_else(|| "NULL".into());
-                types::check_growth(bytes, text.len())?;
-                bytes += text.len();
-                elems.push(text);
-                if elems.len() > plan::MAX_MATERIALIZED_ROWS {
-                    return Err(SqlError::new(
-                        "54000",
-                        "ARRAY(SELECT ...) has too many rows",
-                    ));
-                }
+                text.push(&types::format_text(&v, ty).unwrap_or_else(|| "NULL".into()))?;
             }
-            Ok(Value::Text(crate::func::array_text(&elems)?))
+            Ok(Value::Text(text.finish()))
         }
         SubqueryKind::In { expr, negated } => {
             let v = expr.eval(cx, row)?;
@@ -1007,6 +997,55 @@ mod tests {
         assert!(l("héllo wörld", "h_llo w%d"));
         assert!(!l("héllo", "h_lo"));
         assert!(l("a\\b", "a\\\\b"));
+    }
+
+    /// Trees far deeper than a small stack could drop by recursion go without harm: a
+    /// million nested expressions and a hundred thousand nested plan nodes (each holding an
+    /// expression with a subquery) on a thread of 256 KiB.
+    #[test]
+    fn deep_trees_drop_without_recursion() {
+        std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(|| {
+                let mut e = Expr::Column(0);
+                for i in 0..1_000_000 {
+                    e = match i % 3 {
+                        0 => Expr::Neg(Box::new(e)),
+                        1 => Expr::Func(Func::Abs, vec![e, Expr::Param(1)]),
+                        _ => Expr::Arith(
+                            ArithOp::Add,
+                            SqlType::Int8,
+                            Box::new(e),
+                            Box::new(Expr::Param(0)),
+                        ),
+                    };
+                }
+                drop(e);
+                let mut n = Node::empty();
+                for _ in 0..100_000 {
+                    let pred = Expr::Subquery(
+                        Box::new(Node::Values(vec![vec![Expr::Param(0)]])),
+                        SubqueryKind::Exists,
+                    );
+                    n = Node::Filter {
+                        input: Box::new(n),
+                        pred: Expr::Not(Box::new(pred)),
+                    };
+                }
+                let deep_subqueries = (0..100_000).fold(Expr::Param(0), |e, _| {
+                    Expr::Subquery(
+                        Box::new(Node::Project {
+                            input: Box::new(Node::empty()),
+                            exprs: vec![e],
+                        }),
+                        SubqueryKind::Scalar,
+                    )
+                });
+                drop((n, deep_subqueries));
+            })
+            .unwrap()
+            .join()
+            .expect("dropped without overflowing 256 KiB");
     }
 
     #[test]

@@ -565,25 +565,57 @@ fn int_arg(v: &Value) -> Option<i64> {
     }
 }
 
-/// The elements of a `text[]` value in its text form (`{a,b,"c d"}`).
-pub(crate) fn array_elements(s: &str) -> Vec<String> {
-    let inner = s.trim().trim_start_matches('{').trim_end_matches('}');
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    let mut chars = inner.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => quoted = !quoted,
-            '\\' => cur.extend(chars.next()),
-            ',' if !quoted => out.push(std::mem::take(&mut cur)),
-            c => cur.push(c),
+/// The elements of a `text[]` value in its text form (`{a,b,"c d"}`), one at a time: an
+/// array of up to 1 GB of text may hold hundreds of millions of them, so none of this
+/// crate's uses collects them. `S` is the text, borrowed or owned.
+pub(crate) struct ArrayElements<S> {
+    text: S,
+    /// Byte offsets of the rest of the elements' text and of its end (inside the braces).
+    pos: usize,
+    end: usize,
+    done: bool,
+}
+
+/// The elements of the `text[]` whose text form is `s` (see [`ArrayElements`]).
+pub(crate) fn array_elements<S: AsRef<str>>(s: S) -> ArrayElements<S> {
+    let t = s.as_ref();
+    let trimmed = t.trim();
+    let inner = trimmed.trim_start_matches('{').trim_end_matches('}');
+    let pos = inner.as_ptr() as usize - t.as_ptr() as usize;
+    let end = pos + inner.len();
+    ArrayElements {
+        done: inner.is_empty(),
+        text: s,
+        pos,
+        end,
+    }
+}
+
+impl<S: AsRef<str>> Iterator for ArrayElements<S> {
+    type Item = String;
+
+    fn next(&mut self) -> Option<String> {
+        if self.done {
+            return None;
         }
+        let rest = &self.text.as_ref()[self.pos..self.end];
+        let mut cur = String::new();
+        let mut quoted = false;
+        let mut chars = rest.char_indices();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '"' => quoted = !quoted,
+                '\\' => cur.extend(chars.next().map(|(_, c)| c)),
+                ',' if !quoted => {
+                    self.pos += i + 1;
+                    return Some(cur);
+                }
+                c => cur.push(c),
+            }
+        }
+        self.done = true;
+        Some(cur)
     }
-    if !inner.is_empty() {
-        out.push(cur);
-    }
-    out
 }
 
 /// A one-dimensional `text[]` or `smallint[]` (kept in text form) in PostgreSQL's binary
@@ -597,19 +629,19 @@ pub fn array_to_binary(text: &str, ty: SqlType) -> Vec<u8> {
     } else {
         SqlType::Text.oid()
     };
-    let elements = array_elements(text);
+    let count = array_elements(text).count();
     let mut out = Vec::new();
-    let ndim: i32 = i32::from(!elements.is_empty());
+    let ndim: i32 = i32::from(count > 0);
     out.extend_from_slice(&ndim.to_be_bytes());
     out.extend_from_slice(&0i32.to_be_bytes()); // no nulls
     out.extend_from_slice(&elem_oid.to_be_bytes());
-    if elements.is_empty() {
+    if count == 0 {
         return out;
     }
-    let len = i32::try_from(elements.len()).unwrap_or(i32::MAX);
+    let len = i32::try_from(count).unwrap_or(i32::MAX);
     out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(&1i32.to_be_bytes());
-    for e in elements {
+    for e in array_elements(text) {
         if int2 {
             out.extend_from_slice(&2i32.to_be_bytes());
             out.extend_from_slice(&e.trim().parse::<i16>().unwrap_or(0).to_be_bytes());
@@ -626,43 +658,59 @@ fn needs_quotes(e: &str) -> bool {
     e.is_empty() || e.contains([',', '"', '\\', '{', '}', ' '])
 }
 
-/// A `text[]` value in its text form; 54000 past [`types::MAX_VALUE_BYTES`], found before
-/// it is built.
-pub(crate) fn array_text<S: AsRef<str>>(elements: &[S]) -> Result<String> {
-    let mut len = 2usize;
-    for e in elements {
-        let e = e.as_ref();
-        let escapes = if needs_quotes(e) {
+/// A `text[]` value's text form, built an element at a time; 54000 as soon as it would
+/// pass [`types::MAX_VALUE_BYTES`], before the element is added.
+pub(crate) struct ArrayText {
+    text: String,
+}
+
+impl ArrayText {
+    pub(crate) fn new() -> Self {
+        ArrayText {
+            text: String::from("{"),
+        }
+    }
+
+    pub(crate) fn push(&mut self, e: &str) -> Result<()> {
+        let quoted = needs_quotes(e);
+        let escapes = if quoted {
             2 + e.bytes().filter(|b| matches!(b, b'"' | b'\\')).count()
         } else {
             0
         };
-        let adding = e.len() + escapes + 1;
-        types::check_growth(len, adding)?;
-        len += adding;
-    }
-    let mut s = String::with_capacity(len);
-    s.push('{');
-    for (i, e) in elements.iter().enumerate() {
-        if i > 0 {
-            s.push(',');
+        // The element, its quotes and escapes, a comma and the closing brace.
+        types::check_growth(self.text.len(), e.len() + escapes + 2)?;
+        if self.text.len() > 1 {
+            self.text.push(',');
         }
-        let e = e.as_ref();
-        if needs_quotes(e) {
-            s.push('"');
+        if quoted {
+            self.text.push('"');
             for c in e.chars() {
                 if c == '"' || c == '\\' {
-                    s.push('\\');
+                    self.text.push('\\');
                 }
-                s.push(c);
+                self.text.push(c);
             }
-            s.push('"');
+            self.text.push('"');
         } else {
-            s.push_str(e);
+            self.text.push_str(e);
         }
+        Ok(())
     }
-    s.push('}');
-    Ok(s)
+
+    pub(crate) fn finish(mut self) -> String {
+        self.text.push('}');
+        self.text
+    }
+}
+
+/// A `text[]` value in its text form ([`ArrayText`]).
+pub(crate) fn array_text<S: AsRef<str>>(elements: &[S]) -> Result<String> {
+    let mut text = ArrayText::new();
+    for e in elements {
+        text.push(e.as_ref())?;
+    }
+    Ok(text.finish())
 }
 
 impl Func {
@@ -890,24 +938,23 @@ impl Func {
                 }
             }
             Func::ArrayPosition => {
-                let elems = array_elements(text_arg(&args[0]).unwrap_or(""));
                 let want = text_arg(&args[1]).unwrap_or("");
-                elems
-                    .iter()
+                array_elements(text_arg(&args[0]).unwrap_or(""))
                     .position(|e| e == want)
                     .map_or(Value::Null, |i| {
                         Value::Int(i64::try_from(i).unwrap_or(i64::MAX - 1) + 1)
                     })
             }
             Func::ArrayToString => {
-                let elems = array_elements(text_arg(&args[0]).unwrap_or(""));
                 let sep = text_arg(&args[1]).unwrap_or("");
-                let mut len = 0usize;
-                for e in &elems {
-                    types::check_growth(len, e.len() + sep.len())?;
-                    len += e.len() + sep.len();
+                let mut out = String::new();
+                for (i, e) in array_elements(text_arg(&args[0]).unwrap_or("")).enumerate() {
+                    let sep = if i == 0 { "" } else { sep };
+                    types::check_growth(out.len(), sep.len() + e.len())?;
+                    out.push_str(sep);
+                    out.push_str(&e);
                 }
-                Value::Text(elems.join(sep))
+                Value::Text(out)
             }
             Func::RelationSize(which) => {
                 let fork = args.get(1).and_then(text_arg).unwrap_or("main");
@@ -992,27 +1039,25 @@ impl Func {
                 Value::Text(quote_ident(s))
             }
             Func::MakeArray => {
-                let elems: Vec<String> = args
-                    .iter()
-                    .map(|v| text_arg(v).unwrap_or("NULL").to_string())
-                    .collect();
-                Value::Text(array_text(&elems)?)
+                let mut text = ArrayText::new();
+                for v in &args {
+                    text.push(text_arg(v).unwrap_or("NULL"))?;
+                }
+                Value::Text(text.finish())
             }
             Func::AnyEq => {
                 let want = text_arg(&args[0]).unwrap_or("");
-                let elems = array_elements(text_arg(&args[1]).unwrap_or(""));
-                Value::Bool(elems.iter().any(|e| e == want))
+                Value::Bool(array_elements(text_arg(&args[1]).unwrap_or("")).any(|e| e == want))
             }
             Func::Subscript => {
-                let elems = array_elements(text_arg(&args[0]).unwrap_or(""));
                 let i = int_arg(&args[1]).unwrap_or(0);
                 i.checked_sub(1)
                     .and_then(|i| usize::try_from(i).ok())
-                    .and_then(|i| elems.get(i))
-                    .map_or(Value::Null, |e| Value::Text(e.clone()))
+                    .and_then(|i| array_elements(text_arg(&args[0]).unwrap_or("")).nth(i))
+                    .map_or(Value::Null, Value::Text)
             }
             Func::ArrayUpper => {
-                let n = array_elements(text_arg(&args[0]).unwrap_or("")).len();
+                let n = array_elements(text_arg(&args[0]).unwrap_or("")).count();
                 if n == 0 || int_arg(&args[1]) != Some(1) {
                     Value::Null
                 } else {
@@ -1022,13 +1067,15 @@ impl Func {
             // No relation is in a publication: quire has no logical replication.
             Func::RelationIsPublishable => Value::Bool(false),
             Func::ArrayCat => {
-                let mut elems = Vec::new();
+                let mut text = ArrayText::new();
                 for v in &args {
                     if let Some(s) = text_arg(v) {
-                        elems.extend(array_elements(s));
+                        for e in array_elements(s) {
+                            text.push(&e)?;
+                        }
                     }
                 }
-                Value::Text(array_text(&elems)?)
+                Value::Text(text.finish())
             }
             Func::ToChar => Value::Text(
                 types::format_text(
@@ -1190,8 +1237,15 @@ mod tests {
     fn arrays_round_trip_through_their_text_form() {
         let a = array_text(&["pg_catalog", "public", "a b", ""]).unwrap();
         assert_eq!(a, "{pg_catalog,public,\"a b\",\"\"}");
-        assert_eq!(array_elements(&a), ["pg_catalog", "public", "a b", ""]);
-        assert!(array_elements("{}").is_empty());
+        assert_eq!(
+            array_elements(&a).collect::<Vec<_>>(),
+            ["pg_catalog", "public", "a b", ""]
+        );
+        assert_eq!(array_elements("{}").count(), 0);
+        assert_eq!(
+            array_elements(String::from(" {x,\"a,b\",\"q\\\"\"} ")).collect::<Vec<_>>(),
+            ["x", "a,b", "q\""]
+        );
     }
 
     #[test]

@@ -303,16 +303,14 @@ pub(crate) fn open<'a>(node: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
             step,
             numeric,
         } => series(start, stop, step.as_ref(), *numeric, cx)?,
-        Node::Unnest { array, elem } => {
-            let rows: Vec<Result<Row>> = match array.eval(cx, &[])? {
-                Value::Text(t) => crate::func::array_elements(&t)
-                    .into_iter()
-                    .map(|e| crate::types::parse_text(*elem, &e).map(|v| vec![v]))
-                    .collect(),
-                _ => Vec::new(),
-            };
-            Box::new(rows.into_iter())
-        }
+        Node::Unnest { array, elem } => match array.eval(cx, &[])? {
+            // A row per element, made as it is read.
+            Value::Text(t) => Box::new(crate::func::array_elements(t).map(move |e| {
+                cx.interrupt.check()?;
+                crate::types::parse_text(*elem, &e).map(|v| vec![v])
+            })),
+            _ => Box::new(std::iter::empty()),
+        },
         Node::Filter { input, pred } => {
             let rows = open(input, cx)?;
             Box::new(rows.filter_map(move |r| match r {

@@ -807,3 +807,40 @@ fn a_small_thread_refuses_what_it_could_not_drop() {
         ("54001", "stack depth limit exceeded")
     );
 }
+
+/// An array of millions of elements is read an element at a time (its elements were
+/// collected into a vector of strings, some 40 bytes each, by every array function).
+#[test]
+fn large_arrays_are_read_an_element_at_a_time() {
+    with_session(|s, _| {
+        let array = "('{' || repeat('7,', 2000000) || '8}')::text[]";
+        assert_eq!(
+            one(s, &format!("select array_length({array}, 1)")),
+            Value::Int(2_000_001)
+        );
+        assert_eq!(
+            one(s, &format!("select array_position({array}, '8')")),
+            Value::Int(2_000_001)
+        );
+        assert_eq!(
+            one(s, &format!("select '8' = any({array})")),
+            Value::Bool(true)
+        );
+        assert_eq!(
+            one(s, &format!("select ({array})[2000001]")),
+            Value::Text("8".into())
+        );
+        assert_eq!(
+            one(s, &format!("select count(*) from unnest({array}) u")),
+            Value::Int(2_000_001)
+        );
+        assert_eq!(
+            one(s, &format!("select length(array_to_string({array}, ''))")),
+            Value::Int(2_000_001)
+        );
+        assert_eq!(
+            one(s, &format!("select array_length({array} || {array}, 1)")),
+            Value::Int(4_000_002)
+        );
+    });
+}
