@@ -313,6 +313,30 @@ fn misused_aggregates_fail_as_in_postgresql() {
                 Some(16),
             ),
             (
+                "select 1 from t, t u where count(*) > 0",
+                "42803",
+                "aggregate functions are not allowed in WHERE",
+                Some(28),
+            ),
+            (
+                "update t set a = 1 where count(*) > 0",
+                "42803",
+                "aggregate functions are not allowed in WHERE",
+                Some(26),
+            ),
+            (
+                "update t set a = count(*)",
+                "42803",
+                "aggregate functions are not allowed in UPDATE",
+                Some(18),
+            ),
+            (
+                "delete from t returning sum(a)",
+                "42803",
+                "aggregate functions are not allowed in RETURNING",
+                Some(25),
+            ),
+            (
                 "select * from t join t u on count(*) > 0",
                 "42803",
                 "aggregate functions are not allowed in JOIN conditions",

@@ -972,7 +972,10 @@ impl Binder<'_> {
             return Ok(None);
         };
         let scope = Scope::of_table(table, Some(&table.def.name));
-        let (exprs, out) = self.select_list(items, &scope)?;
+        let saved = self.set_clause(Some("RETURNING"));
+        let list = self.select_list(items, &scope);
+        self.clause = saved;
+        let (exprs, out) = list?;
         self.returning_out = Some(out);
         Ok(Some(exprs))
     }
@@ -1071,7 +1074,10 @@ impl Binder<'_> {
         let table = self.table(&table_name(name)?)?;
         let alias = alias.as_ref().map(|a| ident_name(&a.name));
         let scope = Scope::of_table(&table, Some(alias.as_deref().unwrap_or(&table.def.name)));
-        let sets = self.assignments(&u.assignments, &table, &scope)?;
+        let saved = self.set_clause(Some("UPDATE"));
+        let sets = self.assignments(&u.assignments, &table, &scope);
+        self.clause = saved;
+        let sets = sets?;
         let (scan, recheck) = self.target_scan(&table, &scope, u.selection.as_ref())?;
         let returning = self.returning(u.returning.as_deref(), &table)?;
         Ok(Plan::Update {
@@ -1118,7 +1124,10 @@ impl Binder<'_> {
         scope: &Scope,
         selection: Option<&AstExpr>,
     ) -> Result<(Node, Option<Expr>)> {
-        let pred = selection.map(|e| self.predicate(e, scope)).transpose()?;
+        let saved = self.set_clause(Some("WHERE"));
+        let pred = selection.map(|e| self.predicate(e, scope)).transpose();
+        self.clause = saved;
+        let pred = pred?;
         let access = query::access_path(table, pred.as_ref(), true);
         let scan = match &pred {
             Some(p) => Node::Filter {

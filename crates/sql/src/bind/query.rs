@@ -263,10 +263,6 @@ impl Binder<'_> {
         })
     }
 
-    /// One SELECT. Its FROM and WHERE are bound with no aggregate allowed; its select list
-    /// and ORDER BY first as if it were not grouped, watching for an aggregate call: if one
-    /// is met, they are bound again over the rows of an Aggregate node ([`Binder::grouped`]).
-    /// An enclosing SELECT's watch is set aside meanwhile (its own aggregates are its own).
     /// A LIMIT or OFFSET value (`what`): a bigint.
     fn limit_value(&mut self, e: Option<&AstExpr>, what: &str) -> Result<Option<Expr>> {
         let Some(e) = e else { return Ok(None) };
@@ -280,6 +276,10 @@ impl Binder<'_> {
         Ok(Some(x))
     }
 
+    /// One SELECT. Its FROM and WHERE are bound with no aggregate allowed; its select list
+    /// and ORDER BY first as if it were not grouped, watching for an aggregate call: if one
+    /// is met, they are bound again over the rows of an Aggregate node ([`Binder::grouped`]).
+    /// An enclosing SELECT's watch is set aside meanwhile (its own aggregates are its own).
     fn select(
         &mut self,
         sel: &ast::Select,
@@ -704,7 +704,10 @@ impl Binder<'_> {
             items.push((node, scope.width(), s.width(), table));
             scope.append(s);
         }
-        let pred = self.predicate(selection, &scope)?;
+        let saved = self.set_clause(Some("WHERE"));
+        let pred = self.predicate(selection, &scope);
+        self.clause = saved;
+        let pred = pred?;
         let mut pending: Vec<Option<Expr>> =
             conjuncts(&pred).into_iter().cloned().map(Some).collect();
         let mut acc: Option<Node> = None;
