@@ -330,10 +330,17 @@ impl Expr {
     /// Moves the children that have children of their own (subqueries' plans included) to
     /// `out`, leaving leaves in their place: what [`Drop`] does instead of recursing.
     fn take_children(&mut self, out: &mut Vec<Part>) {
-        if let Expr::Subquery(node, _) = self {
-            if !node.is_leaf() {
+        match self {
+            Expr::Subquery(node, _) if !node.is_leaf() => {
                 out.push(Part::Node(std::mem::replace(&mut **node, Node::empty())));
             }
+            // A list goes whole, its elements taken one at a time: however long.
+            Expr::And(v) | Expr::Or(v) | Expr::Func(_, v) | Expr::InList { list: v, .. }
+                if v.iter().any(|e| !e.is_leaf()) =>
+            {
+                out.push(Part::Exprs(std::mem::take(v)));
+            }
+            _ => {}
         }
         self.for_each_child_mut(|c| {
             if !c.is_leaf() {
@@ -473,23 +480,49 @@ impl Expr {
     }
 }
 
-/// A part of a tree being taken apart ([`dismantle`]).
+/// A part of a tree being taken apart ([`dismantle`]): a node, or a list of them (taken
+/// one at a time, so that the explicit stack stays as small as the tree is deep, however
+/// wide it is).
 pub(crate) enum Part {
     Expr(Expr),
     Node(Node),
+    Exprs(Vec<Expr>),
+    Rows(Vec<Vec<Expr>>),
+    Nodes(Vec<Node>),
 }
 
 /// Drops trees without recursion: each part's children that have children are moved onto
 /// an explicit stack before the part itself drops, so every drop that runs is of a node
 /// whose children are leaves. Trees are as deep as clients make them; the thread's stack
-/// is not.
-pub(crate) fn dismantle(mut pending: Vec<Part>) {
-    while let Some(mut part) = pending.pop() {
-        match &mut part {
-            Part::Expr(e) => e.take_children(&mut pending),
-            Part::Node(n) => n.take_children(&mut pending),
+/// is not. Returns the most parts that waited at once (as deep as the tree, not as wide).
+pub(crate) fn dismantle(mut pending: Vec<Part>) -> usize {
+    let mut most = pending.len();
+    while let Some(part) = pending.pop() {
+        match part {
+            Part::Expr(mut e) => e.take_children(&mut pending),
+            Part::Node(mut n) => n.take_children(&mut pending),
+            Part::Exprs(mut v) => {
+                if let Some(e) = v.pop() {
+                    pending.push(Part::Exprs(v));
+                    pending.push(Part::Expr(e));
+                }
+            }
+            Part::Rows(mut rows) => {
+                if let Some(row) = rows.pop() {
+                    pending.push(Part::Rows(rows));
+                    pending.push(Part::Exprs(row));
+                }
+            }
+            Part::Nodes(mut v) => {
+                if let Some(n) = v.pop() {
+                    pending.push(Part::Nodes(v));
+                    pending.push(Part::Node(n));
+                }
+            }
         }
+        most = most.max(pending.len());
     }
+    most
 }
 
 impl Drop for Expr {
@@ -1041,6 +1074,23 @@ mod tests {
                         SubqueryKind::Scalar,
                     )
                 });
+                // Wide, too: a VALUES of a million rows each with an inner expression
+                // (a column's DEFAULT), under an APPEND of as many inputs.
+                let row = || vec![Expr::Neg(Box::new(Expr::Param(0))), Expr::Param(1)];
+                let values = Node::Values((0..1_000_000).map(|_| row()).collect());
+                let mut append = Node::Append(vec![
+                    values,
+                    Node::Project {
+                        input: Box::new(Node::empty()),
+                        exprs: (0..100_000)
+                            .map(|_| Expr::Not(Box::new(Expr::Param(0))))
+                            .collect(),
+                    },
+                ]);
+                let mut pending = Vec::new();
+                append.take_children(&mut pending);
+                let most = dismantle(pending);
+                assert!(most < 10, "{most} parts waited at once");
                 drop((n, deep_subqueries));
             })
             .unwrap()

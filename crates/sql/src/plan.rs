@@ -150,6 +150,20 @@ impl Node {
     /// Moves the child nodes and the expressions that have children of their own to `out`,
     /// leaving leaves in their place (see [`crate::expr::dismantle`]).
     pub(crate) fn take_children(&mut self, out: &mut Vec<Part>) {
+        let wide = |v: &[Expr]| v.iter().any(|e| !e.is_leaf());
+        match self {
+            // Long lists go whole, their elements taken one at a time.
+            Node::Values(rows) if rows.iter().any(|r| wide(r)) => {
+                out.push(Part::Rows(std::mem::take(rows)));
+            }
+            Node::Project { exprs, .. } if wide(exprs) => {
+                out.push(Part::Exprs(std::mem::take(exprs)));
+            }
+            Node::Append(nodes) if !nodes.is_empty() => {
+                out.push(Part::Nodes(std::mem::take(nodes)));
+            }
+            _ => {}
+        }
         let mut node = |n: &mut Node| {
             if !n.is_leaf() {
                 out.push(Part::Node(std::mem::replace(n, Node::empty())));
@@ -161,7 +175,8 @@ impl Node {
             | Node::IndexScan { .. }
             | Node::Values(_)
             | Node::Series { .. }
-            | Node::Unnest { .. } => {}
+            | Node::Unnest { .. }
+            | Node::Append(_) => {}
             Node::Filter { input, .. }
             | Node::Project { input, .. }
             | Node::Aggregate { input, .. }
@@ -172,7 +187,6 @@ impl Node {
                 node(left);
                 node(right);
             }
-            Node::Append(nodes) => nodes.iter_mut().for_each(node),
         }
         self.for_each_expr_mut(|e| {
             if !e.is_leaf() {
