@@ -812,7 +812,7 @@ fn send_error(out: &mut Vec<u8>, severity: &str, e: &SqlError) {
             sqlstate: e.sqlstate(),
             message: e.message(),
             detail: e.detail(),
-            hint: None,
+            hint: e.hint(),
             position: e.position(),
         },
     );

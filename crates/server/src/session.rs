@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use quire_engine::Database;
-use quire_sql::{Alarm, Backends, Session, SqlError};
+use quire_sql::{Alarm, Backends, Session, SqlError, SESSION_STACK_BYTES};
 
 use crate::affinity::Follower;
 use crate::conn::Conn;
@@ -26,9 +26,6 @@ use crate::protocol::backend;
 use crate::startup::Authenticated;
 use crate::transport::{Stream, Transport, Wakeup, TERMINATED};
 use crate::watchdog::Watchdog;
-
-/// A session thread's stack.
-const SESSION_STACK_BYTES: usize = 16 << 20;
 
 /// What a session thread starts from.
 pub(crate) struct SessionStart {

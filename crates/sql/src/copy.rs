@@ -156,10 +156,16 @@ fn csv_fields(line: &str, c: &CopyStmt) -> Result<Vec<Option<String>>> {
     }
 }
 
-/// One line of COPY TO output, with its newline.
-pub(crate) fn format_line(fields: &[Option<String>], c: &CopyStmt) -> Vec<u8> {
+/// One line of COPY TO output, with its newline; 54000 for a line beyond
+/// [`crate::types::MAX_VALUE_BYTES`] (PostgreSQL's limit on its line buffer), found as
+/// each field is added, before it is copied (escapes at most double a field).
+pub(crate) fn format_line(fields: &[Option<String>], c: &CopyStmt) -> Result<Vec<u8>> {
     let mut out = String::new();
     for (i, f) in fields.iter().enumerate() {
+        let field_bytes = f
+            .as_ref()
+            .map_or(c.null.len(), |s| s.len().saturating_mul(2) + 2);
+        crate::types::check_growth(out.len(), field_bytes.saturating_add(1))?;
         if i > 0 {
             out.push(c.delimiter);
         }
@@ -180,7 +186,7 @@ pub(crate) fn format_line(fields: &[Option<String>], c: &CopyStmt) -> Vec<u8> {
         }
     }
     out.push('\n');
-    out.into_bytes()
+    Ok(out.into_bytes())
 }
 
 fn escape_into(s: &str, delimiter: char, out: &mut String) {
@@ -223,7 +229,7 @@ mod tests {
     fn text_lines_round_trip_with_escapes_and_nulls() {
         let c = stmt(CopyFormat::Text);
         let fields = vec![Some("a\tb\\c\nd".to_string()), None, Some(String::new())];
-        let line = format_line(&fields, &c);
+        let line = format_line(&fields, &c).unwrap();
         assert_eq!(line, b"a\\tb\\\\c\\nd\t\\N\t\n");
         let parsed = parse_line(&line[..line.len() - 1], &c).unwrap();
         assert_eq!(parsed, fields);
@@ -242,7 +248,7 @@ mod tests {
             None,
             Some(String::new()),
         ];
-        let line = format_line(&fields, &c);
+        let line = format_line(&fields, &c).unwrap();
         assert_eq!(line, b"\"x,y\",\"say \"\"hi\"\"\",,\"\"\n");
         assert_eq!(parse_line(&line[..line.len() - 1], &c).unwrap(), fields);
         let data = b"1,\"a\nb\"\n2,c\n";

@@ -1,6 +1,12 @@
 //! The SQL layer's one error type: a SQLSTATE, a message, and where PostgreSQL gives them a
-//! detail and a position (a 1-based character index into the query string), as the client
-//! sees them.
+//! detail, a hint and a position (a 1-based character index into the query string), as the
+//! client sees them (ErrorResponse's D, H and P fields).
+//!
+//! ## Rules
+//! - The SQLSTATE is always one PostgreSQL defines (its `errcodes.txt`): no code of this
+//!   crate's own reaches a client. An error that is this crate's fault (a bound plan that
+//!   does not hold what binding promised) is XX000 with a message saying what was wrong
+//!   ([`SqlError::internal`]).
 
 /// An error of a SQL statement, with its PostgreSQL SQLSTATE.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -9,6 +15,7 @@ pub struct SqlError {
     code: &'static str,
     message: String,
     detail: Option<String>,
+    hint: Option<String>,
     position: Option<usize>,
 }
 
@@ -18,8 +25,26 @@ impl SqlError {
             code,
             message: message.into(),
             detail: None,
+            hint: None,
             position: None,
         }
+    }
+
+    /// XX000: something this crate got wrong (a bound plan holding what binding never
+    /// makes); `what` says what, for the bug report.
+    pub fn internal(what: impl std::fmt::Display) -> Self {
+        Self::new("XX000", format!("internal error: {what}"))
+    }
+
+    /// PostgreSQL's HINT: what the user might do about it.
+    #[must_use]
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn hint(&self) -> Option<&str> {
+        self.hint.as_deref()
     }
 
     #[must_use]

@@ -6,6 +6,17 @@
 //! SQL's three-valued logic: comparisons and most functions are NULL when an operand is
 //! NULL; AND and OR follow the truth tables (`false AND NULL` is false); a WHERE clause keeps
 //! a row only when its predicate is true.
+//!
+//! ## Rules
+//! - Trees are as deep as clients make them. [`Expr::eval`] checks the stack at each inner
+//!   node (`crate::stack`); walks that cannot fail ([`Expr::visit`], [`Expr::rebased`]) are
+//!   loops over an explicit stack; an expression is dropped without recursion
+//!   ([`dismantle`]). Cloning and `Debug` recurse: an expression is at most a few levels
+//!   deeper than the binder's checked recursion that built it, and each of their levels
+//!   takes less stack than one of the binder's.
+//! - A value built here (`||`, an ARRAY(SELECT ...)) has its length checked first
+//!   (`types::check_value_len`, 54000); LIKE and regular expressions check the interrupt as
+//!   they go through a long text.
 
 use std::cmp::Ordering;
 
@@ -13,6 +24,7 @@ use quire_engine::{Database, Transaction, Value};
 
 use crate::error::{Result, SqlError};
 use crate::func::Func;
+use crate::interrupt::Interrupt;
 use crate::plan::{self, Node};
 use crate::session::Settings;
 use crate::types::{self, SqlType};
@@ -192,9 +204,28 @@ impl Expr {
         found
     }
 
-    /// Calls `f` on this expression and each subexpression (not inside subqueries).
+    /// Calls `f` on this expression and each subexpression (not inside subqueries), parents
+    /// before children, left to right; a loop, not a recursion.
     pub(crate) fn visit(&self, f: &mut impl FnMut(&Expr)) {
-        f(self);
+        let mut pending = vec![self];
+        while let Some(e) = pending.pop() {
+            f(e);
+            let first_child = pending.len();
+            e.for_each_child(|c| pending.push(c));
+            pending[first_child..].reverse();
+        }
+    }
+
+    /// Whether the expression has no subexpression (and no subquery).
+    pub(crate) fn is_leaf(&self) -> bool {
+        matches!(
+            self,
+            Expr::Const(_) | Expr::Param(_) | Expr::Column(_) | Expr::Outer { .. }
+        )
+    }
+
+    /// Calls `f` on each direct subexpression, left to right (not those inside a subquery).
+    fn for_each_child<'a>(&'a self, mut f: impl FnMut(&'a Expr)) {
         match self {
             Expr::Const(_)
             | Expr::Param(_)
@@ -204,59 +235,134 @@ impl Expr {
                 _,
                 SubqueryKind::Scalar | SubqueryKind::Exists | SubqueryKind::Array,
             ) => {}
-            Expr::Subquery(_, SubqueryKind::In { expr, .. }) => expr.visit(f),
-            Expr::Arith(_, _, a, b) | Expr::Cmp(_, _, a, b) | Expr::Concat(a, b) => {
-                a.visit(f);
-                b.visit(f);
+            Expr::Subquery(_, SubqueryKind::In { expr, .. })
+            | Expr::Neg(expr)
+            | Expr::Not(expr)
+            | Expr::IsNull(expr, _)
+            | Expr::Cast(expr, _, _)
+            | Expr::IsBool { expr, .. } => f(expr),
+            Expr::Arith(_, _, a, b)
+            | Expr::Cmp(_, _, a, b)
+            | Expr::Concat(a, b)
+            | Expr::Like {
+                expr: a,
+                pattern: b,
+                ..
             }
-            Expr::Like { expr, pattern, .. } | Expr::Regex { expr, pattern, .. } => {
-                expr.visit(f);
-                pattern.visit(f);
+            | Expr::Regex {
+                expr: a,
+                pattern: b,
+                ..
+            } => {
+                f(a);
+                f(b);
             }
-            Expr::Neg(a)
-            | Expr::Not(a)
-            | Expr::IsNull(a, _)
-            | Expr::Cast(a, _, _)
-            | Expr::IsBool { expr: a, .. } => a.visit(f),
-            Expr::And(v) | Expr::Or(v) | Expr::Func(_, v) => {
-                for e in v {
-                    e.visit(f);
-                }
-            }
+            Expr::And(v) | Expr::Or(v) | Expr::Func(_, v) => v.iter().for_each(f),
             Expr::InList { expr, list, .. } => {
-                expr.visit(f);
-                for e in list {
-                    e.visit(f);
-                }
+                f(expr);
+                list.iter().for_each(f);
             }
             Expr::Case {
                 operand,
                 whens,
                 otherwise,
             } => {
-                if let Some(o) = operand {
-                    o.visit(f);
-                }
+                operand.as_deref().into_iter().for_each(&mut f);
                 for (w, t) in whens {
-                    w.visit(f);
-                    t.visit(f);
+                    f(w);
+                    f(t);
                 }
-                if let Some(o) = otherwise {
-                    o.visit(f);
-                }
+                otherwise.as_deref().into_iter().for_each(f);
             }
         }
+    }
+
+    /// [`Expr::for_each_child`], mutable.
+    fn for_each_child_mut<'a>(&'a mut self, mut f: impl FnMut(&'a mut Expr)) {
+        match self {
+            Expr::Const(_)
+            | Expr::Param(_)
+            | Expr::Column(_)
+            | Expr::Outer { .. }
+            | Expr::Subquery(
+                _,
+                SubqueryKind::Scalar | SubqueryKind::Exists | SubqueryKind::Array,
+            ) => {}
+            Expr::Subquery(_, SubqueryKind::In { expr, .. })
+            | Expr::Neg(expr)
+            | Expr::Not(expr)
+            | Expr::IsNull(expr, _)
+            | Expr::Cast(expr, _, _)
+            | Expr::IsBool { expr, .. } => f(expr),
+            Expr::Arith(_, _, a, b)
+            | Expr::Cmp(_, _, a, b)
+            | Expr::Concat(a, b)
+            | Expr::Like {
+                expr: a,
+                pattern: b,
+                ..
+            }
+            | Expr::Regex {
+                expr: a,
+                pattern: b,
+                ..
+            } => {
+                f(a);
+                f(b);
+            }
+            Expr::And(v) | Expr::Or(v) | Expr::Func(_, v) => v.iter_mut().for_each(f),
+            Expr::InList { expr, list, .. } => {
+                f(expr);
+                list.iter_mut().for_each(f);
+            }
+            Expr::Case {
+                operand,
+                whens,
+                otherwise,
+            } => {
+                operand.as_deref_mut().into_iter().for_each(&mut f);
+                for (w, t) in whens {
+                    f(w);
+                    f(t);
+                }
+                otherwise.as_deref_mut().into_iter().for_each(f);
+            }
+        }
+    }
+
+    /// Moves the children that have children of their own (subqueries' plans included) to
+    /// `out`, leaving leaves in their place: what [`Drop`] does instead of recursing.
+    fn take_children(&mut self, out: &mut Vec<Part>) {
+        match self {
+            Expr::Subquery(node, _) if !node.is_leaf() => {
+                out.push(Part::Node(std::mem::replace(&mut **node, Node::empty())));
+            }
+            // A list goes whole, its elements taken one at a time: however long.
+            Expr::And(v) | Expr::Or(v) | Expr::Func(_, v) | Expr::InList { list: v, .. }
+                if v.iter().any(|e| !e.is_leaf()) =>
+            {
+                out.push(Part::Exprs(std::mem::take(v)));
+            }
+            _ => {}
+        }
+        self.for_each_child_mut(|c| {
+            if !c.is_leaf() {
+                out.push(Part::Expr(std::mem::replace(c, Expr::Const(Value::Null))));
+            }
+        });
     }
 
     /// The expression with each current-row column `c` read as column `c - offset` (the
     /// right side of a join evaluated on the right row alone).
     pub(crate) fn rebased(&self, offset: usize) -> Expr {
         let mut e = self.clone();
-        e.walk_mut(&mut |x| {
-            if let Expr::Column(c) = x {
-                *c -= offset;
+        let mut pending = vec![&mut e];
+        while let Some(x) = pending.pop() {
+            match x {
+                Expr::Column(c) => *c -= offset,
+                x => x.for_each_child_mut(|c| pending.push(c)),
             }
-        });
+        }
         e
     }
 
@@ -278,64 +384,10 @@ impl Expr {
         out
     }
 
-    /// Calls `f` on each node, children first (not inside subqueries, whose columns are
-    /// their own).
-    fn walk_mut(&mut self, f: &mut impl FnMut(&mut Expr)) {
-        match self {
-            Expr::Const(_)
-            | Expr::Param(_)
-            | Expr::Column(_)
-            | Expr::Outer { .. }
-            | Expr::Subquery(
-                _,
-                SubqueryKind::Scalar | SubqueryKind::Exists | SubqueryKind::Array,
-            ) => {}
-            Expr::Subquery(_, SubqueryKind::In { expr, .. }) => expr.walk_mut(f),
-            Expr::Arith(_, _, a, b) | Expr::Cmp(_, _, a, b) | Expr::Concat(a, b) => {
-                a.walk_mut(f);
-                b.walk_mut(f);
-            }
-            Expr::Like { expr, pattern, .. } | Expr::Regex { expr, pattern, .. } => {
-                expr.walk_mut(f);
-                pattern.walk_mut(f);
-            }
-            Expr::Neg(a)
-            | Expr::Not(a)
-            | Expr::IsNull(a, _)
-            | Expr::Cast(a, _, _)
-            | Expr::IsBool { expr: a, .. } => a.walk_mut(f),
-            Expr::And(v) | Expr::Or(v) | Expr::Func(_, v) => {
-                for e in v {
-                    e.walk_mut(f);
-                }
-            }
-            Expr::InList { expr, list, .. } => {
-                expr.walk_mut(f);
-                for e in list {
-                    e.walk_mut(f);
-                }
-            }
-            Expr::Case {
-                operand,
-                whens,
-                otherwise,
-            } => {
-                if let Some(o) = operand {
-                    o.walk_mut(f);
-                }
-                for (w, t) in whens {
-                    w.walk_mut(f);
-                    t.walk_mut(f);
-                }
-                if let Some(o) = otherwise {
-                    o.walk_mut(f);
-                }
-            }
-        }
-        f(self);
-    }
-
     pub(crate) fn eval(&self, cx: &Cx, row: &[Value]) -> Result<Value> {
+        if !self.is_leaf() {
+            crate::stack::check_stack_depth()?;
+        }
         Ok(match self {
             Expr::Const(v) => v.clone(),
             Expr::Param(n) => cx.params.get(*n).cloned().ok_or_else(|| {
@@ -359,7 +411,10 @@ impl Expr {
                 }
             }
             Expr::Concat(l, r) => match (l.eval(cx, row)?, r.eval(cx, row)?) {
-                (Value::Text(a), Value::Text(b)) => Value::Text(a + &b),
+                (Value::Text(a), Value::Text(b)) => {
+                    types::check_value_len(a.len().saturating_add(b.len()))?;
+                    Value::Text(a + &b)
+                }
                 (Value::Null, _) | (_, Value::Null) => Value::Null,
                 _ => return Err(internal("|| operands")),
             },
@@ -370,7 +425,7 @@ impl Expr {
                 negated,
             } => match (expr.eval(cx, row)?, pattern.eval(cx, row)?) {
                 (Value::Text(s), Value::Text(p)) => {
-                    Value::Bool(like(&s, &p, *case_insensitive)? != *negated)
+                    Value::Bool(like(&s, &p, *case_insensitive, cx.interrupt)? != *negated)
                 }
                 _ => Value::Null,
             },
@@ -381,7 +436,7 @@ impl Expr {
                 negated,
             } => match (expr.eval(cx, row)?, pattern.eval(cx, row)?) {
                 (Value::Text(s), Value::Text(p)) => {
-                    Value::Bool(regex_match(&s, &p, *case_insensitive)? != *negated)
+                    Value::Bool(regex_match(&s, &p, *case_insensitive, cx.interrupt)? != *negated)
                 }
                 _ => Value::Null,
             },
@@ -404,14 +459,7 @@ impl Expr {
                 expr,
                 list,
                 negated,
-            } => {
-                let v = expr.eval(cx, row)?;
-                let values = list
-                    .iter()
-                    .map(|e| e.eval(cx, row))
-                    .collect::<Result<Vec<_>>>()?;
-                in_values(&v, values.iter(), *negated)
-            }
+            } => in_list(&expr.eval(cx, row)?, list, *negated, cx, row)?,
             Expr::Case {
                 operand,
                 whens,
@@ -432,6 +480,62 @@ impl Expr {
     /// Whether the predicate holds (true, not false or NULL).
     pub(crate) fn holds(&self, cx: &Cx, row: &[Value]) -> Result<bool> {
         Ok(matches!(self.eval(cx, row)?, Value::Bool(true)))
+    }
+}
+
+/// A part of a tree being taken apart ([`dismantle`]): a node, or a list of them (taken
+/// one at a time, so that the explicit stack stays as small as the tree is deep, however
+/// wide it is).
+pub(crate) enum Part {
+    Expr(Expr),
+    Node(Node),
+    Exprs(Vec<Expr>),
+    Rows(Vec<Vec<Expr>>),
+    Nodes(Vec<Node>),
+}
+
+/// Drops trees without recursion: each part's children that have children are moved onto
+/// an explicit stack before the part itself drops, so every drop that runs is of a node
+/// whose children are leaves. Trees are as deep as clients make them; the thread's stack
+/// is not. Returns the most parts that waited at once (as deep as the tree, not as wide).
+pub(crate) fn dismantle(mut pending: Vec<Part>) -> usize {
+    let mut most = pending.len();
+    while let Some(part) = pending.pop() {
+        match part {
+            Part::Expr(mut e) => e.take_children(&mut pending),
+            Part::Node(mut n) => n.take_children(&mut pending),
+            Part::Exprs(mut v) => {
+                if let Some(e) = v.pop() {
+                    pending.push(Part::Exprs(v));
+                    pending.push(Part::Expr(e));
+                }
+            }
+            Part::Rows(mut rows) => {
+                if let Some(row) = rows.pop() {
+                    pending.push(Part::Rows(rows));
+                    pending.push(Part::Exprs(row));
+                }
+            }
+            Part::Nodes(mut v) => {
+                if let Some(n) = v.pop() {
+                    pending.push(Part::Nodes(v));
+                    pending.push(Part::Node(n));
+                }
+            }
+        }
+        most = most.max(pending.len());
+    }
+    most
+}
+
+impl Drop for Expr {
+    fn drop(&mut self) {
+        if self.is_leaf() {
+            return;
+        }
+        let mut pending = Vec::new();
+        self.take_children(&mut pending);
+        dismantle(pending);
     }
 }
 
@@ -498,6 +602,34 @@ fn in_values<'v>(v: &Value, values: impl Iterator<Item = &'v Value>, negated: bo
     } else {
         Value::Bool(negated)
     }
+}
+
+/// `v IN (list)`, each element evaluated only until one matches (a list may hold millions
+/// of constants: none is copied, and an interrupt is checked as it goes).
+fn in_list(v: &Value, list: &[Expr], negated: bool, cx: &Cx, row: &[Value]) -> Result<Value> {
+    if v.is_null() {
+        return Ok(Value::Null);
+    }
+    let mut unknown = false;
+    for (i, e) in list.iter().enumerate() {
+        if i % MATCH_STEPS_PER_CHECK == MATCH_STEPS_PER_CHECK - 1 {
+            cx.interrupt.check()?;
+        }
+        let x = match e {
+            Expr::Const(x) => std::borrow::Cow::Borrowed(x),
+            e => std::borrow::Cow::Owned(e.eval(cx, row)?),
+        };
+        if x.is_null() {
+            unknown = true;
+        } else if compare(v, &x).is_eq() {
+            return Ok(Value::Bool(!negated));
+        }
+    }
+    Ok(if unknown {
+        Value::Null
+    } else {
+        Value::Bool(negated)
+    })
 }
 
 fn case(
@@ -579,19 +711,13 @@ fn subquery(node: &Node, kind: &SubqueryKind, cx: &Cx, row: &[Value]) -> Result<
             Ok(first.into_iter().next().unwrap_or(Value::Null))
         }
         SubqueryKind::Array => {
-            let mut elems = Vec::new();
+            let mut text = crate::func::ArrayText::new();
             for r in plan::open(node, &inner)? {
                 let v = r?.into_iter().next().unwrap_or(Value::Null);
                 let ty = v.type_of().map_or(SqlType::Text, SqlType::of_engine_type);
-                elems.push(types::format_text(&v, ty).unwrap_or_else(|| "NULL".into()));
-                if elems.len() > plan::MAX_MATERIALIZED_ROWS {
-                    return Err(SqlError::new(
-                        "54000",
-                        "ARRAY(SELECT ...) has too many rows",
-                    ));
-                }
+                text.push(&types::format_text(&v, ty).unwrap_or_else(|| "NULL".into()))?;
             }
-            Ok(Value::Text(crate::func::array_text(&elems)))
+            Ok(Value::Text(text.finish()))
         }
         SubqueryKind::In { expr, negated } => {
             let v = expr.eval(cx, row)?;
@@ -614,10 +740,7 @@ pub(crate) fn compare(a: &Value, b: &Value) -> Ordering {
 }
 
 pub(crate) fn internal(what: &str) -> SqlError {
-    SqlError::new(
-        "XX000",
-        format!("internal error: bad {what} in a bound plan"),
-    )
+    SqlError::internal(format_args!("bad {what} in a bound plan"))
 }
 
 fn out_of_range_of(ty: SqlType) -> SqlError {
@@ -712,99 +835,175 @@ pub(crate) fn as_f64(v: &Value) -> Option<f64> {
     }
 }
 
+/// Steps of a matching loop (LIKE's, a regular expression's) between two interrupt checks.
+const MATCH_STEPS_PER_CHECK: usize = 1 << 16;
+
 /// SQL LIKE: `%` any run, `_` one character, `\` escapes the next.
-fn like(s: &str, pattern: &str, case_insensitive: bool) -> Result<bool> {
-    let fold = |x: &str| {
-        if case_insensitive {
-            x.to_lowercase()
-        } else {
-            x.to_string()
-        }
-    };
-    let s: Vec<char> = fold(s).chars().collect();
-    let p: Vec<char> = fold(pattern).chars().collect();
-    let mut i = 0;
-    while i < p.len() {
-        if p[i] == '\\' {
-            if i + 1 == p.len() {
-                return Err(SqlError::new(
-                    "22025",
-                    "LIKE pattern must not end with escape character",
-                ));
-            }
-            i += 1;
-        }
-        i += 1;
+fn like(s: &str, pattern: &str, case_insensitive: bool, interrupt: &Interrupt) -> Result<bool> {
+    if pattern.ends_with('\\') && pattern.bytes().rev().take_while(|&b| b == b'\\').count() % 2 == 1
+    {
+        return Err(like_escape_error());
     }
-    like_match(&s, &p)
+    if case_insensitive {
+        like_match(&s.to_lowercase(), &pattern.to_lowercase(), interrupt)
+    } else {
+        like_match(s, pattern, interrupt)
+    }
 }
 
-fn like_match(s: &[char], p: &[char]) -> Result<bool> {
-    // Iterative matching with one backtrack point per `%` (linear in practice, no
-    // recursion depth to bound).
+fn like_escape_error() -> SqlError {
+    SqlError::new("22025", "LIKE pattern must not end with escape character")
+}
+
+/// The bytes of the UTF-8 character whose first byte is `lead`.
+fn utf8_len(lead: u8) -> usize {
+    match lead {
+        0..=0x7F => 1,
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        _ => 4,
+    }
+}
+
+/// LIKE's matching over the texts' bytes (a character compared as its UTF-8 bytes, `_`
+/// taking one character), iterative with one backtrack point per `%`: no recursion, no
+/// copy of the text, and an interrupt check every [`MATCH_STEPS_PER_CHECK`] steps (the
+/// backtracking makes it quadratic at worst).
+fn like_match(s: &str, p: &str, interrupt: &Interrupt) -> Result<bool> {
+    let (s, p) = (s.as_bytes(), p.as_bytes());
     let (mut si, mut pi) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
+    let mut steps = 0usize;
     while si < s.len() {
-        match p.get(pi) {
-            Some('%') => {
+        steps += 1;
+        if steps.is_multiple_of(MATCH_STEPS_PER_CHECK) {
+            interrupt.check()?;
+        }
+        let advanced = match p.get(pi) {
+            Some(b'%') => {
                 star = Some((pi, si));
                 pi += 1;
                 continue;
             }
-            Some('\\') => {
-                let Some(&lit) = p.get(pi + 1) else {
-                    return Err(SqlError::new(
-                        "22025",
-                        "LIKE pattern must not end with escape character",
-                    ));
-                };
-                if lit == s[si] {
-                    si += 1;
-                    pi += 2;
-                    continue;
-                }
-            }
-            Some('_') => {
-                si += 1;
+            Some(b'_') => {
+                si += utf8_len(s[si]);
                 pi += 1;
                 continue;
             }
-            Some(&c) if c == s[si] => {
-                si += 1;
-                pi += 1;
-                continue;
+            Some(b'\\') => {
+                let lead = *p.get(pi + 1).ok_or_else(like_escape_error)?;
+                let c = p.get(pi + 1..pi + 1 + utf8_len(lead)).unwrap_or_default();
+                s[si..].starts_with(c).then(|| {
+                    si += c.len();
+                    pi += 1 + c.len();
+                })
             }
-            _ => {}
+            Some(&lead) => {
+                let c = p.get(pi..pi + utf8_len(lead)).unwrap_or_default();
+                s[si..].starts_with(c).then(|| {
+                    si += c.len();
+                    pi += c.len();
+                })
+            }
+            None => None,
+        };
+        if advanced.is_some() {
+            continue;
         }
         match star {
             Some((sp, ss)) => {
+                let next = ss + utf8_len(s[ss]);
                 pi = sp + 1;
-                si = ss + 1;
-                star = Some((sp, ss + 1));
+                si = next;
+                star = Some((sp, next));
             }
             None => return Ok(false),
         }
     }
-    Ok(p[pi..].iter().all(|&c| c == '%'))
+    Ok(p[pi..].iter().all(|&c| c == b'%'))
 }
 
 /// The longest pattern a regular expression may have: patterns come from clients, and a
 /// compiled regex's size grows with its pattern.
 const MAX_REGEX_PATTERN_BYTES: usize = 10_000;
+/// Memory for a pattern's compiled automaton and for its lazy DFA's states.
+const REGEX_NFA_BYTES: usize = 1 << 20;
+const REGEX_CACHE_BYTES: usize = 2 << 20;
 
-fn regex_match(s: &str, pattern: &str, case_insensitive: bool) -> Result<bool> {
+/// `s ~ pattern`: a lazy DFA walked a byte at a time, the interrupt checked every
+/// [`MATCH_STEPS_PER_CHECK`] bytes, so that a match over a large text can be stopped. A
+/// pattern the DFA cannot take (a Unicode word boundary) is matched by `regex_lite` in one
+/// call, which nothing interrupts.
+fn regex_match(
+    s: &str,
+    pattern: &str,
+    case_insensitive: bool,
+    interrupt: &Interrupt,
+) -> Result<bool> {
+    use regex_automata::{hybrid::dfa::DFA, nfa::thompson, util::syntax};
     if pattern.len() > MAX_REGEX_PATTERN_BYTES {
         return Err(SqlError::new(
             "2201B",
             "invalid regular expression: pattern too long",
         ));
     }
+    let dfa = DFA::builder()
+        .syntax(syntax::Config::new().case_insensitive(case_insensitive))
+        .thompson(thompson::Config::new().nfa_size_limit(Some(REGEX_NFA_BYTES)))
+        .configure(
+            DFA::config()
+                .cache_capacity(REGEX_CACHE_BYTES)
+                .minimum_cache_clear_count(None),
+        )
+        .build(pattern);
+    if let Ok(dfa) = dfa {
+        if let Some(found) = dfa_is_match(&dfa, s.as_bytes(), interrupt)? {
+            return Ok(found);
+        }
+    }
     let re = regex_lite::RegexBuilder::new(pattern)
         .case_insensitive(case_insensitive)
-        .size_limit(1 << 20)
+        .size_limit(REGEX_NFA_BYTES)
         .build()
         .map_err(|e| SqlError::new("2201B", format!("invalid regular expression: {e}")))?;
     Ok(re.is_match(s))
+}
+
+/// Whether `dfa` matches somewhere in `hay`; `None` if the DFA gave up (it cannot decide
+/// with what it was built with).
+fn dfa_is_match(
+    dfa: &regex_automata::hybrid::dfa::DFA,
+    hay: &[u8],
+    interrupt: &Interrupt,
+) -> Result<Option<bool>> {
+    let mut cache = dfa.create_cache();
+    let Ok(mut sid) = dfa.start_state_forward(&mut cache, &regex_automata::Input::new(hay)) else {
+        return Ok(None);
+    };
+    for (i, &b) in hay.iter().enumerate() {
+        if i % MATCH_STEPS_PER_CHECK == MATCH_STEPS_PER_CHECK - 1 {
+            interrupt.check()?;
+        }
+        let Ok(next) = dfa.next_state(&mut cache, sid, b) else {
+            return Ok(None);
+        };
+        sid = next;
+        if sid.is_tagged() {
+            if sid.is_match() {
+                return Ok(Some(true));
+            }
+            if sid.is_dead() {
+                return Ok(Some(false));
+            }
+            if sid.is_quit() {
+                return Ok(None);
+            }
+        }
+    }
+    Ok(dfa
+        .next_eoi_state(&mut cache, sid)
+        .ok()
+        .map(|sid| sid.is_match()))
 }
 
 #[cfg(test)]
@@ -812,7 +1011,7 @@ mod tests {
     use super::*;
 
     fn l(s: &str, p: &str) -> bool {
-        like(s, p, false).unwrap()
+        like(s, p, false, &Interrupt::default()).unwrap()
     }
 
     #[test]
@@ -825,8 +1024,81 @@ mod tests {
         assert!(l("", "%"));
         assert!(l("xaaay", "x%a%y"));
         assert!(!l("xaaaz", "x%a%y"));
-        assert!(like("ABC", "a%", true).unwrap());
-        assert_eq!(like("a", "a\\", false).unwrap_err().sqlstate(), "22025");
+        let none = Interrupt::default();
+        assert!(like("ABC", "a%", true, &none).unwrap());
+        assert_eq!(
+            like("a", "a\\", false, &none).unwrap_err().sqlstate(),
+            "22025"
+        );
+        assert!(l("héllo wörld", "h_llo w%d"));
+        assert!(!l("héllo", "h_lo"));
+        assert!(l("a\\b", "a\\\\b"));
+    }
+
+    /// Trees far deeper than a small stack could drop by recursion go without harm: a
+    /// million nested expressions and a hundred thousand nested plan nodes (each holding an
+    /// expression with a subquery) on a thread of 256 KiB.
+    #[test]
+    fn deep_trees_drop_without_recursion() {
+        std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(|| {
+                let mut e = Expr::Column(0);
+                for i in 0..1_000_000 {
+                    e = match i % 3 {
+                        0 => Expr::Neg(Box::new(e)),
+                        1 => Expr::Func(Func::Abs, vec![e, Expr::Param(1)]),
+                        _ => Expr::Arith(
+                            ArithOp::Add,
+                            SqlType::Int8,
+                            Box::new(e),
+                            Box::new(Expr::Param(0)),
+                        ),
+                    };
+                }
+                drop(e);
+                let mut n = Node::empty();
+                for _ in 0..100_000 {
+                    let pred = Expr::Subquery(
+                        Box::new(Node::Values(vec![vec![Expr::Param(0)]])),
+                        SubqueryKind::Exists,
+                    );
+                    n = Node::Filter {
+                        input: Box::new(n),
+                        pred: Expr::Not(Box::new(pred)),
+                    };
+                }
+                let deep_subqueries = (0..100_000).fold(Expr::Param(0), |e, _| {
+                    Expr::Subquery(
+                        Box::new(Node::Project {
+                            input: Box::new(Node::empty()),
+                            exprs: vec![e],
+                        }),
+                        SubqueryKind::Scalar,
+                    )
+                });
+                // Wide, too: a VALUES of a million rows each with an inner expression
+                // (a column's DEFAULT), under an APPEND of as many inputs.
+                let row = || vec![Expr::Neg(Box::new(Expr::Param(0))), Expr::Param(1)];
+                let values = Node::Values((0..1_000_000).map(|_| row()).collect());
+                let mut append = Node::Append(vec![
+                    values,
+                    Node::Project {
+                        input: Box::new(Node::empty()),
+                        exprs: (0..100_000)
+                            .map(|_| Expr::Not(Box::new(Expr::Param(0))))
+                            .collect(),
+                    },
+                ]);
+                let mut pending = Vec::new();
+                append.take_children(&mut pending);
+                let most = dismantle(pending);
+                assert!(most < 10, "{most} parts waited at once");
+                drop((n, deep_subqueries));
+            })
+            .unwrap()
+            .join()
+            .expect("dropped without overflowing 256 KiB");
     }
 
     #[test]

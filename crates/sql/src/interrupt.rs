@@ -1,7 +1,11 @@
 //! Stopping a running statement from another thread: a client's cancel request (the server
 //! receives it on another connection) or the session's `statement_timeout` (a watchdog
 //! thread notices the deadline). The executor checks [`Interrupt::check`] for every row it
-//! reads; a statement waiting for a lock is woken through the engine
+//! reads, and in every loop that can run long without reading one: each row of a series
+//! or of VALUES, every few thousand comparisons of a sort or rows of a nested loop's inner
+//! side, each row hashed, aggregated or made DISTINCT, each megabyte `repeat` builds, every
+//! 64 KiB a LIKE or a regular expression goes through; a statement waiting for a lock is
+//! woken through the engine
 //! ([`quire_engine::Database::cancel_lock_wait`]). Either way the statement fails with
 //! SQLSTATE 57014 and, inside a block, aborts it, as in PostgreSQL.
 //!

@@ -928,7 +928,7 @@ pub(crate) fn relation_size(
 /// half away from zero, as PostgreSQL prints them.
 pub(crate) fn size_pretty(bytes: i64) -> String {
     const LIMIT: i64 = 10 * 1024;
-    if bytes.abs() < LIMIT {
+    if bytes.unsigned_abs() < LIMIT.unsigned_abs() {
         return format!("{bytes} bytes");
     }
     let half_rounded = |x: i64| i64::midpoint(x, if x < 0 { -1 } else { 1 });

@@ -12,6 +12,12 @@
 //! - Scans read through the engine's `Transaction`, so every row respects the statement's
 //!   snapshot; a scan with `with_tid` appends the row's TID (encoded by [`tid_value`]) for
 //!   UPDATE and DELETE.
+//! - [`open`] and EXPLAIN recurse over the plan and check the stack at each node
+//!   (`crate::stack`); reading a row recurses through the open nodes, no deeper than the
+//!   plan, which binding built under the same check. A plan is dropped without recursion
+//!   (its `Drop` takes it apart on an explicit stack, [`crate::expr::dismantle`]).
+//! - A loop that reads no row checks the interrupt (`crate::interrupt`) as it goes; a sort
+//!   is a merge sort of its own so that it can stop between two comparisons.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
@@ -19,7 +25,7 @@ use std::ops::Bound;
 use quire_engine::{IndexId, Row, TableId, Tid, Value};
 
 use crate::error::{Result, SqlError};
-use crate::expr::{compare, Cx, Expr, Frame};
+use crate::expr::{compare, dismantle, Cx, Expr, Frame, Part};
 use crate::func::{AggFunc, AggState};
 use crate::pg_catalog::CatalogTable;
 
@@ -27,9 +33,6 @@ use crate::pg_catalog::CatalogTable;
 /// side), so that memory is bounded whatever the data: beyond it the statement fails with
 /// 54000 rather than exhaust the server's memory.
 pub const MAX_MATERIALIZED_ROWS: usize = 10_000_000;
-
-/// Most rows `generate_series` yields.
-const MAX_SERIES_ROWS: i64 = 100_000_000;
 
 #[derive(Clone, Debug)]
 pub(crate) enum JoinKind {
@@ -67,10 +70,12 @@ pub(crate) enum Node {
     },
     Catalog(CatalogTable),
     Values(Vec<Vec<Expr>>),
+    /// `generate_series(start, stop [, step])` of bigints, or of numerics if `numeric`.
     Series {
         start: Expr,
         stop: Expr,
         step: Option<Expr>,
+        numeric: bool,
     },
     /// `unnest(array)`: the elements of an array kept in its text form, as `elem` values.
     Unnest {
@@ -127,6 +132,124 @@ pub(crate) enum Node {
 
 pub(crate) type Rows<'a> = Box<dyn Iterator<Item = Result<Row>> + 'a>;
 
+impl Node {
+    /// A node of no rows and no children: what a taken-apart node leaves in its place.
+    pub(crate) fn empty() -> Node {
+        Node::Values(Vec::new())
+    }
+
+    /// Whether the node has no child node and no expression.
+    pub(crate) fn is_leaf(&self) -> bool {
+        match self {
+            Node::Scan { .. } | Node::Catalog(_) => true,
+            Node::Values(rows) => rows.is_empty(),
+            _ => false,
+        }
+    }
+
+    /// Moves the child nodes and the expressions that have children of their own to `out`,
+    /// leaving leaves in their place (see [`crate::expr::dismantle`]).
+    pub(crate) fn take_children(&mut self, out: &mut Vec<Part>) {
+        let wide = |v: &[Expr]| v.iter().any(|e| !e.is_leaf());
+        match self {
+            // Long lists go whole, their elements taken one at a time.
+            Node::Values(rows) if rows.iter().any(|r| wide(r)) => {
+                out.push(Part::Rows(std::mem::take(rows)));
+            }
+            Node::Project { exprs, .. } if wide(exprs) => {
+                out.push(Part::Exprs(std::mem::take(exprs)));
+            }
+            Node::Append(nodes) if !nodes.is_empty() => {
+                out.push(Part::Nodes(std::mem::take(nodes)));
+            }
+            _ => {}
+        }
+        let mut node = |n: &mut Node| {
+            if !n.is_leaf() {
+                out.push(Part::Node(std::mem::replace(n, Node::empty())));
+            }
+        };
+        match self {
+            Node::Scan { .. }
+            | Node::Catalog(_)
+            | Node::IndexScan { .. }
+            | Node::Values(_)
+            | Node::Series { .. }
+            | Node::Unnest { .. }
+            | Node::Append(_) => {}
+            Node::Filter { input, .. }
+            | Node::Project { input, .. }
+            | Node::Aggregate { input, .. }
+            | Node::Sort { input, .. }
+            | Node::Distinct { input }
+            | Node::Limit { input, .. } => node(input),
+            Node::NestedLoop { left, right, .. } | Node::HashJoin { left, right, .. } => {
+                node(left);
+                node(right);
+            }
+        }
+        self.for_each_expr_mut(|e| {
+            if !e.is_leaf() {
+                out.push(Part::Expr(std::mem::replace(e, Expr::Const(Value::Null))));
+            }
+        });
+    }
+
+    /// Calls `f` on each expression of this node (not of its children).
+    fn for_each_expr_mut(&mut self, mut f: impl FnMut(&mut Expr)) {
+        let mut bound = |b: &mut Bound<Vec<Expr>>| match b {
+            Bound::Included(v) | Bound::Excluded(v) => v.iter_mut().for_each(&mut f),
+            Bound::Unbounded => {}
+        };
+        match self {
+            Node::Scan { .. } | Node::Catalog(_) | Node::Distinct { .. } | Node::Append(_) => {}
+            Node::IndexScan { lower, upper, .. } => {
+                bound(lower);
+                bound(upper);
+            }
+            Node::Values(rows) => rows.iter_mut().flatten().for_each(f),
+            Node::Series {
+                start, stop, step, ..
+            } => {
+                f(start);
+                f(stop);
+                step.iter_mut().for_each(f);
+            }
+            Node::Unnest { array, .. } => f(array),
+            Node::Filter { pred, .. } => f(pred),
+            Node::Project { exprs, .. } => exprs.iter_mut().for_each(f),
+            Node::NestedLoop { on, .. } => on.iter_mut().for_each(f),
+            Node::HashJoin {
+                left_keys,
+                right_keys,
+                residual,
+                ..
+            } => {
+                left_keys.iter_mut().chain(right_keys).for_each(&mut f);
+                residual.iter_mut().for_each(f);
+            }
+            Node::Aggregate { keys, aggs, .. } => {
+                keys.iter_mut().for_each(&mut f);
+                aggs.iter_mut().flat_map(|a| &mut a.args).for_each(f);
+            }
+            Node::Sort { keys, .. } => keys.iter_mut().map(|k| &mut k.expr).for_each(f),
+            Node::Limit { offset, count, .. } => offset.iter_mut().chain(count).for_each(f),
+        }
+    }
+}
+
+/// Plans are dropped without recursion, as expressions are ([`crate::expr::dismantle`]).
+impl Drop for Node {
+    fn drop(&mut self) {
+        if self.is_leaf() {
+            return;
+        }
+        let mut pending = Vec::new();
+        self.take_children(&mut pending);
+        dismantle(pending);
+    }
+}
+
 /// The TID of a row as a value (a scan's hidden last column for UPDATE and DELETE).
 pub(crate) fn tid_value(tid: Tid) -> Value {
     Value::Int((i64::from(tid.block) << 16) | i64::from(tid.offset))
@@ -164,6 +287,7 @@ pub(crate) fn collect(rows: Rows) -> Result<Vec<Row>> {
 
 /// Starts executing `node`.
 pub(crate) fn open<'a>(node: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
+    crate::stack::check_stack_depth()?;
     Ok(match node {
         Node::Scan { table, with_tid } => {
             let with_tid = *with_tid;
@@ -183,21 +307,24 @@ pub(crate) fn open<'a>(node: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
             with_tid,
         } => index_scan(*index, lower, upper, *with_tid, cx)?,
         Node::Catalog(t) => Box::new(t.rows(cx)?.into_iter().map(Ok)),
-        Node::Values(rows) => Box::new(
-            rows.iter()
-                .map(move |r| r.iter().map(|e| e.eval(cx, &[])).collect()),
-        ),
-        Node::Series { start, stop, step } => series(start, stop, step.as_ref(), cx)?,
-        Node::Unnest { array, elem } => {
-            let rows: Vec<Result<Row>> = match array.eval(cx, &[])? {
-                Value::Text(t) => crate::func::array_elements(&t)
-                    .into_iter()
-                    .map(|e| crate::types::parse_text(*elem, &e).map(|v| vec![v]))
-                    .collect(),
-                _ => Vec::new(),
-            };
-            Box::new(rows.into_iter())
-        }
+        Node::Values(rows) => Box::new(rows.iter().map(move |r| {
+            cx.interrupt.check()?;
+            r.iter().map(|e| e.eval(cx, &[])).collect()
+        })),
+        Node::Series {
+            start,
+            stop,
+            step,
+            numeric,
+        } => series(start, stop, step.as_ref(), *numeric, cx)?,
+        Node::Unnest { array, elem } => match array.eval(cx, &[])? {
+            // A row per element, made as it is read.
+            Value::Text(t) => Box::new(crate::func::array_elements(t).map(move |e| {
+                cx.interrupt.check()?;
+                crate::types::parse_text(*elem, &e).map(|v| vec![v])
+            })),
+            _ => Box::new(std::iter::empty()),
+        },
         Node::Filter { input, pred } => {
             let rows = open(input, cx)?;
             Box::new(rows.filter_map(move |r| match r {
@@ -257,6 +384,9 @@ pub(crate) fn open<'a>(node: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
             let rows = open(input, cx)?;
             Box::new(rows.filter_map(move |r| match r {
                 Ok(row) => {
+                    if let Err(e) = cx.interrupt.check() {
+                        return Some(Err(e));
+                    }
                     if seen.len() >= MAX_MATERIALIZED_ROWS {
                         return Some(Err(too_many_rows()));
                     }
@@ -279,11 +409,13 @@ pub(crate) fn open<'a>(node: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
             }
         }
         Node::Append(nodes) => {
-            let mut all: Rows = Box::new(std::iter::empty());
-            for n in nodes {
-                all = Box::new(all.chain(open(n, cx)?));
-            }
-            all
+            // One after the other, not a chain of chains: reading a row never recurses
+            // through the inputs.
+            let inputs = nodes
+                .iter()
+                .map(|n| open(n, cx))
+                .collect::<Result<Vec<Rows>>>()?;
+            Box::new(inputs.into_iter().flatten())
         }
     })
 }
@@ -339,40 +471,70 @@ fn index_scan<'a>(
     })))
 }
 
-fn series<'a>(start: &Expr, stop: &Expr, step: Option<&Expr>, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
-    let int = |e: &Expr| -> Result<Option<i64>> {
-        match e.eval(cx, &[])? {
-            Value::Int(i) => Ok(Some(i)),
-            Value::Null => Ok(None),
-            _ => Err(SqlError::unsupported("generate_series over non-integers")),
-        }
-    };
-    let (Some(a), Some(b)) = (int(start)?, int(stop)?) else {
-        return Ok(Box::new(std::iter::empty()));
-    };
+/// `generate_series`: its rows made one at a time as they are read (no bound on their
+/// number: a consumer that keeps them has its own), each read checking for an interrupt.
+fn series<'a>(
+    start: &Expr,
+    stop: &Expr,
+    step: Option<&Expr>,
+    numeric: bool,
+    cx: &'a Cx<'a>,
+) -> Result<Rows<'a>> {
+    let (a, b) = (start.eval(cx, &[])?, stop.eval(cx, &[])?);
     let step = match step {
-        Some(e) => match int(e)? {
-            Some(0) => return Err(SqlError::new("22023", "step size cannot equal zero")),
-            Some(s) => s,
-            None => return Ok(Box::new(std::iter::empty())),
-        },
-        None => 1,
+        Some(e) => e.eval(cx, &[])?,
+        None => Value::Int(1),
     };
-    let count = if (step > 0 && b < a) || (step < 0 && b > a) {
-        0
-    } else {
-        (i128::from(b) - i128::from(a)) / i128::from(step) + 1
-    };
-    if count > i128::from(MAX_SERIES_ROWS) {
-        return Err(SqlError::new(
-            "54000",
-            format!("generate_series may yield at most {MAX_SERIES_ROWS} rows"),
-        ));
+    if a.is_null() || b.is_null() || step.is_null() {
+        return Ok(Box::new(std::iter::empty()));
     }
-    let count = count as i64;
-    Ok(Box::new((0..count).map(move |i| {
-        cx.interrupt.check()?;
-        Ok(vec![Value::Int(a + i * step)])
+    let zero_step = || SqlError::new("22023", "step size cannot equal zero");
+    if !numeric {
+        let (Value::Int(a), Value::Int(b), Value::Int(step)) = (a, b, step) else {
+            return Err(crate::expr::internal("generate_series argument"));
+        };
+        if step == 0 {
+            return Err(zero_step());
+        }
+        let mut next = Some(a);
+        return Ok(Box::new(std::iter::from_fn(move || {
+            let v = next.take()?;
+            if (step > 0 && v > b) || (step < 0 && v < b) {
+                return None;
+            }
+            if let Err(e) = cx.interrupt.check() {
+                return Some(Err(e));
+            }
+            next = v.checked_add(step);
+            Some(Ok(vec![Value::Int(v)]))
+        })));
+    }
+    let as_numeric = |v: Value| match v {
+        Value::Numeric(n) => Ok(n),
+        Value::Int(i) => Ok(crate::numeric::from_i64(i)),
+        _ => Err(crate::expr::internal("generate_series argument")),
+    };
+    let (a, b, step) = (as_numeric(a)?, as_numeric(b)?, as_numeric(step)?);
+    let zero = crate::numeric::from_i64(0);
+    let ascending = match step.cmp(&zero) {
+        std::cmp::Ordering::Equal => return Err(zero_step()),
+        o => o.is_gt(),
+    };
+    let mut next = Some(a);
+    Ok(Box::new(std::iter::from_fn(move || {
+        let v = next.take()?;
+        let past = if ascending { v > b } else { v < b };
+        if past {
+            return None;
+        }
+        if let Err(e) = cx.interrupt.check() {
+            return Some(Err(e));
+        }
+        match crate::numeric::arith(crate::numeric::Op::Add, &v, &step) {
+            Ok(n) => next = Some(n),
+            Err(e) => return Some(Err(e)),
+        }
+        Some(Ok(vec![Value::Numeric(v)]))
     })))
 }
 
@@ -408,7 +570,10 @@ fn nested_loop<'a>(
             &per_row
         };
         let mut out = Vec::new();
-        for r in rights {
+        for (i, r) in rights.iter().enumerate() {
+            if i % INTERRUPT_EVERY == INTERRUPT_EVERY - 1 {
+                cx.interrupt.check()?;
+            }
             let mut row = l.clone();
             row.extend_from_slice(r);
             let keep = match on {
@@ -444,6 +609,7 @@ fn hash_join<'a>(
     let mut n = 0usize;
     for r in open(right, cx)? {
         let r = r?;
+        cx.interrupt.check()?;
         let key: Row = right_keys
             .iter()
             .map(|e| e.eval(cx, &r))
@@ -543,6 +709,7 @@ fn aggregate(input: Rows, keys: &[Expr], aggs: &[Agg], cx: &Cx) -> Result<Vec<Ro
     let mut groups: HashMap<RowKey, Group> = HashMap::new();
     for r in input {
         let row = r?;
+        cx.interrupt.check()?;
         let key: Row = keys
             .iter()
             .map(|e| e.eval(cx, &row))
@@ -585,52 +752,103 @@ fn aggregate(input: Rows, keys: &[Expr], aggs: &[Agg], cx: &Cx) -> Result<Vec<Ro
     Ok(out)
 }
 
+/// Rows a loop that reads no row (a sort's comparisons, a nested loop's inner side) goes
+/// through between two interrupt checks.
+const INTERRUPT_EVERY: usize = 4096;
+
+/// Sorts `rows` by `keys` (stable). An interrupt is checked for each row's keys and every
+/// [`INTERRUPT_EVERY`] comparisons: a bottom-up merge sort of row positions, since a
+/// comparison that gives up cannot stop `slice::sort_by` (it needs a total order).
 fn sort(rows: Vec<Row>, keys: &[SortKey], cx: &Cx) -> Result<Vec<Row>> {
-    let mut keyed: Vec<(Row, Row)> = rows
-        .into_iter()
-        .map(|r| {
-            let k: Row = keys
-                .iter()
-                .map(|k| k.expr.eval(cx, &r))
-                .collect::<Result<_>>()?;
-            Ok((k, r))
-        })
-        .collect::<Result<_>>()?;
-    keyed.sort_by(|(a, _), (b, _)| {
-        for (i, k) in keys.iter().enumerate() {
-            let (x, y) = (&a[i], &b[i]);
-            let o = match (x.is_null(), y.is_null()) {
-                (true, true) => std::cmp::Ordering::Equal,
-                (true, false) => {
-                    if k.nulls_first {
-                        std::cmp::Ordering::Less
-                    } else {
-                        std::cmp::Ordering::Greater
-                    }
-                }
-                (false, true) => {
-                    if k.nulls_first {
-                        std::cmp::Ordering::Greater
-                    } else {
-                        std::cmp::Ordering::Less
-                    }
-                }
-                (false, false) => {
-                    let o = compare(x, y);
-                    if k.descending {
-                        o.reverse()
-                    } else {
-                        o
-                    }
-                }
-            };
-            if o.is_ne() {
-                return o;
-            }
+    let mut sort_keys: Vec<Row> = Vec::with_capacity(rows.len());
+    for r in &rows {
+        cx.interrupt.check()?;
+        let k: Row = keys
+            .iter()
+            .map(|k| k.expr.eval(cx, r))
+            .collect::<Result<_>>()?;
+        sort_keys.push(k);
+    }
+    let mut comparisons = 0usize;
+    let order = merge_sort(rows.len(), |a, b| {
+        comparisons += 1;
+        if comparisons.is_multiple_of(INTERRUPT_EVERY) {
+            cx.interrupt.check()?;
         }
-        std::cmp::Ordering::Equal
-    });
-    Ok(keyed.into_iter().map(|(_, r)| r).collect())
+        Ok(compare_keys(keys, &sort_keys[a], &sort_keys[b]).is_le())
+    })?;
+    let mut rows: Vec<Option<Row>> = rows.into_iter().map(Some).collect();
+    Ok(order
+        .into_iter()
+        .filter_map(|i| rows.get_mut(i).and_then(Option::take))
+        .collect())
+}
+
+/// The positions `0..n` in order under `le` (`a` sorts before or with `b`), stable: runs of
+/// 1, 2, 4, ... merged pairwise from one buffer into the other.
+fn merge_sort(n: usize, mut le: impl FnMut(usize, usize) -> Result<bool>) -> Result<Vec<usize>> {
+    let mut src: Vec<usize> = (0..n).collect();
+    let mut dst: Vec<usize> = Vec::with_capacity(n);
+    let mut width = 1;
+    while width < n {
+        dst.clear();
+        for lo in (0..n).step_by(2 * width) {
+            let mid = (lo + width).min(n);
+            let hi = (lo + 2 * width).min(n);
+            let (mut i, mut j) = (lo, mid);
+            while i < mid && j < hi {
+                if le(src[i], src[j])? {
+                    dst.push(src[i]);
+                    i += 1;
+                } else {
+                    dst.push(src[j]);
+                    j += 1;
+                }
+            }
+            dst.extend_from_slice(&src[i..mid]);
+            dst.extend_from_slice(&src[j..hi]);
+        }
+        std::mem::swap(&mut src, &mut dst);
+        width *= 2;
+    }
+    debug_assert_eq!(src.len(), n);
+    Ok(src)
+}
+
+/// The order of two rows' sort key values under `keys` (direction, NULLs first or last).
+fn compare_keys(keys: &[SortKey], left: &[Value], right: &[Value]) -> std::cmp::Ordering {
+    for (i, k) in keys.iter().enumerate() {
+        let (x, y) = (&left[i], &right[i]);
+        let o = match (x.is_null(), y.is_null()) {
+            (true, true) => std::cmp::Ordering::Equal,
+            (true, false) => {
+                if k.nulls_first {
+                    std::cmp::Ordering::Less
+                } else {
+                    std::cmp::Ordering::Greater
+                }
+            }
+            (false, true) => {
+                if k.nulls_first {
+                    std::cmp::Ordering::Greater
+                } else {
+                    std::cmp::Ordering::Less
+                }
+            }
+            (false, false) => {
+                let o = compare(x, y);
+                if k.descending {
+                    o.reverse()
+                } else {
+                    o
+                }
+            }
+        };
+        if o.is_ne() {
+            return o;
+        }
+    }
+    std::cmp::Ordering::Equal
 }
 
 /// EXPLAIN's lines for `node`: PostgreSQL's node names, children indented under `->`.
@@ -655,6 +873,7 @@ fn explain_into(
     depth: usize,
     out: &mut Vec<String>,
 ) -> Result<()> {
+    crate::stack::check_stack_depth()?;
     let left_join = |k: &JoinKind| {
         if matches!(k, JoinKind::Left) {
             " Left"
@@ -728,4 +947,32 @@ fn explain_into(
         explain_into(c, tx, depth + 1, out)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_sort_orders_stably_and_stops_when_asked() {
+        let keys = [5, 3, 5, 1, 3, 9, 0, 5];
+        let order = merge_sort(keys.len(), |a, b| Ok(keys[a] <= keys[b])).unwrap();
+        assert_eq!(
+            order,
+            [6, 3, 1, 4, 0, 2, 7, 5],
+            "ties keep their input order"
+        );
+        assert_eq!(merge_sort(0, |_, _| Ok(true)).unwrap(), Vec::<usize>::new());
+        let mut comparisons = 0;
+        let e = merge_sort(1000, |a, b| {
+            comparisons += 1;
+            if comparisons == 100 {
+                return Err(SqlError::new("57014", "stop"));
+            }
+            Ok(a >= b)
+        })
+        .unwrap_err();
+        assert_eq!(e.sqlstate(), "57014");
+        assert_eq!(comparisons, 100, "no comparison after the error");
+    }
 }

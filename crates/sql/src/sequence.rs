@@ -100,6 +100,7 @@ fn constant(e: &AstExpr) -> Result<i64> {
             format!("sequence option value {e} is not an integer"),
         )
     };
+    crate::stack::check_stack_depth()?;
     match e {
         AstExpr::Value(v) => match &v.value {
             ast::Value::Number(n, _) => n.parse().map_err(|_| bad()),

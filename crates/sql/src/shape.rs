@@ -255,6 +255,9 @@ pub(crate) fn check_parameters(stmt: &AstStatement) -> bool {
 }
 
 fn query_ok(q: &Query) -> bool {
+    if crate::stack::check_stack_depth().is_err() {
+        return false; // too deep to look through: the statement runs as written
+    }
     let order_ok = q.order_by.as_ref().is_none_or(|o| match &o.kind {
         OrderByKind::Expressions(items) => items.iter().all(|e| !is_parameter(&e.expr)),
         OrderByKind::All(_) => true,
@@ -267,6 +270,9 @@ fn query_ok(q: &Query) -> bool {
 }
 
 fn set_expr_ok(body: &SetExpr) -> bool {
+    if crate::stack::check_stack_depth().is_err() {
+        return false;
+    }
     match body {
         SetExpr::Select(s) => {
             let group_ok = match &s.group_by {
@@ -285,12 +291,11 @@ fn set_expr_ok(body: &SetExpr) -> bool {
     }
 }
 
-fn is_parameter(e: &Expr) -> bool {
-    match e {
-        Expr::Value(v) => matches!(v.value, AstValue::Placeholder(_)),
-        Expr::Nested(inner) => is_parameter(inner),
-        _ => false,
+fn is_parameter(mut e: &Expr) -> bool {
+    while let Expr::Nested(inner) = e {
+        e = inner;
     }
+    matches!(e, Expr::Value(v) if matches!(v.value, AstValue::Placeholder(_)))
 }
 
 #[cfg(test)]

@@ -264,6 +264,7 @@ impl SqlType {
 
     /// The type a SQL type name denotes.
     pub fn from_ast(ty: &DataType) -> Result<SqlType> {
+        crate::stack::check_stack_depth()?;
         Ok(match ty {
             DataType::SmallInt(_) | DataType::Int2(_) => SqlType::Int2,
             DataType::Int(_) | DataType::Integer(_) | DataType::Int4(_) => SqlType::Int4,
@@ -586,7 +587,12 @@ fn parse_timestamptz(text: &str) -> Option<i64> {
     let (ts, zone) = t.split_at(z);
     let sign = if zone.starts_with('-') { -1 } else { 1 };
     let (h, m) = zone[1..].split_once(':').unwrap_or((&zone[1..], "0"));
-    let offset_us = (h.parse::<i64>().ok()? * 3600 + m.parse::<i64>().ok()? * 60) * 1_000_000;
+    let (h, m) = (h.parse::<i64>().ok()?, m.parse::<i64>().ok()?);
+    // PostgreSQL's zone offsets stay within 15:59; these bounds keep the arithmetic exact.
+    if !(0..=24).contains(&h) || !(0..=59).contains(&m) {
+        return None;
+    }
+    let offset_us = (h * 3600 + m * 60) * 1_000_000;
     parse_timestamp(ts.trim()).map(|us| us - sign * offset_us)
 }
 
@@ -636,6 +642,10 @@ pub fn parse_timestamp(text: &str) -> Option<i64> {
     };
     let mut ymd = date.splitn(3, '-');
     let year: i64 = ymd.next()?.parse().ok()?;
+    // PostgreSQL's last year of a timestamp; the arithmetic below stays exact within it.
+    if !(0..=294_276).contains(&year) {
+        return None;
+    }
     let month: u32 = ymd.next()?.parse().ok()?;
     let day: u32 = ymd.next()?.parse().ok()?;
     if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
@@ -729,6 +739,45 @@ pub fn format_timestamp(us: i64) -> String {
         s.push_str(f.trim_end_matches('0'));
     }
     s
+}
+
+/// The largest value quire builds (a text, a bytea, an array's text form): PostgreSQL's
+/// `MaxAllocSize`, 1 GB less one byte. Every function and operator that builds a value
+/// computes its length first and refuses (54000) one beyond this, before allocating it.
+pub(crate) const MAX_VALUE_BYTES: usize = (1 << 30) - 1;
+
+/// 54000 for a value of `bytes` beyond [`MAX_VALUE_BYTES`]. PostgreSQL reports such a
+/// request as XX000 `invalid memory alloc request size`; quire keeps the words and makes
+/// it 54000 (program limit exceeded), as every value limit here is.
+pub(crate) fn check_value_len(bytes: usize) -> Result<()> {
+    if bytes > MAX_VALUE_BYTES {
+        return Err(SqlError::new(
+            "54000",
+            format!("invalid memory alloc request size {bytes}"),
+        )
+        .with_detail(format!("A value may have at most {MAX_VALUE_BYTES} bytes.")));
+    }
+    Ok(())
+}
+
+/// 54000 for a result a function was asked to make longer than [`MAX_VALUE_BYTES`]
+/// (`repeat`): PostgreSQL's words.
+pub(crate) fn check_requested_len(bytes: Option<usize>) -> Result<()> {
+    match bytes {
+        Some(b) if b <= MAX_VALUE_BYTES => Ok(()),
+        _ => Err(SqlError::new("54000", "requested length too large")),
+    }
+}
+
+/// 54000 for a string that grows piece by piece (`string_agg`, `concat`, an array's text,
+/// a COPY line) past [`MAX_VALUE_BYTES`]: PostgreSQL's words for its string buffer.
+pub(crate) fn check_growth(have: usize, adding: usize) -> Result<()> {
+    if have.saturating_add(adding) > MAX_VALUE_BYTES {
+        return Err(SqlError::new("54000", "out of memory").with_detail(format!(
+            "Cannot enlarge string buffer containing {have} bytes by {adding} more bytes."
+        )));
+    }
+    Ok(())
 }
 
 /// The text output function: `None` for NULL.
@@ -844,6 +893,10 @@ fn mismatch(what: &str, from: SqlType, to: SqlType) -> SqlError {
 /// An explicit cast (`::type`, `CAST`): assignment casts, plus anything to text and text
 /// to anything.
 pub fn cast(value: Value, from: SqlType, to: SqlType) -> Result<Value> {
+    if let (Value::Bytea(b), true) = (&value, to.is_text()) {
+        // `\x` and two hex digits a byte: twice the value.
+        check_value_len(b.len().saturating_mul(2).saturating_add(2))?;
+    }
     match (&value, to) {
         (Value::Null, _) => Ok(Value::Null),
         (Value::Text(s), _)

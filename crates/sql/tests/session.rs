@@ -530,7 +530,7 @@ fn odd_queries_fail_cleanly_or_run() -> anyhow::Result<()> {
         "SELECT ARRAY['a', 'b'][1]",
         "SELECT (ARRAY['a'])[5]",
         "SELECT * FROM generate_series(1, 10, 0)",
-        "SELECT * FROM generate_series(1, 1000000000000)",
+        "SELECT * FROM generate_series(1, 1000000000000) LIMIT 3",
         "SELECT id FROM t ORDER BY 7",
         "SELECT id FROM t GROUP BY 9",
         "SELECT id FROM t LIMIT -1",

@@ -94,28 +94,29 @@ impl Binder<'_> {
         if from == to || to == SqlType::Unknown {
             return Ok(e);
         }
+        let mut e = e;
+        if from == SqlType::Unknown {
+            if let Expr::Const(Value::Text(s)) = &mut e {
+                let s = std::mem::take(s);
+                // A relation or type name is looked up when the statement runs (the catalog
+                // may change between a prepared statement's bind and its execution).
+                if matches!(to, SqlType::Regclass | SqlType::Regtype) {
+                    return Ok(Expr::Cast(
+                        Box::new(Expr::Const(Value::Text(s))),
+                        SqlType::Text,
+                        to,
+                    ));
+                }
+                return Ok(Expr::Const(types::parse_text(to, &s)?));
+            }
+        }
         match e {
-            // A relation or type name is looked up when the statement runs (the catalog
-            // may change between a prepared statement's bind and its execution).
-            Expr::Const(Value::Text(s))
-                if from == SqlType::Unknown
-                    && matches!(to, SqlType::Regclass | SqlType::Regtype) =>
-            {
-                Ok(Expr::Cast(
-                    Box::new(Expr::Const(Value::Text(s))),
-                    SqlType::Text,
-                    to,
-                ))
-            }
-            Expr::Const(Value::Text(s)) if from == SqlType::Unknown => {
-                Ok(Expr::Const(types::parse_text(to, &s)?))
-            }
-            Expr::Const(Value::Null) => Ok(Expr::Const(Value::Null)),
+            Expr::Const(Value::Null) => Ok(e),
             Expr::Param(n)
                 if self.params.get(n) == Some(&SqlType::Unknown) || self.params.len() <= n =>
             {
                 self.type_param(n, to);
-                Ok(Expr::Param(n))
+                Ok(e)
             }
             e => {
                 // The runtime compares integers with floats and text-like types with each
@@ -147,6 +148,7 @@ impl Binder<'_> {
         scope: &Scope,
         expected: Option<SqlType>,
     ) -> Result<(Expr, SqlType)> {
+        crate::stack::check_stack_depth()?;
         if let Some(k) = self.group_key_expr(e) {
             return Ok(k);
         }
@@ -162,6 +164,9 @@ impl Binder<'_> {
                 }
             }
             AstExpr::Value(v) => match &v.value {
+                AstValue::Placeholder(p) if crate::literals::run_text(p).is_some() => {
+                    Err(SqlError::unsupported("a list of constants in this place"))
+                }
                 AstValue::Placeholder(p) => {
                     let n = p
                         .strip_prefix('$')
@@ -283,7 +288,11 @@ impl Binder<'_> {
                 target,
                 negated,
                 ..
-            } => self.in_expr(expr, target, *negated, scope),
+            } => match target {
+                ast::InTarget::List(list) => self.in_list(expr, list, *negated, scope),
+                ast::InTarget::Subquery(q) => self.in_subquery(expr, q, *negated, scope),
+                _ => Err(SqlError::unsupported("IN UNNEST or IN table")),
+            },
             AstExpr::Case {
                 operand,
                 conditions,
@@ -337,16 +346,9 @@ impl Binder<'_> {
                 substring_for,
                 ..
             } => {
-                let mut args = vec![(**expr).clone()];
-                args.push(
-                    substring_from
-                        .as_deref()
-                        .cloned()
-                        .unwrap_or_else(|| AstExpr::value(ast::Value::Number("1".into(), false))),
-                );
-                if let Some(f) = substring_for {
-                    args.push((**f).clone());
-                }
+                let one = AstExpr::value(ast::Value::Number("1".into(), false));
+                let mut args = vec![&**expr, substring_from.as_deref().unwrap_or(&one)];
+                args.extend(substring_for.as_deref());
                 self.call("substr", &args, scope)
             }
             AstExpr::Trim {
@@ -363,13 +365,11 @@ impl Binder<'_> {
                     Some(ast::TrimWhereField::Leading) => "ltrim",
                     Some(ast::TrimWhereField::Trailing) => "rtrim",
                 };
-                let mut args = vec![(**expr).clone()];
-                args.extend(trim_what.as_deref().cloned());
+                let mut args = vec![&**expr];
+                args.extend(trim_what.as_deref());
                 self.call(name, &args, scope)
             }
-            AstExpr::Position { expr, r#in } => {
-                self.call("strpos", &[(**r#in).clone(), (**expr).clone()], scope)
-            }
+            AstExpr::Position { expr, r#in } => self.call("strpos", &[&**r#in, &**expr], scope),
             AstExpr::CompoundFieldAccess { root, access_chain } => {
                 let [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] =
                     access_chain.as_slice()
@@ -402,8 +402,7 @@ impl Binder<'_> {
                 ..
             } => {
                 if let AstExpr::Subquery(q) = &**right {
-                    let target = ast::InTarget::Subquery(q.clone());
-                    return self.in_expr(left, &target, false, scope);
+                    return self.in_subquery(left, q, false, scope);
                 }
                 let (l, lt) = self.expr(left, scope)?;
                 let (r, rt) = self.expr_expecting(right, scope, Some(SqlType::TextArray))?;
@@ -635,26 +634,7 @@ impl Binder<'_> {
             return Ok((Expr::Arith(o, ty, Box::new(l), Box::new(r)), ty));
         }
         match op {
-            BinaryOperator::And | BinaryOperator::Or => {
-                let l = self.predicate(a, scope)?;
-                let r = self.predicate(b, scope)?;
-                let mut v = Vec::new();
-                for x in [l, r] {
-                    match (op, x) {
-                        (BinaryOperator::And, Expr::And(inner))
-                        | (BinaryOperator::Or, Expr::Or(inner)) => v.extend(inner),
-                        (_, x) => v.push(x),
-                    }
-                }
-                Ok((
-                    if *op == BinaryOperator::And {
-                        Expr::And(v)
-                    } else {
-                        Expr::Or(v)
-                    },
-                    SqlType::Bool,
-                ))
-            }
+            BinaryOperator::And | BinaryOperator::Or => self.logic_chain(a, op, b, scope),
             BinaryOperator::StringConcat => {
                 let (l, lt) = self.expr(a, scope)?;
                 let (r, rt) = self.expr(b, scope)?;
@@ -728,6 +708,43 @@ impl Binder<'_> {
         }
     }
 
+    /// `a AND b AND c ...` (or OR) as one flat node, as PostgreSQL's grammar makes it:
+    /// `sqlparser` nests such a chain to the left, one level per operator, and the chain is
+    /// walked here in a loop, so a chain of any length binds without recursion.
+    fn logic_chain(
+        &mut self,
+        a: &AstExpr,
+        op: &BinaryOperator,
+        b: &AstExpr,
+        scope: &Scope,
+    ) -> Result<(Expr, SqlType)> {
+        let mut rights = vec![b];
+        let mut first = a;
+        while let AstExpr::BinaryOp { left, op: o, right } = first {
+            if o != op || self.group_key_expr(first).is_some() {
+                break;
+            }
+            rights.push(right);
+            first = left;
+        }
+        let mut operands = Vec::with_capacity(rights.len() + 1);
+        for e in std::iter::once(first).chain(rights.into_iter().rev()) {
+            let mut x = self.predicate(e, scope)?;
+            match (op, &mut x) {
+                (BinaryOperator::And, Expr::And(inner)) | (BinaryOperator::Or, Expr::Or(inner)) => {
+                    operands.append(inner);
+                }
+                _ => operands.push(x),
+            }
+        }
+        let chain = if *op == BinaryOperator::And {
+            Expr::And(operands)
+        } else {
+            Expr::Or(operands)
+        };
+        Ok((chain, SqlType::Bool))
+    }
+
     fn regex(
         &mut self,
         a: &AstExpr,
@@ -754,67 +771,117 @@ impl Binder<'_> {
         ))
     }
 
-    fn in_expr(
+    fn in_list(
         &mut self,
         x: &AstExpr,
-        target: &ast::InTarget,
+        list: &[AstExpr],
         negated: bool,
         scope: &Scope,
     ) -> Result<(Expr, SqlType)> {
-        match target {
-            ast::InTarget::List(list) => {
-                let (mut e, mut ty) = self.expr(x, scope)?;
-                let mut items = Vec::new();
-                for item in list {
-                    let (i, it) =
-                        self.expr_expecting(item, scope, (ty != SqlType::Unknown).then_some(ty))?;
-                    items.push((i, it));
-                }
-                for (_, it) in &items {
-                    ty = unify(ty, *it).ok_or_else(|| {
-                        SqlError::new(
-                            "42883",
-                            format!("operator does not exist: {} = {}", ty.name(), it.name()),
-                        )
-                    })?;
-                }
-                if ty == SqlType::Unknown {
-                    ty = SqlType::Text;
-                }
-                let (e0, t0) = (e, self.expr(x, scope)?.1);
-                e = self.coerce(e0, t0, ty)?;
-                let list = items
-                    .into_iter()
-                    .map(|(i, it)| self.coerce(i, it, ty))
-                    .collect::<Result<_>>()?;
-                Ok((
-                    Expr::InList {
-                        expr: Box::new(e),
-                        list,
-                        negated,
-                    },
-                    SqlType::Bool,
-                ))
+        let (e, mut ty) = self.expr(x, scope)?;
+        if let [only] = list {
+            if let Some(run) = constant_list(only) {
+                return self.in_constants(x, e, ty, run, negated, scope);
             }
-            ast::InTarget::Subquery(q) => {
-                let (e, _) = self.expr(x, scope)?;
-                let (node, out) = self.subquery(q, scope)?;
-                if out.len() != 1 {
-                    return Err(SqlError::syntax("subquery has too many columns"));
-                }
-                Ok((
-                    Expr::Subquery(
-                        Box::new(node),
-                        SubqueryKind::In {
-                            expr: Box::new(e),
-                            negated,
-                        },
-                    ),
-                    SqlType::Bool,
-                ))
-            }
-            _ => Err(SqlError::unsupported("IN UNNEST or IN table")),
         }
+        let mut items = Vec::with_capacity(list.len());
+        for item in list {
+            let (i, it) =
+                self.expr_expecting(item, scope, (ty != SqlType::Unknown).then_some(ty))?;
+            items.push((i, it));
+        }
+        for (_, it) in &items {
+            ty = unify(ty, *it).ok_or_else(|| {
+                SqlError::new(
+                    "42883",
+                    format!("operator does not exist: {} = {}", ty.name(), it.name()),
+                )
+            })?;
+        }
+        if ty == SqlType::Unknown {
+            ty = SqlType::Text;
+        }
+        let (e0, t0) = (e, self.expr(x, scope)?.1);
+        let e = self.coerce(e0, t0, ty)?;
+        let list = items
+            .into_iter()
+            .map(|(i, it)| self.coerce(i, it, ty))
+            .collect::<Result<_>>()?;
+        Ok((
+            Expr::InList {
+                expr: Box::new(e),
+                list,
+                negated,
+            },
+            SqlType::Bool,
+        ))
+    }
+
+    /// `x IN (constants)` of a list kept as text: the constants' common type found first,
+    /// then each constant bound straight into the list, of that type (as [`Binder::in_list`]
+    /// binds them, without a second copy of the list).
+    fn in_constants(
+        &mut self,
+        x: &AstExpr,
+        e: Expr,
+        mut ty: SqlType,
+        run: &str,
+        negated: bool,
+        scope: &Scope,
+    ) -> Result<(Expr, SqlType)> {
+        let mut count = 0usize;
+        for c in constants(run) {
+            let (_, it) = c?;
+            ty = unify(ty, it).ok_or_else(|| {
+                SqlError::new(
+                    "42883",
+                    format!("operator does not exist: {} = {}", ty.name(), it.name()),
+                )
+            })?;
+            count += 1;
+        }
+        if ty == SqlType::Unknown {
+            ty = SqlType::Text;
+        }
+        let (e0, t0) = (e, self.expr(x, scope)?.1);
+        let e = self.coerce(e0, t0, ty)?;
+        let mut list = Vec::with_capacity(count);
+        for c in constants(run) {
+            let (i, it) = c?;
+            list.push(self.coerce(i, it, ty)?);
+        }
+        Ok((
+            Expr::InList {
+                expr: Box::new(e),
+                list,
+                negated,
+            },
+            SqlType::Bool,
+        ))
+    }
+
+    fn in_subquery(
+        &mut self,
+        x: &AstExpr,
+        q: &ast::Query,
+        negated: bool,
+        scope: &Scope,
+    ) -> Result<(Expr, SqlType)> {
+        let (e, _) = self.expr(x, scope)?;
+        let (node, out) = self.subquery(q, scope)?;
+        if out.len() != 1 {
+            return Err(SqlError::syntax("subquery has too many columns"));
+        }
+        Ok((
+            Expr::Subquery(
+                Box::new(node),
+                SubqueryKind::In {
+                    expr: Box::new(e),
+                    negated,
+                },
+            ),
+            SqlType::Bool,
+        ))
     }
 
     fn case(
@@ -907,7 +974,7 @@ impl Binder<'_> {
                 let mut args = Vec::new();
                 for a in &list.args {
                     match a {
-                        FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => args.push(e.clone()),
+                        FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => args.push(e),
                         FunctionArg::Unnamed(FunctionArgExpr::Wildcard) => star = true,
                         _ => return Err(SqlError::unsupported("named function arguments")),
                     }
@@ -915,19 +982,20 @@ impl Binder<'_> {
                 (args, distinct, star)
             }
         };
-        if let Some(agg) = func::aggregate(&name) {
+        let r = if let Some(agg) = func::aggregate(&name) {
             let agg = if star { AggFunc::CountStar } else { agg };
-            return self.aggregate_call(agg, &args, distinct);
-        }
-        if star || distinct {
+            self.aggregate_call(&name, agg, &args, distinct, scope)
+        } else if star || distinct {
             return Err(SqlError::syntax(format!(
                 "{name}(*) or DISTINCT is valid only for aggregates"
             )));
-        }
-        self.call(&name, &args, scope)
+        } else {
+            self.call(&name, &args, scope)
+        };
+        r.map_err(|e| at_function(e, f))
     }
 
-    fn call(&mut self, name: &str, args: &[AstExpr], scope: &Scope) -> Result<(Expr, SqlType)> {
+    fn call(&mut self, name: &str, args: &[&AstExpr], scope: &Scope) -> Result<(Expr, SqlType)> {
         let mut bound = Vec::with_capacity(args.len());
         for a in args {
             bound.push(self.expr(a, scope)?);
@@ -943,6 +1011,27 @@ impl Binder<'_> {
             });
         }
         Ok((Expr::Func(f, exprs), ret))
+    }
+}
+
+/// An error of the call itself (no such function, an aggregate where none may be, ...), not
+/// of one of its arguments (which has its position already), located at the function's
+/// name, as PostgreSQL locates it.
+fn at_function(e: SqlError, f: &ast::Function) -> SqlError {
+    let own = e.position().is_none()
+        && match e.sqlstate() {
+            "42883" => e.message().starts_with("function "),
+            "42803" => e.message().starts_with("aggregate function"),
+            "42809" => true,
+            _ => false,
+        };
+    let at = f.name.0.first().and_then(|part| match part {
+        ast::ObjectNamePart::Identifier(i) => usize::try_from(i.span.start.column).ok(),
+        ast::ObjectNamePart::Function(_) => None,
+    });
+    match at {
+        Some(p) if own && p > 0 => e.with_position(p),
+        _ => e,
     }
 }
 
@@ -969,6 +1058,50 @@ fn to_text(e: Expr, ty: SqlType) -> Expr {
         e
     } else {
         Expr::Cast(Box::new(e), ty, SqlType::Text)
+    }
+}
+
+/// The text of a list of constants `crate::parse` kept as text, if `e` is one
+/// ([`crate::literals`]).
+pub(crate) fn constant_list(e: &AstExpr) -> Option<&str> {
+    match e {
+        AstExpr::Value(v) => match &v.value {
+            AstValue::Placeholder(p) => crate::literals::run_text(p),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The rows of a list of constants kept as text, each constant bound as `sqlparser`'s
+/// literal for it would be ([`constant`]).
+pub(crate) fn constant_rows(run: &str) -> impl Iterator<Item = Result<Vec<(Expr, SqlType)>>> + '_ {
+    crate::literals::Rows::new(run).map(|row| {
+        row.map_err(|()| unreadable_list())?
+            .into_iter()
+            .map(constant)
+            .collect()
+    })
+}
+
+/// The constants of a list kept as text (an IN list), bound one at a time.
+fn constants(run: &str) -> impl Iterator<Item = Result<(Expr, SqlType)>> + '_ {
+    crate::literals::constants(run).map(|c| c.map_err(|()| unreadable_list()).and_then(constant))
+}
+
+fn unreadable_list() -> SqlError {
+    SqlError::internal("a list of constants kept as text does not read back")
+}
+
+/// A constant of a list kept as text, bound as `sqlparser`'s literal for it would be
+/// ([`literal`], [`number`]).
+fn constant(c: crate::literals::Literal) -> Result<(Expr, SqlType)> {
+    use crate::literals::Literal;
+    match c {
+        Literal::Number(n) => number(&n),
+        Literal::String(s) => Ok((Expr::Const(Value::Text(s.into_owned())), SqlType::Unknown)),
+        Literal::Null => Ok((Expr::Const(Value::Null), SqlType::Unknown)),
+        Literal::Bool(b) => Ok((Expr::Const(Value::Bool(b)), SqlType::Bool)),
     }
 }
 

@@ -8,6 +8,20 @@
 //!   ALL) and the choice of access path (an index for equality and range predicates).
 //! - [`expr`]: expressions, operators, functions, casts and subqueries.
 //! - this file: statements (DDL, DML, transaction control, utility commands).
+//!
+//! ## Rules
+//! - The syntax tree is as deep as the client made it (up to `parse::MAX_SYNTAX_DEPTH`
+//!   levels): every recursive walk of it checks the stack first (`crate::stack`, 54001),
+//!   and no part of it is cloned (a clone recurses unchecked); parts are borrowed. AND and
+//!   OR chains, which `sqlparser` nests one level per operator, are walked in a loop and
+//!   bound flat, so any length binds.
+//! - Aggregates: a SELECT's list and ORDER BY are bound first as if ungrouped, noting any
+//!   aggregate call (it stands as a NULL of its type meanwhile), then bound again over an
+//!   Aggregate node if one was met. Anywhere else an aggregate is 42803 naming the clause,
+//!   as are nested ones; a call no aggregate takes is 42883 (42809 for `count()`), with
+//!   PostgreSQL's hint and the position of the function's name.
+//! - Lists of constants `crate::parse` kept as text (`crate::literals`) are bound straight
+//!   from their text, each constant as its literal would be.
 
 mod expr;
 mod query;
@@ -301,6 +315,15 @@ pub(crate) struct Binder<'t> {
     returning_out: Option<Vec<OutColumn>>,
     /// Set while binding the select list, HAVING and ORDER BY of a grouped query.
     agg: Option<query::AggCtx>,
+    /// While a SELECT's list and ORDER BY are bound as if ungrouped: whether an aggregate
+    /// call was met (the SELECT is then bound again as grouped). `None` elsewhere, where
+    /// an aggregate is refused.
+    agg_probe: Option<bool>,
+    /// While an aggregate's arguments are bound (another aggregate there is refused).
+    in_aggregate: bool,
+    /// The clause being bound, for the error of an aggregate where none is allowed
+    /// ("aggregate functions are not allowed in WHERE").
+    clause: Option<&'static str>,
     /// The session's table cache, with the catalog generation its entries must have.
     tables: Option<(&'t RefCell<TableCache>, u64)>,
     /// The last base table a FROM clause named (a one-table SELECT's access path).
@@ -389,10 +412,18 @@ impl<'t> Binder<'t> {
             outer: Vec::new(),
             returning_out: None,
             agg: None,
+            agg_probe: None,
+            in_aggregate: false,
+            clause: None,
             tables: None,
             base_table: None,
             select_base: None,
         }
+    }
+
+    /// Sets the clause being bound (see `clause`), returning the one it replaces.
+    fn set_clause(&mut self, clause: Option<&'static str>) -> Option<&'static str> {
+        std::mem::replace(&mut self.clause, clause)
     }
 
     /// The table named `name` (see [`catalog::lookup`]), through the session's cache when
@@ -434,6 +465,7 @@ impl Binder<'_> {
     }
 
     fn statement(&mut self, stmt: &Statement) -> Result<Plan> {
+        crate::stack::check_stack_depth()?;
         match stmt {
             s if is_transaction_control(s) => bind_transaction_control(s),
             Statement::Savepoint { .. } | Statement::ReleaseSavepoint { .. } => Err(
@@ -951,7 +983,10 @@ impl Binder<'_> {
             return Ok(None);
         };
         let scope = Scope::of_table(table, Some(&table.def.name));
-        let (exprs, out) = self.select_list(items, &scope)?;
+        let saved = self.set_clause(Some("RETURNING"));
+        let list = self.select_list(items, &scope);
+        self.clause = saved;
+        let (exprs, out) = list?;
         self.returning_out = Some(out);
         Ok(Some(exprs))
     }
@@ -969,6 +1004,18 @@ impl Binder<'_> {
             let mut rows = Vec::with_capacity(values.rows.len());
             for value_row in &values.rows {
                 let value_row = &value_row.content;
+                if let Some(run) = value_row.first().and_then(expr::constant_list) {
+                    for constants in expr::constant_rows(run) {
+                        let constants = constants?;
+                        check_insert_width(constants.len(), targets.len())?;
+                        let mut row = defaults.clone();
+                        for (&pos, (x, ty)) in targets.iter().zip(constants) {
+                            row[pos] = expr::assign_expr(x, ty, &table.columns[pos])?;
+                        }
+                        rows.push(row);
+                    }
+                    continue;
+                }
                 check_insert_width(value_row.len(), targets.len())?;
                 let mut row = defaults.clone();
                 for (&pos, e) in targets.iter().zip(value_row) {
@@ -1038,7 +1085,10 @@ impl Binder<'_> {
         let table = self.table(&table_name(name)?)?;
         let alias = alias.as_ref().map(|a| ident_name(&a.name));
         let scope = Scope::of_table(&table, Some(alias.as_deref().unwrap_or(&table.def.name)));
-        let sets = self.assignments(&u.assignments, &table, &scope)?;
+        let saved = self.set_clause(Some("UPDATE"));
+        let sets = self.assignments(&u.assignments, &table, &scope);
+        self.clause = saved;
+        let sets = sets?;
         let (scan, recheck) = self.target_scan(&table, &scope, u.selection.as_ref())?;
         let returning = self.returning(u.returning.as_deref(), &table)?;
         Ok(Plan::Update {
@@ -1085,7 +1135,10 @@ impl Binder<'_> {
         scope: &Scope,
         selection: Option<&AstExpr>,
     ) -> Result<(Node, Option<Expr>)> {
-        let pred = selection.map(|e| self.predicate(e, scope)).transpose()?;
+        let saved = self.set_clause(Some("WHERE"));
+        let pred = selection.map(|e| self.predicate(e, scope)).transpose();
+        self.clause = saved;
+        let pred = pred?;
         let access = query::access_path(table, pred.as_ref(), true);
         let scan = match &pred {
             Some(p) => Node::Filter {
@@ -1118,9 +1171,16 @@ fn explain_dml(
 
 /// The width of an INSERT's VALUES (its first row), if that is its source.
 fn source_width(q: &ast::Query) -> Option<usize> {
-    match &*q.body {
-        SetExpr::Values(v) => v.rows.first().map(|r| r.content.len()),
-        _ => None,
+    let SetExpr::Values(v) = &*q.body else {
+        return None;
+    };
+    let first = &v.rows.first()?.content;
+    match first.first().and_then(expr::constant_list) {
+        Some(run) => crate::literals::Rows::new(run)
+            .next()
+            .and_then(std::result::Result::ok)
+            .map(|row| row.len()),
+        None => Some(first.len()),
     }
 }
 

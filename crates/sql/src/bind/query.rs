@@ -7,6 +7,7 @@
 //! join condition equates an indexed column of the right table with an expression of the
 //! left; a hash join on the other equi-joins; a plain nested loop otherwise.
 
+use std::borrow::Cow;
 use std::ops::Bound;
 
 use sqlparser::ast::{
@@ -122,9 +123,9 @@ pub(crate) struct AggCtx {
 }
 
 /// What one ORDER BY item sorts on.
-enum OrderTarget {
+enum OrderTarget<'a> {
     Output(usize),
-    Expr(Box<AstExpr>),
+    Expr(&'a AstExpr),
 }
 
 /// A query in the making: the select list and ORDER BY of one SELECT.
@@ -137,6 +138,7 @@ struct Shape {
 impl Binder<'_> {
     /// A query: its plan and output columns.
     pub(super) fn query(&mut self, q: &ast::Query) -> Result<(Node, Vec<OutColumn>)> {
+        crate::stack::check_stack_depth()?;
         if q.with.is_some() || q.fetch.is_some() {
             return Err(SqlError::unsupported("WITH or FETCH"));
         }
@@ -158,7 +160,7 @@ impl Binder<'_> {
                 for (target, desc, nulls_first) in order_items(ob, &out)? {
                     let expr = match target {
                         OrderTarget::Output(i) => Expr::Column(i),
-                        OrderTarget::Expr(e) => self.expr(&e, &scope)?.0,
+                        OrderTarget::Expr(e) => self.expr(e, &scope)?.0,
                     };
                     keys.push(SortKey {
                         expr,
@@ -176,6 +178,7 @@ impl Binder<'_> {
     }
 
     fn set_expr(&mut self, body: &SetExpr) -> Result<(Node, Vec<OutColumn>)> {
+        crate::stack::check_stack_depth()?;
         match body {
             SetExpr::Select(sel) => self.select(sel, None),
             SetExpr::Query(q) => self.query(q),
@@ -208,28 +211,30 @@ impl Binder<'_> {
     }
 
     fn values(&mut self, v: &ast::Values) -> Result<(Node, Vec<OutColumn>)> {
-        let mut rows = Vec::new();
+        let saved = self.set_clause(Some("VALUES"));
+        let r = self.values_rows(v);
+        self.clause = saved;
+        r
+    }
+
+    fn values_rows(&mut self, v: &ast::Values) -> Result<(Node, Vec<OutColumn>)> {
+        let mut rows = Vec::with_capacity(v.rows.len());
         let mut out: Vec<OutColumn> = Vec::new();
         for r in &v.rows {
-            let mut row = Vec::new();
-            for (i, e) in r.content.iter().enumerate() {
-                let (x, ty) = self.expr(e, &Scope::empty())?;
-                if out.len() <= i {
-                    out.push(OutColumn {
-                        name: format!("column{}", i + 1),
-                        ty: if ty == SqlType::Unknown {
-                            SqlType::Text
-                        } else {
-                            ty
-                        },
-                    });
+            if let [e] = r.content.as_slice() {
+                if let Some(run) = super::expr::constant_list(e) {
+                    for row in super::expr::constant_rows(run) {
+                        push_values_row(row?, &mut out, &mut rows)?;
+                    }
+                    continue;
                 }
-                row.push(x);
             }
-            if row.len() != out.len() {
-                return Err(SqlError::syntax("VALUES lists must all be the same length"));
-            }
-            rows.push(row);
+            let row = r
+                .content
+                .iter()
+                .map(|e| self.expr(e, &Scope::empty()))
+                .collect::<Result<Vec<_>>>()?;
+            push_values_row(row, &mut out, &mut rows)?;
         }
         Ok((Node::Values(rows), out))
     }
@@ -245,19 +250,12 @@ impl Binder<'_> {
             Some(LimitClause::OffsetCommaLimit { offset, limit }) => (Some(limit), Some(offset)),
             Some(_) => return Err(SqlError::unsupported("LIMIT BY")),
         };
-        let mut bound = |e: Option<&AstExpr>, what: &str| -> Result<Option<Expr>> {
-            let Some(e) = e else { return Ok(None) };
-            let (x, ty) = self.expr_expecting(e, &Scope::empty(), Some(SqlType::Int8))?;
-            if !(ty.is_int() || ty == SqlType::Unknown) {
-                return Err(SqlError::type_mismatch(format!(
-                    "argument of {what} must be type bigint, not type {}",
-                    ty.name()
-                )));
-            }
-            Ok(Some(x))
-        };
-        let count = bound(limit, "LIMIT")?;
-        let offset = bound(offset, "OFFSET")?;
+        let saved = self.set_clause(Some("LIMIT"));
+        let count = self.limit_value(limit, "LIMIT");
+        self.clause = Some("OFFSET");
+        let offset = self.limit_value(offset, "OFFSET");
+        self.clause = saved;
+        let (count, offset) = (count?, offset?);
         Ok(Node::Limit {
             input: Box::new(node),
             offset,
@@ -265,7 +263,37 @@ impl Binder<'_> {
         })
     }
 
+    /// A LIMIT or OFFSET value (`what`): a bigint.
+    fn limit_value(&mut self, e: Option<&AstExpr>, what: &str) -> Result<Option<Expr>> {
+        let Some(e) = e else { return Ok(None) };
+        let (x, ty) = self.expr_expecting(e, &Scope::empty(), Some(SqlType::Int8))?;
+        if !(ty.is_int() || ty == SqlType::Unknown) {
+            return Err(SqlError::type_mismatch(format!(
+                "argument of {what} must be type bigint, not type {}",
+                ty.name()
+            )));
+        }
+        Ok(Some(x))
+    }
+
+    /// One SELECT. Its FROM and WHERE are bound with no aggregate allowed; its select list
+    /// and ORDER BY first as if it were not grouped, watching for an aggregate call: if one
+    /// is met, they are bound again over the rows of an Aggregate node ([`Binder::grouped`]).
+    /// An enclosing SELECT's watch is set aside meanwhile (its own aggregates are its own).
     fn select(
+        &mut self,
+        sel: &ast::Select,
+        order_by: Option<&ast::OrderBy>,
+    ) -> Result<(Node, Vec<OutColumn>)> {
+        let probe = self.agg_probe.take();
+        let clause = self.set_clause(None);
+        let r = self.select_inner(sel, order_by);
+        self.agg_probe = probe;
+        self.clause = clause;
+        r
+    }
+
+    fn select_inner(
         &mut self,
         sel: &ast::Select,
         order_by: Option<&ast::OrderBy>,
@@ -282,7 +310,9 @@ impl Binder<'_> {
                 let base = self.base_table.clone().filter(|_| single);
                 let mut node = from;
                 if let Some(w) = &sel.selection {
+                    self.clause = Some("WHERE");
                     let pred = self.predicate(w, &scope)?;
+                    self.clause = None;
                     // One table: the access path may be an index the predicate fixes.
                     if let Some(table) = &base {
                         node = access_path(table, Some(&pred), false);
@@ -292,8 +322,8 @@ impl Binder<'_> {
                 (node, scope)
             }
         };
-        let group_by = match &sel.group_by {
-            GroupByExpr::Expressions(g, mods) if mods.is_empty() => g.clone(),
+        let group_by: &[AstExpr] = match &sel.group_by {
+            GroupByExpr::Expressions(g, mods) if mods.is_empty() => g,
             _ => return Err(SqlError::unsupported("GROUP BY ALL or modifiers")),
         };
         let items = expand_items(&sel.projection, &scope)?;
@@ -305,16 +335,15 @@ impl Binder<'_> {
         let shape = if grouped {
             None
         } else {
-            match self.shape(&items, &order, &scope) {
-                Ok(s) => Some(s),
-                Err(e) if e.sqlstate() == NEEDS_AGG => None,
-                Err(e) => return Err(e),
-            }
+            self.agg_probe = Some(false);
+            let s = self.shape(&items, &order, &scope)?;
+            let has_aggregates = self.agg_probe.take() == Some(true);
+            (!has_aggregates).then_some(s)
         };
         let shape = if let Some(s) = shape {
             s
         } else {
-            let (agg_node, shape) = self.grouped(node, &items, &order, &group_by, sel, &scope)?;
+            let (agg_node, shape) = self.grouped(node, &items, &order, group_by, sel, &scope)?;
             node = agg_node;
             shape
         };
@@ -395,10 +424,7 @@ impl Binder<'_> {
                 ItemExpr::Ast(a) => self.expr(a, scope)?,
             };
             let e = match (&self.agg, &it.expr) {
-                (Some(_), ItemExpr::Column(_)) => {
-                    let ItemExpr::Column(i) = &it.expr else {
-                        unreachable!()
-                    };
+                (Some(_), ItemExpr::Column(i)) => {
                     let c = &scope.cols[*i];
                     let a = match &c.qualifier {
                         Some(q) => format!("{q}.{}", c.name),
@@ -457,6 +483,7 @@ impl Binder<'_> {
     ) -> Result<(Node, Shape)> {
         let mut keys = Vec::new();
         let mut key_meta = Vec::new();
+        let saved = self.set_clause(Some("GROUP BY"));
         for g in group_by {
             let g = match g {
                 AstExpr::Value(v) => match &v.value {
@@ -472,21 +499,22 @@ impl Binder<'_> {
                         })?;
                         item.ast_expr(scope)
                     }
-                    _ => g.clone(),
+                    _ => Cow::Borrowed(g),
                 },
                 AstExpr::Identifier(id) if scope.resolve(None, &ident_name(id))?.is_none() => {
                     let n = ident_name(id);
                     items
                         .iter()
                         .find(|i| i.name == n)
-                        .map_or_else(|| g.clone(), |i| i.ast_expr(scope))
+                        .map_or(Cow::Borrowed(g), |i| i.ast_expr(scope))
                 }
-                _ => g.clone(),
+                _ => Cow::Borrowed(g),
             };
             let (e, ty) = self.expr(&g, scope)?;
             keys.push(e);
             key_meta.push((g.to_string(), ty));
         }
+        self.clause = saved;
         let saved = self.agg.replace(AggCtx {
             keys: key_meta,
             aggs: Vec::new(),
@@ -521,61 +549,108 @@ impl Binder<'_> {
             .ok_or_else(|| must_group(name))
     }
 
-    /// An aggregate call in a grouped query: bound once, read as a column of the
-    /// aggregate's row.
+    /// An aggregate call. In a grouped query its arguments are bound over the input row,
+    /// once, and it reads as a column of the aggregate's row; in a select list bound first
+    /// as if ungrouped ([`Binder::select`]) it is noted and stands as a NULL of its type;
+    /// anywhere else it is refused (42803), as are nested aggregates. `name` is the
+    /// function's name as written, for the errors.
     pub(super) fn aggregate_call(
         &mut self,
+        name: &str,
         func: AggFunc,
-        args: &[AstExpr],
+        args: &[&AstExpr],
         distinct: bool,
+        scope: &Scope,
     ) -> Result<(Expr, SqlType)> {
-        let Some(ctx) = self.agg.take() else {
+        if self.in_aggregate {
             return Err(SqlError::new(
-                NEEDS_AGG,
-                "aggregate outside a grouped query",
+                "42803",
+                "aggregate function calls cannot be nested",
             ));
+        }
+        let Some(ctx) = self.agg.take() else {
+            if self.agg_probe.is_none() {
+                return Err(SqlError::new(
+                    "42803",
+                    format!(
+                        "aggregate functions are not allowed in {}",
+                        self.clause.unwrap_or("this context")
+                    ),
+                ));
+            }
+            self.agg_probe = Some(true);
+            let (_, ty) = self.aggregate_args(name, func, args, scope)?;
+            return Ok((Expr::Const(quire_engine::Value::Null), ty));
         };
         let input = ctx.input.clone();
-        self.agg = None;
-        let bound: Result<Vec<(Expr, SqlType)>> =
-            args.iter().map(|a| self.expr(a, &input)).collect();
+        let bound = self.aggregate_args(name, func, args, &input);
         self.agg = Some(ctx);
+        let (args, ty) = bound?;
+        let ctx = self.agg.as_mut().expect("restored above");
+        let nkeys = ctx.keys.len();
+        ctx.aggs.push(Agg {
+            func,
+            args,
+            distinct,
+        });
+        Ok((Expr::Column(nkeys + ctx.aggs.len() - 1), ty))
+    }
+
+    /// An aggregate's arguments bound over `input` (no aggregate may be among them), with
+    /// the aggregate's result type; 42883 for a call no aggregate of that name takes.
+    fn aggregate_args(
+        &mut self,
+        name: &str,
+        func: AggFunc,
+        args: &[&AstExpr],
+        input: &Scope,
+    ) -> Result<(Vec<Expr>, SqlType)> {
+        let agg = self.agg.take();
+        self.in_aggregate = true;
+        let bound: Result<Vec<(Expr, SqlType)>> =
+            args.iter().map(|a| self.expr(a, input)).collect();
+        self.in_aggregate = false;
+        self.agg = agg;
         let mut bound = bound?;
-        let mut arg_ty = bound.first().map_or(SqlType::Int8, |(_, t)| *t);
+        let types: Vec<SqlType> = bound.iter().map(|(_, t)| *t).collect();
+        let no_such = || crate::func::no_such_function(name, &types);
+        if func == AggFunc::Count && bound.is_empty() {
+            return Err(SqlError::new(
+                "42809",
+                format!("{name}(*) must be used to call a parameterless aggregate function"),
+            ));
+        }
+        if bound.len() != func.arity() {
+            return Err(no_such());
+        }
+        let Some(mut arg_ty) = bound.first().map(|(_, t)| *t) else {
+            // count(*): no argument.
+            return Ok((Vec::new(), SqlType::Int8));
+        };
         // sum(bigint) and avg of any integer add up as numeric, as in PostgreSQL (exact, no
         // overflow); the state then adds numerics.
         if matches!((func, arg_ty), (AggFunc::Sum, SqlType::Int8))
             || func == AggFunc::Avg && arg_ty.is_int()
         {
             let (e, t) = bound.remove(0);
-            bound.insert(
-                0,
-                (
-                    Expr::Cast(Box::new(e), t, SqlType::Numeric(None)),
-                    SqlType::Numeric(None),
-                ),
-            );
-            arg_ty = SqlType::Numeric(None);
+            let numeric = SqlType::Numeric(None);
+            bound.insert(0, (Expr::Cast(Box::new(e), t, numeric), numeric));
+            arg_ty = numeric;
         }
-        let ty = func.result_type(if arg_ty == SqlType::Unknown {
-            SqlType::Text
-        } else {
-            arg_ty
-        })?;
-        let ctx = self.agg.as_mut().expect("restored above");
-        let nkeys = ctx.keys.len();
-        ctx.aggs.push(Agg {
-            func,
-            args: bound.into_iter().map(|(e, _)| e).collect(),
-            distinct,
-        });
-        Ok((Expr::Column(nkeys + ctx.aggs.len() - 1), ty))
+        if arg_ty == SqlType::Unknown {
+            arg_ty = SqlType::Text;
+        }
+        let ty = func.result_type(arg_ty).ok_or_else(no_such)?;
+        Ok((bound.into_iter().map(|(e, _)| e).collect(), ty))
     }
 
     /// In a grouped query, an expression that is a whole group key reads it.
     pub(super) fn group_key_expr(&self, e: &AstExpr) -> Option<(Expr, SqlType)> {
         let ctx = self.agg.as_ref()?;
-        let text = e.to_string();
+        // Formatted no further than the longest key: an expression is met at every level of
+        // its tree, and formatting each level whole would cost the square of its size.
+        let longest = ctx.keys.iter().map(|(k, _)| k.len()).max()?;
+        let text = text_up_to(e, longest)?;
         ctx.keys
             .iter()
             .position(|(k, _)| *k == text)
@@ -629,7 +704,10 @@ impl Binder<'_> {
             items.push((node, scope.width(), s.width(), table));
             scope.append(s);
         }
-        let pred = self.predicate(selection, &scope)?;
+        let saved = self.set_clause(Some("WHERE"));
+        let pred = self.predicate(selection, &scope);
+        self.clause = saved;
+        let pred = pred?;
         let mut pending: Vec<Option<Expr>> =
             conjuncts(&pred).into_iter().cloned().map(Some).collect();
         let mut acc: Option<Node> = None;
@@ -660,6 +738,7 @@ impl Binder<'_> {
     }
 
     fn table_with_joins(&mut self, twj: &TableWithJoins) -> Result<(Node, Scope)> {
+        crate::stack::check_stack_depth()?;
         let (mut node, mut scope) = self.factor(&twj.relation, None)?.0;
         for j in &twj.joins {
             let (kind, constraint) = match &j.join_operator {
@@ -684,7 +763,12 @@ impl Binder<'_> {
             combined.append(rscope);
             let on = match constraint {
                 None | Some(JoinConstraint::None) => None,
-                Some(JoinConstraint::On(e)) => Some(self.predicate(e, &combined)?),
+                Some(JoinConstraint::On(e)) => {
+                    let saved = self.set_clause(Some("JOIN conditions"));
+                    let on = self.predicate(e, &combined);
+                    self.clause = saved;
+                    Some(on?)
+                }
                 Some(JoinConstraint::Using(cols)) => {
                     Some(using(cols, &scope, &combined, left_width)?)
                 }
@@ -699,6 +783,7 @@ impl Binder<'_> {
     /// One FROM item; `left` is the scope a LATERAL item may refer to. Returns whether the
     /// item is lateral (runs per left row).
     fn factor(&mut self, tf: &TableFactor, left: Option<&Scope>) -> Result<((Node, Scope), bool)> {
+        crate::stack::check_stack_depth()?;
         match tf {
             TableFactor::Table {
                 name,
@@ -752,11 +837,11 @@ impl Binder<'_> {
                 ..
             } => {
                 let fname = name_parts(name)?.join(".");
-                let args: Vec<AstExpr> = args
+                let args: Vec<&AstExpr> = args
                     .args
                     .iter()
                     .map(|a| match a {
-                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e.clone()),
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e),
                         _ => Err(SqlError::unsupported(
                             "named or wildcard table function arguments",
                         )),
@@ -785,7 +870,8 @@ impl Binder<'_> {
                 if lateral {
                     self.outer.push(outer_scope);
                 }
-                let r = self.unnest(array_exprs, alias.as_ref());
+                let args: Vec<&AstExpr> = array_exprs.iter().collect();
+                let r = self.unnest(&args, alias.as_ref());
                 if lateral {
                     self.outer.pop();
                 }
@@ -823,7 +909,7 @@ impl Binder<'_> {
     fn table_function(
         &mut self,
         name: &str,
-        args: &[AstExpr],
+        args: &[&AstExpr],
         alias: Option<&ast::TableAlias>,
     ) -> Result<(Node, Scope)> {
         let short = name.strip_prefix("pg_catalog.").unwrap_or(name);
@@ -833,35 +919,46 @@ impl Binder<'_> {
         if short != "generate_series" {
             return Err(SqlError::unsupported(format!("table function {name}")));
         }
-        let bound: Vec<Expr> = args
-            .iter()
-            .map(|a| {
-                let (e, ty) = self.expr_expecting(a, &Scope::empty(), Some(SqlType::Int8))?;
-                if !(ty.is_int() || ty == SqlType::Unknown) {
-                    return Err(SqlError::unsupported(format!(
-                        "generate_series over {}",
-                        ty.name()
-                    )));
-                }
-                Ok(e)
-            })
-            .collect::<Result<_>>()?;
-        let mut it = bound.into_iter();
+        let mut bound = Vec::with_capacity(args.len());
+        for a in args {
+            bound.push(self.expr_expecting(a, &Scope::empty(), Some(SqlType::Int8))?);
+        }
+        let types: Vec<SqlType> = bound.iter().map(|(_, t)| *t).collect();
+        let numeric = types.iter().any(|t| t.is_numeric());
+        let fits = |t: &SqlType| t.is_int() || t.is_numeric() || *t == SqlType::Unknown;
+        if !(2..=3).contains(&types.len()) || !types.iter().all(fits) {
+            return Err(crate::func::no_such_function(short, &types));
+        }
+        let ty = if numeric {
+            SqlType::Numeric(None)
+        } else {
+            SqlType::Int8
+        };
+        let mut it = Vec::with_capacity(bound.len());
+        for (e, t) in bound {
+            it.push(self.coerce(e, t, ty)?);
+        }
+        let mut it = it.into_iter();
         let (Some(start), Some(stop)) = (it.next(), it.next()) else {
-            return Err(SqlError::new(
-                "42883",
-                "function generate_series needs 2 or 3 arguments",
-            ));
+            return Err(crate::func::no_such_function(short, &types));
         };
         let step = it.next();
-        let scope = function_scope("generate_series", alias, SqlType::Int8);
-        Ok((Node::Series { start, stop, step }, scope))
+        let scope = function_scope("generate_series", alias, ty);
+        Ok((
+            Node::Series {
+                start,
+                stop,
+                step,
+                numeric,
+            },
+            scope,
+        ))
     }
 
     /// `unnest(array)` in FROM: one row per element (psql's `\d+` unnests reloptions).
     fn unnest(
         &mut self,
-        args: &[AstExpr],
+        args: &[&AstExpr],
         alias: Option<&ast::TableAlias>,
     ) -> Result<(Node, Scope)> {
         let [arg] = args else {
@@ -900,9 +997,54 @@ fn function_scope(function: &str, alias: Option<&ast::TableAlias>, ty: SqlType) 
     }
 }
 
-/// The SQLSTATE of the binder's internal signal "this select list has aggregates" (never
-/// reaches a client: the select is bound again as a grouped query).
-const NEEDS_AGG: &str = "XXAGG";
+/// One bound row of VALUES: its types name the output columns (the first row's; `text`
+/// for an untyped one); every row as wide as the first.
+fn push_values_row(
+    row: Vec<(Expr, SqlType)>,
+    out: &mut Vec<OutColumn>,
+    rows: &mut Vec<Vec<Expr>>,
+) -> Result<()> {
+    for (i, (_, ty)) in row.iter().enumerate() {
+        if out.len() <= i {
+            out.push(OutColumn {
+                name: format!("column{}", i + 1),
+                ty: if *ty == SqlType::Unknown {
+                    SqlType::Text
+                } else {
+                    *ty
+                },
+            });
+        }
+    }
+    if row.len() != out.len() {
+        return Err(SqlError::syntax("VALUES lists must all be the same length"));
+    }
+    rows.push(row.into_iter().map(|(x, _)| x).collect());
+    Ok(())
+}
+
+/// `e` as SQL text, if no longer than `max_bytes`: formatting stops as soon as it is longer.
+fn text_up_to(e: &AstExpr, max_bytes: usize) -> Option<String> {
+    struct Bounded {
+        text: String,
+        max_bytes: usize,
+    }
+    impl std::fmt::Write for Bounded {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            if self.text.len() + s.len() > self.max_bytes {
+                return Err(std::fmt::Error);
+            }
+            self.text.push_str(s);
+            Ok(())
+        }
+    }
+    let mut out = Bounded {
+        text: String::new(),
+        max_bytes,
+    };
+    std::fmt::write(&mut out, format_args!("{e}")).ok()?;
+    Some(out.text)
+}
 
 fn must_group(name: &str) -> SqlError {
     SqlError::new(
@@ -985,24 +1127,30 @@ fn using(
 /// can hold no NULL (an index does not order NULLs as `NULLS LAST` promises without
 /// checking): the scan reads through that index instead and the sort goes, so that a LIMIT
 /// above stops after its rows. Any other shape comes back as it was.
-fn ordered_by_index(node: Node, table: &TableInfo) -> Node {
-    let (input, keys) = match node {
-        Node::Sort { input, keys } => (input, keys),
-        // Hidden sort columns (ORDER BY what the select list lacks) are cut above the sort.
-        Node::Project { input, exprs } if matches!(*input, Node::Sort { .. }) => {
-            return Node::Project {
-                input: Box::new(ordered_by_index(*input, table)),
-                exprs,
-            };
-        }
-        other => return other,
+fn ordered_by_index(mut node: Node, table: &TableInfo) -> Node {
+    // Hidden sort columns (ORDER BY what the select list lacks) are cut above the sort.
+    let sort = match &mut node {
+        Node::Project { input, .. } if matches!(**input, Node::Sort { .. }) => &mut **input,
+        other => other,
+    };
+    if let Some(read_in_order) = index_order_of(sort, table) {
+        *sort = read_in_order;
+    }
+    node
+}
+
+/// `Project(scan)` reading through an index in its order, for `sort` (a `Sort(Project(scan))`)
+/// whose keys that index gives, leaving the projection's expressions behind; `None` otherwise.
+fn index_order_of(sort: &mut Node, table: &TableInfo) -> Option<Node> {
+    let Node::Sort { input, keys } = sort else {
+        return None;
     };
     let Node::Project {
         input: inner,
         exprs,
-    } = *input
+    } = &mut **input
     else {
-        return Node::Sort { input, keys };
+        return None;
     };
     let key_columns: Option<Vec<usize>> = keys
         .iter()
@@ -1016,28 +1164,20 @@ fn ordered_by_index(node: Node, table: &TableInfo) -> Node {
             _ => None,
         })
         .collect();
-    let index = key_columns.and_then(|cols| {
-        table.indexes.iter().find(|i| {
+    let index = table.indexes.iter().find(|i| {
+        key_columns.as_ref().is_some_and(|cols| {
             i.columns.len() >= cols.len()
                 && cols
                     .iter()
                     .zip(i.columns.iter())
                     .all(|(c, ic)| *c == usize::from(*ic))
         })
-    });
-    match index.and_then(|index| with_index_order(&inner, table, index)) {
-        Some(scan) => Node::Project {
-            input: Box::new(scan),
-            exprs,
-        },
-        None => Node::Sort {
-            input: Box::new(Node::Project {
-                input: inner,
-                exprs,
-            }),
-            keys,
-        },
-    }
+    })?;
+    let scan = with_index_order(inner, table, index)?;
+    Some(Node::Project {
+        input: Box::new(scan),
+        exprs: std::mem::take(exprs),
+    })
 }
 
 /// `node` (a scan of `table`, maybe filtered) reading through `index`, in its order: a
@@ -1047,6 +1187,9 @@ fn with_index_order(
     table: &TableInfo,
     index: &quire_engine::IndexDef,
 ) -> Option<Node> {
+    if crate::stack::check_stack_depth().is_err() {
+        return None; // too deep to read in order: the sort stays
+    }
     match node {
         Node::Scan {
             table: t,
@@ -1093,10 +1236,15 @@ fn and_of(mut conjuncts: Vec<Expr>) -> Option<Expr> {
 
 /// The conjuncts of a predicate (`a AND b AND c`).
 pub(crate) fn conjuncts(e: &Expr) -> Vec<&Expr> {
-    match e {
-        Expr::And(v) => v.iter().flat_map(conjuncts).collect(),
-        e => vec![e],
+    let mut out = Vec::new();
+    let mut pending = vec![e];
+    while let Some(x) = pending.pop() {
+        match x {
+            Expr::And(v) => pending.extend(v.iter().rev()),
+            x => out.push(x),
+        }
     }
+    out
 }
 
 /// A join of `left` and `right` with the best method the condition allows.
@@ -1241,31 +1389,31 @@ pub(crate) fn access_path(table: &TableInfo, pred: Option<&Expr>, with_tid: bool
 }
 
 /// A select-list item after `*` expansion.
-pub(crate) struct Item {
+pub(crate) struct Item<'a> {
     pub name: String,
-    pub expr: ItemExpr,
+    pub expr: ItemExpr<'a>,
 }
 
-pub(crate) enum ItemExpr {
+pub(crate) enum ItemExpr<'a> {
     /// A column of the FROM row (from `*` or `t.*`).
     Column(usize),
-    Ast(Box<AstExpr>),
+    Ast(&'a AstExpr),
 }
 
-impl Item {
+impl<'a> Item<'a> {
     /// The item as an expression (for GROUP BY position references).
-    fn ast_expr(&self, scope: &Scope) -> AstExpr {
+    fn ast_expr(&self, scope: &Scope) -> Cow<'a, AstExpr> {
         match &self.expr {
-            ItemExpr::Ast(a) => (**a).clone(),
+            ItemExpr::Ast(a) => Cow::Borrowed(*a),
             ItemExpr::Column(i) => {
                 let c = &scope.cols[*i];
-                match &c.qualifier {
+                Cow::Owned(match &c.qualifier {
                     Some(q) => AstExpr::CompoundIdentifier(vec![
                         ast::Ident::new(q),
                         ast::Ident::new(&c.name),
                     ]),
                     None => AstExpr::Identifier(ast::Ident::new(&c.name)),
-                }
+                })
             }
         }
     }
@@ -1282,7 +1430,10 @@ fn items_out_names(items: &[Item]) -> Vec<OutColumn> {
 }
 
 /// The select list with `*` and `t.*` expanded to the FROM row's columns.
-pub(crate) fn expand_items(projection: &[SelectItem], scope: &Scope) -> Result<Vec<Item>> {
+pub(crate) fn expand_items<'a>(
+    projection: &'a [SelectItem],
+    scope: &Scope,
+) -> Result<Vec<Item<'a>>> {
     let mut items = Vec::new();
     for item in projection {
         match item {
@@ -1321,11 +1472,11 @@ pub(crate) fn expand_items(projection: &[SelectItem], scope: &Scope) -> Result<V
             }
             SelectItem::UnnamedExpr(e) => items.push(Item {
                 name: output_name(e),
-                expr: ItemExpr::Ast(Box::new(e.clone())),
+                expr: ItemExpr::Ast(e),
             }),
             SelectItem::ExprWithAlias { expr, alias } => items.push(Item {
                 name: ident_name(alias),
-                expr: ItemExpr::Ast(Box::new(expr.clone())),
+                expr: ItemExpr::Ast(expr),
             }),
             SelectItem::ExprWithAliases { .. } => {
                 return Err(SqlError::unsupported("several aliases"))
@@ -1336,7 +1487,10 @@ pub(crate) fn expand_items(projection: &[SelectItem], scope: &Scope) -> Result<V
 }
 
 /// ORDER BY items: an output position or name, or an expression.
-fn order_items(ob: &ast::OrderBy, out: &[OutColumn]) -> Result<Vec<(OrderTarget, bool, bool)>> {
+fn order_items<'a>(
+    ob: &'a ast::OrderBy,
+    out: &[OutColumn],
+) -> Result<Vec<(OrderTarget<'a>, bool, bool)>> {
     let OrderByKind::Expressions(exprs) = &ob.kind else {
         return Err(SqlError::unsupported("ORDER BY ALL"));
     };
@@ -1374,7 +1528,7 @@ fn order_items(ob: &ast::OrderBy, out: &[OutColumn]) -> Result<Vec<(OrderTarget,
                         .expect("counted above"),
                 )
             }
-            other => OrderTarget::Expr(Box::new(other.clone())),
+            other => OrderTarget::Expr(other),
         };
         v.push((target, desc, nulls_first));
     }
@@ -1394,7 +1548,13 @@ pub(crate) fn output_name(e: &AstExpr) -> String {
             AstExpr::Identifier(_) | AstExpr::CompoundIdentifier(_) => output_name(expr),
             _ => cast_name(data_type),
         },
-        AstExpr::Nested(inner) => output_name(inner),
+        AstExpr::Nested(_) => {
+            let mut inner = e;
+            while let AstExpr::Nested(x) = inner {
+                inner = x;
+            }
+            output_name(inner)
+        }
         AstExpr::Function(f) => f.name.0.last().map_or_else(
             || "?column?".into(),
             |p| p.to_string().to_lowercase().trim_matches('"').to_string(),

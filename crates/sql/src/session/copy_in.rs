@@ -267,7 +267,7 @@ fn copy_out(
             .iter()
             .map(|&i| Some(table.columns[i].name.clone()))
             .collect();
-        out.copy_data(&copy::format_line(&names, c))?;
+        out.copy_data(&copy::format_line(&names, c)?)?;
     }
     let mut n = 0u64;
     for r in tx.scan(table.def.oid)? {
@@ -277,7 +277,7 @@ fn copy_out(
             .iter()
             .map(|&i| crate::types::format_text(&row[i], table.columns[i].ty))
             .collect();
-        out.copy_data(&copy::format_line(&fields, c))?;
+        out.copy_data(&copy::format_line(&fields, c)?)?;
         n += 1;
     }
     Ok(n)

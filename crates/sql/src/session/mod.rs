@@ -409,6 +409,7 @@ impl Session {
         stmt: &Statement,
         hints: &[SqlType],
     ) -> Result<Description> {
+        let _stack = crate::stack::enter(self.settings.max_stack_depth_bytes());
         let Statement::Sql(ast) = stmt else {
             return Ok(Description {
                 params: Vec::new(),
@@ -498,6 +499,7 @@ impl Session {
     /// A string that does not parse gives its syntax error (42601). Each statement's
     /// results go to `out` as they come, then its end ([`Output::done`]).
     pub fn execute_query_to(&mut self, sql: &str, out: &mut dyn Output) {
+        let _stack = crate::stack::enter(self.settings.max_stack_depth_bytes());
         let usable = self.copy.is_none() && !matches!(self.state, State::Failed);
         let Some(shape) = usable.then(|| shape::shape_of(sql)).flatten() else {
             return self.execute_as_written(sql, out);
@@ -590,6 +592,7 @@ impl Session {
         decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
         out: &mut dyn Output,
     ) -> Result<Outcome> {
+        let _stack = crate::stack::enter(self.settings.max_stack_depth_bytes());
         if self.copy.is_some() {
             return Err(SqlError::new("08P01", "a COPY is in progress"));
         }

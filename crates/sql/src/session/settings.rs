@@ -14,6 +14,10 @@
 //! [`Session::reported_parameters`] gives all of them (for the startup), and
 //! [`Session::reported_parameters_changed`] those that changed since the last call or since
 //! the login.
+//!
+//! `max_stack_depth` (PostgreSQL's, in kB, shown as `2MB`) is checked as PostgreSQL checks
+//! it: at least 100kB, at most what a session's stack allows
+//! ([`crate::stack::MAX_MAX_STACK_DEPTH_KB`]), and only a superuser may SET it (42501).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -57,6 +61,8 @@ const SESSION_PARAMETERS: &[(&str, &str, bool)] = &[
     ("lc_collate", "C", false),
     ("lc_ctype", "C", false),
     ("lock_timeout", "0", true),
+    // The limit of `crate::stack`'s check, in kB (PostgreSQL's unit), shown as SHOW shows it.
+    ("max_stack_depth", "2MB", true),
     // What psql's \password asks before it sends a verifier (roles store only SCRAM).
     ("password_encryption", "scram-sha-256", false),
     ("search_path", "\"$user\", public", true),
@@ -96,6 +102,9 @@ const REPORTED_PARAMETERS: &[(&str, &str)] = &[
     ("is_superuser", "is_superuser"),
     ("session_authorization", "session_authorization"),
 ];
+
+/// Parameters only a superuser may SET (PostgreSQL's `PGC_SUSET`).
+const SUPERUSER_PARAMETERS: &[&str] = &["max_stack_depth"];
 
 fn format_bytes(b: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "kB")];
@@ -227,6 +236,23 @@ impl Settings {
         self.duration("statement_timeout")
     }
 
+    /// `max_stack_depth` in bytes ([`crate::stack`]).
+    pub(crate) fn max_stack_depth_bytes(&self) -> usize {
+        let default = crate::stack::DEFAULT_MAX_STACK_DEPTH_KB << 10;
+        let bytes = self
+            .session
+            .get("max_stack_depth")
+            .and_then(|v| quire_engine::config::parse_bytes(v).ok())
+            .unwrap_or(default);
+        usize::try_from(bytes).unwrap_or(usize::MAX)
+    }
+
+    /// Whether the session's role may SET a superuser-only parameter (PostgreSQL checks
+    /// the current role: a superuser after SET ROLE to a plain role may not).
+    fn role_is_superuser(&self) -> bool {
+        self.identity.is_superuser()
+    }
+
     /// A duration parameter (milliseconds unless it names its unit), if set and not zero.
     pub(super) fn duration(&self, name: &str) -> Option<Duration> {
         let ms = self
@@ -302,14 +328,84 @@ impl Settings {
                 format!("parameter \"{name}\" cannot be changed"),
             ));
         }
+        if SUPERUSER_PARAMETERS.contains(&name.as_str()) && !self.role_is_superuser() {
+            return Err(SqlError::new(
+                "42501",
+                format!("permission denied to set parameter \"{name}\""),
+            ));
+        }
         let Some(value) = value else {
             self.session.remove(&name);
             return Ok(());
         };
-        check_session_value(&name, &value)?;
+        let value = if name == "max_stack_depth" {
+            format_bytes(stack_depth_kb(&value)? << 10)
+        } else {
+            check_session_value(&name, &value)?;
+            value
+        };
         self.session.insert(name, value);
         Ok(())
     }
+}
+
+/// A `max_stack_depth` value in kB, checked as PostgreSQL checks it: a number of kB or of
+/// the unit it names (`B`, `kB`, `MB`, `GB`, `TB`; a fraction is rounded to a whole kB), at
+/// least 100kB and at most what a session's stack allows
+/// ([`crate::stack::MAX_MAX_STACK_DEPTH_KB`]).
+fn stack_depth_kb(value: &str) -> Result<u64> {
+    let invalid = || {
+        SqlError::new(
+            "22023",
+            format!("invalid value for parameter \"max_stack_depth\": \"{value}\""),
+        )
+    };
+    let t = value.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let number: f64 = number.parse().map_err(|_| invalid())?;
+    let kb_per_unit = match unit.trim() {
+        "" | "kB" => 1.0,
+        "B" => 1.0 / 1024.0,
+        "MB" => 1024.0,
+        "GB" => 1024.0 * 1024.0,
+        "TB" => 1024.0 * 1024.0 * 1024.0,
+        _ => {
+            return Err(invalid().with_hint(
+                "Valid units for this parameter are \"B\", \"kB\", \"MB\", \"GB\", and \"TB\".",
+            ))
+        }
+    };
+    let kb = (number * kb_per_unit).round();
+    if !(kb.is_finite() && kb <= f64::from(i32::MAX)) {
+        return Err(SqlError::new(
+            "22023",
+            format!("invalid value for parameter \"max_stack_depth\": \"{value}\""),
+        )
+        .with_hint("Value exceeds integer range."));
+    }
+    let kb = kb as u64;
+    if kb < crate::stack::MIN_MAX_STACK_DEPTH_KB {
+        return Err(SqlError::new(
+            "22023",
+            format!(
+                "{kb} kB is outside the valid range for parameter \"max_stack_depth\" ({} .. {})",
+                crate::stack::MIN_MAX_STACK_DEPTH_KB,
+                i32::MAX
+            ),
+        ));
+    }
+    let max = crate::stack::MAX_MAX_STACK_DEPTH_KB;
+    if kb > max {
+        return Err(SqlError::new(
+            "22023",
+            format!("invalid value for parameter \"max_stack_depth\": {kb}"),
+        )
+        .with_detail(format!("\"max_stack_depth\" must not exceed {max}kB.")));
+    }
+    Ok(kb)
 }
 
 /// Values quire can honour for the parameters whose other values it does not implement.
