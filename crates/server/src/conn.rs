@@ -321,16 +321,22 @@ impl Conn {
                 Ok(())
             }
             Message::Flush => self.io.flush().map_err(|e| connection_lost(&e).into()),
-            Message::Sync => self.sync(),
+            Message::Sync => {
+                self.sync();
+                Ok(())
+            }
             // Outside COPY: the tail of a COPY that failed; PostgreSQL ignores these too.
-            Message::CopyData(_) | Message::CopyDone | Message::CopyFail(_) => Ok(()),
+            // Terminate: the loop that read it ends the session.
+            Message::CopyData(_)
+            | Message::CopyDone
+            | Message::CopyFail(_)
+            | Message::Terminate => Ok(()),
             Message::FunctionCall => {
                 Err(SqlError::new("0A000", "fast-path function calls are not supported").into())
             }
             Message::Password(_) => {
                 Err(ProtocolError::fatal("invalid frontend message type 112").into())
             }
-            Message::Terminate => Ok(()),
         }
     }
 
@@ -622,7 +628,7 @@ impl Conn {
 
     /// Sync: commits the implicit transaction of the extended protocol's writes (an error
     /// is reported here), then ReadyForQuery.
-    fn sync(&mut self) -> Result<(), Failure> {
+    fn sync(&mut self) {
         self.skip_until_sync = false;
         if self.session.awaits_sync() {
             if let Err(e) = self.session.sync() {
@@ -632,7 +638,6 @@ impl Conn {
         self.portals.remove("");
         self.end_of_command();
         self.ready_for_query();
-        Ok(())
     }
 
     /// COPY FROM STDIN: CopyData to the session until CopyDone or CopyFail. `extended`: it
@@ -643,16 +648,13 @@ impl Conn {
         let result = loop {
             let (tag, len) = match self.next_frame() {
                 Ok(Some(frame)) => frame,
-                Ok(None) => {
-                    return Err(SqlError::new("08006", "the client left during COPY").into())
-                }
                 Err(End::Fatal(e)) => {
                     return Err(Failure {
                         fatal: true,
                         error: e,
                     })
                 }
-                Err(End::Client) => {
+                Ok(None) | Err(End::Client) => {
                     return Err(SqlError::new("08006", "the client left during COPY").into())
                 }
             };

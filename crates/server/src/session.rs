@@ -51,11 +51,11 @@ pub(crate) fn spawn(
     let thread = std::thread::Builder::new()
         .name(format!("quire-conn-{id}"))
         .stack_size(SESSION_STACK_BYTES)
-        .spawn(move || run(start, w))?;
+        .spawn(move || run(start, &w))?;
     Ok((thread, wakeup))
 }
 
-fn run(start: SessionStart, wakeup: Arc<Wakeup>) {
+fn run(start: SessionStart, wakeup: &Arc<Wakeup>) {
     let SessionStart {
         auth,
         db,
@@ -68,9 +68,9 @@ fn run(start: SessionStart, wakeup: Arc<Wakeup>) {
     } = start;
     let peer = auth.peer;
     let follower = follower.filter(|_| matches!(auth.stream, Stream::Plain(_)));
-    let mut io = Transport::new(auth.stream, Arc::clone(&wakeup), follower);
+    let mut io = Transport::new(auth.stream, Arc::clone(wakeup), follower);
     io.push_input(&auth.leftover);
-    let session = match open_session(&db, &backends, &watchdog, &wakeup, &auth.role, settings) {
+    let session = match open_session(&db, &backends, &watchdog, wakeup, &auth.role, settings) {
         Ok(s) => s,
         Err(e) => return refuse(io, &e),
     };

@@ -371,15 +371,12 @@ async fn negotiate_ssl(gate: &Gatekeeper, client: &mut Client) -> Result<(), End
     if matches!(client.io, Io::Tls(_)) {
         return Err(refusal("08P01", "unsupported frontend protocol").into());
     }
-    match &gate.tls {
-        Some(acceptor) => {
-            client.send(b"S").await?;
-            start_tls(acceptor, client).await
-        }
-        None => {
-            client.send(b"N").await?;
-            Ok(())
-        }
+    if let Some(acceptor) = &gate.tls {
+        client.send(b"S").await?;
+        start_tls(acceptor, client).await
+    } else {
+        client.send(b"N").await?;
+        Ok(())
     }
 }
 

@@ -132,7 +132,7 @@ async fn the_last_slots_are_kept_for_superusers() -> anyhow::Result<()> {
         "remaining connection slots are reserved for roles with the SUPERUSER attribute"
     );
     let admin2 = server.connect().await?;
-    let e = server.connect().await.err().expect("refused");
+    let e = server.connect().await.expect_err("refused");
     assert_eq!(message(&e), "sorry, too many clients already");
     drop((plain, admin2));
     drop(admin);
@@ -160,8 +160,7 @@ async fn options_set_statement_timeout_and_lock_timeout_stops_a_wait() -> anyhow
     let e = client
         .simple_query("SELECT count(*) FROM generate_series(1, 90000000)")
         .await
-        .err()
-        .expect("stopped");
+        .expect_err("stopped");
     assert_eq!(code(&e), "57014");
     assert!(
         start.elapsed() < Duration::from_secs(3),
@@ -181,8 +180,7 @@ async fn options_set_statement_timeout_and_lock_timeout_stops_a_wait() -> anyhow
     let e = client
         .simple_query("UPDATE t SET id = 1 WHERE id = 1")
         .await
-        .err()
-        .expect("gave up");
+        .expect_err("gave up");
     assert_eq!(code(&e), "55P03");
     assert_eq!(message(&e), "canceling statement due to lock timeout");
     assert!(start.elapsed() >= Duration::from_millis(200));
@@ -231,7 +229,7 @@ async fn sessions_are_cancelled_and_terminated_by_their_process_ids() -> anyhow:
         .get(0);
     assert!(cancelled);
     let (victim, r) = busy.await?;
-    assert_eq!(code(&r.err().expect("cancelled")), "57014");
+    assert_eq!(code(&r.expect_err("cancelled")), "57014");
 
     // A plain role may not signal a superuser's session.
     admin.batch_execute("CREATE ROLE plain LOGIN").await?;
@@ -246,8 +244,7 @@ async fn sessions_are_cancelled_and_terminated_by_their_process_ids() -> anyhow:
     let e = plain
         .query_one("SELECT pg_terminate_backend($1)", &[&pid])
         .await
-        .err()
-        .expect("refused");
+        .expect_err("refused");
     assert_eq!(code(&e), "42501");
     assert_eq!(message(&e), "permission denied to terminate process");
 
@@ -258,7 +255,7 @@ async fn sessions_are_cancelled_and_terminated_by_their_process_ids() -> anyhow:
         .get(0);
     assert!(ok, "the session ended within the timeout");
     let r = tokio::time::timeout(Duration::from_secs(10), ended).await??;
-    assert_eq!(code(&r.err().expect("terminated")), "57P01");
+    assert_eq!(code(&r.expect_err("terminated")), "57P01");
     assert!(victim.is_closed());
     // An unknown process id: false.
     let ok: bool = admin

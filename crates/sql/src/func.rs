@@ -1249,43 +1249,6 @@ fn random_f64() -> f64 {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn arrays_round_trip_through_their_text_form() {
-        let a = array_text(&["pg_catalog", "public", "a b", ""]).unwrap();
-        assert_eq!(a, "{pg_catalog,public,\"a b\",\"\"}");
-        assert_eq!(
-            array_elements(&a).collect::<Vec<_>>(),
-            ["pg_catalog", "public", "a b", ""]
-        );
-        assert_eq!(array_elements("{}").count(), 0);
-        assert_eq!(
-            array_elements(String::from(" {x,\"a,b\",\"q\\\"\"} ")).collect::<Vec<_>>(),
-            ["x", "a,b", "q\""]
-        );
-    }
-
-    #[test]
-    fn substr_follows_postgresql_positions() {
-        let s = |a: &[Value]| substr(a).unwrap();
-        let t = |x: &str| Value::Text(x.into());
-        assert_eq!(s(&[t("hello"), Value::Int(2), Value::Int(3)]), t("ell"));
-        assert_eq!(s(&[t("hello"), Value::Int(0), Value::Int(3)]), t("he"));
-        assert_eq!(s(&[t("hello"), Value::Int(4)]), t("lo"));
-        assert!(substr(&[t("x"), Value::Int(1), Value::Int(-1)]).is_err());
-    }
-
-    #[test]
-    fn identifiers_are_quoted_only_when_needed() {
-        assert_eq!(quote_ident("pgbench_accounts"), "pgbench_accounts");
-        assert_eq!(quote_ident("Mixed"), "\"Mixed\"");
-        assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
-    }
-}
-
 /// `pg_cancel_backend` and `pg_terminate_backend` ([`crate::backends::signal`]); a
 /// terminate with a timeout waits that long for the session to end.
 fn signal_backend(cx: &Cx, what: crate::backends::Signal, args: &[Value]) -> Result<Value> {
@@ -1337,5 +1300,42 @@ fn wait_for_end(cx: &Cx, pid: i32, timeout_ms: i64) -> Result<bool> {
             return Ok(false);
         }
         std::thread::sleep((deadline - now).min(std::time::Duration::from_millis(100)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrays_round_trip_through_their_text_form() {
+        let a = array_text(&["pg_catalog", "public", "a b", ""]).unwrap();
+        assert_eq!(a, "{pg_catalog,public,\"a b\",\"\"}");
+        assert_eq!(
+            array_elements(&a).collect::<Vec<_>>(),
+            ["pg_catalog", "public", "a b", ""]
+        );
+        assert_eq!(array_elements("{}").count(), 0);
+        assert_eq!(
+            array_elements(String::from(" {x,\"a,b\",\"q\\\"\"} ")).collect::<Vec<_>>(),
+            ["x", "a,b", "q\""]
+        );
+    }
+
+    #[test]
+    fn substr_follows_postgresql_positions() {
+        let s = |a: &[Value]| substr(a).unwrap();
+        let t = |x: &str| Value::Text(x.into());
+        assert_eq!(s(&[t("hello"), Value::Int(2), Value::Int(3)]), t("ell"));
+        assert_eq!(s(&[t("hello"), Value::Int(0), Value::Int(3)]), t("he"));
+        assert_eq!(s(&[t("hello"), Value::Int(4)]), t("lo"));
+        assert!(substr(&[t("x"), Value::Int(1), Value::Int(-1)]).is_err());
+    }
+
+    #[test]
+    fn identifiers_are_quoted_only_when_needed() {
+        assert_eq!(quote_ident("pgbench_accounts"), "pgbench_accounts");
+        assert_eq!(quote_ident("Mixed"), "\"Mixed\"");
+        assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
     }
 }

@@ -135,9 +135,17 @@ pub fn ready_for_query(out: &mut Vec<u8>, status: TxStatus) {
     message(out, b'Z', |o| o.push(s));
 }
 
+/// A count the protocol sends in 16 bits. The SQL layer bounds every such count: at most
+/// 1664 result columns, 65535 parameters.
+fn count16(n: usize) -> [u8; 2] {
+    u16::try_from(n)
+        .expect("a count of at most 65535 (the SQL layer's limits)")
+        .to_be_bytes()
+}
+
 pub fn row_description(out: &mut Vec<u8>, fields: &[Field<'_>]) {
     message(out, b'T', |o| {
-        o.extend_from_slice(&(fields.len() as i16).to_be_bytes());
+        o.extend_from_slice(&count16(fields.len()));
         for f in fields {
             cstr(o, f.name);
             o.extend_from_slice(&f.table_oid.to_be_bytes());
@@ -164,7 +172,9 @@ pub fn data_row_field(out: &mut Vec<u8>, value: Option<&[u8]>) {
     match value {
         None => out.extend_from_slice(&(-1i32).to_be_bytes()),
         Some(v) => {
-            out.extend_from_slice(&(v.len() as i32).to_be_bytes());
+            let len =
+                i32::try_from(v.len()).expect("a value of at most 1 GB (the SQL layer's cap)");
+            out.extend_from_slice(&len.to_be_bytes());
             out.extend_from_slice(v);
         }
     }
@@ -237,7 +247,7 @@ pub fn portal_suspended(out: &mut Vec<u8>) {
 
 pub fn parameter_description(out: &mut Vec<u8>, type_oids: &[u32]) {
     message(out, b't', |o| {
-        o.extend_from_slice(&(type_oids.len() as i16).to_be_bytes());
+        o.extend_from_slice(&count16(type_oids.len()));
         for t in type_oids {
             o.extend_from_slice(&t.to_be_bytes());
         }

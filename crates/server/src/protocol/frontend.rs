@@ -184,7 +184,7 @@ fn startup_message(version: u32, r: &mut Reader<'_>) -> Result<Startup, Protocol
     let mut params = Vec::new();
     // Bounded by the packet's length: each pair takes at least two bytes.
     loop {
-        let name = r.cstr().map_err(|e| e.into_fatal())?;
+        let name = r.cstr().map_err(super::ProtocolError::into_fatal)?;
         if name.is_empty() {
             break;
         }

@@ -47,6 +47,9 @@ pub(crate) use query::Scope;
 /// Most parameters a statement may have (PostgreSQL's limit, the protocol's 16-bit count).
 pub(crate) const MAX_PARAMS: usize = 65_535;
 
+/// PostgreSQL's `MaxTupleAttributeNumber`: the most columns a result may have (54011).
+const MAX_RESULT_COLUMNS: usize = 1664;
+
 /// An output column.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutColumn {
@@ -247,6 +250,12 @@ pub(crate) fn bind(
         } => b.returning_out.take().unwrap_or_default().into(),
         _ => Arc::new([]),
     };
+    if out.len() > MAX_RESULT_COLUMNS {
+        return Err(SqlError::new(
+            "54011",
+            format!("target lists can have at most {MAX_RESULT_COLUMNS} entries"),
+        ));
+    }
     // A parameter no context typed is text, as an untyped literal would be.
     let params = b
         .params

@@ -144,7 +144,7 @@ pub(super) fn run(
                     .all()
                     .into_iter()
                     .map(|(n, v, source)| vec![text(&n), text(&v), text(source)])
-                    .collect();
+                    .collect::<Vec<_>>();
                 let columns = ["name", "setting", "source"]
                     .iter()
                     .map(|n| OutColumn {
@@ -152,7 +152,7 @@ pub(super) fn run(
                         ty: SqlType::Text,
                     })
                     .collect::<OutColumns>();
-                return send_rows("SHOW", &columns, rows, out);
+                return send_rows("SHOW", &columns, &rows, out);
             } else if name.eq_ignore_ascii_case("transaction_isolation") {
                 // The running transaction's, which BEGIN ISOLATION LEVEL chose.
                 match tx.isolation() {
@@ -173,7 +173,7 @@ pub(super) fn run(
                 ty: SqlType::Text,
             }]
             .into();
-            return send_rows("SHOW", &columns, vec![vec![Value::Text(v)]], out);
+            return send_rows("SHOW", &columns, &[vec![Value::Text(v)]], out);
         }
         _ => {}
     }
@@ -210,11 +210,11 @@ pub(super) fn run(
 fn send_rows(
     tag: &str,
     columns: &OutColumns,
-    rows: Vec<Row>,
+    rows: &[Row],
     out: &mut dyn Output,
 ) -> Result<Outcome> {
     out.rows(columns)?;
-    for row in &rows {
+    for row in rows {
         out.row(row)?;
     }
     Ok(rows_outcome(tag.to_string(), columns))
@@ -436,8 +436,11 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
                 ty: SqlType::Text,
             }]
             .into();
-            let rows = lines.iter().map(|l| vec![Value::Text(l.clone())]).collect();
-            send_rows("EXPLAIN", &columns, rows, out)
+            let rows = lines
+                .iter()
+                .map(|l| vec![Value::Text(l.clone())])
+                .collect::<Vec<_>>();
+            send_rows("EXPLAIN", &columns, &rows, out)
         }
         Plan::Begin(_) | Plan::Commit | Plan::Rollback | Plan::Set { .. } | Plan::Show(_) => Err(
             SqlError::new("XX000", "a statement reached the wrong executor"),
