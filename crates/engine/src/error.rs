@@ -16,6 +16,7 @@
 //!   asserted where it would corrupt data), never for input: bytes from disk, WAL or a client
 //!   get an error, and the engine goes on or, after a failed write or fsync, stops.
 
+use crate::SqlState;
 use std::io;
 use std::path::PathBuf;
 
@@ -274,11 +275,11 @@ pub enum Error {
 impl Error {
     /// The PostgreSQL SQLSTATE of this error (Appendix A of the PostgreSQL manual), for the
     /// wire protocol and for clients that branch on it (40001 and 40P01 mean "retry").
-    pub fn sqlstate(&self) -> &'static str {
+    pub fn sqlstate(&self) -> SqlState {
         if self.is_out_of_descriptors() {
             // PostgreSQL's errcode_for_file_access: EMFILE and ENFILE are
             // insufficient_resources.
-            return "53000";
+            return SqlState::INSUFFICIENT_RESOURCES;
         }
         match self {
             Error::CorruptPage { .. }
@@ -288,13 +289,13 @@ impl Error {
             | Error::TwoPhaseStateFile { .. }
             | Error::TransactionStatusRemoved { .. }
             | Error::CorruptIndex { .. }
-            | Error::CorruptSequence { .. } => "XX001", // data_corrupted
+            | Error::CorruptSequence { .. } => SqlState::DATA_CORRUPTED, // data_corrupted
             Error::ShortRead { .. }
             | Error::BlockIo { .. }
             | Error::MissingSegment { .. }
             | Error::File { .. }
             | Error::EngineFailed { .. }
-            | Error::WalIo { .. } => "58030", // io_error
+            | Error::WalIo { .. } => SqlState::IO_ERROR, // io_error
             Error::ControlFile { .. }
             | Error::StartupRefused { .. }
             | Error::CheckpointFailed { .. }
@@ -302,34 +303,42 @@ impl Error {
             | Error::UnknownResourceManager { .. }
             | Error::BlockOutOfRange { .. }
             | Error::NoSuchRelation { .. }
-            | Error::RelationExists { .. } => "XX000", // internal_error
-            Error::NoFreeBuffers { .. } | Error::OutOfSharedMemory { .. } => "53200",
-            Error::InsufficientDescriptors { .. } => "53000", // insufficient_resources
-            Error::WalRecordTooLarge { .. } | Error::ProgramLimitExceeded { .. } => "54000",
-            Error::Config { .. } | Error::InvalidParameter { .. } => "22023",
-            Error::SerializationFailure { .. } => "40001",
-            Error::Deadlock { .. } => "40P01",
-            Error::LockNotAvailable { .. } | Error::LockTimeout { .. } => "55P03",
-            Error::QueryCanceled { .. } => "57014",
+            | Error::RelationExists { .. } => SqlState::INTERNAL_ERROR, // internal_error
+            Error::NoFreeBuffers { .. } | Error::OutOfSharedMemory { .. } => {
+                SqlState::OUT_OF_MEMORY
+            }
+            Error::InsufficientDescriptors { .. } => SqlState::INSUFFICIENT_RESOURCES, // insufficient_resources
+            Error::WalRecordTooLarge { .. } | Error::ProgramLimitExceeded { .. } => {
+                SqlState::PROGRAM_LIMIT_EXCEEDED
+            }
+            Error::Config { .. } | Error::InvalidParameter { .. } => {
+                SqlState::INVALID_PARAMETER_VALUE
+            }
+            Error::SerializationFailure { .. } => SqlState::T_R_SERIALIZATION_FAILURE,
+            Error::Deadlock { .. } => SqlState::T_R_DEADLOCK_DETECTED,
+            Error::LockNotAvailable { .. } | Error::LockTimeout { .. } => {
+                SqlState::LOCK_NOT_AVAILABLE
+            }
+            Error::QueryCanceled { .. } => SqlState::QUERY_CANCELED,
             // object_not_in_prerequisite_state; checkDataDir reports both data directory
             // errors with it.
             Error::NotInPrerequisiteState { .. }
             | Error::DataDirPermissions { .. }
-            | Error::DataDirOwnership { .. } => "55000",
-            Error::InFailedTransaction => "25P02",
-            Error::InvalidTransactionState { .. } => "25000",
-            Error::DuplicateGid { .. } => "42710",
-            Error::NoSuchPreparedTransaction { .. } => "42704",
-            Error::UndefinedTable { .. } => "42P01",
-            Error::DuplicateTable { .. } => "42P07",
-            Error::TooManyConnections => "53300",
-            Error::DatatypeMismatch { .. } => "42804",
-            Error::UniqueViolation { .. } => "23505",
-            Error::UndefinedColumn { .. } => "42703",
-            Error::SequenceLimit { .. } => "2200H",
-            Error::DuplicateColumn { .. } => "42701",
-            Error::OutOfRange { .. } => "22003",
-            Error::WrongObjectType { .. } => "42809",
+            | Error::DataDirOwnership { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+            Error::InFailedTransaction => SqlState::IN_FAILED_SQL_TRANSACTION,
+            Error::InvalidTransactionState { .. } => SqlState::INVALID_TRANSACTION_STATE,
+            Error::DuplicateGid { .. } => SqlState::DUPLICATE_OBJECT,
+            Error::NoSuchPreparedTransaction { .. } => SqlState::UNDEFINED_OBJECT,
+            Error::UndefinedTable { .. } => SqlState::UNDEFINED_TABLE,
+            Error::DuplicateTable { .. } => SqlState::DUPLICATE_TABLE,
+            Error::TooManyConnections => SqlState::TOO_MANY_CONNECTIONS,
+            Error::DatatypeMismatch { .. } => SqlState::DATATYPE_MISMATCH,
+            Error::UniqueViolation { .. } => SqlState::UNIQUE_VIOLATION,
+            Error::UndefinedColumn { .. } => SqlState::UNDEFINED_COLUMN,
+            Error::SequenceLimit { .. } => SqlState::SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
+            Error::DuplicateColumn { .. } => SqlState::DUPLICATE_COLUMN,
+            Error::OutOfRange { .. } => SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+            Error::WrongObjectType { .. } => SqlState::WRONG_OBJECT_TYPE,
         }
     }
 

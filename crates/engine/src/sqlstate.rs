@@ -31,6 +31,19 @@ impl SqlState {
     }
 }
 
+/// A SQLSTATE equals its five characters: tests and clients' code compare with `"23505"`.
+impl PartialEq<&str> for SqlState {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<str> for SqlState {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
 impl std::fmt::Display for SqlState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.0)

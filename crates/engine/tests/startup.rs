@@ -62,7 +62,7 @@ fn refused(vfs: &Arc<SimVfs>) -> String {
         .err()
         .expect("startup must refuse this directory");
     assert!(
-        ["XX000", "58030"].contains(&err.sqlstate()),
+        ["XX000", "58030"].contains(&err.sqlstate().code()),
         "{}: {err}",
         err.sqlstate()
     );

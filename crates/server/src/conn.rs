@@ -26,6 +26,7 @@
 //!   unnamed one also at the next Bind or simple query), statements until Close or the end
 //!   of the session.
 
+use quire_engine::SqlState;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -112,7 +113,10 @@ impl From<ProtocolError> for Failure {
 
 /// The client went away (or a write failed): nothing more can be sent.
 fn connection_lost(e: &std::io::Error) -> SqlError {
-    SqlError::new("08006", format!("could not send data to client: {e}"))
+    SqlError::new(
+        SqlState::CONNECTION_FAILURE,
+        format!("could not send data to client: {e}"),
+    )
 }
 
 /// How the message loop ends.
@@ -180,7 +184,7 @@ impl Conn {
     pub(crate) fn serve(mut self, notices: &[String]) {
         backend::authentication_ok(&mut self.io.out);
         for n in notices {
-            send_notice(&mut self.io.out, "WARNING", "01000", n);
+            send_notice(&mut self.io.out, "WARNING", SqlState::WARNING, n);
         }
         let version = format!(
             "{} (quire {})",
@@ -200,7 +204,7 @@ impl Conn {
         let end = self.message_loop();
         if let End::Fatal(e) = end {
             tracing::debug!(
-                sqlstate = e.sqlstate(),
+                sqlstate = e.sqlstate().code(),
                 message = e.message(),
                 "connection ends"
             );
@@ -331,9 +335,11 @@ impl Conn {
             | Message::CopyDone
             | Message::CopyFail(_)
             | Message::Terminate => Ok(()),
-            Message::FunctionCall => {
-                Err(SqlError::new("0A000", "fast-path function calls are not supported").into())
-            }
+            Message::FunctionCall => Err(SqlError::new(
+                SqlState::FEATURE_NOT_SUPPORTED,
+                "fast-path function calls are not supported",
+            )
+            .into()),
             Message::Password(_) => {
                 Err(ProtocolError::fatal("invalid frontend message type 112").into())
             }
@@ -374,7 +380,7 @@ impl Conn {
     fn parse(&mut self, name: String, query: String, types: &[u32]) -> Result<(), Failure> {
         if !name.is_empty() && self.statements.contains_key(&name) {
             return Err(SqlError::new(
-                "42P05",
+                SqlState::DUPLICATE_PSTATEMENT,
                 format!("prepared statement \"{name}\" already exists"),
             )
             .into());
@@ -384,7 +390,10 @@ impl Conn {
             .map(|&oid| match oid {
                 0 => Ok(SqlType::Unknown),
                 oid => SqlType::from_oid(oid).ok_or_else(|| {
-                    SqlError::new("42704", format!("type with OID {oid} does not exist"))
+                    SqlError::new(
+                        SqlState::UNDEFINED_OBJECT,
+                        format!("type with OID {oid} does not exist"),
+                    )
                 }),
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -436,15 +445,17 @@ impl Conn {
     fn bind(&mut self, b: frontend::Bind) -> Result<(), Failure> {
         let Some(statement) = self.statements.get(&b.statement).cloned() else {
             return Err(SqlError::new(
-                "26000",
+                SqlState::INVALID_SQL_STATEMENT_NAME,
                 format!("prepared statement \"{}\" does not exist", b.statement),
             )
             .into());
         };
         if !b.portal.is_empty() && self.portals.contains_key(&b.portal) {
-            return Err(
-                SqlError::new("42P03", format!("portal \"{}\" already exists", b.portal)).into(),
-            );
+            return Err(SqlError::new(
+                SqlState::DUPLICATE_CURSOR,
+                format!("portal \"{}\" already exists", b.portal),
+            )
+            .into());
         }
         if self.session.status() == TxStatus::Failed
             && !statement.stmt.as_ref().is_some_and(|s| s.ends_block())
@@ -454,7 +465,7 @@ impl Conn {
         let description = self.description(&statement)?;
         if b.params.len() != description.params.len() {
             return Err(SqlError::new(
-                "08P01",
+                SqlState::PROTOCOL_VIOLATION,
                 format!(
                     "bind message supplies {} parameters, but prepared statement \"{}\" requires {}",
                     b.params.len(),
@@ -484,7 +495,7 @@ impl Conn {
             Target::Statement => {
                 let Some(p) = self.statements.get(name).cloned() else {
                     return Err(SqlError::new(
-                        "26000",
+                        SqlState::INVALID_SQL_STATEMENT_NAME,
                         format!("prepared statement \"{name}\" does not exist"),
                     )
                     .into());
@@ -655,7 +666,11 @@ impl Conn {
                     })
                 }
                 Ok(None) | Err(End::Client) => {
-                    return Err(SqlError::new("08006", "the client left during COPY").into())
+                    return Err(SqlError::new(
+                        SqlState::CONNECTION_FAILURE,
+                        "the client left during COPY",
+                    )
+                    .into())
                 }
             };
             let decoded = frontend::decode(tag, &self.io.buffered()[5..5 + len]);
@@ -667,7 +682,7 @@ impl Conn {
                 Ok(Message::Flush | Message::Sync) => {}
                 Ok(other) => {
                     let e = SqlError::new(
-                        "08P01",
+                        SqlState::PROTOCOL_VIOLATION,
                         format!("unexpected message type 0x{tag:02X} during COPY from stdin"),
                     );
                     drop(other);
@@ -716,7 +731,10 @@ impl Conn {
 }
 
 fn no_portal(name: &str) -> SqlError {
-    SqlError::new("34000", format!("portal \"{name}\" does not exist"))
+    SqlError::new(
+        SqlState::INVALID_CURSOR_NAME,
+        format!("portal \"{name}\" does not exist"),
+    )
 }
 
 fn farewell(f: Farewell) -> End {
@@ -724,7 +742,7 @@ fn farewell(f: Farewell) -> End {
 }
 
 fn idle_end(limit: IdleLimit) -> End {
-    tracing::info!(sqlstate = limit.sqlstate, "{}", limit.message);
+    tracing::info!(sqlstate = limit.sqlstate.code(), "{}", limit.message);
     End::Fatal(SqlError::new(limit.sqlstate, limit.message))
 }
 
@@ -743,7 +761,7 @@ fn select_tag(tag: &str, sent: u64) -> String {
 fn check_result_formats(formats: &[Format], columns: usize) -> Result<(), SqlError> {
     if formats.len() > 1 && formats.len() != columns {
         return Err(SqlError::new(
-            "08P01",
+            SqlState::PROTOCOL_VIOLATION,
             format!(
                 "bind message has {} result formats but query has {columns} columns",
                 formats.len()
@@ -766,7 +784,7 @@ fn decode_params(
 ) -> Result<Vec<Value>, SqlError> {
     if types.len() != raw.len() {
         return Err(SqlError::new(
-            "08P01",
+            SqlState::PROTOCOL_VIOLATION,
             format!(
                 "bind message supplies {} parameters, but prepared statement requires {}",
                 raw.len(),
@@ -820,22 +838,14 @@ fn send_error(out: &mut Vec<u8>, severity: &str, e: &SqlError) {
     );
 }
 
-fn send_notice(out: &mut Vec<u8>, severity: &str, sqlstate: &str, message: &str) {
-    backend::notice_response(
-        out,
-        &Notice {
-            severity,
-            sqlstate,
-            message,
-            ..Notice::default()
-        },
-    );
+fn send_notice(out: &mut Vec<u8>, severity: &str, sqlstate: SqlState, message: &str) {
+    backend::notice_response(out, &Notice::new(severity, sqlstate, message));
 }
 
 /// A statement's messages (VACUUM VERBOSE's report): NoticeResponse at level INFO.
 fn send_notices(out: &mut Vec<u8>, notices: &[String]) {
     for n in notices {
-        send_notice(out, "INFO", "00000", n);
+        send_notice(out, "INFO", SqlState::SUCCESSFUL_COMPLETION, n);
     }
 }
 
@@ -917,7 +927,7 @@ impl Output for PortalOutput<'_> {
     fn rows(&mut self, columns: &OutColumns) -> quire_sql::Result<()> {
         if columns.len() != self.columns.len() {
             return Err(SqlError::new(
-                "0A000",
+                SqlState::FEATURE_NOT_SUPPORTED,
                 "cached plan must not change result type",
             ));
         }

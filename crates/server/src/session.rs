@@ -13,6 +13,7 @@
 //!   and the default stays.
 //! - The thread's stack holds the deepest statement `max_stack_depth` allows, and a margin.
 
+use quire_engine::SqlState;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -112,11 +113,8 @@ fn refuse(mut io: Transport, e: &SqlError) {
     backend::error_response(
         &mut io.out,
         &backend::Notice {
-            severity: "FATAL",
-            sqlstate: e.sqlstate(),
-            message: e.message(),
             detail: e.detail(),
-            ..backend::Notice::default()
+            ..backend::Notice::new("FATAL", e.sqlstate(), e.message())
         },
     );
     io.close();
@@ -138,10 +136,17 @@ fn apply_parameters(
         }
         match session.set_parameter(name, value) {
             Ok(()) => {}
-            Err(e) if matches!(e.sqlstate(), "22023" | "0A000") => warnings.push(format!(
-                "startup parameter \"{name}\" = \"{value}\" ignored: {}",
-                e.message()
-            )),
+            Err(e)
+                if matches!(
+                    e.sqlstate(),
+                    SqlState::INVALID_PARAMETER_VALUE | SqlState::FEATURE_NOT_SUPPORTED
+                ) =>
+            {
+                warnings.push(format!(
+                    "startup parameter \"{name}\" = \"{value}\" ignored: {}",
+                    e.message()
+                ));
+            }
             Err(e) => return Err(e),
         }
     }
@@ -174,10 +179,10 @@ pub(crate) fn command_line_settings(options: &str) -> Result<Vec<(String, String
         let Some((name, value)) = setting.and_then(|s| s.split_once('=')) else {
             let e = match setting {
                 Some(s) if !s.is_empty() => {
-                    SqlError::new("42601", format!("-c {s} requires a value"))
+                    SqlError::new(SqlState::SYNTAX_ERROR, format!("-c {s} requires a value"))
                 }
                 _ => SqlError::new(
-                    "42601",
+                    SqlState::SYNTAX_ERROR,
                     format!("invalid command-line argument for server process: {word}"),
                 )
                 .with_detail("Try \"postgres --help\" for more information."),

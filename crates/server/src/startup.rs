@@ -24,6 +24,7 @@
 //!   PostgreSQL); it stops the statement of the session whose process id and secret key it
 //!   names.
 
+use quire_engine::SqlState;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -76,7 +77,7 @@ const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 
 /// A startup error: what the client is told (FATAL), if anything.
 struct Refusal {
-    sqlstate: &'static str,
+    sqlstate: SqlState,
     message: String,
 }
 
@@ -89,7 +90,7 @@ impl From<ProtocolError> for Refusal {
     }
 }
 
-fn refusal(sqlstate: &'static str, message: impl Into<String>) -> Refusal {
+fn refusal(sqlstate: SqlState, message: impl Into<String>) -> Refusal {
     Refusal {
         sqlstate,
         message: message.into(),
@@ -222,7 +223,7 @@ impl Client {
         let tag = self.input[0];
         if tag != b'p' {
             return Err(refusal(
-                "08P01",
+                SqlState::PROTOCOL_VIOLATION,
                 format!("expected password response, got message type {tag}"),
             )
             .into());
@@ -232,7 +233,7 @@ impl Client {
             .ok()
             .and_then(|l| l.checked_sub(4))
             .filter(|&b| b <= limits::MAX_AUTH_MESSAGE_BYTES)
-            .ok_or_else(|| refusal("08P01", "invalid message length"))?;
+            .ok_or_else(|| refusal(SqlState::PROTOCOL_VIOLATION, "invalid message length"))?;
         self.need(5 + body).await?;
         let mut message = self.take(5 + body);
         Ok(message.split_off(5))
@@ -262,23 +263,18 @@ pub(crate) async fn run(
         Ok((role, params)) => slots
             .acquire(role.superuser)
             .map(|slot| (role, params, slot))
-            .map_err(|message| Ended::Refused(refusal("53300", message))),
+            .map_err(|message| Ended::Refused(refusal(SqlState::TOO_MANY_CONNECTIONS, message))),
         Err(e) => Err(e),
     };
     match admitted {
         Ok((role, params, slot)) => hand_over(client, role, params).map(|a| (a, slot)),
         Err(Ended::Quietly) => None,
         Err(Ended::Refused(r)) => {
-            tracing::debug!(%peer, sqlstate = r.sqlstate, message = r.message, "startup refused");
+            tracing::debug!(%peer, sqlstate = r.sqlstate.code(), message = r.message, "startup refused");
             let mut out = Vec::new();
             backend::error_response(
                 &mut out,
-                &backend::Notice {
-                    severity: "FATAL",
-                    sqlstate: r.sqlstate,
-                    message: &r.message,
-                    ..backend::Notice::default()
-                },
+                &backend::Notice::new("FATAL", r.sqlstate, &r.message),
             );
             let _ = client.send(&out).await;
             let _ = client.io.shutdown().await;
@@ -326,7 +322,11 @@ async fn authenticate(
                 client.send(b"N").await?;
             }
             Startup::SslRequest | Startup::GssEncRequest => {
-                return Err(refusal("08P01", "unsupported frontend protocol").into())
+                return Err(refusal(
+                    SqlState::PROTOCOL_VIOLATION,
+                    "unsupported frontend protocol",
+                )
+                .into())
             }
             Startup::Cancel { pid, key } => {
                 cancel(gate, pid, key).await;
@@ -369,7 +369,11 @@ async fn start_tls(acceptor: &TlsAcceptor, client: &mut Client) -> Result<(), En
 async fn negotiate_ssl(gate: &Gatekeeper, client: &mut Client) -> Result<(), Ended> {
     refuse_pipelined(client, "SSL")?;
     if matches!(client.io, Io::Tls(_)) {
-        return Err(refusal("08P01", "unsupported frontend protocol").into());
+        return Err(refusal(
+            SqlState::PROTOCOL_VIOLATION,
+            "unsupported frontend protocol",
+        )
+        .into());
     }
     if let Some(acceptor) = &gate.tls {
         client.send(b"S").await?;
@@ -386,7 +390,7 @@ fn refuse_pipelined(client: &Client, what: &str) -> Result<(), Ended> {
         return Ok(());
     }
     Err(Refusal {
-        sqlstate: "08P01",
+        sqlstate: SqlState::PROTOCOL_VIOLATION,
         message: format!(
             "received unencrypted data after {} request",
             if what == "SSL" {
@@ -444,14 +448,14 @@ async fn log_in(
     let user = param(params, "user").unwrap_or_default().to_string();
     if user.is_empty() {
         return Err(refusal(
-            "28000",
+            SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
             "no PostgreSQL user name specified in startup packet",
         )
         .into());
     }
     if let Some(r) = param(params, "replication").filter(|r| !is_false(r)) {
         return Err(refusal(
-            "0A000",
+            SqlState::FEATURE_NOT_SUPPORTED,
             format!("replication connections are not supported yet (replication={r})"),
         )
         .into());
@@ -466,7 +470,7 @@ async fn log_in(
     };
     let Some(rule) = gate.hba.matching(peer, ssl, &user, &database) else {
         return Err(refusal(
-            "28000",
+            SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
             format!("no pg_hba.conf entry for host \"{peer}\", user \"{user}\", database \"{database}\", {encryption}"),
         )
         .into());
@@ -475,20 +479,20 @@ async fn log_in(
     let role = match rule.method {
         Method::Reject => {
             return Err(refusal(
-                "28000",
+                SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
                 format!("pg_hba.conf rejects connection for host \"{peer}\", user \"{user}\", database \"{database}\", {encryption}"),
             )
             .into())
         }
         Method::Trust => lookup(gate, &user)
             .await?
-            .ok_or_else(|| refusal("28000", format!("role \"{user}\" does not exist")))?,
+            .ok_or_else(|| refusal(SqlState::INVALID_AUTHORIZATION_SPECIFICATION, format!("role \"{user}\" does not exist")))?,
         Method::ScramSha256 => scram_exchange(gate, client, &user).await?,
         Method::Password => password_exchange(gate, client, &user).await?,
     };
     if !role.login {
         return Err(refusal(
-            "28000",
+            SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
             format!("role \"{}\" is not permitted to log in", role.name),
         )
         .into());
@@ -509,13 +513,13 @@ async fn lookup(gate: &Gatekeeper, user: &str) -> Result<Option<Role>, Ended> {
     let name = user.to_string();
     let found = tokio::task::spawn_blocking(move || quire_sql::lookup_role(&db, &name))
         .await
-        .map_err(|e| refusal("XX000", format!("role lookup failed: {e}")))?;
+        .map_err(|e| refusal(SqlState::INTERNAL_ERROR, format!("role lookup failed: {e}")))?;
     found.map_err(|e| Ended::Refused(refusal(e.sqlstate(), e.message().to_string())))
 }
 
 fn password_failed(user: &str) -> Ended {
     refusal(
-        "28P01",
+        SqlState::INVALID_PASSWORD,
         format!("password authentication failed for user \"{user}\""),
     )
     .into()
@@ -540,15 +544,20 @@ async fn scram_exchange(gate: &Gatekeeper, client: &mut Client, user: &str) -> R
     let (mechanism, data) = frontend::sasl_initial_response(&initial)?;
     if mechanism != SCRAM_SHA_256 {
         return Err(refusal(
-            "08P01",
+            SqlState::PROTOCOL_VIOLATION,
             "client selected an invalid SASL authentication mechanism",
         )
         .into());
     }
-    let data = data.ok_or_else(|| refusal("08P01", "malformed SCRAM message: empty"))?;
+    let data = data.ok_or_else(|| {
+        refusal(
+            SqlState::PROTOCOL_VIOLATION,
+            "malformed SCRAM message: empty",
+        )
+    })?;
     let mut nonce = [0u8; scram::SERVER_NONCE_BYTES];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut nonce)
-        .map_err(|_| refusal("XX000", "could not generate random nonce"))?;
+        .map_err(|_| refusal(SqlState::INTERNAL_ERROR, "could not generate random nonce"))?;
     let (server_first, exchange) = scram::first(verifier, &data, &nonce)?;
     out.clear();
     backend::authentication_sasl_continue(&mut out, server_first.as_bytes());

@@ -17,6 +17,7 @@
 //! - Nothing here allocates by what the client declares: reads grow the input buffer by
 //!   what arrives.
 
+use quire_engine::SqlState;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::AsFd;
@@ -39,19 +40,19 @@ const MAX_READ_CHUNK_BYTES: usize = 1 << 20;
 /// Why the server ends a session, as its client is told (FATAL).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Farewell {
-    pub sqlstate: &'static str,
+    pub sqlstate: SqlState,
     pub message: &'static str,
 }
 
 pub(crate) const SHUTDOWN: Farewell = Farewell {
-    sqlstate: "57P01",
+    sqlstate: SqlState::ADMIN_SHUTDOWN,
     message: "terminating connection due to administrator command",
 };
 
 pub(crate) const TERMINATED: Farewell = SHUTDOWN;
 
 pub(crate) const ENGINE_FAILED: Farewell = Farewell {
-    sqlstate: "57P02",
+    sqlstate: SqlState::CRASH_SHUTDOWN,
     message: "terminating connection because the engine failed (an I/O failure); the server restarts and recovers from the WAL",
 };
 

@@ -3,6 +3,7 @@
 //! and receive functions (big-endian integers and floats, timestamps in microseconds since
 //! 2000-01-01).
 
+use quire_engine::SqlState;
 use quire_engine::Value;
 use quire_sql::{format_text, parse_text, OutColumn, SqlError, SqlType, PG_EPOCH_OFFSET_US};
 
@@ -23,7 +24,12 @@ pub(crate) fn encode_row(
     columns: &[OutColumn],
     binary: impl Fn(usize) -> bool,
 ) -> Result<(), SqlError> {
-    let too_large = || SqlError::new("54000", "the row is too large for the protocol");
+    let too_large = || {
+        SqlError::new(
+            SqlState::PROGRAM_LIMIT_EXCEEDED,
+            "the row is too large for the protocol",
+        )
+    };
     let count = i16::try_from(row.len()).map_err(|_| too_large())?;
     let start = out.len();
     let at = backend::data_row_begin(out, count);
@@ -117,7 +123,7 @@ pub(crate) fn decode_param(
     if !binary {
         let text = std::str::from_utf8(bytes).map_err(|_| {
             SqlError::new(
-                "22021",
+                SqlState::CHARACTER_NOT_IN_REPERTOIRE,
                 format!("invalid byte sequence for encoding \"UTF8\" in parameter ${n}"),
             )
         })?;
@@ -125,7 +131,7 @@ pub(crate) fn decode_param(
     }
     let bad = || {
         SqlError::new(
-            "22P03",
+            SqlState::INVALID_BINARY_REPRESENTATION,
             format!("incorrect binary data format in bind parameter {n}"),
         )
     };

@@ -14,6 +14,7 @@
 //! - Sessions made without a registry (in-process use, tests) still have a process id, from
 //!   a counter, so `pg_backend_pid()` answers.
 
+use quire_engine::SqlState;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -113,9 +114,12 @@ static NEXT_LOCAL_PID: AtomicI32 = AtomicI32::new(1);
 fn random_bytes<const N: usize>() -> Result<[u8; N]> {
     use ring::rand::SecureRandom;
     let mut b = [0u8; N];
-    ring::rand::SystemRandom::new()
-        .fill(&mut b)
-        .map_err(|_| SqlError::new("XX000", "could not generate random cancel key"))?;
+    ring::rand::SystemRandom::new().fill(&mut b).map_err(|_| {
+        SqlError::new(
+            SqlState::INTERNAL_ERROR,
+            "could not generate random cancel key",
+        )
+    })?;
     Ok(b)
 }
 
@@ -125,7 +129,10 @@ impl Backends {
         let key = random_bytes()?;
         let mut map = self.map.lock();
         if map.len() >= MAX_BACKENDS {
-            return Err(SqlError::new("53300", "sorry, too many clients already"));
+            return Err(SqlError::new(
+                SqlState::TOO_MANY_CONNECTIONS,
+                "sorry, too many clients already",
+            ));
         }
         // Bounded: the map holds at most MAX_BACKENDS of 2^31 ids, so a free one is found
         // within a few tries with overwhelming likelihood; the bound makes it certain.
@@ -138,7 +145,10 @@ impl Backends {
             }
         }
         if pid == 0 {
-            return Err(SqlError::new("XX000", "could not choose a process id"));
+            return Err(SqlError::new(
+                SqlState::INTERNAL_ERROR,
+                "could not choose a process id",
+            ));
         }
         let backend = Arc::new(Backend {
             pid,
@@ -237,7 +247,7 @@ pub(crate) fn signal(
     };
     if superuser && !who.superuser {
         return Err(SqlError::new(
-            "42501",
+            SqlState::INSUFFICIENT_PRIVILEGE,
             format!("permission denied to {verb} {object}"),
         )
         .with_detail(format!(
@@ -255,11 +265,13 @@ pub(crate) fn signal(
         } else {
             "process is being terminated or with privileges of the \"pg_signal_backend\" role may terminate this process"
         };
-        return Err(
-            SqlError::new("42501", format!("permission denied to {verb} {object}")).with_detail(
-                format!("Only roles with privileges of the role whose {this}."),
-            ),
-        );
+        return Err(SqlError::new(
+            SqlState::INSUFFICIENT_PRIVILEGE,
+            format!("permission denied to {verb} {object}"),
+        )
+        .with_detail(format!(
+            "Only roles with privileges of the role whose {this}."
+        )));
     }
     match what {
         Signal::Cancel => {

@@ -10,6 +10,7 @@
 //! `pg_depend` auto dependency). The table is created at startup when missing, so a data
 //! directory made before it existed gains it.
 
+use quire_engine::SqlState;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Bound::Included;
@@ -70,7 +71,7 @@ impl TableInfo {
             .position(|c| c.name == name && !c.dropped)
             .ok_or_else(|| {
                 SqlError::new(
-                    "42703",
+                    SqlState::UNDEFINED_COLUMN,
                     format!(
                         "column \"{name}\" of relation \"{}\" does not exist",
                         self.def.name
@@ -246,7 +247,7 @@ fn oid_value(oid: TableId) -> Value {
 pub(crate) fn check_not_reserved(name: &str) -> Result<()> {
     if name.starts_with(RESERVED_PREFIX) {
         return Err(SqlError::new(
-            "42501",
+            SqlState::INSUFFICIENT_PRIVILEGE,
             format!(
                 "table names starting with \"{RESERVED_PREFIX}\" are reserved for quire's catalog"
             ),
@@ -287,9 +288,10 @@ pub(crate) fn lookup_cached(
 fn oid_of(tx: &Transaction, name: &str) -> Result<TableId> {
     check_not_reserved(name)?;
     tx.table(name).map_err(|e| match e {
-        Error::UndefinedTable { .. } => {
-            SqlError::new("42P01", format!("relation \"{name}\" does not exist"))
-        }
+        Error::UndefinedTable { .. } => SqlError::new(
+            SqlState::UNDEFINED_TABLE,
+            format!("relation \"{name}\" does not exist"),
+        ),
         e => e.into(),
     })
 }
@@ -351,7 +353,7 @@ fn describe(tx: &Transaction, name: &str, oid: TableId) -> Result<TableInfo> {
 
 fn corrupt(table: &str) -> SqlError {
     SqlError::new(
-        "XX000",
+        SqlState::INTERNAL_ERROR,
         format!("the SQL column entries of table \"{table}\" do not match the table"),
     )
 }

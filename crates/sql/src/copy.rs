@@ -6,6 +6,7 @@
 
 use crate::error::{Result, SqlError};
 use crate::parse::{CopyFormat, CopyStmt};
+use quire_engine::SqlState;
 
 /// Finds line ends in COPY data: every newline in text format (data newlines are escaped
 /// as `\n`), newlines outside quotes in CSV.
@@ -45,14 +46,14 @@ impl<'a> Lines<'a> {
 }
 
 fn bad(message: impl Into<String>) -> SqlError {
-    SqlError::new("22P04", message)
+    SqlError::new(SqlState::BAD_COPY_FILE_FORMAT, message)
 }
 
 /// The fields of one line (`None` for NULL).
 pub(crate) fn parse_line(line: &[u8], c: &CopyStmt) -> Result<Vec<Option<String>>> {
     let text = std::str::from_utf8(line).map_err(|_| {
         SqlError::new(
-            "22021",
+            SqlState::CHARACTER_NOT_IN_REPERTOIRE,
             "invalid byte sequence for encoding \"UTF8\" in COPY data",
         )
     })?;

@@ -3,16 +3,19 @@
 //! client sees them (ErrorResponse's D, H and P fields).
 //!
 //! ## Rules
-//! - The SQLSTATE is always one PostgreSQL defines (its `errcodes.txt`): no code of this
-//!   crate's own reaches a client. An error that is this crate's fault (a bound plan that
+//! - The SQLSTATE is always one PostgreSQL defines: a [`SqlState`], which only the constants
+//!   generated from its `errcodes.txt` make (never a string literal), so no code of this
+//!   crate's own can reach a client. An error that is this crate's fault (a bound plan that
 //!   does not hold what binding promised) is XX000 with a message saying what was wrong
 //!   ([`SqlError::internal`]).
+
+use quire_engine::SqlState;
 
 /// An error of a SQL statement, with its PostgreSQL SQLSTATE.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct SqlError {
-    code: &'static str,
+    code: SqlState,
     message: String,
     detail: Option<String>,
     hint: Option<String>,
@@ -20,7 +23,7 @@ pub struct SqlError {
 }
 
 impl SqlError {
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: SqlState, message: impl Into<String>) -> Self {
         SqlError {
             code,
             message: message.into(),
@@ -33,7 +36,7 @@ impl SqlError {
     /// XX000: something this crate got wrong (a bound plan holding what binding never
     /// makes); `what` says what, for the bug report.
     pub fn internal(what: impl std::fmt::Display) -> Self {
-        Self::new("XX000", format!("internal error: {what}"))
+        Self::new(SqlState::INTERNAL_ERROR, format!("internal error: {what}"))
     }
 
     /// PostgreSQL's HINT: what the user might do about it.
@@ -70,36 +73,39 @@ impl SqlError {
 
     /// 42601: the statement does not parse.
     pub fn syntax(message: impl Into<String>) -> Self {
-        Self::new("42601", message)
+        Self::new(SqlState::SYNTAX_ERROR, message)
     }
 
     /// 0A000: valid SQL that quire does not do yet; `feature` names it for the user.
     pub fn unsupported(feature: impl std::fmt::Display) -> Self {
-        Self::new("0A000", format!("{feature} is not supported yet"))
+        Self::new(
+            SqlState::FEATURE_NOT_SUPPORTED,
+            format!("{feature} is not supported yet"),
+        )
     }
 
     /// 22P02: a value's text form does not parse as its type.
     pub fn bad_input(type_name: &str, text: &str) -> Self {
         Self::new(
-            "22P02",
+            SqlState::INVALID_TEXT_REPRESENTATION,
             format!("invalid input syntax for type {type_name}: \"{text}\""),
         )
     }
 
     /// 42804: a value of one type where another is needed.
     pub fn type_mismatch(message: impl Into<String>) -> Self {
-        Self::new("42804", message)
+        Self::new(SqlState::DATATYPE_MISMATCH, message)
     }
 
     /// 25P02: a statement inside a transaction block that an error aborted.
     pub fn in_failed_transaction() -> Self {
         Self::new(
-            "25P02",
+            SqlState::IN_FAILED_SQL_TRANSACTION,
             "current transaction is aborted, commands ignored until end of transaction block",
         )
     }
 
-    pub fn sqlstate(&self) -> &'static str {
+    pub fn sqlstate(&self) -> SqlState {
         self.code
     }
 

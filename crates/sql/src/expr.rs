@@ -18,6 +18,7 @@
 //!   (`types::check_value_len`, 54000); LIKE and regular expressions check the interrupt as
 //!   they go through a long text.
 
+use quire_engine::SqlState;
 use std::cmp::Ordering;
 
 use quire_engine::{Database, Transaction, Value};
@@ -391,7 +392,10 @@ impl Expr {
         Ok(match self {
             Expr::Const(v) => v.clone(),
             Expr::Param(n) => cx.params.get(*n).cloned().ok_or_else(|| {
-                SqlError::new("08P01", format!("no value for parameter ${}", n + 1))
+                SqlError::new(
+                    SqlState::PROTOCOL_VIOLATION,
+                    format!("no value for parameter ${}", n + 1),
+                )
             })?,
             Expr::Column(c) => row.get(*c).cloned().ok_or_else(|| internal("column"))?,
             Expr::Outer { levels, column } => outer_value(cx, *levels, *column)?,
@@ -676,13 +680,20 @@ fn cast(v: Value, from: SqlType, to: SqlType, cx: &Cx) -> Result<Value> {
         )),
         (Value::Text(name), f, SqlType::Regclass) if f.is_text() => {
             let oid = crate::pg_catalog::relation_oid(cx.tx, name)?.ok_or_else(|| {
-                SqlError::new("42P01", format!("relation \"{name}\" does not exist"))
+                SqlError::new(
+                    SqlState::UNDEFINED_TABLE,
+                    format!("relation \"{name}\" does not exist"),
+                )
             })?;
             Ok(Value::Int(i64::from(oid)))
         }
         (Value::Text(name), f, SqlType::Regtype) if f.is_text() => {
-            let ty = SqlType::from_name(name.trim())
-                .ok_or_else(|| SqlError::new("42704", format!("type \"{name}\" does not exist")))?;
+            let ty = SqlType::from_name(name.trim()).ok_or_else(|| {
+                SqlError::new(
+                    SqlState::UNDEFINED_OBJECT,
+                    format!("type \"{name}\" does not exist"),
+                )
+            })?;
             Ok(Value::Int(i64::from(ty.oid())))
         }
         _ => types::cast(v, from, to),
@@ -704,7 +715,7 @@ fn subquery(node: &Node, kind: &SubqueryKind, cx: &Cx, row: &[Value]) -> Result<
             };
             if rows.next().transpose()?.is_some() {
                 return Err(SqlError::new(
-                    "21000",
+                    SqlState::CARDINALITY_VIOLATION,
                     "more than one row returned by a subquery used as an expression",
                 ));
             }
@@ -749,7 +760,10 @@ fn out_of_range_of(ty: SqlType) -> SqlError {
         SqlType::Int4 => "integer",
         _ => "bigint",
     };
-    SqlError::new("22003", format!("{name} out of range"))
+    SqlError::new(
+        SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+        format!("{name} out of range"),
+    )
 }
 
 fn out_of_range() -> SqlError {
@@ -757,7 +771,7 @@ fn out_of_range() -> SqlError {
 }
 
 fn division_by_zero() -> SqlError {
-    SqlError::new("22012", "division by zero")
+    SqlError::new(SqlState::DIVISION_BY_ZERO, "division by zero")
 }
 
 /// Arithmetic on two values; `ty` is the result type the binder chose (its range is
@@ -817,7 +831,7 @@ pub(crate) fn arith(op: ArithOp, ty: SqlType, left: Value, right: Value) -> Resu
                 ArithOp::Div => x / y,
                 ArithOp::Mod => {
                     return Err(SqlError::new(
-                        "42883",
+                        SqlState::UNDEFINED_FUNCTION,
                         "operator does not exist: double precision % double precision",
                     ))
                 }
@@ -852,7 +866,10 @@ fn like(s: &str, pattern: &str, case_insensitive: bool, interrupt: &Interrupt) -
 }
 
 fn like_escape_error() -> SqlError {
-    SqlError::new("22025", "LIKE pattern must not end with escape character")
+    SqlError::new(
+        SqlState::INVALID_ESCAPE_SEQUENCE,
+        "LIKE pattern must not end with escape character",
+    )
 }
 
 /// The bytes of the UTF-8 character whose first byte is `lead`.
@@ -943,7 +960,7 @@ fn regex_match(
     use regex_automata::{hybrid::dfa::DFA, nfa::thompson, util::syntax};
     if pattern.len() > MAX_REGEX_PATTERN_BYTES {
         return Err(SqlError::new(
-            "2201B",
+            SqlState::INVALID_REGULAR_EXPRESSION,
             "invalid regular expression: pattern too long",
         ));
     }
@@ -965,7 +982,12 @@ fn regex_match(
         .case_insensitive(case_insensitive)
         .size_limit(REGEX_NFA_BYTES)
         .build()
-        .map_err(|e| SqlError::new("2201B", format!("invalid regular expression: {e}")))?;
+        .map_err(|e| {
+            SqlError::new(
+                SqlState::INVALID_REGULAR_EXPRESSION,
+                format!("invalid regular expression: {e}"),
+            )
+        })?;
     Ok(re.is_match(s))
 }
 

@@ -10,6 +10,7 @@
 //! - A call no function takes is 42883 with PostgreSQL's hint ([`no_such_function`]); the
 //!   binder adds the position of the function's name.
 
+use quire_engine::SqlState;
 use quire_engine::Value;
 
 use crate::error::{Result, SqlError};
@@ -287,10 +288,9 @@ impl AggState {
 fn add_values(acc: Option<Value>, v: Value) -> Result<Value> {
     Ok(match (acc, v) {
         (None, v) => v,
-        (Some(Value::Int(a)), Value::Int(b)) => Value::Int(
-            a.checked_add(b)
-                .ok_or_else(|| SqlError::new("22003", "bigint out of range"))?,
-        ),
+        (Some(Value::Int(a)), Value::Int(b)) => Value::Int(a.checked_add(b).ok_or_else(|| {
+            SqlError::new(SqlState::NUMERIC_VALUE_OUT_OF_RANGE, "bigint out of range")
+        })?),
         (Some(Value::Numeric(a)), Value::Numeric(b)) => {
             Value::Numeric(crate::numeric::arith(crate::numeric::Op::Add, &a, &b)?)
         }
@@ -303,7 +303,7 @@ fn add_values(acc: Option<Value>, v: Value) -> Result<Value> {
 pub(crate) fn no_such_function(name: &str, args: &[SqlType]) -> SqlError {
     let types: Vec<String> = args.iter().map(|t| t.name()).collect();
     SqlError::new(
-        "42883",
+        SqlState::UNDEFINED_FUNCTION,
         format!("function {name}({}) does not exist", types.join(", ")),
     )
     .with_hint(
@@ -322,7 +322,7 @@ pub(crate) fn resolve(
     let n = args.len();
     if n > MAX_ARGS {
         return Err(SqlError::new(
-            "54023",
+            SqlState::TOO_MANY_ARGUMENTS,
             format!("cannot pass more than {MAX_ARGS} arguments to a function"),
         ));
     }
@@ -885,10 +885,9 @@ impl Func {
                 })
                 .unwrap_or(Value::Null),
             Func::Abs => match &args[0] {
-                Value::Int(i) => Value::Int(
-                    i.checked_abs()
-                        .ok_or_else(|| SqlError::new("22003", "integer out of range"))?,
-                ),
+                Value::Int(i) => Value::Int(i.checked_abs().ok_or_else(|| {
+                    SqlError::new(SqlState::NUMERIC_VALUE_OUT_OF_RANGE, "integer out of range")
+                })?),
                 Value::Float(f) => Value::Float(f.abs()),
                 Value::Numeric(n) => Value::Numeric(crate::numeric::abs(n)?),
                 v => v.clone(),
@@ -950,7 +949,7 @@ impl Func {
                     None if missing_ok => Value::Null,
                     None => {
                         return Err(SqlError::new(
-                            "42704",
+                            SqlState::UNDEFINED_OBJECT,
                             format!("unrecognized configuration parameter \"{name}\""),
                         ))
                     }
@@ -1041,7 +1040,7 @@ impl Func {
                     "archiver" | "recovery_prefetch" => {}
                     _ => {
                         return Err(SqlError::new(
-                            "22023",
+                            SqlState::INVALID_PARAMETER_VALUE,
                             format!("unrecognized reset target: \"{target}\""),
                         ))
                     }
@@ -1210,7 +1209,7 @@ fn substr(args: &[Value]) -> Result<Value> {
     let end = match args.get(2).and_then(int_arg) {
         Some(n) if n < 0 => {
             return Err(SqlError::new(
-                "22011",
+                SqlState::SUBSTRING_ERROR,
                 "negative substring length not allowed",
             ))
         }
@@ -1264,7 +1263,10 @@ fn signal_backend(cx: &Cx, what: crate::backends::Signal, args: &[Value]) -> Res
         Some(v) => v.as_int().unwrap_or(0),
     };
     if timeout_ms < 0 {
-        return Err(SqlError::new("22023", "\"timeout\" must not be negative"));
+        return Err(SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            "\"timeout\" must not be negative",
+        ));
     }
     let identity = cx.settings.identity();
     let me = identity.current_user();

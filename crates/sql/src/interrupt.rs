@@ -14,6 +14,7 @@
 //! ([`Interrupt::set_alarm`]), so a server whose sessions have no `statement_timeout` (the
 //! default) is never woken for them, as PostgreSQL arms a timer only when one is set.
 
+use quire_engine::SqlState;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -150,11 +151,17 @@ impl Interrupt {
     fn error(reason: u8) -> SqlError {
         match reason {
             TERMINATED => SqlError::new(
-                "57P01",
+                SqlState::ADMIN_SHUTDOWN,
                 "terminating connection due to administrator command",
             ),
-            TIMED_OUT => SqlError::new("57014", "canceling statement due to statement timeout"),
-            _ => SqlError::new("57014", "canceling statement due to user request"),
+            TIMED_OUT => SqlError::new(
+                SqlState::QUERY_CANCELED,
+                "canceling statement due to statement timeout",
+            ),
+            _ => SqlError::new(
+                SqlState::QUERY_CANCELED,
+                "canceling statement due to user request",
+            ),
         }
     }
 }

@@ -13,6 +13,7 @@
 use num_bigint::{BigInt, Sign};
 use num_integer::Integer;
 use num_traits::{Signed, ToPrimitive, Zero};
+use quire_engine::SqlState;
 use quire_engine::{Numeric, NumericError};
 
 use crate::error::{Result, SqlError};
@@ -23,8 +24,13 @@ const MAX_DISPLAY_SCALE: i64 = 1000;
 
 fn overflow(e: &NumericError) -> SqlError {
     match e {
-        NumericError::Overflow => SqlError::new("22003", "value overflows numeric format"),
-        NumericError::Corrupt(what) => SqlError::new("XX000", format!("numeric: {what}")),
+        NumericError::Overflow => SqlError::new(
+            SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+            "value overflows numeric format",
+        ),
+        NumericError::Corrupt(what) => {
+            SqlError::new(SqlState::INTERNAL_ERROR, format!("numeric: {what}"))
+        }
     }
 }
 
@@ -37,8 +43,12 @@ fn parts(n: &Numeric) -> (BigInt, u16) {
 
 /// `mantissa × 10^-scale` as a numeric.
 fn from_parts(m: &BigInt, scale: i64) -> Result<Numeric> {
-    let scale = u16::try_from(scale)
-        .map_err(|_| SqlError::new("22003", "value overflows numeric format"))?;
+    let scale = u16::try_from(scale).map_err(|_| {
+        SqlError::new(
+            SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+            "value overflows numeric format",
+        )
+    })?;
     let (sign, digits) = m.to_radix_be(10);
     Numeric::from_digits(sign == Sign::Minus, &digits, scale).map_err(|e| overflow(&e))
 }
@@ -103,7 +113,10 @@ pub(crate) fn parse(text: &str) -> Result<Numeric> {
     let int_digits = int_part.trim_start_matches('0').len();
     let too_long = int_digits > 131_072 + 1000 || frac_part.len() > 16_383 + 1000;
     if !(-1000..=1000).contains(&exponent) || too_long {
-        return Err(SqlError::new("22003", "value overflows numeric format"));
+        return Err(SqlError::new(
+            SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+            "value overflows numeric format",
+        ));
     }
     let digits: Vec<u8> = int_part
         .bytes()
@@ -128,7 +141,7 @@ pub(crate) fn from_i64(v: i64) -> Numeric {
 pub(crate) fn from_f64(v: f64) -> Result<Numeric> {
     if !v.is_finite() {
         return Err(SqlError::new(
-            "22003",
+            SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
             format!("cannot convert {v} to numeric"),
         ));
     }
@@ -176,7 +189,10 @@ pub(crate) fn arith(op: Op, lhs: &Numeric, rhs: &Numeric) -> Result<Numeric> {
         Op::Add => from_parts(&(rescale(&ma, sa, scale) + rescale(&mb, sb, scale)), scale),
         Op::Sub => from_parts(&(rescale(&ma, sa, scale) - rescale(&mb, sb, scale)), scale),
         Op::Mul => from_parts(&(ma * mb), sa + sb),
-        Op::Div | Op::Mod if mb.is_zero() => Err(SqlError::new("22012", "division by zero")),
+        Op::Div | Op::Mod if mb.is_zero() => Err(SqlError::new(
+            SqlState::DIVISION_BY_ZERO,
+            "division by zero",
+        )),
         Op::Div => {
             let rscale = div_scale(lhs, rhs);
             // lhs / rhs × 10^rscale = ma × 10^(rscale - sa + sb) / mb.
@@ -258,17 +274,19 @@ pub(crate) fn apply_typmod(n: &Numeric, precision: u16, scale: u16) -> Result<Nu
     let int_digits = r.scaled_digits().len().saturating_sub(usize::from(scale));
     let limit = usize::from(precision - scale.min(precision));
     if !r.is_zero() && int_digits > limit {
-        return Err(
-            SqlError::new("22003", "numeric field overflow").with_detail(format!(
-                "A field with precision {precision}, scale {scale} must round to an absolute \
+        return Err(SqlError::new(
+            SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+            "numeric field overflow",
+        )
+        .with_detail(format!(
+            "A field with precision {precision}, scale {scale} must round to an absolute \
              value less than {}.",
-                if limit == 0 {
-                    "1".to_string()
-                } else {
-                    format!("10^{limit}")
-                }
-            )),
-        );
+            if limit == 0 {
+                "1".to_string()
+            } else {
+                format!("10^{limit}")
+            }
+        )));
     }
     Ok(r)
 }
@@ -327,7 +345,12 @@ pub fn to_binary(n: &Numeric) -> Vec<u8> {
 
 /// The inverse of [`to_binary`] (`numeric_recv`); 22P03 on malformed bytes.
 pub fn from_binary(b: &[u8]) -> Result<Numeric> {
-    let bad = || SqlError::new("22P03", "invalid binary numeric");
+    let bad = || {
+        SqlError::new(
+            SqlState::INVALID_BINARY_REPRESENTATION,
+            "invalid binary numeric",
+        )
+    };
     let word = |i: usize| -> Result<i16> {
         let bytes = b.get(i * 2..i * 2 + 2).ok_or_else(bad)?;
         Ok(i16::from_be_bytes([bytes[0], bytes[1]]))
@@ -341,7 +364,7 @@ pub fn from_binary(b: &[u8]) -> Result<Numeric> {
     }
     if sign != 0 && sign != 0x4000 {
         return Err(SqlError::new(
-            "0A000",
+            SqlState::FEATURE_NOT_SUPPORTED,
             "numeric NaN and infinities are not supported",
         ));
     }

@@ -17,6 +17,7 @@
 //!   whole query string, so that an error found later has PostgreSQL's position.
 
 use crate::error::{Result, SqlError};
+use quire_engine::SqlState;
 
 /// A parsed statement.
 #[derive(Clone, Debug)]
@@ -131,7 +132,7 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     let pieces = split(sql)?;
     if pieces.len() > MAX_STATEMENTS {
         return Err(SqlError::new(
-            "54000",
+            SqlState::PROGRAM_LIMIT_EXCEEDED,
             format!("a query string may hold at most {MAX_STATEMENTS} statements"),
         ));
     }
@@ -186,7 +187,7 @@ impl ParseMemory {
         self.bytes = self.bytes.saturating_add(parse_cost(piece, lists));
         if self.bytes > MAX_PARSE_MEMORY_BYTES {
             return Err(SqlError::new(
-                "54000",
+                SqlState::PROGRAM_LIMIT_EXCEEDED,
                 format!(
                     "statement too large: parsing it would take about {} MB of memory, more than {} MB",
                     self.bytes >> 20,
@@ -1019,7 +1020,7 @@ fn copy(w: &[String]) -> Result<CopyStmt> {
         (Some(d), Some(s)) if d == "to" && s == "stdout" => c.from = false,
         (Some(d), Some(_)) if d == "from" || d == "to" => {
             return Err(SqlError::new(
-                "42501",
+                SqlState::INSUFFICIENT_PRIVILEGE,
                 "COPY to or from a file is not supported: use STDIN or STDOUT (psql's \\copy)",
             ))
         }
@@ -1077,7 +1078,7 @@ fn copy(w: &[String]) -> Result<CopyStmt> {
                     (Some(ch), None) => c.delimiter = ch,
                     _ => {
                         return Err(SqlError::new(
-                            "0A000",
+                            SqlState::FEATURE_NOT_SUPPORTED,
                             "COPY delimiter must be a single one-byte character",
                         ))
                     }

@@ -9,6 +9,7 @@
 //! are kept in the roles table ([`crate::roles`]); a key constraint's oid is
 //! its index's oid plus [`CONSTRAINT_OID_BASE`].
 
+use quire_engine::SqlState;
 use quire_engine::{Entry, IndexDef, Row, Transaction, Value, WalCounters};
 
 use crate::catalog::{self, TableInfo};
@@ -907,7 +908,7 @@ pub(crate) fn relation_size(
                 "init" => return Ok(tx.relation(oid)?.map(|_| 0)),
                 other => {
                     return Err(SqlError::new(
-                        "22023",
+                        SqlState::INVALID_PARAMETER_VALUE,
                         format!("invalid fork name \"{other}\""),
                     ))
                 }

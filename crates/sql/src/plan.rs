@@ -19,6 +19,7 @@
 //! - A loop that reads no row checks the interrupt (`crate::interrupt`) as it goes; a sort
 //!   is a merge sort of its own so that it can stop between two comparisons.
 
+use quire_engine::SqlState;
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 
@@ -268,7 +269,7 @@ pub(crate) fn value_tid(v: &Value) -> Result<Tid> {
 
 pub(crate) fn too_many_rows() -> SqlError {
     SqlError::new(
-        "54000",
+        SqlState::PROGRAM_LIMIT_EXCEEDED,
         format!("a statement may hold at most {MAX_MATERIALIZED_ROWS} rows in memory at one step"),
     )
 }
@@ -425,7 +426,7 @@ fn limit_value(e: Option<&Expr>, what: &str, cx: &Cx) -> Result<Option<usize>> {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Int(n)) if n >= 0 => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
         Some(Value::Int(_)) => Err(SqlError::new(
-            "2201W",
+            SqlState::INVALID_ROW_COUNT_IN_LIMIT_CLAUSE,
             format!("{what} must not be negative"),
         )),
         Some(_) => Err(SqlError::type_mismatch(format!(
@@ -488,7 +489,12 @@ fn series<'a>(
     if a.is_null() || b.is_null() || step.is_null() {
         return Ok(Box::new(std::iter::empty()));
     }
-    let zero_step = || SqlError::new("22023", "step size cannot equal zero");
+    let zero_step = || {
+        SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            "step size cannot equal zero",
+        )
+    };
     if !numeric {
         let (Value::Int(a), Value::Int(b), Value::Int(step)) = (a, b, step) else {
             return Err(crate::expr::internal("generate_series argument"));
@@ -967,7 +973,10 @@ mod tests {
         let e = merge_sort(1000, |a, b| {
             comparisons += 1;
             if comparisons == 100 {
-                return Err(SqlError::new("57014", "stop"));
+                return Err(SqlError::new(
+                    quire_engine::SqlState::QUERY_CANCELED,
+                    "stop",
+                ));
             }
             Ok(a >= b)
         })

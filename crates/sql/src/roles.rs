@@ -73,6 +73,7 @@ mod grammar;
 mod members;
 mod scram;
 
+use quire_engine::SqlState;
 use quire_engine::{Column, Database, IsolationLevel, Row, TableId, Tid, Transaction, Type, Value};
 
 use crate::error::{Result, SqlError};
@@ -187,7 +188,10 @@ fn role_row(role: &Role) -> Row {
 }
 
 fn corrupt() -> SqlError {
-    SqlError::new("XX000", format!("a row of {ROLES_TABLE} is malformed"))
+    SqlError::new(
+        SqlState::INTERNAL_ERROR,
+        format!("a row of {ROLES_TABLE} is malformed"),
+    )
 }
 
 fn bool_at(row: &[Value], i: usize) -> Result<bool> {
@@ -279,7 +283,7 @@ fn migrate(tx: &Transaction, table: TableId) -> Result<bool> {
         || have[..] != expected[..have.len()]
     {
         return Err(SqlError::new(
-            "XX000",
+            SqlState::INTERNAL_ERROR,
             format!("{ROLES_TABLE} has columns {have:?}, not a prefix of {expected:?}"),
         ));
     }
@@ -449,7 +453,7 @@ fn privileges(tx: &Transaction, who: &Identity) -> Result<Privileges> {
 }
 
 fn denied(message: impl Into<String>) -> SqlError {
-    SqlError::new("42501", message)
+    SqlError::new(SqlState::INSUFFICIENT_PRIVILEGE, message)
 }
 
 /// `pg_authid` holds the verifiers: only a superuser reads it.

@@ -11,6 +11,7 @@
 //! - A `serial` column is an `integer NOT NULL DEFAULT nextval('<table>_<column>_seq')`
 //!   whose sequence the column owns: DROP TABLE drops it (see `catalog::drop`).
 
+use quire_engine::SqlState;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -55,7 +56,7 @@ impl SessionSequences {
         let def = tx.sequence_def(seq)?;
         self.values.borrow().get(&seq).copied().ok_or_else(|| {
             SqlError::new(
-                "55000",
+                SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
                 format!(
                     "currval of sequence \"{}\" is not yet defined in this session",
                     def.name
@@ -65,7 +66,12 @@ impl SessionSequences {
     }
 
     pub(crate) fn lastval(&self, tx: &Transaction) -> Result<i64> {
-        let not_yet = || SqlError::new("55000", "lastval is not yet defined in this session");
+        let not_yet = || {
+            SqlError::new(
+                SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+                "lastval is not yet defined in this session",
+            )
+        };
         let seq = (*self.latest.borrow()).ok_or_else(not_yet)?;
         if tx.relation(seq)?.is_none() {
             return Err(not_yet());
@@ -84,7 +90,7 @@ fn type_bounds(ty: &DataType) -> Result<(u8, i64, i64)> {
         DataType::BigInt(_) | DataType::Int8(_) => (8, i64::MIN, i64::MAX),
         other => {
             return Err(SqlError::new(
-                "22023",
+                SqlState::INVALID_PARAMETER_VALUE,
                 "sequence type must be smallint, integer, or bigint".to_string()
                     + &format!(" (not {other})"),
             ))
@@ -96,7 +102,7 @@ fn type_bounds(ty: &DataType) -> Result<(u8, i64, i64)> {
 fn constant(e: &AstExpr) -> Result<i64> {
     let bad = || {
         SqlError::new(
-            "42601",
+            SqlState::SYNTAX_ERROR,
             format!("sequence option value {e} is not an integer"),
         )
     };
@@ -146,7 +152,7 @@ pub(crate) fn options(name: &str, given: &[SequenceOptions]) -> Result<SeqOption
     for (what, v) in [("MINVALUE", min_value), ("MAXVALUE", max_value)] {
         if !(lowest..=highest).contains(&v) {
             return Err(SqlError::new(
-                "22023",
+                SqlState::INVALID_PARAMETER_VALUE,
                 format!("{what} ({v}) is out of range for sequence data type"),
             ));
         }
@@ -194,7 +200,7 @@ pub(crate) fn serial_name(tx: &Transaction, table: &str, column: &str) -> Result
         }
     }
     Err(SqlError::new(
-        "42P07",
+        SqlState::DUPLICATE_TABLE,
         format!("could not choose a name for the sequence of column \"{column}\""),
     ))
 }

@@ -11,6 +11,7 @@
 //! - A row in the file is its length (4 bytes, little-endian) and the engine's row
 //!   encoding; the spool is the one writer and the one reader of that form.
 
+use quire_engine::SqlState;
 use std::collections::VecDeque;
 
 use quire_engine::temp::TempFile;
@@ -66,8 +67,12 @@ impl Spool {
             Some(f) => f,
             None => self.file.insert(db.temp_file()?),
         };
-        let len = u32::try_from(bytes)
-            .map_err(|_| SqlError::new("54000", "a row is too large to spool"))?;
+        let len = u32::try_from(bytes).map_err(|_| {
+            SqlError::new(
+                SqlState::PROGRAM_LIMIT_EXCEEDED,
+                "a row is too large to spool",
+            )
+        })?;
         let mut record = Vec::with_capacity(4 + bytes);
         record.extend_from_slice(&len.to_le_bytes());
         quire_engine::encode_row(row, &mut record);
@@ -95,8 +100,12 @@ impl Spool {
         file.read_exact_at(&mut bytes, self.read_at + 4)?;
         self.read_at += 4 + len as u64;
         self.file_rows -= 1;
-        let row = quire_engine::decode_row(&bytes, self.columns)
-            .map_err(|e| SqlError::new("XX000", format!("a spooled row is corrupt: {e}")))?;
+        let row = quire_engine::decode_row(&bytes, self.columns).map_err(|e| {
+            SqlError::new(
+                SqlState::INTERNAL_ERROR,
+                format!("a spooled row is corrupt: {e}"),
+            )
+        })?;
         Ok(Some(row))
     }
 

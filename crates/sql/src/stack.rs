@@ -30,6 +30,7 @@
 //!   depth by what the stack left can drop (about 10,000 levels on 2 MiB, 200,000 on a
 //!   session's stack).
 
+use quire_engine::SqlState;
 use std::cell::Cell;
 
 use crate::error::SqlError;
@@ -129,7 +130,7 @@ pub(crate) fn too_deep() -> SqlError {
         0 => DEFAULT_MAX_STACK_DEPTH_KB,
         bytes => (bytes >> 10) as u64,
     };
-    SqlError::new("54001", "stack depth limit exceeded").with_hint(format!(
+    SqlError::new(SqlState::STATEMENT_TOO_COMPLEX, "stack depth limit exceeded").with_hint(format!(
         "Increase the configuration parameter \"max_stack_depth\" (currently {limit}kB), after ensuring the platform's stack depth limit is adequate."
     ))
 }

@@ -2,6 +2,7 @@
 //! engine stores all integers as `Int` and all floats as `Float`), the text input and output
 //! functions, and assignment casts with their range checks.
 
+use quire_engine::SqlState;
 use std::fmt::Write as _;
 
 use quire_engine::{Type, Value};
@@ -280,7 +281,10 @@ impl SqlType {
                         .ok()
                         .filter(|n| (1..=10_485_760).contains(n))
                         .ok_or_else(|| {
-                            SqlError::new("22023", "length for type varchar must be at least 1")
+                            SqlError::new(
+                                SqlState::INVALID_PARAMETER_VALUE,
+                                "length for type varchar must be at least 1",
+                            )
                         })?;
                     SqlType::Varchar(Some(n))
                 }
@@ -293,7 +297,10 @@ impl SqlType {
                         .ok()
                         .filter(|n| (1..=10_485_760).contains(n))
                         .ok_or_else(|| {
-                            SqlError::new("22023", "length for type char must be at least 1")
+                            SqlError::new(
+                                SqlState::INVALID_PARAMETER_VALUE,
+                                "length for type char must be at least 1",
+                            )
                         })?;
                     SqlType::Bpchar(Some(n))
                 }
@@ -323,7 +330,10 @@ impl SqlType {
                 let last = name.0.last().map(ToString::to_string).unwrap_or_default();
                 let last = last.trim_matches('"').to_lowercase();
                 SqlType::from_name(&last).ok_or_else(|| {
-                    SqlError::new("42704", format!("type \"{name}\" does not exist"))
+                    SqlError::new(
+                        SqlState::UNDEFINED_OBJECT,
+                        format!("type \"{name}\" does not exist"),
+                    )
                 })?
             }
             other => return Err(SqlError::unsupported(format!("type {other}"))),
@@ -408,7 +418,7 @@ pub fn check_int_range(value: i64, ty: SqlType) -> Result<Value> {
     let (lo, hi) = ty.int_range();
     if value < lo || value > hi {
         return Err(SqlError::new(
-            "22003",
+            SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
             format!("{} out of range", ty.short_name()),
         ));
     }
@@ -428,7 +438,7 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
                         .all(|b| b.is_ascii_digit())
                 {
                     SqlError::new(
-                        "22003",
+                        SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
                         format!(
                             "value \"{text}\" is out of range for type {}",
                             ty.short_name()
@@ -506,7 +516,7 @@ fn numeric_type(info: &ast::ExactNumberInfo) -> Result<SqlType> {
             .filter(|p| (1..=1000).contains(p))
             .ok_or_else(|| {
                 SqlError::new(
-                    "22023",
+                    SqlState::INVALID_PARAMETER_VALUE,
                     format!("NUMERIC precision {p} must be between 1 and 1000"),
                 )
             })
@@ -518,7 +528,7 @@ fn numeric_type(info: &ast::ExactNumberInfo) -> Result<SqlType> {
             let p = precision(*p)?;
             let s = u16::try_from(*s).ok().filter(|s| *s <= p).ok_or_else(|| {
                 SqlError::new(
-                    "22023",
+                    SqlState::INVALID_PARAMETER_VALUE,
                     format!("NUMERIC scale {s} must be between 0 and precision {p}"),
                 )
             })?;
@@ -532,7 +542,7 @@ pub fn check_varchar(s: String, limit: Option<u32>) -> Result<Value> {
     if let Some(n) = limit {
         if s.chars().count() > n as usize {
             return Err(SqlError::new(
-                "22001",
+                SqlState::STRING_DATA_RIGHT_TRUNCATION,
                 format!("value too long for type character varying({n})"),
             ));
         }
@@ -552,7 +562,7 @@ pub fn check_bpchar(s: &str, limit: Option<u32>) -> Result<Value> {
         let cut: String = s.chars().take(n).collect();
         if s.chars().skip(n).any(|c| c != ' ') {
             return Err(SqlError::new(
-                "22001",
+                SqlState::STRING_DATA_RIGHT_TRUNCATION,
                 format!("value too long for type character({n})"),
             ));
         }
@@ -752,7 +762,7 @@ pub(crate) const MAX_VALUE_BYTES: usize = (1 << 30) - 1;
 pub(crate) fn check_value_len(bytes: usize) -> Result<()> {
     if bytes > MAX_VALUE_BYTES {
         return Err(SqlError::new(
-            "54000",
+            SqlState::PROGRAM_LIMIT_EXCEEDED,
             format!("invalid memory alloc request size {bytes}"),
         )
         .with_detail(format!("A value may have at most {MAX_VALUE_BYTES} bytes.")));
@@ -765,7 +775,10 @@ pub(crate) fn check_value_len(bytes: usize) -> Result<()> {
 pub(crate) fn check_requested_len(bytes: Option<usize>) -> Result<()> {
     match bytes {
         Some(b) if b <= MAX_VALUE_BYTES => Ok(()),
-        _ => Err(SqlError::new("54000", "requested length too large")),
+        _ => Err(SqlError::new(
+            SqlState::PROGRAM_LIMIT_EXCEEDED,
+            "requested length too large",
+        )),
     }
 }
 
@@ -773,9 +786,11 @@ pub(crate) fn check_requested_len(bytes: Option<usize>) -> Result<()> {
 /// a COPY line) past [`MAX_VALUE_BYTES`]: PostgreSQL's words for its string buffer.
 pub(crate) fn check_growth(have: usize, adding: usize) -> Result<()> {
     if have.saturating_add(adding) > MAX_VALUE_BYTES {
-        return Err(SqlError::new("54000", "out of memory").with_detail(format!(
-            "Cannot enlarge string buffer containing {have} bytes by {adding} more bytes."
-        )));
+        return Err(
+            SqlError::new(SqlState::PROGRAM_LIMIT_EXCEEDED, "out of memory").with_detail(format!(
+                "Cannot enlarge string buffer containing {have} bytes by {adding} more bytes."
+            )),
+        );
     }
     Ok(())
 }
@@ -833,7 +848,7 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
         }
         (Value::Int(i), t) if t.is_oid() && (from.is_int() || from.is_oid()) => u32::try_from(i)
             .map(|_| Value::Int(i))
-            .map_err(|_| SqlError::new("22003", "OID out of range")),
+            .map_err(|_| SqlError::new(SqlState::NUMERIC_VALUE_OUT_OF_RANGE, "OID out of range")),
         (Value::Int(i), SqlType::Float8) if from.is_int() => Ok(Value::Float(i as f64)),
         (Value::Int(i), SqlType::Float4) if from.is_int() => Ok(Value::Float(f64::from(i as f32))),
         (Value::Int(d), SqlType::Timestamp | SqlType::Timestamptz) if from == SqlType::Date => {
@@ -846,7 +861,10 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
         (Value::Numeric(n), SqlType::Numeric(typmod)) => check_numeric(n, typmod),
         (Value::Numeric(n), t) if t.is_int() => {
             let i = numeric::to_i64(&n).ok_or_else(|| {
-                SqlError::new("22003", format!("{} out of range", t.short_name()))
+                SqlError::new(
+                    SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+                    format!("{} out of range", t.short_name()),
+                )
             })?;
             check_int_range(i, t)
         }
@@ -917,9 +935,9 @@ pub fn cast(value: Value, from: SqlType, to: SqlType) -> Result<Value> {
         (Value::Int(i), SqlType::Bool) if from.is_int() => Ok(Value::Bool(*i != 0)),
         (Value::Timestamp(us), SqlType::Date) => Ok(Value::Int(us.div_euclid(US_PER_DAY))),
         _ => assign(value, from, to, "the value").map_err(|e| {
-            if e.sqlstate() == "42804" {
+            if e.sqlstate() == SqlState::DATATYPE_MISMATCH {
                 SqlError::new(
-                    "42846",
+                    SqlState::CANNOT_COERCE,
                     format!("cannot cast type {} to {}", from.name(), to.name()),
                 )
             } else {
@@ -935,7 +953,7 @@ fn float_to_int(f: f64, to: SqlType) -> Result<Value> {
     let r = f.round_ties_even();
     if !r.is_finite() || r < i64::MIN as f64 || r >= i64::MAX as f64 {
         return Err(SqlError::new(
-            "22003",
+            SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
             format!("{} out of range", to.short_name()),
         ));
     }

@@ -389,7 +389,7 @@ fn a_createrole_role_administers_ordinary_roles_but_not_superusers() {
         .remove(0);
     let e = e.expect_err("the bootstrap superuser keeps SUPERUSER");
     assert_eq!(
-        (e.sqlstate(), e.message(), e.detail()),
+        (e.sqlstate().code(), e.message(), e.detail()),
         (
             "42501",
             "permission denied to alter role",

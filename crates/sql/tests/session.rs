@@ -13,8 +13,11 @@ use quire_sql::{parse, OutcomeKind, Session, SqlType, TxStatus};
 /// Runs every statement of `sql`; the first error's SQLSTATE, or the last outcome's tag.
 fn run(s: &mut Session, sql: &str) -> Result<String, &'static str> {
     let mut tag = String::new();
-    for stmt in parse(sql).map_err(|e| e.sqlstate())? {
-        tag = s.execute(&stmt, &[], &[]).map_err(|e| e.sqlstate())?.tag;
+    for stmt in parse(sql).map_err(|e| e.sqlstate().code())? {
+        tag = s
+            .execute(&stmt, &[], &[])
+            .map_err(|e| e.sqlstate().code())?
+            .tag;
     }
     Ok(tag)
 }
@@ -207,10 +210,10 @@ fn malformed_input_never_panics() {
 
 /// `execute_simple` of every statement in `sql`: the tags, or the first error's SQLSTATE.
 fn simple(s: &mut Session, sql: &str) -> Result<Vec<String>, &'static str> {
-    let stmts = parse(sql).map_err(|e| e.sqlstate())?;
+    let stmts = parse(sql).map_err(|e| e.sqlstate().code())?;
     s.execute_simple(&stmts)
         .into_iter()
-        .map(|r| r.map(|o| o.tag).map_err(|e| e.sqlstate()))
+        .map(|r| r.map(|o| o.tag).map_err(|e| e.sqlstate().code()))
         .collect()
 }
 
@@ -577,7 +580,7 @@ fn odd_queries_fail_cleanly_or_run() -> anyhow::Result<()> {
                     let _ = s.execute(&stmt, &[], &[]);
                 }
             }
-            Err(e) => assert_eq!(e.sqlstate().len(), 5, "{q}"),
+            Err(e) => assert_eq!(e.sqlstate().code().len(), 5, "{q}"),
         }
         assert_eq!(s.status(), TxStatus::Idle, "{q}");
     }

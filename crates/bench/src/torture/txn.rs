@@ -35,6 +35,7 @@
 //! says, checks the rows again, closes, reopens and checks once more. It prints `recovered`
 //! followed by `key=value` counts.
 
+use quire_engine::SqlState;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -687,7 +688,7 @@ fn check_lock(db: &Database, table: TableId, held: bool, when: &str) -> anyhow::
     let r = tx.lock_table(table, LockMode::AccessExclusive, true);
     tx.rollback().with_context(|| format!("{when}: ROLLBACK"))?;
     match (r, held) {
-        (Err(e), true) if e.sqlstate() == "55P03" => Ok(()),
+        (Err(e), true) if e.sqlstate() == SqlState::LOCK_NOT_AVAILABLE => Ok(()),
         (Err(e), _) => bail!(
             "{when}: LOCK TABLE NOWAIT failed with SQLSTATE {}: {e}",
             e.sqlstate()

@@ -172,7 +172,7 @@ pub fn lookup_error(db: &Database, name: &str) -> Option<&'static str> {
     let tx = db.begin(IsolationLevel::ReadCommitted).unwrap();
     let r = tx.table(name);
     tx.rollback().unwrap();
-    r.err().map(|e| e.sqlstate())
+    r.err().map(|e| e.sqlstate().code())
 }
 
 // ---------------------------------------------------------------------------- files

@@ -2,6 +2,8 @@
 //! writes one whole message (type byte, length, body); the length is patched in at the end,
 //! so a body is written once, without a second buffer.
 
+use quire_engine::SqlState;
+
 /// ReadyForQuery's transaction status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TxStatus {
@@ -24,16 +26,30 @@ pub struct Field<'a> {
 }
 
 /// An ErrorResponse's or NoticeResponse's fields, as PostgreSQL sends them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Notice<'a> {
     /// ERROR, FATAL, WARNING, NOTICE, INFO, ...
     pub severity: &'a str,
-    pub sqlstate: &'a str,
+    pub sqlstate: SqlState,
     pub message: &'a str,
     pub detail: Option<&'a str>,
     pub hint: Option<&'a str>,
     /// A 1-based character position in the query string.
     pub position: Option<usize>,
+}
+
+impl<'a> Notice<'a> {
+    /// A notice of these three fields alone.
+    pub fn new(severity: &'a str, sqlstate: SqlState, message: &'a str) -> Self {
+        Notice {
+            severity,
+            sqlstate,
+            message,
+            detail: None,
+            hint: None,
+            position: None,
+        }
+    }
 }
 
 /// Starts a message of type `tag`; returns where its length goes.
@@ -210,7 +226,7 @@ fn notice_fields(out: &mut Vec<u8>, tag: u8, n: &Notice<'_>) {
         };
         field(b'S', n.severity);
         field(b'V', n.severity);
-        field(b'C', n.sqlstate);
+        field(b'C', n.sqlstate.code());
         field(b'M', n.message);
         if let Some(d) = n.detail {
             field(b'D', d);
@@ -303,11 +319,8 @@ mod tests {
         error_response(
             &mut out,
             &Notice {
-                severity: "ERROR",
-                sqlstate: "42601",
-                message: "x",
                 position: Some(3),
-                ..Notice::default()
+                ..Notice::new("ERROR", SqlState::SYNTAX_ERROR, "x")
             },
         );
         assert_eq!(out, b"E\0\0\0\x20SERROR\0VERROR\0C42601\0Mx\0P3\0\0");

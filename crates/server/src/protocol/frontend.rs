@@ -4,6 +4,7 @@
 //! `exec_*_message` and `pqformat.c`'s readers), with its errors.
 
 use super::{limits, ProtocolError};
+use quire_engine::SqlState;
 
 /// The protocol version quire speaks: 3.0.
 pub const PROTOCOL_3_0: u32 = 3 << 16;
@@ -117,7 +118,7 @@ impl Format {
             0 => Ok(Format::Text),
             1 => Ok(Format::Binary),
             other => Err(ProtocolError {
-                sqlstate: "22023",
+                sqlstate: SqlState::INVALID_PARAMETER_VALUE,
                 message: format!("unsupported format code: {other}"),
                 fatal: false,
             }),
@@ -172,7 +173,7 @@ fn startup_message(version: u32, r: &mut Reader<'_>) -> Result<Startup, Protocol
     let (major, minor) = ((version >> 16) as u16, (version & 0xffff) as u16);
     if major != 3 {
         return Err(ProtocolError {
-            sqlstate: "0A000",
+            sqlstate: SqlState::FEATURE_NOT_SUPPORTED,
             message: format!(
                 "unsupported frontend protocol {major}.{minor}: server supports 3.0 to 3.0"
             ),
@@ -447,7 +448,7 @@ fn invalid_utf8(bytes: &[u8], e: &std::str::Utf8Error) -> ProtocolError {
     let bad = &bytes[start..bytes.len().min(start + e.error_len().unwrap_or(1).max(1))];
     let hex: Vec<String> = bad.iter().map(|b| format!("0x{b:02x}")).collect();
     ProtocolError {
-        sqlstate: "22021",
+        sqlstate: SqlState::CHARACTER_NOT_IN_REPERTOIRE,
         message: format!(
             "invalid byte sequence for encoding \"UTF8\": {}",
             hex.join(" ")
@@ -532,7 +533,7 @@ mod tests {
         body.extend(b"Q\0\0\0\x0dSELECT 2\0");
         let e = decode(b'Q', &body).unwrap_err();
         assert_eq!(
-            (e.sqlstate, e.message.as_str(), e.fatal),
+            (e.sqlstate.code(), e.message.as_str(), e.fatal),
             ("08P01", "invalid message format", false)
         );
         let e = decode(b'Q', b"SELECT 1").unwrap_err();

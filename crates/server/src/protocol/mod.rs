@@ -18,6 +18,8 @@
 //! - Strings are UTF-8 (the only client_encoding quire speaks): invalid bytes are 22021.
 //! - Decoding never panics, whatever the bytes (the fuzz targets' property).
 
+use quire_engine::SqlState;
+
 pub mod backend;
 pub mod frontend;
 
@@ -40,7 +42,7 @@ pub mod limits {
 /// still be framed (`fatal`: it cannot, and the connection ends after the error is sent).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProtocolError {
-    pub sqlstate: &'static str,
+    pub sqlstate: SqlState,
     pub message: String,
     pub fatal: bool,
 }
@@ -49,7 +51,7 @@ impl ProtocolError {
     /// 08P01 with `message`; the connection goes on (the frame was whole).
     pub fn violation(message: impl Into<String>) -> Self {
         ProtocolError {
-            sqlstate: "08P01",
+            sqlstate: SqlState::PROTOCOL_VIOLATION,
             message: message.into(),
             fatal: false,
         }
@@ -58,7 +60,7 @@ impl ProtocolError {
     /// 08P01 with `message`; the connection ends.
     pub fn fatal(message: impl Into<String>) -> Self {
         ProtocolError {
-            sqlstate: "08P01",
+            sqlstate: SqlState::PROTOCOL_VIOLATION,
             message: message.into(),
             fatal: true,
         }

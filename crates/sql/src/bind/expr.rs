@@ -3,6 +3,7 @@
 //! given the type of what they meet (`aid = $1` makes `$1` an integer), implicit casts
 //! made explicit.
 
+use quire_engine::SqlState;
 use quire_engine::Value;
 use sqlparser::ast::{
     self, BinaryOperator, Expr as AstExpr, FunctionArg, FunctionArgExpr, FunctionArguments,
@@ -173,7 +174,10 @@ impl Binder<'_> {
                         .and_then(|n| n.parse::<usize>().ok())
                         .filter(|n| (1..=MAX_PARAMS).contains(n))
                         .ok_or_else(|| {
-                            SqlError::new("42P02", format!("there is no parameter {p}"))
+                            SqlError::new(
+                                SqlState::UNDEFINED_PARAMETER,
+                                format!("there is no parameter {p}"),
+                            )
                         })?;
                     if let Some(t) = expected {
                         self.type_param(n - 1, t);
@@ -382,7 +386,7 @@ impl Binder<'_> {
                     SqlType::Int2Array => SqlType::Int2,
                     t => {
                         return Err(SqlError::new(
-                            "42804",
+                            SqlState::DATATYPE_MISMATCH,
                             format!(
                                 "cannot subscript type {} because it is not an array",
                                 t.name()
@@ -479,12 +483,18 @@ impl Binder<'_> {
                 if !scope.has_qualifier(q) && !self.outer.iter().any(|s| s.has_qualifier(q)) =>
             {
                 SqlError::new(
-                    "42P01",
+                    SqlState::UNDEFINED_TABLE,
                     format!("missing FROM-clause entry for table \"{q}\""),
                 )
             }
-            Some(q) => SqlError::new("42703", format!("column {q}.{name} does not exist")),
-            None => SqlError::new("42703", format!("column \"{name}\" does not exist")),
+            Some(q) => SqlError::new(
+                SqlState::UNDEFINED_COLUMN,
+                format!("column {q}.{name} does not exist"),
+            ),
+            None => SqlError::new(
+                SqlState::UNDEFINED_COLUMN,
+                format!("column \"{name}\" does not exist"),
+            ),
         })
     }
 
@@ -496,7 +506,7 @@ impl Binder<'_> {
             .map(Expr::Column)
             .ok_or_else(|| {
                 SqlError::new(
-                    "42803",
+                    SqlState::GROUPING_ERROR,
                     format!("column \"{text}\" must appear in the GROUP BY clause or be used in an aggregate function"),
                 )
             })
@@ -542,7 +552,7 @@ impl Binder<'_> {
                 let (inner, ty) = self.expr_expecting(x, scope, expected)?;
                 if !(ty.is_int() || ty.is_float() || ty.is_numeric() || ty == SqlType::Unknown) {
                     return Err(SqlError::new(
-                        "42883",
+                        SqlState::UNDEFINED_FUNCTION,
                         format!("operator does not exist: - {}", ty.name()),
                     ));
                 }
@@ -569,7 +579,7 @@ impl Binder<'_> {
             (SqlType::Unknown, SqlType::Unknown) => SqlType::Text,
             (x, y) => unify(x, y).ok_or_else(|| {
                 SqlError::new(
-                    "42883",
+                    SqlState::UNDEFINED_FUNCTION,
                     format!("operator does not exist: {} = {}", x.name(), y.name()),
                 )
             })?,
@@ -583,7 +593,7 @@ impl Binder<'_> {
         let (e, ty) = self.expr_expecting(x, scope, Some(SqlType::Text))?;
         if !ty.is_text() {
             return Err(SqlError::new(
-                "42883",
+                SqlState::UNDEFINED_FUNCTION,
                 format!("operator does not exist: {} ~~ text", ty.name()),
             ));
         }
@@ -627,7 +637,7 @@ impl Binder<'_> {
                 || (ty == SqlType::Timestamp && matches!(o, ArithOp::Add | ArithOp::Sub)))
             {
                 return Err(SqlError::new(
-                    "42883",
+                    SqlState::UNDEFINED_FUNCTION,
                     format!("operator does not exist: {} {op} {}", ty.name(), ty.name()),
                 ));
             }
@@ -793,7 +803,7 @@ impl Binder<'_> {
         for (_, it) in &items {
             ty = unify(ty, *it).ok_or_else(|| {
                 SqlError::new(
-                    "42883",
+                    SqlState::UNDEFINED_FUNCTION,
                     format!("operator does not exist: {} = {}", ty.name(), it.name()),
                 )
             })?;
@@ -834,7 +844,7 @@ impl Binder<'_> {
             let (_, it) = c?;
             ty = unify(ty, it).ok_or_else(|| {
                 SqlError::new(
-                    "42883",
+                    SqlState::UNDEFINED_FUNCTION,
                     format!("operator does not exist: {} = {}", ty.name(), it.name()),
                 )
             })?;
@@ -910,7 +920,7 @@ impl Binder<'_> {
         for (_, t) in results.iter().chain(other.iter()) {
             ty = unify(ty, *t).ok_or_else(|| {
                 SqlError::new(
-                    "42804",
+                    SqlState::DATATYPE_MISMATCH,
                     format!(
                         "CASE types {} and {} cannot be matched",
                         ty.name(),
@@ -1020,9 +1030,9 @@ impl Binder<'_> {
 fn at_function(e: SqlError, f: &ast::Function) -> SqlError {
     let own = e.position().is_none()
         && match e.sqlstate() {
-            "42883" => e.message().starts_with("function "),
-            "42803" => e.message().starts_with("aggregate function"),
-            "42809" => true,
+            SqlState::UNDEFINED_FUNCTION => e.message().starts_with("function "),
+            SqlState::GROUPING_ERROR => e.message().starts_with("aggregate function"),
+            SqlState::WRONG_OBJECT_TYPE => true,
             _ => false,
         };
     let at = f.name.0.first().and_then(|part| match part {

@@ -26,6 +26,7 @@
 mod expr;
 mod query;
 
+use quire_engine::SqlState;
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -252,7 +253,7 @@ pub(crate) fn bind(
     };
     if out.len() > MAX_RESULT_COLUMNS {
         return Err(SqlError::new(
-            "54011",
+            SqlState::TOO_MANY_COLUMNS,
             format!("target lists can have at most {MAX_RESULT_COLUMNS} entries"),
         ));
     }
@@ -366,7 +367,7 @@ pub(crate) fn table_name(name: &ObjectName) -> Result<String> {
         [t] => Ok(t.clone()),
         [s, t] if s == "public" => Ok(t.clone()),
         _ => Err(SqlError::new(
-            "3F000",
+            SqlState::INVALID_SCHEMA_NAME,
             format!("schema of \"{name}\" does not exist (quire has only \"public\")"),
         )),
     }
@@ -374,7 +375,7 @@ pub(crate) fn table_name(name: &ObjectName) -> Result<String> {
 
 fn multiple_pkeys(table: &str) -> SqlError {
     SqlError::new(
-        "42P16",
+        SqlState::INVALID_TABLE_DEFINITION,
         format!("multiple primary keys for table \"{table}\" are not allowed"),
     )
 }
@@ -405,7 +406,7 @@ fn key_columns(columns: &[ColumnInfo], cols: &[ast::IndexColumn]) -> Result<Vec<
                 .position(|c| c.name == n && !c.dropped)
                 .ok_or_else(|| {
                     SqlError::new(
-                        "42703",
+                        SqlState::UNDEFINED_COLUMN,
                         format!("column \"{n}\" named in key does not exist"),
                     )
                 })
@@ -678,7 +679,7 @@ impl Binder<'_> {
             let cname = ident_name(&c.name);
             if columns.iter().any(|x| x.name == cname) {
                 return Err(SqlError::new(
-                    "42701",
+                    SqlState::DUPLICATE_COLUMN,
                     format!("column \"{cname}\" specified more than once"),
                 ));
             }
@@ -750,7 +751,7 @@ impl Binder<'_> {
                 ColumnOption::Default(e) => {
                     if col.default.is_some() || serial.is_some() {
                         return Err(SqlError::new(
-                            "42601",
+                            SqlState::SYNTAX_ERROR,
                             format!(
                                 "multiple default values specified for column \"{}\" of table \"{table}\"",
                                 col.name
@@ -777,8 +778,11 @@ impl Binder<'_> {
     /// A DEFAULT expression must bind without columns and fit its column's type.
     fn check_default(&mut self, e: &AstExpr, col: &ColumnInfo) -> Result<()> {
         self.assigned(e, col, &Scope::empty()).map_err(|err| {
-            if err.sqlstate() == "42703" {
-                SqlError::new("0A000", "cannot use column reference in DEFAULT expression")
+            if err.sqlstate() == SqlState::UNDEFINED_COLUMN {
+                SqlError::new(
+                    SqlState::FEATURE_NOT_SUPPORTED,
+                    "cannot use column reference in DEFAULT expression",
+                )
             } else {
                 err
             }
@@ -845,7 +849,7 @@ impl Binder<'_> {
                 let exists = table.column(&def.column.name).is_ok();
                 if exists && !*if_not_exists {
                     return Err(SqlError::new(
-                        "42701",
+                        SqlState::DUPLICATE_COLUMN,
                         format!(
                             "column \"{}\" of relation \"{}\" already exists",
                             def.column.name, table.def.name
@@ -1069,7 +1073,7 @@ impl Binder<'_> {
             let pos = table.column(&n)?;
             if sets.iter().any(|(p, _)| *p == pos) {
                 return Err(SqlError::new(
-                    "42601",
+                    SqlState::SYNTAX_ERROR,
                     format!("multiple assignments to same column \"{n}\""),
                 ));
             }

@@ -7,6 +7,7 @@
 //! join condition equates an indexed column of the right table with an expression of the
 //! left; a hash join on the other equi-joins; a plain nested loop otherwise.
 
+use quire_engine::SqlState;
 use std::borrow::Cow;
 use std::ops::Bound;
 
@@ -97,7 +98,7 @@ impl Scope {
             if q_ok && c.name == name {
                 if found.is_some() {
                     return Err(SqlError::new(
-                        "42702",
+                        SqlState::AMBIGUOUS_COLUMN,
                         format!("column reference \"{name}\" is ambiguous"),
                     ));
                 }
@@ -383,7 +384,7 @@ impl Binder<'_> {
             Some(ast::Distinct::Distinct) => {
                 if widened {
                     return Err(SqlError::new(
-                        "42P10",
+                        SqlState::INVALID_COLUMN_REFERENCE,
                         "for SELECT DISTINCT, ORDER BY expressions must appear in select list",
                     ));
                 }
@@ -493,7 +494,7 @@ impl Binder<'_> {
                             .map_err(|_| SqlError::syntax("bad GROUP BY position"))?;
                         let item = items.get(k.wrapping_sub(1)).ok_or_else(|| {
                             SqlError::new(
-                                "42P10",
+                                SqlState::INVALID_COLUMN_REFERENCE,
                                 format!("GROUP BY position {k} is not in select list"),
                             )
                         })?;
@@ -564,14 +565,14 @@ impl Binder<'_> {
     ) -> Result<(Expr, SqlType)> {
         if self.in_aggregate {
             return Err(SqlError::new(
-                "42803",
+                SqlState::GROUPING_ERROR,
                 "aggregate function calls cannot be nested",
             ));
         }
         let Some(ctx) = self.agg.take() else {
             if self.agg_probe.is_none() {
                 return Err(SqlError::new(
-                    "42803",
+                    SqlState::GROUPING_ERROR,
                     format!(
                         "aggregate functions are not allowed in {}",
                         self.clause.unwrap_or("this context")
@@ -616,7 +617,7 @@ impl Binder<'_> {
         let no_such = || crate::func::no_such_function(name, &types);
         if func == AggFunc::Count && bound.is_empty() {
             return Err(SqlError::new(
-                "42809",
+                SqlState::WRONG_OBJECT_TYPE,
                 format!("{name}(*) must be used to call a parameterless aggregate function"),
             ));
         }
@@ -970,7 +971,7 @@ impl Binder<'_> {
             SqlType::Int2Array => SqlType::Int2,
             other => {
                 return Err(SqlError::new(
-                    "42883",
+                    SqlState::UNDEFINED_FUNCTION,
                     format!("function unnest({}) does not exist", other.name()),
                 ))
             }
@@ -1048,7 +1049,7 @@ fn text_up_to(e: &AstExpr, max_bytes: usize) -> Option<String> {
 
 fn must_group(name: &str) -> SqlError {
     SqlError::new(
-        "42803",
+        SqlState::GROUPING_ERROR,
         format!("column \"{name}\" must appear in the GROUP BY clause or be used in an aggregate function"),
     )
 }
@@ -1093,7 +1094,7 @@ fn using(
         let n = name_parts(c)?.join(".");
         let (l, lt) = left.resolve(None, &n)?.ok_or_else(|| {
             SqlError::new(
-                "42703",
+                SqlState::UNDEFINED_COLUMN,
                 format!("column \"{n}\" specified in USING clause does not exist in left table"),
             )
         })?;
@@ -1102,7 +1103,7 @@ fn using(
             .position(|x| x.name == n)
             .ok_or_else(|| {
                 SqlError::new(
-                    "42703",
+                    SqlState::UNDEFINED_COLUMN,
                     format!(
                         "column \"{n}\" specified in USING clause does not exist in right table"
                     ),
@@ -1457,7 +1458,7 @@ pub(crate) fn expand_items<'a>(
                 let q = name_parts(name)?.last().cloned().unwrap_or_default();
                 if !scope.has_qualifier(&q) {
                     return Err(SqlError::new(
-                        "42P01",
+                        SqlState::UNDEFINED_TABLE,
                         format!("missing FROM-clause entry for table \"{q}\""),
                     ));
                 }
@@ -1513,7 +1514,7 @@ fn order_items<'a>(
                     .map_err(|_| SqlError::syntax("bad ORDER BY position"))?;
                 if k == 0 || k > out.len() {
                     return Err(SqlError::new(
-                        "42P10",
+                        SqlState::INVALID_COLUMN_REFERENCE,
                         format!("ORDER BY position {k} is not in select list"),
                     ));
                 }

@@ -3,6 +3,7 @@
 //! DelRoleMems; `commands/variable.c`'s check_role and check_session_authorization). The
 //! rules are [`super`]'s.
 
+use quire_engine::SqlState;
 use quire_engine::{Changed, TableId, Tid, Transaction, Value};
 
 use super::grammar::{PasswordOption, RoleOptions, RoleSpec, RoleStmt};
@@ -91,11 +92,17 @@ fn set_tag(reset: bool) -> &'static str {
 }
 
 fn duplicate(name: &str) -> SqlError {
-    SqlError::new("42710", format!("role \"{name}\" already exists"))
+    SqlError::new(
+        SqlState::DUPLICATE_OBJECT,
+        format!("role \"{name}\" already exists"),
+    )
 }
 
 fn missing(name: &str) -> SqlError {
-    SqlError::new("42704", format!("role \"{name}\" does not exist"))
+    SqlError::new(
+        SqlState::UNDEFINED_OBJECT,
+        format!("role \"{name}\" does not exist"),
+    )
 }
 
 fn require(allowed: bool, message: &str) -> Result<()> {
@@ -109,10 +116,11 @@ fn require(allowed: bool, message: &str) -> Result<()> {
 /// Names starting with `pg_` are PostgreSQL's own roles'.
 fn check_not_reserved(name: &str) -> Result<()> {
     if name.starts_with("pg_") {
-        return Err(
-            SqlError::new("42939", format!("role name \"{name}\" is reserved"))
-                .with_detail("Role names starting with \"pg_\" are reserved."),
-        );
+        return Err(SqlError::new(
+            SqlState::RESERVED_NAME,
+            format!("role name \"{name}\" is reserved"),
+        )
+        .with_detail("Role names starting with \"pg_\" are reserved."));
     }
     Ok(())
 }
@@ -120,7 +128,7 @@ fn check_not_reserved(name: &str) -> Result<()> {
 fn check_connection_limit(limit: Option<i32>) -> Result<()> {
     match limit {
         Some(n) if n < -1 => Err(SqlError::new(
-            "22023",
+            SqlState::INVALID_PARAMETER_VALUE,
             format!("invalid connection limit: {n}"),
         )),
         _ => Ok(()),
@@ -156,7 +164,7 @@ fn verifier(password: &PasswordOption, notices: &mut Vec<String>) -> Result<Opti
         return match ScramVerifier::parse(pw) {
             Some(v) => Ok(Some(v.to_string())),
             None => Err(SqlError::new(
-                "22023",
+                SqlState::INVALID_PARAMETER_VALUE,
                 "the password looks like a SCRAM-SHA-256 verifier but does not parse as one",
             )),
         };
@@ -174,7 +182,7 @@ fn valid_until(text: &str) -> Result<Option<i64>> {
     match parse_text(SqlType::Timestamptz, text)? {
         Value::Timestamp(us) => Ok(Some(us)),
         _ => Err(SqlError::new(
-            "XX000",
+            SqlState::INTERNAL_ERROR,
             "a timestamptz did not parse to a timestamp",
         )),
     }
@@ -217,7 +225,7 @@ fn next_oid(tx: &Transaction) -> Result<u32> {
         .unwrap_or(0)
         .max(FIRST_NORMAL_OID - 1)
         .checked_add(1)
-        .ok_or_else(|| SqlError::new("54000", "out of role oids"))
+        .ok_or_else(|| SqlError::new(SqlState::PROGRAM_LIMIT_EXCEEDED, "out of role oids"))
 }
 
 fn create(
@@ -324,7 +332,7 @@ fn update_role(tx: &Transaction, table: TableId, tid: Tid, role: &Role) -> Resul
         // The row changed under us after the lookup (READ COMMITTED): say so rather than
         // report an ALTER that did nothing.
         Changed::Skipped => Err(SqlError::new(
-            "40001",
+            SqlState::T_R_SERIALIZATION_FAILURE,
             format!(
                 "could not alter role \"{}\" due to a concurrent change",
                 role.name
@@ -336,10 +344,16 @@ fn update_role(tx: &Transaction, table: TableId, tid: Tid, role: &Role) -> Resul
 fn rename(tx: &Transaction, name: &str, to: &str, who: &Identity) -> Result<()> {
     let (table, tid, mut role) = find(tx, name)?.ok_or_else(|| missing(name))?;
     if role.oid == who.session.oid {
-        return Err(SqlError::new("0A000", "session user cannot be renamed"));
+        return Err(SqlError::new(
+            SqlState::FEATURE_NOT_SUPPORTED,
+            "session user cannot be renamed",
+        ));
     }
     if role.oid == who.current().oid {
-        return Err(SqlError::new("0A000", "current user cannot be renamed"));
+        return Err(SqlError::new(
+            SqlState::FEATURE_NOT_SUPPORTED,
+            "current user cannot be renamed",
+        ));
     }
     check_not_reserved(name)?;
     check_not_reserved(to)?;
@@ -368,7 +382,7 @@ fn drop(
     for spec in specs {
         let RoleSpec::Name(name) = spec else {
             return Err(SqlError::new(
-                "22023",
+                SqlState::INVALID_PARAMETER_VALUE,
                 "cannot use special role specifier in DROP ROLE",
             ));
         };
@@ -380,23 +394,29 @@ fn drop(
             continue;
         };
         if role.oid == who.current().oid {
-            return Err(SqlError::new("55006", "current user cannot be dropped"));
+            return Err(SqlError::new(
+                SqlState::OBJECT_IN_USE,
+                "current user cannot be dropped",
+            ));
         }
         if role.oid == who.session.oid {
-            return Err(SqlError::new("55006", "session user cannot be dropped"));
+            return Err(SqlError::new(
+                SqlState::OBJECT_IN_USE,
+                "session user cannot be dropped",
+            ));
         }
         if role.superuser {
             require(me.superuser, "must be superuser to drop superusers")?;
         }
         if role.oid == BOOTSTRAP_SUPERUSER_OID {
             return Err(SqlError::new(
-                "2BP01",
+                SqlState::DEPENDENT_OBJECTS_STILL_EXIST,
                 format!("cannot drop role {name} because it is required by the database system"),
             ));
         }
         if let Changed::Skipped = tx.delete(table, tid)? {
             return Err(SqlError::new(
-                "40001",
+                SqlState::T_R_SERIALIZATION_FAILURE,
                 format!("could not drop role \"{name}\" due to a concurrent change"),
             ));
         }
@@ -463,7 +483,7 @@ fn add_members(
         // A role that `role` belongs to (itself included) may not become its member.
         if members::member_of(&members::all(tx)?, role.oid).contains(&member.oid) {
             return Err(SqlError::new(
-                "0LP01",
+                SqlState::INVALID_GRANT_OPERATION,
                 format!(
                     "role \"{}\" is a member of role \"{}\"",
                     role.name, member.name
@@ -566,9 +586,12 @@ fn revoke(
 /// A role SET ROLE or SET SESSION AUTHORIZATION names (22023 when there is none, as a
 /// setting's check hook reports it).
 fn settable(tx: &Transaction, name: &str) -> Result<Role> {
-    find(tx, name)?
-        .map(|(_, _, r)| r)
-        .ok_or_else(|| SqlError::new("22023", format!("role \"{name}\" does not exist")))
+    find(tx, name)?.map(|(_, _, r)| r).ok_or_else(|| {
+        SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            format!("role \"{name}\" does not exist"),
+        )
+    })
 }
 
 fn set_role(tx: &Transaction, name: Option<&str>, who: &mut Identity) -> Result<()> {

@@ -20,6 +20,7 @@
 //!   `none` is reserved (42939), as are those keywords where a new name is due.
 
 use crate::error::{Result, SqlError};
+use quire_engine::SqlState;
 
 /// A role name's length limit (PostgreSQL's NAMEDATALEN - 1).
 const MAX_NAME_BYTES: usize = 63;
@@ -201,7 +202,7 @@ fn tokens(sql: &str) -> Result<Vec<Tok>> {
     while let Some(c) = rest.chars().next() {
         if out.len() >= MAX_TOKENS {
             return Err(SqlError::new(
-                "54000",
+                SqlState::PROGRAM_LIMIT_EXCEEDED,
                 format!("a role statement may have at most {MAX_TOKENS} tokens"),
             ));
         }
@@ -261,7 +262,10 @@ fn conflicting() -> SqlError {
 }
 
 fn reserved(name: &str) -> SqlError {
-    SqlError::new("42939", format!("role name \"{name}\" is reserved"))
+    SqlError::new(
+        SqlState::RESERVED_NAME,
+        format!("role name \"{name}\" is reserved"),
+    )
 }
 
 /// Sets an option that may be given once.
@@ -409,7 +413,7 @@ impl Parser {
 
 fn not_a_name_here(keyword: &str) -> SqlError {
     SqlError::new(
-        "42939",
+        SqlState::RESERVED_NAME,
         format!("{keyword} cannot be used as a role name here"),
     )
 }
@@ -428,11 +432,14 @@ fn word_spec(w: &str) -> Result<RoleSpec> {
 
 fn check_name(name: &str) -> Result<()> {
     if name.is_empty() {
-        return Err(SqlError::new("42602", "zero-length delimited identifier"));
+        return Err(SqlError::new(
+            SqlState::INVALID_NAME,
+            "zero-length delimited identifier",
+        ));
     }
     if name.len() > MAX_NAME_BYTES {
         return Err(SqlError::new(
-            "42622",
+            SqlState::NAME_TOO_LONG,
             format!("role name \"{name}\" is longer than {MAX_NAME_BYTES} bytes"),
         ));
     }
@@ -470,10 +477,11 @@ fn option(p: &mut Parser, o: &mut RoleOptions, create: bool) -> Result<()> {
             };
             once(&mut o.password, pw)
         }
-        "unencrypted" => Err(
-            SqlError::new("0A000", "UNENCRYPTED PASSWORD is no longer supported")
-                .with_detail("Remove UNENCRYPTED to store the password in encrypted form instead."),
-        ),
+        "unencrypted" => Err(SqlError::new(
+            SqlState::FEATURE_NOT_SUPPORTED,
+            "UNENCRYPTED PASSWORD is no longer supported",
+        )
+        .with_detail("Remove UNENCRYPTED to store the password in encrypted form instead.")),
         "valid" => {
             p.expect("until")?;
             let ts = p.string()?;
@@ -626,7 +634,7 @@ fn granted_roles(p: &mut Parser, end: &str) -> Result<Vec<String>> {
         roles.push(p.name()?);
         if p.peek() == Some(&Tok::Punct('(')) {
             return Err(SqlError::new(
-                "0LP01",
+                SqlState::INVALID_GRANT_OPERATION,
                 "column names cannot be included in GRANT/REVOKE ROLE",
             ));
         }

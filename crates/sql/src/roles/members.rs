@@ -9,6 +9,7 @@
 //! stored ([`super`]'s rules), so a walk from any role ends; walks are bounded by the number
 //! of rows all the same.
 
+use quire_engine::SqlState;
 use std::collections::BTreeSet;
 use std::ops::Bound::Included;
 
@@ -58,7 +59,10 @@ fn to_row(m: &Membership) -> Vec<Value> {
 }
 
 fn corrupt() -> SqlError {
-    SqlError::new("XX000", format!("a row of {MEMBERS_TABLE} is malformed"))
+    SqlError::new(
+        SqlState::INTERNAL_ERROR,
+        format!("a row of {MEMBERS_TABLE} is malformed"),
+    )
 }
 
 fn oid(v: Option<&Value>) -> Result<u32> {
@@ -114,7 +118,7 @@ pub(super) fn find(
 
 fn concurrent(what: &str) -> SqlError {
     SqlError::new(
-        "40001",
+        SqlState::T_R_SERIALIZATION_FAILURE,
         format!("could not {what} a role membership due to a concurrent change"),
     )
 }

@@ -4,6 +4,7 @@
 //! and a stolen exchange give a login): it never reaches a log, and only superusers read it
 //! (`pg_authid`; [`super`]'s rules).
 
+use quire_engine::SqlState;
 use std::fmt;
 use std::num::NonZeroU32;
 
@@ -99,7 +100,9 @@ impl ScramVerifier {
         let mut salt = [0u8; SCRAM_SALT_BYTES];
         ring::rand::SystemRandom::new()
             .fill(&mut salt)
-            .map_err(|_| SqlError::new("XX000", "could not generate a random salt"))?;
+            .map_err(|_| {
+                SqlError::new(SqlState::INTERNAL_ERROR, "could not generate a random salt")
+            })?;
         Ok(Self::from_password(password, &salt, SCRAM_ITERATIONS))
     }
 

@@ -1,6 +1,7 @@
 //! COPY of a session: FROM STDIN (data inserted line by line as it arrives, in the
 //! session's block or a transaction of its own, all or nothing) and TO STDOUT.
 
+use quire_engine::SqlState;
 use quire_engine::{IsolationLevel, Transaction, Value};
 
 use super::command;
@@ -23,7 +24,12 @@ impl Session {
         };
         let tx: &Transaction = match (&own_tx, &self.state) {
             (Some(t), _) | (None, State::Block(t)) => t,
-            (None, _) => return Err(SqlError::new("XX000", "COPY without a transaction")),
+            (None, _) => {
+                return Err(SqlError::new(
+                    SqlState::INTERNAL_ERROR,
+                    "COPY without a transaction",
+                ))
+            }
         };
         let r = (|| {
             let table = catalog::lookup(tx, &c.table)?;
@@ -103,7 +109,7 @@ impl Session {
         let c = self
             .copy
             .take()
-            .ok_or_else(|| SqlError::new("08P01", "no COPY in progress"))?;
+            .ok_or_else(|| SqlError::new(SqlState::PROTOCOL_VIOLATION, "no COPY in progress"))?;
         if let Some(tx) = c.own_tx {
             tx.commit()?;
         }
@@ -114,7 +120,7 @@ impl Session {
     pub fn copy_fail(&mut self, message: &str) -> SqlError {
         self.copy_error = None;
         self.copy_abort(SqlError::new(
-            "57014",
+            SqlState::QUERY_CANCELED,
             format!("COPY from stdin failed: {message}"),
         ))
     }
@@ -131,7 +137,10 @@ impl Session {
 
     fn copy_lines(&mut self, data: &[u8], last: bool) -> Result<()> {
         let Some(c) = self.copy.as_mut() else {
-            return Err(SqlError::new("08P01", "no COPY in progress"));
+            return Err(SqlError::new(
+                SqlState::PROTOCOL_VIOLATION,
+                "no COPY in progress",
+            ));
         };
         c.pending.extend_from_slice(data);
         let own = c.own_tx.take();
@@ -146,7 +155,12 @@ fn copy_chunk(own: Option<&Transaction>, state: &State, c: &mut CopyIn, last: bo
         let tx: &Transaction = match (own, state) {
             (Some(t), _) => t,
             (None, State::Block(t)) => t,
-            (None, _) => return Err(SqlError::new("XX000", "COPY without a transaction")),
+            (None, _) => {
+                return Err(SqlError::new(
+                    SqlState::INTERNAL_ERROR,
+                    "COPY without a transaction",
+                ))
+            }
         };
         let mut start = 0;
         let buf = std::mem::take(&mut c.pending);
@@ -165,7 +179,7 @@ fn copy_chunk(own: Option<&Transaction>, state: &State, c: &mut CopyIn, last: bo
         } else {
             if rest.len() > MAX_COPY_LINE_BYTES {
                 return Err(SqlError::new(
-                    "54000",
+                    SqlState::PROGRAM_LIMIT_EXCEEDED,
                     format!("a COPY line may have at most {MAX_COPY_LINE_BYTES} bytes"),
                 ));
             }
@@ -211,7 +225,7 @@ fn copy_row(tx: &Transaction, c: &mut CopyIn, line: &[u8]) -> Result<()> {
     let fields = copy::parse_line(line, &c.stmt)?;
     if fields.len() != c.targets.len() {
         return Err(SqlError::new(
-            "22P04",
+            SqlState::BAD_COPY_FILE_FORMAT,
             format!(
                 "{} data for column{} (expected {} fields, got {}), COPY {}, line {}",
                 if fields.len() > c.targets.len() {

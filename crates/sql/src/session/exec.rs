@@ -1,6 +1,7 @@
 //! Executing a bound plan in a transaction: queries, DML (with RETURNING, ON CONFLICT,
 //! READ COMMITTED rechecks), DDL, SET/SHOW and EXPLAIN output.
 
+use quire_engine::SqlState;
 use std::ops::Bound::Included;
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,7 +22,7 @@ pub(super) fn check_not_null(table: &TableInfo, row: &[Value]) -> Result<()> {
     for (c, v) in table.columns.iter().zip(row) {
         if c.not_null && v.is_null() {
             return Err(SqlError::new(
-                "23502",
+                SqlState::NOT_NULL_VIOLATION,
                 format!(
                     "null value in column \"{}\" of relation \"{}\" violates not-null constraint",
                     c.name, table.def.name
@@ -52,7 +53,7 @@ fn add_column(cx: &Cx, table: &TableInfo, column: &ColumnInfo, serial: bool) -> 
     }
     let contains_nulls = || {
         SqlError::new(
-            "23502",
+            SqlState::NOT_NULL_VIOLATION,
             format!(
                 "column \"{}\" of relation \"{}\" contains null values",
                 col.name, table.def.name
@@ -89,7 +90,7 @@ fn drop_sequence(tx: &Transaction, name: &str, if_exists: bool) -> Result<()> {
                     .relation(table)?
                     .map_or_else(|| table.to_string(), |e| e.name().to_string());
                 return Err(SqlError::new(
-                    "2BP01",
+                    SqlState::DEPENDENT_OBJECTS_STILL_EXIST,
                     format!("cannot drop sequence {name} because other objects depend on it"),
                 )
                 .with_detail(format!(
@@ -99,12 +100,12 @@ fn drop_sequence(tx: &Transaction, name: &str, if_exists: bool) -> Result<()> {
             Ok(tx.drop_sequence(seq.oid)?)
         }
         Some(_) => Err(SqlError::new(
-            "42809",
+            SqlState::WRONG_OBJECT_TYPE,
             format!("\"{name}\" is not a sequence"),
         )),
         None if if_exists => Ok(()),
         None => Err(SqlError::new(
-            "42P01",
+            SqlState::UNDEFINED_TABLE,
             format!("sequence \"{name}\" does not exist"),
         )),
     }
@@ -163,7 +164,7 @@ pub(super) fn run(
             } else {
                 settings.show(name).ok_or_else(|| {
                     SqlError::new(
-                        "42704",
+                        SqlState::UNDEFINED_OBJECT,
                         format!("unrecognized configuration parameter \"{name}\""),
                     )
                 })?
@@ -196,7 +197,7 @@ pub(super) fn run(
         outer: None,
     };
     let r = run_plan(&cx, plan, columns, out).map_err(|e| {
-        if e.sqlstate() == "57014" {
+        if e.sqlstate() == SqlState::QUERY_CANCELED {
             interrupt.reported(e)
         } else {
             e
@@ -272,7 +273,7 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
                     None if *if_exists => {}
                     None => {
                         return Err(SqlError::new(
-                            "42P01",
+                            SqlState::UNDEFINED_TABLE,
                             format!("table \"{name}\" does not exist"),
                         ))
                     }
@@ -339,7 +340,7 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
                     Err(_) if *if_exists => {}
                     Err(_) => {
                         return Err(SqlError::new(
-                            "42704",
+                            SqlState::UNDEFINED_OBJECT,
                             format!("index \"{n}\" does not exist"),
                         ))
                     }
@@ -442,9 +443,12 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
                 .collect::<Vec<_>>();
             send_rows("EXPLAIN", &columns, &rows, out)
         }
-        Plan::Begin(_) | Plan::Commit | Plan::Rollback | Plan::Set { .. } | Plan::Show(_) => Err(
-            SqlError::new("XX000", "a statement reached the wrong executor"),
-        ),
+        Plan::Begin(_) | Plan::Commit | Plan::Rollback | Plan::Set { .. } | Plan::Show(_) => {
+            Err(SqlError::new(
+                SqlState::INTERNAL_ERROR,
+                "a statement reached the wrong executor",
+            ))
+        }
     }
 }
 
@@ -468,7 +472,7 @@ fn add_key(
     if primary {
         if table.pkey.is_some() {
             return Err(SqlError::new(
-                "42P16",
+                SqlState::INVALID_TABLE_DEFINITION,
                 format!(
                     "multiple primary keys for table \"{}\" are not allowed",
                     table.def.name
@@ -479,7 +483,7 @@ fn add_key(
             let (_, row) = r?;
             if let Some(&c) = columns.iter().find(|&&c| row[c].is_null()) {
                 return Err(SqlError::new(
-                    "23502",
+                    SqlState::NOT_NULL_VIOLATION,
                     format!(
                         "column \"{}\" of relation \"{}\" contains null values",
                         table.columns[c].name, table.def.name

@@ -11,6 +11,7 @@
 //! - `copy_in`: COPY FROM STDIN and TO STDOUT;
 //! - `settings`: SET, SHOW and RESET; who the session acts as (login, role statements).
 
+use quire_engine::SqlState;
 use std::sync::Arc;
 
 use quire_engine::{Database, IsolationLevel, Row, Transaction, Value};
@@ -83,7 +84,7 @@ pub enum OutcomeKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IdleLimit {
     pub after: std::time::Duration,
-    pub sqlstate: &'static str,
+    pub sqlstate: SqlState,
     pub message: &'static str,
 }
 
@@ -274,7 +275,7 @@ fn command(tag: impl Into<String>) -> Outcome {
 
 fn in_block_error(what: &str) -> SqlError {
     SqlError::new(
-        "25001",
+        SqlState::ACTIVE_SQL_TRANSACTION,
         format!("{what} cannot run inside a transaction block"),
     )
 }
@@ -365,7 +366,7 @@ impl Session {
             let after = self.settings.duration("idle_session_timeout")?;
             return Some(IdleLimit {
                 after,
-                sqlstate: "57P05",
+                sqlstate: SqlState::IDLE_SESSION_TIMEOUT,
                 message: "terminating connection due to idle-session timeout",
             });
         }
@@ -374,7 +375,7 @@ impl Session {
             .duration("idle_in_transaction_session_timeout")?;
         Some(IdleLimit {
             after,
-            sqlstate: "25P03",
+            sqlstate: SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
             message: "terminating connection due to idle-in-transaction timeout",
         })
     }
@@ -594,7 +595,10 @@ impl Session {
     ) -> Result<Outcome> {
         let _stack = crate::stack::enter(self.settings.max_stack_depth_bytes());
         if self.copy.is_some() {
-            return Err(SqlError::new("08P01", "a COPY is in progress"));
+            return Err(SqlError::new(
+                SqlState::PROTOCOL_VIOLATION,
+                "a COPY is in progress",
+            ));
         }
         if matches!(self.state, State::Failed) {
             if stmt.ends_block() || matches!(stmt, Statement::PrepareTransaction(_)) {
@@ -615,7 +619,10 @@ impl Session {
 
     fn execute_utility(&mut self, stmt: &Statement, out: &mut dyn Output) -> Result<Outcome> {
         match stmt {
-            Statement::Sql(_) => Err(SqlError::new("XX000", "SQL reached the utility executor")),
+            Statement::Sql(_) => Err(SqlError::new(
+                SqlState::INTERNAL_ERROR,
+                "SQL reached the utility executor",
+            )),
             Statement::PrepareTransaction(gid) => self.prepare_transaction(gid),
             Statement::CommitPrepared(gid) | Statement::RollbackPrepared(gid) => {
                 let commit = matches!(stmt, Statement::CommitPrepared(_));
@@ -678,7 +685,7 @@ impl Session {
             if matches!(bound.plan, bind::Plan::Lock { .. }) {
                 // Its lock would end with the statement's own transaction.
                 return Err(SqlError::new(
-                    "25P01",
+                    SqlState::NO_ACTIVE_SQL_TRANSACTION,
                     "LOCK TABLE can only be used in transaction blocks",
                 ));
             }
@@ -744,7 +751,7 @@ impl Session {
                 Ok(outcome("PREPARE TRANSACTION", OutcomeKind::BlockEnd))
             }
             State::Idle | State::Failed => Err(SqlError::new(
-                "25P01",
+                SqlState::NO_ACTIVE_SQL_TRANSACTION,
                 "there is no transaction in progress",
             )),
         }
@@ -843,7 +850,8 @@ impl Session {
             let stop = out.done(r).is_err() || stop;
             if stop {
                 if self.implicit && self.copy.is_none() {
-                    let e = SqlError::new("08006", "the client connection failed");
+                    let e =
+                        SqlError::new(SqlState::CONNECTION_FAILURE, "the client connection failed");
                     self.fail(e);
                 }
                 return;
@@ -947,7 +955,7 @@ fn cached_bind(
 fn check_param_count(given: usize, needed: usize) -> Result<()> {
     if given != needed {
         return Err(SqlError::new(
-            "08P01",
+            SqlState::PROTOCOL_VIOLATION,
             format!("bind message supplies {given} parameters, but prepared statement requires {needed}"),
         ));
     }

@@ -19,6 +19,7 @@
 //! it: at least 100kB, at most what a session's stack allows
 //! ([`crate::stack::MAX_MAX_STACK_DEPTH_KB`]), and only a superuser may SET it (42501).
 
+use quire_engine::SqlState;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -295,7 +296,7 @@ impl Settings {
         }
         if name == "is_superuser" {
             return Err(SqlError::new(
-                "55P02",
+                SqlState::CANT_CHANGE_RUNTIME_PARAM,
                 "parameter \"is_superuser\" cannot be changed",
             ));
         }
@@ -310,7 +311,7 @@ impl Settings {
         let Some((_, _, settable)) = SESSION_PARAMETERS.iter().find(|(n, _, _)| *n == name) else {
             if self.server().iter().any(|(n, _)| *n == name) {
                 return Err(SqlError::new(
-                    "55P02",
+                    SqlState::CANT_CHANGE_RUNTIME_PARAM,
                     format!(
                         "parameter \"{name}\" cannot be changed now (a server setting: start quire serve with -c {name}=... or QUIRE_{})",
                         name.to_uppercase()
@@ -318,19 +319,19 @@ impl Settings {
                 ));
             }
             return Err(SqlError::new(
-                "42704",
+                SqlState::UNDEFINED_OBJECT,
                 format!("unrecognized configuration parameter \"{name}\""),
             ));
         };
         if !settable {
             return Err(SqlError::new(
-                "55P02",
+                SqlState::CANT_CHANGE_RUNTIME_PARAM,
                 format!("parameter \"{name}\" cannot be changed"),
             ));
         }
         if SUPERUSER_PARAMETERS.contains(&name.as_str()) && !self.role_is_superuser() {
             return Err(SqlError::new(
-                "42501",
+                SqlState::INSUFFICIENT_PRIVILEGE,
                 format!("permission denied to set parameter \"{name}\""),
             ));
         }
@@ -356,7 +357,7 @@ impl Settings {
 fn stack_depth_kb(value: &str) -> Result<u64> {
     let invalid = || {
         SqlError::new(
-            "22023",
+            SqlState::INVALID_PARAMETER_VALUE,
             format!("invalid value for parameter \"max_stack_depth\": \"{value}\""),
         )
     };
@@ -381,7 +382,7 @@ fn stack_depth_kb(value: &str) -> Result<u64> {
     let kb = (number * kb_per_unit).round();
     if !(kb.is_finite() && kb <= f64::from(i32::MAX)) {
         return Err(SqlError::new(
-            "22023",
+            SqlState::INVALID_PARAMETER_VALUE,
             format!("invalid value for parameter \"max_stack_depth\": \"{value}\""),
         )
         .with_hint("Value exceeds integer range."));
@@ -389,7 +390,7 @@ fn stack_depth_kb(value: &str) -> Result<u64> {
     let kb = kb as u64;
     if kb < crate::stack::MIN_MAX_STACK_DEPTH_KB {
         return Err(SqlError::new(
-            "22023",
+            SqlState::INVALID_PARAMETER_VALUE,
             format!(
                 "{kb} kB is outside the valid range for parameter \"max_stack_depth\" ({} .. {})",
                 crate::stack::MIN_MAX_STACK_DEPTH_KB,
@@ -400,7 +401,7 @@ fn stack_depth_kb(value: &str) -> Result<u64> {
     let max = crate::stack::MAX_MAX_STACK_DEPTH_KB;
     if kb > max {
         return Err(SqlError::new(
-            "22023",
+            SqlState::INVALID_PARAMETER_VALUE,
             format!("invalid value for parameter \"max_stack_depth\": {kb}"),
         )
         .with_detail(format!("\"max_stack_depth\" must not exceed {max}kB.")));
@@ -425,14 +426,14 @@ fn check_session_value(name: &str, value: &str) -> Result<()> {
             return match memory_bytes(value) {
                 Some(b) if WORK_MEM_KB.contains(&(b / 1024)) => Ok(()),
                 Some(b) => Err(SqlError::new(
-                    "22023",
+                    SqlState::INVALID_PARAMETER_VALUE,
                     format!(
                         "{} kB is outside the valid range for parameter \"work_mem\" (64 .. 2147483647)",
                         b / 1024
                     ),
                 )),
                 None => Err(SqlError::new(
-                    "22023",
+                    SqlState::INVALID_PARAMETER_VALUE,
                     format!("invalid value for parameter \"work_mem\": \"{value}\""),
                 )
                 .with_detail("Valid units for this parameter are \"B\", \"kB\", \"MB\", \"GB\", and \"TB\".")),
@@ -444,7 +445,7 @@ fn check_session_value(name: &str, value: &str) -> Result<()> {
         Ok(())
     } else {
         Err(SqlError::new(
-            "22023",
+            SqlState::INVALID_PARAMETER_VALUE,
             format!("invalid value for parameter \"{name}\": \"{value}\" (quire supports only the default here)"),
         ))
     }
