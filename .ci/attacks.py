@@ -462,7 +462,24 @@ def attack_fuzz_corpus(s, corpus_root):
             c = Conn(s.port)
         sent += 1
     c.close()
-    print(f"    {sent} corpus inputs sent")
+    # The startup corpus before authentication, each on a socket of its own: the packet,
+    # then end of input; the server answers or closes.
+    started = 0
+    for path in sorted(glob.glob(os.path.join(corpus_root, "startup", "*")))[:1000]:
+        with open(path, "rb") as f:
+            data = f.read()
+        sk = socket.create_connection(("127.0.0.1", s.port), timeout=5)
+        try:
+            sk.sendall(data)
+            sk.shutdown(socket.SHUT_WR)
+            while sk.recv(65536):
+                pass
+        except OSError:
+            pass
+        finally:
+            sk.close()
+        started += 1
+    print(f"    {sent} message and {started} startup corpus inputs sent")
 
 
 ATTACKS = [

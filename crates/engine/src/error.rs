@@ -16,12 +16,12 @@
 //!   asserted where it would corrupt data), never for input: bytes from disk, WAL or a client
 //!   get an error, and the engine goes on or, after a failed write or fsync, stops.
 
-use crate::SqlState;
 use std::io;
 use std::path::PathBuf;
 
 use crate::page::PageError;
 use crate::types::{BlockNumber, Fork, Lsn, RelFileLocator, Rmid, Xid};
+use crate::SqlState;
 
 /// The result type of the engine.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -73,12 +73,11 @@ pub fn remove_leftovers(vfs: &dyn Vfs, data_dir: &Path) -> Result<()> {
     let entries = vfs
         .list_dir(&dir)
         .map_err(|e| Error::file("list", &dir, e))?;
-    for path in entries {
-        let ours = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with(PREFIX));
+    // list_dir gives names within the directory.
+    for name in entries {
+        let ours = name.to_str().is_some_and(|n| n.starts_with(PREFIX));
         if ours {
+            let path = dir.join(&name);
             vfs.remove_file(&path)
                 .map_err(|e| Error::file("remove", &path, e))?;
         }

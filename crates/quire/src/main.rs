@@ -4,7 +4,7 @@
 //! test hooks (`Transaction::vanish`, `TransactionManager::skip_xids`, the test resource
 //! manager, the internal layers made public). The seed experiments and the crash workload,
 //! which need them, are a binary of their own: `quire-bench` (crates/bench). `.ci/run` checks
-//! the release binary's symbols for the hooks.
+//! that cargo built the release binary's engine without the feature.
 
 mod serve;
 

@@ -26,11 +26,11 @@
 //!   unnamed one also at the next Bind or simple query), statements until Close or the end
 //!   of the session.
 
-use quire_engine::SqlState;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
+use quire_engine::SqlState;
 use quire_engine::{Database, Value};
 use quire_sql::{
     Description, IdleLimit, OutColumns, Outcome, OutcomeKind, Output, Session, Spool, SqlError,

@@ -13,12 +13,12 @@
 //!   and the default stays.
 //! - The thread's stack holds the deepest statement `max_stack_depth` allows, and a margin.
 
-use quire_engine::SqlState;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use quire_engine::Database;
+use quire_engine::SqlState;
 use quire_sql::{Alarm, Backends, Session, SqlError, SESSION_STACK_BYTES};
 
 use crate::affinity::Follower;

@@ -24,7 +24,6 @@
 //!   PostgreSQL); it stops the statement of the session whose process id and secret key it
 //!   names.
 
-use quire_engine::SqlState;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -32,6 +31,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use quire_engine::Database;
+use quire_engine::SqlState;
 use quire_sql::{Backends, Role, ScramVerifier};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;

@@ -17,7 +17,6 @@
 //! - Nothing here allocates by what the client declares: reads grow the input buffer by
 //!   what arrives.
 
-use quire_engine::SqlState;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::AsFd;
@@ -26,6 +25,7 @@ use std::time::Instant;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::eventfd::{EfdFlags, EventFd};
+use quire_engine::SqlState;
 use tokio_rustls::rustls::ServerConnection;
 
 use crate::affinity::Follower;

@@ -14,13 +14,13 @@
 //! - Sessions made without a registry (in-process use, tests) still have a process id, from
 //!   a counter, so `pg_backend_pid()` answers.
 
-use quire_engine::SqlState;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use quire_engine::Database;
+use quire_engine::SqlState;
 
 use crate::error::{Result, SqlError};
 use crate::interrupt::Interrupt;

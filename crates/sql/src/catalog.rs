@@ -10,11 +10,11 @@
 //! `pg_depend` auto dependency). The table is created at startup when missing, so a data
 //! directory made before it existed gains it.
 
-use quire_engine::SqlState;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Bound::Included;
 
+use quire_engine::SqlState;
 use quire_engine::{
     Column, Database, Error, IndexDef, IndexId, IsolationLevel, LockMode, TableDef, TableId,
     Transaction, Type, Value,

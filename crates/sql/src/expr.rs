@@ -18,9 +18,9 @@
 //!   (`types::check_value_len`, 54000); LIKE and regular expressions check the interrupt as
 //!   they go through a long text.
 
-use quire_engine::SqlState;
 use std::cmp::Ordering;
 
+use quire_engine::SqlState;
 use quire_engine::{Database, Transaction, Value};
 
 use crate::error::{Result, SqlError};

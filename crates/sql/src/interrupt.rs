@@ -14,12 +14,12 @@
 //! ([`Interrupt::set_alarm`]), so a server whose sessions have no `statement_timeout` (the
 //! default) is never woken for them, as PostgreSQL arms a timer only when one is set.
 
-use quire_engine::SqlState;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use parking_lot::Mutex;
+use quire_engine::SqlState;
 use quire_engine::{Database, LockOwner};
 
 use crate::error::{Result, SqlError};

@@ -19,10 +19,10 @@
 //! - A loop that reads no row checks the interrupt (`crate::interrupt`) as it goes; a sort
 //!   is a merge sort of its own so that it can stop between two comparisons.
 
-use quire_engine::SqlState;
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 
+use quire_engine::SqlState;
 use quire_engine::{IndexId, Row, TableId, Tid, Value};
 
 use crate::error::{Result, SqlError};

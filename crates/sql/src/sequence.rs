@@ -11,10 +11,10 @@
 //! - A `serial` column is an `integer NOT NULL DEFAULT nextval('<table>_<column>_seq')`
 //!   whose sequence the column owns: DROP TABLE drops it (see `catalog::drop`).
 
-use quire_engine::SqlState;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
+use quire_engine::SqlState;
 use quire_engine::{Oid, SeqOptions, Transaction};
 use sqlparser::ast::{self, DataType, Expr as AstExpr, SequenceOptions, UnaryOperator};
 

@@ -11,10 +11,10 @@
 //! - A row in the file is its length (4 bytes, little-endian) and the engine's row
 //!   encoding; the spool is the one writer and the one reader of that form.
 
-use quire_engine::SqlState;
 use std::collections::VecDeque;
 
 use quire_engine::temp::TempFile;
+use quire_engine::SqlState;
 use quire_engine::{Database, Row, Value};
 
 use crate::error::{Result, SqlError};

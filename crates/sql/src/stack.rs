@@ -30,10 +30,10 @@
 //!   depth by what the stack left can drop (about 10,000 levels on 2 MiB, 200,000 on a
 //!   session's stack).
 
-use quire_engine::SqlState;
 use std::cell::Cell;
 
 use crate::error::SqlError;
+use quire_engine::SqlState;
 
 /// PostgreSQL's default `max_stack_depth`: 2MB.
 pub const DEFAULT_MAX_STACK_DEPTH_KB: u64 = 2048;

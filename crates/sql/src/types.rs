@@ -2,9 +2,9 @@
 //! engine stores all integers as `Int` and all floats as `Float`), the text input and output
 //! functions, and assignment casts with their range checks.
 
-use quire_engine::SqlState;
 use std::fmt::Write as _;
 
+use quire_engine::SqlState;
 use quire_engine::{Type, Value};
 use sqlparser::ast::{self, CharacterLength, DataType, TimezoneInfo};
 

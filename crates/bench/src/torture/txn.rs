@@ -35,7 +35,6 @@
 //! says, checks the rows again, closes, reopens and checks once more. It prints `recovered`
 //! followed by `key=value` counts.
 
-use quire_engine::SqlState;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,6 +43,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context};
 use quire_engine::rng::SplitMix64;
 use quire_engine::txn::twophase::TwoPhase;
+use quire_engine::SqlState;
 use quire_engine::{
     Changed, Column, Config, Database, IsolationLevel, LockMode, TableId, Tid, TwophaseStateMode,
     Type, Value,

@@ -26,10 +26,10 @@
 mod expr;
 mod query;
 
-use quire_engine::SqlState;
 use std::cell::RefCell;
 use std::sync::Arc;
 
+use quire_engine::SqlState;
 use quire_engine::{IsolationLevel, Transaction, Value};
 use sqlparser::ast::{
     self, AlterTableOperation, AssignmentTarget, ColumnOption, Expr as AstExpr, FromTable, Ident,

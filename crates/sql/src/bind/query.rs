@@ -7,10 +7,10 @@
 //! join condition equates an indexed column of the right table with an expression of the
 //! left; a hash join on the other equi-joins; a plain nested loop otherwise.
 
-use quire_engine::SqlState;
 use std::borrow::Cow;
 use std::ops::Bound;
 
+use quire_engine::SqlState;
 use sqlparser::ast::{
     self, Expr as AstExpr, GroupByExpr, JoinConstraint, JoinOperator, LimitClause, OrderByKind,
     OrderBySort, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, SetOperator, SetQuantifier,

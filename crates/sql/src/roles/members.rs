@@ -9,10 +9,10 @@
 //! stored ([`super`]'s rules), so a walk from any role ends; walks are bounded by the number
 //! of rows all the same.
 
-use quire_engine::SqlState;
 use std::collections::BTreeSet;
 use std::ops::Bound::Included;
 
+use quire_engine::SqlState;
 use quire_engine::{Column, Error, Tid, Transaction, Type, Value};
 
 use crate::error::{Result, SqlError};

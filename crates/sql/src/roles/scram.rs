@@ -4,12 +4,12 @@
 //! and a stolen exchange give a login): it never reaches a log, and only superusers read it
 //! (`pg_authid`; [`super`]'s rules).
 
-use quire_engine::SqlState;
 use std::fmt;
 use std::num::NonZeroU32;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
+use quire_engine::SqlState;
 use ring::{digest, hmac, pbkdf2};
 
 use crate::error::{Result, SqlError};

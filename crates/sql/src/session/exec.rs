@@ -1,11 +1,11 @@
 //! Executing a bound plan in a transaction: queries, DML (with RETURNING, ON CONFLICT,
 //! READ COMMITTED rechecks), DDL, SET/SHOW and EXPLAIN output.
 
-use quire_engine::SqlState;
 use std::ops::Bound::Included;
 use std::sync::Arc;
 use std::time::Instant;
 
+use quire_engine::SqlState;
 use quire_engine::{Changed, Database, Row, Transaction, Value};
 
 use super::{command, now_us, outcome, Outcome, OutcomeKind, Output, Settings};

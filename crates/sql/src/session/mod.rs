@@ -11,9 +11,9 @@
 //! - `copy_in`: COPY FROM STDIN and TO STDOUT;
 //! - `settings`: SET, SHOW and RESET; who the session acts as (login, role statements).
 
-use quire_engine::SqlState;
 use std::sync::Arc;
 
+use quire_engine::SqlState;
 use quire_engine::{Database, IsolationLevel, Row, Transaction, Value};
 
 use crate::backends::{Backend, Backends};

@@ -19,12 +19,12 @@
 //! it: at least 100kB, at most what a session's stack allows
 //! ([`crate::stack::MAX_MAX_STACK_DEPTH_KB`]), and only a superuser may SET it (42501).
 
-use quire_engine::SqlState;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use quire_engine::Config;
+use quire_engine::SqlState;
 
 use super::{command, IsolationLevel, Outcome, Session, State, SERVER_VERSION};
 use crate::error::{Result, SqlError};
