@@ -30,8 +30,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use quire_engine::SqlState;
-use quire_engine::{Database, Value};
+use quire_engine::{Database, SqlState, Value};
 use quire_sql::{
     Description, IdleLimit, OutColumns, Outcome, OutcomeKind, Output, Session, Spool, SqlError,
     SqlType, Statement, TxStatus,

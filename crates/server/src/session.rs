@@ -17,8 +17,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use quire_engine::Database;
-use quire_engine::SqlState;
+use quire_engine::{Database, SqlState};
 use quire_sql::{Alarm, Backends, Session, SqlError, SESSION_STACK_BYTES};
 
 use crate::affinity::Follower;

@@ -30,8 +30,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use quire_engine::Database;
-use quire_engine::SqlState;
+use quire_engine::{Database, SqlState};
 use quire_sql::{Backends, Role, ScramVerifier};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;

@@ -3,8 +3,7 @@
 //! and receive functions (big-endian integers and floats, timestamps in microseconds since
 //! 2000-01-01).
 
-use quire_engine::SqlState;
-use quire_engine::Value;
+use quire_engine::{SqlState, Value};
 use quire_sql::{format_text, parse_text, OutColumn, SqlError, SqlType, PG_EPOCH_OFFSET_US};
 
 use crate::protocol::backend;

@@ -19,8 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
-use quire_engine::Database;
-use quire_engine::SqlState;
+use quire_engine::{Database, SqlState};
 
 use crate::error::{Result, SqlError};
 use crate::interrupt::Interrupt;

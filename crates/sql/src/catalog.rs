@@ -14,10 +14,9 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Bound::Included;
 
-use quire_engine::SqlState;
 use quire_engine::{
-    Column, Database, Error, IndexDef, IndexId, IsolationLevel, LockMode, TableDef, TableId,
-    Transaction, Type, Value,
+    Column, Database, Error, IndexDef, IndexId, IsolationLevel, LockMode, SqlState, TableDef,
+    TableId, Transaction, Type, Value,
 };
 
 use crate::error::{Result, SqlError};

@@ -20,8 +20,7 @@
 
 use std::cmp::Ordering;
 
-use quire_engine::SqlState;
-use quire_engine::{Database, Transaction, Value};
+use quire_engine::{Database, SqlState, Transaction, Value};
 
 use crate::error::{Result, SqlError};
 use crate::func::Func;

@@ -10,8 +10,7 @@
 //! - A call no function takes is 42883 with PostgreSQL's hint ([`no_such_function`]); the
 //!   binder adds the position of the function's name.
 
-use quire_engine::SqlState;
-use quire_engine::Value;
+use quire_engine::{SqlState, Value};
 
 use crate::error::{Result, SqlError};
 use crate::expr::{as_f64, compare, Cx};

@@ -19,8 +19,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use parking_lot::Mutex;
-use quire_engine::SqlState;
-use quire_engine::{Database, LockOwner};
+use quire_engine::{Database, LockOwner, SqlState};
 
 use crate::error::{Result, SqlError};
 

@@ -13,8 +13,7 @@
 use num_bigint::{BigInt, Sign};
 use num_integer::Integer;
 use num_traits::{Signed, ToPrimitive, Zero};
-use quire_engine::SqlState;
-use quire_engine::{Numeric, NumericError};
+use quire_engine::{Numeric, NumericError, SqlState};
 
 use crate::error::{Result, SqlError};
 

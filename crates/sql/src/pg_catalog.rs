@@ -9,8 +9,7 @@
 //! are kept in the roles table ([`crate::roles`]); a key constraint's oid is
 //! its index's oid plus [`CONSTRAINT_OID_BASE`].
 
-use quire_engine::SqlState;
-use quire_engine::{Entry, IndexDef, Row, Transaction, Value, WalCounters};
+use quire_engine::{Entry, IndexDef, Row, SqlState, Transaction, Value, WalCounters};
 
 use crate::catalog::{self, TableInfo};
 use crate::error::{Result, SqlError};

@@ -22,8 +22,7 @@
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 
-use quire_engine::SqlState;
-use quire_engine::{IndexId, Row, TableId, Tid, Value};
+use quire_engine::{IndexId, Row, SqlState, TableId, Tid, Value};
 
 use crate::error::{Result, SqlError};
 use crate::expr::{compare, dismantle, Cx, Expr, Frame, Part};

@@ -73,8 +73,9 @@ mod grammar;
 mod members;
 mod scram;
 
-use quire_engine::SqlState;
-use quire_engine::{Column, Database, IsolationLevel, Row, TableId, Tid, Transaction, Type, Value};
+use quire_engine::{
+    Column, Database, IsolationLevel, Row, SqlState, TableId, Tid, Transaction, Type, Value,
+};
 
 use crate::error::{Result, SqlError};
 

@@ -14,8 +14,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use quire_engine::SqlState;
-use quire_engine::{Oid, SeqOptions, Transaction};
+use quire_engine::{Oid, SeqOptions, SqlState, Transaction};
 use sqlparser::ast::{self, DataType, Expr as AstExpr, SequenceOptions, UnaryOperator};
 
 use crate::error::{Result, SqlError};

@@ -14,8 +14,7 @@
 use std::collections::VecDeque;
 
 use quire_engine::temp::TempFile;
-use quire_engine::SqlState;
-use quire_engine::{Database, Row, Value};
+use quire_engine::{Database, Row, SqlState, Value};
 
 use crate::error::{Result, SqlError};
 

@@ -4,8 +4,7 @@
 
 use std::fmt::Write as _;
 
-use quire_engine::SqlState;
-use quire_engine::{Type, Value};
+use quire_engine::{SqlState, Type, Value};
 use sqlparser::ast::{self, CharacterLength, DataType, TimezoneInfo};
 
 use crate::error::{Result, SqlError};

@@ -43,10 +43,9 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context};
 use quire_engine::rng::SplitMix64;
 use quire_engine::txn::twophase::TwoPhase;
-use quire_engine::SqlState;
 use quire_engine::{
-    Changed, Column, Config, Database, IsolationLevel, LockMode, TableId, Tid, TwophaseStateMode,
-    Type, Value,
+    Changed, Column, Config, Database, IsolationLevel, LockMode, SqlState, TableId, Tid,
+    TwophaseStateMode, Type, Value,
 };
 
 use super::{mix, open, say};

@@ -3,8 +3,7 @@
 //! given the type of what they meet (`aid = $1` makes `$1` an integer), implicit casts
 //! made explicit.
 
-use quire_engine::SqlState;
-use quire_engine::Value;
+use quire_engine::{SqlState, Value};
 use sqlparser::ast::{
     self, BinaryOperator, Expr as AstExpr, FunctionArg, FunctionArgExpr, FunctionArguments,
     UnaryOperator, Value as AstValue,

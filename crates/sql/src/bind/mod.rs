@@ -29,8 +29,7 @@ mod query;
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use quire_engine::SqlState;
-use quire_engine::{IsolationLevel, Transaction, Value};
+use quire_engine::{IsolationLevel, SqlState, Transaction, Value};
 use sqlparser::ast::{
     self, AlterTableOperation, AssignmentTarget, ColumnOption, Expr as AstExpr, FromTable, Ident,
     ObjectName, ObjectNamePart, ObjectType, SetExpr, Statement, TableConstraint, TableFactor,

@@ -3,8 +3,7 @@
 //! DelRoleMems; `commands/variable.c`'s check_role and check_session_authorization). The
 //! rules are [`super`]'s.
 
-use quire_engine::SqlState;
-use quire_engine::{Changed, TableId, Tid, Transaction, Value};
+use quire_engine::{Changed, SqlState, TableId, Tid, Transaction, Value};
 
 use super::grammar::{PasswordOption, RoleOptions, RoleSpec, RoleStmt};
 use super::members::{self, Membership};

@@ -12,8 +12,7 @@
 use std::collections::BTreeSet;
 use std::ops::Bound::Included;
 
-use quire_engine::SqlState;
-use quire_engine::{Column, Error, Tid, Transaction, Type, Value};
+use quire_engine::{Column, Error, SqlState, Tid, Transaction, Type, Value};
 
 use crate::error::{Result, SqlError};
 

@@ -1,8 +1,7 @@
 //! COPY of a session: FROM STDIN (data inserted line by line as it arrives, in the
 //! session's block or a transaction of its own, all or nothing) and TO STDOUT.
 
-use quire_engine::SqlState;
-use quire_engine::{IsolationLevel, Transaction, Value};
+use quire_engine::{IsolationLevel, SqlState, Transaction, Value};
 
 use super::command;
 use super::exec::check_not_null;

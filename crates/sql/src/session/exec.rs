@@ -5,8 +5,7 @@ use std::ops::Bound::Included;
 use std::sync::Arc;
 use std::time::Instant;
 
-use quire_engine::SqlState;
-use quire_engine::{Changed, Database, Row, Transaction, Value};
+use quire_engine::{Changed, Database, Row, SqlState, Transaction, Value};
 
 use super::{command, now_us, outcome, Outcome, OutcomeKind, Output, Settings};
 use crate::backends::Backend;

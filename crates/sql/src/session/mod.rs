@@ -13,8 +13,7 @@
 
 use std::sync::Arc;
 
-use quire_engine::SqlState;
-use quire_engine::{Database, IsolationLevel, Row, Transaction, Value};
+use quire_engine::{Database, IsolationLevel, Row, SqlState, Transaction, Value};
 
 use crate::backends::{Backend, Backends};
 use crate::bind::{self, OutColumns, Plan};

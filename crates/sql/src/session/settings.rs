@@ -23,8 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use quire_engine::Config;
-use quire_engine::SqlState;
+use quire_engine::{Config, SqlState};
 
 use super::{command, IsolationLevel, Outcome, Session, State, SERVER_VERSION};
 use crate::error::{Result, SqlError};
