@@ -149,10 +149,12 @@ echo "== authentication: TLS, SCRAM-SHA-256, psql's \\password"
 auth_data=$(mktemp -d)
 fixtures=$PWD/crates/server/tests/fixtures
 printf 'hostnossl all postgres 127.0.0.1/32 trust\nhostssl all all 127.0.0.1/32 scram-sha-256\n' >"$auth_data/hba.conf"
+# The server refuses a key others can read, as PostgreSQL does; a checkout's copy is 0644.
+install -m 0600 "$fixtures/server.key" "$auth_data/server.key"
 log="$auth_data/log"
 ./target/release/quire serve --data-dir "$auth_data/data" --port $((port + 1)) \
   -c hba_file="$auth_data/hba.conf" -c ssl=on \
-  -c ssl_cert_file="$fixtures/server.crt" -c ssl_key_file="$fixtures/server.key" >"$log" 2>&1 &
+  -c ssl_cert_file="$fixtures/server.crt" -c ssl_key_file="$auth_data/server.key" >"$log" 2>&1 &
 auth_server=$!
 # In the clear unless a test asks for TLS (libpq's default, prefer, would try TLS first).
 export PGPORT=$((port + 1)) PGSSLMODE=disable
