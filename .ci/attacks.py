@@ -482,6 +482,7 @@ def attack_fuzz_corpus(s, corpus_root):
             sk.close()
         started += 1
     print(f"    {sent} message and {started} startup corpus inputs sent")
+    check(sent > 0 and started > 0, f"no corpus found under {corpus_root}")
 
 
 ATTACKS = [
