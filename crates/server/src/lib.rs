@@ -4,18 +4,23 @@
 //! of the SQL layer (DESIGN.md layer 12). psql, drivers and `tokio-postgres` connect
 //! unchanged.
 //!
-//! ## Modules, bottom to top
-//! - [`protocol`]: the messages as bytes, strict to their declared lengths (fuzzed).
-//! - `scram`: the server's side of SCRAM-SHA-256; [`hba`]: `pg_hba.conf`.
-//! - `wire`: values in text and binary format.
-//! - `transport`: a session's socket on its own thread (poll, latch, buffers).
-//! - `affinity`: a loopback session's thread beside its client's CPU.
-//! - `watchdog`: `statement_timeout`.
-//! - `conn`: the protocol after authentication, on the session's thread.
-//! - `startup`: TLS negotiation, the startup packet, cancel requests and authentication, on
-//!   the shared async runtime.
-//! - `session`: a session's thread, from an authenticated client.
-//! - this file: the server (settings, accept loop, limits, shutdown, restart).
+//! ## Layers, bottom to top
+//!
+//! A module may use the modules listed before it, never one after it (the engine's
+//! `tests/layering.rs` checks this list against every `crate::` path here).
+//!
+//! 0. Leaves: [`hba`] (`pg_hba.conf`), `affinity` (a loopback session's thread beside its
+//!    client's CPU), `watchdog` (`statement_timeout`).
+//! 1. [`protocol`]: the messages as bytes, strict to their declared lengths (fuzzed).
+//! 2. `scram`: the server's side of SCRAM-SHA-256; `wire`: values in text and binary
+//!    format; `fuzzing`: the entry points of the fuzz targets.
+//! 3. `transport`: a session's socket on its own thread (poll, latch, buffers).
+//! 4. `conn`: the protocol after authentication, on the session's thread.
+//! 5. `startup`: TLS negotiation, the startup packet, cancel requests and authentication,
+//!    on the shared async runtime.
+//! 6. `session`: a session's thread, from an authenticated client.
+//!
+//! This file: the server (settings, accept loop, limits, shutdown, restart).
 //!
 //! ## Rules
 //!

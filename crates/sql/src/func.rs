@@ -12,9 +12,11 @@
 
 use quire_engine::{SqlState, Value};
 
+use crate::context::Cx;
 use crate::error::{Result, SqlError};
-use crate::expr::{as_f64, compare, Cx};
+use crate::parse::quote_ident;
 use crate::types::{self, SqlType};
+use crate::types::{as_f64, compare};
 
 /// A scalar function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -924,7 +926,7 @@ impl Func {
             Func::Now => Value::Timestamp(cx.now_us),
             Func::Version => Value::Text(format!(
                 "PostgreSQL {} (quire {}) on {}, compiled by rustc",
-                crate::session::SERVER_VERSION,
+                crate::settings::SERVER_VERSION,
                 env!("CARGO_PKG_VERSION"),
                 std::env::consts::ARCH
             )),
@@ -1112,28 +1114,6 @@ impl Func {
 
 fn oid_arg(v: &Value) -> u32 {
     int_arg(v).and_then(|i| u32::try_from(i).ok()).unwrap_or(0)
-}
-
-/// An identifier quoted where PostgreSQL would quote it.
-pub(crate) fn quote_ident(s: &str) -> String {
-    let plain = s
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if plain {
-        return s.to_string();
-    }
-    let mut q = String::from("\"");
-    for c in s.chars() {
-        if c == '"' {
-            q.push('"');
-        }
-        q.push(c);
-    }
-    q.push('"');
-    q
 }
 
 /// `substr(s, from [, count])` with PostgreSQL's 1-based positions; a start before 1

@@ -1,30 +1,40 @@
 //! # quire-sql
 //!
-//! quire's SQL layer (DESIGN.md layers 10-11): parse with `sqlparser`, bind against the
-//! catalog, plan, and execute through [`quire_engine::Transaction`]. It is synchronous, like
+//! quire's SQL layer (DESIGN.md layers 10-11): parse with `sqlparser`, analyze against the
+//! catalog, optimize, plan, and execute through [`quire_engine::Transaction`]. It is synchronous, like
 //! the engine, and knows nothing of the network.
 //!
-//! ## Modules, bottom to top
-//! - [`types`]: SQL types over the engine's, text input and output, casts.
-//! - [`stack`](run_on_session_stack): `max_stack_depth` and `check_stack_depth()`; the
-//!   stack a session's thread needs ([`SESSION_STACK_BYTES`]).
-//! - `parse`: statement splitting, `sqlparser` (its trees' depth and memory bounded before
-//!   it runs), and the utility commands it lacks.
-//! - `literals`: long lists of constants kept as their text.
-//! - `numeric`: exact decimal arithmetic with PostgreSQL's result scales.
-//! - `expr`, `func`: typed expressions and functions, and their evaluation.
-//! - `plan`: plan nodes and their pull-based execution.
-//! - `catalog`, `pg_catalog`: what SQL keeps of a table, and PostgreSQL's catalog views.
-//! - `sequence`: CREATE SEQUENCE's options, `nextval` and its kin, `serial` columns.
-//! - `roles`: roles and their SCRAM-SHA-256 verifiers (CREATE/ALTER/DROP ROLE).
-//! - `bind`: names, types and access paths: a statement becomes a plan.
-//! - `copy`: COPY's text and CSV formats.
-//! - `interrupt`: cancel requests and `statement_timeout`; `backends`: the server's
-//!   sessions by process id (cancel keys, `pg_cancel_backend`, `pg_terminate_backend`).
-//! - `shape`: a simple-protocol statement's shape, its constants taken out as parameters.
-//! - `spool`: rows kept for later in memory up to `work_mem`, then in a temp file.
-//! - `session`: a client's transaction state, settings and COPY; statement execution; the
-//!   plans kept per session (extended-protocol statements and simple-protocol shapes).
+//! ## Layers, bottom to top
+//!
+//! A statement goes through the stages PostgreSQL and the best query engines separate:
+//! parse → analyze → optimize (rewrite rules) → plan → execute, each one module. A module
+//! may use the modules listed before it and never one listed after it: the engine's
+//! `tests/layering.rs` reads this list and every `crate::` path of this crate's code, and
+//! fails on an import that goes up.
+//!
+//! 0. Leaves: [`error`] (the one error type, PostgreSQL's SQLSTATEs), `literals` (long
+//!    lists of constants kept as their text), `stack` (`max_stack_depth`,
+//!    `check_stack_depth()`), `interrupt` (cancel and `statement_timeout`), `numeric`
+//!    (exact decimal arithmetic), `spool` (rows past `work_mem` in a temp file).
+//! 1. `types`: SQL types over the engine's, text input and output, casts, comparison.
+//! 2. `roles` (roles and their SCRAM-SHA-256 verifiers), `sequence` (CREATE SEQUENCE's
+//!    options, `nextval`), `catalog` (what SQL keeps of a table), `backends` (the server's
+//!    sessions by process id), `shape` (a statement's constants taken out as parameters).
+//! 3. `parse`: statement splitting, `sqlparser` (its trees' depth and memory bounded), and
+//!    the utility commands it lacks; `copy`: COPY's text and CSV formats.
+//! 4. `settings`: a session's parameters (PostgreSQL's GUCs) and the server's.
+//! 5. `context`: what expressions and plans are evaluated against (transaction,
+//!    parameters, settings, outer rows).
+//! 6. `pg_catalog`: PostgreSQL's catalog tables and views, as rows.
+//! 7. `func`: functions and aggregates: resolution by argument types, and implementations.
+//! 8. `nodes`: the trees: typed expressions, plan nodes (logical and physical), statements.
+//! 9. `exec`: the executor: expression evaluation, plan execution, EXPLAIN.
+//! 10. `analyze`: names, types and parameters resolved: a statement becomes logical nodes
+//!     (it chooses no access path and no join method).
+//! 11. `optimize`: rewrite rules over logical nodes (predicate pushdown).
+//! 12. `planner`: logical nodes become physical ones (access paths, join methods).
+//! 13. `session`: a client's transaction state, settings and COPY; the pipeline per
+//!     statement; the plans kept per session.
 //!
 //! ## Rules
 //!
@@ -67,40 +77,44 @@
 //!   ROLLBACK, as PostgreSQL does.
 #![deny(unsafe_code)]
 
+mod analyze;
 mod backends;
-mod bind;
 mod catalog;
+mod context;
 mod copy;
 mod error;
-mod expr;
+mod exec;
 mod func;
 mod interrupt;
 mod literals;
+mod nodes;
 mod numeric;
+mod optimize;
 mod parse;
 mod pg_catalog;
-mod plan;
+mod planner;
 mod roles;
 mod sequence;
 mod session;
+mod settings;
 mod shape;
 mod spool;
 mod stack;
 mod types;
 
 pub use backends::{Backend, Backends};
-pub use bind::{OutColumn, OutColumns};
 pub use error::{Result, SqlError};
 pub use func::array_to_binary;
 pub use interrupt::{Alarm, Interrupt};
+pub use nodes::MAX_MATERIALIZED_ROWS;
+pub use nodes::{OutColumn, OutColumns};
 pub use numeric::{from_binary as numeric_from_binary, to_binary as numeric_to_binary};
 pub use parse::{parse, CopyFormat, CopyStmt, Statement, VacuumStmt};
-pub use plan::MAX_MATERIALIZED_ROWS;
 pub use roles::{lookup_role, Identity, Role, RoleStmt, ScramVerifier, BOOTSTRAP_SUPERUSER};
 pub use session::{
-    Collect, Description, IdleLimit, Outcome, OutcomeKind, Output, Session, Settings, TxStatus,
-    SERVER_VERSION,
+    Collect, Description, IdleLimit, Outcome, OutcomeKind, Output, Session, TxStatus,
 };
+pub use settings::{Settings, SERVER_VERSION};
 pub use spool::Spool;
 pub use stack::{
     run_on_session_stack, DEFAULT_MAX_STACK_DEPTH_KB, MAX_MAX_STACK_DEPTH_KB, SESSION_STACK_BYTES,

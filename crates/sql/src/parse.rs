@@ -1124,6 +1124,28 @@ fn copy(w: &[String]) -> Result<CopyStmt> {
     Ok(c)
 }
 
+/// An identifier quoted where PostgreSQL would quote it.
+pub(crate) fn quote_ident(s: &str) -> String {
+    let plain = s
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        return s.to_string();
+    }
+    let mut q = String::from("\"");
+    for c in s.chars() {
+        if c == '"' {
+            q.push('"');
+        }
+        q.push(c);
+    }
+    q.push('"');
+    q
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,9 +12,9 @@
 use quire_engine::{Entry, IndexDef, Row, SqlState, Transaction, Value, WalCounters};
 
 use crate::catalog::{self, TableInfo};
+use crate::context::Cx;
 use crate::error::{Result, SqlError};
-use crate::expr::Cx;
-use crate::func::quote_ident;
+use crate::parse::quote_ident;
 use crate::roles::Role;
 use crate::types::SqlType;
 

@@ -18,8 +18,8 @@
 //! - Between two checks, code may use at most [`STACK_SLOP_BYTES`] (the engine's calls,
 //!   `sqlparser`'s own recursion, which grows its own stack when it runs short, formatting,
 //!   sorting, regular expressions).
-//! - Trees are dropped without recursion: the bound [`crate::expr::Expr`] and the plan
-//!   [`crate::plan::Node`] take their children apart on an explicit stack when dropped.
+//! - Trees are dropped without recursion: the bound [`crate::nodes::Expr`] and the plan
+//!   [`crate::nodes::Node`] take their children apart on an explicit stack when dropped.
 //!   `sqlparser`'s trees cannot be given that (they are its types): `crate::parse` bounds
 //!   their depth before parsing (`MAX_SYNTAX_DEPTH`), so that dropping the deepest one it
 //!   lets through fits the session's stack (see [`SESSION_STACK_BYTES`]).

@@ -959,6 +959,29 @@ fn float_to_int(f: f64, to: SqlType) -> Result<Value> {
     check_int_range(r as i64, to)
 }
 
+/// Values compared the way SQL compares them: integers and floats numerically, text by
+/// bytes (quire's one collation is C), NULLs last (only ORDER BY sees them here).
+pub(crate) fn compare(a: &Value, b: &Value) -> std::cmp::Ordering {
+    match (a, b) {
+        (Value::Int(x), Value::Float(y)) => (*x as f64).total_cmp(y),
+        (Value::Float(x), Value::Int(y)) => x.total_cmp(&(*y as f64)),
+        _ => a.compare(b),
+    }
+}
+
+pub(crate) fn internal(what: &str) -> SqlError {
+    SqlError::internal(format_args!("bad {what} in a bound plan"))
+}
+
+pub(crate) fn as_f64(v: &Value) -> Option<f64> {
+    match v {
+        Value::Int(i) => Some(*i as f64),
+        Value::Float(f) => Some(*f),
+        Value::Numeric(n) => Some(crate::numeric::to_f64(n)),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

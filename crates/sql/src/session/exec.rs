@@ -9,11 +9,12 @@ use quire_engine::{Changed, Database, Row, SqlState, Transaction, Value};
 
 use super::{command, now_us, outcome, Outcome, OutcomeKind, Output, Settings};
 use crate::backends::Backend;
-use crate::bind::{OnConflict, OutColumn, OutColumns, Plan};
 use crate::catalog::{self, ColumnInfo, TableInfo};
+use crate::context::Cx;
 use crate::error::{Result, SqlError};
-use crate::expr::{Cx, Expr};
-use crate::plan::{self, value_tid};
+use crate::nodes::value_tid;
+use crate::nodes::{Expr, Node};
+use crate::nodes::{OnConflict, OutColumn, OutColumns, Plan};
 use crate::sequence::{self, SessionSequences};
 use crate::types::SqlType;
 
@@ -65,7 +66,7 @@ fn add_column(cx: &Cx, table: &TableInfo, column: &ColumnInfo, serial: bool) -> 
         }
         return Ok(());
     }
-    let fill = crate::bind::default_expr(tx, &col)?;
+    let fill = crate::analyze::default_expr(tx, &col)?;
     // The scan keeps the command it started with: rows updated here are not met again.
     for r in tx.scan(oid)? {
         let (tid, mut row) = r?;
@@ -389,7 +390,7 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
         Plan::Query { node, out: cols } => {
             out.rows(cols)?;
             let mut n = 0u64;
-            for row in plan::open(node, cx)? {
+            for row in crate::exec::open(node, cx)? {
                 out.row(&row?)?;
                 n += 1;
             }
@@ -430,7 +431,8 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             let returning = Returning::new(returning.as_deref(), columns, out)?;
             delete(cx, table, scan, recheck.as_ref(), returning)
         }
-        Plan::Explain(lines) => {
+        Plan::Explain(inner) => {
+            let lines = crate::exec::explain_statement(inner, cx.tx)?;
             let columns: OutColumns = [OutColumn {
                 name: "QUERY PLAN".into(),
                 ty: SqlType::Text,
@@ -573,12 +575,12 @@ fn key_error(table: &TableInfo, e: quire_engine::Error) -> SqlError {
 fn insert(
     cx: &Cx,
     table: &TableInfo,
-    source: &plan::Node,
+    source: &Node,
     on_conflict: &OnConflict,
     mut returning: Returning,
 ) -> Result<Outcome> {
     // Materialized first: INSERT ... SELECT from the same table must not see its own rows.
-    let rows = plan::collect(plan::open(source, cx)?)?;
+    let rows = crate::exec::collect(crate::exec::open(source, cx)?)?;
     let mut n = 0u64;
     for row in rows {
         check_not_null(table, &row)?;
@@ -640,8 +642,8 @@ fn conflicting_row(
     Ok(None)
 }
 
-fn targets(cx: &Cx, scan: &plan::Node) -> Result<Vec<quire_engine::Tid>> {
-    plan::collect(plan::open(scan, cx)?)?
+fn targets(cx: &Cx, scan: &Node) -> Result<Vec<quire_engine::Tid>> {
+    crate::exec::collect(crate::exec::open(scan, cx)?)?
         .iter()
         .map(|r| value_tid(r.last().unwrap_or(&Value::Null)))
         .collect()
@@ -650,7 +652,7 @@ fn targets(cx: &Cx, scan: &plan::Node) -> Result<Vec<quire_engine::Tid>> {
 fn update(
     cx: &Cx,
     table: &TableInfo,
-    scan: &plan::Node,
+    scan: &Node,
     recheck: Option<&Expr>,
     sets: &[(usize, Expr)],
     mut returning: Returning,
@@ -694,7 +696,7 @@ fn update(
 fn select_for_update(
     cx: &Cx,
     table: &TableInfo,
-    scan: &plan::Node,
+    scan: &Node,
     recheck: Option<&Expr>,
     exprs: &[Expr],
     columns: &OutColumns,
@@ -722,7 +724,7 @@ fn select_for_update(
 fn delete(
     cx: &Cx,
     table: &TableInfo,
-    scan: &plan::Node,
+    scan: &Node,
     recheck: Option<&Expr>,
     mut returning: Returning,
 ) -> Result<Outcome> {

@@ -15,18 +15,15 @@ use std::sync::Arc;
 
 use quire_engine::{Database, IsolationLevel, Row, SqlState, Transaction, Value};
 
+use crate::analyze;
 use crate::backends::{Backend, Backends};
-use crate::bind::{self, OutColumns, Plan};
 use crate::catalog::{self, TableInfo};
 use crate::error::{Result, SqlError};
 use crate::interrupt::Interrupt;
+use crate::nodes::{self, OutColumns, Plan};
 use crate::parse::{CopyStmt, Statement, VacuumStmt};
 use crate::shape::{self, Shape};
 use crate::types::SqlType;
-
-/// The PostgreSQL version quire reports (`server_version`): clients such as pgbench and
-/// psql choose their queries by it.
-pub const SERVER_VERSION: &str = "16.0";
 
 /// Which protocol a statement came by: a write of the extended protocol outside a block
 /// lasts to the next Sync; the simple protocol's commits at once.
@@ -146,8 +143,8 @@ impl Output for Collect {
     }
 
     fn row(&mut self, row: &[Value]) -> Result<()> {
-        if self.rows.len() >= crate::plan::MAX_MATERIALIZED_ROWS {
-            return Err(crate::plan::too_many_rows());
+        if self.rows.len() >= crate::nodes::MAX_MATERIALIZED_ROWS {
+            return Err(crate::exec::too_many_rows());
         }
         self.rows.push(row.to_vec());
         Ok(())
@@ -158,8 +155,8 @@ impl Output for Collect {
     }
 
     fn copy_data(&mut self, data: &[u8]) -> Result<()> {
-        if self.lines.len() >= crate::plan::MAX_MATERIALIZED_ROWS {
-            return Err(crate::plan::too_many_rows());
+        if self.lines.len() >= crate::nodes::MAX_MATERIALIZED_ROWS {
+            return Err(crate::exec::too_many_rows());
         }
         self.lines.push(data.to_vec());
         Ok(())
@@ -218,7 +215,7 @@ use crate::sequence::SessionSequences;
 use exec::run;
 use plans::{KnownShape, PlanCache};
 
-pub use settings::Settings;
+pub use crate::settings::Settings;
 
 /// An ongoing COPY FROM STDIN.
 struct CopyIn {
@@ -416,7 +413,7 @@ impl Session {
                 columns: Arc::new([]),
             });
         };
-        if bind::is_transaction_control(ast) {
+        if analyze::is_transaction_control(ast) {
             return Ok(Description {
                 params: Vec::new(),
                 columns: Arc::new([]),
@@ -646,9 +643,9 @@ impl Session {
         decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
         out: &mut dyn Output,
     ) -> Result<Outcome> {
-        if bind::is_transaction_control(ast) {
+        if analyze::is_transaction_control(ast) {
             decode(&[])?;
-            let bound = bind::bind_transaction_control(ast)?;
+            let bound = analyze::bind_transaction_control(ast)?;
             return match bound {
                 Plan::Begin(isolation) => self.begin(isolation),
                 Plan::Commit => self.end(true),
@@ -681,7 +678,7 @@ impl Session {
         let bound = cached_bind(&mut self.plans, &self.db, key, ast, hints, &tx);
         let mut until_sync = false;
         let r = bound.and_then(|bound| {
-            if matches!(bound.plan, bind::Plan::Lock { .. }) {
+            if matches!(bound.plan, nodes::Plan::Lock { .. }) {
                 // Its lock would end with the statement's own transaction.
                 return Err(SqlError::new(
                     SqlState::NO_ACTIVE_SQL_TRANSACTION,
@@ -939,16 +936,29 @@ fn cached_bind(
     ast: &sqlparser::ast::Statement,
     hints: &[SqlType],
     tx: &Transaction,
-) -> Result<Arc<bind::Bound>> {
+) -> Result<Arc<nodes::Bound>> {
     let generation = db.catalog_generation();
     if let Some(b) = key.and_then(|text| plans.get(text, hints, generation)) {
         return Ok(b);
     }
-    let b = Arc::new(bind::bind(ast, hints, tx, (&plans.tables, generation))?);
+    let b = Arc::new(compile(ast, hints, tx, (&plans.tables, generation))?);
     if let Some(text) = key {
         plans.put(text, hints, generation, Arc::clone(&b));
     }
     Ok(b)
+}
+
+/// A statement through the pipeline: analyzed (names, types: logical nodes), rewritten by
+/// the optimizer's rules, then planned (physical nodes).
+fn compile(
+    ast: &sqlparser::ast::Statement,
+    hints: &[SqlType],
+    tx: &Transaction,
+    tables: (&std::cell::RefCell<catalog::TableCache>, u64),
+) -> Result<nodes::Bound> {
+    let bound = analyze::bind(ast, hints, tx, tables)?;
+    let bound = crate::optimize::optimize(bound)?;
+    crate::planner::plan(bound)
 }
 
 fn check_param_count(given: usize, needed: usize) -> Result<()> {

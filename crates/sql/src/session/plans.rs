@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use quire_engine::FxHashMap;
 
-use crate::bind::Bound;
+use crate::analyze::Bound;
 use crate::catalog::TableCache;
 use crate::parse::Statement;
 use crate::types::SqlType;
@@ -132,7 +132,7 @@ impl PlanCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bind::Plan;
+    use crate::nodes::Plan;
 
     fn bound() -> Arc<Bound> {
         Arc::new(Bound {

@@ -1,270 +1,18 @@
-//! Plans and their execution. A plan is a tree of [`Node`]s; executing one gives an iterator
-//! of rows (pull-based, one row at a time, so `LIMIT 1` over a large table reads one row).
-//! Nodes that must see all their input first (sort, aggregate, DISTINCT, the inner side of
-//! a nested loop) materialize it, bounded by [`MAX_MATERIALIZED_ROWS`].
-//!
-//! ## Rules
-//! - A node's output row is a `Vec<Value>` whose layout the binder fixed: a join's row is the
-//!   left row then the right row; an aggregate's is its group keys then its aggregates.
-//! - Expressions see the current row as `Column(i)` and enclosing rows through the
-//!   context's frames: a LATERAL right side (and an index nested loop's inner scan) runs
-//!   once per left row with that row as its innermost frame.
-//! - Scans read through the engine's `Transaction`, so every row respects the statement's
-//!   snapshot; a scan with `with_tid` appends the row's TID (encoded by [`tid_value`]) for
-//!   UPDATE and DELETE.
-//! - [`open`] and EXPLAIN recurse over the plan and check the stack at each node
-//!   (`crate::stack`); reading a row recurses through the open nodes, no deeper than the
-//!   plan, which binding built under the same check. A plan is dropped without recursion
-//!   (its `Drop` takes it apart on an explicit stack, [`crate::expr::dismantle`]).
-//! - A loop that reads no row checks the interrupt (`crate::interrupt`) as it goes; a sort
-//!   is a merge sort of its own so that it can stop between two comparisons.
+//! Plan execution: [`open`] gives an iterator of a node's rows (pull-based, one row at a
+//! time, so `LIMIT 1` over a large table reads one row).
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 
-use quire_engine::{IndexId, Row, SqlState, TableId, Tid, Value};
+use quire_engine::{IndexId, Row, SqlState, Value};
 
+use crate::context::{Cx, Frame};
 use crate::error::{Result, SqlError};
-use crate::expr::{compare, dismantle, Cx, Expr, Frame, Part};
-use crate::func::{AggFunc, AggState};
-use crate::pg_catalog::CatalogTable;
-
-/// Most rows a node materializes (a sort's input, a hash of groups, a nested loop's inner
-/// side), so that memory is bounded whatever the data: beyond it the statement fails with
-/// 54000 rather than exhaust the server's memory.
-pub const MAX_MATERIALIZED_ROWS: usize = 10_000_000;
-
-#[derive(Clone, Debug)]
-pub(crate) enum JoinKind {
-    Inner,
-    Left,
-}
-
-#[derive(Clone, Debug)]
-pub(crate) struct SortKey {
-    pub expr: Expr,
-    pub descending: bool,
-    pub nulls_first: bool,
-}
-
-#[derive(Clone, Debug)]
-pub(crate) struct Agg {
-    pub func: AggFunc,
-    pub args: Vec<Expr>,
-    pub distinct: bool,
-}
-
-#[derive(Clone, Debug)]
-pub(crate) enum Node {
-    Scan {
-        table: TableId,
-        with_tid: bool,
-    },
-    /// Rows through an index whose key bounds are evaluated when the scan opens (constants,
-    /// parameters, or the outer row of an index nested loop).
-    IndexScan {
-        index: IndexId,
-        lower: Bound<Vec<Expr>>,
-        upper: Bound<Vec<Expr>>,
-        with_tid: bool,
-    },
-    Catalog(CatalogTable),
-    Values(Vec<Vec<Expr>>),
-    /// `generate_series(start, stop [, step])` of bigints, or of numerics if `numeric`.
-    Series {
-        start: Expr,
-        stop: Expr,
-        step: Option<Expr>,
-        numeric: bool,
-    },
-    /// `unnest(array)`: the elements of an array kept in its text form, as `elem` values.
-    Unnest {
-        array: Expr,
-        elem: crate::types::SqlType,
-    },
-    Filter {
-        input: Box<Node>,
-        pred: Expr,
-    },
-    Project {
-        input: Box<Node>,
-        exprs: Vec<Expr>,
-    },
-    /// A nested loop. Unless `lateral`, the right side does not depend on the left row and
-    /// is materialized once; a lateral right side runs once per left row.
-    NestedLoop {
-        kind: JoinKind,
-        left: Box<Node>,
-        right: Box<Node>,
-        on: Option<Expr>,
-        right_width: usize,
-        lateral: bool,
-    },
-    /// An equi-join: the right side is hashed on `right_keys`, the left probes it.
-    HashJoin {
-        kind: JoinKind,
-        left: Box<Node>,
-        right: Box<Node>,
-        left_keys: Vec<Expr>,
-        right_keys: Vec<Expr>,
-        residual: Option<Expr>,
-        right_width: usize,
-    },
-    Aggregate {
-        input: Box<Node>,
-        keys: Vec<Expr>,
-        aggs: Vec<Agg>,
-    },
-    Sort {
-        input: Box<Node>,
-        keys: Vec<SortKey>,
-    },
-    Distinct {
-        input: Box<Node>,
-    },
-    Limit {
-        input: Box<Node>,
-        offset: Option<Expr>,
-        count: Option<Expr>,
-    },
-    Append(Vec<Node>),
-}
+use crate::func::AggState;
+use crate::nodes::{tid_value, Agg, Expr, JoinKind, Node, SortKey, MAX_MATERIALIZED_ROWS};
+use crate::types::compare;
 
 pub(crate) type Rows<'a> = Box<dyn Iterator<Item = Result<Row>> + 'a>;
-
-impl Node {
-    /// A node of no rows and no children: what a taken-apart node leaves in its place.
-    pub(crate) fn empty() -> Node {
-        Node::Values(Vec::new())
-    }
-
-    /// Whether the node has no child node and no expression.
-    pub(crate) fn is_leaf(&self) -> bool {
-        match self {
-            Node::Scan { .. } | Node::Catalog(_) => true,
-            Node::Values(rows) => rows.is_empty(),
-            _ => false,
-        }
-    }
-
-    /// Moves the child nodes and the expressions that have children of their own to `out`,
-    /// leaving leaves in their place (see [`crate::expr::dismantle`]).
-    pub(crate) fn take_children(&mut self, out: &mut Vec<Part>) {
-        let wide = |v: &[Expr]| v.iter().any(|e| !e.is_leaf());
-        match self {
-            // Long lists go whole, their elements taken one at a time.
-            Node::Values(rows) if rows.iter().any(|r| wide(r)) => {
-                out.push(Part::Rows(std::mem::take(rows)));
-            }
-            Node::Project { exprs, .. } if wide(exprs) => {
-                out.push(Part::Exprs(std::mem::take(exprs)));
-            }
-            Node::Append(nodes) if !nodes.is_empty() => {
-                out.push(Part::Nodes(std::mem::take(nodes)));
-            }
-            _ => {}
-        }
-        let mut node = |n: &mut Node| {
-            if !n.is_leaf() {
-                out.push(Part::Node(std::mem::replace(n, Node::empty())));
-            }
-        };
-        match self {
-            Node::Scan { .. }
-            | Node::Catalog(_)
-            | Node::IndexScan { .. }
-            | Node::Values(_)
-            | Node::Series { .. }
-            | Node::Unnest { .. }
-            | Node::Append(_) => {}
-            Node::Filter { input, .. }
-            | Node::Project { input, .. }
-            | Node::Aggregate { input, .. }
-            | Node::Sort { input, .. }
-            | Node::Distinct { input }
-            | Node::Limit { input, .. } => node(input),
-            Node::NestedLoop { left, right, .. } | Node::HashJoin { left, right, .. } => {
-                node(left);
-                node(right);
-            }
-        }
-        self.for_each_expr_mut(|e| {
-            if !e.is_leaf() {
-                out.push(Part::Expr(std::mem::replace(e, Expr::Const(Value::Null))));
-            }
-        });
-    }
-
-    /// Calls `f` on each expression of this node (not of its children).
-    fn for_each_expr_mut(&mut self, mut f: impl FnMut(&mut Expr)) {
-        let mut bound = |b: &mut Bound<Vec<Expr>>| match b {
-            Bound::Included(v) | Bound::Excluded(v) => v.iter_mut().for_each(&mut f),
-            Bound::Unbounded => {}
-        };
-        match self {
-            Node::Scan { .. } | Node::Catalog(_) | Node::Distinct { .. } | Node::Append(_) => {}
-            Node::IndexScan { lower, upper, .. } => {
-                bound(lower);
-                bound(upper);
-            }
-            Node::Values(rows) => rows.iter_mut().flatten().for_each(f),
-            Node::Series {
-                start, stop, step, ..
-            } => {
-                f(start);
-                f(stop);
-                step.iter_mut().for_each(f);
-            }
-            Node::Unnest { array, .. } => f(array),
-            Node::Filter { pred, .. } => f(pred),
-            Node::Project { exprs, .. } => exprs.iter_mut().for_each(f),
-            Node::NestedLoop { on, .. } => on.iter_mut().for_each(f),
-            Node::HashJoin {
-                left_keys,
-                right_keys,
-                residual,
-                ..
-            } => {
-                left_keys.iter_mut().chain(right_keys).for_each(&mut f);
-                residual.iter_mut().for_each(f);
-            }
-            Node::Aggregate { keys, aggs, .. } => {
-                keys.iter_mut().for_each(&mut f);
-                aggs.iter_mut().flat_map(|a| &mut a.args).for_each(f);
-            }
-            Node::Sort { keys, .. } => keys.iter_mut().map(|k| &mut k.expr).for_each(f),
-            Node::Limit { offset, count, .. } => offset.iter_mut().chain(count).for_each(f),
-        }
-    }
-}
-
-/// Plans are dropped without recursion, as expressions are ([`crate::expr::dismantle`]).
-impl Drop for Node {
-    fn drop(&mut self) {
-        if self.is_leaf() {
-            return;
-        }
-        let mut pending = Vec::new();
-        self.take_children(&mut pending);
-        dismantle(pending);
-    }
-}
-
-/// The TID of a row as a value (a scan's hidden last column for UPDATE and DELETE).
-pub(crate) fn tid_value(tid: Tid) -> Value {
-    Value::Int((i64::from(tid.block) << 16) | i64::from(tid.offset))
-}
-
-/// The inverse of [`tid_value`].
-pub(crate) fn value_tid(v: &Value) -> Result<Tid> {
-    match v {
-        Value::Int(i) => Ok(Tid::new(
-            u32::try_from(i >> 16).map_err(|_| crate::expr::internal("tid"))?,
-            (i & 0xffff) as u16,
-        )),
-        _ => Err(crate::expr::internal("tid")),
-    }
-}
 
 pub(crate) fn too_many_rows() -> SqlError {
     SqlError::new(
@@ -289,6 +37,11 @@ pub(crate) fn collect(rows: Rows) -> Result<Vec<Row>> {
 pub(crate) fn open<'a>(node: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
     crate::stack::check_stack_depth()?;
     Ok(match node {
+        Node::Relation { .. } | Node::Join { .. } => {
+            return Err(SqlError::internal(
+                "a logical plan node reached the executor",
+            ))
+        }
         Node::Scan { table, with_tid } => {
             let with_tid = *with_tid;
             Box::new(cx.tx.scan(*table)?.map(move |r| {
@@ -496,7 +249,7 @@ fn series<'a>(
     };
     if !numeric {
         let (Value::Int(a), Value::Int(b), Value::Int(step)) = (a, b, step) else {
-            return Err(crate::expr::internal("generate_series argument"));
+            return Err(crate::types::internal("generate_series argument"));
         };
         if step == 0 {
             return Err(zero_step());
@@ -517,7 +270,7 @@ fn series<'a>(
     let as_numeric = |v: Value| match v {
         Value::Numeric(n) => Ok(n),
         Value::Int(i) => Ok(crate::numeric::from_i64(i)),
-        _ => Err(crate::expr::internal("generate_series argument")),
+        _ => Err(crate::types::internal("generate_series argument")),
     };
     let (a, b, step) = (as_numeric(a)?, as_numeric(b)?, as_numeric(step)?);
     let zero = crate::numeric::from_i64(0);
@@ -855,105 +608,6 @@ fn compare_keys(keys: &[SortKey], left: &[Value], right: &[Value]) -> std::cmp::
     }
     std::cmp::Ordering::Equal
 }
-
-/// EXPLAIN's lines for `node`: PostgreSQL's node names, children indented under `->`.
-pub(crate) fn explain(node: &Node, tx: &quire_engine::Transaction) -> Result<Vec<String>> {
-    let mut lines = Vec::new();
-    explain_into(node, tx, 0, &mut lines)?;
-    Ok(lines)
-}
-
-fn relation(tx: &quire_engine::Transaction, oid: quire_engine::Oid) -> Result<String> {
-    let name = u32::try_from(oid.0)
-        .ok()
-        .map(|o| crate::pg_catalog::relation_name(tx, o))
-        .transpose()?
-        .flatten();
-    Ok(name.unwrap_or_else(|| oid.0.to_string()))
-}
-
-fn explain_into(
-    node: &Node,
-    tx: &quire_engine::Transaction,
-    depth: usize,
-    out: &mut Vec<String>,
-) -> Result<()> {
-    crate::stack::check_stack_depth()?;
-    let left_join = |k: &JoinKind| {
-        if matches!(k, JoinKind::Left) {
-            " Left"
-        } else {
-            ""
-        }
-    };
-    let (label, children): (String, Vec<&Node>) = match node {
-        Node::Scan { table, .. } => (format!("Seq Scan on {}", relation(tx, *table)?), vec![]),
-        Node::IndexScan {
-            index,
-            lower,
-            upper,
-            ..
-        } => {
-            let cond = match (lower, upper) {
-                (Bound::Included(a), Bound::Included(b)) if a.len() == b.len() => "key equality",
-                _ => "key range",
-            };
-            (
-                format!("Index Scan using {} ({cond})", relation(tx, *index)?),
-                vec![],
-            )
-        }
-        Node::Catalog(t) => (format!("Catalog Scan on {t:?}"), vec![]),
-        Node::Values(rows) => (format!("Values Scan ({} rows)", rows.len()), vec![]),
-        Node::Series { .. } => ("Function Scan on generate_series".into(), vec![]),
-        Node::Unnest { .. } => ("Function Scan on unnest".into(), vec![]),
-        Node::Filter { input, .. } => ("Filter".into(), vec![&**input]),
-        Node::Project { input, .. } => ("Result".into(), vec![&**input]),
-        Node::NestedLoop {
-            kind,
-            left,
-            right,
-            lateral,
-            ..
-        } => (
-            format!(
-                "Nested Loop{}{}",
-                left_join(kind),
-                if *lateral { " (lateral)" } else { "" }
-            ),
-            vec![&**left, &**right],
-        ),
-        Node::HashJoin {
-            kind, left, right, ..
-        } => (
-            format!("Hash{} Join", left_join(kind)),
-            vec![&**left, &**right],
-        ),
-        Node::Aggregate { input, keys, .. } => (
-            if keys.is_empty() {
-                "Aggregate".into()
-            } else {
-                "HashAggregate".into()
-            },
-            vec![&**input],
-        ),
-        Node::Sort { input, .. } => ("Sort".into(), vec![&**input]),
-        Node::Distinct { input } => ("Unique".into(), vec![&**input]),
-        Node::Limit { input, .. } => ("Limit".into(), vec![&**input]),
-        Node::Append(nodes) => ("Append".into(), nodes.iter().collect()),
-    };
-    let line = if depth == 0 {
-        label
-    } else {
-        format!("{}->  {label}", " ".repeat(depth * 6 - 4))
-    };
-    out.push(line);
-    for c in children {
-        explain_into(c, tx, depth + 1, out)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,389 +1,23 @@
-//! Typed expressions and their evaluation. The binder ([`crate::bind`]) resolves names and
-//! types; what reaches here is positional (`Column(i)` of the current row, `Outer(d, i)` of
-//! the row `d` query levels out) and every operator already knows its operands' types, so
-//! evaluation does no name lookup and no type inference.
-//!
-//! SQL's three-valued logic: comparisons and most functions are NULL when an operand is
-//! NULL; AND and OR follow the truth tables (`false AND NULL` is false); a WHERE clause keeps
-//! a row only when its predicate is true.
+//! Expression evaluation (PostgreSQL's execExprInterp): a bound [`Expr`] over the current
+//! row and the context's frames. SQL's three-valued logic: comparisons and most functions are
+//! NULL when an operand is NULL; AND and OR follow the truth tables (`false AND NULL` is
+//! false); a WHERE clause keeps a row only when its predicate is true.
 //!
 //! ## Rules
-//! - Trees are as deep as clients make them. [`Expr::eval`] checks the stack at each inner
-//!   node (`crate::stack`); walks that cannot fail ([`Expr::visit`], [`Expr::rebased`]) are
-//!   loops over an explicit stack; an expression is dropped without recursion
-//!   ([`dismantle`]). Cloning and `Debug` recurse: an expression is at most a few levels
-//!   deeper than the binder's checked recursion that built it, and each of their levels
-//!   takes less stack than one of the binder's.
+//! - [`Expr::eval`] checks the stack at each inner node (`crate::stack`).
 //! - A value built here (`||`, an ARRAY(SELECT ...)) has its length checked first
 //!   (`types::check_value_len`, 54000); LIKE and regular expressions check the interrupt as
 //!   they go through a long text.
 
-use std::cmp::Ordering;
+use quire_engine::{SqlState, Value};
 
-use quire_engine::{Database, SqlState, Transaction, Value};
-
+use crate::context::{Cx, Frame};
 use crate::error::{Result, SqlError};
-use crate::func::Func;
 use crate::interrupt::Interrupt;
-use crate::plan::{self, Node};
-use crate::session::Settings;
-use crate::types::{self, SqlType};
-
-/// A typed expression.
-#[derive(Clone, Debug)]
-pub(crate) enum Expr {
-    Const(Value),
-    /// `$n`, zero-based.
-    Param(usize),
-    /// A column of the current row.
-    Column(usize),
-    /// A column of an enclosing query's row: `levels` 1 is the immediately enclosing one
-    /// (a correlated subquery's outer row, or a LATERAL item's left side).
-    Outer {
-        levels: usize,
-        column: usize,
-    },
-    Arith(ArithOp, SqlType, Box<Expr>, Box<Expr>),
-    Neg(Box<Expr>),
-    /// A comparison; the type is the one both operands were brought to (the planner uses
-    /// an index only when it matches the indexed column's).
-    Cmp(CmpOp, SqlType, Box<Expr>, Box<Expr>),
-    /// `text || text`.
-    Concat(Box<Expr>, Box<Expr>),
-    /// LIKE (case-insensitive for ILIKE), negated for NOT LIKE.
-    Like {
-        expr: Box<Expr>,
-        pattern: Box<Expr>,
-        case_insensitive: bool,
-        negated: bool,
-    },
-    /// POSIX regular expression match (`~`, `~*`, `!~`, `!~*`).
-    Regex {
-        expr: Box<Expr>,
-        pattern: Box<Expr>,
-        case_insensitive: bool,
-        negated: bool,
-    },
-    And(Vec<Expr>),
-    Or(Vec<Expr>),
-    Not(Box<Expr>),
-    IsNull(Box<Expr>, bool),
-    /// `IS [NOT] TRUE/FALSE` (never NULL).
-    IsBool {
-        expr: Box<Expr>,
-        value: bool,
-        negated: bool,
-    },
-    InList {
-        expr: Box<Expr>,
-        list: Vec<Expr>,
-        negated: bool,
-    },
-    Case {
-        operand: Option<Box<Expr>>,
-        whens: Vec<(Expr, Expr)>,
-        otherwise: Option<Box<Expr>>,
-    },
-    Cast(Box<Expr>, SqlType, SqlType),
-    Func(Func, Vec<Expr>),
-    Subquery(Box<Node>, SubqueryKind),
-}
-
-#[derive(Clone, Debug)]
-pub(crate) enum SubqueryKind {
-    /// `(SELECT x ...)`: its one value, NULL for no row, 21000 for more than one.
-    Scalar,
-    Exists,
-    /// `ARRAY(SELECT ...)`: the first column's values as a `text[]`.
-    Array,
-    /// `expr [NOT] IN (SELECT ...)`.
-    In {
-        expr: Box<Expr>,
-        negated: bool,
-    },
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ArithOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Mod,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CmpOp {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
-impl CmpOp {
-    fn holds(self, o: Ordering) -> bool {
-        match self {
-            CmpOp::Eq => o.is_eq(),
-            CmpOp::Ne => o.is_ne(),
-            CmpOp::Lt => o.is_lt(),
-            CmpOp::Le => o.is_le(),
-            CmpOp::Gt => o.is_gt(),
-            CmpOp::Ge => o.is_ge(),
-        }
-    }
-
-    /// The operator with its operands swapped (`a < b` is `b > a`).
-    pub(crate) fn flip(self) -> CmpOp {
-        match self {
-            CmpOp::Lt => CmpOp::Gt,
-            CmpOp::Le => CmpOp::Ge,
-            CmpOp::Gt => CmpOp::Lt,
-            CmpOp::Ge => CmpOp::Le,
-            op => op,
-        }
-    }
-}
-
-/// The rows of the enclosing query levels, innermost first (a linked list on the stack:
-/// a subquery pushes its outer row for the time it runs).
-#[derive(Clone, Copy)]
-pub(crate) struct Frame<'a> {
-    pub row: &'a [Value],
-    pub up: Option<&'a Frame<'a>>,
-}
-
-/// What a statement's expressions are evaluated against.
-pub(crate) struct Cx<'a> {
-    pub db: &'a Database,
-    pub tx: &'a Transaction,
-    pub params: &'a [Value],
-    pub settings: &'a Settings,
-    pub interrupt: &'a crate::interrupt::Interrupt,
-    /// The session as the registry of sessions knows it (`pg_backend_pid`, signals).
-    pub backend: &'a crate::backends::Backend,
-    /// The session's `currval` values.
-    pub sequences: &'a crate::sequence::SessionSequences,
-    /// The statement's start (`now()`, `CURRENT_TIMESTAMP`), microseconds since 1970.
-    pub now_us: i64,
-    pub outer: Option<&'a Frame<'a>>,
-}
-
-impl<'a> Cx<'a> {
-    /// The same context with `row` as the innermost outer row (for a subquery or the right
-    /// side of a LATERAL join).
-    pub(crate) fn nested<'b>(&'b self, frame: &'b Frame<'b>) -> Cx<'b>
-    where
-        'a: 'b,
-    {
-        Cx {
-            db: self.db,
-            tx: self.tx,
-            params: self.params,
-            settings: self.settings,
-            interrupt: self.interrupt,
-            backend: self.backend,
-            sequences: self.sequences,
-            now_us: self.now_us,
-            outer: Some(frame),
-        }
-    }
-}
+use crate::nodes::{ArithOp, Expr, Node, SubqueryKind};
+use crate::types::{self, as_f64, compare, internal, SqlType};
 
 impl Expr {
-    /// Whether the expression reads the current row (not only constants, parameters and
-    /// outer rows): an index key must not.
-    pub(crate) fn uses_current_row(&self) -> bool {
-        let mut found = false;
-        self.visit(&mut |e| {
-            if matches!(e, Expr::Column(_) | Expr::Subquery(..)) {
-                found = true;
-            }
-        });
-        found
-    }
-
-    /// Calls `f` on this expression and each subexpression (not inside subqueries), parents
-    /// before children, left to right; a loop, not a recursion.
-    pub(crate) fn visit(&self, f: &mut impl FnMut(&Expr)) {
-        let mut pending = vec![self];
-        while let Some(e) = pending.pop() {
-            f(e);
-            let first_child = pending.len();
-            e.for_each_child(|c| pending.push(c));
-            pending[first_child..].reverse();
-        }
-    }
-
-    /// Whether the expression has no subexpression (and no subquery).
-    pub(crate) fn is_leaf(&self) -> bool {
-        matches!(
-            self,
-            Expr::Const(_) | Expr::Param(_) | Expr::Column(_) | Expr::Outer { .. }
-        )
-    }
-
-    /// Calls `f` on each direct subexpression, left to right (not those inside a subquery).
-    fn for_each_child<'a>(&'a self, mut f: impl FnMut(&'a Expr)) {
-        match self {
-            Expr::Const(_)
-            | Expr::Param(_)
-            | Expr::Column(_)
-            | Expr::Outer { .. }
-            | Expr::Subquery(
-                _,
-                SubqueryKind::Scalar | SubqueryKind::Exists | SubqueryKind::Array,
-            ) => {}
-            Expr::Subquery(_, SubqueryKind::In { expr, .. })
-            | Expr::Neg(expr)
-            | Expr::Not(expr)
-            | Expr::IsNull(expr, _)
-            | Expr::Cast(expr, _, _)
-            | Expr::IsBool { expr, .. } => f(expr),
-            Expr::Arith(_, _, a, b)
-            | Expr::Cmp(_, _, a, b)
-            | Expr::Concat(a, b)
-            | Expr::Like {
-                expr: a,
-                pattern: b,
-                ..
-            }
-            | Expr::Regex {
-                expr: a,
-                pattern: b,
-                ..
-            } => {
-                f(a);
-                f(b);
-            }
-            Expr::And(v) | Expr::Or(v) | Expr::Func(_, v) => v.iter().for_each(f),
-            Expr::InList { expr, list, .. } => {
-                f(expr);
-                list.iter().for_each(f);
-            }
-            Expr::Case {
-                operand,
-                whens,
-                otherwise,
-            } => {
-                operand.as_deref().into_iter().for_each(&mut f);
-                for (w, t) in whens {
-                    f(w);
-                    f(t);
-                }
-                otherwise.as_deref().into_iter().for_each(f);
-            }
-        }
-    }
-
-    /// [`Expr::for_each_child`], mutable.
-    fn for_each_child_mut<'a>(&'a mut self, mut f: impl FnMut(&'a mut Expr)) {
-        match self {
-            Expr::Const(_)
-            | Expr::Param(_)
-            | Expr::Column(_)
-            | Expr::Outer { .. }
-            | Expr::Subquery(
-                _,
-                SubqueryKind::Scalar | SubqueryKind::Exists | SubqueryKind::Array,
-            ) => {}
-            Expr::Subquery(_, SubqueryKind::In { expr, .. })
-            | Expr::Neg(expr)
-            | Expr::Not(expr)
-            | Expr::IsNull(expr, _)
-            | Expr::Cast(expr, _, _)
-            | Expr::IsBool { expr, .. } => f(expr),
-            Expr::Arith(_, _, a, b)
-            | Expr::Cmp(_, _, a, b)
-            | Expr::Concat(a, b)
-            | Expr::Like {
-                expr: a,
-                pattern: b,
-                ..
-            }
-            | Expr::Regex {
-                expr: a,
-                pattern: b,
-                ..
-            } => {
-                f(a);
-                f(b);
-            }
-            Expr::And(v) | Expr::Or(v) | Expr::Func(_, v) => v.iter_mut().for_each(f),
-            Expr::InList { expr, list, .. } => {
-                f(expr);
-                list.iter_mut().for_each(f);
-            }
-            Expr::Case {
-                operand,
-                whens,
-                otherwise,
-            } => {
-                operand.as_deref_mut().into_iter().for_each(&mut f);
-                for (w, t) in whens {
-                    f(w);
-                    f(t);
-                }
-                otherwise.as_deref_mut().into_iter().for_each(f);
-            }
-        }
-    }
-
-    /// Moves the children that have children of their own (subqueries' plans included) to
-    /// `out`, leaving leaves in their place: what [`Drop`] does instead of recursing.
-    fn take_children(&mut self, out: &mut Vec<Part>) {
-        match self {
-            Expr::Subquery(node, _) if !node.is_leaf() => {
-                out.push(Part::Node(std::mem::replace(&mut **node, Node::empty())));
-            }
-            // A list goes whole, its elements taken one at a time: however long.
-            Expr::And(v) | Expr::Or(v) | Expr::Func(_, v) | Expr::InList { list: v, .. }
-                if v.iter().any(|e| !e.is_leaf()) =>
-            {
-                out.push(Part::Exprs(std::mem::take(v)));
-            }
-            _ => {}
-        }
-        self.for_each_child_mut(|c| {
-            if !c.is_leaf() {
-                out.push(Part::Expr(std::mem::replace(c, Expr::Const(Value::Null))));
-            }
-        });
-    }
-
-    /// The expression with each current-row column `c` read as column `c - offset` (the
-    /// right side of a join evaluated on the right row alone).
-    pub(crate) fn rebased(&self, offset: usize) -> Expr {
-        let mut e = self.clone();
-        let mut pending = vec![&mut e];
-        while let Some(x) = pending.pop() {
-            match x {
-                Expr::Column(c) => *c -= offset,
-                x => x.for_each_child_mut(|c| pending.push(c)),
-            }
-        }
-        e
-    }
-
-    /// Whether the expression contains a subquery.
-    pub(crate) fn uses_subquery(&self) -> bool {
-        let mut found = false;
-        self.visit(&mut |e| found |= matches!(e, Expr::Subquery(..)));
-        found
-    }
-
-    /// The current-row columns the expression reads (not inside subqueries).
-    pub(crate) fn columns(&self) -> Vec<usize> {
-        let mut out = Vec::new();
-        self.visit(&mut |e| {
-            if let Expr::Column(c) = e {
-                out.push(*c);
-            }
-        });
-        out
-    }
-
     pub(crate) fn eval(&self, cx: &Cx, row: &[Value]) -> Result<Value> {
         if !self.is_leaf() {
             crate::stack::check_stack_depth()?;
@@ -483,62 +117,6 @@ impl Expr {
     /// Whether the predicate holds (true, not false or NULL).
     pub(crate) fn holds(&self, cx: &Cx, row: &[Value]) -> Result<bool> {
         Ok(matches!(self.eval(cx, row)?, Value::Bool(true)))
-    }
-}
-
-/// A part of a tree being taken apart ([`dismantle`]): a node, or a list of them (taken
-/// one at a time, so that the explicit stack stays as small as the tree is deep, however
-/// wide it is).
-pub(crate) enum Part {
-    Expr(Expr),
-    Node(Node),
-    Exprs(Vec<Expr>),
-    Rows(Vec<Vec<Expr>>),
-    Nodes(Vec<Node>),
-}
-
-/// Drops trees without recursion: each part's children that have children are moved onto
-/// an explicit stack before the part itself drops, so every drop that runs is of a node
-/// whose children are leaves. Trees are as deep as clients make them; the thread's stack
-/// is not. Returns the most parts that waited at once (as deep as the tree, not as wide).
-pub(crate) fn dismantle(mut pending: Vec<Part>) -> usize {
-    let mut most = pending.len();
-    while let Some(part) = pending.pop() {
-        match part {
-            Part::Expr(mut e) => e.take_children(&mut pending),
-            Part::Node(mut n) => n.take_children(&mut pending),
-            Part::Exprs(mut v) => {
-                if let Some(e) = v.pop() {
-                    pending.push(Part::Exprs(v));
-                    pending.push(Part::Expr(e));
-                }
-            }
-            Part::Rows(mut rows) => {
-                if let Some(row) = rows.pop() {
-                    pending.push(Part::Rows(rows));
-                    pending.push(Part::Exprs(row));
-                }
-            }
-            Part::Nodes(mut v) => {
-                if let Some(n) = v.pop() {
-                    pending.push(Part::Nodes(v));
-                    pending.push(Part::Node(n));
-                }
-            }
-        }
-        most = most.max(pending.len());
-    }
-    most
-}
-
-impl Drop for Expr {
-    fn drop(&mut self) {
-        if self.is_leaf() {
-            return;
-        }
-        let mut pending = Vec::new();
-        self.take_children(&mut pending);
-        dismantle(pending);
     }
 }
 
@@ -704,11 +282,11 @@ fn subquery(node: &Node, kind: &SubqueryKind, cx: &Cx, row: &[Value]) -> Result<
     let inner = cx.nested(&frame);
     match kind {
         SubqueryKind::Exists => {
-            let mut rows = plan::open(node, &inner)?;
+            let mut rows = crate::exec::open(node, &inner)?;
             Ok(Value::Bool(rows.next().transpose()?.is_some()))
         }
         SubqueryKind::Scalar => {
-            let mut rows = plan::open(node, &inner)?;
+            let mut rows = crate::exec::open(node, &inner)?;
             let Some(first) = rows.next().transpose()? else {
                 return Ok(Value::Null);
             };
@@ -722,7 +300,7 @@ fn subquery(node: &Node, kind: &SubqueryKind, cx: &Cx, row: &[Value]) -> Result<
         }
         SubqueryKind::Array => {
             let mut text = crate::func::ArrayText::new();
-            for r in plan::open(node, &inner)? {
+            for r in crate::exec::open(node, &inner)? {
                 let v = r?.into_iter().next().unwrap_or(Value::Null);
                 let ty = v.type_of().map_or(SqlType::Text, SqlType::of_engine_type);
                 text.push(&types::format_text(&v, ty).unwrap_or_else(|| "NULL".into()))?;
@@ -731,26 +309,12 @@ fn subquery(node: &Node, kind: &SubqueryKind, cx: &Cx, row: &[Value]) -> Result<
         }
         SubqueryKind::In { expr, negated } => {
             let v = expr.eval(cx, row)?;
-            let values: Vec<Value> = plan::open(node, &inner)?
+            let values: Vec<Value> = crate::exec::open(node, &inner)?
                 .map(|r| r.map(|r| r.into_iter().next().unwrap_or(Value::Null)))
                 .collect::<Result<_>>()?;
             Ok(in_values(&v, values.iter(), *negated))
         }
     }
-}
-
-/// Values compared the way SQL compares them: integers and floats numerically, text by
-/// bytes (quire's one collation is C), NULLs last (only ORDER BY sees them here).
-pub(crate) fn compare(a: &Value, b: &Value) -> Ordering {
-    match (a, b) {
-        (Value::Int(x), Value::Float(y)) => (*x as f64).total_cmp(y),
-        (Value::Float(x), Value::Int(y)) => x.total_cmp(&(*y as f64)),
-        _ => a.compare(b),
-    }
-}
-
-pub(crate) fn internal(what: &str) -> SqlError {
-    SqlError::internal(format_args!("bad {what} in a bound plan"))
 }
 
 fn out_of_range_of(ty: SqlType) -> SqlError {
@@ -837,15 +401,6 @@ pub(crate) fn arith(op: ArithOp, ty: SqlType, left: Value, right: Value) -> Resu
             })
         }
     })
-}
-
-pub(crate) fn as_f64(v: &Value) -> Option<f64> {
-    match v {
-        Value::Int(i) => Some(*i as f64),
-        Value::Float(f) => Some(*f),
-        Value::Numeric(n) => Some(crate::numeric::to_f64(n)),
-        _ => None,
-    }
 }
 
 /// Steps of a matching loop (LIKE's, a regular expression's) between two interrupt checks.
@@ -1030,6 +585,8 @@ fn dfa_is_match(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::func::Func;
+    use crate::nodes::dismantle;
 
     fn l(s: &str, p: &str) -> bool {
         like(s, p, false, &Interrupt::default()).unwrap()

@@ -38,8 +38,8 @@ use sqlparser::ast::{
 
 use crate::catalog::{self, ColumnInfo, TableCache, TableInfo};
 use crate::error::{Result, SqlError};
-use crate::expr::Expr;
-use crate::plan::Node;
+pub(crate) use crate::nodes::Bound;
+use crate::nodes::{Expr, Node, OnConflict, OutColumn, OutColumns, Plan};
 use crate::types::SqlType;
 
 pub(crate) use query::Scope;
@@ -49,165 +49,6 @@ pub(crate) const MAX_PARAMS: usize = 65_535;
 
 /// PostgreSQL's `MaxTupleAttributeNumber`: the most columns a result may have (54011).
 const MAX_RESULT_COLUMNS: usize = 1664;
-
-/// An output column.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OutColumn {
-    pub name: String,
-    pub ty: SqlType,
-}
-
-/// A statement's output columns, shared: a kept plan hands them to every execution and
-/// Describe without copying their names.
-pub type OutColumns = Arc<[OutColumn]>;
-
-/// What INSERT does with a row whose key already exists.
-#[derive(Clone, Debug)]
-pub(crate) enum OnConflict {
-    Error,
-    Nothing,
-    /// DO UPDATE SET ...: the assignments see the existing row as columns `0..n` and the
-    /// proposed row (`EXCLUDED`) as columns `n..2n`.
-    Update {
-        sets: Vec<(usize, Expr)>,
-        filter: Option<Expr>,
-    },
-}
-
-#[derive(Clone, Debug)]
-pub(crate) enum Plan {
-    Begin(IsolationLevel),
-    Commit,
-    Rollback,
-    CreateTable {
-        name: String,
-        if_not_exists: bool,
-        columns: Vec<ColumnInfo>,
-        pkey: Option<Vec<usize>>,
-        uniques: Vec<Vec<usize>>,
-        /// `serial` columns: each gets a sequence of its own.
-        serials: Vec<usize>,
-    },
-    DropTable {
-        names: Vec<String>,
-        if_exists: bool,
-    },
-    Truncate(Vec<TableInfo>),
-    CreateSequence {
-        name: String,
-        if_not_exists: bool,
-        options: quire_engine::SeqOptions,
-    },
-    DropSequence {
-        names: Vec<String>,
-        if_exists: bool,
-    },
-    /// LOCK TABLE: `mode` on each table until the end of the transaction block.
-    Lock {
-        tables: Vec<TableInfo>,
-        mode: quire_engine::LockMode,
-        nowait: bool,
-    },
-    CreateIndex {
-        name: Option<String>,
-        table: TableInfo,
-        columns: Vec<usize>,
-        unique: bool,
-        if_not_exists: bool,
-    },
-    DropIndex {
-        names: Vec<String>,
-        if_exists: bool,
-    },
-    /// ALTER TABLE ... ADD COLUMN: rows that exist get the column's DEFAULT (evaluated per
-    /// row) or NULL. With IF NOT EXISTS and the column there, `skip` says so.
-    AddColumn {
-        table: TableInfo,
-        column: ColumnInfo,
-        serial: bool,
-        skip: bool,
-    },
-    /// ALTER TABLE ... DROP COLUMN (positions).
-    DropColumns {
-        table: TableInfo,
-        columns: Vec<usize>,
-    },
-    /// ALTER TABLE ... ALTER COLUMN ... SET DEFAULT / DROP DEFAULT (`expr` None).
-    SetDefault {
-        table: TableInfo,
-        column: usize,
-        expr: Option<String>,
-    },
-    /// ALTER TABLE ... ADD PRIMARY KEY / ADD CONSTRAINT ... UNIQUE.
-    AddKey {
-        table: TableInfo,
-        name: Option<String>,
-        columns: Vec<usize>,
-        primary: bool,
-    },
-    Query {
-        node: Node,
-        out: OutColumns,
-    },
-    Insert {
-        table: TableInfo,
-        /// Full rows in the table's column order, already cast to the columns' types.
-        source: Node,
-        on_conflict: OnConflict,
-        returning: Option<Vec<Expr>>,
-    },
-    /// UPDATE and DELETE: `scan` yields the target rows with their TID as a last column;
-    /// `recheck` is evaluated again on the newest version of a row a concurrent
-    /// transaction changed (READ COMMITTED).
-    Update {
-        table: TableInfo,
-        scan: Node,
-        recheck: Option<Expr>,
-        sets: Vec<(usize, Expr)>,
-        returning: Option<Vec<Expr>>,
-    },
-    Delete {
-        table: TableInfo,
-        scan: Node,
-        recheck: Option<Expr>,
-        returning: Option<Vec<Expr>>,
-    },
-    /// SELECT ... FOR UPDATE / FOR SHARE of one table: each matching row locked (its
-    /// newest version, checked again against the WHERE clause), then projected.
-    SelectForUpdate {
-        table: TableInfo,
-        scan: Node,
-        recheck: Option<Expr>,
-        exprs: Vec<Expr>,
-        out: OutColumns,
-    },
-    Set {
-        name: String,
-        value: Option<String>,
-    },
-    Show(String),
-    /// EXPLAIN: the chosen plan, one line per row.
-    Explain(Vec<String>),
-}
-
-impl Plan {
-    /// Whether the plan only reads (or only touches session state): no transaction needs
-    /// to outlive it. Anything else counts as a write.
-    pub(crate) fn is_read_only(&self) -> bool {
-        matches!(
-            self,
-            Plan::Query { .. } | Plan::Explain(_) | Plan::Show(_) | Plan::Set { .. }
-        )
-    }
-}
-
-/// A bound statement: its plan, its parameters' types and its output columns.
-#[derive(Clone, Debug)]
-pub(crate) struct Bound {
-    pub plan: Plan,
-    pub params: Vec<SqlType>,
-    pub out: OutColumns,
-}
 
 /// Binds `stmt`; `hints` are the parameter types the client gave (`Unknown` where it gave
 /// none). `tables`: the session's table cache and the catalog generation read before binding.
@@ -335,10 +176,6 @@ pub(crate) struct Binder<'t> {
     clause: Option<&'static str>,
     /// The session's table cache, with the catalog generation its entries must have.
     tables: Option<(&'t RefCell<TableCache>, u64)>,
-    /// The last base table a FROM clause named (a one-table SELECT's access path).
-    base_table: Option<TableInfo>,
-    /// The one table of the SELECT bound last, for its query's ORDER BY ... LIMIT.
-    select_base: Option<TableInfo>,
 }
 
 pub(crate) fn ident_name(i: &Ident) -> String {
@@ -425,8 +262,6 @@ impl<'t> Binder<'t> {
             in_aggregate: false,
             clause: None,
             tables: None,
-            base_table: None,
-            select_base: None,
         }
     }
 
@@ -574,20 +409,16 @@ impl Binder<'_> {
                 ..
             } => {
                 let plan = self.statement(statement)?;
-                let lines = match &plan {
-                    Plan::Query { node, .. } => crate::plan::explain(node, self.tx)?,
-                    Plan::Update { scan, table, .. } => {
-                        explain_dml("Update", table, scan, self.tx)?
-                    }
-                    Plan::Delete { scan, table, .. } => {
-                        explain_dml("Delete", table, scan, self.tx)?
-                    }
-                    Plan::Insert { table, source, .. } => {
-                        explain_dml("Insert", table, source, self.tx)?
-                    }
-                    _ => return Err(SqlError::unsupported("EXPLAIN of this statement")),
-                };
-                Ok(Plan::Explain(lines))
+                if !matches!(
+                    plan,
+                    Plan::Query { .. }
+                        | Plan::Update { .. }
+                        | Plan::Delete { .. }
+                        | Plan::Insert { .. }
+                ) {
+                    return Err(SqlError::unsupported("EXPLAIN of this statement"));
+                }
+                Ok(Plan::Explain(Box::new(plan)))
             }
             Statement::Explain { analyze: true, .. } => {
                 Err(SqlError::unsupported("EXPLAIN ANALYZE"))
@@ -1151,34 +982,19 @@ impl Binder<'_> {
         let pred = selection.map(|e| self.predicate(e, scope)).transpose();
         self.clause = saved;
         let pred = pred?;
-        let access = query::access_path(table, pred.as_ref(), true);
+        let rows = Node::Relation {
+            table: Box::new(table.clone()),
+            with_tid: true,
+        };
         let scan = match &pred {
             Some(p) => Node::Filter {
-                input: Box::new(access),
+                input: Box::new(rows),
                 pred: p.clone(),
             },
-            None => access,
+            None => rows,
         };
         Ok((scan, pred))
     }
-}
-
-/// EXPLAIN of INSERT, UPDATE or DELETE: the change over the plan of its rows.
-fn explain_dml(
-    what: &str,
-    table: &TableInfo,
-    rows: &Node,
-    tx: &Transaction,
-) -> Result<Vec<String>> {
-    let mut lines = vec![format!("{what} on {}", table.def.name)];
-    for l in crate::plan::explain(rows, tx)? {
-        lines.push(if l.starts_with(' ') {
-            format!("      {l}")
-        } else {
-            format!("  ->  {l}")
-        });
-    }
-    Ok(lines)
 }
 
 /// The width of an INSERT's VALUES (its first row), if that is its source.

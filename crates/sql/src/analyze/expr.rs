@@ -13,8 +13,8 @@ use super::query::{expand_items, Scope};
 use super::{ident_name, Binder, OutColumn, MAX_PARAMS};
 use crate::catalog::ColumnInfo;
 use crate::error::{Result, SqlError};
-use crate::expr::{ArithOp, CmpOp, Expr, SubqueryKind};
 use crate::func::{self, unify, AggFunc, Func};
+use crate::nodes::{ArithOp, CmpOp, Expr, SubqueryKind};
 use crate::types::{self, SqlType};
 
 impl Binder<'_> {
@@ -457,7 +457,7 @@ impl Binder<'_> {
         if let Some((i, ty)) = scope.resolve(qualifier, name)? {
             if self.agg.is_some() {
                 let text = qualifier.map_or_else(|| name.to_string(), |q| format!("{q}.{name}"));
-                let e = self.agg_column(&text, name)?;
+                let e = self.agg_column(i, &text)?;
                 let kt = self.agg_key_type(&e).unwrap_or(ty);
                 return Ok((e, kt));
             }
@@ -497,20 +497,17 @@ impl Binder<'_> {
         })
     }
 
-    fn agg_column(&self, text: &str, name: &str) -> Result<Expr> {
+    /// In a grouped query, the group key that is input column `column`; 42803 naming it as
+    /// written (`text`) when no key is that column.
+    fn agg_column(&self, column: usize, text: &str) -> Result<Expr> {
         let ctx = self.agg.as_ref().expect("in a grouped query");
-        ctx.keys
-            .iter()
-            .position(|(k, _)| k == text || k == name || k.rsplit('.').next() == Some(name))
-            .map(Expr::Column)
-            .ok_or_else(|| {
-                SqlError::new(
-                    SqlState::GROUPING_ERROR,
-                    format!("column \"{text}\" must appear in the GROUP BY clause or be used in an aggregate function"),
-                )
-            })
+        ctx.key_of_column(column).ok_or_else(|| {
+            SqlError::new(
+                SqlState::GROUPING_ERROR,
+                format!("column \"{text}\" must appear in the GROUP BY clause or be used in an aggregate function"),
+            )
+        })
     }
-
     fn agg_key_type(&self, e: &Expr) -> Option<SqlType> {
         let Expr::Column(i) = e else { return None };
         self.agg.as_ref()?.keys.get(*i).map(|(_, t)| *t)
@@ -520,7 +517,7 @@ impl Binder<'_> {
         &mut self,
         q: &ast::Query,
         scope: &Scope,
-    ) -> Result<(crate::plan::Node, Vec<OutColumn>)> {
+    ) -> Result<(crate::nodes::Node, Vec<OutColumn>)> {
         self.outer.push(scope.clone());
         let saved = self.agg.take();
         let r = self.query(q);

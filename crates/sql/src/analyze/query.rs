@@ -8,7 +8,6 @@
 //! left; a hash join on the other equi-joins; a plain nested loop otherwise.
 
 use std::borrow::Cow;
-use std::ops::Bound;
 
 use quire_engine::SqlState;
 use sqlparser::ast::{
@@ -20,10 +19,10 @@ use sqlparser::ast::{
 use super::{ident_name, name_parts, Binder, OutColumn};
 use crate::catalog::{self, TableInfo};
 use crate::error::{Result, SqlError};
-use crate::expr::{CmpOp, Expr};
 use crate::func::AggFunc;
+use crate::nodes::{Agg, JoinKind, Node, SortKey};
+use crate::nodes::{CmpOp, Expr};
 use crate::pg_catalog::CatalogTable;
-use crate::plan::{Agg, JoinKind, Node, SortKey};
 use crate::types::SqlType;
 
 /// A column a name can refer to.
@@ -116,11 +115,24 @@ impl Scope {
 /// The aggregation context of a grouped SELECT: expressions are evaluated on the
 /// aggregate's output row (group keys, then aggregates).
 pub(crate) struct AggCtx {
-    /// Each group key's SQL text (an expression equal to it reads the key) and type.
+    /// Each group key's SQL text (an expression written the same reads the key) and type.
     pub keys: Vec<(String, SqlType)>,
+    /// Each group key bound over the input row: a column reference reads the key that is
+    /// that very column (by position, never by name).
+    pub bound: Vec<Expr>,
     pub aggs: Vec<Agg>,
     /// The scope aggregate arguments are bound in (the FROM clause's row).
     pub input: Scope,
+}
+
+impl AggCtx {
+    /// The aggregate row's column that holds group key `Column(column)` of the input row.
+    pub(crate) fn key_of_column(&self, column: usize) -> Option<Expr> {
+        self.bound
+            .iter()
+            .position(|k| matches!(k, Expr::Column(c) if *c == column))
+            .map(Expr::Column)
+    }
 }
 
 /// What one ORDER BY item sorts on.
@@ -144,12 +156,7 @@ impl Binder<'_> {
             return Err(SqlError::unsupported("WITH or FETCH"));
         }
         if let SetExpr::Select(sel) = &*q.body {
-            let (mut node, out) = self.select(sel, q.order_by.as_ref())?;
-            let base = self.select_base.take();
-            if let (Some(table), Some(_)) = (&base, &q.limit_clause) {
-                // ORDER BY ... LIMIT: read in an index's order and stop early.
-                node = ordered_by_index(node, table);
-            }
+            let (node, out) = self.select(sel, q.order_by.as_ref())?;
             return Ok((self.limit(node, q.limit_clause.as_ref())?, out));
         }
         let (node, out) = self.set_expr(&q.body)?;
@@ -302,27 +309,13 @@ impl Binder<'_> {
         if sel.into.is_some() || !sel.lateral_views.is_empty() || sel.top.is_some() {
             return Err(SqlError::unsupported("SELECT INTO, TOP or LATERAL VIEW"));
         }
-        self.base_table = None;
-        let single = sel.from.len() == 1 && sel.from[0].joins.is_empty();
-        let (mut node, scope) = match &sel.selection {
-            Some(w) if sel.from.len() > 1 => self.comma_join(&sel.from, w)?,
-            _ => {
-                let (from, scope) = self.from(&sel.from)?;
-                let base = self.base_table.clone().filter(|_| single);
-                let mut node = from;
-                if let Some(w) = &sel.selection {
-                    self.clause = Some("WHERE");
-                    let pred = self.predicate(w, &scope)?;
-                    self.clause = None;
-                    // One table: the access path may be an index the predicate fixes.
-                    if let Some(table) = &base {
-                        node = access_path(table, Some(&pred), false);
-                    }
-                    node = filtered(node, pred);
-                }
-                (node, scope)
-            }
-        };
+        let (mut node, scope) = self.from(&sel.from)?;
+        if let Some(w) = &sel.selection {
+            self.clause = Some("WHERE");
+            let pred = self.predicate(w, &scope)?;
+            self.clause = None;
+            node = filtered(node, pred);
+        }
         let group_by: &[AstExpr] = match &sel.group_by {
             GroupByExpr::Expressions(g, mods) if mods.is_empty() => g,
             _ => return Err(SqlError::unsupported("GROUP BY ALL or modifiers")),
@@ -348,10 +341,7 @@ impl Binder<'_> {
             node = agg_node;
             shape
         };
-        let done = Self::finish_select(node, shape, sel)?;
-        // Last, after any nested SELECT of this one has bound: its query reads it next.
-        self.select_base = self.base_table.take().filter(|_| single);
-        Ok(done)
+        Self::finish_select(node, shape, sel)
     }
 
     /// Projection, DISTINCT, ORDER BY and the hidden sort columns' removal.
@@ -431,7 +421,7 @@ impl Binder<'_> {
                         Some(q) => format!("{q}.{}", c.name),
                         None => c.name.clone(),
                     };
-                    self.agg_key(&a, &c.name)?
+                    self.agg_key(*i, &a)?
                 }
                 _ => e,
             };
@@ -518,6 +508,7 @@ impl Binder<'_> {
         self.clause = saved;
         let saved = self.agg.replace(AggCtx {
             keys: key_meta,
+            bound: keys.clone(),
             aggs: Vec::new(),
             input: scope.clone(),
         });
@@ -540,16 +531,12 @@ impl Binder<'_> {
         Ok((filtered_opt(node, having), shape))
     }
 
-    /// In a grouped query, the group key a column reference names (42803 if none).
-    fn agg_key(&self, text: &str, name: &str) -> Result<Expr> {
+    /// In a grouped query, the group key that is input column `column` (42803 naming it as
+    /// `text` if none).
+    fn agg_key(&self, column: usize, text: &str) -> Result<Expr> {
         let ctx = self.agg.as_ref().expect("called in a grouped query");
-        ctx.keys
-            .iter()
-            .position(|(k, _)| k == text || k == name || k.rsplit('.').next() == Some(name))
-            .map(Expr::Column)
-            .ok_or_else(|| must_group(name))
+        ctx.key_of_column(column).ok_or_else(|| must_group(text))
     }
-
     /// An aggregate call. In a grouped query its arguments are bound over the input row,
     /// once, and it reads as a column of the aggregate's row; in a select list bound first
     /// as if ungrouped ([`Binder::select`]) it is noted and stands as a NULL of its type;
@@ -666,14 +653,15 @@ impl Binder<'_> {
             acc = Some(match acc {
                 None => (node, scope),
                 Some((ln, mut ls)) => {
-                    let right_width = scope.width();
+                    let (left_width, right_width) = (ls.width(), scope.width());
                     ls.append(scope);
                     (
-                        Node::NestedLoop {
+                        Node::Join {
                             kind: JoinKind::Inner,
                             left: Box::new(ln),
                             right: Box::new(node),
                             on: None,
+                            left_width,
                             right_width,
                             lateral: false,
                         },
@@ -683,59 +671,6 @@ impl Binder<'_> {
             });
         }
         Ok(acc.unwrap_or_else(|| (Node::Values(vec![Vec::new()]), Scope::empty())))
-    }
-
-    /// `FROM a, b, c WHERE ...`: each item bound alone and the WHERE's conjuncts placed as
-    /// low as they can go: on the one item they read (where an index may serve them), as
-    /// the condition of the first join that has all they read (a hash join when they equate
-    /// the two sides), the rest (constants, subqueries) on top. Without this the comma join
-    /// is a cross product that the WHERE filters afterwards: psql's `\d` joins two
-    /// `pg_class`es and `pg_index` so, cubic in the number of relations.
-    fn comma_join(
-        &mut self,
-        from: &[TableWithJoins],
-        selection: &AstExpr,
-    ) -> Result<(Node, Scope)> {
-        let mut items = Vec::with_capacity(from.len());
-        let mut scope = Scope::empty();
-        for twj in from {
-            self.base_table = None;
-            let (node, s) = self.table_with_joins(twj)?;
-            let table = self.base_table.take().filter(|_| twj.joins.is_empty());
-            items.push((node, scope.width(), s.width(), table));
-            scope.append(s);
-        }
-        let saved = self.set_clause(Some("WHERE"));
-        let pred = self.predicate(selection, &scope);
-        self.clause = saved;
-        let pred = pred?;
-        let mut pending: Vec<Option<Expr>> =
-            conjuncts(&pred).into_iter().cloned().map(Some).collect();
-        let mut acc: Option<Node> = None;
-        for (node, start, width, table) in items {
-            let end = start + width;
-            let own: Vec<Expr> = take_conjuncts(&mut pending, start, end)
-                .into_iter()
-                .map(|c| c.rebased(start))
-                .collect();
-            let node = match and_of(own) {
-                None => node,
-                Some(p) => {
-                    let base = table.map_or(node, |t| access_path(&t, Some(&p), false));
-                    filtered(base, p)
-                }
-            };
-            acc = Some(match acc {
-                None => node,
-                Some(left) => {
-                    let on = and_of(take_conjuncts(&mut pending, 0, end));
-                    join(JoinKind::Inner, left, node, on, start, width, false)
-                }
-            });
-        }
-        let node = acc.unwrap_or_else(|| Node::Values(vec![Vec::new()]));
-        let rest = pending.into_iter().flatten().collect();
-        Ok((filtered_opt(node, and_of(rest)), scope))
     }
 
     fn table_with_joins(&mut self, twj: &TableWithJoins) -> Result<(Node, Scope)> {
@@ -775,7 +710,15 @@ impl Binder<'_> {
                 }
                 Some(_) => return Err(SqlError::unsupported("NATURAL joins")),
             };
-            node = join(kind, node, right, on, left_width, right_width, lateral);
+            node = Node::Join {
+                kind,
+                left: Box::new(node),
+                right: Box::new(right),
+                on,
+                left_width,
+                right_width,
+                lateral,
+            };
             scope = combined;
         }
         Ok((node, scope))
@@ -819,11 +762,10 @@ impl Binder<'_> {
                 }
                 let table = self.table(&super::table_name(name)?)?;
                 let scope = Scope::of_table(&table, Some(&qualifier));
-                self.base_table = Some(table.clone());
                 Ok((
                     (
-                        Node::Scan {
-                            table: table.def.oid,
+                        Node::Relation {
+                            table: Box::new(table),
                             with_tid: false,
                         },
                         rename(scope, alias.as_ref()),
@@ -1121,272 +1063,6 @@ fn using(
     } else {
         Expr::And(conj)
     })
-}
-
-/// `Sort(Project(scan))` (under the projection that cuts hidden sort columns, if any) where
-/// the sort keys are ascending columns that lead an index and
-/// can hold no NULL (an index does not order NULLs as `NULLS LAST` promises without
-/// checking): the scan reads through that index instead and the sort goes, so that a LIMIT
-/// above stops after its rows. Any other shape comes back as it was.
-fn ordered_by_index(mut node: Node, table: &TableInfo) -> Node {
-    // Hidden sort columns (ORDER BY what the select list lacks) are cut above the sort.
-    let sort = match &mut node {
-        Node::Project { input, .. } if matches!(**input, Node::Sort { .. }) => &mut **input,
-        other => other,
-    };
-    if let Some(read_in_order) = index_order_of(sort, table) {
-        *sort = read_in_order;
-    }
-    node
-}
-
-/// `Project(scan)` reading through an index in its order, for `sort` (a `Sort(Project(scan))`)
-/// whose keys that index gives, leaving the projection's expressions behind; `None` otherwise.
-fn index_order_of(sort: &mut Node, table: &TableInfo) -> Option<Node> {
-    let Node::Sort { input, keys } = sort else {
-        return None;
-    };
-    let Node::Project {
-        input: inner,
-        exprs,
-    } = &mut **input
-    else {
-        return None;
-    };
-    let key_columns: Option<Vec<usize>> = keys
-        .iter()
-        .map(|k| match (&k.expr, k.descending, k.nulls_first) {
-            (Expr::Column(i), false, false) => match exprs.get(*i) {
-                Some(Expr::Column(c)) if table.columns.get(*c).is_some_and(|c| c.not_null) => {
-                    Some(*c)
-                }
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect();
-    let index = table.indexes.iter().find(|i| {
-        key_columns.as_ref().is_some_and(|cols| {
-            i.columns.len() >= cols.len()
-                && cols
-                    .iter()
-                    .zip(i.columns.iter())
-                    .all(|(c, ic)| *c == usize::from(*ic))
-        })
-    })?;
-    let scan = with_index_order(inner, table, index)?;
-    Some(Node::Project {
-        input: Box::new(scan),
-        exprs: std::mem::take(exprs),
-    })
-}
-
-/// `node` (a scan of `table`, maybe filtered) reading through `index`, in its order: a
-/// sequential scan becomes a full index scan, a scan of that index stays; `None` otherwise.
-fn with_index_order(
-    node: &Node,
-    table: &TableInfo,
-    index: &quire_engine::IndexDef,
-) -> Option<Node> {
-    if crate::stack::check_stack_depth().is_err() {
-        return None; // too deep to read in order: the sort stays
-    }
-    match node {
-        Node::Scan {
-            table: t,
-            with_tid: false,
-        } if *t == table.def.oid => Some(Node::IndexScan {
-            index: index.oid,
-            lower: Bound::Unbounded,
-            upper: Bound::Unbounded,
-            with_tid: false,
-        }),
-        Node::IndexScan { index: i, .. } if *i == index.oid => Some(node.clone()),
-        Node::Filter { input, pred } => Some(Node::Filter {
-            input: Box::new(with_index_order(input, table, index)?),
-            pred: pred.clone(),
-        }),
-        _ => None,
-    }
-}
-
-/// Takes from `pending` the conjuncts that read columns and only columns in `start..end`
-/// (and no subquery, whose correlation the column list does not show).
-fn take_conjuncts(pending: &mut [Option<Expr>], start: usize, end: usize) -> Vec<Expr> {
-    let mut out = Vec::new();
-    for slot in pending.iter_mut() {
-        let fits = slot.as_ref().is_some_and(|c| {
-            let cs = c.columns();
-            !c.uses_subquery() && !cs.is_empty() && cs.iter().all(|&i| (start..end).contains(&i))
-        });
-        if fits {
-            out.extend(slot.take());
-        }
-    }
-    out
-}
-
-/// `a AND b AND ...`, or `None` for no conjunct.
-fn and_of(mut conjuncts: Vec<Expr>) -> Option<Expr> {
-    match conjuncts.len() {
-        0 => None,
-        1 => conjuncts.pop(),
-        _ => Some(Expr::And(conjuncts)),
-    }
-}
-
-/// The conjuncts of a predicate (`a AND b AND c`).
-pub(crate) fn conjuncts(e: &Expr) -> Vec<&Expr> {
-    let mut out = Vec::new();
-    let mut pending = vec![e];
-    while let Some(x) = pending.pop() {
-        match x {
-            Expr::And(v) => pending.extend(v.iter().rev()),
-            x => out.push(x),
-        }
-    }
-    out
-}
-
-/// A join of `left` and `right` with the best method the condition allows.
-fn join(
-    kind: JoinKind,
-    left: Node,
-    right: Node,
-    on: Option<Expr>,
-    left_width: usize,
-    right_width: usize,
-    lateral: bool,
-) -> Node {
-    if let (Some(p), false) = (&on, lateral) {
-        // A hash join on the conjuncts that equate an expression of the left row with one
-        // of the right row; the whole condition is checked again on each match.
-        let mut left_keys = Vec::new();
-        let mut right_keys = Vec::new();
-        for c in conjuncts(p) {
-            if let Expr::Cmp(CmpOp::Eq, _, a, b) = c {
-                let (ac, bc) = (a.columns(), b.columns());
-                let left_only = |cs: &[usize], e: &Expr| {
-                    !cs.is_empty() && cs.iter().all(|&i| i < left_width) && !e.uses_subquery()
-                };
-                let right_only = |cs: &[usize], e: &Expr| {
-                    !cs.is_empty() && cs.iter().all(|&i| i >= left_width) && !e.uses_subquery()
-                };
-                if left_only(&ac, a) && right_only(&bc, b) {
-                    left_keys.push((**a).clone());
-                    right_keys.push(b.rebased(left_width));
-                } else if left_only(&bc, b) && right_only(&ac, a) {
-                    left_keys.push((**b).clone());
-                    right_keys.push(a.rebased(left_width));
-                }
-            }
-        }
-        if !left_keys.is_empty() {
-            return Node::HashJoin {
-                kind,
-                left: Box::new(left),
-                right: Box::new(right),
-                left_keys,
-                right_keys,
-                residual: on,
-                right_width,
-            };
-        }
-    }
-    Node::NestedLoop {
-        kind,
-        left: Box::new(left),
-        right: Box::new(right),
-        on,
-        right_width,
-        lateral,
-    }
-}
-
-/// The access path of one table under predicate `pred`: an index scan when a predicate
-/// fixes the leading key columns of an index (equality, or a range on the first), a
-/// sequential scan otherwise. The predicate is still applied on top (the caller filters).
-pub(crate) fn access_path(table: &TableInfo, pred: Option<&Expr>, with_tid: bool) -> Node {
-    let seq = Node::Scan {
-        table: table.def.oid,
-        with_tid,
-    };
-    let Some(pred) = pred else { return seq };
-    let conj = conjuncts(pred);
-    // (column, op, key expression) for each `column op constant-ish` conjunct whose
-    // comparison type stores like the column.
-    let mut terms: Vec<(usize, CmpOp, &Expr)> = Vec::new();
-    for c in &conj {
-        if let Expr::Cmp(op, ty, a, b) = c {
-            let (col, op, key) = match (&**a, &**b) {
-                (Expr::Column(i), k) if !k.uses_current_row() => (*i, *op, k),
-                (k, Expr::Column(i)) if !k.uses_current_row() => (*i, op.flip(), k),
-                _ => continue,
-            };
-            if op == CmpOp::Ne
-                || table
-                    .columns
-                    .get(col)
-                    .is_none_or(|c| c.ty.engine_type() != ty.engine_type())
-            {
-                continue;
-            }
-            terms.push((col, op, key));
-        }
-    }
-    let mut best: Option<(usize, Node)> = None;
-    for idx in &table.indexes {
-        let mut eq_keys = Vec::new();
-        for &kc in idx.columns.iter() {
-            match terms
-                .iter()
-                .find(|(c, op, _)| *c == usize::from(kc) && *op == CmpOp::Eq)
-            {
-                Some((_, _, k)) => eq_keys.push((*k).clone()),
-                None => break,
-            }
-        }
-        let score =
-            eq_keys.len() * 4 + usize::from(idx.unique && eq_keys.len() == idx.columns.len()) * 2;
-        let node = if eq_keys.is_empty() {
-            let first = usize::from(idx.columns[0]);
-            let mut lower = Bound::Unbounded;
-            let mut upper = Bound::Unbounded;
-            for (c, op, k) in &terms {
-                if *c != first {
-                    continue;
-                }
-                match op {
-                    CmpOp::Gt => lower = Bound::Excluded(vec![(*k).clone()]),
-                    CmpOp::Ge => lower = Bound::Included(vec![(*k).clone()]),
-                    CmpOp::Lt => upper = Bound::Excluded(vec![(*k).clone()]),
-                    CmpOp::Le => upper = Bound::Included(vec![(*k).clone()]),
-                    _ => {}
-                }
-            }
-            if matches!((&lower, &upper), (Bound::Unbounded, Bound::Unbounded)) {
-                continue;
-            }
-            Node::IndexScan {
-                index: idx.oid,
-                lower,
-                upper,
-                with_tid,
-            }
-        } else {
-            Node::IndexScan {
-                index: idx.oid,
-                lower: Bound::Included(eq_keys.clone()),
-                upper: Bound::Included(eq_keys),
-                with_tid,
-            }
-        };
-        let score = score.max(1);
-        if best.as_ref().is_none_or(|(s, _)| score > *s) {
-            best = Some((score, node));
-        }
-    }
-    best.map_or(seq, |(_, n)| n)
 }
 
 /// A select-list item after `*` expansion.

@@ -1,0 +1,52 @@
+//! What a statement's expressions and plans are evaluated against: the database, the
+//! transaction, the parameters, the session's settings and interrupt, and the rows of the
+//! enclosing query levels ([`Frame`]). Built by the session for each execution.
+
+use quire_engine::{Database, Transaction, Value};
+
+use crate::settings::Settings;
+
+/// The rows of the enclosing query levels, innermost first (a linked list on the stack:
+/// a subquery pushes its outer row for the time it runs).
+#[derive(Clone, Copy)]
+pub(crate) struct Frame<'a> {
+    pub row: &'a [Value],
+    pub up: Option<&'a Frame<'a>>,
+}
+
+/// What a statement's expressions are evaluated against.
+pub(crate) struct Cx<'a> {
+    pub db: &'a Database,
+    pub tx: &'a Transaction,
+    pub params: &'a [Value],
+    pub settings: &'a Settings,
+    pub interrupt: &'a crate::interrupt::Interrupt,
+    /// The session as the registry of sessions knows it (`pg_backend_pid`, signals).
+    pub backend: &'a crate::backends::Backend,
+    /// The session's `currval` values.
+    pub sequences: &'a crate::sequence::SessionSequences,
+    /// The statement's start (`now()`, `CURRENT_TIMESTAMP`), microseconds since 1970.
+    pub now_us: i64,
+    pub outer: Option<&'a Frame<'a>>,
+}
+
+impl<'a> Cx<'a> {
+    /// The same context with `row` as the innermost outer row (for a subquery or the right
+    /// side of a LATERAL join).
+    pub(crate) fn nested<'b>(&'b self, frame: &'b Frame<'b>) -> Cx<'b>
+    where
+        'a: 'b,
+    {
+        Cx {
+            db: self.db,
+            tx: self.tx,
+            params: self.params,
+            settings: self.settings,
+            interrupt: self.interrupt,
+            backend: self.backend,
+            sequences: self.sequences,
+            now_us: self.now_us,
+            outer: Some(frame),
+        }
+    }
+}

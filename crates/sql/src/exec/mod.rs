@@ -1,0 +1,9 @@
+//! The executor: expressions evaluated ([`eval`]), plans run ([`run`]) and explained
+//! ([`explain`]). It receives physical plans only (`crate::nodes`' rules).
+
+mod eval;
+mod explain;
+mod run;
+
+pub(crate) use explain::explain_statement;
+pub(crate) use run::{collect, open, too_many_rows};

@@ -1,0 +1,334 @@
+//! Plans and their execution. A plan is a tree of [`Node`]s; executing one gives an iterator
+//! of rows (pull-based, one row at a time, so `LIMIT 1` over a large table reads one row).
+//! Nodes that must see all their input first (sort, aggregate, DISTINCT, the inner side of
+//! a nested loop) materialize it, bounded by [`MAX_MATERIALIZED_ROWS`].
+//!
+//! ## Rules
+//! - A node's output row is a `Vec<Value>` whose layout the binder fixed: a join's row is the
+//!   left row then the right row; an aggregate's is its group keys then its aggregates.
+//! - Expressions see the current row as `Column(i)` and enclosing rows through the
+//!   context's frames: a LATERAL right side (and an index nested loop's inner scan) runs
+//!   once per left row with that row as its innermost frame.
+//! - Scans read through the engine's `Transaction`, so every row respects the statement's
+//!   snapshot; a scan with `with_tid` appends the row's TID (encoded by [`tid_value`]) for
+//!   UPDATE and DELETE.
+//! - [`open`] and EXPLAIN recurse over the plan and check the stack at each node
+//!   (`crate::stack`); reading a row recurses through the open nodes, no deeper than the
+//!   plan, which binding built under the same check. A plan is dropped without recursion
+//!   (its `Drop` takes it apart on an explicit stack, [`crate::nodes::dismantle`]).
+//! - A loop that reads no row checks the interrupt (`crate::interrupt`) as it goes; a sort
+//!   is a merge sort of its own so that it can stop between two comparisons.
+
+use std::ops::Bound;
+
+use quire_engine::{IndexId, TableId, Tid, Value};
+
+use super::expr::{dismantle, Expr, Part};
+use crate::catalog::TableInfo;
+use crate::error::Result;
+use crate::func::AggFunc;
+use crate::pg_catalog::CatalogTable;
+
+/// Most rows a node materializes (a sort's input, a hash of groups, a nested loop's inner
+/// side), so that memory is bounded whatever the data: beyond it the statement fails with
+/// 54000 rather than exhaust the server's memory.
+pub const MAX_MATERIALIZED_ROWS: usize = 10_000_000;
+
+#[derive(Clone, Debug)]
+pub(crate) enum JoinKind {
+    Inner,
+    Left,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct SortKey {
+    pub expr: Expr,
+    pub descending: bool,
+    pub nulls_first: bool,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Agg {
+    pub func: AggFunc,
+    pub args: Vec<Expr>,
+    pub distinct: bool,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Node {
+    /// Logical: every row of a table, with its TID as a last column if `with_tid`. The
+    /// planner makes it a sequential scan, or an index scan under a filter an index serves.
+    Relation {
+        table: Box<TableInfo>,
+        with_tid: bool,
+    },
+    /// Logical: a join and its condition over the row `left ++ right`. The planner picks
+    /// the method (hash join, nested loop). A lateral right side reads the left row as
+    /// its innermost outer frame.
+    Join {
+        kind: JoinKind,
+        left: Box<Node>,
+        right: Box<Node>,
+        on: Option<Expr>,
+        left_width: usize,
+        right_width: usize,
+        lateral: bool,
+    },
+    Scan {
+        table: TableId,
+        with_tid: bool,
+    },
+    /// Rows through an index whose key bounds are evaluated when the scan opens (constants,
+    /// parameters, or the outer row of an index nested loop).
+    IndexScan {
+        index: IndexId,
+        lower: Bound<Vec<Expr>>,
+        upper: Bound<Vec<Expr>>,
+        with_tid: bool,
+    },
+    Catalog(CatalogTable),
+    Values(Vec<Vec<Expr>>),
+    /// `generate_series(start, stop [, step])` of bigints, or of numerics if `numeric`.
+    Series {
+        start: Expr,
+        stop: Expr,
+        step: Option<Expr>,
+        numeric: bool,
+    },
+    /// `unnest(array)`: the elements of an array kept in its text form, as `elem` values.
+    Unnest {
+        array: Expr,
+        elem: crate::types::SqlType,
+    },
+    Filter {
+        input: Box<Node>,
+        pred: Expr,
+    },
+    Project {
+        input: Box<Node>,
+        exprs: Vec<Expr>,
+    },
+    /// A nested loop. Unless `lateral`, the right side does not depend on the left row and
+    /// is materialized once; a lateral right side runs once per left row.
+    NestedLoop {
+        kind: JoinKind,
+        left: Box<Node>,
+        right: Box<Node>,
+        on: Option<Expr>,
+        right_width: usize,
+        lateral: bool,
+    },
+    /// An equi-join: the right side is hashed on `right_keys`, the left probes it.
+    HashJoin {
+        kind: JoinKind,
+        left: Box<Node>,
+        right: Box<Node>,
+        left_keys: Vec<Expr>,
+        right_keys: Vec<Expr>,
+        residual: Option<Expr>,
+        right_width: usize,
+    },
+    Aggregate {
+        input: Box<Node>,
+        keys: Vec<Expr>,
+        aggs: Vec<Agg>,
+    },
+    Sort {
+        input: Box<Node>,
+        keys: Vec<SortKey>,
+    },
+    Distinct {
+        input: Box<Node>,
+    },
+    Limit {
+        input: Box<Node>,
+        offset: Option<Expr>,
+        count: Option<Expr>,
+    },
+    Append(Vec<Node>),
+}
+
+impl Node {
+    /// A node of no rows and no children: what a taken-apart node leaves in its place.
+    pub(crate) fn empty() -> Node {
+        Node::Values(Vec::new())
+    }
+
+    /// Whether the node has no child node and no expression.
+    pub(crate) fn is_leaf(&self) -> bool {
+        match self {
+            Node::Scan { .. } | Node::Catalog(_) | Node::Relation { .. } => true,
+            Node::Values(rows) => rows.is_empty(),
+            _ => false,
+        }
+    }
+
+    /// Moves the child nodes and the expressions that have children of their own to `out`,
+    /// leaving leaves in their place (see [`crate::nodes::dismantle`]).
+    pub(crate) fn take_children(&mut self, out: &mut Vec<Part>) {
+        let wide = |v: &[Expr]| v.iter().any(|e| !e.is_leaf());
+        match self {
+            // Long lists go whole, their elements taken one at a time.
+            Node::Values(rows) if rows.iter().any(|r| wide(r)) => {
+                out.push(Part::Rows(std::mem::take(rows)));
+            }
+            Node::Project { exprs, .. } if wide(exprs) => {
+                out.push(Part::Exprs(std::mem::take(exprs)));
+            }
+            Node::Append(nodes) if !nodes.is_empty() => {
+                out.push(Part::Nodes(std::mem::take(nodes)));
+            }
+            _ => {}
+        }
+        let mut node = |n: &mut Node| {
+            if !n.is_leaf() {
+                out.push(Part::Node(std::mem::replace(n, Node::empty())));
+            }
+        };
+        match self {
+            Node::Scan { .. }
+            | Node::Relation { .. }
+            | Node::Catalog(_)
+            | Node::IndexScan { .. }
+            | Node::Values(_)
+            | Node::Series { .. }
+            | Node::Unnest { .. }
+            | Node::Append(_) => {}
+            Node::Filter { input, .. }
+            | Node::Project { input, .. }
+            | Node::Aggregate { input, .. }
+            | Node::Sort { input, .. }
+            | Node::Distinct { input }
+            | Node::Limit { input, .. } => node(input),
+            Node::NestedLoop { left, right, .. }
+            | Node::HashJoin { left, right, .. }
+            | Node::Join { left, right, .. } => {
+                node(left);
+                node(right);
+            }
+        }
+        self.for_each_expr_mut(|e| {
+            if !e.is_leaf() {
+                out.push(Part::Expr(std::mem::replace(e, Expr::Const(Value::Null))));
+            }
+        });
+    }
+
+    /// Calls `f` on each child node, left to right, until it fails.
+    pub(crate) fn try_for_each_child(
+        &mut self,
+        mut f: impl FnMut(&mut Node) -> Result<()>,
+    ) -> Result<()> {
+        match self {
+            Node::Scan { .. }
+            | Node::Relation { .. }
+            | Node::Catalog(_)
+            | Node::IndexScan { .. }
+            | Node::Values(_)
+            | Node::Series { .. }
+            | Node::Unnest { .. } => Ok(()),
+            Node::Append(nodes) => nodes.iter_mut().try_for_each(f),
+            Node::Filter { input, .. }
+            | Node::Project { input, .. }
+            | Node::Aggregate { input, .. }
+            | Node::Sort { input, .. }
+            | Node::Distinct { input }
+            | Node::Limit { input, .. } => f(input),
+            Node::NestedLoop { left, right, .. }
+            | Node::HashJoin { left, right, .. }
+            | Node::Join { left, right, .. } => {
+                f(left)?;
+                f(right)
+            }
+        }
+    }
+
+    /// Calls `f` on the plan of each subquery in this node's expressions (not in its
+    /// children's), until it fails.
+    pub(crate) fn try_for_each_subquery(
+        &mut self,
+        mut f: impl FnMut(&mut Node) -> Result<()>,
+    ) -> Result<()> {
+        let mut result = Ok(());
+        self.for_each_expr_mut(|e| {
+            if result.is_ok() {
+                result = e.try_for_each_subquery(&mut f);
+            }
+        });
+        result
+    }
+
+    /// Calls `f` on each expression of this node (not of its children).
+    pub(crate) fn for_each_expr_mut(&mut self, mut f: impl FnMut(&mut Expr)) {
+        let mut bound = |b: &mut Bound<Vec<Expr>>| match b {
+            Bound::Included(v) | Bound::Excluded(v) => v.iter_mut().for_each(&mut f),
+            Bound::Unbounded => {}
+        };
+        match self {
+            Node::Scan { .. }
+            | Node::Relation { .. }
+            | Node::Catalog(_)
+            | Node::Distinct { .. }
+            | Node::Append(_) => {}
+            Node::IndexScan { lower, upper, .. } => {
+                bound(lower);
+                bound(upper);
+            }
+            Node::Values(rows) => rows.iter_mut().flatten().for_each(f),
+            Node::Series {
+                start, stop, step, ..
+            } => {
+                f(start);
+                f(stop);
+                step.iter_mut().for_each(f);
+            }
+            Node::Unnest { array, .. } => f(array),
+            Node::Filter { pred, .. } => f(pred),
+            Node::Project { exprs, .. } => exprs.iter_mut().for_each(f),
+            Node::NestedLoop { on, .. } | Node::Join { on, .. } => on.iter_mut().for_each(f),
+            Node::HashJoin {
+                left_keys,
+                right_keys,
+                residual,
+                ..
+            } => {
+                left_keys.iter_mut().chain(right_keys).for_each(&mut f);
+                residual.iter_mut().for_each(f);
+            }
+            Node::Aggregate { keys, aggs, .. } => {
+                keys.iter_mut().for_each(&mut f);
+                aggs.iter_mut().flat_map(|a| &mut a.args).for_each(f);
+            }
+            Node::Sort { keys, .. } => keys.iter_mut().map(|k| &mut k.expr).for_each(f),
+            Node::Limit { offset, count, .. } => offset.iter_mut().chain(count).for_each(f),
+        }
+    }
+}
+
+/// Plans are dropped without recursion, as expressions are ([`crate::nodes::dismantle`]).
+impl Drop for Node {
+    fn drop(&mut self) {
+        if self.is_leaf() {
+            return;
+        }
+        let mut pending = Vec::new();
+        self.take_children(&mut pending);
+        dismantle(pending);
+    }
+}
+
+/// The TID of a row as a value (a scan's hidden last column for UPDATE and DELETE).
+pub(crate) fn tid_value(tid: Tid) -> Value {
+    Value::Int((i64::from(tid.block) << 16) | i64::from(tid.offset))
+}
+
+/// The inverse of [`tid_value`].
+pub(crate) fn value_tid(v: &Value) -> Result<Tid> {
+    match v {
+        Value::Int(i) => Ok(Tid::new(
+            u32::try_from(i >> 16).map_err(|_| crate::types::internal("tid"))?,
+            (i & 0xffff) as u16,
+        )),
+        _ => Err(crate::types::internal("tid")),
+    }
+}

@@ -1,0 +1,221 @@
+//! Statements as the analyzer gives them: [`Plan`], with their parameters' types and
+//! output columns ([`Bound`]).
+
+use std::sync::Arc;
+
+use quire_engine::IsolationLevel;
+
+use super::expr::Expr;
+use super::plan::Node;
+use crate::catalog::{ColumnInfo, TableInfo};
+use crate::error::Result;
+use crate::types::SqlType;
+
+/// An output column.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutColumn {
+    pub name: String,
+    pub ty: SqlType,
+}
+
+/// A statement's output columns, shared: a kept plan hands them to every execution and
+/// Describe without copying their names.
+pub type OutColumns = Arc<[OutColumn]>;
+
+/// What INSERT does with a row whose key already exists.
+#[derive(Clone, Debug)]
+pub(crate) enum OnConflict {
+    Error,
+    Nothing,
+    /// DO UPDATE SET ...: the assignments see the existing row as columns `0..n` and the
+    /// proposed row (`EXCLUDED`) as columns `n..2n`.
+    Update {
+        sets: Vec<(usize, Expr)>,
+        filter: Option<Expr>,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Plan {
+    Begin(IsolationLevel),
+    Commit,
+    Rollback,
+    CreateTable {
+        name: String,
+        if_not_exists: bool,
+        columns: Vec<ColumnInfo>,
+        pkey: Option<Vec<usize>>,
+        uniques: Vec<Vec<usize>>,
+        /// `serial` columns: each gets a sequence of its own.
+        serials: Vec<usize>,
+    },
+    DropTable {
+        names: Vec<String>,
+        if_exists: bool,
+    },
+    Truncate(Vec<TableInfo>),
+    CreateSequence {
+        name: String,
+        if_not_exists: bool,
+        options: quire_engine::SeqOptions,
+    },
+    DropSequence {
+        names: Vec<String>,
+        if_exists: bool,
+    },
+    /// LOCK TABLE: `mode` on each table until the end of the transaction block.
+    Lock {
+        tables: Vec<TableInfo>,
+        mode: quire_engine::LockMode,
+        nowait: bool,
+    },
+    CreateIndex {
+        name: Option<String>,
+        table: TableInfo,
+        columns: Vec<usize>,
+        unique: bool,
+        if_not_exists: bool,
+    },
+    DropIndex {
+        names: Vec<String>,
+        if_exists: bool,
+    },
+    /// ALTER TABLE ... ADD COLUMN: rows that exist get the column's DEFAULT (evaluated per
+    /// row) or NULL. With IF NOT EXISTS and the column there, `skip` says so.
+    AddColumn {
+        table: TableInfo,
+        column: ColumnInfo,
+        serial: bool,
+        skip: bool,
+    },
+    /// ALTER TABLE ... DROP COLUMN (positions).
+    DropColumns {
+        table: TableInfo,
+        columns: Vec<usize>,
+    },
+    /// ALTER TABLE ... ALTER COLUMN ... SET DEFAULT / DROP DEFAULT (`expr` None).
+    SetDefault {
+        table: TableInfo,
+        column: usize,
+        expr: Option<String>,
+    },
+    /// ALTER TABLE ... ADD PRIMARY KEY / ADD CONSTRAINT ... UNIQUE.
+    AddKey {
+        table: TableInfo,
+        name: Option<String>,
+        columns: Vec<usize>,
+        primary: bool,
+    },
+    Query {
+        node: Node,
+        out: OutColumns,
+    },
+    Insert {
+        table: TableInfo,
+        /// Full rows in the table's column order, already cast to the columns' types.
+        source: Node,
+        on_conflict: OnConflict,
+        returning: Option<Vec<Expr>>,
+    },
+    /// UPDATE and DELETE: `scan` yields the target rows with their TID as a last column;
+    /// `recheck` is evaluated again on the newest version of a row a concurrent
+    /// transaction changed (READ COMMITTED).
+    Update {
+        table: TableInfo,
+        scan: Node,
+        recheck: Option<Expr>,
+        sets: Vec<(usize, Expr)>,
+        returning: Option<Vec<Expr>>,
+    },
+    Delete {
+        table: TableInfo,
+        scan: Node,
+        recheck: Option<Expr>,
+        returning: Option<Vec<Expr>>,
+    },
+    /// SELECT ... FOR UPDATE / FOR SHARE of one table: each matching row locked (its
+    /// newest version, checked again against the WHERE clause), then projected.
+    SelectForUpdate {
+        table: TableInfo,
+        scan: Node,
+        recheck: Option<Expr>,
+        exprs: Vec<Expr>,
+        out: OutColumns,
+    },
+    Set {
+        name: String,
+        value: Option<String>,
+    },
+    Show(String),
+    /// EXPLAIN: the statement whose plan it prints, one line per row.
+    Explain(Box<Plan>),
+}
+
+impl Plan {
+    /// Whether the plan only reads (or only touches session state): no transaction needs
+    /// to outlive it. Anything else counts as a write.
+    pub(crate) fn is_read_only(&self) -> bool {
+        matches!(
+            self,
+            Plan::Query { .. } | Plan::Explain(_) | Plan::Show(_) | Plan::Set { .. }
+        )
+    }
+
+    /// Calls `f` on the plan of each subquery in the statement's own expressions (those of
+    /// RETURNING, SET, a recheck, ON CONFLICT; not those inside its query nodes), until it
+    /// fails.
+    pub(crate) fn try_for_each_expr_subquery(
+        &mut self,
+        f: &mut impl FnMut(&mut Node) -> Result<()>,
+    ) -> Result<()> {
+        let mut exprs: Vec<&mut Expr> = Vec::new();
+        match self {
+            Plan::Insert {
+                on_conflict,
+                returning,
+                ..
+            } => {
+                if let OnConflict::Update { sets, filter } = on_conflict {
+                    exprs.extend(sets.iter_mut().map(|(_, e)| e));
+                    exprs.extend(filter.iter_mut());
+                }
+                exprs.extend(returning.iter_mut().flatten());
+            }
+            Plan::Update {
+                recheck,
+                sets,
+                returning,
+                ..
+            } => {
+                exprs.extend(recheck.iter_mut());
+                exprs.extend(sets.iter_mut().map(|(_, e)| e));
+                exprs.extend(returning.iter_mut().flatten());
+            }
+            Plan::Delete {
+                recheck, returning, ..
+            } => {
+                exprs.extend(recheck.iter_mut());
+                exprs.extend(returning.iter_mut().flatten());
+            }
+            Plan::SelectForUpdate {
+                recheck, exprs: e, ..
+            } => {
+                exprs.extend(recheck.iter_mut());
+                exprs.extend(e.iter_mut());
+            }
+            Plan::Explain(inner) => return inner.try_for_each_expr_subquery(f),
+            _ => {}
+        }
+        exprs
+            .into_iter()
+            .try_for_each(|e| e.try_for_each_subquery(f))
+    }
+}
+
+/// A bound statement: its plan, its parameters' types and its output columns.
+#[derive(Clone, Debug)]
+pub(crate) struct Bound {
+    pub plan: Plan,
+    pub params: Vec<SqlType>,
+    pub out: OutColumns,
+}

@@ -1,0 +1,454 @@
+//! A session's settings: the session-level parameters a client may SET (and their
+//! defaults, PostgreSQL's), and the server's settings, which SHOW and `pg_settings` read
+//! but SET may not change (55P02): the engine's configuration, and those the server that
+//! runs the session hands it (`port`, `listen_addresses`, `ssl`, ...).
+//!
+//! Who the session acts as is a setting too, as in PostgreSQL: `role`,
+//! `session_authorization` and `is_superuser` show the session's [`Identity`], which only
+//! the role statements change (SET ROLE, SET SESSION AUTHORIZATION: [`crate::roles`]'s
+//! rules); SET of `is_superuser` is refused (55P02), and like PostgreSQL's (GUC_NO_SHOW_ALL)
+//! the three stay out of SHOW ALL and `pg_settings`, and out of RESET ALL.
+//!
+//! Reported parameters: PostgreSQL tells the client the new value of each GUC_REPORT
+//! parameter a statement changed (ParameterStatus before ReadyForQuery).
+//! [`Session::reported_parameters`] gives all of them (for the startup), and
+//! [`Session::reported_parameters_changed`] those that changed since the last call or since
+//! the login.
+//!
+//! `max_stack_depth` (PostgreSQL's, in kB, shown as `2MB`) is checked as PostgreSQL checks
+//! it: at least 100kB, at most what a session's stack allows
+//! ([`crate::stack::MAX_MAX_STACK_DEPTH_KB`]), and only a superuser may SET it (42501).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use quire_engine::{Config, SqlState};
+
+use crate::error::{Result, SqlError};
+use crate::roles::Identity;
+
+/// The PostgreSQL version quire reports (`server_version`): clients such as pgbench and
+/// psql choose their queries by it.
+pub const SERVER_VERSION: &str = "16.0";
+
+/// One client's settings: the session-level parameters it may SET, and the server's.
+pub struct Settings {
+    /// Who the session acts as (`role`, `session_authorization`, `is_superuser`).
+    pub(crate) identity: Identity,
+    /// The reported parameters' values as the client last heard them.
+    pub(crate) reported: Vec<(&'static str, String)>,
+    pub(crate) session: BTreeMap<String, String>,
+    pub(crate) config: Config,
+    /// The settings of the server the session runs in, by name, as it shows them.
+    pub(crate) server_level: Arc<[(&'static str, String)]>,
+    /// How many times a parameter was set or reset, or the identity changed; and its value
+    /// when the reported parameters were last compared. The comparison (which formats
+    /// every reported value) runs only when the count moved: not once per statement.
+    pub(crate) changes: u64,
+    pub(crate) reported_at: u64,
+}
+
+/// Session parameters, their defaults, and whether SET may change them.
+const SESSION_PARAMETERS: &[(&str, &str, bool)] = &[
+    ("application_name", "", true),
+    ("client_encoding", "UTF8", true),
+    ("client_min_messages", "notice", true),
+    ("datestyle", "ISO, MDY", true),
+    ("default_transaction_isolation", "read committed", true),
+    ("extra_float_digits", "1", true),
+    ("idle_in_transaction_session_timeout", "0", true),
+    ("idle_session_timeout", "0", true),
+    ("integer_datetimes", "on", false),
+    ("intervalstyle", "postgres", true),
+    ("lc_collate", "C", false),
+    ("lc_ctype", "C", false),
+    ("lock_timeout", "0", true),
+    // The limit of `crate::stack`'s check, in kB (PostgreSQL's unit), shown as SHOW shows it.
+    ("max_stack_depth", "2MB", true),
+    // What psql's \password asks before it sends a verifier (roles store only SCRAM).
+    ("password_encryption", "scram-sha-256", false),
+    ("search_path", "\"$user\", public", true),
+    ("server_encoding", "UTF8", false),
+    ("server_version", SERVER_VERSION, false),
+    ("server_version_num", "160000", false),
+    ("standard_conforming_strings", "on", true),
+    ("statement_timeout", "0", true),
+    ("timezone", "UTC", true),
+    ("transaction_isolation", "read committed", false),
+    ("work_mem", "4MB", true),
+];
+
+/// PostgreSQL's bounds on `work_mem`, in kB: 64kB to `MAX_KILOBYTES` (INT_MAX).
+const WORK_MEM_KB: std::ops::RangeInclusive<u64> = 64..=2_147_483_647;
+
+/// A memory parameter's value in bytes: a number alone is in kB, as PostgreSQL's memory
+/// parameters are; else a number with its unit.
+fn memory_bytes(value: &str) -> Option<u64> {
+    let v = value.trim();
+    if v.bytes().all(|b| b.is_ascii_digit()) {
+        return v.parse::<u64>().ok()?.checked_mul(1024);
+    }
+    quire_engine::config::parse_bytes(v).ok()
+}
+
+/// PostgreSQL's GUC_REPORT parameters that a session can change, by the names PostgreSQL
+/// reports them under, and the names SHOW knows them by. (`server_version`,
+/// `server_encoding` and `integer_datetimes` cannot change after the startup.)
+const REPORTED_PARAMETERS: &[(&str, &str)] = &[
+    ("application_name", "application_name"),
+    ("client_encoding", "client_encoding"),
+    ("DateStyle", "datestyle"),
+    ("IntervalStyle", "intervalstyle"),
+    ("TimeZone", "timezone"),
+    ("standard_conforming_strings", "standard_conforming_strings"),
+    ("is_superuser", "is_superuser"),
+    ("session_authorization", "session_authorization"),
+];
+
+/// Parameters only a superuser may SET (PostgreSQL's `PGC_SUSET`).
+const SUPERUSER_PARAMETERS: &[&str] = &["max_stack_depth"];
+
+fn format_bytes(b: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "kB")];
+    for (size, unit) in UNITS {
+        if b >= size && b.is_multiple_of(size) {
+            return format!("{}{unit}", b / size);
+        }
+    }
+    format!("{b}B")
+}
+
+fn on_off(b: bool) -> String {
+    quire_engine::config::on_off(b).into()
+}
+
+impl Settings {
+    pub(crate) fn new(config: Config) -> Settings {
+        let mut settings = Settings {
+            identity: Identity::bootstrap(),
+            reported: Vec::new(),
+            session: BTreeMap::new(),
+            config,
+            server_level: Arc::new([]),
+            changes: 0,
+            reported_at: 0,
+        };
+        settings.reported = settings.reported();
+        settings
+    }
+
+    /// Who the session acts as.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// The values of the reported parameters now.
+    pub(crate) fn reported(&self) -> Vec<(&'static str, String)> {
+        REPORTED_PARAMETERS
+            .iter()
+            .map(|(reported, name)| (*reported, self.show(name).unwrap_or_default()))
+            .collect()
+    }
+
+    /// The settings of the server this session runs in (see [`Settings::server_level`]).
+    pub(crate) fn set_server_level(&mut self, settings: Arc<[(&'static str, String)]>) {
+        self.server_level = settings;
+    }
+
+    /// The server's settings (the engine's configuration), by PostgreSQL's names.
+    fn server(&self) -> Vec<(&'static str, String)> {
+        let c = &self.config;
+        vec![
+            ("shared_buffers", format_bytes(c.shared_buffers_bytes)),
+            ("wal_buffers", format_bytes(c.wal_buffers_bytes)),
+            ("wal_segment_size", format_bytes(c.wal_segment_size_bytes)),
+            ("max_wal_size", format_bytes(c.max_wal_size_bytes)),
+            ("checkpoint_timeout", format!("{}s", c.checkpoint_timeout_s)),
+            (
+                "checkpoint_completion_target",
+                c.checkpoint_completion_target.to_string(),
+            ),
+            ("synchronous_commit", on_off(c.synchronous_commit)),
+            ("track_commit_timestamp", on_off(c.track_commit_timestamp)),
+            ("wal_init_zero", on_off(c.wal_init_zero)),
+            ("wal_direct_io", on_off(c.wal_direct_io)),
+            ("max_connections", c.max_connections.to_string()),
+            (
+                "max_prepared_transactions",
+                c.max_prepared_transactions.to_string(),
+            ),
+            (
+                "max_locks_per_transaction",
+                c.max_locks_per_transaction.to_string(),
+            ),
+            ("deadlock_timeout", format!("{}ms", c.deadlock_timeout_ms)),
+            (
+                "maintenance_work_mem",
+                format_bytes(c.maintenance_work_mem_bytes),
+            ),
+            ("max_files_per_process", c.max_files_per_process.to_string()),
+            ("autovacuum", on_off(c.autovacuum)),
+            ("fsync", "on".into()),
+            ("full_page_writes", "on".into()),
+            ("buffer_drop", c.buffer_drop.name().into()),
+            ("relsize_cache", c.relsize_cache.name().into()),
+            ("twophase_state", c.twophase_state.name().into()),
+            ("dead_tids", c.dead_tids.name().into()),
+            ("sync", c.sync.name().into()),
+        ]
+        .into_iter()
+        .chain(self.server_level.iter().cloned())
+        .collect()
+    }
+
+    /// SHOW `name`: `None` for an unknown parameter.
+    pub fn show(&self, name: &str) -> Option<String> {
+        let name = name.to_lowercase();
+        if let Some(v) = self.session.get(&name) {
+            return Some(v.clone());
+        }
+        if let Some((_, d, _)) = SESSION_PARAMETERS.iter().find(|(n, _, _)| *n == name) {
+            return Some((*d).to_string());
+        }
+        match name.as_str() {
+            "is_superuser" => return Some(on_off(self.identity.is_superuser())),
+            "session_authorization" => return Some(self.identity.session_user().into()),
+            "role" => return Some(self.identity.role().into()),
+            _ => {}
+        }
+        self.server()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v)
+    }
+
+    /// `work_mem` in bytes: the memory a query step may use before it spills to a temp file.
+    pub fn work_mem_bytes(&self) -> u64 {
+        let value = self.show("work_mem").unwrap_or_default();
+        memory_bytes(&value).unwrap_or(4 << 20)
+    }
+
+    /// `lock_timeout`, if set (zero is none).
+    pub fn lock_timeout(&self) -> Option<Duration> {
+        self.duration("lock_timeout")
+    }
+
+    /// `statement_timeout`, if set (zero is none).
+    pub fn statement_timeout(&self) -> Option<Duration> {
+        self.duration("statement_timeout")
+    }
+
+    /// `max_stack_depth` in bytes ([`crate::stack`]).
+    pub(crate) fn max_stack_depth_bytes(&self) -> usize {
+        let default = crate::stack::DEFAULT_MAX_STACK_DEPTH_KB << 10;
+        let bytes = self
+            .session
+            .get("max_stack_depth")
+            .and_then(|v| quire_engine::config::parse_bytes(v).ok())
+            .unwrap_or(default);
+        usize::try_from(bytes).unwrap_or(usize::MAX)
+    }
+
+    /// Whether the session's role may SET a superuser-only parameter (PostgreSQL checks
+    /// the current role: a superuser after SET ROLE to a plain role may not).
+    fn role_is_superuser(&self) -> bool {
+        self.identity.is_superuser()
+    }
+
+    /// A duration parameter (milliseconds unless it names its unit), if set and not zero.
+    pub(crate) fn duration(&self, name: &str) -> Option<Duration> {
+        let ms = self
+            .session
+            .get(name)
+            .and_then(|v| quire_engine::config::parse_millis(v).ok())
+            .unwrap_or(0);
+        (ms > 0).then(|| Duration::from_millis(ms))
+    }
+
+    /// Every parameter: name, value, and where its value comes from.
+    pub(crate) fn all(&self) -> Vec<(String, String, &'static str)> {
+        let mut v: Vec<(String, String, &'static str)> = SESSION_PARAMETERS
+            .iter()
+            .map(|(n, d, _)| match self.session.get(*n) {
+                Some(s) => ((*n).to_string(), s.clone(), "session"),
+                None => ((*n).to_string(), (*d).to_string(), "default"),
+            })
+            .collect();
+        v.extend(
+            self.server()
+                .into_iter()
+                .map(|(n, s)| (n.to_string(), s, "configuration file")),
+        );
+        v.sort();
+        v
+    }
+
+    pub(crate) fn set(&mut self, name: &str, value: Option<String>) -> Result<()> {
+        self.changes += 1;
+        let name = name.to_lowercase();
+        if name == "all" && value.is_none() {
+            self.session.clear();
+            return Ok(());
+        }
+        if name == "transaction_isolation" || name == "session characteristics" {
+            return Err(SqlError::unsupported(
+                "SET transaction_isolation (use BEGIN ISOLATION LEVEL)",
+            ));
+        }
+        if name == "is_superuser" {
+            return Err(SqlError::new(
+                SqlState::CANT_CHANGE_RUNTIME_PARAM,
+                "parameter \"is_superuser\" cannot be changed",
+            ));
+        }
+        // SET ROLE and SET SESSION AUTHORIZATION are role statements ([`crate::roles`]),
+        // which check who may take which role; a form their grammar does not know (a quoted
+        // parameter name) must not slip past those checks.
+        if name == "role" || name == "session_authorization" {
+            return Err(SqlError::unsupported(format!(
+                "SET {name} in this form (use SET ROLE or SET SESSION AUTHORIZATION)"
+            )));
+        }
+        let Some((_, _, settable)) = SESSION_PARAMETERS.iter().find(|(n, _, _)| *n == name) else {
+            if self.server().iter().any(|(n, _)| *n == name) {
+                return Err(SqlError::new(
+                    SqlState::CANT_CHANGE_RUNTIME_PARAM,
+                    format!(
+                        "parameter \"{name}\" cannot be changed now (a server setting: start quire serve with -c {name}=... or QUIRE_{})",
+                        name.to_uppercase()
+                    ),
+                ));
+            }
+            return Err(SqlError::new(
+                SqlState::UNDEFINED_OBJECT,
+                format!("unrecognized configuration parameter \"{name}\""),
+            ));
+        };
+        if !settable {
+            return Err(SqlError::new(
+                SqlState::CANT_CHANGE_RUNTIME_PARAM,
+                format!("parameter \"{name}\" cannot be changed"),
+            ));
+        }
+        if SUPERUSER_PARAMETERS.contains(&name.as_str()) && !self.role_is_superuser() {
+            return Err(SqlError::new(
+                SqlState::INSUFFICIENT_PRIVILEGE,
+                format!("permission denied to set parameter \"{name}\""),
+            ));
+        }
+        let Some(value) = value else {
+            self.session.remove(&name);
+            return Ok(());
+        };
+        let value = if name == "max_stack_depth" {
+            format_bytes(stack_depth_kb(&value)? << 10)
+        } else {
+            check_session_value(&name, &value)?;
+            value
+        };
+        self.session.insert(name, value);
+        Ok(())
+    }
+}
+
+/// A `max_stack_depth` value in kB, checked as PostgreSQL checks it: a number of kB or of
+/// the unit it names (`B`, `kB`, `MB`, `GB`, `TB`; a fraction is rounded to a whole kB), at
+/// least 100kB and at most what a session's stack allows
+/// ([`crate::stack::MAX_MAX_STACK_DEPTH_KB`]).
+fn stack_depth_kb(value: &str) -> Result<u64> {
+    let invalid = || {
+        SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            format!("invalid value for parameter \"max_stack_depth\": \"{value}\""),
+        )
+    };
+    let t = value.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let number: f64 = number.parse().map_err(|_| invalid())?;
+    let kb_per_unit = match unit.trim() {
+        "" | "kB" => 1.0,
+        "B" => 1.0 / 1024.0,
+        "MB" => 1024.0,
+        "GB" => 1024.0 * 1024.0,
+        "TB" => 1024.0 * 1024.0 * 1024.0,
+        _ => {
+            return Err(invalid().with_hint(
+                "Valid units for this parameter are \"B\", \"kB\", \"MB\", \"GB\", and \"TB\".",
+            ))
+        }
+    };
+    let kb = (number * kb_per_unit).round();
+    if !(kb.is_finite() && kb <= f64::from(i32::MAX)) {
+        return Err(SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            format!("invalid value for parameter \"max_stack_depth\": \"{value}\""),
+        )
+        .with_hint("Value exceeds integer range."));
+    }
+    let kb = kb as u64;
+    if kb < crate::stack::MIN_MAX_STACK_DEPTH_KB {
+        return Err(SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            format!(
+                "{kb} kB is outside the valid range for parameter \"max_stack_depth\" ({} .. {})",
+                crate::stack::MIN_MAX_STACK_DEPTH_KB,
+                i32::MAX
+            ),
+        ));
+    }
+    let max = crate::stack::MAX_MAX_STACK_DEPTH_KB;
+    if kb > max {
+        return Err(SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            format!("invalid value for parameter \"max_stack_depth\": {kb}"),
+        )
+        .with_detail(format!("\"max_stack_depth\" must not exceed {max}kB.")));
+    }
+    Ok(kb)
+}
+
+/// Values quire can honour for the parameters whose other values it does not implement.
+fn check_session_value(name: &str, value: &str) -> Result<()> {
+    let v = value.to_lowercase();
+    let ok = match name {
+        "client_encoding" => ["utf8", "utf-8", "unicode"].contains(&v.as_str()),
+        "timezone" => ["utc", "gmt", "etc/utc", "z", "0", "+00", "zulu"].contains(&v.as_str()),
+        "datestyle" => v.starts_with("iso"),
+        "statement_timeout"
+        | "lock_timeout"
+        | "idle_in_transaction_session_timeout"
+        | "idle_session_timeout" => {
+            quire_engine::config::parse_millis(value).is_ok()
+        }
+        "work_mem" => {
+            return match memory_bytes(value) {
+                Some(b) if WORK_MEM_KB.contains(&(b / 1024)) => Ok(()),
+                Some(b) => Err(SqlError::new(
+                    SqlState::INVALID_PARAMETER_VALUE,
+                    format!(
+                        "{} kB is outside the valid range for parameter \"work_mem\" (64 .. 2147483647)",
+                        b / 1024
+                    ),
+                )),
+                None => Err(SqlError::new(
+                    SqlState::INVALID_PARAMETER_VALUE,
+                    format!("invalid value for parameter \"work_mem\": \"{value}\""),
+                )
+                .with_detail("Valid units for this parameter are \"B\", \"kB\", \"MB\", \"GB\", and \"TB\".")),
+            }
+        }
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            format!("invalid value for parameter \"{name}\": \"{value}\" (quire supports only the default here)"),
+        ))
+    }
+}
