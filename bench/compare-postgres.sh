@@ -36,9 +36,11 @@ done
 if [ "$quick" = 1 ]; then
   rounds=${rounds:-1}; secs=5; scale=2
   seed000_tables=200; seed001_txns=20000; seed004_rows=200000
+  spill_sort_rows=200000; spill_join_rows=100000
 else
   rounds=${rounds:-3}; secs=20; scale=16
   seed000_tables=2000; seed001_txns=200000; seed004_rows=5000000
+  spill_sort_rows=10000000; spill_join_rows=5000000
 fi
 
 # --- tools -----------------------------------------------------------------------------
@@ -377,7 +379,55 @@ seed004() {
   index_passes+=("seed004-vacuum-$label|$passes_pg|$passes_q")
 }
 
+# --- queries larger than work_mem (issue 37): an external sort and a batched hash join ------
+spill_rows=()
+# spill_query WORKLOAD SERVER SQL: runs SQL with work_mem 4MB on a freshly started server
+# and samples its time; for quire, notes its peak RSS and what is left in its temp directory.
+spill_query() {
+  local w=$1 s=$2 q=$3 t0 secs
+  stop "$s"; start "$s"
+  t0=$(now)
+  psql -p "$(port "$s")" -X -qAt -v ON_ERROR_STOP=1 -c "SET work_mem = '4MB'" -c "$q" >/dev/null
+  secs=$(elapsed "$t0" "$(now)")
+  sample "$w" "$s" "$secs"
+  if [ "$s" = quire ]; then
+    local hwm left
+    hwm=$(awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$q_pid/status")
+    left=$(find "$tmp/quire/base/pgsql_tmp" -type f 2>/dev/null | wc -l)
+    spill_rows+=("$w|$hwm|$left")
+    echo "   $w quire: ${secs}s, peak RSS ${hwm} MB, temp files left $left" >&2
+  else
+    echo "   $w postgres: ${secs}s" >&2
+  fi
+}
+
+spill() {
+  wanted spill-sort || wanted spill-hashjoin || return 0
+  shared_buffers=128MB
+  echo "== spill: ORDER BY of $spill_sort_rows rows, hash join of 2 x $spill_join_rows rows, work_mem 4MB, shared_buffers $shared_buffers" >&2
+  local r s
+  for s in pg quire; do
+    wipe "$s"; start "$s"
+    sql "$s" "CREATE TABLE sp (a int, b int, t text)"
+    sql "$s" "INSERT INTO sp SELECT g, (g::bigint * 2654435761 % 1000003)::int, 'row ' || g FROM generate_series(1, $spill_sort_rows) g"
+    sql "$s" "CREATE TABLE h1 (k int, v int)"
+    sql "$s" "CREATE TABLE h2 (k int, w int)"
+    sql "$s" "INSERT INTO h1 SELECT g, g FROM generate_series(1, $spill_join_rows) g"
+    sql "$s" "INSERT INTO h2 SELECT (g::bigint * 2654435761 % $spill_join_rows)::int + 1, g FROM generate_series(1, $spill_join_rows) g"
+    sql "$s" "CHECKPOINT"
+    for r in $(seq 1 "$rounds"); do
+      # OFFSET past the end: the whole sort runs, no row is sent.
+      wanted spill-sort && spill_query spill-sort "$s" "SELECT a, b, t FROM sp ORDER BY b, a OFFSET $spill_sort_rows"
+      wanted spill-hashjoin && spill_query spill-hashjoin "$s" "SELECT count(*), sum(v), sum(w) FROM h1 JOIN h2 ON h1.k = h2.k"
+    done
+    stop "$s"
+  done
+  wanted spill-sort && finish spill-sort s
+  wanted spill-hashjoin && finish spill-hashjoin s
+}
+
 run_pgbench_workloads
+spill
 seed000 128MB
 seed000 4GB
 seed001
@@ -407,6 +457,14 @@ if [ ${#index_passes[@]} -gt 0 ]; then
   for row in "${index_passes[@]}"; do
     IFS='|' read -r name pg q <<<"$row"
     echo "  $name: PostgreSQL $pg, quire $q"
+  done
+fi
+if [ ${#spill_rows[@]} -gt 0 ]; then
+  echo
+  echo "quire's peak RSS and temp files left after each spill query (shared_buffers $shared_buffers, work_mem 4MB):"
+  for row in "${spill_rows[@]}"; do
+    IFS='|' read -r name hwm left <<<"$row"
+    echo "  $name: peak RSS $hwm MB, temp files left $left"
   done
 fi
 if [ ${#io_rows[@]} -gt 0 ]; then

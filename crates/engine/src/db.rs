@@ -421,6 +421,11 @@ impl Database {
         self.temp_files.create()
     }
 
+    /// How many temp files were made since the database opened.
+    pub fn temp_files_created(&self) -> u64 {
+        self.temp_files.created()
+    }
+
     /// The process's file descriptors and the engine's share of them, as computed when this
     /// database opened ([`crate::vfs::fd`], PostgreSQL's `set_max_safe_fds`): the soft limit
     /// (raised to the hard limit), what was open then, and the most the engine holds. A

@@ -44,6 +44,12 @@ impl TempFiles {
         }
     }
 
+    /// How many temp files were made since the database opened (PostgreSQL's
+    /// `pg_stat_database.temp_files`).
+    pub fn created(&self) -> u64 {
+        self.next.load(Ordering::Relaxed)
+    }
+
     /// A new, empty temp file.
     pub fn create(&self) -> Result<TempFile> {
         self.vfs

@@ -6,10 +6,11 @@ use std::ops::Bound;
 
 use quire_engine::{IndexId, Row, SqlState, Value};
 
+use super::sort::INTERRUPT_EVERY;
 use crate::context::{Cx, Frame};
 use crate::error::{Result, SqlError};
 use crate::func::AggState;
-use crate::nodes::{tid_value, Agg, Expr, JoinKind, Node, SortKey, MAX_MATERIALIZED_ROWS};
+use crate::nodes::{tid_value, Agg, Expr, JoinKind, Node, MAX_MATERIALIZED_ROWS};
 use crate::types::compare;
 
 pub(crate) type Rows<'a> = Box<dyn Iterator<Item = Result<Row>> + 'a>;
@@ -127,11 +128,7 @@ pub(crate) fn open<'a>(node: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
                 .into_iter()
                 .map(Ok),
         ),
-        Node::Sort { input, keys } => Box::new(
-            sort(collect(open(input, cx)?)?, keys, cx)?
-                .into_iter()
-                .map(Ok),
-        ),
+        Node::Sort { input, keys } => super::sort::sort(open(input, cx)?, keys, cx)?,
         Node::Distinct { input } => {
             let mut seen = HashSet::new();
             let rows = open(input, cx)?;
@@ -508,133 +505,4 @@ fn aggregate(input: Rows, keys: &[Expr], aggs: &[Agg], cx: &Cx) -> Result<Vec<Ro
         out.push(row);
     }
     Ok(out)
-}
-
-/// Rows a loop that reads no row (a sort's comparisons, a nested loop's inner side) goes
-/// through between two interrupt checks.
-const INTERRUPT_EVERY: usize = 4096;
-
-/// Sorts `rows` by `keys` (stable). An interrupt is checked for each row's keys and every
-/// [`INTERRUPT_EVERY`] comparisons: a bottom-up merge sort of row positions, since a
-/// comparison that gives up cannot stop `slice::sort_by` (it needs a total order).
-fn sort(rows: Vec<Row>, keys: &[SortKey], cx: &Cx) -> Result<Vec<Row>> {
-    let mut sort_keys: Vec<Row> = Vec::with_capacity(rows.len());
-    for r in &rows {
-        cx.interrupt.check()?;
-        let k: Row = keys
-            .iter()
-            .map(|k| k.expr.eval(cx, r))
-            .collect::<Result<_>>()?;
-        sort_keys.push(k);
-    }
-    let mut comparisons = 0usize;
-    let order = merge_sort(rows.len(), |a, b| {
-        comparisons += 1;
-        if comparisons.is_multiple_of(INTERRUPT_EVERY) {
-            cx.interrupt.check()?;
-        }
-        Ok(compare_keys(keys, &sort_keys[a], &sort_keys[b]).is_le())
-    })?;
-    let mut rows: Vec<Option<Row>> = rows.into_iter().map(Some).collect();
-    Ok(order
-        .into_iter()
-        .filter_map(|i| rows.get_mut(i).and_then(Option::take))
-        .collect())
-}
-
-/// The positions `0..n` in order under `le` (`a` sorts before or with `b`), stable: runs of
-/// 1, 2, 4, ... merged pairwise from one buffer into the other.
-fn merge_sort(n: usize, mut le: impl FnMut(usize, usize) -> Result<bool>) -> Result<Vec<usize>> {
-    let mut src: Vec<usize> = (0..n).collect();
-    let mut dst: Vec<usize> = Vec::with_capacity(n);
-    let mut width = 1;
-    while width < n {
-        dst.clear();
-        for lo in (0..n).step_by(2 * width) {
-            let mid = (lo + width).min(n);
-            let hi = (lo + 2 * width).min(n);
-            let (mut i, mut j) = (lo, mid);
-            while i < mid && j < hi {
-                if le(src[i], src[j])? {
-                    dst.push(src[i]);
-                    i += 1;
-                } else {
-                    dst.push(src[j]);
-                    j += 1;
-                }
-            }
-            dst.extend_from_slice(&src[i..mid]);
-            dst.extend_from_slice(&src[j..hi]);
-        }
-        std::mem::swap(&mut src, &mut dst);
-        width *= 2;
-    }
-    debug_assert_eq!(src.len(), n);
-    Ok(src)
-}
-
-/// The order of two rows' sort key values under `keys` (direction, NULLs first or last).
-fn compare_keys(keys: &[SortKey], left: &[Value], right: &[Value]) -> std::cmp::Ordering {
-    for (i, k) in keys.iter().enumerate() {
-        let (x, y) = (&left[i], &right[i]);
-        let o = match (x.is_null(), y.is_null()) {
-            (true, true) => std::cmp::Ordering::Equal,
-            (true, false) => {
-                if k.nulls_first {
-                    std::cmp::Ordering::Less
-                } else {
-                    std::cmp::Ordering::Greater
-                }
-            }
-            (false, true) => {
-                if k.nulls_first {
-                    std::cmp::Ordering::Greater
-                } else {
-                    std::cmp::Ordering::Less
-                }
-            }
-            (false, false) => {
-                let o = compare(x, y);
-                if k.descending {
-                    o.reverse()
-                } else {
-                    o
-                }
-            }
-        };
-        if o.is_ne() {
-            return o;
-        }
-    }
-    std::cmp::Ordering::Equal
-}
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn merge_sort_orders_stably_and_stops_when_asked() {
-        let keys = [5, 3, 5, 1, 3, 9, 0, 5];
-        let order = merge_sort(keys.len(), |a, b| Ok(keys[a] <= keys[b])).unwrap();
-        assert_eq!(
-            order,
-            [6, 3, 1, 4, 0, 2, 7, 5],
-            "ties keep their input order"
-        );
-        assert_eq!(merge_sort(0, |_, _| Ok(true)).unwrap(), Vec::<usize>::new());
-        let mut comparisons = 0;
-        let e = merge_sort(1000, |a, b| {
-            comparisons += 1;
-            if comparisons == 100 {
-                return Err(SqlError::new(
-                    quire_engine::SqlState::QUERY_CANCELED,
-                    "stop",
-                ));
-            }
-            Ok(a >= b)
-        })
-        .unwrap_err();
-        assert_eq!(e.sqlstate(), "57014");
-        assert_eq!(comparisons, 100, "no comparison after the error");
-    }
 }
