@@ -9,9 +9,9 @@
 //!   only the files whose path under `tests/sql/` contains it; a filter that matches no file
 //!   fails, so that a typo cannot pass.
 //! - Statements go by the simple query protocol, so values come back as the server's text:
-//!   NULL is `NULL`, the empty string `(empty)`. Values compare as text after sqllogictest's
-//!   whitespace normalisation; the `query` header's type letters are not checked, only
-//!   their number against the result's columns.
+//!   NULL is `NULL`, the empty string `(empty)`. A row compares as its values joined by
+//!   spaces, with runs of whitespace made one space on both sides; the `query` header's
+//!   type letters are not checked, only their number against the result's columns.
 //! - An error reads `<SQLSTATE>: <message>` (`42P01: relation "nope" does not exist`), so a
 //!   file matches the SQLSTATE, the message or both by regex: `statement error 42P01`.
 //! - Every record of every file runs, whatever failed before it; the test fails at the end
@@ -19,6 +19,9 @@
 //! - `QUIRE_SLT_COMPLETE=1` rewrites the files with the actual output instead of comparing
 //!   (sqllogictest's override mode). Allowed only with `QUIRE_SLT_URL`: expected output
 //!   comes from PostgreSQL, never from quire.
+//! - The runner is shown to fail: `the_runner_reports_every_wrong_record` runs right records
+//!   and records wrong in each way (a value, NULL for empty, order, columns, rows, SQLSTATE,
+//!   an error missing or unexpected, a count), each of which must be reported.
 
 mod common;
 
@@ -70,6 +73,103 @@ async fn sql_files() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One record for each convention the files rely on: NULL, the empty string, sorting,
+/// errors by message and by SQLSTATE, counts.
+const RIGHT: &str = "\
+statement ok
+CREATE TABLE t (id integer PRIMARY KEY, s text)
+
+statement count 3
+INSERT INTO t VALUES (1, NULL), (2, ''), (3, 'x')
+
+query IT
+SELECT id, s FROM t ORDER BY id
+----
+1 NULL
+2 (empty)
+3 x
+
+query I rowsort
+SELECT id FROM t ORDER BY id DESC
+----
+1
+2
+3
+
+statement error 23505: duplicate key value violates unique constraint \"t_pkey\"
+INSERT INTO t VALUES (1, 'y')
+
+statement error (23505)
+INSERT INTO t VALUES (1, 'y')
+";
+
+/// Records that are each wrong in one way, with what the runner's report of it must say.
+const WRONG: [(&str, &str); 9] = [
+    (
+        "query IT\nSELECT id, s FROM t WHERE id = 1\n----\n1 (empty)\n",
+        "1 NULL",
+    ),
+    (
+        "query IT\nSELECT id, s FROM t WHERE id = 2\n----\n2 NULL\n",
+        "2 (empty)",
+    ),
+    (
+        "query I\nSELECT id FROM t ORDER BY id DESC\n----\n1\n2\n3\n",
+        "+   3",
+    ),
+    (
+        "query I\nSELECT id, s FROM t WHERE id = 3\n----\n3 x\n",
+        "columns mismatch",
+    ),
+    ("query I\nSELECT id FROM t WHERE id > 5\n----\n6\n", "-   6"),
+    (
+        "statement error 23502\nINSERT INTO t VALUES (1, 'y')\n",
+        "23505: duplicate key value violates unique constraint \"t_pkey\"",
+    ),
+    ("statement error\nSELECT 1\n", "expected to fail"),
+    (
+        "statement ok\nSELECT * FROM nope\n",
+        "42P01: relation \"nope\" does not exist",
+    ),
+    (
+        "statement count 5\nUPDATE t SET s = s\n",
+        "actually affected 3 rows",
+    ),
+];
+
+/// The runner itself, on quire: the right records pass, and each wrong one is reported on
+/// its own line, after the others, with what it got.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runner_reports_every_wrong_record() -> anyhow::Result<()> {
+    let mut script = RIGHT.to_string();
+    let mut lines = Vec::new();
+    for (record, _) in WRONG {
+        script.push('\n');
+        lines.push(script.lines().count() + 1);
+        script += record;
+    }
+    let (fresh, conn) = Fresh::make(&Target::Quire, 0).await?;
+    let mut right = FileOutcome::new(Path::new("right.slt"));
+    run_script(RIGHT, "right.slt", conn.clone(), &mut right).await;
+    fresh.remove().await?;
+    assert_eq!(right.failures, Vec::<String>::new());
+    assert_eq!(right.records, 6);
+
+    let (fresh, conn) = Fresh::make(&Target::Quire, 0).await?;
+    let mut wrong = FileOutcome::new(Path::new("wrong.slt"));
+    run_script(&script, "wrong.slt", conn, &mut wrong).await;
+    fresh.remove().await?;
+    assert_eq!(wrong.failures.len(), WRONG.len(), "{:#?}", wrong.failures);
+    for ((failure, line), (_, says)) in wrong.failures.iter().zip(lines).zip(WRONG) {
+        assert!(
+            failure.contains(&format!("at wrong.slt:{line}\n")),
+            "{failure}"
+        );
+        assert!(failure.contains(says), "{says:?} not in: {failure}");
+    }
+    Ok(())
+}
+
 /// The `*.slt` files under `root` whose relative path contains `filter`, sorted.
 fn slt_files(root: &Path, filter: &str) -> anyhow::Result<Vec<PathBuf>> {
     let mut found = Vec::new();
@@ -95,14 +195,14 @@ enum Target {
     /// A new in-process quire server per file.
     Quire,
     /// A new database per file on the server `admin` connects to.
-    External { admin: tokio_postgres::Config },
+    External { admin: Box<tokio_postgres::Config> },
 }
 
 impl Target {
     fn from_env() -> anyhow::Result<Target> {
         match std::env::var("QUIRE_SLT_URL") {
             Ok(url) => Ok(Target::External {
-                admin: tokio_postgres::Config::from_str(&url)?,
+                admin: Box::new(tokio_postgres::Config::from_str(&url)?),
             }),
             Err(_) => Ok(Target::Quire),
         }
@@ -146,7 +246,7 @@ impl Fresh {
                 client
                     .batch_execute(&format!("CREATE DATABASE {name}"))
                     .await?;
-                let mut conn = admin.clone();
+                let mut conn = tokio_postgres::Config::clone(admin);
                 conn.dbname(&name);
                 Ok((
                     Fresh::External {
@@ -179,15 +279,21 @@ struct FileOutcome {
     elapsed: Duration,
 }
 
+impl FileOutcome {
+    fn new(file: &Path) -> FileOutcome {
+        FileOutcome {
+            file: file.to_path_buf(),
+            records: 0,
+            failures: Vec::new(),
+            elapsed: Duration::ZERO,
+        }
+    }
+}
+
 /// Runs every record of `tests/sql/<file>` on a fresh database.
 async fn run_file(target: &Target, root: &Path, n: usize, file: &Path) -> FileOutcome {
     let started = Instant::now();
-    let mut outcome = FileOutcome {
-        file: file.to_path_buf(),
-        records: 0,
-        failures: Vec::new(),
-        elapsed: Duration::ZERO,
-    };
+    let mut outcome = FileOutcome::new(file);
     match Fresh::make(target, n).await {
         Ok((fresh, conn)) => {
             run_records(&root.join(file), &display_name(file), conn, &mut outcome).await;
@@ -217,12 +323,22 @@ async fn run_records(
     conn: tokio_postgres::Config,
     outcome: &mut FileOutcome,
 ) {
-    let records = match std::fs::read_to_string(path)
-        .map_err(anyhow::Error::from)
-        .and_then(|script| Ok(sqllogictest::parse_with_name(&script, name)?))
-    {
+    match std::fs::read_to_string(path) {
+        Ok(script) => run_script(&script, name, conn, outcome).await,
+        Err(e) => outcome.failures.push(format!("{name}: {e}")),
+    }
+}
+
+/// Runs the records of `script` one by one, each failure noted and the next record run.
+async fn run_script(
+    script: &str,
+    name: &str,
+    conn: tokio_postgres::Config,
+    outcome: &mut FileOutcome,
+) {
+    let records = match sqllogictest::parse_with_name(script, name) {
         Ok(records) => records,
-        Err(e) => return outcome.failures.push(format!("{name}: {e:#}")),
+        Err(e) => return outcome.failures.push(format!("{name}: {e}")),
     };
     let mut runner = Runner::new(move || Wire::connect(conn.clone()));
     runner.with_validator(same_rows);
@@ -291,35 +407,37 @@ struct Summary {
 
 fn summarize(mut outcomes: Vec<FileOutcome>, elapsed: Duration) -> Summary {
     outcomes.sort_by(|a, b| a.file.cmp(&b.file));
-    let mut text = String::new();
-    let (mut records, mut failures) = (0, 0);
+    let mut lines = Vec::new();
     for o in &outcomes {
         let status = if o.failures.is_empty() {
             "ok"
         } else {
             "FAILED"
         };
-        text += &format!(
-            "{status:6} {} ({} records, {} failed, {:.2} s)\n",
+        lines.push(format!(
+            "{status:6} {} ({} records, {} failed, {:.2} s)",
             display_name(&o.file),
             o.records,
             o.failures.len(),
             o.elapsed.as_secs_f64()
-        );
-        records += o.records;
-        failures += o.failures.len();
+        ));
     }
-    for o in outcomes.iter().filter(|o| !o.failures.is_empty()) {
+    for o in &outcomes {
         for f in &o.failures {
-            text += &format!("\n---- {}\n{f}\n", display_name(&o.file));
+            lines.push(format!("\n---- {}\n{f}", display_name(&o.file)));
         }
     }
-    text += &format!(
-        "\n{} files, {records} records, {failures} failed, {:.2} s\n",
+    let records: usize = outcomes.iter().map(|o| o.records).sum();
+    let failures: usize = outcomes.iter().map(|o| o.failures.len()).sum();
+    lines.push(format!(
+        "\n{} files, {records} records, {failures} failed, {:.2} s",
         outcomes.len(),
         elapsed.as_secs_f64()
-    );
-    Summary { text, failures }
+    ));
+    Summary {
+        text: lines.join("\n"),
+        failures,
+    }
 }
 
 /// A statement's error as the files match it: `<SQLSTATE>: <message>`.
@@ -394,7 +512,7 @@ impl AsyncDB for Wire {
         }
     }
 
-    fn engine_name(&self) -> &str {
+    fn engine_name(&self) -> &'static str {
         "postgres-wire"
     }
 
