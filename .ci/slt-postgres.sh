@@ -58,11 +58,11 @@ as_pg "$bin/postgres" -D "$tmp/pg" -p "$port" -c unix_socket_directories= -c lis
   -c TimeZone=UTC -c fsync=off >"$tmp/pg.log" 2>&1 &
 pg_pid=$!
 for _ in $(seq 1 600); do
-  "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" && break
+  "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" -U postgres && break
   kill -0 "$pg_pid" 2>/dev/null || { echo "PostgreSQL exited while starting" >&2; exit 1; }
   sleep 0.1
 done
-"$bin/pg_isready" -q -h 127.0.0.1 -p "$port" || { echo "PostgreSQL did not start in 60 s" >&2; exit 1; }
+"$bin/pg_isready" -q -h 127.0.0.1 -p "$port" -U postgres || { echo "PostgreSQL did not start in 60 s" >&2; exit 1; }
 echo "== $("$bin/postgres" --version) on port $port" >&2
 
 QUIRE_SLT_URL="host=127.0.0.1 port=$port user=postgres dbname=postgres" \
