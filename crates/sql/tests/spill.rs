@@ -10,7 +10,7 @@ use quire_sql::Session;
 /// The engine's temporary files under `dir`.
 fn temp_files(dir: &std::path::Path) -> usize {
     let tmp = quire_engine::temp::dir(dir);
-    std::fs::read_dir(tmp).map_or(0, |d| d.count())
+    std::fs::read_dir(tmp).map_or(0, Iterator::count)
 }
 
 #[test]
@@ -68,10 +68,7 @@ fn a_spilled_sort_is_stable_and_keeps_nulls_last() -> anyhow::Result<()> {
     assert_eq!(sorted.len(), 30_000);
     let mut last: Option<(Option<i64>, i64)> = None;
     for r in &sorted {
-        let i = match r[0] {
-            Value::Int(i) => i,
-            _ => panic!("i"),
-        };
+        let Value::Int(i) = r[0] else { panic!("i") };
         let k = match r[1] {
             Value::Int(k) => Some(k),
             Value::Null => None,
