@@ -501,22 +501,45 @@ const MAX_REGEX_PATTERN_BYTES: usize = 10_000;
 const REGEX_NFA_BYTES: usize = 1 << 20;
 const REGEX_CACHE_BYTES: usize = 2 << 20;
 
-/// `s ~ pattern`: a lazy DFA walked a byte at a time, the interrupt checked every
-/// [`MATCH_STEPS_PER_CHECK`] bytes, so that a match over a large text can be stopped. A
-/// pattern the DFA cannot take (a Unicode word boundary) is matched by `regex_lite` in one
-/// call, which nothing interrupts.
-fn regex_match(
-    s: &str,
-    pattern: &str,
+/// Compiled patterns kept per session thread, most recently used first: PostgreSQL's
+/// regexp.c cache (MAX_CACHED_RES), so that `col ~ 'pattern'` compiles its pattern once,
+/// not once per row. At most this many; each automaton is at most [`REGEX_NFA_BYTES`].
+const REGEX_CACHE_ENTRIES: usize = 16;
+
+/// A pattern compiled: its lazy DFA, or `None` if the DFA cannot take it.
+struct Compiled {
+    pattern: String,
     case_insensitive: bool,
-    interrupt: &Interrupt,
-) -> Result<bool> {
+    dfa: Option<regex_automata::hybrid::dfa::DFA>,
+    /// The DFA's states built so far, kept from one match to the next.
+    states: std::cell::RefCell<Option<regex_automata::hybrid::dfa::Cache>>,
+}
+
+thread_local! {
+    static REGEX_CACHE: std::cell::RefCell<std::collections::VecDeque<std::rc::Rc<Compiled>>> =
+        const { std::cell::RefCell::new(std::collections::VecDeque::new()) };
+}
+
+/// `pattern` compiled, from the cache or built (and cached); 2201B for a pattern that is
+/// too long.
+fn compiled(pattern: &str, case_insensitive: bool) -> Result<std::rc::Rc<Compiled>> {
     use regex_automata::{hybrid::dfa::DFA, nfa::thompson, util::syntax};
     if pattern.len() > MAX_REGEX_PATTERN_BYTES {
         return Err(SqlError::new(
             SqlState::INVALID_REGULAR_EXPRESSION,
             "invalid regular expression: pattern too long",
         ));
+    }
+    let hit = REGEX_CACHE.with_borrow_mut(|cache| {
+        let at = cache
+            .iter()
+            .position(|c| c.pattern == pattern && c.case_insensitive == case_insensitive)?;
+        let entry = cache.remove(at)?;
+        cache.push_front(std::rc::Rc::clone(&entry));
+        Some(entry)
+    });
+    if let Some(entry) = hit {
+        return Ok(entry);
     }
     let dfa = DFA::builder()
         .syntax(syntax::Config::new().case_insensitive(case_insensitive))
@@ -526,9 +549,36 @@ fn regex_match(
                 .cache_capacity(REGEX_CACHE_BYTES)
                 .minimum_cache_clear_count(None),
         )
-        .build(pattern);
-    if let Ok(dfa) = dfa {
-        if let Some(found) = dfa_is_match(&dfa, s.as_bytes(), interrupt)? {
+        .build(pattern)
+        .ok();
+    let states = std::cell::RefCell::new(dfa.as_ref().map(DFA::create_cache));
+    let entry = std::rc::Rc::new(Compiled {
+        pattern: pattern.to_string(),
+        case_insensitive,
+        dfa,
+        states,
+    });
+    REGEX_CACHE.with_borrow_mut(|cache| {
+        cache.push_front(std::rc::Rc::clone(&entry));
+        cache.truncate(REGEX_CACHE_ENTRIES);
+    });
+    Ok(entry)
+}
+
+/// `s ~ pattern`: a lazy DFA walked a byte at a time, the interrupt checked every
+/// [`MATCH_STEPS_PER_CHECK`] bytes, so that a match over a large text can be stopped. A
+/// pattern the DFA cannot take (a Unicode word boundary) is matched by `regex_lite` in one
+/// call, which nothing interrupts; an invalid pattern is 2201B with `regex_lite`'s message.
+fn regex_match(
+    s: &str,
+    pattern: &str,
+    case_insensitive: bool,
+    interrupt: &Interrupt,
+) -> Result<bool> {
+    let compiled = compiled(pattern, case_insensitive)?;
+    if let (Some(dfa), Ok(mut states)) = (&compiled.dfa, compiled.states.try_borrow_mut()) {
+        let states = states.get_or_insert_with(|| dfa.create_cache());
+        if let Some(found) = dfa_is_match(dfa, states, s.as_bytes(), interrupt)? {
             return Ok(found);
         }
     }
@@ -549,18 +599,18 @@ fn regex_match(
 /// with what it was built with).
 fn dfa_is_match(
     dfa: &regex_automata::hybrid::dfa::DFA,
+    cache: &mut regex_automata::hybrid::dfa::Cache,
     hay: &[u8],
     interrupt: &Interrupt,
 ) -> Result<Option<bool>> {
-    let mut cache = dfa.create_cache();
-    let Ok(mut sid) = dfa.start_state_forward(&mut cache, &regex_automata::Input::new(hay)) else {
+    let Ok(mut sid) = dfa.start_state_forward(cache, &regex_automata::Input::new(hay)) else {
         return Ok(None);
     };
     for (i, &b) in hay.iter().enumerate() {
         if i % MATCH_STEPS_PER_CHECK == MATCH_STEPS_PER_CHECK - 1 {
             interrupt.check()?;
         }
-        let Ok(next) = dfa.next_state(&mut cache, sid, b) else {
+        let Ok(next) = dfa.next_state(cache, sid, b) else {
             return Ok(None);
         };
         sid = next;
@@ -577,7 +627,7 @@ fn dfa_is_match(
         }
     }
     Ok(dfa
-        .next_eoi_state(&mut cache, sid)
+        .next_eoi_state(cache, sid)
         .ok()
         .map(|sid| sid.is_match()))
 }
