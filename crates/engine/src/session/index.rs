@@ -245,6 +245,15 @@ impl Transaction {
         })
     }
 
+    /// The index named `name`, or `None`: a missing index is no error here, so the
+    /// transaction goes on (DROP INDEX IF EXISTS).
+    pub fn find_index(&self, name: &str) -> Result<Option<IndexId>> {
+        self.call(|| match self.lookup_name(name)? {
+            Some(Entry::Index(i)) => Ok(Some(i.oid)),
+            _ => Ok(None),
+        })
+    }
+
     /// The indexes of a table.
     pub fn table_indexes(&self, table: TableId) -> Result<Vec<IndexDef>> {
         self.call(|| {

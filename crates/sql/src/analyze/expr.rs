@@ -218,7 +218,7 @@ impl Binder<'_> {
                 ))
             }
             AstExpr::IsDistinctFrom(a, b) | AstExpr::IsNotDistinctFrom(a, b) => {
-                let (l, r, ty) = self.pair(a, b, scope)?;
+                let (l, r, ty) = self.pair(a, "=", b, scope)?;
                 // a IS DISTINCT FROM b: NULLs compare as equal to each other.
                 let both_null = Expr::And(vec![
                     Expr::IsNull(Box::new(l.clone()), false),
@@ -245,9 +245,9 @@ impl Binder<'_> {
                 low,
                 high,
             } => {
-                let (x, lo, t1) = self.pair(expr, low, scope)?;
+                let (x, lo, t1) = self.pair(expr, ">=", low, scope)?;
                 // Each bound brings the operand to a common type of its own.
-                let (x2, hi, t2) = self.pair(expr, high, scope)?;
+                let (x2, hi, t2) = self.pair(expr, "<=", high, scope)?;
                 let b = Expr::And(vec![
                     Expr::Cmp(CmpOp::Ge, t1, Box::new(x), Box::new(lo)),
                     Expr::Cmp(CmpOp::Le, t2, Box::new(x2), Box::new(hi)),
@@ -456,7 +456,11 @@ impl Binder<'_> {
         }
         if let Some((i, ty)) = scope.resolve(qualifier, name)? {
             if self.agg.is_some() {
-                let text = qualifier.map_or_else(|| name.to_string(), |q| format!("{q}.{name}"));
+                // PostgreSQL names the column by its relation, as written or not.
+                let text = match scope.cols[i].qualifier.as_deref().or(qualifier) {
+                    Some(q) => format!("{q}.{name}"),
+                    None => name.to_string(),
+                };
                 let e = self.agg_column(i, &text)?;
                 let kt = self.agg_key_type(&e).unwrap_or(ty);
                 return Ok((e, kt));
@@ -561,7 +565,13 @@ impl Binder<'_> {
     /// Two operands brought to a common type (for comparisons): the typed side decides
     /// an untyped literal's or parameter's type.
     #[allow(clippy::many_single_char_names)] // e: the expression, a/b: operands, l/r: bound
-    fn pair(&mut self, a: &AstExpr, b: &AstExpr, scope: &Scope) -> Result<(Expr, Expr, SqlType)> {
+    fn pair(
+        &mut self,
+        a: &AstExpr,
+        op: &str,
+        b: &AstExpr,
+        scope: &Scope,
+    ) -> Result<(Expr, Expr, SqlType)> {
         let (l, lt) = self.expr(a, scope)?;
         let (r, rt) = self.expr_expecting(b, scope, (lt != SqlType::Unknown).then_some(lt))?;
         let (l, lt) = match (&l, lt) {
@@ -573,12 +583,7 @@ impl Binder<'_> {
         };
         let ty = match (lt, rt) {
             (SqlType::Unknown, SqlType::Unknown) => SqlType::Text,
-            (x, y) => unify(x, y).ok_or_else(|| {
-                SqlError::new(
-                    SqlState::UNDEFINED_FUNCTION,
-                    format!("operator does not exist: {} = {}", x.name(), y.name()),
-                )
-            })?,
+            (x, y) => unify(x, y).ok_or_else(|| no_operator(x, op, y))?,
         };
         let l = self.coerce(l, lt, ty)?;
         let r = self.coerce(r, rt, ty)?;
@@ -614,7 +619,7 @@ impl Binder<'_> {
             _ => None,
         };
         if let Some(c) = cmp {
-            let (l, r, ty) = self.pair(a, b, scope)?;
+            let (l, r, ty) = self.pair(a, &op.to_string(), b, scope)?;
             return Ok((Expr::Cmp(c, ty, Box::new(l), Box::new(r)), SqlType::Bool));
         }
         let arith = match op {
@@ -626,16 +631,13 @@ impl Binder<'_> {
             _ => None,
         };
         if let Some(o) = arith {
-            let (l, r, ty) = self.pair(a, b, scope)?;
+            let (l, r, ty) = self.pair(a, &op.to_string(), b, scope)?;
             if !(ty.is_int()
                 || ty.is_float()
                 || ty.is_numeric()
                 || (ty == SqlType::Timestamp && matches!(o, ArithOp::Add | ArithOp::Sub)))
             {
-                return Err(SqlError::new(
-                    SqlState::UNDEFINED_FUNCTION,
-                    format!("operator does not exist: {} {op} {}", ty.name(), ty.name()),
-                ));
+                return Err(no_operator(ty, &op.to_string(), ty));
             }
             return Ok((Expr::Arith(o, ty, Box::new(l), Box::new(r)), ty));
         }
@@ -1023,6 +1025,21 @@ impl Binder<'_> {
 /// An error of the call itself (no such function, an aggregate where none may be, ...), not
 /// of one of its arguments (which has its position already), located at the function's
 /// name, as PostgreSQL locates it.
+/// 42883 for a binary operator no operand types take, PostgreSQL's message and hint.
+fn no_operator(left: SqlType, op: &str, right: SqlType) -> SqlError {
+    SqlError::new(
+        SqlState::UNDEFINED_FUNCTION,
+        format!(
+            "operator does not exist: {} {op} {}",
+            left.name(),
+            right.name()
+        ),
+    )
+    .with_hint(
+        "No operator matches the given name and argument types. You might need to add explicit type casts.",
+    )
+}
+
 fn at_function(e: SqlError, f: &ast::Function) -> SqlError {
     let own = e.position().is_none()
         && match e.sqlstate() {

@@ -800,6 +800,7 @@ impl Binder<'_> {
         let ast::OnInsert::OnConflict(oc) = on else {
             return Err(SqlError::unsupported("ON DUPLICATE KEY"));
         };
+        check_conflict_target(oc, table)?;
         match &oc.action {
             ast::OnConflictAction::DoNothing => Ok(OnConflict::Nothing),
             ast::OnConflictAction::DoUpdate(du) => {
@@ -994,6 +995,57 @@ impl Binder<'_> {
             None => rows,
         };
         Ok((scan, pred))
+    }
+}
+
+/// ON CONFLICT's target, PostgreSQL's inference rules: a column list must be the columns of
+/// a unique index (in any order; 42P10 otherwise), a constraint must be one of the table's
+/// (42704), and DO UPDATE needs one of the two (42601).
+fn check_conflict_target(oc: &ast::OnConflict, table: &TableInfo) -> Result<()> {
+    match &oc.conflict_target {
+        None if matches!(oc.action, ast::OnConflictAction::DoUpdate(_)) => Err(SqlError::syntax(
+            "ON CONFLICT DO UPDATE requires inference specification or constraint name",
+        )
+        .with_hint("For example, ON CONFLICT (column_name).")),
+        None => Ok(()),
+        Some(ast::ConflictTarget::Columns {
+            predicate: Some(_), ..
+        }) => Err(SqlError::unsupported("ON CONFLICT with an index predicate")),
+        Some(ast::ConflictTarget::Columns { columns, .. }) => {
+            let mut wanted = Vec::with_capacity(columns.len());
+            for c in columns {
+                wanted.push(table.column(&ident_name(c))?);
+            }
+            wanted.sort_unstable();
+            wanted.dedup();
+            let matches = |i: &quire_engine::IndexDef| {
+                let mut cols: Vec<usize> = i.columns.iter().map(|&c| usize::from(c)).collect();
+                cols.sort_unstable();
+                i.unique && cols == wanted
+            };
+            if table.indexes.iter().any(matches) {
+                Ok(())
+            } else {
+                Err(SqlError::new(
+                    SqlState::INVALID_COLUMN_REFERENCE,
+                    "there is no unique or exclusion constraint matching the ON CONFLICT specification",
+                ))
+            }
+        }
+        Some(ast::ConflictTarget::OnConstraint(name)) => {
+            let name = table_name(name)?;
+            if table.indexes.iter().any(|i| i.unique && *i.name == *name) {
+                Ok(())
+            } else {
+                Err(SqlError::new(
+                    SqlState::UNDEFINED_OBJECT,
+                    format!(
+                        "constraint \"{name}\" for table \"{}\" does not exist",
+                        table.def.name
+                    ),
+                ))
+            }
+        }
     }
 }
 

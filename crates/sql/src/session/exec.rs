@@ -334,11 +334,14 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             Ok(command("DROP SEQUENCE"))
         }
         Plan::DropIndex { names, if_exists } => {
+            let mut out = command("DROP INDEX");
             for n in names {
-                match tx.index(n) {
-                    Ok(i) => tx.drop_index(i)?,
-                    Err(_) if *if_exists => {}
-                    Err(_) => {
+                match tx.find_index(n)? {
+                    Some(i) => tx.drop_index(i)?,
+                    None if *if_exists => out
+                        .notices
+                        .push(format!("index \"{n}\" does not exist, skipping")),
+                    None => {
                         return Err(SqlError::new(
                             SqlState::UNDEFINED_OBJECT,
                             format!("index \"{n}\" does not exist"),
@@ -346,7 +349,7 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
                     }
                 }
             }
-            Ok(command("DROP INDEX"))
+            Ok(out)
         }
         Plan::AddColumn {
             table,
@@ -582,11 +585,17 @@ fn insert(
     // Materialized first: INSERT ... SELECT from the same table must not see its own rows.
     let rows = crate::exec::collect(crate::exec::open(source, cx)?)?;
     let mut n = 0u64;
+    // The rows this command inserted or updated: DO UPDATE may not change one again.
+    let mut touched: std::collections::HashSet<quire_engine::Tid> =
+        std::collections::HashSet::new();
     for row in rows {
         check_not_null(table, &row)?;
         if !matches!(on_conflict, OnConflict::Error) {
             if let Some((tid, existing)) = conflicting_row(cx.tx, table, &row)? {
                 if let OnConflict::Update { sets, filter } = on_conflict {
+                    if touched.contains(&tid) {
+                        return Err(affect_row_twice());
+                    }
                     let mut both = existing.clone();
                     both.extend(row.iter().cloned());
                     if filter.as_ref().map_or(Ok(true), |f| f.holds(cx, &both))? {
@@ -599,7 +608,8 @@ fn insert(
                             .tx
                             .update(table.def.oid, tid, &new)
                             .map_err(|e| key_error(table, e))?;
-                        if let Changed::Done(_, r) = changed {
+                        if let Changed::Done(new_tid, r) = changed {
+                            touched.insert(new_tid);
                             n += 1;
                             returning.row(cx, &r)?;
                         }
@@ -608,13 +618,28 @@ fn insert(
                 continue;
             }
         }
-        cx.tx
+        let tid = cx
+            .tx
             .insert(table.def.oid, &row)
             .map_err(|e| key_error(table, e))?;
+        if matches!(on_conflict, OnConflict::Update { .. }) {
+            touched.insert(tid);
+        }
         n += 1;
         returning.row(cx, &row)?;
     }
     Ok(returning.outcome(format!("INSERT 0 {n}")))
+}
+
+/// 21000: ON CONFLICT DO UPDATE met a row this same command inserted or updated.
+fn affect_row_twice() -> SqlError {
+    SqlError::new(
+        SqlState::CARDINALITY_VIOLATION,
+        "ON CONFLICT DO UPDATE command cannot affect row a second time",
+    )
+    .with_hint(
+        "Ensure that no rows proposed for insertion within the same command have duplicate constrained values.",
+    )
 }
 
 /// The row `row` would conflict with in a unique index, if any (ON CONFLICT's check).
