@@ -296,11 +296,17 @@ impl Binder<'_> {
             Some(M::ShareRowExclusive) => L::ShareRowExclusive,
             Some(M::Exclusive) => L::Exclusive,
         };
-        let tables = lock
-            .tables
-            .iter()
-            .map(|t| self.table(&table_name(&t.name)?))
-            .collect::<Result<_>>()?;
+        let mut tables = Vec::with_capacity(lock.tables.len());
+        for t in &lock.tables {
+            let name = table_name(&t.name)?;
+            let oid = catalog::find(self.tx, &name)?.ok_or_else(|| {
+                SqlError::new(
+                    SqlState::UNDEFINED_TABLE,
+                    format!("relation \"{name}\" does not exist"),
+                )
+            })?;
+            tables.push((name, oid));
+        }
         Ok(Plan::Lock {
             tables,
             mode,

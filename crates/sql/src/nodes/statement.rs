@@ -65,7 +65,9 @@ pub(crate) enum Plan {
     },
     /// LOCK TABLE: `mode` on each table until the end of the transaction block.
     Lock {
-        tables: Vec<TableInfo>,
+        /// Each table's name and oid, found without taking a lock on it (LOCK takes its
+        /// own, NOWAIT or waiting).
+        tables: Vec<(String, quire_engine::TableId)>,
         mode: quire_engine::LockMode,
         nowait: bool,
     },

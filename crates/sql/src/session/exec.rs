@@ -286,8 +286,18 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             mode,
             nowait,
         } => {
-            for t in tables {
-                tx.lock_table(t.def.oid, *mode, *nowait)?;
+            for (name, oid) in tables {
+                tx.lock_table(*oid, *mode, *nowait).map_err(|e| {
+                    let e = SqlError::from(e);
+                    if *nowait && e.sqlstate() == SqlState::LOCK_NOT_AVAILABLE {
+                        SqlError::new(
+                            SqlState::LOCK_NOT_AVAILABLE,
+                            format!("could not obtain lock on relation \"{name}\""),
+                        )
+                    } else {
+                        e
+                    }
+                })?;
             }
             Ok(command("LOCK TABLE"))
         }
