@@ -58,7 +58,8 @@ fi
 pg_version=$("$pgbin/postgres" --version | sed 's/.*(PostgreSQL) //')
 echo "== building quire (release)" >&2
 cargo build --release -q -p quire
-quire=$PWD/target/release/quire
+# QUIRE=PATH measures another build (an older one, to compare two of them against the same PostgreSQL).
+quire=${QUIRE:-$PWD/target/release/quire}
 
 # --- servers ---------------------------------------------------------------------------
 tmp=$(mktemp -d /tmp/quire-compare.XXXXXX)
