@@ -36,8 +36,9 @@ pub struct Spool {
     memory_bytes: usize,
     budget_bytes: usize,
     columns: usize,
-    writer: Option<RunWriter>,
-    reader: Option<RunReader>,
+    /// Boxed: a spool sits in every suspended portal, and stays small without a file.
+    writer: Option<Box<RunWriter>>,
+    reader: Option<Box<RunReader>>,
     reading: bool,
 }
 
@@ -68,7 +69,7 @@ impl Spool {
         }
         let writer = match &mut self.writer {
             Some(w) => w,
-            None => self.writer.insert(RunWriter::new(db)?),
+            None => self.writer.insert(Box::new(RunWriter::new(db)?)),
         };
         writer.push(row)
     }
@@ -78,7 +79,7 @@ impl Spool {
         if !self.reading {
             self.reading = true;
             if let Some(w) = self.writer.take() {
-                self.reader = Some(w.finish()?);
+                self.reader = Some(Box::new(w.finish()?));
             }
         }
         if let Some(row) = self.memory.pop_front() {
