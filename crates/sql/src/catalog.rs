@@ -9,6 +9,13 @@
 //! an owned sequence (a `serial` column's, dropped with the table, as PostgreSQL's
 //! `pg_depend` auto dependency). The table is created at startup when missing, so a data
 //! directory made before it existed gains it.
+//!
+//! Temporary tables (CREATE TEMP TABLE) are engine tables named with the session's prefix,
+//! `quire_temp_<pid>_<name>` ([`TempTables`]): in quire's reserved namespace, so no other
+//! session can name them, and found before a permanent table of the same name (PostgreSQL
+//! searches `pg_temp` first). Statements see the name without the prefix. The session drops
+//! them when it ends; [`bootstrap`] drops any a crash left. They are WAL-logged like any
+//! table (the engine has no unlogged relations yet).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -28,6 +35,111 @@ const COLUMNS_INDEX: &str = "quire_sql_columns_table";
 const ATTRDEF_TABLE: &str = "quire_sql_attrdef";
 const ATTRDEF_INDEX: &str = "quire_sql_attrdef_table";
 pub(crate) const RESERVED_PREFIX: &str = "quire_";
+/// The prefix of every session's temporary tables ([`TempTables`]).
+const TEMP_PREFIX: &str = "quire_temp_";
+
+/// What a temporary table does at each commit (CREATE TEMP TABLE ... ON COMMIT).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnCommit {
+    PreserveRows,
+    DeleteRows,
+    Drop,
+}
+
+/// A session's temporary tables: the prefix of their engine names, whether the session
+/// made any (until then no lookup looks for one), and what each does at commit.
+#[derive(Debug, Default)]
+pub(crate) struct TempTables {
+    prefix: String,
+    used: bool,
+    on_commit: Vec<(String, OnCommit)>,
+}
+
+impl TempTables {
+    /// The temporary namespace of the session with process id `pid`.
+    pub fn new(pid: i32) -> TempTables {
+        TempTables {
+            prefix: format!("{TEMP_PREFIX}{pid}_"),
+            used: false,
+            on_commit: Vec::new(),
+        }
+    }
+
+    /// The engine name of this session's temporary table `name`.
+    pub fn engine_name(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    /// Notes a temporary table made (its engine name) and what it does at commit.
+    pub fn created(&mut self, engine_name: &str, on_commit: OnCommit) {
+        self.used = true;
+        self.on_commit.retain(|(n, _)| n != engine_name);
+        if on_commit != OnCommit::PreserveRows {
+            self.on_commit.push((engine_name.to_string(), on_commit));
+        }
+    }
+
+    /// The engine name of the table a statement's unqualified `name` means: this session's
+    /// temporary table of that name if there is one, else `name`.
+    pub fn resolve(&self, tx: &Transaction, name: &str) -> Result<String> {
+        if self.used {
+            let temp = self.engine_name(name);
+            if find(tx, &temp)?.is_some() {
+                return Ok(temp);
+            }
+        }
+        Ok(name.to_string())
+    }
+
+    /// ON COMMIT DELETE ROWS and ON COMMIT DROP, done in `tx` just before it commits.
+    pub fn before_commit(&mut self, tx: &Transaction) -> Result<()> {
+        let mut kept = Vec::with_capacity(self.on_commit.len());
+        for (name, action) in std::mem::take(&mut self.on_commit) {
+            let Some(oid) = find(tx, &name)? else {
+                continue;
+            };
+            match action {
+                OnCommit::DeleteRows => {
+                    tx.truncate(oid)?;
+                    kept.push((name, action));
+                }
+                OnCommit::Drop => drop(tx, oid)?,
+                OnCommit::PreserveRows => kept.push((name, action)),
+            }
+        }
+        self.on_commit = kept;
+        Ok(())
+    }
+
+    /// Drops every temporary table of the session (at its end), in a transaction of its own.
+    pub fn drop_all(&mut self, db: &Database) -> Result<()> {
+        if !std::mem::take(&mut self.used) {
+            return Ok(());
+        }
+        drop_prefixed(db, &self.prefix)
+    }
+}
+
+/// Drops every table whose name starts with `prefix`, in a transaction of its own.
+fn drop_prefixed(db: &Database, prefix: &str) -> Result<()> {
+    let tx = db.begin(IsolationLevel::ReadCommitted)?;
+    for def in tx.tables()? {
+        if def.name.starts_with(prefix) {
+            drop(&tx, def.oid)?;
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// The name a statement sees for engine table `name`: a temporary table's without its
+/// session's prefix.
+pub(crate) fn display_name(name: &str) -> &str {
+    name.strip_prefix(TEMP_PREFIX)
+        .and_then(|rest| rest.split_once('_'))
+        .filter(|(pid, _)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit() || b == b'-'))
+        .map_or(name, |(_, n)| n)
+}
 
 /// A column as SQL sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,7 +221,8 @@ pub fn bootstrap(db: &Database) -> Result<()> {
         tx.create_index(ATTRDEF_INDEX, table, &["table_oid"], false)?;
     }
     tx.commit()?;
-    Ok(())
+    // Temporary tables a crash left behind: their sessions are gone.
+    drop_prefixed(db, TEMP_PREFIX)
 }
 
 /// A row of `quire_sql_attrdef`: a column's DEFAULT and the sequence it owns.
@@ -215,6 +328,8 @@ pub(crate) const MAX_CACHED_TABLES: usize = 256;
 #[derive(Default)]
 pub(crate) struct TableCache {
     entries: HashMap<String, (u64, TableId, TableInfo)>,
+    /// The session's temporary tables, which decide what a name means.
+    pub temp: TempTables,
 }
 
 impl TableCache {
@@ -285,11 +400,13 @@ pub(crate) fn lookup_cached(
 
 /// The oid of the table named `name` (42P01 if there is none).
 fn oid_of(tx: &Transaction, name: &str) -> Result<TableId> {
-    check_not_reserved(name)?;
+    if !name.starts_with(TEMP_PREFIX) {
+        check_not_reserved(name)?;
+    }
     tx.table(name).map_err(|e| match e {
         Error::UndefinedTable { .. } => SqlError::new(
             SqlState::UNDEFINED_TABLE,
-            format!("relation \"{name}\" does not exist"),
+            format!("relation \"{}\" does not exist", display_name(name)),
         ),
         e => e.into(),
     })
@@ -298,7 +415,7 @@ fn oid_of(tx: &Transaction, name: &str) -> Result<TableId> {
 /// Table `oid` (named `name`) as SQL sees it, locked ACCESS SHARE: the engine's definition,
 /// the SQL column rows, the DEFAULTs and the indexes.
 fn describe(tx: &Transaction, name: &str, oid: TableId) -> Result<TableInfo> {
-    let def = tx.table_def(oid)?;
+    let mut def = tx.table_def(oid)?;
     let mut columns: Vec<ColumnInfo> = def
         .columns
         .iter()
@@ -342,6 +459,9 @@ fn describe(tx: &Transaction, name: &str, oid: TableId) -> Result<TableInfo> {
         .iter()
         .find(|i| i.unique && *i.name == *format!("{name}_pkey"))
         .map(|i| (i.oid, i.columns.iter().map(|&c| usize::from(c)).collect()));
+    if display_name(&def.name).len() != def.name.len() {
+        def.name = display_name(&def.name).into();
+    }
     Ok(TableInfo {
         def,
         columns,

@@ -56,7 +56,6 @@ const SESSION_PARAMETERS: &[(&str, &str, bool)] = &[
     ("client_min_messages", "notice", true),
     ("datestyle", "ISO, MDY", true),
     ("default_transaction_isolation", "read committed", true),
-    ("extra_float_digits", "1", true),
     ("idle_in_transaction_session_timeout", "0", true),
     ("idle_session_timeout", "0", true),
     ("integer_datetimes", "on", false),
@@ -78,6 +77,261 @@ const SESSION_PARAMETERS: &[(&str, &str, bool)] = &[
     ("transaction_isolation", "read committed", false),
     ("work_mem", "4MB", true),
 ];
+
+/// How a typed parameter's value is checked and shown, as PostgreSQL's GUC kinds.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// `on`/`off` (and PostgreSQL's other spellings), shown as `on` or `off`.
+    Bool,
+    /// An integer in `min..=max`.
+    Int { min: i64, max: i64 },
+    /// A size counted in 8kB blocks (a number alone is blocks), in `min..=max` blocks,
+    /// shown with its largest whole unit.
+    Blocks { min: i64, max: i64 },
+    /// A floating-point number of at least `min`.
+    Real { min: f64 },
+    /// One of these values, any case, shown in lower case.
+    Enum(&'static [&'static str]),
+    /// One of these values, exactly, as the only ones quire honours (locales, names).
+    Only(&'static [&'static str]),
+}
+
+/// The planner's and the regression tests' typed parameters: name, PostgreSQL's default (as
+/// SHOW shows it) and kind. The planner honours `enable_hashjoin`, `enable_indexscan`,
+/// `enable_bitmapscan` and `enable_seqscan` ([`Settings::planner`]); the others are accepted
+/// and shown, as quire has no choice they would change.
+const TYPED_PARAMETERS: &[(&str, &str, Kind)] = &[
+    ("bytea_output", "hex", Kind::Enum(&["escape", "hex"])),
+    ("check_function_bodies", "on", Kind::Bool),
+    ("cpu_index_tuple_cost", "0.005", Kind::Real { min: 0.0 }),
+    ("cpu_operator_cost", "0.0025", Kind::Real { min: 0.0 }),
+    ("cpu_tuple_cost", "0.01", Kind::Real { min: 0.0 }),
+    (
+        "default_statistics_target",
+        "100",
+        Kind::Int { min: 1, max: 10000 },
+    ),
+    ("default_table_access_method", "heap", Kind::Only(&["heap"])),
+    ("default_toast_compression", "pglz", Kind::Enum(&["pglz"])),
+    (
+        "effective_cache_size",
+        "4GB",
+        Kind::Blocks {
+            min: 1,
+            max: i32::MAX as i64,
+        },
+    ),
+    ("enable_async_append", "on", Kind::Bool),
+    ("enable_bitmapscan", "on", Kind::Bool),
+    ("enable_distinct_reordering", "on", Kind::Bool),
+    ("enable_gathermerge", "on", Kind::Bool),
+    ("enable_group_by_reordering", "on", Kind::Bool),
+    ("enable_hashagg", "on", Kind::Bool),
+    ("enable_hashjoin", "on", Kind::Bool),
+    ("enable_incremental_sort", "on", Kind::Bool),
+    ("enable_indexonlyscan", "on", Kind::Bool),
+    ("enable_indexscan", "on", Kind::Bool),
+    ("enable_material", "on", Kind::Bool),
+    ("enable_memoize", "on", Kind::Bool),
+    ("enable_mergejoin", "on", Kind::Bool),
+    ("enable_nestloop", "on", Kind::Bool),
+    ("enable_parallel_append", "on", Kind::Bool),
+    ("enable_parallel_hash", "on", Kind::Bool),
+    ("enable_partition_pruning", "on", Kind::Bool),
+    ("enable_partitionwise_aggregate", "off", Kind::Bool),
+    ("enable_partitionwise_join", "off", Kind::Bool),
+    ("enable_presorted_aggregate", "on", Kind::Bool),
+    ("enable_self_join_elimination", "on", Kind::Bool),
+    ("enable_seqscan", "on", Kind::Bool),
+    ("enable_sort", "on", Kind::Bool),
+    ("enable_tidscan", "on", Kind::Bool),
+    ("extra_float_digits", "1", Kind::Int { min: -15, max: 3 }),
+    (
+        "from_collapse_limit",
+        "8",
+        Kind::Int {
+            min: 1,
+            max: i32::MAX as i64,
+        },
+    ),
+    ("geqo", "on", Kind::Bool),
+    (
+        "geqo_threshold",
+        "12",
+        Kind::Int {
+            min: 2,
+            max: i32::MAX as i64,
+        },
+    ),
+    ("jit", "on", Kind::Bool),
+    (
+        "join_collapse_limit",
+        "8",
+        Kind::Int {
+            min: 1,
+            max: i32::MAX as i64,
+        },
+    ),
+    ("lc_messages", "C", Kind::Only(&["C", "POSIX"])),
+    ("lc_monetary", "C", Kind::Only(&["C", "POSIX"])),
+    ("lc_numeric", "C", Kind::Only(&["C", "POSIX"])),
+    ("lc_time", "C", Kind::Only(&["C", "POSIX"])),
+    ("max_parallel_workers", "8", Kind::Int { min: 0, max: 1024 }),
+    (
+        "max_parallel_workers_per_gather",
+        "2",
+        Kind::Int { min: 0, max: 1024 },
+    ),
+    (
+        "min_parallel_index_scan_size",
+        "512kB",
+        Kind::Blocks {
+            min: 0,
+            max: 715_827_882,
+        },
+    ),
+    (
+        "min_parallel_table_scan_size",
+        "8MB",
+        Kind::Blocks {
+            min: 0,
+            max: 715_827_882,
+        },
+    ),
+    ("parallel_setup_cost", "1000", Kind::Real { min: 0.0 }),
+    ("parallel_tuple_cost", "0.1", Kind::Real { min: 0.0 }),
+    (
+        "plan_cache_mode",
+        "auto",
+        Kind::Enum(&["auto", "force_generic_plan", "force_custom_plan"]),
+    ),
+    ("random_page_cost", "4", Kind::Real { min: 0.0 }),
+    ("row_security", "on", Kind::Bool),
+    ("seq_page_cost", "1", Kind::Real { min: 0.0 }),
+    (
+        "timezone_abbreviations",
+        "Default",
+        Kind::Only(&["Default"]),
+    ),
+];
+
+/// `value` of typed parameter `name` as SHOW shows it, or PostgreSQL's error (22023).
+fn typed_value(name: &str, kind: Kind, value: &str) -> Result<String> {
+    let invalid = || {
+        SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            format!("invalid value for parameter \"{name}\": \"{value}\""),
+        )
+    };
+    let out_of_range = |v: &str, min: &str, max: &str| {
+        SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            format!("{v} is outside the valid range for parameter \"{name}\" ({min} .. {max})"),
+        )
+    };
+    let t = value.trim();
+    match kind {
+        Kind::Bool => parse_bool(t).map(on_off).ok_or_else(|| {
+            SqlError::new(
+                SqlState::INVALID_PARAMETER_VALUE,
+                format!("parameter \"{name}\" requires a Boolean value"),
+            )
+        }),
+        Kind::Int { min, max } => {
+            let v: f64 = t.parse().map_err(|_| invalid())?;
+            let v = v.round();
+            if !(v >= min as f64 && v <= max as f64) {
+                return Err(out_of_range(
+                    &format!("{v}"),
+                    &min.to_string(),
+                    &max.to_string(),
+                ));
+            }
+            Ok(format!("{v}"))
+        }
+        Kind::Blocks { min, max } => {
+            let bytes = if t.bytes().all(|b| b.is_ascii_digit()) && !t.is_empty() {
+                t.parse::<u64>().ok().and_then(|b| b.checked_mul(8192))
+            } else {
+                memory_bytes(t)
+            };
+            let bytes = bytes.ok_or_else(invalid)?;
+            let blocks = i64::try_from((bytes + 4096) / 8192).unwrap_or(i64::MAX);
+            if blocks < min || blocks > max {
+                return Err(out_of_range(
+                    &format!("{blocks} 8kB"),
+                    &format!("{min} 8kB"),
+                    &format!("{max} 8kB"),
+                ));
+            }
+            Ok(if blocks == 0 {
+                "0".into()
+            } else {
+                format_bytes(blocks.unsigned_abs() * 8192)
+            })
+        }
+        Kind::Real { min } => {
+            let v: f64 = t.parse().map_err(|_| invalid())?;
+            if !(v >= min && v.is_finite()) {
+                return Err(out_of_range(
+                    &format_real(v),
+                    &format_real(min),
+                    "1.79769e+308",
+                ));
+            }
+            Ok(format_real(v))
+        }
+        Kind::Enum(values) => {
+            let v = t.to_lowercase();
+            if values.contains(&v.as_str()) {
+                return Ok(v);
+            }
+            Err(invalid().with_hint(format!("Available values: {}.", values.join(", "))))
+        }
+        Kind::Only(values) => values
+            .iter()
+            .find(|v| v.eq_ignore_ascii_case(t))
+            .map(|v| (*v).to_string())
+            .ok_or_else(invalid),
+    }
+}
+
+/// PostgreSQL's `parse_bool`: `on`, `off`, `1`, `0`, and any unambiguous prefix of `true`,
+/// `false`, `yes`, `no` (`of` for off), in any case.
+fn parse_bool(value: &str) -> Option<bool> {
+    let v = value.to_lowercase();
+    let prefix_of = |word: &str, min: usize| v.len() >= min && word.starts_with(v.as_str());
+    if prefix_of("true", 1) || prefix_of("yes", 1) || v == "on" || v == "1" {
+        Some(true)
+    } else if prefix_of("false", 1) || prefix_of("no", 1) || prefix_of("off", 2) || v == "0" {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// A real parameter's value as PostgreSQL shows it (C's `%g`: six significant digits).
+fn format_real(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let exp = v.abs().log10().floor() as i32;
+    if !(-4..6).contains(&exp) {
+        let s = format!("{v:.5e}");
+        let (mantissa, e) = s.split_once('e').unwrap_or((&s, "0"));
+        let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
+        let e: i32 = e.parse().unwrap_or(0);
+        let sign = if e < 0 { '-' } else { '+' };
+        return format!("{mantissa}e{sign}{:02}", e.abs());
+    }
+    let decimals = usize::try_from(5 - exp).unwrap_or(0);
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
 
 /// PostgreSQL's bounds on `work_mem`, in kB: 64kB to `MAX_KILOBYTES` (INT_MAX).
 const WORK_MEM_KB: std::ops::RangeInclusive<u64> = 64..=2_147_483_647;
@@ -117,6 +371,27 @@ fn format_bytes(b: u64) -> String {
         }
     }
     format!("{b}B")
+}
+
+/// The planner switches quire has a choice for ([`Settings::planner`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PlannerSwitches {
+    pub hashjoin: bool,
+    pub seqscan: bool,
+    /// `enable_indexscan` or `enable_bitmapscan`: an index path without the sequential
+    /// scan's penalty (quire's index scan serves both).
+    pub indexscan: bool,
+}
+
+/// PostgreSQL's defaults: every switch on.
+impl Default for PlannerSwitches {
+    fn default() -> Self {
+        PlannerSwitches {
+            hashjoin: true,
+            seqscan: true,
+            indexscan: true,
+        }
+    }
 }
 
 fn on_off(b: bool) -> String {
@@ -211,6 +486,9 @@ impl Settings {
         if let Some((_, d, _)) = SESSION_PARAMETERS.iter().find(|(n, _, _)| *n == name) {
             return Some((*d).to_string());
         }
+        if let Some((_, d, _)) = TYPED_PARAMETERS.iter().find(|(n, _, _)| *n == name) {
+            return Some((*d).to_string());
+        }
         match name.as_str() {
             "is_superuser" => return Some(on_off(self.identity.is_superuser())),
             "session_authorization" => return Some(self.identity.session_user().into()),
@@ -221,6 +499,16 @@ impl Settings {
             .into_iter()
             .find(|(n, _)| *n == name)
             .map(|(_, v)| v)
+    }
+
+    /// The planner switches ([`PlannerSwitches`]) as the session set them.
+    pub(crate) fn planner(&self) -> PlannerSwitches {
+        let on = |name: &str| self.show(name).is_none_or(|v| v == "on");
+        PlannerSwitches {
+            hashjoin: on("enable_hashjoin"),
+            seqscan: on("enable_seqscan"),
+            indexscan: on("enable_indexscan") || on("enable_bitmapscan"),
+        }
     }
 
     /// `work_mem` in bytes: the memory a query step may use before it spills to a temp file.
@@ -276,6 +564,14 @@ impl Settings {
             })
             .collect();
         v.extend(
+            TYPED_PARAMETERS
+                .iter()
+                .map(|(n, d, _)| match self.session.get(*n) {
+                    Some(s) => ((*n).to_string(), s.clone(), "session"),
+                    None => ((*n).to_string(), (*d).to_string(), "default"),
+                }),
+        );
+        v.extend(
             self.server()
                 .into_iter()
                 .map(|(n, s)| (n.to_string(), s, "configuration file")),
@@ -309,6 +605,21 @@ impl Settings {
             return Err(SqlError::unsupported(format!(
                 "SET {name} in this form (use SET ROLE or SET SESSION AUTHORIZATION)"
             )));
+        }
+        if let Some(&(_, _, kind)) = TYPED_PARAMETERS.iter().find(|(n, _, _)| *n == name) {
+            match value {
+                Some(v) => {
+                    let shown = typed_value(&name, kind, &v)?;
+                    if name == "bytea_output" && shown == "escape" {
+                        return Err(SqlError::unsupported("bytea_output = escape"));
+                    }
+                    self.session.insert(name, shown);
+                }
+                None => {
+                    self.session.remove(&name);
+                }
+            }
+            return Ok(());
         }
         let Some((_, _, settable)) = SESSION_PARAMETERS.iter().find(|(n, _, _)| *n == name) else {
             if self.server().iter().any(|(n, _)| *n == name) {

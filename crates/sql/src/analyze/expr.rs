@@ -61,7 +61,7 @@ impl Binder<'_> {
     ) -> Result<(Vec<Expr>, Vec<OutColumn>)> {
         let mut exprs = Vec::new();
         let mut out = Vec::new();
-        for it in expand_items(items, scope)? {
+        for it in expand_items(items, scope, true)? {
             let (e, ty) = match &it.expr {
                 super::query::ItemExpr::Column(i) => (Expr::Column(*i), scope.cols[*i].ty),
                 super::query::ItemExpr::Ast(a) => self.expr(a, scope)?,

@@ -209,6 +209,14 @@ pub(crate) fn table_name(name: &ObjectName) -> Result<String> {
     }
 }
 
+/// `pg_temp` or `pg_temp_N`: the session's temporary schema.
+fn is_temp_schema(schema: &str) -> bool {
+    schema == "pg_temp"
+        || schema
+            .strip_prefix("pg_temp_")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 fn multiple_pkeys(table: &str) -> SqlError {
     SqlError::new(
         SqlState::INVALID_TABLE_DEFINITION,
@@ -270,6 +278,37 @@ impl<'t> Binder<'t> {
         std::mem::replace(&mut self.clause, clause)
     }
 
+    /// The engine name of the table a statement's `name` means: `public.t`, `pg_temp.t` (the
+    /// session's temporary table), or `t` (the session's temporary table of that name if
+    /// there is one, as PostgreSQL searches `pg_temp` first; else the permanent one).
+    fn rel_name(&self, name: &ObjectName) -> Result<String> {
+        let parts = name_parts(name)?;
+        let (temp_only, t) = match parts.as_slice() {
+            [t] => (false, t),
+            [s, t] if s == "public" => {
+                catalog::check_not_reserved(t)?;
+                return Ok(t.clone());
+            }
+            [s, t] if is_temp_schema(s) => (true, t),
+            _ => return table_name(name),
+        };
+        catalog::check_not_reserved(t)?;
+        let Some((cache, _)) = self.tables else {
+            return Ok(t.clone());
+        };
+        let cache = cache.borrow();
+        if temp_only {
+            Ok(cache.temp.engine_name(t))
+        } else {
+            cache.temp.resolve(self.tx, t)
+        }
+    }
+
+    /// The table `name` means ([`Binder::rel_name`], [`Binder::table`]).
+    fn table_of(&self, name: &ObjectName) -> Result<TableInfo> {
+        self.table(&self.rel_name(name)?)
+    }
+
     /// The table named `name` (see [`catalog::lookup`]), through the session's cache when
     /// there is one.
     fn table(&self, name: &str) -> Result<TableInfo> {
@@ -298,14 +337,15 @@ impl Binder<'_> {
         };
         let mut tables = Vec::with_capacity(lock.tables.len());
         for t in &lock.tables {
-            let name = table_name(&t.name)?;
-            let oid = catalog::find(self.tx, &name)?.ok_or_else(|| {
+            // As written, for the messages; the engine's name may be a temp table's.
+            let written = name_parts(&t.name)?.pop().unwrap_or_default();
+            let oid = catalog::find(self.tx, &self.rel_name(&t.name)?)?.ok_or_else(|| {
                 SqlError::new(
                     SqlState::UNDEFINED_TABLE,
-                    format!("relation \"{name}\" does not exist"),
+                    format!("relation \"{written}\" does not exist"),
                 )
             })?;
-            tables.push((name, oid));
+            tables.push((written, oid));
         }
         Ok(Plan::Lock {
             tables,
@@ -356,10 +396,10 @@ impl Binder<'_> {
                 cascade: false,
                 ..
             } => {
-                let names: Vec<String> = names.iter().map(table_name).collect::<Result<_>>()?;
-                for n in &names {
-                    catalog::check_not_reserved(n)?;
-                }
+                let names = names
+                    .iter()
+                    .map(|n| self.rel_name(n))
+                    .collect::<Result<_>>()?;
                 Ok(Plan::DropTable {
                     names,
                     if_exists: *if_exists,
@@ -391,13 +431,16 @@ impl Binder<'_> {
                 let tables = t
                     .table_names
                     .iter()
-                    .map(|n| self.table(&table_name(&n.name)?))
+                    .map(|n| self.table_of(&n.name))
                     .collect::<Result<_>>()?;
                 Ok(Plan::Truncate(tables))
             }
             Statement::Lock(lock) => self.lock(lock),
             Statement::Insert(ins) => self.insert(ins),
             Statement::Query(q) => {
+                if let Some(plan) = self.select_into(q)? {
+                    return Ok(plan);
+                }
                 if !q.locks.is_empty() {
                     return self.select_for_update(q);
                 }
@@ -482,7 +525,7 @@ impl Binder<'_> {
         if !simple || !twj.joins.is_empty() {
             return Err(unsupported());
         }
-        let table = self.table(&table_name(name)?)?;
+        let table = self.table_of(name)?;
         let alias = alias.as_ref().map(|a| ident_name(&a.name));
         let scope = Scope::of_table(&table, Some(alias.as_deref().unwrap_or(&table.def.name)));
         let (scan, recheck) = self.target_scan(&table, &scope, sel.selection.as_ref())?;
@@ -497,15 +540,13 @@ impl Binder<'_> {
     }
 
     fn create_table(&mut self, ct: &ast::CreateTable) -> Result<Plan> {
-        let name = table_name(&ct.name)?;
-        catalog::check_not_reserved(&name)?;
-        if ct.query.is_some() || ct.like.is_some() || ct.temporary || ct.external {
-            return Err(SqlError::unsupported(
-                "CREATE TABLE AS, LIKE, TEMPORARY or EXTERNAL",
-            ));
+        if ct.like.is_some() || ct.external {
+            return Err(SqlError::unsupported("CREATE TABLE ... LIKE or EXTERNAL"));
         }
-        if ct.columns.is_empty() {
-            return Err(SqlError::unsupported("a table without columns"));
+        let name = self.new_table_name(&ct.name, ct.temporary, ct.on_commit.as_ref())?;
+        if let Some(q) = &ct.query {
+            let names = ct.columns.iter().map(|c| ident_name(&c.name)).collect();
+            return self.create_table_as(name, ct.if_not_exists, names, q);
         }
         let mut columns: Vec<ColumnInfo> = Vec::new();
         let mut pkey: Option<Vec<usize>> = None;
@@ -559,6 +600,122 @@ impl Binder<'_> {
             uniques,
             serials,
         })
+    }
+
+    /// The engine name of the table CREATE TABLE makes: a temporary table's (TEMP, or named
+    /// in `pg_temp`) in the session's temporary namespace, noted there with its ON COMMIT.
+    fn new_table_name(
+        &self,
+        name: &ObjectName,
+        temporary: bool,
+        on_commit: Option<&ast::OnCommit>,
+    ) -> Result<String> {
+        let parts = name_parts(name)?;
+        let in_temp_schema = matches!(parts.as_slice(), [s, _] if is_temp_schema(s));
+        if !(temporary || in_temp_schema) {
+            if on_commit.is_some() {
+                return Err(SqlError::new(
+                    SqlState::INVALID_TABLE_DEFINITION,
+                    "ON COMMIT can only be used on temporary tables",
+                ));
+            }
+            let name = table_name(name)?;
+            catalog::check_not_reserved(&name)?;
+            return Ok(name);
+        }
+        let t = match parts.as_slice() {
+            [t] => t,
+            [s, t] if is_temp_schema(s) => t,
+            [_, _] => {
+                return Err(SqlError::new(
+                    SqlState::INVALID_TABLE_DEFINITION,
+                    "cannot create temporary relation in non-temporary schema",
+                ))
+            }
+            _ => return table_name(name),
+        };
+        catalog::check_not_reserved(t)?;
+        let Some((cache, _)) = self.tables else {
+            return Err(SqlError::unsupported("a temporary table outside a session"));
+        };
+        let on_commit = match on_commit {
+            None | Some(ast::OnCommit::PreserveRows) => catalog::OnCommit::PreserveRows,
+            Some(ast::OnCommit::DeleteRows) => catalog::OnCommit::DeleteRows,
+            Some(ast::OnCommit::Drop) => catalog::OnCommit::Drop,
+        };
+        let mut cache = cache.borrow_mut();
+        let name = cache.temp.engine_name(t);
+        if catalog::find(self.tx, &name)?.is_none() {
+            cache.temp.created(&name, on_commit);
+        }
+        Ok(name)
+    }
+
+    /// CREATE TABLE `name` [(`names`)] AS `q` and SELECT ... INTO: the table's columns are the
+    /// query's (named by `names` first), an untyped literal's as `text`, as PostgreSQL's.
+    fn create_table_as(
+        &mut self,
+        name: String,
+        if_not_exists: bool,
+        names: Vec<String>,
+        q: &ast::Query,
+    ) -> Result<Plan> {
+        let (query, out) = self.query(q)?;
+        if names.len() > out.len() {
+            return Err(SqlError::new(
+                SqlState::SYNTAX_ERROR,
+                "too many column names were specified",
+            ));
+        }
+        let mut columns: Vec<ColumnInfo> = Vec::with_capacity(out.len());
+        for (i, o) in out.iter().enumerate() {
+            let cname = names.get(i).unwrap_or(&o.name).clone();
+            if columns.iter().any(|c| c.name == cname) {
+                return Err(SqlError::new(
+                    SqlState::DUPLICATE_COLUMN,
+                    format!("column \"{cname}\" specified more than once"),
+                ));
+            }
+            columns.push(ColumnInfo {
+                name: cname,
+                ty: if o.ty == SqlType::Unknown {
+                    SqlType::Text
+                } else {
+                    o.ty
+                },
+                not_null: false,
+                default: None,
+                dropped: false,
+                owned_seq: None,
+            });
+        }
+        Ok(Plan::CreateTableAs {
+            name,
+            if_not_exists,
+            columns,
+            query,
+        })
+    }
+
+    /// SELECT ... INTO [TEMP] [TABLE] name ...: CREATE TABLE name AS the query without INTO.
+    fn select_into(&mut self, q: &ast::Query) -> Result<Option<Plan>> {
+        let SetExpr::Select(sel) = &*q.body else {
+            return Ok(None);
+        };
+        let Some(into) = &sel.into else {
+            return Ok(None);
+        };
+        let target = match into.targets.as_slice() {
+            [AstExpr::Identifier(i)] => ObjectName::from(vec![i.clone()]),
+            [AstExpr::CompoundIdentifier(parts)] => ObjectName::from(parts.clone()),
+            _ => return Err(SqlError::unsupported("SELECT INTO other than one table")),
+        };
+        let name = self.new_table_name(&target, into.temporary, None)?;
+        let mut q = q.clone();
+        if let SetExpr::Select(sel) = &mut *q.body {
+            sel.into = None;
+        }
+        self.create_table_as(name, false, Vec::new(), &q).map(Some)
     }
 
     /// A column definition of CREATE TABLE or ADD COLUMN: its type (`serial` and kin
@@ -649,7 +806,7 @@ impl Binder<'_> {
                 "CREATE INDEX with WHERE, INCLUDE or CONCURRENTLY",
             ));
         }
-        let table = self.table(&table_name(&ci.table_name)?)?;
+        let table = self.table_of(&ci.table_name)?;
         let columns = key_columns(&table.columns, &ci.columns)?;
         let name = ci.name.as_ref().map(table_name).transpose()?;
         if let Some(n) = &name {
@@ -665,7 +822,7 @@ impl Binder<'_> {
     }
 
     fn alter_table(&mut self, at: &ast::AlterTable) -> Result<Plan> {
-        let table = self.table(&table_name(&at.name)?)?;
+        let table = self.table_of(&at.name)?;
         let [op] = at.operations.as_slice() else {
             return Err(SqlError::unsupported("several ALTER TABLE actions at once"));
         };
@@ -764,7 +921,7 @@ impl Binder<'_> {
         if !ins.assignments.is_empty() {
             return Err(SqlError::unsupported("INSERT ... SET"));
         }
-        let table = self.table(&table_name(name)?)?;
+        let table = self.table_of(name)?;
         let targets: Vec<usize> = if ins.columns.is_empty() {
             table.visible_columns()
         } else {
@@ -932,7 +1089,7 @@ impl Binder<'_> {
         let TableFactor::Table { name, alias, .. } = &u.table.relation else {
             return Err(SqlError::unsupported("this UPDATE target"));
         };
-        let table = self.table(&table_name(name)?)?;
+        let table = self.table_of(name)?;
         let alias = alias.as_ref().map(|a| ident_name(&a.name));
         let scope = Scope::of_table(&table, Some(alias.as_deref().unwrap_or(&table.def.name)));
         let saved = self.set_clause(Some("UPDATE"));
@@ -964,7 +1121,7 @@ impl Binder<'_> {
         if !twj.joins.is_empty() {
             return Err(SqlError::unsupported("joins in DELETE"));
         }
-        let table = self.table(&table_name(name)?)?;
+        let table = self.table_of(name)?;
         let alias = alias.as_ref().map(|a| ident_name(&a.name));
         let scope = Scope::of_table(&table, Some(alias.as_deref().unwrap_or(&table.def.name)));
         let (scan, recheck) = self.target_scan(&table, &scope, d.selection.as_ref())?;

@@ -320,7 +320,7 @@ impl Binder<'_> {
             GroupByExpr::Expressions(g, mods) if mods.is_empty() => g,
             _ => return Err(SqlError::unsupported("GROUP BY ALL or modifiers")),
         };
-        let items = expand_items(&sel.projection, &scope)?;
+        let items = expand_items(&sel.projection, &scope, !sel.from.is_empty())?;
         let order = match order_by {
             Some(ob) => order_items(ob, &items_out_names(&items))?,
             None => Vec::new(),
@@ -760,7 +760,7 @@ impl Binder<'_> {
                         return Ok(((Node::Catalog(t), rename(scope, alias.as_ref())), false));
                     }
                 }
-                let table = self.table(&super::table_name(name)?)?;
+                let table = self.table_of(name)?;
                 let scope = Scope::of_table(&table, Some(&qualifier));
                 Ok((
                     (
@@ -1106,16 +1106,18 @@ fn items_out_names(items: &[Item]) -> Vec<OutColumn> {
         .collect()
 }
 
-/// The select list with `*` and `t.*` expanded to the FROM row's columns.
+/// The select list with `*` and `t.*` expanded to the FROM row's columns (none for a table
+/// without columns; `*` without FROM is an error).
 pub(crate) fn expand_items<'a>(
     projection: &'a [SelectItem],
     scope: &Scope,
+    has_from: bool,
 ) -> Result<Vec<Item<'a>>> {
     let mut items = Vec::new();
     for item in projection {
         match item {
             SelectItem::Wildcard(_) => {
-                if scope.cols.is_empty() {
+                if !has_from {
                     return Err(SqlError::syntax(
                         "SELECT * with no tables specified is not valid",
                     ));

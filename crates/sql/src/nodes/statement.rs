@@ -49,6 +49,14 @@ pub(crate) enum Plan {
         /// `serial` columns: each gets a sequence of its own.
         serials: Vec<usize>,
     },
+    /// CREATE TABLE ... AS and SELECT ... INTO: a table of `columns`, filled with the rows
+    /// of `query` (logical until planned).
+    CreateTableAs {
+        name: String,
+        if_not_exists: bool,
+        columns: Vec<ColumnInfo>,
+        query: Node,
+    },
     DropTable {
         names: Vec<String>,
         if_exists: bool,

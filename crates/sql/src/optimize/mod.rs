@@ -30,6 +30,7 @@ fn optimize_statement(plan: &mut Plan) -> Result<()> {
         Plan::Update { scan, .. }
         | Plan::Delete { scan, .. }
         | Plan::SelectForUpdate { scan, .. } => optimize_node(scan),
+        Plan::CreateTableAs { query, .. } => optimize_node(query),
         Plan::Explain(inner) => optimize_statement(inner),
         _ => Ok(()),
     }?;

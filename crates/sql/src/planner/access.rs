@@ -7,16 +7,26 @@ use std::ops::Bound;
 
 use crate::catalog::TableInfo;
 use crate::nodes::{conjuncts, CmpOp, Expr, Node};
+use crate::settings::PlannerSwitches;
 
 /// The access path of one table under predicate `pred`: an index scan when a predicate
 /// fixes the leading key columns of an index (equality, or a range on the first), a
-/// sequential scan otherwise. The predicate is still applied on top (the caller filters).
-pub(super) fn access_path(table: &TableInfo, pred: Option<&Expr>, with_tid: bool) -> Node {
+/// sequential scan otherwise, or when `enable_indexscan` and `enable_bitmapscan` are off and
+/// `enable_seqscan` is not. The predicate is still applied on top (the caller filters).
+pub(super) fn access_path(
+    table: &TableInfo,
+    pred: Option<&Expr>,
+    with_tid: bool,
+    sw: PlannerSwitches,
+) -> Node {
     let seq = Node::Scan {
         table: table.def.oid,
         with_tid,
     };
     let Some(pred) = pred else { return seq };
+    if !sw.indexscan && sw.seqscan {
+        return seq;
+    }
     let conj = conjuncts(pred);
     // (column, op, key expression) for each `column op constant-ish` conjunct whose
     // comparison type stores like the column.

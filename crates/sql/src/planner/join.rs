@@ -1,9 +1,12 @@
 //! Join methods: a hash join on the conjuncts that equate an expression of the left row with
-//! one of the right row, a nested loop otherwise (and always for a lateral right side).
+//! one of the right row, a nested loop otherwise (and always for a lateral right side, and
+//! under `enable_hashjoin = off`).
 
 use crate::nodes::{conjuncts, CmpOp, Expr, JoinKind, Node};
+use crate::settings::PlannerSwitches;
 
-/// A join of `left` and `right` with the best method the condition allows.
+/// A join of `left` and `right` with the best method the condition and the switches allow.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn join(
     kind: JoinKind,
     left: Node,
@@ -12,8 +15,9 @@ pub(super) fn join(
     left_width: usize,
     right_width: usize,
     lateral: bool,
+    sw: PlannerSwitches,
 ) -> Node {
-    if let (Some(p), false) = (&on, lateral) {
+    if let (Some(p), false, true) = (&on, lateral, sw.hashjoin) {
         // A hash join on the conjuncts that equate an expression of the left row with one
         // of the right row; the whole condition is checked again on each match.
         let mut left_keys = Vec::new();

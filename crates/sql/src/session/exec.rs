@@ -243,14 +243,16 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             uniques,
             serials,
         } => {
-            if *if_not_exists && catalog::find(tx, name)?.is_some() {
-                return Ok(command("CREATE TABLE"));
+            if let Some(done) = existing_table(tx, name, *if_not_exists, "CREATE TABLE")? {
+                return Ok(done);
             }
             // Each serial column's sequence first: the column's DEFAULT names it.
             let mut columns = columns.clone();
             let mut owned = Vec::with_capacity(serials.len());
             for &i in serials {
-                let seq_name = sequence::serial_name(tx, name, &columns[i].name)?;
+                // A temporary table's sequence is named as its table is seen (`t_a_seq`).
+                let seq_name =
+                    sequence::serial_name(tx, catalog::display_name(name), &columns[i].name)?;
                 let seq =
                     tx.create_sequence(&seq_name, &sequence::serial_options(columns[i].ty))?;
                 columns[i].default = Some(sequence::nextval_default(&seq_name));
@@ -266,6 +268,12 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             }
             Ok(command("CREATE TABLE"))
         }
+        Plan::CreateTableAs {
+            name,
+            if_not_exists,
+            columns,
+            query,
+        } => create_table_as(cx, name, *if_not_exists, columns, query, out),
         Plan::DropTable { names, if_exists } => {
             for name in names {
                 match catalog::find(tx, name)? {
@@ -274,7 +282,7 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
                     None => {
                         return Err(SqlError::new(
                             SqlState::UNDEFINED_TABLE,
-                            format!("table \"{name}\" does not exist"),
+                            format!("table \"{}\" does not exist", catalog::display_name(name)),
                         ))
                     }
                 }
@@ -464,6 +472,52 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             ))
         }
     }
+}
+
+/// CREATE TABLE of a name taken: with IF NOT EXISTS, the outcome (`tag`, with PostgreSQL's
+/// notice); else 42P07, naming the table as the statement did (a temporary one's too).
+fn existing_table(
+    tx: &Transaction,
+    name: &str,
+    if_not_exists: bool,
+    tag: &str,
+) -> Result<Option<Outcome>> {
+    if catalog::find(tx, name)?.is_none() {
+        return Ok(None);
+    }
+    let shown = catalog::display_name(name);
+    if !if_not_exists {
+        return Err(SqlError::new(
+            SqlState::DUPLICATE_TABLE,
+            format!("relation \"{shown}\" already exists"),
+        ));
+    }
+    let mut done = command(tag);
+    done.notices
+        .push(format!("relation \"{shown}\" already exists, skipping"));
+    Ok(Some(done))
+}
+
+/// CREATE TABLE ... AS: the table, then the query's rows inserted as INSERT inserts them;
+/// the tag is `SELECT n`, as PostgreSQL's. With IF NOT EXISTS and the table there, a notice.
+fn create_table_as(
+    cx: &Cx,
+    name: &str,
+    if_not_exists: bool,
+    columns: &[ColumnInfo],
+    query: &Node,
+    out: &mut dyn Output,
+) -> Result<Outcome> {
+    if let Some(done) = existing_table(cx.tx, name, if_not_exists, "CREATE TABLE AS")? {
+        return Ok(done);
+    }
+    catalog::create(cx.tx, name, columns, None)?;
+    let table = catalog::lookup(cx.tx, name)?;
+    let no_columns: OutColumns = Arc::from(Vec::new());
+    let returning = Returning::new(None, &no_columns, out)?;
+    let done = insert(cx, &table, query, &OnConflict::Error, returning)?;
+    let n = done.tag.rsplit(' ').next().unwrap_or("0");
+    Ok(command(format!("SELECT {n}")))
 }
 
 fn unique_name(table: &str, cols: &[&str]) -> String {

@@ -22,6 +22,7 @@ use crate::error::{Result, SqlError};
 use crate::interrupt::Interrupt;
 use crate::nodes::{self, OutColumns, Plan};
 use crate::parse::{CopyStmt, Statement, VacuumStmt};
+use crate::settings::PlannerSwitches;
 use crate::shape::{self, Shape};
 use crate::types::SqlType;
 
@@ -282,6 +283,18 @@ fn now_us() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
+/// A session's end drops its temporary tables, after its open transaction rolled back
+/// (whose locks would otherwise block the drop).
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let State::Block(tx) = std::mem::replace(&mut self.state, State::Idle) {
+            let _ = tx.rollback();
+        }
+        // Nobody is left to tell of a failure: the next start drops what is left.
+        let _ = self.plans.tables.get_mut().temp.drop_all(&self.db);
+    }
+}
+
 impl Session {
     /// Creates the SQL layer's catalog tables (columns, roles) on a data directory's first
     /// start, and those missing from an older one.
@@ -323,6 +336,8 @@ impl Session {
         backend: Arc<Backend>,
     ) -> Session {
         let settings = Settings::new(db.config().clone());
+        let plans = PlanCache::default();
+        plans.tables.borrow_mut().temp = catalog::TempTables::new(backend.pid());
         Session {
             db,
             state: State::Idle,
@@ -330,7 +345,7 @@ impl Session {
             settings,
             copy: None,
             copy_error: None,
-            plans: PlanCache::default(),
+            plans,
             sequences: SessionSequences::default(),
             interrupt,
             backend,
@@ -423,14 +438,18 @@ impl Session {
         // PQexecPrepared) then costs no snapshot, and Execute still checks the plan itself.
         let kept = match self.state {
             State::Failed => None,
-            _ => self.plans.get(text, hints, self.db.catalog_generation()),
+            _ => {
+                self.plans.use_switches(self.settings.planner());
+                self.plans.get(text, hints, self.db.catalog_generation())
+            }
         };
         let bound = if let Some(bound) = kept {
             bound
         } else {
             let plans = &mut self.plans;
+            let switches = self.settings.planner();
             with_tx(&self.db, &self.state, |tx| {
-                cached_bind(plans, &self.db, Some(text), ast, hints, tx)
+                cached_bind(plans, &self.db, switches, Some(text), ast, hints, tx)
             })?
         };
         Ok(Description {
@@ -653,7 +672,8 @@ impl Session {
             };
         }
         if let State::Block(tx) = &self.state {
-            let bound = cached_bind(&mut self.plans, &self.db, key, ast, hints, tx)?;
+            let switches = self.settings.planner();
+            let bound = cached_bind(&mut self.plans, &self.db, switches, key, ast, hints, tx)?;
             let params = decode(&bound.params)?;
             let statement = exec::Statement {
                 plan: &bound.plan,
@@ -675,7 +695,8 @@ impl Session {
         // (a later error up to the Sync rolls it back). A read commits at once: under READ
         // COMMITTED nothing tells the two apart, and it saves the Sync a trip.
         let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
-        let bound = cached_bind(&mut self.plans, &self.db, key, ast, hints, &tx);
+        let switches = self.settings.planner();
+        let bound = cached_bind(&mut self.plans, &self.db, switches, key, ast, hints, &tx);
         let mut until_sync = false;
         let r = bound.and_then(|bound| {
             if matches!(bound.plan, nodes::Plan::Lock { .. }) {
@@ -710,6 +731,7 @@ impl Session {
                 Ok(out)
             }
             Ok(out) => {
+                self.before_commit(&tx)?;
                 tx.commit()?;
                 Ok(out)
             }
@@ -734,7 +756,10 @@ impl Session {
         }
         self.implicit = false;
         match std::mem::replace(&mut self.state, State::Idle) {
-            State::Block(tx) => Ok(tx.commit()?),
+            State::Block(tx) => {
+                self.before_commit(&tx)?;
+                Ok(tx.commit()?)
+            }
             State::Idle | State::Failed => Ok(()),
         }
     }
@@ -856,8 +881,9 @@ impl Session {
         if self.implicit {
             self.implicit = false;
             if let State::Block(tx) = std::mem::replace(&mut self.state, State::Idle) {
-                if let Err(e) = tx.commit() {
-                    let _ = out.done(Err(e.into()));
+                let r = self.before_commit(&tx).and_then(|()| Ok(tx.commit()?));
+                if let Err(e) = r {
+                    let _ = out.done(Err(e));
                 }
             }
         }
@@ -883,6 +909,12 @@ impl Session {
         e
     }
 
+    /// What the session's temporary tables do at commit (ON COMMIT DELETE ROWS, DROP),
+    /// in the transaction about to commit.
+    fn before_commit(&self, tx: &Transaction) -> Result<()> {
+        self.plans.tables.borrow_mut().temp.before_commit(tx)
+    }
+
     fn begin(&mut self, isolation: IsolationLevel) -> Result<Outcome> {
         // A BEGIN inside a simple query's implicit transaction makes it an ordinary block
         // (PostgreSQL does the same; the statements before it are part of the block).
@@ -898,7 +930,10 @@ impl Session {
         self.implicit = false;
         let tag = if commit { "COMMIT" } else { "ROLLBACK" };
         match std::mem::replace(&mut self.state, State::Idle) {
-            State::Block(tx) if commit => tx.commit()?,
+            State::Block(tx) if commit => {
+                self.before_commit(&tx)?;
+                tx.commit()?;
+            }
             State::Block(tx) => tx.rollback()?,
             // No block: PostgreSQL warns "there is no transaction in progress".
             State::Idle | State::Failed => {}
@@ -929,19 +964,28 @@ fn with_tx<T>(
 /// `ast` bound in `tx`: the plan kept under `key` if it is still valid, else a new one (kept
 /// under `key` when there is one). The generation is read before binding, so a definition
 /// that changes while binding makes the next use bind again.
+#[allow(clippy::too_many_arguments)]
 fn cached_bind(
     plans: &mut PlanCache,
     db: &Database,
+    switches: PlannerSwitches,
     key: Option<&str>,
     ast: &sqlparser::ast::Statement,
     hints: &[SqlType],
     tx: &Transaction,
 ) -> Result<Arc<nodes::Bound>> {
     let generation = db.catalog_generation();
+    plans.use_switches(switches);
     if let Some(b) = key.and_then(|text| plans.get(text, hints, generation)) {
         return Ok(b);
     }
-    let b = Arc::new(compile(ast, hints, tx, (&plans.tables, generation))?);
+    let b = Arc::new(compile(
+        ast,
+        hints,
+        tx,
+        (&plans.tables, generation),
+        switches,
+    )?);
     if let Some(text) = key {
         plans.put(text, hints, generation, Arc::clone(&b));
     }
@@ -955,10 +999,11 @@ fn compile(
     hints: &[SqlType],
     tx: &Transaction,
     tables: (&std::cell::RefCell<catalog::TableCache>, u64),
+    switches: PlannerSwitches,
 ) -> Result<nodes::Bound> {
     let bound = analyze::bind(ast, hints, tx, tables)?;
     let bound = crate::optimize::optimize(bound)?;
-    crate::planner::plan(bound)
+    crate::planner::plan(bound, switches)
 }
 
 fn check_param_count(given: usize, needed: usize) -> Result<()> {

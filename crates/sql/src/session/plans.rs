@@ -22,6 +22,8 @@
 //!   shapes; a full store starts over.
 
 use std::cell::RefCell;
+
+use crate::settings::PlannerSwitches;
 use std::sync::Arc;
 
 use quire_engine::FxHashMap;
@@ -51,6 +53,8 @@ pub(crate) struct PlanCache {
     /// Simple-protocol statement shapes, by shape text, with the generation they were
     /// learned at (see the rules).
     shapes: FxHashMap<String, (u64, KnownShape)>,
+    /// The planner switches the kept plans were made with.
+    switches: PlannerSwitches,
 }
 
 /// What the session learned of a shape.
@@ -63,6 +67,15 @@ pub(crate) enum KnownShape {
 }
 
 impl PlanCache {
+    /// Plans from now on are made with `switches`: the kept ones go when they differ from
+    /// those the plans were made with (SET enable_hashjoin = off plans again).
+    pub fn use_switches(&mut self, switches: PlannerSwitches) {
+        if self.switches != switches {
+            self.switches = switches;
+            self.entries.clear();
+        }
+    }
+
     /// The plan kept for `text` with these parameter hints, if still valid at `generation`.
     pub fn get(&mut self, text: &str, hints: &[SqlType], generation: u64) -> Option<Arc<Bound>> {
         self.clock += 1;
