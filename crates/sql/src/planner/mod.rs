@@ -55,7 +55,7 @@ fn plan_node(node: &mut Node) -> Result<()> {
         }
     }
     node.try_for_each_child(plan_node)?;
-    implement(node);
+    implement(node)?;
     if let (Some(table), Node::Limit { input, .. }) = (ordered_table, &mut *node) {
         let planned = std::mem::replace(&mut **input, Node::empty());
         **input = access::ordered_by_index(planned, &table);
@@ -64,7 +64,7 @@ fn plan_node(node: &mut Node) -> Result<()> {
 }
 
 /// `node`, whose children are planned, made physical if it is logical.
-fn implement(node: &mut Node) {
+fn implement(node: &mut Node) -> Result<()> {
     let physical = match node {
         Node::Relation { table, with_tid } => Node::Scan {
             table: table.def.oid,
@@ -79,15 +79,16 @@ fn implement(node: &mut Node) {
             right_width,
             lateral,
         } => join::join(
-            kind.clone(),
+            *kind,
             std::mem::replace(&mut **left, Node::empty()),
             std::mem::replace(&mut **right, Node::empty()),
             on.take(),
             *left_width,
             *right_width,
             *lateral,
-        ),
-        _ => return,
+        )?,
+        _ => return Ok(()),
     };
     *node = physical;
+    Ok(())
 }
