@@ -601,13 +601,13 @@ impl Binder<'_> {
         crate::stack::check_stack_depth()?;
         let ((mut node, mut scope), lateral) = self.factor(&twj.relation, before)?;
         for j in &twj.joins {
-            (node, scope) = self.join(node, scope, j)?;
+            (node, scope) = self.join(node, &scope, j)?;
         }
         Ok(((node, scope), lateral))
     }
 
     /// `left JOIN j`: the join node and its scope.
-    fn join(&mut self, left: Node, scope: Scope, j: &ast::Join) -> Result<(Node, Scope)> {
+    fn join(&mut self, left: Node, scope: &Scope, j: &ast::Join) -> Result<(Node, Scope)> {
         let (kind, constraint) = join_kind(&j.join_operator)?;
         // The right side of a RIGHT or FULL join may not refer to the left side (42P10).
         let mut seen = scope.clone();
@@ -625,7 +625,7 @@ impl Binder<'_> {
             JoinConstraint::Natural => Matching::Natural,
             JoinConstraint::None => Matching::None,
         };
-        let (joined, on) = self.join_scope(kind, &scope, combined, matching)?;
+        let (joined, on) = self.join_scope(kind, scope, combined, matching)?;
         let node = Node::Join {
             kind,
             left: Box::new(left),

@@ -285,7 +285,7 @@ impl Binder<'_> {
                 (common_names(l, r), None)
             }
         };
-        self.merge_using(kind, left.cols.len(), combined, &names, alias)
+        self.merge_using(kind, left.cols.len(), combined, &names, alias.as_deref())
     }
 
     /// The USING columns `names` merged (see [`Binder::join_scope`]); `left_cols` is how
@@ -296,7 +296,7 @@ impl Binder<'_> {
         left_cols: usize,
         mut combined: Scope,
         names: &[String],
-        alias: Option<String>,
+        alias: Option<&str>,
     ) -> Result<(Scope, Option<Expr>)> {
         let mut merged = Vec::with_capacity(names.len());
         let mut conds = Vec::with_capacity(names.len());
@@ -331,7 +331,7 @@ impl Binder<'_> {
                 JoinKind::Full => Expr::Func(Func::Coalesce, vec![le, re]),
             };
             merged.push(ScopeCol {
-                qualifier: alias.clone(),
+                qualifier: alias.map(str::to_string),
                 name: name.clone(),
                 ty,
                 hidden: false,

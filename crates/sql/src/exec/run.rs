@@ -310,6 +310,7 @@ fn series<'a>(
 }
 
 /// What a join node runs with, whatever its method.
+#[derive(Clone, Copy)]
 struct JoinArgs<'a> {
     kind: JoinKind,
     left: &'a Node,
@@ -453,13 +454,12 @@ fn lateral_loop<'a>(j: JoinArgs<'a>, on: Option<&'a Expr>, cx: &'a Cx<'a>) -> Re
     Ok(flatten(joined))
 }
 
+/// A hash join's right rows, and their positions by key.
+type HashTable = (Vec<Row>, HashMap<RowKey, Vec<usize>>);
+
 /// The hash table of a hash join: the right rows by their key (rows whose key has a NULL
 /// are kept, for RIGHT and FULL, but match nothing).
-fn build_hash(
-    right: &Node,
-    right_keys: &[Expr],
-    cx: &Cx,
-) -> Result<(Vec<Row>, HashMap<RowKey, Vec<usize>>)> {
+fn build_hash(right: &Node, right_keys: &[Expr], cx: &Cx) -> Result<HashTable> {
     let mut rows = Vec::new();
     let mut table: HashMap<RowKey, Vec<usize>> = HashMap::new();
     for r in open(right, cx)? {
@@ -500,9 +500,10 @@ fn hash_join<'a>(
             .map(|e| e.eval(cx, &l))
             .collect::<Result<_>>()?;
         let mut out = Vec::new();
-        let candidates = match key.iter().any(Value::is_null) {
-            true => None,
-            false => table.get(&RowKey(key)),
+        let candidates = if key.iter().any(Value::is_null) {
+            None
+        } else {
+            table.get(&RowKey(key))
         };
         let mut st = probe.borrow_mut();
         let Matched { rows, matched } = &mut *st;
