@@ -9,7 +9,8 @@ use sqlparser::ast::{
     UnaryOperator, Value as AstValue,
 };
 
-use super::query::{expand_items, Scope};
+use super::query::expand_items;
+use super::Scope;
 use super::{ident_name, Binder, OutColumn, MAX_PARAMS};
 use crate::catalog::ColumnInfo;
 use crate::error::{Result, SqlError};
@@ -63,7 +64,9 @@ impl Binder<'_> {
         let mut out = Vec::new();
         for it in expand_items(items, scope, true)? {
             let (e, ty) = match &it.expr {
-                super::query::ItemExpr::Column(i) => (Expr::Column(*i), scope.cols[*i].ty),
+                super::query::ItemExpr::Column(i) => {
+                    (scope.cols[*i].source.clone(), scope.cols[*i].ty)
+                }
                 super::query::ItemExpr::Ast(a) => self.expr(a, scope)?,
             };
             exprs.push(e);
@@ -454,37 +457,46 @@ impl Binder<'_> {
                 return self.call(f, &[], scope);
             }
         }
-        if let Some((i, ty)) = scope.resolve(qualifier, name)? {
+        if let Some(c) = scope.resolve(qualifier, name)? {
+            let (source, ty) = (c.source.clone(), c.ty);
             if self.agg.is_some() {
                 // PostgreSQL names the column by its relation, as written or not.
-                let text = match scope.cols[i].qualifier.as_deref().or(qualifier) {
+                let text = match c.qualifier.as_deref().or(qualifier) {
                     Some(q) => format!("{q}.{name}"),
                     None => name.to_string(),
                 };
-                let e = self.agg_column(i, &text)?;
+                let e = self.agg_key(&source, &text)?;
                 let kt = self.agg_key_type(&e).unwrap_or(ty);
                 return Ok((e, kt));
             }
-            return Ok((Expr::Column(i), ty));
+            return Ok((source, ty));
         }
         for (depth, s) in self.outer.iter().rev().enumerate() {
-            if let Some((i, ty)) = s.resolve(qualifier, name)? {
-                return Ok((
-                    Expr::Outer {
-                        levels: depth + 1,
-                        column: i,
-                    },
-                    ty,
-                ));
+            if let Some(c) = s.resolve(qualifier, name)? {
+                if s.lateral_refused {
+                    return Err(lateral_refused(c.qualifier.as_deref()));
+                }
+                return Ok((c.source.as_outer(depth + 1), c.ty));
             }
         }
         if let Some(f) = bare_function(name) {
             return self.call(f, &[], scope);
         }
+        let hidden = |s: &Scope| {
+            s.hidden_tables
+                .iter()
+                .find(|(t, _)| Some(t.as_str()) == qualifier)
+                .cloned()
+        };
         Err(match qualifier {
             Some(q)
                 if !scope.has_qualifier(q) && !self.outer.iter().any(|s| s.has_qualifier(q)) =>
             {
+                if let Some((t, alias)) =
+                    hidden(scope).or_else(|| self.outer.iter().find_map(hidden))
+                {
+                    return Err(super::scope::hidden_table_error(&t, alias.as_deref()));
+                }
                 SqlError::new(
                     SqlState::UNDEFINED_TABLE,
                     format!("missing FROM-clause entry for table \"{q}\""),
@@ -501,17 +513,6 @@ impl Binder<'_> {
         })
     }
 
-    /// In a grouped query, the group key that is input column `column`; 42803 naming it as
-    /// written (`text`) when no key is that column.
-    fn agg_column(&self, column: usize, text: &str) -> Result<Expr> {
-        let ctx = self.agg.as_ref().expect("in a grouped query");
-        ctx.key_of_column(column).ok_or_else(|| {
-            SqlError::new(
-                SqlState::GROUPING_ERROR,
-                format!("column \"{text}\" must appear in the GROUP BY clause or be used in an aggregate function"),
-            )
-        })
-    }
     fn agg_key_type(&self, e: &Expr) -> Option<SqlType> {
         let Expr::Column(i) = e else { return None };
         self.agg.as_ref()?.keys.get(*i).map(|(_, t)| *t)
@@ -1038,6 +1039,19 @@ fn no_operator(left: SqlType, op: &str, right: SqlType) -> SqlError {
     .with_hint(
         "No operator matches the given name and argument types. You might need to add explicit type casts.",
     )
+}
+
+/// A LATERAL reference to the left side of a RIGHT or FULL join (PostgreSQL's
+/// `check_lateral_ref_ok`).
+fn lateral_refused(table: Option<&str>) -> SqlError {
+    SqlError::new(
+        SqlState::INVALID_COLUMN_REFERENCE,
+        format!(
+            "invalid reference to FROM-clause entry for table \"{}\"",
+            table.unwrap_or("unnamed_join")
+        ),
+    )
+    .with_detail("The combining JOIN type must be INNER or LEFT for a LATERAL reference.")
 }
 
 fn at_function(e: SqlError, f: &ast::Function) -> SqlError {

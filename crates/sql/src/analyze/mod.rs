@@ -7,7 +7,10 @@
 //! - [`query`]: SELECT (FROM with joins, WHERE, GROUP BY, HAVING, ORDER BY, LIMIT, UNION
 //!   ALL) and the choice of access path (an index for equality and range predicates).
 //! - [`expr`]: expressions, operators, functions, casts and subqueries.
-//! - this file: statements (DDL, DML, transaction control, utility commands).
+//! - [`scope`]: the names a FROM clause makes visible: tables, aliases, joins' merged
+//!   USING and NATURAL columns, what LATERAL may see.
+//! - this file: statements (DDL, DML with UPDATE ... FROM and DELETE ... USING,
+//!   transaction control, utility commands).
 //!
 //! ## Rules
 //! - The syntax tree is as deep as the client made it (up to `parse::MAX_SYNTAX_DEPTH`
@@ -25,6 +28,7 @@
 
 mod expr;
 mod query;
+mod scope;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -42,7 +46,7 @@ pub(crate) use crate::nodes::Bound;
 use crate::nodes::{Expr, Node, OnConflict, OutColumn, OutColumns, Plan};
 use crate::types::SqlType;
 
-pub(crate) use query::Scope;
+pub(crate) use scope::Scope;
 
 /// Most parameters a statement may have (PostgreSQL's limit, the protocol's 16-bit count).
 pub(crate) const MAX_PARAMS: usize = 65_535;
@@ -527,8 +531,8 @@ impl Binder<'_> {
         }
         let table = self.table_of(name)?;
         let alias = alias.as_ref().map(|a| ident_name(&a.name));
-        let scope = Scope::of_table(&table, Some(alias.as_deref().unwrap_or(&table.def.name)));
-        let (scan, recheck) = self.target_scan(&table, &scope, sel.selection.as_ref())?;
+        let (rows, scope) = self.target_rows(&table, alias.as_deref(), &[])?;
+        let (scan, recheck) = self.target_scan(rows, &scope, sel.selection.as_ref())?;
         let (exprs, out) = self.select_list(&sel.projection, &scope)?;
         Ok(Plan::SelectForUpdate {
             table,
@@ -947,7 +951,9 @@ impl Binder<'_> {
             None => Node::Values(vec![self.default_row(&table)?]),
         };
         let on_conflict = self.on_conflict(ins.on.as_ref(), &table)?;
-        let returning = self.returning(ins.returning.as_deref(), &table)?;
+        let alias = ins.table_alias.as_ref().map(|a| ident_name(&a.alias));
+        let scope = Scope::of_target(&table, alias.as_deref());
+        let returning = self.returning(ins.returning.as_deref(), &scope)?;
         Ok(Plan::Insert {
             table,
             source,
@@ -981,17 +987,17 @@ impl Binder<'_> {
         }
     }
 
+    /// RETURNING's list, bound over the statement's row (`scope`).
     fn returning(
         &mut self,
         items: Option<&[ast::SelectItem]>,
-        table: &TableInfo,
+        scope: &Scope,
     ) -> Result<Option<Vec<Expr>>> {
         let Some(items) = items else {
             return Ok(None);
         };
-        let scope = Scope::of_table(table, Some(&table.def.name));
         let saved = self.set_clause(Some("RETURNING"));
-        let list = self.select_list(items, &scope);
+        let list = self.select_list(items, scope);
         self.clause = saved;
         let (exprs, out) = list?;
         self.returning_out = Some(out);
@@ -1083,21 +1089,27 @@ impl Binder<'_> {
     }
 
     fn update(&mut self, u: &ast::Update) -> Result<Plan> {
-        if u.from.is_some() || !u.table.joins.is_empty() || u.limit.is_some() {
-            return Err(SqlError::unsupported("UPDATE with FROM, joins or LIMIT"));
+        if !u.table.joins.is_empty() || u.limit.is_some() {
+            return Err(SqlError::unsupported("UPDATE with joins or LIMIT"));
         }
         let TableFactor::Table { name, alias, .. } = &u.table.relation else {
             return Err(SqlError::unsupported("this UPDATE target"));
         };
         let table = self.table_of(name)?;
+        let from = match &u.from {
+            None => &[][..],
+            Some(
+                ast::UpdateTableFromKind::AfterSet(f) | ast::UpdateTableFromKind::BeforeSet(f),
+            ) => &f[..],
+        };
         let alias = alias.as_ref().map(|a| ident_name(&a.name));
-        let scope = Scope::of_table(&table, Some(alias.as_deref().unwrap_or(&table.def.name)));
+        let (rows, scope) = self.target_rows(&table, alias.as_deref(), from)?;
         let saved = self.set_clause(Some("UPDATE"));
         let sets = self.assignments(&u.assignments, &table, &scope);
         self.clause = saved;
         let sets = sets?;
-        let (scan, recheck) = self.target_scan(&table, &scope, u.selection.as_ref())?;
-        let returning = self.returning(u.returning.as_deref(), &table)?;
+        let (scan, recheck) = self.target_scan(rows, &scope, u.selection.as_ref())?;
+        let returning = self.returning(u.returning.as_deref(), &scope)?;
         Ok(Plan::Update {
             table,
             scan,
@@ -1108,8 +1120,10 @@ impl Binder<'_> {
     }
 
     fn delete(&mut self, d: &ast::Delete) -> Result<Plan> {
-        if d.using.is_some() || !d.tables.is_empty() || d.limit.is_some() {
-            return Err(SqlError::unsupported("DELETE with USING or LIMIT"));
+        if !d.tables.is_empty() || d.limit.is_some() {
+            return Err(SqlError::unsupported(
+                "DELETE with LIMIT or several targets",
+            ));
         }
         let (FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from)) = &d.from;
         let [twj] = from.as_slice() else {
@@ -1123,9 +1137,10 @@ impl Binder<'_> {
         }
         let table = self.table_of(name)?;
         let alias = alias.as_ref().map(|a| ident_name(&a.name));
-        let scope = Scope::of_table(&table, Some(alias.as_deref().unwrap_or(&table.def.name)));
-        let (scan, recheck) = self.target_scan(&table, &scope, d.selection.as_ref())?;
-        let returning = self.returning(d.returning.as_deref(), &table)?;
+        let using = d.using.as_deref().unwrap_or_default();
+        let (rows, scope) = self.target_rows(&table, alias.as_deref(), using)?;
+        let (scan, recheck) = self.target_scan(rows, &scope, d.selection.as_ref())?;
+        let returning = self.returning(d.returning.as_deref(), &scope)?;
         Ok(Plan::Delete {
             table,
             scan,
@@ -1134,11 +1149,43 @@ impl Binder<'_> {
         })
     }
 
-    /// The scan of UPDATE's or DELETE's target rows (with their TIDs), through an index
-    /// where the WHERE clause allows.
-    fn target_scan(
+    /// The rows UPDATE ... FROM or DELETE ... USING reads: the target's (with their TIDs
+    /// after its columns) joined with the other tables', and their scope.
+    fn target_rows(
         &mut self,
         table: &TableInfo,
+        alias: Option<&str>,
+        others: &[ast::TableWithJoins],
+    ) -> Result<(Node, Scope)> {
+        let mut scope = Scope::of_target(table, alias);
+        scope.widen_hidden(1);
+        let rows = Node::Relation {
+            table: Box::new(table.clone()),
+            with_tid: true,
+        };
+        if others.is_empty() {
+            return Ok((rows, scope));
+        }
+        let (node, other_scope) = self.from(others)?;
+        let (left_width, right_width) = (scope.width(), other_scope.width());
+        scope.append(other_scope);
+        let join = Node::Join {
+            kind: crate::nodes::JoinKind::Inner,
+            left: Box::new(rows),
+            right: Box::new(node),
+            on: None,
+            left_width,
+            right_width,
+            lateral: false,
+        };
+        Ok((join, scope))
+    }
+
+    /// The scan of UPDATE's or DELETE's target rows (`rows`), filtered by the WHERE
+    /// clause, which is also the recheck of a row a concurrent transaction changed.
+    fn target_scan(
+        &mut self,
+        rows: Node,
         scope: &Scope,
         selection: Option<&AstExpr>,
     ) -> Result<(Node, Option<Expr>)> {
@@ -1146,10 +1193,6 @@ impl Binder<'_> {
         let pred = selection.map(|e| self.predicate(e, scope)).transpose();
         self.clause = saved;
         let pred = pred?;
-        let rows = Node::Relation {
-            table: Box::new(table.clone()),
-            with_tid: true,
-        };
         let scan = match &pred {
             Some(p) => Node::Filter {
                 input: Box::new(rows),

@@ -16,101 +16,15 @@ use sqlparser::ast::{
     TableFactor, TableWithJoins,
 };
 
-use super::{ident_name, name_parts, Binder, OutColumn};
-use crate::catalog::{self, TableInfo};
+use super::scope::{rename, using_names, Matching, ScopeCol};
+use super::{ident_name, name_parts, Binder, OutColumn, Scope};
+use crate::catalog;
 use crate::error::{Result, SqlError};
 use crate::func::AggFunc;
+use crate::nodes::Expr;
 use crate::nodes::{Agg, JoinKind, Node, SortKey};
-use crate::nodes::{CmpOp, Expr};
 use crate::pg_catalog::CatalogTable;
 use crate::types::SqlType;
-
-/// A column a name can refer to.
-#[derive(Clone, Debug)]
-pub(crate) struct ScopeCol {
-    pub qualifier: Option<String>,
-    pub name: String,
-    pub ty: SqlType,
-    /// A dropped column: it holds its place in the row, but `*` leaves it out.
-    pub hidden: bool,
-}
-
-/// The columns of the current row, left to right, with the table names or aliases that
-/// qualify them.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Scope {
-    pub cols: Vec<ScopeCol>,
-}
-
-impl Scope {
-    pub(crate) fn empty() -> Scope {
-        Scope::default()
-    }
-
-    pub(crate) fn of_table(t: &TableInfo, qualifier: Option<&str>) -> Scope {
-        Scope {
-            cols: t
-                .columns
-                .iter()
-                .map(|c| ScopeCol {
-                    qualifier: qualifier.map(str::to_string),
-                    name: c.name.clone(),
-                    ty: c.ty,
-                    hidden: c.dropped,
-                })
-                .collect(),
-        }
-    }
-
-    fn of_out(out: &[OutColumn], qualifier: Option<&str>) -> Scope {
-        Scope {
-            cols: out
-                .iter()
-                .map(|c| ScopeCol {
-                    qualifier: qualifier.map(str::to_string),
-                    name: c.name.clone(),
-                    ty: c.ty,
-                    hidden: false,
-                })
-                .collect(),
-        }
-    }
-
-    pub(crate) fn append(&mut self, other: Scope) {
-        self.cols.extend(other.cols);
-    }
-
-    pub(crate) fn width(&self) -> usize {
-        self.cols.len()
-    }
-
-    /// The position and type of `qualifier.name` (or `name`): `None` if no column has that
-    /// name, 42702 if several do.
-    pub(crate) fn resolve(
-        &self,
-        qualifier: Option<&str>,
-        name: &str,
-    ) -> Result<Option<(usize, SqlType)>> {
-        let mut found = None;
-        for (i, c) in self.cols.iter().enumerate() {
-            let q_ok = qualifier.is_none_or(|q| c.qualifier.as_deref() == Some(q));
-            if q_ok && c.name == name {
-                if found.is_some() {
-                    return Err(SqlError::new(
-                        SqlState::AMBIGUOUS_COLUMN,
-                        format!("column reference \"{name}\" is ambiguous"),
-                    ));
-                }
-                found = Some((i, c.ty));
-            }
-        }
-        Ok(found)
-    }
-
-    pub(crate) fn has_qualifier(&self, q: &str) -> bool {
-        self.cols.iter().any(|c| c.qualifier.as_deref() == Some(q))
-    }
-}
 
 /// The aggregation context of a grouped SELECT: expressions are evaluated on the
 /// aggregate's output row (group keys, then aggregates).
@@ -126,12 +40,15 @@ pub(crate) struct AggCtx {
 }
 
 impl AggCtx {
-    /// The aggregate row's column that holds group key `Column(column)` of the input row.
-    pub(crate) fn key_of_column(&self, column: usize) -> Option<Expr> {
-        self.bound
-            .iter()
-            .position(|k| matches!(k, Expr::Column(c) if *c == column))
-            .map(Expr::Column)
+    /// The aggregate row's column that holds group key `source` (a column of the input
+    /// row, or a join's merged column), matched by what it reads, never by name.
+    pub(crate) fn key_of(&self, source: &Expr) -> Option<Expr> {
+        let same = |k: &Expr| match (k, source) {
+            (Expr::Column(a), Expr::Column(b)) => a == b,
+            (Expr::Column(_), _) | (_, Expr::Column(_)) => false,
+            (k, s) => format!("{k:?}") == format!("{s:?}"),
+        };
+        self.bound.iter().position(same).map(Expr::Column)
     }
 }
 
@@ -411,7 +328,7 @@ impl Binder<'_> {
         let mut out = Vec::with_capacity(items.len());
         for it in items {
             let (e, ty) = match &it.expr {
-                ItemExpr::Column(i) => (Expr::Column(*i), scope.cols[*i].ty),
+                ItemExpr::Column(i) => (scope.cols[*i].source.clone(), scope.cols[*i].ty),
                 ItemExpr::Ast(a) => self.expr(a, scope)?,
             };
             let e = match (&self.agg, &it.expr) {
@@ -421,7 +338,7 @@ impl Binder<'_> {
                         Some(q) => format!("{q}.{}", c.name),
                         None => c.name.clone(),
                     };
-                    self.agg_key(*i, &a)?
+                    self.agg_key(&e, &a)?
                 }
                 _ => e,
             };
@@ -531,11 +448,11 @@ impl Binder<'_> {
         Ok((filtered_opt(node, having), shape))
     }
 
-    /// In a grouped query, the group key that is input column `column` (42803 naming it as
+    /// In a grouped query, the group key that is input column `source` (42803 naming it as
     /// `text` if none).
-    fn agg_key(&self, column: usize, text: &str) -> Result<Expr> {
+    pub(super) fn agg_key(&self, source: &Expr, text: &str) -> Result<Expr> {
         let ctx = self.agg.as_ref().expect("called in a grouped query");
-        ctx.key_of_column(column).ok_or_else(|| must_group(text))
+        ctx.key_of(source).ok_or_else(|| must_group(text))
     }
     /// An aggregate call. In a grouped query its arguments are bound over the input row,
     /// once, and it reads as a column of the aggregate's row; in a select list bound first
@@ -645,83 +562,94 @@ impl Binder<'_> {
             .map(|i| (Expr::Column(i), ctx.keys[i].1))
     }
 
-    /// FROM: the joined row source and its scope.
-    fn from(&mut self, from: &[TableWithJoins]) -> Result<(Node, Scope)> {
+    /// FROM: the joined row source and its scope. An item may refer to the items before
+    /// it (LATERAL, or a function call).
+    pub(super) fn from(&mut self, from: &[TableWithJoins]) -> Result<(Node, Scope)> {
         let mut acc: Option<(Node, Scope)> = None;
         for twj in from {
-            let (node, scope) = self.table_with_joins(twj)?;
+            let ((node, scope), lateral) =
+                self.table_with_joins(twj, acc.as_ref().map(|a| &a.1))?;
             acc = Some(match acc {
                 None => (node, scope),
                 Some((ln, mut ls)) => {
                     let (left_width, right_width) = (ls.width(), scope.width());
                     ls.append(scope);
-                    (
-                        Node::Join {
-                            kind: JoinKind::Inner,
-                            left: Box::new(ln),
-                            right: Box::new(node),
-                            on: None,
-                            left_width,
-                            right_width,
-                            lateral: false,
-                        },
-                        ls,
-                    )
+                    let join = Node::Join {
+                        kind: JoinKind::Inner,
+                        left: Box::new(ln),
+                        right: Box::new(node),
+                        on: None,
+                        left_width,
+                        right_width,
+                        lateral,
+                    };
+                    (join, ls)
                 }
             });
         }
         Ok(acc.unwrap_or_else(|| (Node::Values(vec![Vec::new()]), Scope::empty())))
     }
 
-    fn table_with_joins(&mut self, twj: &TableWithJoins) -> Result<(Node, Scope)> {
+    /// One FROM list item: a table and the tables joined to it. `before` is the scope of
+    /// the items before it in the list, which its first table may refer to laterally;
+    /// returns whether it does.
+    fn table_with_joins(
+        &mut self,
+        twj: &TableWithJoins,
+        before: Option<&Scope>,
+    ) -> Result<((Node, Scope), bool)> {
         crate::stack::check_stack_depth()?;
-        let (mut node, mut scope) = self.factor(&twj.relation, None)?.0;
+        let ((mut node, mut scope), lateral) = self.factor(&twj.relation, before)?;
         for j in &twj.joins {
-            let (kind, constraint) = match &j.join_operator {
-                JoinOperator::Join(c) | JoinOperator::Inner(c) | JoinOperator::CrossJoin(c) => {
-                    (JoinKind::Inner, Some(c))
-                }
-                JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (JoinKind::Left, Some(c)),
-                other => {
-                    return Err(SqlError::unsupported(
-                        format!("join {other:?}")
-                            .split('(')
-                            .next()
-                            .unwrap_or("this join")
-                            .to_string(),
-                    ))
-                }
-            };
-            let ((right, rscope), lateral) = self.factor(&j.relation, Some(&scope))?;
-            let left_width = scope.width();
-            let right_width = rscope.width();
-            let mut combined = scope.clone();
-            combined.append(rscope);
-            let on = match constraint {
-                None | Some(JoinConstraint::None) => None,
-                Some(JoinConstraint::On(e)) => {
-                    let saved = self.set_clause(Some("JOIN conditions"));
-                    let on = self.predicate(e, &combined);
-                    self.clause = saved;
-                    Some(on?)
-                }
-                Some(JoinConstraint::Using(cols)) => {
-                    Some(using(cols, &scope, &combined, left_width)?)
-                }
-                Some(_) => return Err(SqlError::unsupported("NATURAL joins")),
-            };
-            node = Node::Join {
-                kind,
-                left: Box::new(node),
-                right: Box::new(right),
-                on,
-                left_width,
-                right_width,
-                lateral,
-            };
-            scope = combined;
+            (node, scope) = self.join(node, &scope, j)?;
         }
-        Ok((node, scope))
+        Ok(((node, scope), lateral))
+    }
+
+    /// `left JOIN j`: the join node and its scope.
+    fn join(&mut self, left: Node, scope: &Scope, j: &ast::Join) -> Result<(Node, Scope)> {
+        let (kind, constraint) = join_kind(&j.join_operator)?;
+        // The right side of a RIGHT or FULL join may not refer to the left side (42P10).
+        let mut seen = scope.clone();
+        seen.lateral_refused = kind.keeps_right();
+        let ((right, rscope), lateral) = self.factor(&j.relation, Some(&seen))?;
+        let (left_width, right_width) = (scope.width(), rscope.width());
+        let mut combined = scope.clone();
+        combined.append(rscope);
+        let matching = match constraint {
+            JoinConstraint::On(e) => Matching::On(e),
+            JoinConstraint::Using(cols) => Matching::Using(using_names(cols)?, None),
+            JoinConstraint::UsingAlias(cols, alias) => {
+                Matching::Using(using_names(cols)?, Some(ident_name(alias)))
+            }
+            JoinConstraint::Natural => Matching::Natural,
+            JoinConstraint::None => Matching::None,
+        };
+        let (joined, on) = self.join_scope(kind, scope, combined, matching)?;
+        let node = Node::Join {
+            kind,
+            left: Box::new(left),
+            right: Box::new(right),
+            on,
+            left_width,
+            right_width,
+            lateral,
+        };
+        Ok((node, joined))
+    }
+
+    /// `f` with `left` (if any) as the innermost enclosing scope: what a LATERAL item binds
+    /// in.
+    fn in_lateral<T>(
+        &mut self,
+        left: Option<&Scope>,
+        f: impl FnOnce(&mut Self) -> Result<T>,
+    ) -> Result<T> {
+        let Some(left) = left else { return f(self) };
+        self.outer.push(left.clone());
+        let r = f(self);
+        self.outer.pop();
+        r
     }
 
     /// One FROM item; `left` is the scope a LATERAL item may refer to. Returns whether the
@@ -745,33 +673,20 @@ impl Binder<'_> {
                 ) && parts.len() == 2;
                 if catalog_schema || (parts.len() == 1 && catalog::find(self.tx, &rel)?.is_none()) {
                     if let Some(t) = CatalogTable::named(&rel) {
-                        let scope = Scope {
-                            cols: t
-                                .columns()
-                                .iter()
-                                .map(|(n, ty)| ScopeCol {
-                                    qualifier: Some(qualifier.clone()),
-                                    name: (*n).to_string(),
-                                    ty: *ty,
-                                    hidden: false,
-                                })
-                                .collect(),
-                        };
+                        let scope = Scope::of_named(t.columns(), Some(&qualifier));
                         return Ok(((Node::Catalog(t), rename(scope, alias.as_ref())), false));
                     }
                 }
                 let table = self.table_of(name)?;
-                let scope = Scope::of_table(&table, Some(&qualifier));
-                Ok((
-                    (
-                        Node::Relation {
-                            table: Box::new(table),
-                            with_tid: false,
-                        },
-                        rename(scope, alias.as_ref()),
-                    ),
-                    false,
-                ))
+                let mut scope = rename(Scope::of_table(&table, Some(&qualifier)), alias.as_ref());
+                if qualifier != rel {
+                    scope.hidden_tables.push((rel, Some(qualifier)));
+                }
+                let node = Node::Relation {
+                    table: Box::new(table),
+                    with_tid: false,
+                };
+                Ok(((node, scope), false))
             }
             TableFactor::Table {
                 name,
@@ -790,16 +705,8 @@ impl Binder<'_> {
                         )),
                     })
                     .collect::<Result<_>>()?;
-                let outer_scope = left.cloned().unwrap_or_default();
-                let lateral = left.is_some() && !outer_scope.cols.is_empty();
-                if lateral {
-                    self.outer.push(outer_scope);
-                }
-                let r = self.table_function(&fname, &args, alias.as_ref());
-                if lateral {
-                    self.outer.pop();
-                }
-                Ok((r?, lateral))
+                let r = self.in_lateral(left, |b| b.table_function(&fname, &args, alias.as_ref()));
+                Ok((r?, is_lateral(left)))
             }
             TableFactor::UNNEST {
                 alias,
@@ -808,17 +715,9 @@ impl Binder<'_> {
                 with_ordinality: false,
                 ..
             } => {
-                let outer_scope = left.cloned().unwrap_or_default();
-                let lateral = left.is_some() && !outer_scope.cols.is_empty();
-                if lateral {
-                    self.outer.push(outer_scope);
-                }
                 let args: Vec<&AstExpr> = array_exprs.iter().collect();
-                let r = self.unnest(&args, alias.as_ref());
-                if lateral {
-                    self.outer.pop();
-                }
-                Ok((r?, lateral))
+                let r = self.in_lateral(left, |b| b.unnest(&args, alias.as_ref()));
+                Ok((r?, is_lateral(left)))
             }
             TableFactor::Derived {
                 lateral,
@@ -826,25 +725,24 @@ impl Binder<'_> {
                 alias,
                 ..
             } => {
-                let lateral = *lateral && left.is_some();
-                if lateral {
-                    self.outer.push(left.cloned().unwrap_or_default());
-                }
+                let left = left.filter(|_| *lateral);
                 let saved_agg = self.agg.take();
-                let r = self.query(subquery);
+                let r = self.in_lateral(left, |b| b.query(subquery));
                 self.agg = saved_agg;
-                if lateral {
-                    self.outer.pop();
-                }
                 let (node, out) = r?;
+                let lateral = is_lateral(left);
                 let q = alias.as_ref().map(|a| ident_name(&a.name));
                 let scope = Scope::of_out(&out, q.as_deref());
                 Ok(((node, rename(scope, alias.as_ref())), lateral))
             }
             TableFactor::NestedJoin {
                 table_with_joins,
-                alias: None,
-            } => Ok((self.table_with_joins(table_with_joins)?, false)),
+                alias,
+            } => {
+                // Parentheses group joins; what is before them is not theirs to see.
+                let ((node, scope), _) = self.table_with_joins(table_with_joins, None)?;
+                Ok(((node, rename(scope, alias.as_ref())), false))
+            }
             other => Err(SqlError::unsupported(format!("FROM item {other}"))),
         }
     }
@@ -930,14 +828,7 @@ fn function_scope(function: &str, alias: Option<&ast::TableAlias>, ty: SqlType) 
     let col = alias
         .and_then(|a| a.columns.first().map(|c| ident_name(&c.name)))
         .unwrap_or_else(|| q.clone());
-    Scope {
-        cols: vec![ScopeCol {
-            qualifier: Some(q),
-            name: col,
-            ty,
-            hidden: false,
-        }],
-    }
+    Scope::of_named(&[(&col, ty)], Some(&q))
 }
 
 /// One bound row of VALUES: its types name the output columns (the first row's; `text`
@@ -1010,59 +901,27 @@ fn filtered_opt(node: Node, pred: Option<Expr>) -> Node {
     }
 }
 
-/// Column aliases (`AS o(n)`) rename the scope's columns and set its qualifier.
-fn rename(mut scope: Scope, alias: Option<&ast::TableAlias>) -> Scope {
-    if let Some(a) = alias {
-        let q = ident_name(&a.name);
-        for c in &mut scope.cols {
-            c.qualifier = Some(q.clone());
+/// A join operator's type and how it matches rows (CROSS JOIN matches all).
+fn join_kind(op: &JoinOperator) -> Result<(JoinKind, &JoinConstraint)> {
+    Ok(match op {
+        JoinOperator::Join(c) | JoinOperator::Inner(c) | JoinOperator::CrossJoin(c) => {
+            (JoinKind::Inner, c)
         }
-        for (c, new) in scope.cols.iter_mut().zip(&a.columns) {
-            c.name = ident_name(&new.name);
+        JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (JoinKind::Left, c),
+        JoinOperator::Right(c) | JoinOperator::RightOuter(c) => (JoinKind::Right, c),
+        JoinOperator::FullOuter(c) => (JoinKind::Full, c),
+        other => {
+            let text = format!("{other:?}");
+            let name = text.split('(').next().unwrap_or("this join");
+            return Err(SqlError::unsupported(format!("join {name}")));
         }
-    }
-    scope
+    })
 }
 
-/// JOIN ... USING (cols): equality of the same-named columns of both sides.
-fn using(
-    cols: &[ast::ObjectName],
-    left: &Scope,
-    combined: &Scope,
-    left_width: usize,
-) -> Result<Expr> {
-    let mut conj = Vec::new();
-    for c in cols {
-        let n = name_parts(c)?.join(".");
-        let (l, lt) = left.resolve(None, &n)?.ok_or_else(|| {
-            SqlError::new(
-                SqlState::UNDEFINED_COLUMN,
-                format!("column \"{n}\" specified in USING clause does not exist in left table"),
-            )
-        })?;
-        let r = combined.cols[left_width..]
-            .iter()
-            .position(|x| x.name == n)
-            .ok_or_else(|| {
-                SqlError::new(
-                    SqlState::UNDEFINED_COLUMN,
-                    format!(
-                        "column \"{n}\" specified in USING clause does not exist in right table"
-                    ),
-                )
-            })?;
-        conj.push(Expr::Cmp(
-            CmpOp::Eq,
-            lt,
-            Box::new(Expr::Column(l)),
-            Box::new(Expr::Column(left_width + r)),
-        ));
-    }
-    Ok(if conj.len() == 1 {
-        conj.remove(0)
-    } else {
-        Expr::And(conj)
-    })
+/// Whether an item that may see `left` runs per left row: there is a left side, with
+/// columns, that the join type lets it see.
+fn is_lateral(left: Option<&Scope>) -> bool {
+    left.is_some_and(|l| !l.cols.is_empty() && !l.lateral_refused)
 }
 
 /// A select-list item after `*` expansion.
@@ -1072,7 +931,7 @@ pub(crate) struct Item<'a> {
 }
 
 pub(crate) enum ItemExpr<'a> {
-    /// A column of the FROM row (from `*` or `t.*`).
+    /// A column of the FROM clause's scope (from `*` or `t.*`), by its place in the scope.
     Column(usize),
     Ast(&'a AstExpr),
 }
@@ -1122,7 +981,8 @@ pub(crate) fn expand_items<'a>(
                         "SELECT * with no tables specified is not valid",
                     ));
                 }
-                for (i, c) in scope.cols.iter().enumerate().filter(|(_, c)| !c.hidden) {
+                let starred = |(_, c): &(usize, &ScopeCol)| !c.hidden && c.unqualified;
+                for (i, c) in scope.cols.iter().enumerate().filter(starred) {
                     items.push(Item {
                         name: c.name.clone(),
                         expr: ItemExpr::Column(i),

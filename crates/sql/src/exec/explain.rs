@@ -31,13 +31,6 @@ fn explain_into(
     out: &mut Vec<String>,
 ) -> Result<()> {
     crate::stack::check_stack_depth()?;
-    let left_join = |k: &JoinKind| {
-        if matches!(k, JoinKind::Left) {
-            " Left"
-        } else {
-            ""
-        }
-    };
     let (label, children): (String, Vec<&Node>) = match node {
         Node::Relation { .. } | Node::Join { .. } => {
             return Err(SqlError::internal(
@@ -67,25 +60,21 @@ fn explain_into(
         Node::Filter { input, .. } => ("Filter".into(), vec![&**input]),
         Node::Project { input, .. } => ("Result".into(), vec![&**input]),
         Node::NestedLoop {
-            kind,
-            left,
-            right,
-            lateral,
-            ..
+            kind, left, right, ..
         } => (
-            format!(
-                "Nested Loop{}{}",
-                left_join(kind),
-                if *lateral { " (lateral)" } else { "" }
-            ),
+            match kind {
+                JoinKind::Inner => "Nested Loop".into(),
+                k => format!("Nested Loop{} Join", k.explain_word()),
+            },
             vec![&**left, &**right],
         ),
         Node::HashJoin {
             kind, left, right, ..
-        } => (
-            format!("Hash{} Join", left_join(kind)),
-            vec![&**left, &**right],
-        ),
+        } => {
+            // PostgreSQL shows the hashed side under a Hash node.
+            let label = format!("Hash{} Join", kind.explain_word());
+            return explain_hash_join(label, left, right, tx, depth, out);
+        }
         Node::Aggregate { input, keys, .. } => (
             if keys.is_empty() {
                 "Aggregate".into()
@@ -99,16 +88,36 @@ fn explain_into(
         Node::Limit { input, .. } => ("Limit".into(), vec![&**input]),
         Node::Append(nodes) => ("Append".into(), nodes.iter().collect()),
     };
-    let line = if depth == 0 {
-        label
-    } else {
-        format!("{}->  {label}", " ".repeat(depth * 6 - 4))
-    };
-    out.push(line);
+    out.push(indented(label, depth));
     for c in children {
         explain_into(c, tx, depth + 1, out)?;
     }
     Ok(())
+}
+
+/// `label`, its probe side, and its hashed side under a `Hash` line, as PostgreSQL prints
+/// a hash join.
+fn explain_hash_join(
+    label: String,
+    left: &Node,
+    right: &Node,
+    tx: &Transaction,
+    depth: usize,
+    out: &mut Vec<String>,
+) -> Result<()> {
+    out.push(indented(label, depth));
+    explain_into(left, tx, depth + 1, out)?;
+    out.push(indented("Hash".into(), depth + 1));
+    explain_into(right, tx, depth + 2, out)
+}
+
+/// A node's line at `depth`: the root as it is, the others under `->`.
+fn indented(label: String, depth: usize) -> String {
+    if depth == 0 {
+        label
+    } else {
+        format!("{}->  {label}", " ".repeat(depth * 6 - 4))
+    }
 }
 
 /// EXPLAIN's lines for a planned statement: a query's plan, or the change INSERT, UPDATE or

@@ -1,8 +1,10 @@
 //! Plan execution: [`open`] gives an iterator of a node's rows (pull-based, one row at a
 //! time, so `LIMIT 1` over a large table reads one row).
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
+use std::rc::Rc;
 
 use quire_engine::{IndexId, Row, SqlState, Value};
 
@@ -102,9 +104,19 @@ pub(crate) fn open<'a>(node: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
             left,
             right,
             on,
+            left_width,
             right_width,
             lateral,
-        } => nested_loop(kind, left, right, on.as_ref(), *right_width, *lateral, cx)?,
+        } => {
+            let j = JoinArgs {
+                kind: *kind,
+                left,
+                right,
+                left_width: *left_width,
+                right_width: *right_width,
+            };
+            nested_loop(j, on.as_ref(), *lateral, cx)?
+        }
         Node::HashJoin {
             kind,
             left,
@@ -112,17 +124,18 @@ pub(crate) fn open<'a>(node: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
             left_keys,
             right_keys,
             residual,
+            left_width,
             right_width,
-        } => hash_join(
-            kind,
-            left,
-            right,
-            left_keys,
-            right_keys,
-            residual.as_ref(),
-            *right_width,
-            cx,
-        )?,
+        } => {
+            let j = JoinArgs {
+                kind: *kind,
+                left,
+                right,
+                left_width: *left_width,
+                right_width: *right_width,
+            };
+            hash_join(j, left_keys, right_keys, residual.as_ref(), cx)?
+        }
         Node::Aggregate { input, keys, aggs } => Box::new(
             aggregate(open(input, cx)?, keys, aggs, cx)?
                 .into_iter()
@@ -293,23 +306,124 @@ fn series<'a>(
     })))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn nested_loop<'a>(
-    kind: &'a JoinKind,
+/// What a join node runs with, whatever its method.
+#[derive(Clone, Copy)]
+struct JoinArgs<'a> {
+    kind: JoinKind,
     left: &'a Node,
     right: &'a Node,
-    on: Option<&'a Expr>,
+    left_width: usize,
     right_width: usize,
+}
+
+/// The right side's rows of a join kept whole, with whether a left row matched each: RIGHT
+/// and FULL joins give the unmatched ones after the last left row.
+#[derive(Default)]
+struct Matched {
+    rows: Vec<Row>,
+    matched: Vec<bool>,
+}
+
+impl Matched {
+    fn new(rows: Vec<Row>) -> Matched {
+        let matched = vec![false; rows.len()];
+        Matched { rows, matched }
+    }
+}
+
+/// `l` followed by `right_width` NULLs: a left row no right row matched.
+fn pad_right(mut l: Row, right_width: usize) -> Row {
+    l.extend(std::iter::repeat_n(Value::Null, right_width));
+    l
+}
+
+/// `rows`, then (for RIGHT and FULL) the right rows no left row matched, padded with NULLs
+/// for the left side, once `rows` is exhausted.
+fn with_unmatched<'a>(
+    rows: Rows<'a>,
+    j: &JoinArgs<'a>,
+    state: Rc<RefCell<Matched>>,
+    cx: &'a Cx<'a>,
+) -> Rows<'a> {
+    if !j.kind.keeps_right() {
+        return rows;
+    }
+    let left_width = j.left_width;
+    let tail = std::iter::once(()).flat_map(move |()| {
+        let Matched { rows, matched } = std::mem::take(&mut *state.borrow_mut());
+        rows.into_iter()
+            .zip(matched)
+            .enumerate()
+            .filter_map(move |(i, (r, m))| {
+                if i % INTERRUPT_EVERY == INTERRUPT_EVERY - 1 {
+                    if let Err(e) = cx.interrupt.check() {
+                        return Some(Err(e));
+                    }
+                }
+                (!m).then(|| {
+                    let mut row = vec![Value::Null; left_width];
+                    row.extend(r);
+                    Ok(row)
+                })
+            })
+    });
+    Box::new(rows.chain(tail))
+}
+
+/// A nested loop: the right side materialized once (or, lateral, once per left row), each
+/// left row joined with every right row the condition holds for.
+fn nested_loop<'a>(
+    j: JoinArgs<'a>,
+    on: Option<&'a Expr>,
     lateral: bool,
     cx: &'a Cx<'a>,
 ) -> Result<Rows<'a>> {
-    let fixed_right = if lateral {
-        None
-    } else {
-        Some(collect(open(right, cx)?)?)
-    };
-    let lefts = open(left, cx)?;
-    let joined = lefts.map(move |l| -> Result<Vec<Row>> {
+    if lateral {
+        return lateral_loop(j, on, cx);
+    }
+    let state = Rc::new(RefCell::new(Matched::new(collect(open(j.right, cx)?)?)));
+    let probe = Rc::clone(&state);
+    let (kind, right_width) = (j.kind, j.right_width);
+    let joined = open(j.left, cx)?.map(move |l| -> Result<Vec<Row>> {
+        let l = l?;
+        cx.interrupt.check()?;
+        let mut st = probe.borrow_mut();
+        let Matched { rows, matched } = &mut *st;
+        let mut out = Vec::new();
+        for (i, r) in rows.iter().enumerate() {
+            if i % INTERRUPT_EVERY == INTERRUPT_EVERY - 1 {
+                cx.interrupt.check()?;
+            }
+            let mut row = l.clone();
+            row.extend_from_slice(r);
+            if on.map_or(Ok(true), |p| p.holds(cx, &row))? {
+                matched[i] = true;
+                out.push(row);
+            }
+        }
+        if out.is_empty() && kind.keeps_left() {
+            out.push(pad_right(l, right_width));
+        }
+        Ok(out)
+    });
+    Ok(with_unmatched(flatten(joined), &j, state, cx))
+}
+
+/// A lateral nested loop: the right side run again for each left row, with that row as
+/// its innermost outer frame (INNER and LEFT joins only: the analyzer refuses a lateral
+/// reference from the right side of a RIGHT or FULL join).
+fn lateral_loop<'a>(j: JoinArgs<'a>, on: Option<&'a Expr>, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
+    if j.kind.keeps_right() {
+        return Err(SqlError::internal("a lateral RIGHT or FULL join"));
+    }
+    let JoinArgs {
+        kind,
+        left,
+        right,
+        right_width,
+        ..
+    } = j;
+    let joined = open(left, cx)?.map(move |l| -> Result<Vec<Row>> {
         let l = l?;
         cx.interrupt.check()?;
         let frame = Frame {
@@ -317,13 +431,7 @@ fn nested_loop<'a>(
             up: cx.outer,
         };
         let inner_cx = cx.nested(&frame);
-        let per_row;
-        let rights = if let Some(r) = &fixed_right {
-            r
-        } else {
-            per_row = collect(open(right, &inner_cx)?)?;
-            &per_row
-        };
+        let rights = collect(open(right, &inner_cx)?)?;
         let mut out = Vec::new();
         for (i, r) in rights.iter().enumerate() {
             if i % INTERRUPT_EVERY == INTERRUPT_EVERY - 1 {
@@ -331,78 +439,85 @@ fn nested_loop<'a>(
             }
             let mut row = l.clone();
             row.extend_from_slice(r);
-            let keep = match on {
-                Some(p) => p.holds(cx, &row)?,
-                None => true,
-            };
-            if keep {
+            if on.map_or(Ok(true), |p| p.holds(cx, &row))? {
                 out.push(row);
             }
         }
-        if out.is_empty() && matches!(kind, JoinKind::Left) {
-            let mut row = l;
-            row.extend(std::iter::repeat_n(Value::Null, right_width));
-            out.push(row);
+        if out.is_empty() && kind.keeps_left() {
+            out.push(pad_right(l, right_width));
         }
         Ok(out)
     });
     Ok(flatten(joined))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn hash_join<'a>(
-    kind: &'a JoinKind,
-    left: &'a Node,
-    right: &'a Node,
-    left_keys: &'a [Expr],
-    right_keys: &'a [Expr],
-    residual: Option<&'a Expr>,
-    right_width: usize,
-    cx: &'a Cx<'a>,
-) -> Result<Rows<'a>> {
-    let mut table: HashMap<RowKey, Vec<Row>> = HashMap::new();
-    let mut n = 0usize;
+/// A hash join's right rows, and their positions by key.
+type HashTable = (Vec<Row>, HashMap<RowKey, Vec<usize>>);
+
+/// The hash table of a hash join: the right rows by their key (rows whose key has a NULL
+/// are kept, for RIGHT and FULL, but match nothing).
+fn build_hash(right: &Node, right_keys: &[Expr], cx: &Cx) -> Result<HashTable> {
+    let mut rows = Vec::new();
+    let mut table: HashMap<RowKey, Vec<usize>> = HashMap::new();
     for r in open(right, cx)? {
         let r = r?;
         cx.interrupt.check()?;
+        if rows.len() >= MAX_MATERIALIZED_ROWS {
+            return Err(too_many_rows());
+        }
         let key: Row = right_keys
             .iter()
             .map(|e| e.eval(cx, &r))
             .collect::<Result<_>>()?;
-        if key.iter().any(Value::is_null) {
-            continue;
+        if !key.iter().any(Value::is_null) {
+            table.entry(RowKey(key)).or_default().push(rows.len());
         }
-        n += 1;
-        if n > MAX_MATERIALIZED_ROWS {
-            return Err(too_many_rows());
-        }
-        table.entry(RowKey(key)).or_default().push(r);
+        rows.push(r);
     }
-    let lefts = open(left, cx)?;
-    let joined = lefts.map(move |l| -> Result<Vec<Row>> {
+    Ok((rows, table))
+}
+
+/// A hash join: the right side hashed on its keys, each left row probing it; a match counts
+/// when the whole condition (`residual`) holds on the joined row.
+fn hash_join<'a>(
+    j: JoinArgs<'a>,
+    left_keys: &'a [Expr],
+    right_keys: &'a [Expr],
+    residual: Option<&'a Expr>,
+    cx: &'a Cx<'a>,
+) -> Result<Rows<'a>> {
+    let (rows, table) = build_hash(j.right, right_keys, cx)?;
+    let state = Rc::new(RefCell::new(Matched::new(rows)));
+    let probe = Rc::clone(&state);
+    let (kind, right_width) = (j.kind, j.right_width);
+    let joined = open(j.left, cx)?.map(move |l| -> Result<Vec<Row>> {
         let l = l?;
         let key: Row = left_keys
             .iter()
             .map(|e| e.eval(cx, &l))
             .collect::<Result<_>>()?;
         let mut out = Vec::new();
-        if let Some(matches) = table.get(&RowKey(key)) {
-            for r in matches {
-                let mut row = l.clone();
-                row.extend_from_slice(r);
-                if residual.map_or(Ok(true), |p| p.holds(cx, &row))? {
-                    out.push(row);
-                }
+        let candidates = if key.iter().any(Value::is_null) {
+            None
+        } else {
+            table.get(&RowKey(key))
+        };
+        let mut st = probe.borrow_mut();
+        let Matched { rows, matched } = &mut *st;
+        for &i in candidates.into_iter().flatten() {
+            let mut row = l.clone();
+            row.extend_from_slice(&rows[i]);
+            if residual.map_or(Ok(true), |p| p.holds(cx, &row))? {
+                matched[i] = true;
+                out.push(row);
             }
         }
-        if out.is_empty() && matches!(kind, JoinKind::Left) {
-            let mut row = l;
-            row.extend(std::iter::repeat_n(Value::Null, right_width));
-            out.push(row);
+        if out.is_empty() && kind.keeps_left() {
+            out.push(pad_right(l, right_width));
         }
         Ok(out)
     });
-    Ok(flatten(joined))
+    Ok(with_unmatched(flatten(joined), &j, state, cx))
 }
 
 /// The rows of a join's per-left-row batches, an error ending them.

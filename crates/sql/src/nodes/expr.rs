@@ -318,6 +318,35 @@ impl Expr {
         e
     }
 
+    /// The expression with each current-row column `c` read as column `c + offset` (a
+    /// join's right side's column in the joined row).
+    pub(crate) fn shifted(&self, offset: usize) -> Expr {
+        let mut e = self.clone();
+        let mut pending = vec![&mut e];
+        while let Some(x) = pending.pop() {
+            match x {
+                Expr::Column(c) => *c += offset,
+                x => x.for_each_child_mut(|c| pending.push(c)),
+            }
+        }
+        e
+    }
+
+    /// The expression as seen from `levels` query levels further in: each current-row
+    /// column becomes that outer row's, and each outer reference reaches `levels` further.
+    pub(crate) fn as_outer(&self, levels: usize) -> Expr {
+        let mut e = self.clone();
+        let mut pending = vec![&mut e];
+        while let Some(x) = pending.pop() {
+            match x {
+                Expr::Column(c) => *x = Expr::Outer { levels, column: *c },
+                Expr::Outer { levels: l, .. } => *l += levels,
+                x => x.for_each_child_mut(|c| pending.push(c)),
+            }
+        }
+        e
+    }
+
     /// Calls `f` on the plan of each subquery in the expression (not inside those plans),
     /// until it fails; a loop over the expression, not a recursion.
     pub(crate) fn try_for_each_subquery(

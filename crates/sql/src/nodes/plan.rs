@@ -34,10 +34,36 @@ use crate::pg_catalog::CatalogTable;
 /// 54000 rather than exhaust the server's memory.
 pub const MAX_MATERIALIZED_ROWS: usize = 10_000_000;
 
-#[derive(Clone, Debug)]
+/// A join's type: which sides keep their rows that match none of the other side (padded
+/// with NULLs for the other side's columns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum JoinKind {
     Inner,
     Left,
+    Right,
+    Full,
+}
+
+impl JoinKind {
+    /// Whether the left side's unmatched rows are kept.
+    pub(crate) fn keeps_left(self) -> bool {
+        matches!(self, JoinKind::Left | JoinKind::Full)
+    }
+
+    /// Whether the right side's unmatched rows are kept.
+    pub(crate) fn keeps_right(self) -> bool {
+        matches!(self, JoinKind::Right | JoinKind::Full)
+    }
+
+    /// PostgreSQL's word for the type in EXPLAIN (`Hash Full Join`), empty for INNER.
+    pub(crate) fn explain_word(self) -> &'static str {
+        match self {
+            JoinKind::Inner => "",
+            JoinKind::Left => " Left",
+            JoinKind::Right => " Right",
+            JoinKind::Full => " Full",
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -109,16 +135,19 @@ pub(crate) enum Node {
         exprs: Vec<Expr>,
     },
     /// A nested loop. Unless `lateral`, the right side does not depend on the left row and
-    /// is materialized once; a lateral right side runs once per left row.
+    /// is materialized once; a lateral right side runs once per left row (INNER or LEFT
+    /// only). RIGHT and FULL keep the materialized right rows no left row matched.
     NestedLoop {
         kind: JoinKind,
         left: Box<Node>,
         right: Box<Node>,
         on: Option<Expr>,
+        left_width: usize,
         right_width: usize,
         lateral: bool,
     },
-    /// An equi-join: the right side is hashed on `right_keys`, the left probes it.
+    /// An equi-join: the right side is hashed on `right_keys`, the left probes it; RIGHT
+    /// and FULL keep the hashed rows no left row matched, after the last left row.
     HashJoin {
         kind: JoinKind,
         left: Box<Node>,
@@ -126,6 +155,7 @@ pub(crate) enum Node {
         left_keys: Vec<Expr>,
         right_keys: Vec<Expr>,
         residual: Option<Expr>,
+        left_width: usize,
         right_width: usize,
     },
     Aggregate {

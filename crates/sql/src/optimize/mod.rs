@@ -4,7 +4,9 @@
 //!
 //! - [`pushdown`]: predicate pushdown: a filter's conjuncts go as low as they can, onto the
 //!   one input they read (where an index may serve them) or into the condition of the
-//!   lowest join that has all they read (where a hash join can use them).
+//!   lowest join that has all they read (where a hash join can use them); and outer-join
+//!   simplification (an outer join under a filter that rejects its padded rows is not
+//!   outer).
 //!
 //! ## Rules
 //! - A rule keeps the rows a node gives, and their order where the node has one: it changes
@@ -42,6 +44,6 @@ fn optimize_statement(plan: &mut Plan) -> Result<()> {
 fn optimize_node(node: &mut Node) -> Result<()> {
     crate::stack::check_stack_depth()?;
     node.try_for_each_subquery(optimize_node)?;
-    pushdown::push_filter(node);
+    pushdown::push_filter(node)?;
     node.try_for_each_child(optimize_node)
 }

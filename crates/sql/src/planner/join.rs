@@ -1,7 +1,11 @@
 //! Join methods: a hash join on the conjuncts that equate an expression of the left row with
 //! one of the right row, a nested loop otherwise (and always for a lateral right side, and
-//! under `enable_hashjoin = off`).
+//! under `enable_hashjoin = off`). A FULL join needs a hash join unless its condition reads
+//! no column (PostgreSQL's 0A000 otherwise: its FULL joins are merge or hash joins).
 
+use quire_engine::SqlState;
+
+use crate::error::{Result, SqlError};
 use crate::nodes::{conjuncts, CmpOp, Expr, JoinKind, Node};
 use crate::settings::PlannerSwitches;
 
@@ -16,7 +20,7 @@ pub(super) fn join(
     right_width: usize,
     lateral: bool,
     sw: PlannerSwitches,
-) -> Node {
+) -> Result<Node> {
     if let (Some(p), false, true) = (&on, lateral, sw.hashjoin) {
         // A hash join on the conjuncts that equate an expression of the left row with one
         // of the right row; the whole condition is checked again on each match.
@@ -41,23 +45,33 @@ pub(super) fn join(
             }
         }
         if !left_keys.is_empty() {
-            return Node::HashJoin {
+            return Ok(Node::HashJoin {
                 kind,
                 left: Box::new(left),
                 right: Box::new(right),
                 left_keys,
                 right_keys,
                 residual: on,
+                left_width,
                 right_width,
-            };
+            });
         }
     }
-    Node::NestedLoop {
+    // A condition of constants only (`ON true`) is PostgreSQL's join with no clause.
+    let constant = on.as_ref().is_none_or(|p| !p.uses_current_row());
+    if kind == JoinKind::Full && !constant {
+        return Err(SqlError::new(
+            SqlState::FEATURE_NOT_SUPPORTED,
+            "FULL JOIN is only supported with merge-joinable or hash-joinable join conditions",
+        ));
+    }
+    Ok(Node::NestedLoop {
         kind,
         left: Box::new(left),
         right: Box::new(right),
         on,
+        left_width,
         right_width,
         lateral,
-    }
+    })
 }

@@ -61,7 +61,7 @@ fn plan_node(node: &mut Node, sw: PlannerSwitches) -> Result<()> {
         }
     }
     node.try_for_each_child(|n| plan_node(n, sw))?;
-    implement(node, sw);
+    implement(node, sw)?;
     if let (Some(table), Node::Limit { input, .. }) = (ordered_table, &mut *node) {
         let planned = std::mem::replace(&mut **input, Node::empty());
         **input = access::ordered_by_index(planned, &table);
@@ -70,7 +70,7 @@ fn plan_node(node: &mut Node, sw: PlannerSwitches) -> Result<()> {
 }
 
 /// `node`, whose children are planned, made physical if it is logical.
-fn implement(node: &mut Node, sw: PlannerSwitches) {
+fn implement(node: &mut Node, sw: PlannerSwitches) -> Result<()> {
     let physical = match node {
         Node::Relation { table, with_tid } => Node::Scan {
             table: table.def.oid,
@@ -85,7 +85,7 @@ fn implement(node: &mut Node, sw: PlannerSwitches) {
             right_width,
             lateral,
         } => join::join(
-            kind.clone(),
+            *kind,
             std::mem::replace(&mut **left, Node::empty()),
             std::mem::replace(&mut **right, Node::empty()),
             on.take(),
@@ -93,8 +93,9 @@ fn implement(node: &mut Node, sw: PlannerSwitches) {
             *right_width,
             *lateral,
             sw,
-        ),
-        _ => return,
+        )?,
+        _ => return Ok(()),
     };
     *node = physical;
+    Ok(())
 }

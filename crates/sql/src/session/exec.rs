@@ -731,11 +731,31 @@ fn conflicting_row(
     Ok(None)
 }
 
-fn targets(cx: &Cx, scan: &Node) -> Result<Vec<quire_engine::Tid>> {
-    crate::exec::collect(crate::exec::open(scan, cx)?)?
-        .iter()
-        .map(|r| value_tid(r.last().unwrap_or(&Value::Null)))
-        .collect()
+/// The rows UPDATE, DELETE or SELECT FOR UPDATE changes: for each target row (its TID
+/// follows its columns in the scan's row), the scan's values after its columns (the TID,
+/// then the columns of UPDATE ... FROM's or DELETE ... USING's other tables). A target
+/// row joined to several rows counts once, with the first of them, as in PostgreSQL.
+fn targets(cx: &Cx, table: &TableInfo, scan: &Node) -> Result<Vec<(quire_engine::Tid, Row)>> {
+    let width = table.columns.len();
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for mut row in crate::exec::collect(crate::exec::open(scan, cx)?)? {
+        let rest = row.split_off(width.min(row.len()));
+        let tid = value_tid(rest.first().unwrap_or(&Value::Null))?;
+        if seen.insert(tid) {
+            out.push((tid, rest));
+        }
+    }
+    Ok(out)
+}
+
+/// A target row's version `current` with the values the scan read after it: the row the
+/// statement's expressions (SET, WHERE's recheck, RETURNING) are evaluated on.
+fn with_rest(current: &[Value], rest: &[Value]) -> Row {
+    let mut row = Vec::with_capacity(current.len() + rest.len());
+    row.extend_from_slice(current);
+    row.extend_from_slice(rest);
+    row
 }
 
 fn update(
@@ -747,20 +767,21 @@ fn update(
     mut returning: Returning,
 ) -> Result<Outcome> {
     let mut n = 0u64;
-    for tid in targets(cx, scan)? {
+    for (tid, rest) in targets(cx, table, scan)? {
         let mut failure = None;
         let changed = cx.tx.update_with(table.def.oid, tid, |current| {
             // READ COMMITTED: the row may have changed since the scan; the predicate is
             // checked again on its newest version.
             let r = (|| -> Result<Option<Row>> {
+                let joined = with_rest(current, &rest);
                 if let Some(p) = recheck {
-                    if !p.holds(cx, current)? {
+                    if !p.holds(cx, &joined)? {
                         return Ok(None);
                     }
                 }
                 let mut row = current.clone();
                 for (c, e) in sets {
-                    row[*c] = e.eval(cx, current)?;
+                    row[*c] = e.eval(cx, &joined)?;
                 }
                 check_not_null(table, &row)?;
                 Ok(Some(row))
@@ -776,7 +797,7 @@ fn update(
         }
         if let Changed::Done(_, row) = changed {
             n += 1;
-            returning.row(cx, &row)?;
+            returning.row(cx, &with_rest(&row, &rest))?;
         }
     }
     Ok(returning.outcome(format!("UPDATE {n}")))
@@ -793,10 +814,11 @@ fn select_for_update(
 ) -> Result<Outcome> {
     out.rows(columns)?;
     let mut n = 0u64;
-    for tid in targets(cx, scan)? {
+    for (tid, rest) in targets(cx, table, scan)? {
         // The lock is taken on the newest version (READ COMMITTED follows concurrent
         // updates), which must still match.
         if let Changed::Done(_, row) = cx.tx.lock_row(table.def.oid, tid)? {
+            let row = with_rest(&row, &rest);
             if recheck.map_or(Ok(true), |p| p.holds(cx, &row))? {
                 let values: Row = exprs
                     .iter()
@@ -818,13 +840,13 @@ fn delete(
     mut returning: Returning,
 ) -> Result<Outcome> {
     let mut n = 0u64;
-    for tid in targets(cx, scan)? {
+    for (tid, rest) in targets(cx, table, scan)? {
         let mut failure = None;
         let changed = cx
             .tx
             .delete_if(table.def.oid, tid, |current| match recheck {
                 None => true,
-                Some(p) => p.holds(cx, current).unwrap_or_else(|e| {
+                Some(p) => p.holds(cx, &with_rest(current, &rest)).unwrap_or_else(|e| {
                     failure = Some(e);
                     false
                 }),
@@ -834,7 +856,7 @@ fn delete(
         }
         if let Changed::Done(_, row) = changed {
             n += 1;
-            returning.row(cx, &row)?;
+            returning.row(cx, &with_rest(&row, &rest))?;
         }
     }
     Ok(returning.outcome(format!("DELETE {n}")))
