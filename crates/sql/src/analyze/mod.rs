@@ -549,8 +549,8 @@ impl Binder<'_> {
         }
         let name = self.new_table_name(&ct.name, ct.temporary, ct.on_commit.as_ref())?;
         if let Some(q) = &ct.query {
-            let names = ct.columns.iter().map(|c| ident_name(&c.name)).collect();
-            return self.create_table_as(name, ct.if_not_exists, names, q);
+            let names: Vec<String> = ct.columns.iter().map(|c| ident_name(&c.name)).collect();
+            return self.create_table_as(name, ct.if_not_exists, &names, q);
         }
         let mut columns: Vec<ColumnInfo> = Vec::new();
         let mut pkey: Option<Vec<usize>> = None;
@@ -661,7 +661,7 @@ impl Binder<'_> {
         &mut self,
         name: String,
         if_not_exists: bool,
-        names: Vec<String>,
+        names: &[String],
         q: &ast::Query,
     ) -> Result<Plan> {
         let (query, out) = self.query(q)?;
@@ -719,7 +719,7 @@ impl Binder<'_> {
         if let SetExpr::Select(sel) = &mut *q.body {
             sel.into = None;
         }
-        self.create_table_as(name, false, Vec::new(), &q).map(Some)
+        self.create_table_as(name, false, &[], &q).map(Some)
     }
 
     /// A column definition of CREATE TABLE or ADD COLUMN: its type (`serial` and kin

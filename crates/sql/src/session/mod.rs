@@ -436,12 +436,11 @@ impl Session {
         }
         // A kept plan answers without a transaction: a Describe before each Execute (libpq's
         // PQexecPrepared) then costs no snapshot, and Execute still checks the plan itself.
-        let kept = match self.state {
-            State::Failed => None,
-            _ => {
-                self.plans.use_switches(self.settings.planner());
-                self.plans.get(text, hints, self.db.catalog_generation())
-            }
+        let kept = if matches!(self.state, State::Failed) {
+            None
+        } else {
+            self.plans.use_switches(self.settings.planner());
+            self.plans.get(text, hints, self.db.catalog_generation())
         };
         let bound = if let Some(bound) = kept {
             bound
