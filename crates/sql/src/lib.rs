@@ -47,9 +47,10 @@
 //!   serial columns own, roles) lives in engine tables of its own written in the same
 //!   transaction, so DDL rolls back as a whole ([`catalog`]'s rules). Sequences and numeric
 //!   values are the engine's own (its `sequence` layer and value type).
-//! - Memory: every node that materializes rows (sort, aggregate, hash join, DISTINCT, a
-//!   statement's result) is bounded by `plan::MAX_MATERIALIZED_ROWS`; beyond it the
-//!   statement fails with 54000. Every value a function or operator builds is at most
+//! - Memory: a sort holds at most `work_mem` of rows and spills the rest to temp files
+//!   (`exec::sort`); the other nodes that materialize rows (aggregate, hash join, DISTINCT,
+//!   a nested loop's inner side) are bounded by `nodes::MAX_MATERIALIZED_ROWS`, beyond
+//!   which the statement fails with 54000; a statement's result is streamed. Every value a function or operator builds is at most
 //!   1 GB (`types::MAX_VALUE_BYTES`, PostgreSQL's `MaxAllocSize`), its length computed and
 //!   checked (54000) before it is allocated. A query string whose syntax trees would take
 //!   more than 1 GB (`parse::MAX_PARSE_MEMORY_BYTES`, estimated from its tokens before
