@@ -380,7 +380,7 @@ seed004() {
   index_passes+=("seed004-vacuum-$label|$passes_pg|$passes_q")
 }
 
-# --- queries larger than work_mem (issue 37): an external sort and a batched hash join ------
+# --- queries larger than work_mem (issue 37): an external sort, and a hash join (not spilling yet)
 spill_rows=()
 # spill_query WORKLOAD SERVER SQL: runs SQL with work_mem 4MB on a freshly started server
 # and samples its time; for quire, notes its peak RSS and what is left in its temp directory.

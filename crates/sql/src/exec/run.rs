@@ -329,6 +329,35 @@ impl Matched {
         let matched = vec![false; rows.len()];
         Matched { rows, matched }
     }
+
+    /// Left row `l` joined with the right rows at `candidates` for which `cond` holds (each
+    /// marked matched); `l` padded with NULLs if none does and the join keeps left rows.
+    fn join_row(
+        &mut self,
+        l: Row,
+        candidates: impl Iterator<Item = usize>,
+        cond: Option<&Expr>,
+        kind: JoinKind,
+        right_width: usize,
+        cx: &Cx,
+    ) -> Result<Vec<Row>> {
+        let mut out = Vec::new();
+        for (n, i) in candidates.enumerate() {
+            if n % INTERRUPT_EVERY == INTERRUPT_EVERY - 1 {
+                cx.interrupt.check()?;
+            }
+            let mut row = l.clone();
+            row.extend_from_slice(&self.rows[i]);
+            if cond.map_or(Ok(true), |p| p.holds(cx, &row))? {
+                self.matched[i] = true;
+                out.push(row);
+            }
+        }
+        if out.is_empty() && kind.keeps_left() {
+            out.push(pad_right(l, right_width));
+        }
+        Ok(out)
+    }
 }
 
 /// `l` followed by `right_width` NULLs: a left row no right row matched.
@@ -388,23 +417,8 @@ fn nested_loop<'a>(
         let l = l?;
         cx.interrupt.check()?;
         let mut st = probe.borrow_mut();
-        let Matched { rows, matched } = &mut *st;
-        let mut out = Vec::new();
-        for (i, r) in rows.iter().enumerate() {
-            if i % INTERRUPT_EVERY == INTERRUPT_EVERY - 1 {
-                cx.interrupt.check()?;
-            }
-            let mut row = l.clone();
-            row.extend_from_slice(r);
-            if on.map_or(Ok(true), |p| p.holds(cx, &row))? {
-                matched[i] = true;
-                out.push(row);
-            }
-        }
-        if out.is_empty() && kind.keeps_left() {
-            out.push(pad_right(l, right_width));
-        }
-        Ok(out)
+        let n = st.rows.len();
+        st.join_row(l, 0..n, on, kind, right_width, cx)
     });
     Ok(with_unmatched(flatten(joined), &j, state, cx))
 }
@@ -496,26 +510,15 @@ fn hash_join<'a>(
             .iter()
             .map(|e| e.eval(cx, &l))
             .collect::<Result<_>>()?;
-        let mut out = Vec::new();
         let candidates = if key.iter().any(Value::is_null) {
             None
         } else {
             table.get(&RowKey(key))
         };
-        let mut st = probe.borrow_mut();
-        let Matched { rows, matched } = &mut *st;
-        for &i in candidates.into_iter().flatten() {
-            let mut row = l.clone();
-            row.extend_from_slice(&rows[i]);
-            if residual.map_or(Ok(true), |p| p.holds(cx, &row))? {
-                matched[i] = true;
-                out.push(row);
-            }
-        }
-        if out.is_empty() && kind.keeps_left() {
-            out.push(pad_right(l, right_width));
-        }
-        Ok(out)
+        let candidates = candidates.into_iter().flatten().copied();
+        probe
+            .borrow_mut()
+            .join_row(l, candidates, residual, kind, right_width, cx)
     });
     Ok(with_unmatched(flatten(joined), &j, state, cx))
 }

@@ -177,7 +177,7 @@ impl Expr {
     }
 
     /// Calls `f` on each direct subexpression, left to right (not those inside a subquery).
-    fn for_each_child<'a>(&'a self, mut f: impl FnMut(&'a Expr)) {
+    pub(crate) fn for_each_child<'a>(&'a self, mut f: impl FnMut(&'a Expr)) {
         match self {
             Expr::Const(_)
             | Expr::Param(_)

@@ -213,20 +213,16 @@ fn is_null_when(e: &Expr, cols: &Range<usize>) -> bool {
     while let Some(x) = pending.pop() {
         match x {
             Expr::Column(c) if cols.contains(c) => return true,
-            Expr::Arith(_, _, a, b)
-            | Expr::Cmp(_, _, a, b)
-            | Expr::Concat(a, b)
-            | Expr::Like {
-                expr: a,
-                pattern: b,
-                ..
-            }
-            | Expr::Regex {
-                expr: a,
-                pattern: b,
-                ..
-            } => pending.extend([&**a, &**b]),
-            Expr::Neg(a) | Expr::Not(a) | Expr::Cast(a, _, _) => pending.push(a),
+            // Strict in every operand: NULL in, NULL out.
+            Expr::Arith(..)
+            | Expr::Cmp(..)
+            | Expr::Concat(..)
+            | Expr::Like { .. }
+            | Expr::Regex { .. }
+            | Expr::Neg(_)
+            | Expr::Not(_)
+            | Expr::Cast(..) => x.for_each_child(|c| pending.push(c)),
+            // Strict in its tested value only: a NULL in the list may still leave a match.
             Expr::InList { expr, .. } => pending.push(expr),
             _ => {}
         }
