@@ -1,4 +1,6 @@
-//! EXPLAIN: a plan's lines, PostgreSQL's node names, children indented under `->`.
+//! EXPLAIN: a plan's lines, PostgreSQL's node names, children indented under `->`; a
+//! query level's CTEs as PostgreSQL prints them (`CTE t` and its plan, under the level's top
+//! node, or under the scan a CTE's one reference streams it through).
 
 use std::ops::Bound;
 
@@ -6,12 +8,12 @@ use quire_engine::Transaction;
 
 use crate::catalog::TableInfo;
 use crate::error::{Result, SqlError};
-use crate::nodes::{JoinKind, Node, Plan};
+use crate::nodes::{JoinKind, Node, Plan, SetOpKind};
 
 /// EXPLAIN's lines for `node`: PostgreSQL's node names, children indented under `->`.
 pub(crate) fn explain(node: &Node, tx: &quire_engine::Transaction) -> Result<Vec<String>> {
     let mut lines = Vec::new();
-    explain_into(node, tx, 0, &mut lines)?;
+    explain_into(node, tx, None, &mut lines)?;
     Ok(lines)
 }
 
@@ -24,13 +26,61 @@ fn relation(tx: &quire_engine::Transaction, oid: quire_engine::Oid) -> Result<St
     Ok(name.unwrap_or_else(|| oid.0.to_string()))
 }
 
+/// A node's line in EXPLAIN and what is printed under it: its CTEs (name and plan) and its
+/// children.
+struct Entry<'n> {
+    label: String,
+    ctes: Vec<(&'n str, &'n Node)>,
+    children: Vec<&'n Node>,
+}
+
+/// `node`'s lines: its label after `->` at column `arrow` (at the start for the top node),
+/// then its CTEs and children two columns further in.
 fn explain_into(
     node: &Node,
     tx: &quire_engine::Transaction,
-    depth: usize,
+    arrow: Option<usize>,
     out: &mut Vec<String>,
 ) -> Result<()> {
     crate::stack::check_stack_depth()?;
+    // A query level's CTEs print under its top node.
+    let (node, ctes) = match node {
+        Node::With { ctes, input } => {
+            (&**input, ctes.iter().map(|c| (&*c.name, &c.plan)).collect())
+        }
+        _ => (node, Vec::new()),
+    };
+    let mut entry = entry(node, tx)?;
+    entry.ctes.splice(0..0, ctes);
+    let column = match arrow {
+        None => {
+            out.push(entry.label);
+            0
+        }
+        Some(a) => {
+            out.push(format!("{}->  {}", " ".repeat(a), entry.label));
+            a + 4
+        }
+    };
+    for (name, plan) in entry.ctes {
+        out.push(format!("{}CTE {name}", " ".repeat(column + 2)));
+        explain_into(plan, tx, Some(column + 4), out)?;
+    }
+    for c in entry.children {
+        explain_into(c, tx, Some(column + 2), out)?;
+    }
+    Ok(())
+}
+
+/// A scanned relation's name, and its alias when it has another.
+fn scan_name(name: &str, alias: Option<&String>) -> String {
+    match alias {
+        Some(a) if a != name => format!("{name} {a}"),
+        _ => name.to_string(),
+    }
+}
+
+fn entry<'n>(node: &'n Node, tx: &quire_engine::Transaction) -> Result<Entry<'n>> {
     let left_join = |k: &JoinKind| {
         if matches!(k, JoinKind::Left) {
             " Left"
@@ -38,6 +88,7 @@ fn explain_into(
             ""
         }
     };
+    let mut ctes = Vec::new();
     let (label, children): (String, Vec<&Node>) = match node {
         Node::Relation { .. } | Node::Join { .. } => {
             return Err(SqlError::internal(
@@ -95,20 +146,54 @@ fn explain_into(
             vec![&**input],
         ),
         Node::Sort { input, .. } => ("Sort".into(), vec![&**input]),
-        Node::Distinct { input } => ("Unique".into(), vec![&**input]),
+        Node::Distinct { input, .. } => ("Unique".into(), vec![&**input]),
         Node::Limit { input, .. } => ("Limit".into(), vec![&**input]),
         Node::Append(nodes) => ("Append".into(), nodes.iter().collect()),
+        Node::SetOp {
+            op,
+            all,
+            left,
+            right,
+        } => (
+            format!(
+                "HashSetOp {}{}",
+                match op {
+                    SetOpKind::Intersect => "Intersect",
+                    SetOpKind::Except => "Except",
+                },
+                if *all { " All" } else { "" }
+            ),
+            vec![&**left, &**right],
+        ),
+        Node::With { .. } => {
+            return Err(SqlError::internal(
+                "EXPLAIN of a WITH below its level's top",
+            ))
+        }
+        Node::CteScan {
+            name, alias, plan, ..
+        } => {
+            if let Some(p) = plan {
+                ctes.push((name.as_str(), &**p));
+            }
+            (
+                format!("CTE Scan on {}", scan_name(name, alias.as_ref())),
+                vec![],
+            )
+        }
+        Node::WorkTableScan { name, alias, .. } => (
+            format!("WorkTable Scan on {}", scan_name(name, alias.as_ref())),
+            vec![],
+        ),
+        Node::RecursiveUnion { base, step, .. } => {
+            ("Recursive Union".into(), vec![&**base, &**step])
+        }
     };
-    let line = if depth == 0 {
-        label
-    } else {
-        format!("{}->  {label}", " ".repeat(depth * 6 - 4))
-    };
-    out.push(line);
-    for c in children {
-        explain_into(c, tx, depth + 1, out)?;
-    }
-    Ok(())
+    Ok(Entry {
+        label,
+        ctes,
+        children,
+    })
 }
 
 /// EXPLAIN's lines for a planned statement: a query's plan, or the change INSERT, UPDATE or

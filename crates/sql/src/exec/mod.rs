@@ -1,9 +1,11 @@
 //! The executor: expressions evaluated ([`eval`]), plans run ([`run`]) and explained
 //! ([`explain`]). It receives physical plans only (`crate::nodes`' rules).
 
+mod cte;
 mod eval;
 mod explain;
 mod run;
+mod setop;
 
 pub(crate) use explain::explain_statement;
 pub(crate) use run::{collect, open, too_many_rows};
