@@ -2,7 +2,11 @@
 //! transaction, the parameters, the session's settings and interrupt, and the rows of the
 //! enclosing query levels ([`Frame`]). Built by the session for each execution.
 
-use quire_engine::{Database, Transaction, Value};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use quire_engine::{Database, Row, Transaction, Value};
 
 use crate::settings::Settings;
 
@@ -12,6 +16,23 @@ use crate::settings::Settings;
 pub(crate) struct Frame<'a> {
     pub row: &'a [Value],
     pub up: Option<&'a Frame<'a>>,
+}
+
+/// The rows of a statement's materialized common table expressions and of its recursive
+/// CTEs' working tables, by id: a CTE is computed once and read by each of its scans.
+#[derive(Default)]
+pub(crate) struct CteStore(RefCell<HashMap<usize, Rc<Vec<Row>>>>);
+
+impl CteStore {
+    /// Sets the rows of `id` (replacing what it had: a CTE of a subquery run again).
+    pub(crate) fn set(&self, id: usize, rows: Rc<Vec<Row>>) {
+        self.0.borrow_mut().insert(id, rows);
+    }
+
+    /// The rows of `id`, if they were set.
+    pub(crate) fn get(&self, id: usize) -> Option<Rc<Vec<Row>>> {
+        self.0.borrow().get(&id).cloned()
+    }
 }
 
 /// What a statement's expressions are evaluated against.
@@ -28,6 +49,8 @@ pub(crate) struct Cx<'a> {
     /// The statement's start (`now()`, `CURRENT_TIMESTAMP`), microseconds since 1970.
     pub now_us: i64,
     pub outer: Option<&'a Frame<'a>>,
+    /// The statement's CTE rows and working tables.
+    pub ctes: &'a CteStore,
 }
 
 impl<'a> Cx<'a> {
@@ -47,6 +70,7 @@ impl<'a> Cx<'a> {
             sequences: self.sequences,
             now_us: self.now_us,
             outer: Some(frame),
+            ctes: self.ctes,
         }
     }
 }

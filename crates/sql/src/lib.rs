@@ -31,7 +31,7 @@
 //! 9. `exec`: the executor: expression evaluation, plan execution, EXPLAIN.
 //! 10. `analyze`: names, types and parameters resolved: a statement becomes logical nodes
 //!     (it chooses no access path and no join method).
-//! 11. `optimize`: rewrite rules over logical nodes (predicate pushdown).
+//! 11. `optimize`: rewrite rules over logical nodes (CTE inlining, predicate pushdown).
 //! 12. `planner`: logical nodes become physical ones (access paths, join methods).
 //! 13. `session`: a client's transaction state, settings and COPY; the pipeline per
 //!     statement; the plans kept per session.

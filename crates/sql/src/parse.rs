@@ -260,11 +260,31 @@ fn parse_piece(
     if syntax_depth(&tokens) > syntax_depth_limit() {
         return Err(crate::stack::too_deep());
     }
-    sqlparser::parser::Parser::new(&dialect)
+    let table_statement = tokens
+        .iter()
+        .find(|t| !matches!(t.token, sqlparser::tokenizer::Token::Whitespace(_)))
+        .is_some_and(|t| {
+            matches!(&t.token, sqlparser::tokenizer::Token::Word(w)
+                if w.keyword == sqlparser::keywords::Keyword::TABLE)
+        });
+    let mut parser = sqlparser::parser::Parser::new(&dialect)
         .with_recursion_limit(MAX_PARSER_RECURSION)
-        .with_tokens_with_locations(tokens)
-        .parse_statements()
-        .map_err(|e| parser_error(sql, &e))
+        .with_tokens_with_locations(tokens);
+    if table_statement {
+        // `TABLE name [ORDER BY ...]`, a query `sqlparser` reads only inside one.
+        return table_query(&mut parser).map_err(|e| parser_error(sql, &e));
+    }
+    parser.parse_statements().map_err(|e| parser_error(sql, &e))
+}
+
+/// A statement that begins with `TABLE`: a query, then an optional `;`.
+fn table_query(
+    parser: &mut sqlparser::parser::Parser,
+) -> std::result::Result<Vec<sqlparser::ast::Statement>, sqlparser::parser::ParserError> {
+    let query = parser.parse_query()?;
+    let _ = parser.consume_token(&sqlparser::tokenizer::Token::SemiColon);
+    parser.expect_token(&sqlparser::tokenizer::Token::EOF)?;
+    Ok(vec![sqlparser::ast::Statement::Query(query)])
 }
 
 /// Parses one SQL expression (a column's stored DEFAULT), 42601 on a syntax error, under

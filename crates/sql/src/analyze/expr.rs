@@ -524,9 +524,11 @@ impl Binder<'_> {
         scope: &Scope,
     ) -> Result<(crate::nodes::Node, Vec<OutColumn>)> {
         self.outer.push(scope.clone());
+        self.sublinks += 1;
         let saved = self.agg.take();
         let r = self.query(q);
         self.agg = saved;
+        self.sublinks -= 1;
         self.outer.pop();
         r
     }

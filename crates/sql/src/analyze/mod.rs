@@ -4,11 +4,13 @@
 //! PostgreSQL infers them for a Parse message without types. What quire does not do is
 //! refused here with 0A000 naming it.
 //!
-//! - [`query`]: SELECT (FROM with joins, WHERE, GROUP BY, HAVING, ORDER BY, LIMIT, UNION
-//!   ALL) and the choice of access path (an index for equality and range predicates).
+//! - [`query`]: SELECT (FROM with joins, WHERE, GROUP BY, HAVING, ORDER BY, LIMIT, FETCH,
+//!   DISTINCT ON) and the choice of access path (an index for equality and range predicates).
 //! - [`expr`]: expressions, operators, functions, casts and subqueries.
 //! - [`scope`]: the names a FROM clause makes visible: tables, aliases, joins' merged
 //!   USING and NATURAL columns, what LATERAL may see.
+//! - [`setop`]: UNION, INTERSECT and EXCEPT: column counts and types unified.
+//! - [`with`]: WITH: common table expressions, their names' scopes, recursion.
 //! - this file: statements (DDL, DML with UPDATE ... FROM and DELETE ... USING,
 //!   transaction control, utility commands).
 //!
@@ -29,6 +31,8 @@
 mod expr;
 mod query;
 mod scope;
+mod setop;
+mod with;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -180,6 +184,14 @@ pub(crate) struct Binder<'t> {
     clause: Option<&'static str>,
     /// The session's table cache, with the catalog generation its entries must have.
     tables: Option<(&'t RefCell<TableCache>, u64)>,
+    /// The common table expressions in scope, innermost last.
+    ctes: Vec<with::CteBinding>,
+    /// The id the next CTE gets (unique in the statement).
+    next_cte: usize,
+    /// How many expression subqueries and outer joins' nullable sides enclose the place
+    /// being bound (where a recursive reference may not be).
+    sublinks: usize,
+    outer_joins: usize,
 }
 
 pub(crate) fn ident_name(i: &Ident) -> String {
@@ -274,6 +286,10 @@ impl<'t> Binder<'t> {
             in_aggregate: false,
             clause: None,
             tables: None,
+            ctes: Vec::new(),
+            next_cte: 0,
+            sublinks: 0,
+            outer_joins: 0,
         }
     }
 
@@ -441,6 +457,14 @@ impl Binder<'_> {
             }
             Statement::Lock(lock) => self.lock(lock),
             Statement::Insert(ins) => self.insert(ins),
+            Statement::Query(q)
+                if matches!(
+                    &*q.body,
+                    SetExpr::Insert(_) | SetExpr::Update(_) | SetExpr::Delete(_)
+                ) =>
+            {
+                self.dml_with(q)
+            }
             Statement::Query(q) => {
                 if let Some(plan) = self.select_into(q)? {
                     return Ok(plan);

@@ -1,7 +1,8 @@
 //! Queries: FROM (tables, pg_catalog tables, generate_series, subqueries, LATERAL, joins),
-//! WHERE, GROUP BY/HAVING with aggregates, the select list, DISTINCT, ORDER BY,
-//! LIMIT/OFFSET and UNION ALL; and the access path of a single table (an index for equality
-//! and range predicates on its leading columns, a sequential scan otherwise).
+//! WHERE, GROUP BY/HAVING with aggregates, the select list, DISTINCT [ON], ORDER BY,
+//! OFFSET and LIMIT or FETCH FIRST [WITH TIES], VALUES and TABLE; and the access path of a
+//! single table (an index for equality and range predicates on its leading columns, a
+//! sequential scan otherwise).
 //!
 //! Joins: a nested loop whose inner side is an index scan keyed by the outer row when the
 //! join condition equates an indexed column of the right table with an expression of the
@@ -12,8 +13,7 @@ use std::borrow::Cow;
 use quire_engine::SqlState;
 use sqlparser::ast::{
     self, Expr as AstExpr, GroupByExpr, JoinConstraint, JoinOperator, LimitClause, OrderByKind,
-    OrderBySort, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, SetOperator, SetQuantifier,
-    TableFactor, TableWithJoins,
+    OrderBySort, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, TableFactor, TableWithJoins,
 };
 
 use super::scope::{rename, using_names, Matching, ScopeCol};
@@ -66,73 +66,90 @@ struct Shape {
 }
 
 impl Binder<'_> {
-    /// A query: its plan and output columns.
+    /// A query: its plan and output columns (an untyped literal's column is `text`).
     pub(super) fn query(&mut self, q: &ast::Query) -> Result<(Node, Vec<OutColumn>)> {
         crate::stack::check_stack_depth()?;
-        if q.with.is_some() || q.fetch.is_some() {
-            return Err(SqlError::unsupported("WITH or FETCH"));
-        }
-        if let SetExpr::Select(sel) = &*q.body {
-            let (node, out) = self.select(sel, q.order_by.as_ref())?;
-            return Ok((self.limit(node, q.limit_clause.as_ref())?, out));
-        }
-        let (node, out) = self.set_expr(&q.body)?;
-        let node = match &q.order_by {
-            None => node,
-            Some(ob) => {
-                let scope = Scope::of_out(&out, None);
-                let mut keys = Vec::new();
-                for (target, desc, nulls_first) in order_items(ob, &out)? {
-                    let expr = match target {
-                        OrderTarget::Output(i) => Expr::Column(i),
-                        OrderTarget::Expr(e) => self.expr(e, &scope)?.0,
-                    };
-                    keys.push(SortKey {
-                        expr,
-                        descending: desc,
-                        nulls_first,
-                    });
-                }
-                Node::Sort {
-                    input: Box::new(node),
-                    keys,
-                }
-            }
+        let (node, mut out) = match &q.with {
+            None => self.query_body(q)?,
+            Some(with) => self.with_query(with, q)?,
         };
-        Ok((self.limit(node, q.limit_clause.as_ref())?, out))
+        for c in &mut out {
+            if c.ty == SqlType::Unknown {
+                c.ty = SqlType::Text;
+            }
+        }
+        Ok((node, out))
     }
 
-    fn set_expr(&mut self, body: &SetExpr) -> Result<(Node, Vec<OutColumn>)> {
+    /// A query without its WITH clause: its body, ORDER BY, OFFSET and LIMIT or FETCH.
+    /// Output columns of untyped literals stay `unknown` (a set operation resolves them).
+    pub(super) fn query_body(&mut self, q: &ast::Query) -> Result<(Node, Vec<OutColumn>)> {
+        let limit = self.limit_spec(q)?;
+        if let SetExpr::Select(sel) = &*q.body {
+            return self.select(sel, q.order_by.as_ref(), limit);
+        }
+        let (node, out) = self.set_expr(&q.body)?;
+        let mut keys = Vec::new();
+        if let Some(ob) = &q.order_by {
+            for (target, descending, nulls_first) in order_items(ob, &out)? {
+                let OrderTarget::Output(i) = target else {
+                    return Err(setop_order_by_error(&target));
+                };
+                keys.push(SortKey {
+                    expr: Expr::Column(i),
+                    descending,
+                    nulls_first,
+                });
+            }
+        }
+        let node = if keys.is_empty() {
+            node
+        } else {
+            Node::Sort {
+                input: Box::new(node),
+                keys: keys.clone(),
+            }
+        };
+        Ok((apply_limit(node, limit, &keys)?, out))
+    }
+
+    pub(super) fn set_expr(&mut self, body: &SetExpr) -> Result<(Node, Vec<OutColumn>)> {
         crate::stack::check_stack_depth()?;
         match body {
-            SetExpr::Select(sel) => self.select(sel, None),
+            SetExpr::Select(sel) => self.select(sel, None, None),
             SetExpr::Query(q) => self.query(q),
             SetExpr::SetOperation {
                 left,
-                op: SetOperator::Union,
+                op,
                 set_quantifier,
                 right,
-            } => {
-                let (l, out) = self.set_expr(left)?;
-                let (r, rout) = self.set_expr(right)?;
-                if out.len() != rout.len() {
-                    return Err(SqlError::syntax(
-                        "each UNION query must have the same number of columns",
-                    ));
-                }
-                let node = Node::Append(vec![l, r]);
-                let node = match set_quantifier {
-                    SetQuantifier::All => node,
-                    SetQuantifier::None | SetQuantifier::Distinct => Node::Distinct {
-                        input: Box::new(node),
-                    },
-                    other => return Err(SqlError::unsupported(format!("UNION {other}"))),
-                };
-                Ok((node, out))
-            }
+            } => self.set_operation(left, *op, *set_quantifier, right),
             SetExpr::Values(v) => self.values(v),
-            other => Err(SqlError::unsupported(format!("query {other}"))),
+            SetExpr::Table(t) => self.table_statement(t),
+            SetExpr::Insert(_) | SetExpr::Update(_) | SetExpr::Delete(_) | SetExpr::Merge(_) => {
+                Err(SqlError::unsupported("data-modifying statements in WITH"))
+            }
         }
+    }
+
+    /// `TABLE name`: every column of the table, as `SELECT * FROM name`.
+    fn table_statement(&mut self, t: &ast::Table) -> Result<(Node, Vec<OutColumn>)> {
+        let idents: Vec<ast::Ident> = t.schema_name.iter().chain(&t.table_name).cloned().collect();
+        let (node, scope) = self.named_table(&ast::ObjectName::from(idents), None)?;
+        let mut exprs = Vec::new();
+        let mut out = Vec::new();
+        for (i, c) in scope.cols.iter().enumerate().filter(|(_, c)| !c.hidden) {
+            exprs.push(Expr::Column(i));
+            out.push(OutColumn {
+                name: c.name.clone(),
+                ty: c.ty,
+            });
+        }
+        let node = Node::Project {
+            input: Box::new(node),
+            exprs,
+        };
+        Ok((node, out))
     }
 
     fn values(&mut self, v: &ast::Values) -> Result<(Node, Vec<OutColumn>)> {
@@ -164,9 +181,10 @@ impl Binder<'_> {
         Ok((Node::Values(rows), out))
     }
 
-    fn limit(&mut self, node: Node, lc: Option<&LimitClause>) -> Result<Node> {
-        let (limit, offset) = match lc {
-            None => return Ok(node),
+    /// A query's OFFSET and LIMIT or FETCH FIRST, bound.
+    fn limit_spec(&mut self, q: &ast::Query) -> Result<Option<LimitSpec>> {
+        let (limit, offset) = match &q.limit_clause {
+            None => (None, None),
             Some(LimitClause::LimitOffset {
                 limit,
                 offset,
@@ -175,17 +193,28 @@ impl Binder<'_> {
             Some(LimitClause::OffsetCommaLimit { offset, limit }) => (Some(limit), Some(offset)),
             Some(_) => return Err(SqlError::unsupported("LIMIT BY")),
         };
+        let one = AstExpr::value(ast::Value::Number("1".into(), false));
+        let (limit, with_ties) = match &q.fetch {
+            None => (limit, false),
+            Some(f) if f.percent => return Err(SqlError::unsupported("FETCH ... PERCENT")),
+            Some(_) if limit.is_some() => {
+                return Err(SqlError::syntax("multiple LIMIT clauses not allowed"));
+            }
+            Some(f) => (Some(f.quantity.as_ref().unwrap_or(&one)), f.with_ties),
+        };
+        if limit.is_none() && offset.is_none() {
+            return Ok(None);
+        }
         let saved = self.set_clause(Some("LIMIT"));
         let count = self.limit_value(limit, "LIMIT");
         self.clause = Some("OFFSET");
         let offset = self.limit_value(offset, "OFFSET");
         self.clause = saved;
-        let (count, offset) = (count?, offset?);
-        Ok(Node::Limit {
-            input: Box::new(node),
-            offset,
-            count,
-        })
+        Ok(Some(LimitSpec {
+            offset: offset?,
+            count: count?,
+            with_ties,
+        }))
     }
 
     /// A LIMIT or OFFSET value (`what`): a bigint.
@@ -209,10 +238,11 @@ impl Binder<'_> {
         &mut self,
         sel: &ast::Select,
         order_by: Option<&ast::OrderBy>,
+        limit: Option<LimitSpec>,
     ) -> Result<(Node, Vec<OutColumn>)> {
         let probe = self.agg_probe.take();
         let clause = self.set_clause(None);
-        let r = self.select_inner(sel, order_by);
+        let r = self.select_inner(sel, order_by, limit);
         self.agg_probe = probe;
         self.clause = clause;
         r
@@ -222,6 +252,7 @@ impl Binder<'_> {
         &mut self,
         sel: &ast::Select,
         order_by: Option<&ast::OrderBy>,
+        limit: Option<LimitSpec>,
     ) -> Result<(Node, Vec<OutColumn>)> {
         if sel.into.is_some() || !sel.lateral_views.is_empty() || sel.top.is_some() {
             return Err(SqlError::unsupported("SELECT INTO, TOP or LATERAL VIEW"));
@@ -238,10 +269,21 @@ impl Binder<'_> {
             _ => return Err(SqlError::unsupported("GROUP BY ALL or modifiers")),
         };
         let items = expand_items(&sel.projection, &scope, !sel.from.is_empty())?;
-        let order = match order_by {
-            Some(ob) => order_items(ob, &items_out_names(&items))?,
+        let names = items_out_names(&items);
+        let mut order = match order_by {
+            Some(ob) => order_items(ob, &names)?,
             None => Vec::new(),
         };
+        // DISTINCT ON's expressions follow ORDER BY's, as targets of their own.
+        let on = match &sel.distinct {
+            Some(ast::Distinct::On(exprs)) => exprs
+                .iter()
+                .map(|e| Ok((order_target(e, &names)?, false, false)))
+                .collect::<Result<Vec<_>>>()?,
+            _ => Vec::new(),
+        };
+        let sorts = order.len();
+        order.extend(on);
         let grouped = !group_by.is_empty() || sel.having.is_some();
         let shape = if grouped {
             None
@@ -258,21 +300,46 @@ impl Binder<'_> {
             node = agg_node;
             shape
         };
-        Self::finish_select(node, shape, sel)
+        Self::finish_select(node, shape, sorts, sel, limit)
     }
 
-    /// Projection, DISTINCT, ORDER BY and the hidden sort columns' removal.
+    /// Projection, DISTINCT [ON], ORDER BY, OFFSET and LIMIT, and the hidden sort columns'
+    /// removal. `shape.sort`'s first `sorts` keys are ORDER BY's, the rest DISTINCT ON's.
     fn finish_select(
         node: Node,
         shape: Shape,
+        sorts: usize,
         sel: &ast::Select,
+        limit: Option<LimitSpec>,
     ) -> Result<(Node, Vec<OutColumn>)> {
-        let Shape { exprs, out, sort } = shape;
+        let Shape {
+            exprs,
+            out,
+            mut sort,
+        } = shape;
         let visible = out.len();
-        debug_assert!(
-            exprs.len() >= visible,
-            "hidden sort columns follow the output"
-        );
+        let on: Vec<(Expr, bool, bool)> = sort.split_off(sorts.min(sort.len()));
+        let widened = exprs.len() > visible;
+        let mut node = Node::Project {
+            input: Box::new(node),
+            exprs,
+        };
+        if matches!(sel.distinct, Some(ast::Distinct::Distinct)) {
+            if widened {
+                return Err(SqlError::new(
+                    SqlState::INVALID_COLUMN_REFERENCE,
+                    "for SELECT DISTINCT, ORDER BY expressions must appear in select list",
+                ));
+            }
+            node = Node::Distinct {
+                input: Box::new(node),
+                on: Vec::new(),
+            };
+        }
+        let distinct_on = matches!(sel.distinct, Some(ast::Distinct::On(_)));
+        if distinct_on {
+            sort = distinct_on_sort(sort, &on)?;
+        }
         let keys: Vec<SortKey> = sort
             .into_iter()
             .map(|(expr, descending, nulls_first)| SortKey {
@@ -281,32 +348,19 @@ impl Binder<'_> {
                 nulls_first,
             })
             .collect();
-        let widened = exprs.len() > visible;
-        let mut node = Node::Project {
-            input: Box::new(node),
-            exprs,
-        };
-        match &sel.distinct {
-            None => {}
-            Some(ast::Distinct::Distinct) => {
-                if widened {
-                    return Err(SqlError::new(
-                        SqlState::INVALID_COLUMN_REFERENCE,
-                        "for SELECT DISTINCT, ORDER BY expressions must appear in select list",
-                    ));
-                }
-                node = Node::Distinct {
-                    input: Box::new(node),
-                };
-            }
-            Some(_) => return Err(SqlError::unsupported("DISTINCT ON")),
-        }
         if !keys.is_empty() {
             node = Node::Sort {
                 input: Box::new(node),
-                keys,
+                keys: keys.clone(),
             };
         }
+        if distinct_on {
+            node = Node::Distinct {
+                input: Box::new(node),
+                on: on.into_iter().map(|(e, _, _)| e).collect(),
+            };
+        }
+        node = apply_limit(node, limit, &keys)?;
         if widened {
             node = Node::Project {
                 input: Box::new(node),
@@ -345,11 +399,7 @@ impl Binder<'_> {
             exprs.push(e);
             out.push(OutColumn {
                 name: it.name.clone(),
-                ty: if ty == SqlType::Unknown {
-                    SqlType::Text
-                } else {
-                    ty
-                },
+                ty,
             });
         }
         // Each sort key is an output column, or an expression over the input that becomes
@@ -361,7 +411,7 @@ impl Binder<'_> {
                 OrderTarget::Expr(a) => {
                     let (e, _) = self.expr(a, scope)?;
                     let same = |x: &Expr| format!("{x:?}") == format!("{e:?}");
-                    if let Some(i) = exprs[..out.len()].iter().position(same) {
+                    if let Some(i) = exprs.iter().position(same) {
                         i
                     } else {
                         exprs.push(e);
@@ -599,20 +649,47 @@ impl Binder<'_> {
         before: Option<&Scope>,
     ) -> Result<((Node, Scope), bool)> {
         crate::stack::check_stack_depth()?;
-        let ((mut node, mut scope), lateral) = self.factor(&twj.relation, before)?;
-        for j in &twj.joins {
-            (node, scope) = self.join(node, &scope, j)?;
+        // A factor is on an outer join's nullable side if a later RIGHT or FULL join has it
+        // on its left, or (for a join's own factor) the join is LEFT or FULL; WITH RECURSIVE
+        // refuses a recursive reference there (42P19).
+        let left_nullable = |from: usize| {
+            twj.joins[from..]
+                .iter()
+                .any(|j| join_kind(&j.join_operator).is_ok_and(|(k, _)| k.keeps_right()))
+        };
+        let first = self.with_outer_join(left_nullable(0), |b| b.factor(&twj.relation, before));
+        let ((mut node, mut scope), lateral) = first?;
+        for (i, j) in twj.joins.iter().enumerate() {
+            (node, scope) = self.join(node, &scope, j, left_nullable(i + 1))?;
         }
         Ok(((node, scope), lateral))
     }
 
-    /// `left JOIN j`: the join node and its scope.
-    fn join(&mut self, left: Node, scope: &Scope, j: &ast::Join) -> Result<(Node, Scope)> {
+    /// `f` counted as under an outer join's nullable side when `nullable`.
+    fn with_outer_join<T>(&mut self, nullable: bool, f: impl FnOnce(&mut Self) -> T) -> T {
+        self.outer_joins += usize::from(nullable);
+        let r = f(self);
+        self.outer_joins -= usize::from(nullable);
+        r
+    }
+
+    /// `left JOIN j`: the join node and its scope. `nullable` says whether a later join
+    /// makes this one's right side nullable.
+    fn join(
+        &mut self,
+        left: Node,
+        scope: &Scope,
+        j: &ast::Join,
+        nullable: bool,
+    ) -> Result<(Node, Scope)> {
         let (kind, constraint) = join_kind(&j.join_operator)?;
         // The right side of a RIGHT or FULL join may not refer to the left side (42P10).
         let mut seen = scope.clone();
         seen.lateral_refused = kind.keeps_right();
-        let ((right, rscope), lateral) = self.factor(&j.relation, Some(&seen))?;
+        let right = self.with_outer_join(nullable || kind.keeps_left(), |b| {
+            b.factor(&j.relation, Some(&seen))
+        });
+        let ((right, rscope), lateral) = right?;
         let (left_width, right_width) = (scope.width(), rscope.width());
         let mut combined = scope.clone();
         combined.append(rscope);
@@ -662,32 +739,7 @@ impl Binder<'_> {
                 alias,
                 args: None,
                 ..
-            } => {
-                let parts = name_parts(name)?;
-                let alias_name = alias.as_ref().map(|a| ident_name(&a.name));
-                let rel = parts.last().cloned().unwrap_or_default();
-                let qualifier = alias_name.unwrap_or_else(|| rel.clone());
-                let catalog_schema = matches!(
-                    parts.first().map(String::as_str),
-                    Some("pg_catalog" | "information_schema")
-                ) && parts.len() == 2;
-                if catalog_schema || (parts.len() == 1 && catalog::find(self.tx, &rel)?.is_none()) {
-                    if let Some(t) = CatalogTable::named(&rel) {
-                        let scope = Scope::of_named(t.columns(), Some(&qualifier));
-                        return Ok(((Node::Catalog(t), rename(scope, alias.as_ref())), false));
-                    }
-                }
-                let table = self.table_of(name)?;
-                let mut scope = rename(Scope::of_table(&table, Some(&qualifier)), alias.as_ref());
-                if qualifier != rel {
-                    scope.hidden_tables.push((rel, Some(qualifier)));
-                }
-                let node = Node::Relation {
-                    table: Box::new(table),
-                    with_tid: false,
-                };
-                Ok(((node, scope), false))
-            }
+            } => Ok((self.named_table(name, alias.as_ref())?, false)),
             TableFactor::Table {
                 name,
                 alias,
@@ -745,6 +797,55 @@ impl Binder<'_> {
             }
             other => Err(SqlError::unsupported(format!("FROM item {other}"))),
         }
+    }
+
+    /// A FROM item that is a name: a CTE in scope, a pg_catalog table or view, or a table.
+    pub(super) fn named_table(
+        &mut self,
+        name: &ast::ObjectName,
+        alias: Option<&ast::TableAlias>,
+    ) -> Result<(Node, Scope)> {
+        let parts = name_parts(name)?;
+        if let ([only], [ast::ObjectNamePart::Identifier(ident)]) =
+            (parts.as_slice(), name.0.as_slice())
+        {
+            let found = self.cte_reference(only, alias).map_err(|e| {
+                if e.message().starts_with("recursive reference") {
+                    super::with::at_ident(e, ident)
+                } else {
+                    e
+                }
+            })?;
+            if let Some(found) = found {
+                return Ok(found);
+            }
+        }
+        let alias_name = alias.map(|a| ident_name(&a.name));
+        let rel = parts.last().cloned().unwrap_or_default();
+        let qualifier = alias_name.unwrap_or_else(|| rel.clone());
+        let catalog_schema = matches!(
+            parts.first().map(String::as_str),
+            Some("pg_catalog" | "information_schema")
+        ) && parts.len() == 2;
+        if catalog_schema || (parts.len() == 1 && catalog::find(self.tx, &rel)?.is_none()) {
+            if let Some(t) = CatalogTable::named(&rel) {
+                let scope = Scope::of_named(t.columns(), Some(&qualifier));
+                return Ok((Node::Catalog(t), rename(scope, alias)));
+            }
+        }
+        let table = match self.table_of(name) {
+            Err(e) if parts.len() == 1 => return Err(self.hidden_cte_hint(e, &rel)),
+            other => other?,
+        };
+        let mut scope = rename(Scope::of_table(&table, Some(&qualifier)), alias);
+        if qualifier != rel {
+            scope.hidden_tables.push((rel, Some(qualifier)));
+        }
+        let node = Node::Relation {
+            table: Box::new(table),
+            with_tid: false,
+        };
+        Ok((node, scope))
     }
 
     fn table_function(
@@ -1042,36 +1143,123 @@ fn order_items<'a>(
         };
         // PostgreSQL's default: NULLs sort as if larger than every value.
         let nulls_first = e.options.nulls_first.unwrap_or(desc);
-        let target = match &e.expr {
-            AstExpr::Value(v) if matches!(v.value, ast::Value::Number(..)) => {
-                let ast::Value::Number(n, _) = &v.value else {
-                    unreachable!()
-                };
-                let k: usize = n
-                    .parse()
-                    .map_err(|_| SqlError::syntax("bad ORDER BY position"))?;
-                if k == 0 || k > out.len() {
-                    return Err(SqlError::new(
-                        SqlState::INVALID_COLUMN_REFERENCE,
-                        format!("ORDER BY position {k} is not in select list"),
-                    ));
-                }
-                OrderTarget::Output(k - 1)
-            }
-            AstExpr::Identifier(id)
-                if out.iter().filter(|o| o.name == ident_name(id)).count() == 1 =>
-            {
-                OrderTarget::Output(
-                    out.iter()
-                        .position(|o| o.name == ident_name(id))
-                        .expect("counted above"),
-                )
-            }
-            other => OrderTarget::Expr(other),
-        };
+        let target = order_target(&e.expr, out)?;
         v.push((target, desc, nulls_first));
     }
     Ok(v)
+}
+
+/// What an ORDER BY (or DISTINCT ON) item names: an output position or an output column's
+/// name, else an expression.
+fn order_target<'a>(e: &'a AstExpr, out: &[OutColumn]) -> Result<OrderTarget<'a>> {
+    Ok(match e {
+        AstExpr::Value(v) if matches!(v.value, ast::Value::Number(..)) => {
+            let ast::Value::Number(n, _) = &v.value else {
+                return Err(SqlError::internal("a number that is not one"));
+            };
+            let k: usize = n
+                .parse()
+                .map_err(|_| SqlError::syntax("bad ORDER BY position"))?;
+            if k == 0 || k > out.len() {
+                return Err(SqlError::new(
+                    SqlState::INVALID_COLUMN_REFERENCE,
+                    format!("ORDER BY position {k} is not in select list"),
+                ));
+            }
+            OrderTarget::Output(k - 1)
+        }
+        AstExpr::Identifier(id) => {
+            let name = ident_name(id);
+            let mut matching = out.iter().enumerate().filter(|(_, o)| o.name == name);
+            match (matching.next(), matching.next()) {
+                (Some((i, _)), None) => OrderTarget::Output(i),
+                _ => OrderTarget::Expr(e),
+            }
+        }
+        other => OrderTarget::Expr(other),
+    })
+}
+
+/// The error of an ORDER BY item of a set operation that is no output column.
+fn setop_order_by_error(target: &OrderTarget) -> SqlError {
+    if let OrderTarget::Expr(AstExpr::Identifier(id)) = target {
+        return SqlError::new(
+            SqlState::UNDEFINED_COLUMN,
+            format!("column \"{}\" does not exist", ident_name(id)),
+        );
+    }
+    SqlError::new(
+        SqlState::FEATURE_NOT_SUPPORTED,
+        "invalid UNION/INTERSECT/EXCEPT ORDER BY clause",
+    )
+    .with_detail("Only result column names can be used, not expressions or functions.")
+    .with_hint("Add the expression/function to every SELECT, or move the UNION into a FROM clause.")
+}
+
+/// DISTINCT ON's sort: ORDER BY's keys, which must begin with DISTINCT ON's expressions
+/// (in any order; 42P10 otherwise), with DISTINCT ON's others after those, as PostgreSQL's
+/// transformDistinctOnClause orders them.
+fn distinct_on_sort(
+    sort: Vec<(Expr, bool, bool)>,
+    on: &[(Expr, bool, bool)],
+) -> Result<Vec<(Expr, bool, bool)>> {
+    let same = |a: &Expr, b: &Expr| format!("{a:?}") == format!("{b:?}");
+    let is_on = |e: &Expr| on.iter().any(|(o, _, _)| same(o, e));
+    let mismatch = || {
+        SqlError::new(
+            SqlState::INVALID_COLUMN_REFERENCE,
+            "SELECT DISTINCT ON expressions must match initial ORDER BY expressions",
+        )
+    };
+    let mut skipped = false;
+    for (e, _, _) in &sort {
+        if !is_on(e) {
+            skipped = true;
+        } else if skipped {
+            return Err(mismatch());
+        }
+    }
+    let (mut keys, rest): (Vec<_>, Vec<_>) = sort.into_iter().partition(|(e, _, _)| is_on(e));
+    for k in on {
+        if !keys.iter().any(|(e, _, _)| same(e, &k.0)) {
+            if skipped {
+                return Err(mismatch());
+            }
+            keys.push(k.clone());
+        }
+    }
+    keys.extend(rest);
+    Ok(keys)
+}
+
+/// A query's OFFSET and LIMIT (or FETCH FIRST), bound.
+pub(super) struct LimitSpec {
+    offset: Option<Expr>,
+    count: Option<Expr>,
+    /// FETCH FIRST ... WITH TIES.
+    with_ties: bool,
+}
+
+/// `node` under its OFFSET and LIMIT; WITH TIES compares on `sort` (42601 without one).
+fn apply_limit(node: Node, limit: Option<LimitSpec>, sort: &[SortKey]) -> Result<Node> {
+    let Some(limit) = limit else {
+        return Ok(node);
+    };
+    if limit.with_ties && sort.is_empty() {
+        return Err(SqlError::syntax(
+            "WITH TIES cannot be specified without ORDER BY clause",
+        ));
+    }
+    Ok(Node::Limit {
+        input: Box::new(node),
+        offset: limit.offset,
+        count: limit.count,
+        ties: if limit.with_ties {
+            sort.to_vec()
+        } else {
+            Vec::new()
+        },
+    })
 }
 
 /// The name PostgreSQL gives an unaliased select-list item.

@@ -1,17 +1,17 @@
-//! EXPLAIN: a plan's lines, PostgreSQL's node names, children indented under `->`.
+//! EXPLAIN: a plan's lines, PostgreSQL's node names, children indented under `->`; a
+//! query level's CTEs as PostgreSQL prints them (`CTE t` and its plan, under the level's top
+//! node, or under the scan a CTE's one reference streams it through).
 
 use std::ops::Bound;
 
-use quire_engine::Transaction;
-
 use crate::catalog::TableInfo;
 use crate::error::{Result, SqlError};
-use crate::nodes::{JoinKind, Node, Plan};
+use crate::nodes::{JoinKind, Node, Plan, SetOpKind};
 
 /// EXPLAIN's lines for `node`: PostgreSQL's node names, children indented under `->`.
 pub(crate) fn explain(node: &Node, tx: &quire_engine::Transaction) -> Result<Vec<String>> {
     let mut lines = Vec::new();
-    explain_into(node, tx, 0, &mut lines)?;
+    explain_into(node, tx, None, &mut lines)?;
     Ok(lines)
 }
 
@@ -24,13 +24,68 @@ fn relation(tx: &quire_engine::Transaction, oid: quire_engine::Oid) -> Result<St
     Ok(name.unwrap_or_else(|| oid.0.to_string()))
 }
 
+/// A node's line in EXPLAIN and what is printed under it: its CTEs (name and plan), its
+/// children, and a hash join's hashed side (under a `Hash` line, as PostgreSQL prints it).
+struct Entry<'n> {
+    label: String,
+    ctes: Vec<(&'n str, &'n Node)>,
+    children: Vec<&'n Node>,
+    hashed: Option<&'n Node>,
+}
+
+/// `node`'s lines: its label after `->` at column `arrow` (at the start for the top node),
+/// then its CTEs and children two columns further in.
 fn explain_into(
     node: &Node,
     tx: &quire_engine::Transaction,
-    depth: usize,
+    arrow: Option<usize>,
     out: &mut Vec<String>,
 ) -> Result<()> {
     crate::stack::check_stack_depth()?;
+    // A query level's CTEs print under its top node.
+    let (node, ctes) = match node {
+        Node::With { ctes, input } => {
+            (&**input, ctes.iter().map(|c| (&*c.name, &c.plan)).collect())
+        }
+        _ => (node, Vec::new()),
+    };
+    let mut entry = entry(node, tx)?;
+    entry.ctes.splice(0..0, ctes);
+    let column = match arrow {
+        None => {
+            out.push(entry.label);
+            0
+        }
+        Some(a) => {
+            out.push(format!("{}->  {}", " ".repeat(a), entry.label));
+            a + 4
+        }
+    };
+    for (name, plan) in entry.ctes {
+        out.push(format!("{}CTE {name}", " ".repeat(column + 2)));
+        explain_into(plan, tx, Some(column + 4), out)?;
+    }
+    for c in entry.children {
+        explain_into(c, tx, Some(column + 2), out)?;
+    }
+    if let Some(h) = entry.hashed {
+        out.push(format!("{}->  Hash", " ".repeat(column + 2)));
+        explain_into(h, tx, Some(column + 8), out)?;
+    }
+    Ok(())
+}
+
+/// A scanned relation's name, and its alias when it has another.
+fn scan_name(name: &str, alias: Option<&String>) -> String {
+    match alias {
+        Some(a) if a != name => format!("{name} {a}"),
+        _ => name.to_string(),
+    }
+}
+
+fn entry<'n>(node: &'n Node, tx: &quire_engine::Transaction) -> Result<Entry<'n>> {
+    let mut ctes = Vec::new();
+    let mut hashed = None;
     let (label, children): (String, Vec<&Node>) = match node {
         Node::Relation { .. } | Node::Join { .. } => {
             return Err(SqlError::internal(
@@ -71,9 +126,8 @@ fn explain_into(
         Node::HashJoin {
             kind, left, right, ..
         } => {
-            // PostgreSQL shows the hashed side under a Hash node.
-            let label = format!("Hash{} Join", kind.explain_word());
-            return explain_hash_join(label, left, right, tx, depth, out);
+            hashed = Some(&**right);
+            (format!("Hash{} Join", kind.explain_word()), vec![&**left])
         }
         Node::Aggregate { input, keys, .. } => (
             if keys.is_empty() {
@@ -84,40 +138,55 @@ fn explain_into(
             vec![&**input],
         ),
         Node::Sort { input, .. } => ("Sort".into(), vec![&**input]),
-        Node::Distinct { input } => ("Unique".into(), vec![&**input]),
+        Node::Distinct { input, .. } => ("Unique".into(), vec![&**input]),
         Node::Limit { input, .. } => ("Limit".into(), vec![&**input]),
         Node::Append(nodes) => ("Append".into(), nodes.iter().collect()),
+        Node::SetOp {
+            op,
+            all,
+            left,
+            right,
+        } => (
+            format!(
+                "HashSetOp {}{}",
+                match op {
+                    SetOpKind::Intersect => "Intersect",
+                    SetOpKind::Except => "Except",
+                },
+                if *all { " All" } else { "" }
+            ),
+            vec![&**left, &**right],
+        ),
+        Node::With { .. } => {
+            return Err(SqlError::internal(
+                "EXPLAIN of a WITH below its level's top",
+            ))
+        }
+        Node::CteScan {
+            name, alias, plan, ..
+        } => {
+            if let Some(p) = plan {
+                ctes.push((name.as_str(), &**p));
+            }
+            (
+                format!("CTE Scan on {}", scan_name(name, alias.as_ref())),
+                vec![],
+            )
+        }
+        Node::WorkTableScan { name, alias, .. } => (
+            format!("WorkTable Scan on {}", scan_name(name, alias.as_ref())),
+            vec![],
+        ),
+        Node::RecursiveUnion { base, step, .. } => {
+            ("Recursive Union".into(), vec![&**base, &**step])
+        }
     };
-    out.push(indented(label, depth));
-    for c in children {
-        explain_into(c, tx, depth + 1, out)?;
-    }
-    Ok(())
-}
-
-/// `label`, its probe side, and its hashed side under a `Hash` line, as PostgreSQL prints
-/// a hash join.
-fn explain_hash_join(
-    label: String,
-    left: &Node,
-    right: &Node,
-    tx: &Transaction,
-    depth: usize,
-    out: &mut Vec<String>,
-) -> Result<()> {
-    out.push(indented(label, depth));
-    explain_into(left, tx, depth + 1, out)?;
-    out.push(indented("Hash".into(), depth + 1));
-    explain_into(right, tx, depth + 2, out)
-}
-
-/// A node's line at `depth`: the root as it is, the others under `->`.
-fn indented(label: String, depth: usize) -> String {
-    if depth == 0 {
-        label
-    } else {
-        format!("{}->  {label}", " ".repeat(depth * 6 - 4))
-    }
+    Ok(Entry {
+        label,
+        ctes,
+        children,
+        hashed,
+    })
 }
 
 /// EXPLAIN's lines for a planned statement: a query's plan, or the change INSERT, UPDATE or
@@ -140,7 +209,7 @@ fn explain_dml(
     what: &str,
     table: &TableInfo,
     rows: &Node,
-    tx: &Transaction,
+    tx: &quire_engine::Transaction,
 ) -> Result<Vec<String>> {
     let mut lines = vec![format!("{what} on {}", table.def.name)];
     for l in explain(rows, tx)? {

@@ -1,9 +1,11 @@
 //! The executor: expressions evaluated ([`eval`]), plans run ([`run`]) and explained
 //! ([`explain`]). It receives physical plans only (`crate::nodes`' rules).
 
+mod cte;
 mod eval;
 mod explain;
 mod run;
+mod setop;
 mod sort;
 
 pub(crate) use explain::explain_statement;

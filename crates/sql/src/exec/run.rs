@@ -8,11 +8,11 @@ use std::rc::Rc;
 
 use quire_engine::{IndexId, Row, SqlState, Value};
 
-use super::sort::INTERRUPT_EVERY;
+use super::sort::{compare_keys, INTERRUPT_EVERY};
 use crate::context::{Cx, Frame};
 use crate::error::{Result, SqlError};
 use crate::func::AggState;
-use crate::nodes::{tid_value, Agg, Expr, JoinKind, Node, MAX_MATERIALIZED_ROWS};
+use crate::nodes::{tid_value, Agg, Expr, JoinKind, Node, SortKey, MAX_MATERIALIZED_ROWS};
 use crate::types::compare;
 
 pub(crate) type Rows<'a> = Box<dyn Iterator<Item = Result<Row>> + 'a>;
@@ -142,35 +142,38 @@ pub(crate) fn open<'a>(node: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
                 .map(Ok),
         ),
         Node::Sort { input, keys } => super::sort::sort(open(input, cx)?, keys, cx)?,
-        Node::Distinct { input } => {
-            let mut seen = HashSet::new();
-            let rows = open(input, cx)?;
-            Box::new(rows.filter_map(move |r| match r {
-                Ok(row) => {
-                    if let Err(e) = cx.interrupt.check() {
-                        return Some(Err(e));
-                    }
-                    if seen.len() >= MAX_MATERIALIZED_ROWS {
-                        return Some(Err(too_many_rows()));
-                    }
-                    seen.insert(RowKey(row.clone())).then_some(Ok(row))
-                }
-                Err(e) => Some(Err(e)),
-            }))
-        }
+        Node::Distinct { input, on } => distinct(open(input, cx)?, on, cx),
         Node::Limit {
             input,
             offset,
             count,
+            ties,
         } => {
             let offset = limit_value(offset.as_ref(), "OFFSET", cx)?.unwrap_or(0);
             let count = limit_value(count.as_ref(), "LIMIT", cx)?;
             let rows = open(input, cx)?.skip(offset);
             match count {
+                Some(n) if !ties.is_empty() => with_ties(Box::new(rows), n, ties, cx),
                 Some(n) => Box::new(rows.take(n)),
                 None => Box::new(rows),
             }
         }
+        Node::SetOp {
+            op,
+            all,
+            left,
+            right,
+        } => super::setop::set_op(*op, *all, left, right, cx)?,
+        Node::With { ctes, input } => super::cte::with(ctes, input, cx)?,
+        Node::CteScan { plan: Some(p), .. } => open(p, cx)?,
+        Node::CteScan { id, .. } | Node::WorkTableScan { id, .. } => super::cte::stored(*id, cx)?,
+        Node::RecursiveUnion {
+            id,
+            distinct,
+            base,
+            step,
+            ..
+        } => super::cte::recursive_union(*id, *distinct, base, step, cx)?,
         Node::Append(nodes) => {
             // One after the other, not a chain of chains: reading a row never recurses
             // through the inputs.
@@ -181,6 +184,55 @@ pub(crate) fn open<'a>(node: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
             Box::new(inputs.into_iter().flatten())
         }
     })
+}
+
+/// The first row of each group of rows equal on `on` (on the whole row if `on` is empty).
+fn distinct<'a>(rows: Rows<'a>, on: &'a [Expr], cx: &'a Cx<'a>) -> Rows<'a> {
+    let mut seen = HashSet::new();
+    let key = move |row: &Row| -> Result<Row> {
+        if on.is_empty() {
+            return Ok(row.clone());
+        }
+        on.iter().map(|e| e.eval(cx, row)).collect()
+    };
+    Box::new(rows.filter_map(move |r| {
+        let step = || -> Result<Option<Row>> {
+            let row = r?;
+            cx.interrupt.check()?;
+            if seen.len() >= MAX_MATERIALIZED_ROWS {
+                return Err(too_many_rows());
+            }
+            Ok(seen.insert(RowKey(key(&row)?)).then_some(row))
+        };
+        step().transpose()
+    }))
+}
+
+/// The first `n` rows, then those that follow equal to the `n`th on `ties` (FETCH FIRST
+/// ... WITH TIES).
+fn with_ties<'a>(rows: Rows<'a>, n: usize, ties: &'a [SortKey], cx: &'a Cx<'a>) -> Rows<'a> {
+    let mut given = 0usize;
+    let mut last: Option<Row> = None;
+    let key =
+        move |row: &Row| -> Result<Row> { ties.iter().map(|k| k.expr.eval(cx, row)).collect() };
+    Box::new(
+        rows.map(move |r| -> Result<Option<Row>> {
+            let row = r?;
+            if given < n {
+                given += 1;
+                if given == n {
+                    last = Some(key(&row)?);
+                }
+                return Ok(Some(row));
+            }
+            let tied = match &last {
+                Some(k) => compare_keys(ties, k, &key(&row)?).is_eq(),
+                None => false,
+            };
+            Ok(tied.then_some(row))
+        })
+        .map_while(Result::transpose),
+    )
 }
 
 fn limit_value(e: Option<&Expr>, what: &str, cx: &Cx) -> Result<Option<usize>> {
@@ -535,7 +587,7 @@ fn flatten<'a>(batches: impl Iterator<Item = Result<Vec<Row>>> + 'a) -> Rows<'a>
 
 /// A row usable as a hash key: floats by their bits, so that equal rows hash equally.
 #[derive(Clone, Debug)]
-struct RowKey(Row);
+pub(super) struct RowKey(pub(super) Row);
 
 impl PartialEq for RowKey {
     fn eq(&self, other: &Self) -> bool {

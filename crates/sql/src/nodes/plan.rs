@@ -167,15 +167,83 @@ pub(crate) enum Node {
         input: Box<Node>,
         keys: Vec<SortKey>,
     },
+    /// The first row of each group of rows equal on `on` (the whole row when `on` is
+    /// empty): DISTINCT, and DISTINCT ON over rows sorted by its keys.
     Distinct {
         input: Box<Node>,
+        on: Vec<Expr>,
     },
+    /// OFFSET and LIMIT (or FETCH FIRST); with `ties` (FETCH ... WITH TIES over sorted
+    /// rows), the rows after the last counted one that equal it on those keys too.
     Limit {
         input: Box<Node>,
         offset: Option<Expr>,
         count: Option<Expr>,
+        ties: Vec<SortKey>,
     },
     Append(Vec<Node>),
+    /// INTERSECT or EXCEPT [ALL] of two inputs of the same width (PostgreSQL's multiset
+    /// semantics: a row `m` times on the left and `n` on the right comes `min(m, n)` or
+    /// `max(m - n, 0)` times with ALL, once or not at all without).
+    SetOp {
+        op: SetOpKind,
+        all: bool,
+        left: Box<Node>,
+        right: Box<Node>,
+    },
+    /// A query level's materialized common table expressions, each computed once (in
+    /// order, before `input` runs) and read by its [`Node::CteScan`]s.
+    With {
+        ctes: Vec<Cte>,
+        input: Box<Node>,
+    },
+    /// The rows of common table expression `id`: those [`Node::With`] materialized, or,
+    /// when the rewrite moved the CTE's plan here (its one reference), that plan's rows.
+    CteScan {
+        id: usize,
+        /// The CTE's name and the alias it is read under (EXPLAIN).
+        name: String,
+        alias: Option<String>,
+        plan: Option<Box<Node>>,
+    },
+    /// A recursive CTE: `base`'s rows, then `step`'s run again and again over the rows the
+    /// previous run gave (the working table, read by [`Node::WorkTableScan`] `id`) until
+    /// it gives none; with `distinct`, rows already given are discarded.
+    RecursiveUnion {
+        id: usize,
+        distinct: bool,
+        base: Box<Node>,
+        step: Box<Node>,
+    },
+    /// The working table of recursive CTE `id` (its reference inside its recursive term).
+    WorkTableScan {
+        id: usize,
+        name: String,
+        alias: Option<String>,
+    },
+}
+
+/// INTERSECT or EXCEPT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SetOpKind {
+    Intersect,
+    Except,
+}
+
+/// A common table expression of a [`Node::With`]: its plan and what the rewrite rules
+/// need to know of it.
+#[derive(Clone, Debug)]
+pub(crate) struct Cte {
+    pub id: usize,
+    pub name: String,
+    pub plan: Node,
+    /// `WITH RECURSIVE` and its plan reads itself: never inlined.
+    pub recursive: bool,
+    /// `AS MATERIALIZED` (`Some(true)`), `AS NOT MATERIALIZED` (`Some(false)`).
+    pub materialized: Option<bool>,
+    /// A CTE of INSERT, UPDATE or DELETE, which their expressions (SET, RETURNING) may read
+    /// as well as the rows they change: always computed in its `With`.
+    pub statement_level: bool,
 }
 
 impl Node {
@@ -187,7 +255,11 @@ impl Node {
     /// Whether the node has no child node and no expression.
     pub(crate) fn is_leaf(&self) -> bool {
         match self {
-            Node::Scan { .. } | Node::Catalog(_) | Node::Relation { .. } => true,
+            Node::Scan { .. }
+            | Node::Catalog(_)
+            | Node::Relation { .. }
+            | Node::WorkTableScan { .. }
+            | Node::CteScan { plan: None, .. } => true,
             Node::Values(rows) => rows.is_empty(),
             _ => false,
         }
@@ -208,6 +280,12 @@ impl Node {
             Node::Append(nodes) if !nodes.is_empty() => {
                 out.push(Part::Nodes(std::mem::take(nodes)));
             }
+            Node::With { ctes, .. } if !ctes.is_empty() => {
+                let plans = std::mem::take(ctes)
+                    .into_iter()
+                    .map(|mut c| std::mem::replace(&mut c.plan, Node::empty()));
+                out.push(Part::Nodes(plans.collect()));
+            }
             _ => {}
         }
         let mut node = |n: &mut Node| {
@@ -223,15 +301,27 @@ impl Node {
             | Node::Values(_)
             | Node::Series { .. }
             | Node::Unnest { .. }
+            | Node::WorkTableScan { .. }
+            | Node::CteScan { plan: None, .. }
             | Node::Append(_) => {}
             Node::Filter { input, .. }
             | Node::Project { input, .. }
             | Node::Aggregate { input, .. }
             | Node::Sort { input, .. }
-            | Node::Distinct { input }
+            | Node::Distinct { input, .. }
+            | Node::With { input, .. }
+            | Node::CteScan {
+                plan: Some(input), ..
+            }
             | Node::Limit { input, .. } => node(input),
             Node::NestedLoop { left, right, .. }
             | Node::HashJoin { left, right, .. }
+            | Node::SetOp { left, right, .. }
+            | Node::RecursiveUnion {
+                base: left,
+                step: right,
+                ..
+            }
             | Node::Join { left, right, .. } => {
                 node(left);
                 node(right);
@@ -256,16 +346,31 @@ impl Node {
             | Node::IndexScan { .. }
             | Node::Values(_)
             | Node::Series { .. }
+            | Node::WorkTableScan { .. }
+            | Node::CteScan { plan: None, .. }
             | Node::Unnest { .. } => Ok(()),
             Node::Append(nodes) => nodes.iter_mut().try_for_each(f),
+            Node::With { ctes, input } => {
+                ctes.iter_mut().try_for_each(|c| f(&mut c.plan))?;
+                f(input)
+            }
             Node::Filter { input, .. }
             | Node::Project { input, .. }
             | Node::Aggregate { input, .. }
             | Node::Sort { input, .. }
-            | Node::Distinct { input }
+            | Node::Distinct { input, .. }
+            | Node::CteScan {
+                plan: Some(input), ..
+            }
             | Node::Limit { input, .. } => f(input),
             Node::NestedLoop { left, right, .. }
             | Node::HashJoin { left, right, .. }
+            | Node::SetOp { left, right, .. }
+            | Node::RecursiveUnion {
+                base: left,
+                step: right,
+                ..
+            }
             | Node::Join { left, right, .. } => {
                 f(left)?;
                 f(right)
@@ -298,8 +403,13 @@ impl Node {
             Node::Scan { .. }
             | Node::Relation { .. }
             | Node::Catalog(_)
-            | Node::Distinct { .. }
-            | Node::Append(_) => {}
+            | Node::Append(_)
+            | Node::SetOp { .. }
+            | Node::With { .. }
+            | Node::CteScan { .. }
+            | Node::RecursiveUnion { .. }
+            | Node::WorkTableScan { .. } => {}
+            Node::Distinct { on, .. } => on.iter_mut().for_each(f),
             Node::IndexScan { lower, upper, .. } => {
                 bound(lower);
                 bound(upper);
@@ -330,7 +440,16 @@ impl Node {
                 aggs.iter_mut().flat_map(|a| &mut a.args).for_each(f);
             }
             Node::Sort { keys, .. } => keys.iter_mut().map(|k| &mut k.expr).for_each(f),
-            Node::Limit { offset, count, .. } => offset.iter_mut().chain(count).for_each(f),
+            Node::Limit {
+                offset,
+                count,
+                ties,
+                ..
+            } => offset
+                .iter_mut()
+                .chain(count)
+                .chain(ties.iter_mut().map(|k| &mut k.expr))
+                .for_each(f),
         }
     }
 }

@@ -2,6 +2,8 @@
 //! cost less to run (DataFusion's optimizer rules; PostgreSQL's prep and path steps before
 //! costing). Each rule is a module; [`optimize`] runs them in order.
 //!
+//! - [`cte`]: CTE inlining: a CTE read once becomes a subquery where PostgreSQL inlines
+//!   one (before pushdown, which then sees into it).
 //! - [`pushdown`]: predicate pushdown: a filter's conjuncts go as low as they can, onto the
 //!   one input they read (where an index may serve them) or into the condition of the
 //!   lowest join that has all they read (where a hash join can use them); and outer-join
@@ -14,6 +16,7 @@
 //! - Rules see logical nodes only (`crate::nodes`): they run before the planner.
 //! - Walks recurse with the plan's depth and check the stack at each node.
 
+mod cte;
 mod pushdown;
 
 use crate::error::Result;
@@ -44,6 +47,7 @@ fn optimize_statement(plan: &mut Plan) -> Result<()> {
 fn optimize_node(node: &mut Node) -> Result<()> {
     crate::stack::check_stack_depth()?;
     node.try_for_each_subquery(optimize_node)?;
+    cte::inline_ctes(node)?;
     pushdown::push_filter(node)?;
     node.try_for_each_child(optimize_node)
 }

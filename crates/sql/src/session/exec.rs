@@ -185,6 +185,7 @@ pub(super) fn run(
     tx.set_lock_timeout(lock_timeout);
     let deadline = settings.statement_timeout().map(|t| Instant::now() + t);
     interrupt.begin(tx.session_id(), deadline);
+    let ctes = crate::context::CteStore::default();
     let cx = Cx {
         db,
         tx,
@@ -195,6 +196,7 @@ pub(super) fn run(
         sequences,
         now_us: now_us(),
         outer: None,
+        ctes: &ctes,
     };
     let r = run_plan(&cx, plan, columns, out).map_err(|e| {
         if e.sqlstate() == SqlState::QUERY_CANCELED {
