@@ -94,6 +94,7 @@ fn explain_into(
             },
             vec![&**input],
         ),
+        Node::WindowAgg { input, .. } => ("WindowAgg".into(), vec![&**input]),
         Node::Sort { input, .. } => ("Sort".into(), vec![&**input]),
         Node::Distinct { input } => ("Unique".into(), vec![&**input]),
         Node::Limit { input, .. } => ("Limit".into(), vec![&**input]),

@@ -4,6 +4,7 @@
 mod eval;
 mod explain;
 mod run;
+mod window;
 
 pub(crate) use explain::explain_statement;
 pub(crate) use run::{collect, open, too_many_rows};

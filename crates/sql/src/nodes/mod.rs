@@ -20,6 +20,8 @@ mod statement;
 pub(crate) use expr::dismantle;
 pub(crate) use expr::{and_of, conjuncts, ArithOp, CmpOp, Expr, SubqueryKind};
 pub use plan::MAX_MATERIALIZED_ROWS;
-pub(crate) use plan::{tid_value, value_tid, Agg, JoinKind, Node, SortKey};
+pub(crate) use plan::{
+    tid_value, value_tid, Agg, FrameBound, FrameUnits, JoinKind, Node, SortKey, WinCall, Window,
+};
 pub(crate) use statement::{Bound, OnConflict, Plan};
 pub use statement::{OutColumn, OutColumns};
