@@ -121,6 +121,65 @@ pub(crate) enum AggFunc {
     StringAgg,
 }
 
+/// A window function: a built-in one, or an aggregate over the window's frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WinFunc {
+    RowNumber,
+    Rank,
+    DenseRank,
+    PercentRank,
+    CumeDist,
+    Ntile,
+    Lag,
+    Lead,
+    FirstValue,
+    LastValue,
+    NthValue,
+    Agg(AggFunc),
+}
+
+/// The built-in window function named `name`, if it is one.
+pub(crate) fn window_function(name: &str) -> Option<WinFunc> {
+    Some(match strip_catalog(name) {
+        "row_number" => WinFunc::RowNumber,
+        "rank" => WinFunc::Rank,
+        "dense_rank" => WinFunc::DenseRank,
+        "percent_rank" => WinFunc::PercentRank,
+        "cume_dist" => WinFunc::CumeDist,
+        "ntile" => WinFunc::Ntile,
+        "lag" => WinFunc::Lag,
+        "lead" => WinFunc::Lead,
+        "first_value" => WinFunc::FirstValue,
+        "last_value" => WinFunc::LastValue,
+        "nth_value" => WinFunc::NthValue,
+        _ => return None,
+    })
+}
+
+impl WinFunc {
+    /// A built-in window function's signature for arguments of types `args`: the types its
+    /// arguments are cast to (`None` to keep the argument's own) and its result type; `None`
+    /// if it takes no such arguments.
+    pub(crate) fn signature(self, args: &[SqlType]) -> Option<(Vec<Option<SqlType>>, SqlType)> {
+        use SqlType as T;
+        let value = args
+            .first()
+            .map(|t| if *t == T::Unknown { T::Text } else { *t });
+        Some(match (self, args.len(), value) {
+            (WinFunc::RowNumber | WinFunc::Rank | WinFunc::DenseRank, 0, _) => (vec![], T::Int8),
+            (WinFunc::PercentRank | WinFunc::CumeDist, 0, _) => (vec![], T::Float8),
+            (WinFunc::Ntile, 1, _) => (vec![Some(T::Int4)], T::Int4),
+            (WinFunc::Lag | WinFunc::Lead, 1..=3, Some(v)) => {
+                let casts = [Some(v), Some(T::Int4), Some(v)];
+                (casts[..args.len()].to_vec(), v)
+            }
+            (WinFunc::FirstValue | WinFunc::LastValue, 1, Some(v)) => (vec![Some(v)], v),
+            (WinFunc::NthValue, 2, Some(v)) => (vec![Some(v), Some(T::Int4)], v),
+            _ => return None,
+        })
+    }
+}
+
 /// Most arguments a variadic function (concat, coalesce) takes.
 const MAX_ARGS: usize = 100;
 

@@ -10,6 +10,7 @@ use sqlparser::ast::{
 };
 
 use super::query::expand_items;
+use super::window::CallSyntax;
 use super::Scope;
 use super::{ident_name, Binder, OutColumn, MAX_PARAMS};
 use crate::catalog::ColumnInfo;
@@ -952,14 +953,12 @@ impl Binder<'_> {
     }
 
     fn function(&mut self, f: &ast::Function, scope: &Scope) -> Result<(Expr, SqlType)> {
-        if f.over.is_some() || f.filter.is_some() || !f.within_group.is_empty() {
-            return Err(SqlError::unsupported(
-                "window functions, FILTER and WITHIN GROUP",
-            ));
+        if !f.within_group.is_empty() {
+            return Err(SqlError::unsupported("WITHIN GROUP"));
         }
         let name = super::name_parts(&f.name)?.join(".");
-        let (args, distinct, star) = match &f.args {
-            FunctionArguments::None => (Vec::new(), false, false),
+        let (args, distinct, star, order) = match &f.args {
+            FunctionArguments::None => (Vec::new(), false, false, &[][..]),
             FunctionArguments::Subquery(q) if name == "array" => {
                 let (node, out) = self.subquery(q, scope)?;
                 if out.len() != 1 {
@@ -973,29 +972,36 @@ impl Binder<'_> {
             FunctionArguments::Subquery(_) => {
                 return Err(SqlError::unsupported("a subquery as a function argument"))
             }
-            FunctionArguments::List(list) => {
-                if !list.clauses.is_empty() {
-                    return Err(SqlError::unsupported(format!("clauses in {name}()")));
-                }
-                let distinct = matches!(
-                    list.duplicate_treatment,
-                    Some(ast::DuplicateTreatment::Distinct)
-                );
-                let mut star = false;
-                let mut args = Vec::new();
-                for a in &list.args {
-                    match a {
-                        FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => args.push(e),
-                        FunctionArg::Unnamed(FunctionArgExpr::Wildcard) => star = true,
-                        _ => return Err(SqlError::unsupported("named function arguments")),
-                    }
-                }
-                (args, distinct, star)
-            }
+            FunctionArguments::List(list) => call_arguments(&name, list)?,
         };
-        let r = if let Some(agg) = func::aggregate(&name) {
+        let call = CallSyntax {
+            name: &name,
+            args: &args,
+            star,
+            distinct,
+            order,
+            filter: f.filter.as_deref(),
+        };
+        let r = if let Some(over) = &f.over {
+            self.window_call(&call, over, scope)
+        } else if let Some(agg) = func::aggregate(&name) {
             let agg = if star { AggFunc::CountStar } else { agg };
-            self.aggregate_call(&name, agg, &args, distinct, scope)
+            self.aggregate_call(&call, agg, scope)
+        } else if func::window_function(&name).is_some() {
+            Err(SqlError::new(
+                SqlState::WRONG_OBJECT_TYPE,
+                format!("window function {name} requires an OVER clause"),
+            ))
+        } else if f.filter.is_some() {
+            Err(SqlError::new(
+                SqlState::WRONG_OBJECT_TYPE,
+                format!("FILTER specified, but {name} is not an aggregate function"),
+            ))
+        } else if !order.is_empty() {
+            Err(SqlError::new(
+                SqlState::WRONG_OBJECT_TYPE,
+                format!("ORDER BY specified, but {name} is not an aggregate function"),
+            ))
         } else if star || distinct {
             return Err(SqlError::syntax(format!(
                 "{name}(*) or DISTINCT is valid only for aggregates"
@@ -1023,6 +1029,36 @@ impl Binder<'_> {
         }
         Ok((Expr::Func(f, exprs), ret))
     }
+}
+
+/// A call's argument list: its arguments, whether DISTINCT, whether `(*)`, and the ORDER
+/// BY inside the parentheses.
+#[allow(clippy::type_complexity)] // the four parts, named where they are taken apart
+fn call_arguments<'a>(
+    name: &str,
+    list: &'a ast::FunctionArgumentList,
+) -> Result<(Vec<&'a AstExpr>, bool, bool, &'a [ast::OrderByExpr])> {
+    let mut order: &[ast::OrderByExpr] = &[];
+    for c in &list.clauses {
+        match c {
+            ast::FunctionArgumentClause::OrderBy(o) => order = o,
+            _ => return Err(SqlError::unsupported(format!("clauses in {name}()"))),
+        }
+    }
+    let distinct = matches!(
+        list.duplicate_treatment,
+        Some(ast::DuplicateTreatment::Distinct)
+    );
+    let mut star = false;
+    let mut args = Vec::new();
+    for a in &list.args {
+        match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => args.push(e),
+            FunctionArg::Unnamed(FunctionArgExpr::Wildcard) => star = true,
+            _ => return Err(SqlError::unsupported("named function arguments")),
+        }
+    }
+    Ok((args, distinct, star, order))
 }
 
 /// An error of the call itself (no such function, an aggregate where none may be, ...), not
@@ -1061,6 +1097,7 @@ fn at_function(e: SqlError, f: &ast::Function) -> SqlError {
         && match e.sqlstate() {
             SqlState::UNDEFINED_FUNCTION => e.message().starts_with("function "),
             SqlState::GROUPING_ERROR => e.message().starts_with("aggregate function"),
+            SqlState::WINDOWING_ERROR => e.message().starts_with("window function"),
             SqlState::WRONG_OBJECT_TYPE => true,
             _ => false,
         };

@@ -32,6 +32,7 @@ mod expr;
 mod query;
 mod scope;
 mod setop;
+mod window;
 mod with;
 
 use std::cell::RefCell;
@@ -179,6 +180,11 @@ pub(crate) struct Binder<'t> {
     agg_probe: Option<bool>,
     /// While an aggregate's arguments are bound (another aggregate there is refused).
     in_aggregate: bool,
+    /// Set while a SELECT's list and ORDER BY are bound: their window calls and named
+    /// windows. `None` elsewhere, where a window call is refused.
+    win: Option<window::WinCtx>,
+    /// While a window call's arguments and window are bound (another one there is refused).
+    in_window: bool,
     /// The clause being bound, for the error of an aggregate where none is allowed
     /// ("aggregate functions are not allowed in WHERE").
     clause: Option<&'static str>,
@@ -284,6 +290,8 @@ impl<'t> Binder<'t> {
             agg: None,
             agg_probe: None,
             in_aggregate: false,
+            win: None,
+            in_window: false,
             clause: None,
             tables: None,
             ctes: Vec::new(),

@@ -17,12 +17,13 @@ use sqlparser::ast::{
 };
 
 use super::scope::{rename, using_names, Matching, ScopeCol};
+use super::window::{self, CallSyntax};
 use super::{ident_name, name_parts, Binder, OutColumn, Scope};
 use crate::catalog;
 use crate::error::{Result, SqlError};
 use crate::func::AggFunc;
 use crate::nodes::Expr;
-use crate::nodes::{Agg, JoinKind, Node, SortKey};
+use crate::nodes::{Agg, JoinKind, Node, SortKey, WinCall, Window};
 use crate::pg_catalog::CatalogTable;
 use crate::types::SqlType;
 
@@ -63,6 +64,8 @@ struct Shape {
     exprs: Vec<Expr>,
     out: Vec<OutColumn>,
     sort: Vec<(Expr, bool, bool)>,
+    /// The window calls `exprs` read (as placeholder columns until they are placed).
+    windows: Vec<(Window, WinCall)>,
 }
 
 impl Binder<'_> {
@@ -241,9 +244,13 @@ impl Binder<'_> {
         limit: Option<LimitSpec>,
     ) -> Result<(Node, Vec<OutColumn>)> {
         let probe = self.agg_probe.take();
+        let win = self.win.take();
+        let in_window = std::mem::take(&mut self.in_window);
         let clause = self.set_clause(None);
         let r = self.select_inner(sel, order_by, limit);
         self.agg_probe = probe;
+        self.win = win;
+        self.in_window = in_window;
         self.clause = clause;
         r
     }
@@ -289,17 +296,24 @@ impl Binder<'_> {
             None
         } else {
             self.agg_probe = Some(false);
-            let s = self.shape(&items, &order, &scope)?;
+            let s = self.shape(&items, &order, sel, &scope)?;
             let has_aggregates = self.agg_probe.take() == Some(true);
             (!has_aggregates).then_some(s)
         };
-        let shape = if let Some(s) = shape {
-            s
+        let (mut shape, width) = if let Some(s) = shape {
+            (s, scope.width())
         } else {
-            let (agg_node, shape) = self.grouped(node, &items, &order, group_by, sel, &scope)?;
+            let (agg_node, shape, width) =
+                self.grouped(node, &items, &order, group_by, sel, &scope)?;
             node = agg_node;
-            shape
+            (shape, width)
         };
+        if !shape.windows.is_empty() {
+            let calls = std::mem::take(&mut shape.windows);
+            let (windowed, columns) = window::window_nodes(node, calls, width);
+            node = windowed;
+            window::place_window_columns(&mut shape.exprs, &columns);
+        }
         Self::finish_select(node, shape, sorts, sel, limit)
     }
 
@@ -316,6 +330,7 @@ impl Binder<'_> {
             exprs,
             out,
             mut sort,
+            ..
         } = shape;
         let visible = out.len();
         let on: Vec<(Expr, bool, bool)> = sort.split_off(sorts.min(sort.len()));
@@ -376,6 +391,24 @@ impl Binder<'_> {
         &mut self,
         items: &[Item],
         order: &[(OrderTarget, bool, bool)],
+        sel: &ast::Select,
+        scope: &Scope,
+    ) -> Result<Shape> {
+        let saved = self.win.replace(window::WinCtx::default());
+        let r = self
+            .named_windows(&sel.named_window, scope)
+            .and_then(|()| self.shape_inner(items, order, scope));
+        let ctx = std::mem::replace(&mut self.win, saved);
+        let mut shape = r?;
+        shape.windows = ctx.map(|c| c.calls).unwrap_or_default();
+        Ok(shape)
+    }
+
+    /// [`Binder::shape`] within its window context.
+    fn shape_inner(
+        &mut self,
+        items: &[Item],
+        order: &[(OrderTarget, bool, bool)],
         scope: &Scope,
     ) -> Result<Shape> {
         let mut exprs = Vec::with_capacity(items.len());
@@ -421,15 +454,16 @@ impl Binder<'_> {
             };
             sort.push((Expr::Column(col), *desc, *nulls_first));
         }
-        let fixed = sort;
         Ok(Shape {
             exprs,
             out,
-            sort: fixed,
+            sort,
+            windows: Vec::new(),
         })
     }
 
-    /// A grouped query: the Aggregate node (with HAVING) and the shape over its rows.
+    /// A grouped query: the Aggregate node (with HAVING), the shape over its rows and their
+    /// width.
     fn grouped(
         &mut self,
         input: Node,
@@ -438,7 +472,7 @@ impl Binder<'_> {
         group_by: &[AstExpr],
         sel: &ast::Select,
         scope: &Scope,
-    ) -> Result<(Node, Shape)> {
+    ) -> Result<(Node, Shape, usize)> {
         let mut keys = Vec::new();
         let mut key_meta = Vec::new();
         let saved = self.set_clause(Some("GROUP BY"));
@@ -480,22 +514,21 @@ impl Binder<'_> {
             input: scope.clone(),
         });
         let result: Result<(Shape, Option<Expr>)> = (|| {
-            let shape = self.shape(items, order, scope)?;
-            let having = sel
-                .having
-                .as_ref()
-                .map(|h| self.predicate(h, scope))
-                .transpose()?;
-            Ok((shape, having))
+            let shape = self.shape(items, order, sel, scope)?;
+            let saved = self.set_clause(Some("HAVING"));
+            let having = sel.having.as_ref().map(|h| self.predicate(h, scope));
+            self.clause = saved;
+            Ok((shape, having.transpose()?))
         })();
         let ctx = std::mem::replace(&mut self.agg, saved).expect("the context set above");
         let (shape, having) = result?;
+        let width = keys.len() + ctx.aggs.len();
         let node = Node::Aggregate {
             input: Box::new(input),
             keys,
             aggs: ctx.aggs,
         };
-        Ok((filtered_opt(node, having), shape))
+        Ok((filtered_opt(node, having), shape, width))
     }
 
     /// In a grouped query, the group key that is input column `source` (42803 naming it as
@@ -504,17 +537,14 @@ impl Binder<'_> {
         let ctx = self.agg.as_ref().expect("called in a grouped query");
         ctx.key_of(source).ok_or_else(|| must_group(text))
     }
-    /// An aggregate call. In a grouped query its arguments are bound over the input row,
-    /// once, and it reads as a column of the aggregate's row; in a select list bound first
-    /// as if ungrouped ([`Binder::select`]) it is noted and stands as a NULL of its type;
-    /// anywhere else it is refused (42803), as are nested aggregates. `name` is the
-    /// function's name as written, for the errors.
+    /// An aggregate call. In a grouped query its arguments (and FILTER and ORDER BY) are
+    /// bound over the input row, once, and it reads as a column of the aggregate's row; in a
+    /// select list bound first as if ungrouped ([`Binder::select`]) it is noted and stands
+    /// as a NULL of its type; anywhere else it is refused (42803), as are nested aggregates.
     pub(super) fn aggregate_call(
         &mut self,
-        name: &str,
+        call: &CallSyntax,
         func: AggFunc,
-        args: &[&AstExpr],
-        distinct: bool,
         scope: &Scope,
     ) -> Result<(Expr, SqlType)> {
         if self.in_aggregate {
@@ -534,39 +564,87 @@ impl Binder<'_> {
                 ));
             }
             self.agg_probe = Some(true);
-            let (_, ty) = self.aggregate_args(name, func, args, scope)?;
+            let (_, ty) = self.aggregate_parts(call, func, scope)?;
             return Ok((Expr::Const(quire_engine::Value::Null), ty));
         };
         let input = ctx.input.clone();
-        let bound = self.aggregate_args(name, func, args, &input);
+        let bound = self.aggregate_parts(call, func, &input);
         self.agg = Some(ctx);
-        let (args, ty) = bound?;
+        let (agg, ty) = bound?;
         let ctx = self.agg.as_mut().expect("restored above");
         let nkeys = ctx.keys.len();
-        ctx.aggs.push(Agg {
-            func,
-            args,
-            distinct,
-        });
+        ctx.aggs.push(agg);
         Ok((Expr::Column(nkeys + ctx.aggs.len() - 1), ty))
     }
 
-    /// An aggregate's arguments bound over `input` (no aggregate may be among them), with
-    /// the aggregate's result type; 42883 for a call no aggregate of that name takes.
-    fn aggregate_args(
+    /// An aggregate's arguments, FILTER and ORDER BY bound over `input` (no aggregate may
+    /// be among them), with the aggregate's result type.
+    fn aggregate_parts(
         &mut self,
-        name: &str,
+        call: &CallSyntax,
         func: AggFunc,
-        args: &[&AstExpr],
         input: &Scope,
-    ) -> Result<(Vec<Expr>, SqlType)> {
+    ) -> Result<(Agg, SqlType)> {
         let agg = self.agg.take();
         self.in_aggregate = true;
-        let bound: Result<Vec<(Expr, SqlType)>> =
-            args.iter().map(|a| self.expr(a, input)).collect();
+        let r = self.aggregate_exprs(call, input);
         self.in_aggregate = false;
         self.agg = agg;
-        let mut bound = bound?;
+        let (bound, filter, order) = r?;
+        if call.distinct {
+            let written: Vec<String> = bound.iter().map(|(e, _)| format!("{e:?}")).collect();
+            if order
+                .iter()
+                .any(|k| !written.contains(&format!("{:?}", k.expr)))
+            {
+                return Err(SqlError::new(
+                    SqlState::INVALID_COLUMN_REFERENCE,
+                    "in an aggregate with DISTINCT, ORDER BY expressions must appear in argument list",
+                ));
+            }
+        }
+        let (args, ty) = Self::aggregate_signature(call.name, func, bound)?;
+        let agg = Agg {
+            func,
+            args,
+            distinct: call.distinct,
+            filter,
+            order,
+        };
+        Ok((agg, ty))
+    }
+
+    /// The bound arguments, FILTER and ORDER BY of an aggregate call.
+    #[allow(clippy::type_complexity)] // the three parts, named where they are taken apart
+    fn aggregate_exprs(
+        &mut self,
+        call: &CallSyntax,
+        input: &Scope,
+    ) -> Result<(Vec<(Expr, SqlType)>, Option<Expr>, Vec<SortKey>)> {
+        let mut bound = Vec::with_capacity(call.args.len());
+        for a in call.args {
+            bound.push(self.expr(a, input)?);
+        }
+        let filter = call.filter.map(|f| self.predicate(f, input)).transpose()?;
+        let mut order = Vec::with_capacity(call.order.len());
+        for o in call.order {
+            let (descending, nulls_first) = sort_options(&o.options)?;
+            order.push(SortKey {
+                expr: self.expr(&o.expr, input)?.0,
+                descending,
+                nulls_first,
+            });
+        }
+        Ok((bound, filter, order))
+    }
+
+    /// An aggregate's bound arguments cast as it takes them, and its result type; 42883 for
+    /// a call no aggregate of that name takes.
+    pub(super) fn aggregate_signature(
+        name: &str,
+        func: AggFunc,
+        mut bound: Vec<(Expr, SqlType)>,
+    ) -> Result<(Vec<Expr>, SqlType)> {
         let types: Vec<SqlType> = bound.iter().map(|(_, t)| *t).collect();
         let no_such = || crate::func::no_such_function(name, &types);
         if func == AggFunc::Count && bound.is_empty() {
@@ -1136,13 +1214,7 @@ fn order_items<'a>(
     };
     let mut v = Vec::new();
     for e in exprs {
-        let desc = match e.options.sort {
-            None | Some(OrderBySort::Asc) => false,
-            Some(OrderBySort::Desc) => true,
-            Some(_) => return Err(SqlError::unsupported("ORDER BY ... USING")),
-        };
-        // PostgreSQL's default: NULLs sort as if larger than every value.
-        let nulls_first = e.options.nulls_first.unwrap_or(desc);
+        let (desc, nulls_first) = sort_options(&e.options)?;
         let target = order_target(&e.expr, out)?;
         v.push((target, desc, nulls_first));
     }
@@ -1260,6 +1332,17 @@ fn apply_limit(node: Node, limit: Option<LimitSpec>, sort: &[SortKey]) -> Result
             Vec::new()
         },
     })
+}
+
+/// An ORDER BY item's direction and NULLs placement: whether descending, whether NULLs
+/// first (PostgreSQL's default: NULLs sort as if larger than every value).
+pub(super) fn sort_options(o: &ast::OrderByOptions) -> Result<(bool, bool)> {
+    let desc = match o.sort {
+        None | Some(OrderBySort::Asc) => false,
+        Some(OrderBySort::Desc) => true,
+        Some(_) => return Err(SqlError::unsupported("ORDER BY ... USING")),
+    };
+    Ok((desc, o.nulls_first.unwrap_or(desc)))
 }
 
 /// The name PostgreSQL gives an unaliased select-list item.

@@ -7,6 +7,7 @@ mod explain;
 mod run;
 mod setop;
 mod sort;
+mod window;
 
 pub(crate) use explain::explain_statement;
 pub(crate) use run::{collect, open, too_many_rows};

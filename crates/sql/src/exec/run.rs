@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use quire_engine::{IndexId, Row, SqlState, Value};
 
-use super::sort::{compare_keys, INTERRUPT_EVERY};
+use super::sort::{compare_keys, merge_sort, INTERRUPT_EVERY};
 use crate::context::{Cx, Frame};
 use crate::error::{Result, SqlError};
 use crate::func::AggState;
@@ -141,6 +141,11 @@ pub(crate) fn open<'a>(node: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
                 .into_iter()
                 .map(Ok),
         ),
+        Node::WindowAgg {
+            input,
+            window,
+            calls,
+        } => super::window::window_agg(open(input, cx)?, window, calls, cx)?,
         Node::Sort { input, keys } => super::sort::sort(open(input, cx)?, keys, cx)?,
         Node::Distinct { input, on } => distinct(open(input, cx)?, on, cx),
         Node::Limit {
@@ -621,17 +626,97 @@ impl std::hash::Hash for RowKey {
     }
 }
 
-fn aggregate(input: Rows, keys: &[Expr], aggs: &[Agg], cx: &Cx) -> Result<Vec<Row>> {
-    struct Group {
-        states: Vec<AggState>,
-        seen: Vec<HashSet<RowKey>>,
+/// One group's aggregates: their states, the argument values DISTINCT has seen, and the
+/// rows an aggregate with ORDER BY keeps until the group ends (arguments, sort keys).
+struct Group {
+    states: Vec<AggState>,
+    seen: Vec<HashSet<RowKey>>,
+    ordered: Vec<Vec<(Row, Row)>>,
+}
+
+impl Group {
+    fn new(aggs: &[Agg]) -> Group {
+        Group {
+            states: aggs.iter().map(|a| AggState::new(a.func)).collect(),
+            seen: aggs.iter().map(|_| HashSet::new()).collect(),
+            ordered: aggs.iter().map(|_| Vec::new()).collect(),
+        }
     }
-    let new_group = || Group {
-        states: aggs.iter().map(|a| AggState::new(a.func)).collect(),
-        seen: aggs.iter().map(|_| HashSet::new()).collect(),
-    };
+
+    /// Adds one input row (FILTER first; rows of an aggregate with ORDER BY are kept, counted
+    /// in `kept` against [`MAX_MATERIALIZED_ROWS`]).
+    fn add(&mut self, aggs: &[Agg], row: &[Value], kept: &mut usize, cx: &Cx) -> Result<()> {
+        for (i, a) in aggs.iter().enumerate() {
+            if let Some(f) = &a.filter {
+                if !matches!(f.eval(cx, row)?, Value::Bool(true)) {
+                    continue;
+                }
+            }
+            let args: Row = a
+                .args
+                .iter()
+                .map(|e| e.eval(cx, row))
+                .collect::<Result<_>>()?;
+            if !a.order.is_empty() {
+                let keys: Row = a
+                    .order
+                    .iter()
+                    .map(|k| k.expr.eval(cx, row))
+                    .collect::<Result<_>>()?;
+                *kept += 1;
+                if *kept > MAX_MATERIALIZED_ROWS {
+                    return Err(too_many_rows());
+                }
+                self.ordered[i].push((args, keys));
+                continue;
+            }
+            self.feed(i, a, &args)?;
+        }
+        Ok(())
+    }
+
+    /// Feeds one row's arguments to aggregate `i` (once per distinct value under DISTINCT).
+    fn feed(&mut self, i: usize, a: &Agg, args: &[Value]) -> Result<()> {
+        if a.distinct && !self.seen[i].insert(RowKey(args.to_vec())) {
+            return Ok(());
+        }
+        self.states[i].add(a.func, args)
+    }
+
+    /// The group's aggregate values (the kept rows fed in their ORDER BY order first).
+    fn finish(mut self, aggs: &[Agg], cx: &Cx) -> Result<Vec<Value>> {
+        for (i, a) in aggs.iter().enumerate() {
+            let kept = std::mem::take(&mut self.ordered[i]);
+            if kept.is_empty() {
+                continue;
+            }
+            let mut comparisons = 0usize;
+            let order = merge_sort(kept.len(), |x, y| {
+                comparisons += 1;
+                if comparisons.is_multiple_of(INTERRUPT_EVERY) {
+                    cx.interrupt.check()?;
+                }
+                Ok(compare_keys(&a.order, &kept[x].1, &kept[y].1).is_le())
+            })?;
+            let mut kept: Vec<Option<Row>> = kept.into_iter().map(|(args, _)| Some(args)).collect();
+            for j in order {
+                if let Some(args) = kept.get_mut(j).and_then(Option::take) {
+                    self.feed(i, a, &args)?;
+                }
+            }
+        }
+        self.states
+            .into_iter()
+            .zip(aggs)
+            .map(|(s, a)| s.finish(a.func))
+            .collect()
+    }
+}
+
+fn aggregate(input: Rows, keys: &[Expr], aggs: &[Agg], cx: &Cx) -> Result<Vec<Row>> {
     let mut order: Vec<RowKey> = Vec::new();
     let mut groups: HashMap<RowKey, Group> = HashMap::new();
+    let mut kept = 0usize;
     for r in input {
         let row = r?;
         cx.interrupt.check()?;
@@ -645,33 +730,21 @@ fn aggregate(input: Rows, keys: &[Expr], aggs: &[Agg], cx: &Cx) -> Result<Vec<Ro
                 return Err(too_many_rows());
             }
             order.push(key.clone());
-            groups.insert(key.clone(), new_group());
+            groups.insert(key.clone(), Group::new(aggs));
         }
         let g = groups.get_mut(&key).expect("the group was inserted above");
-        for (i, a) in aggs.iter().enumerate() {
-            let args: Row = a
-                .args
-                .iter()
-                .map(|e| e.eval(cx, &row))
-                .collect::<Result<_>>()?;
-            if a.distinct && !g.seen[i].insert(RowKey(args.clone())) {
-                continue;
-            }
-            g.states[i].add(a.func, &args)?;
-        }
+        g.add(aggs, &row, &mut kept, cx)?;
     }
     // Without GROUP BY, an aggregate over no rows still gives one row (count 0).
     if keys.is_empty() && order.is_empty() {
         order.push(RowKey(Vec::new()));
-        groups.insert(RowKey(Vec::new()), new_group());
+        groups.insert(RowKey(Vec::new()), Group::new(aggs));
     }
     let mut out = Vec::with_capacity(order.len());
     for key in order {
         let g = groups.remove(&key).expect("every ordered key has a group");
         let mut row = key.0;
-        for (s, a) in g.states.into_iter().zip(aggs) {
-            row.push(s.finish(a.func)?);
-        }
+        row.extend(g.finish(aggs, cx)?);
         out.push(row);
     }
     Ok(out)

@@ -308,14 +308,19 @@ impl Expr {
     /// right side of a join evaluated on the right row alone).
     pub(crate) fn rebased(&self, offset: usize) -> Expr {
         let mut e = self.clone();
-        let mut pending = vec![&mut e];
+        e.map_columns(|c| c - offset);
+        e
+    }
+
+    /// Reads each current-row column `c` as column `f(c)` instead (not inside subqueries).
+    pub(crate) fn map_columns(&mut self, f: impl Fn(usize) -> usize) {
+        let mut pending = vec![self];
         while let Some(x) = pending.pop() {
             match x {
-                Expr::Column(c) => *c -= offset,
+                Expr::Column(c) => *c = f(*c),
                 x => x.for_each_child_mut(|c| pending.push(c)),
             }
         }
-        e
     }
 
     /// The expression with each current-row column `c` read as column `c + offset` (a

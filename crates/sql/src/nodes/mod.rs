@@ -20,6 +20,9 @@ mod statement;
 pub(crate) use expr::dismantle;
 pub(crate) use expr::{and_of, conjuncts, ArithOp, CmpOp, Expr, SubqueryKind};
 pub use plan::MAX_MATERIALIZED_ROWS;
-pub(crate) use plan::{tid_value, value_tid, Agg, Cte, JoinKind, Node, SetOpKind, SortKey};
+pub(crate) use plan::{
+    tid_value, value_tid, Agg, Cte, FrameBound, FrameUnits, JoinKind, Node, SetOpKind, SortKey,
+    WinCall, Window,
+};
 pub(crate) use statement::{Bound, OnConflict, Plan};
 pub use statement::{OutColumn, OutColumns};

@@ -26,7 +26,7 @@ use quire_engine::{IndexId, TableId, Tid, Value};
 use super::expr::{dismantle, Expr, Part};
 use crate::catalog::TableInfo;
 use crate::error::Result;
-use crate::func::AggFunc;
+use crate::func::{AggFunc, WinFunc};
 use crate::pg_catalog::CatalogTable;
 
 /// Most rows a node materializes (a sort's input, a hash of groups, a nested loop's inner
@@ -78,6 +78,47 @@ pub(crate) struct Agg {
     pub func: AggFunc,
     pub args: Vec<Expr>,
     pub distinct: bool,
+    /// `FILTER (WHERE ...)`: only rows it holds for are aggregated.
+    pub filter: Option<Expr>,
+    /// `ORDER BY` inside the call: the order the rows are fed in.
+    pub order: Vec<SortKey>,
+}
+
+/// A window's frame units (`ROWS`, `RANGE`, `GROUPS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FrameUnits {
+    Rows,
+    Range,
+    Groups,
+}
+
+/// One end of a window frame; offsets are constant expressions (evaluated once per run).
+#[derive(Clone, Debug)]
+pub(crate) enum FrameBound {
+    UnboundedPreceding,
+    Preceding(Expr),
+    CurrentRow,
+    Following(Expr),
+    UnboundedFollowing,
+}
+
+/// A window: its partitioning, its order and its frame (PostgreSQL's default frame is
+/// `RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW`).
+#[derive(Clone, Debug)]
+pub(crate) struct Window {
+    pub partition: Vec<Expr>,
+    pub order: Vec<SortKey>,
+    pub units: FrameUnits,
+    pub start: FrameBound,
+    pub end: FrameBound,
+}
+
+/// A window function call: a built-in window function or an aggregate over the frame.
+#[derive(Clone, Debug)]
+pub(crate) struct WinCall {
+    pub func: WinFunc,
+    pub args: Vec<Expr>,
+    pub filter: Option<Expr>,
 }
 
 #[derive(Clone, Debug)]
@@ -162,6 +203,13 @@ pub(crate) enum Node {
         input: Box<Node>,
         keys: Vec<Expr>,
         aggs: Vec<Agg>,
+    },
+    /// Window functions over input sorted by the window's partition and order keys: each
+    /// row is the input row followed by one value per call.
+    WindowAgg {
+        input: Box<Node>,
+        window: Window,
+        calls: Vec<WinCall>,
     },
     Sort {
         input: Box<Node>,
@@ -307,6 +355,7 @@ impl Node {
             Node::Filter { input, .. }
             | Node::Project { input, .. }
             | Node::Aggregate { input, .. }
+            | Node::WindowAgg { input, .. }
             | Node::Sort { input, .. }
             | Node::Distinct { input, .. }
             | Node::With { input, .. }
@@ -357,6 +406,7 @@ impl Node {
             Node::Filter { input, .. }
             | Node::Project { input, .. }
             | Node::Aggregate { input, .. }
+            | Node::WindowAgg { input, .. }
             | Node::Sort { input, .. }
             | Node::Distinct { input, .. }
             | Node::CteScan {
@@ -437,7 +487,26 @@ impl Node {
             }
             Node::Aggregate { keys, aggs, .. } => {
                 keys.iter_mut().for_each(&mut f);
-                aggs.iter_mut().flat_map(|a| &mut a.args).for_each(f);
+                for a in aggs {
+                    a.args.iter_mut().chain(&mut a.filter).for_each(&mut f);
+                    a.order.iter_mut().map(|k| &mut k.expr).for_each(&mut f);
+                }
+            }
+            Node::WindowAgg { window, calls, .. } => {
+                window.partition.iter_mut().for_each(&mut f);
+                window
+                    .order
+                    .iter_mut()
+                    .map(|k| &mut k.expr)
+                    .for_each(&mut f);
+                for b in [&mut window.start, &mut window.end] {
+                    if let FrameBound::Preceding(e) | FrameBound::Following(e) = b {
+                        f(e);
+                    }
+                }
+                for c in calls {
+                    c.args.iter_mut().chain(&mut c.filter).for_each(&mut f);
+                }
             }
             Node::Sort { keys, .. } => keys.iter_mut().map(|k| &mut k.expr).for_each(f),
             Node::Limit {
