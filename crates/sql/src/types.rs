@@ -921,6 +921,18 @@ pub fn cast(value: Value, from: SqlType, to: SqlType) -> Result<Value> {
         {
             parse_text(to, s)
         }
+        // PostgreSQL's bool-to-text cast (booltext) spells the value out; output (`t`) and
+        // the cast to name (through output) do not.
+        (Value::Bool(b), SqlType::Text | SqlType::Varchar(_) | SqlType::Bpchar(_))
+            if from == SqlType::Bool =>
+        {
+            let word = if *b { "true" } else { "false" };
+            match to {
+                SqlType::Varchar(limit) => check_varchar(word.to_string(), limit),
+                SqlType::Bpchar(limit) => check_bpchar(word, limit),
+                _ => Ok(Value::Text(word.to_string())),
+            }
+        }
         (_, SqlType::Text | SqlType::Unknown | SqlType::Name) => {
             Ok(Value::Text(format_text(&value, from).unwrap_or_default()))
         }
