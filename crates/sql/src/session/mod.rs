@@ -1122,6 +1122,54 @@ mod tests {
         out.remove(0).unwrap_or_else(|e| panic!("{sql}: {e}"))
     }
 
+    fn err(s: &mut Session, sql: &str) -> SqlError {
+        let mut out = s.execute_query(sql);
+        assert_eq!(out.len(), 1, "{sql}");
+        out.remove(0).expect_err(sql)
+    }
+
+    /// SERIALIZABLE, which the engine does not have, is refused wherever it is chosen, and
+    /// never run as a weaker level; the session goes on at the levels it has.
+    #[test]
+    fn serializable_is_refused_wherever_it_is_chosen() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut s = session(dir.path());
+        for sql in [
+            "BEGIN ISOLATION LEVEL SERIALIZABLE",
+            "START TRANSACTION ISOLATION LEVEL SERIALIZABLE, READ ONLY, DEFERRABLE",
+            "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+            "SET default_transaction_isolation = 'serializable'",
+            "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+        ] {
+            let e = err(&mut s, sql);
+            assert_eq!(e.sqlstate(), SqlState::FEATURE_NOT_SUPPORTED, "{sql}");
+            assert_eq!(e.message(), "SERIALIZABLE isolation is not supported yet");
+            assert_eq!(s.status(), TxStatus::Idle, "{sql}");
+        }
+        ok(&mut s, "BEGIN");
+        for sql in [
+            "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+            "SET transaction_isolation = 'serializable'",
+        ] {
+            let e = err(&mut s, sql);
+            assert_eq!(e.sqlstate(), SqlState::FEATURE_NOT_SUPPORTED, "{sql}");
+            assert_eq!(s.status(), TxStatus::Failed);
+            ok(&mut s, "ROLLBACK");
+            ok(&mut s, "BEGIN");
+        }
+        ok(&mut s, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+        let State::Block(tx) = &s.state else {
+            panic!("no block");
+        };
+        assert_eq!(tx.isolation(), IsolationLevel::RepeatableRead);
+        ok(&mut s, "COMMIT");
+        let OutcomeKind::Rows { rows, .. } = ok(&mut s, "SHOW default_transaction_isolation").kind
+        else {
+            panic!("no rows");
+        };
+        assert_eq!(rows, vec![vec![Value::Text("read committed".into())]]);
+    }
+
     /// What the session learns of each shape, and when it learns again: the statements'
     /// outcomes cannot tell a shape used from a statement run as written, this can.
     #[test]
