@@ -510,7 +510,7 @@ impl Settings {
     pub fn show(&self, name: &str) -> Option<String> {
         let name = canonical_name(name);
         if let Some(v) = self.pending_value(&name) {
-            return v;
+            return Some(v);
         }
         if let Some(v) = self.xact_value(&name) {
             return Some(v);
@@ -719,18 +719,19 @@ impl Settings {
         }
     }
 
-    /// A pending `set_config` value of `name`: `Some(None)` for one reset to its default.
-    fn pending_value(&self, name: &str) -> Option<Option<String>> {
+    /// The value a pending `set_config` gave `name` (its reset value for one reset).
+    fn pending_value(&self, name: &str) -> Option<String> {
         let pending = self.pending.lock().ok()?;
         let (_, value, _) = pending.iter().rev().find(|(n, _, _)| n == name)?;
-        Some(match value {
+        match value {
             Some(v) => Some(v.clone()),
             None => self
                 .reset_values
                 .get(name)
                 .cloned()
-                .or_else(|| default_of(name)),
-        })
+                .or_else(|| default_of(name))
+                .or_else(|| Some(String::new())),
+        }
     }
 
     /// `transaction_isolation`, `transaction_read_only` or `transaction_deferrable`.

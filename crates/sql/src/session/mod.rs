@@ -360,8 +360,8 @@ impl Session {
             copy_error: None,
             plans,
             sequences: SessionSequences::default(),
-            prepared: Default::default(),
-            sql_prepared: Default::default(),
+            prepared: std::collections::BTreeMap::default(),
+            sql_prepared: std::collections::HashMap::default(),
             deallocated: Vec::new(),
             interrupt,
             backend,
@@ -928,14 +928,18 @@ impl Session {
             let more_follow = i + 1 < statements.len();
             if more_follow && matches!(self.state, State::Idle) {
                 let xact = self.settings.default_xact();
-                match xact.isolation.engine().and_then(|i| Ok(self.db.begin(i)?)) {
+                match xact
+                    .isolation
+                    .engine()
+                    .and_then(|i| self.db.begin(i).map_err(SqlError::from))
+                {
                     Ok(tx) => {
                         self.state = State::Block(Box::new(tx));
                         self.implicit = true;
                         self.settings.begin_xact(xact);
                     }
                     Err(e) => {
-                        let _ = out.done(Err(e.into()));
+                        let _ = out.done(Err(e));
                         return;
                     }
                 }

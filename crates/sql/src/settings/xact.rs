@@ -209,19 +209,16 @@ impl Settings {
             before: self.session.clone(),
             at_commit: self.session.clone(),
         });
-        match &value {
-            Some(v) => {
-                if !local {
-                    saved.at_commit.insert(name.clone(), v.clone());
-                }
-                self.session.insert(name, v.clone());
+        if let Some(v) = value {
+            if !local {
+                saved.at_commit.insert(name.clone(), v.clone());
             }
-            None => {
-                if !local {
-                    saved.at_commit.remove(&name);
-                }
-                self.session.remove(&name);
+            self.session.insert(name, v);
+        } else {
+            if !local {
+                saved.at_commit.remove(&name);
             }
+            self.session.remove(&name);
         }
     }
 
