@@ -23,8 +23,11 @@
 //!   and its latch (the server's farewell, `pg_terminate_backend`: FATAL 57P01 or 57P02).
 //!   Ending drops the session, which rolls back its open transaction.
 //! - Portals live until their transaction ends (all of them at a commit or rollback, the
-//!   unnamed one also at the next Bind or simple query), statements until Close or the end
-//!   of the session.
+//!   unnamed one also at the next Bind or simple query), statements until Close, SQL's
+//!   DEALLOCATE or DISCARD ALL (which drop the protocol's statements too, as PostgreSQL's:
+//!   the session names them after each message), or the end of the session. Named
+//!   statements share one namespace with SQL's PREPARE, and `pg_prepared_statements` shows
+//!   both.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -305,6 +308,15 @@ impl Conn {
     }
 
     fn handle(&mut self, m: Message) -> Result<(), Failure> {
+        let r = self.handle_message(m);
+        // DEALLOCATE and DISCARD ALL drop the protocol's named statements too.
+        for name in self.session.take_deallocated() {
+            self.statements.remove(&name);
+        }
+        r
+    }
+
+    fn handle_message(&mut self, m: Message) -> Result<(), Failure> {
         match m {
             Message::Query(sql) => self.simple_query(&sql),
             Message::Parse {
@@ -317,7 +329,10 @@ impl Conn {
             Message::Execute { portal, max_rows } => self.execute(&portal, max_rows),
             Message::Close { target, name } => {
                 match target {
-                    Target::Statement => self.statements.remove(&name).map(drop),
+                    Target::Statement => {
+                        self.session.protocol_statement(&name, None);
+                        self.statements.remove(&name).map(drop)
+                    }
                     Target::Portal => self.portals.remove(&name).map(drop),
                 };
                 backend::close_complete(&mut self.io.out);
@@ -377,7 +392,9 @@ impl Conn {
 
     /// Parse: a statement for later Binds (42P05 for a name in use).
     fn parse(&mut self, name: String, query: String, types: &[u32]) -> Result<(), Failure> {
-        if !name.is_empty() && self.statements.contains_key(&name) {
+        if !name.is_empty()
+            && (self.statements.contains_key(&name) || self.session.has_prepared(&name))
+        {
             return Err(SqlError::new(
                 SqlState::DUPLICATE_PSTATEMENT,
                 format!("prepared statement \"{name}\" already exists"),
@@ -409,6 +426,8 @@ impl Conn {
         {
             return Err(SqlError::in_failed_transaction().into());
         }
+        self.session
+            .protocol_statement(&name, Some((&query, hints.as_slice())));
         let prepared = Prepared {
             text: Arc::from(query),
             stmt,

@@ -111,6 +111,20 @@ impl TempTables {
         Ok(())
     }
 
+    /// Drops every temporary table of the session in `tx` (DISCARD TEMP in a block).
+    pub fn drop_in(&mut self, tx: &Transaction) -> Result<()> {
+        if !self.used {
+            return Ok(());
+        }
+        for def in tx.tables()? {
+            if def.name.starts_with(&self.prefix) {
+                drop(tx, def.oid)?;
+            }
+        }
+        self.on_commit.clear();
+        Ok(())
+    }
+
     /// Drops every temporary table of the session (at its end), in a transaction of its own.
     pub fn drop_all(&mut self, db: &Database) -> Result<()> {
         if !std::mem::take(&mut self.used) {
@@ -165,6 +179,8 @@ pub(crate) struct TableInfo {
     pub pkey: Option<(IndexId, Vec<usize>)>,
     /// Every index of the table (the primary key's too), for the planner.
     pub indexes: Vec<IndexDef>,
+    /// A session's temporary table (its `def.name` is the name statements see).
+    pub temp: bool,
 }
 
 impl TableInfo {
@@ -459,7 +475,8 @@ fn describe(tx: &Transaction, name: &str, oid: TableId) -> Result<TableInfo> {
         .iter()
         .find(|i| i.unique && *i.name == *format!("{name}_pkey"))
         .map(|i| (i.oid, i.columns.iter().map(|&c| usize::from(c)).collect()));
-    if display_name(&def.name).len() != def.name.len() {
+    let temp = display_name(&def.name).len() != def.name.len();
+    if temp {
         def.name = display_name(&def.name).into();
     }
     Ok(TableInfo {
@@ -467,6 +484,7 @@ fn describe(tx: &Transaction, name: &str, oid: TableId) -> Result<TableInfo> {
         columns,
         pkey,
         indexes,
+        temp,
     })
 }
 

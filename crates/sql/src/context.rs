@@ -1,6 +1,6 @@
 //! What a statement's expressions and plans are evaluated against: the database, the
-//! transaction, the parameters, the session's settings and interrupt, and the rows of the
-//! enclosing query levels ([`Frame`]). Built by the session for each execution.
+//! transaction, the parameters, the session's settings, interrupt and prepared statements,
+//! and the rows of the enclosing query levels ([`Frame`]). Built by the session for each execution.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -35,6 +35,22 @@ impl CteStore {
     }
 }
 
+/// A named prepared statement of the session, as `pg_prepared_statements` shows it: SQL's
+/// PREPARE (`from_sql`) or the protocol's Parse.
+#[derive(Clone, Debug)]
+pub(crate) struct PreparedInfo {
+    pub statement: String,
+    pub prepare_time_us: i64,
+    pub parameter_types: Vec<crate::types::SqlType>,
+    pub result_types: Vec<crate::types::SqlType>,
+    pub from_sql: bool,
+    /// Executions (quire's plans are generic: the parameters' values reach them at run time).
+    pub generic_plans: i64,
+}
+
+/// The session's named prepared statements, by name.
+pub(crate) type PreparedStatements = std::collections::BTreeMap<String, PreparedInfo>;
+
 /// What a statement's expressions are evaluated against.
 pub(crate) struct Cx<'a> {
     pub db: &'a Database,
@@ -46,6 +62,8 @@ pub(crate) struct Cx<'a> {
     pub backend: &'a crate::backends::Backend,
     /// The session's `currval` values.
     pub sequences: &'a crate::sequence::SessionSequences,
+    /// The session's named prepared statements (`pg_prepared_statements`).
+    pub prepared: &'a PreparedStatements,
     /// The statement's start (`now()`, `CURRENT_TIMESTAMP`), microseconds since 1970.
     pub now_us: i64,
     pub outer: Option<&'a Frame<'a>>,
@@ -68,6 +86,7 @@ impl<'a> Cx<'a> {
             interrupt: self.interrupt,
             backend: self.backend,
             sequences: self.sequences,
+            prepared: self.prepared,
             now_us: self.now_us,
             outer: Some(frame),
             ctes: self.ctes,

@@ -58,6 +58,8 @@ pub(crate) enum Func {
     CurrentSchema,
     CurrentSchemas,
     CurrentSetting,
+    /// set_config(name, value, is_local): see [`crate::settings::Settings::set_config`].
+    SetConfig,
     ArrayPosition,
     ArrayToString,
     TableIsVisible,
@@ -471,6 +473,11 @@ pub(crate) fn resolve(
         ("session_user", 0) => (Func::SessionUser, vec![], T::Name),
         ("current_schema", 0) => (Func::CurrentSchema, vec![], T::Name),
         ("current_schemas", 1) => (Func::CurrentSchemas, vec![Some(T::Bool)], T::TextArray),
+        ("set_config", 3) => (
+            Func::SetConfig,
+            vec![Some(T::Text), Some(T::Text), Some(T::Bool)],
+            T::Text,
+        ),
         ("current_setting", 1 | 2) => {
             let mut c = text(1);
             if n == 2 {
@@ -791,6 +798,17 @@ pub(crate) fn array_text<S: AsRef<str>>(elements: &[S]) -> Result<String> {
     Ok(text.finish())
 }
 
+/// 25006 for a function that writes, in a read-only transaction.
+fn writable(cx: &Cx, what: &str) -> Result<()> {
+    if cx.settings.read_only() {
+        return Err(SqlError::new(
+            SqlState::READ_ONLY_SQL_TRANSACTION,
+            format!("cannot execute {what} in a read-only transaction"),
+        ));
+    }
+    Ok(())
+}
+
 impl Func {
     /// Whether a NULL argument makes the result NULL without calling the function.
     fn strict(self) -> bool {
@@ -806,6 +824,7 @@ impl Func {
                 | Func::ObjDescription
                 | Func::NoObjectDef
                 | Func::CurrentSetting
+                | Func::SetConfig
                 | Func::GetIndexDef
                 | Func::MakeArray
                 | Func::ArrayCat
@@ -967,9 +986,13 @@ impl Func {
                 Value::Float((x * scale).round() / scale)
             }
             Func::Random => Value::Float(random_f64()),
-            Func::NextVal => Value::Int(cx.sequences.nextval(cx.tx, seq_arg(&args[0]))?),
+            Func::NextVal => {
+                writable(cx, "nextval()")?;
+                Value::Int(cx.sequences.nextval(cx.tx, seq_arg(&args[0]))?)
+            }
             Func::CurrVal => Value::Int(cx.sequences.currval(cx.tx, seq_arg(&args[0]))?),
             Func::SetVal => {
+                writable(cx, "setval()")?;
                 let value = int_arg(&args[1]).unwrap_or(0);
                 let is_called = !matches!(args.get(2), Some(Value::Bool(false)));
                 Value::Int(
@@ -1000,6 +1023,17 @@ impl Func {
                 } else {
                     array_text(&["public"])?
                 })
+            }
+            Func::SetConfig => {
+                let Some(name) = a0.and_then(text_arg) else {
+                    return Err(SqlError::new(
+                        SqlState::NULL_VALUE_NOT_ALLOWED,
+                        "SET requires parameter name",
+                    ));
+                };
+                let value = args.get(1).and_then(text_arg);
+                let local = matches!(args.get(2), Some(Value::Bool(true)));
+                Value::Text(cx.settings.set_config(name, value, local)?)
             }
             Func::CurrentSetting => {
                 let name = text_arg(a0.unwrap_or(&Value::Null)).unwrap_or("");

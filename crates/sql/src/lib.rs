@@ -22,7 +22,8 @@
 //!    sessions by process id), `shape` (a statement's constants taken out as parameters).
 //! 3. `parse`: statement splitting, `sqlparser` (its trees' depth and memory bounded), and
 //!    the utility commands it lacks; `copy`: COPY's text and CSV formats.
-//! 4. `settings`: a session's parameters (PostgreSQL's GUCs) and the server's.
+//! 4. `settings`: a session's parameters (PostgreSQL's GUCs) and the server's; the running
+//!    transaction's characteristics and the scope of SET / SET LOCAL.
 //! 5. `context`: what expressions and plans are evaluated against (transaction,
 //!    parameters, settings, outer rows).
 //! 6. `pg_catalog`: PostgreSQL's catalog tables and views, as rows.
@@ -33,8 +34,8 @@
 //!     (it chooses no access path and no join method).
 //! 11. `optimize`: rewrite rules over logical nodes (CTE inlining, predicate pushdown).
 //! 12. `planner`: logical nodes become physical ones (access paths, join methods).
-//! 13. `session`: a client's transaction state, settings and COPY; the pipeline per
-//!     statement; the plans kept per session.
+//! 13. `session`: a client's transaction state and modes, settings, COPY and prepared
+//!     statements; the pipeline per statement; the plans kept per session.
 //!
 //! ## Rules
 //!

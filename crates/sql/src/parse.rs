@@ -32,6 +32,10 @@ pub enum Statement {
     /// CREATE/ALTER/DROP ROLE, GRANT/REVOKE of roles, SET ROLE and SET SESSION
     /// AUTHORIZATION ([`crate::roles`]).
     Role(crate::roles::RoleStmt),
+    /// BEGIN, START TRANSACTION, SET TRANSACTION or SET SESSION CHARACTERISTICS with
+    /// `[NOT] DEFERRABLE` among its modes (which `sqlparser` lacks): the statement without
+    /// it, and whether DEFERRABLE.
+    Deferrable(Box<sqlparser::ast::Statement>, bool),
 }
 
 #[derive(Clone, Debug, Default)]
@@ -148,6 +152,14 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
         if let Some(s) = utility(p)? {
             out.push(s);
             continue;
+        }
+        if let Some((rest, deferrable)) = without_deferrable(p) {
+            let mut parsed = parse_piece(&rest, &rest, chars_before, &mut memory)?;
+            if let (Some(s), 1) = (parsed.pop(), parsed.len() + 1) {
+                out.push(Statement::Deferrable(Box::new(s), deferrable));
+                continue;
+            }
+            return Err(SqlError::syntax("syntax error at or near \"DEFERRABLE\""));
         }
         let parsed = parse_piece(sql, p, chars_before, &mut memory)?;
         out.extend(parsed.into_iter().map(|s| Statement::Sql(Box::new(s))));
@@ -845,6 +857,45 @@ fn skip_dollar(sql: &str, i: usize) -> usize {
         Some(end) => body + end + delim.len(),
         None => sql.len(),
     }
+}
+
+/// A transaction statement with `[NOT] DEFERRABLE` among its modes: its text without the
+/// last such mode (and a comma that separated it), and whether DEFERRABLE. `None` for any
+/// other statement.
+fn without_deferrable(p: &str) -> Option<(String, bool)> {
+    let head = p.trim_start().get(..5)?;
+    if !["begin", "start", "set t", "set s"]
+        .iter()
+        .any(|k| head.eq_ignore_ascii_case(k))
+    {
+        return None;
+    }
+    let w = words(p.trim_end().trim_end_matches(';'));
+    let at = w
+        .iter()
+        .rposition(|x| x.eq_ignore_ascii_case("deferrable"))?;
+    let starts = kw(w.first(), "begin")
+        || (kw(w.first(), "start") && kw(w.get(1), "transaction"))
+        || (kw(w.first(), "set") && kw(w.get(1), "transaction"))
+        || (kw(w.first(), "set") && kw(w.get(1), "session") && kw(w.get(2), "characteristics"));
+    if !starts || w.iter().any(|x| x.starts_with('\'') || x.starts_with('"')) {
+        return None;
+    }
+    let not = at > 0 && kw(w.get(at - 1), "not");
+    let from = if not { at - 1 } else { at };
+    let mut kept: Vec<&String> = w[..from].iter().chain(&w[at + 1..]).collect();
+    // The comma before the mode, or else the one after it.
+    if from > 0 && w.get(from - 1).is_some_and(|x| x == ",") {
+        kept.remove(from - 1);
+    } else if w.get(at + 1).is_some_and(|x| x == ",") {
+        kept.remove(from);
+    }
+    let text = kept
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    Some((text, !not))
 }
 
 /// Words and quoted strings of a utility command.

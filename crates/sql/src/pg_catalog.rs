@@ -66,6 +66,7 @@ pub(crate) enum CatalogTable {
     Proc,
     Collation,
     PreparedXacts,
+    PreparedStatements,
     Description,
     Tables,
     Policy,
@@ -116,6 +117,7 @@ impl CatalogTable {
             "pg_extension" => CatalogTable::Extension,
             "pg_collation" => CatalogTable::Collation,
             "pg_prepared_xacts" => CatalogTable::PreparedXacts,
+            "pg_prepared_statements" => CatalogTable::PreparedStatements,
             "pg_description" => CatalogTable::Description,
             "pg_tables" | "tables" => CatalogTable::Tables,
             "pg_policy" => CatalogTable::Policy,
@@ -326,6 +328,16 @@ impl CatalogTable {
                 ("oid", T::Oid),
                 ("collname", T::Name),
                 ("collnamespace", T::Oid),
+            ],
+            CatalogTable::PreparedStatements => &[
+                ("name", T::Text),
+                ("statement", T::Text),
+                ("prepare_time", T::Timestamptz),
+                ("parameter_types", T::TextArray),
+                ("result_types", T::TextArray),
+                ("from_sql", T::Bool),
+                ("generic_plans", T::Int8),
+                ("custom_plans", T::Int8),
             ],
             CatalogTable::PreparedXacts => &[
                 ("transaction", T::Int8),
@@ -591,6 +603,22 @@ impl CatalogTable {
                 text("default"),
                 int(PG_CATALOG_NS),
             ]],
+            CatalogTable::PreparedStatements => cx
+                .prepared
+                .iter()
+                .map(|(name, p)| {
+                    vec![
+                        text(name),
+                        text(&p.statement),
+                        Value::Timestamp(p.prepare_time_us),
+                        text(&type_array(&p.parameter_types)),
+                        text(&type_array(&p.result_types)),
+                        Value::Bool(p.from_sql),
+                        int(p.generic_plans),
+                        int(0),
+                    ]
+                })
+                .collect(),
             CatalogTable::PreparedXacts => cx
                 .db
                 .prepared_transactions()
@@ -623,6 +651,22 @@ impl CatalogTable {
                 .collect(),
         })
     }
+}
+
+/// A `regtype[]` as text: the types' names, quoted where they have blanks.
+fn type_array(types: &[SqlType]) -> String {
+    let names: Vec<String> = types
+        .iter()
+        .map(|t| {
+            let n = t.name();
+            if n.contains([' ', ',', '"', '{', '}', '\\']) {
+                format!("\"{}\"", n.replace('\\', "\\\\").replace('"', "\\\""))
+            } else {
+                n
+            }
+        })
+        .collect();
+    format!("{{{}}}", names.join(","))
 }
 
 fn int(i: i64) -> Value {

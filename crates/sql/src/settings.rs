@@ -15,6 +15,12 @@
 //! [`Session::reported_parameters_changed`] those that changed since the last call or since
 //! the login.
 //!
+//! Transactions: a SET inside one is undone by its rollback, SET LOCAL and `set_config(...,
+//! true)` last to its end, and `transaction_isolation` / `_read_only` / `_deferrable` are
+//! the running transaction's ([`xact`]'s rules). Startup values (the startup packet, `-c`
+//! in `options`) are what RESET and RESET ALL return to. A qualified name (`myapp.user`)
+//! is a custom parameter any SET may create, as PostgreSQL's placeholders.
+//!
 //! `max_stack_depth` (PostgreSQL's, in kB, shown as `2MB`) is checked as PostgreSQL checks
 //! it: at least 100kB, at most what a session's stack allows
 //! ([`crate::stack::MAX_MAX_STACK_DEPTH_KB`]), and only a superuser may SET it (42501).
@@ -27,6 +33,10 @@ use quire_engine::{Config, SqlState};
 
 use crate::error::{Result, SqlError};
 use crate::roles::Identity;
+
+mod xact;
+
+pub(crate) use xact::{serializable_refused, Isolation, TxModes, Xact, ISOLATION_LEVELS};
 
 /// The PostgreSQL version quire reports (`server_version`): clients such as pgbench and
 /// psql choose their queries by it.
@@ -47,6 +57,16 @@ pub struct Settings {
     /// every reported value) runs only when the count moved: not once per statement.
     pub(crate) changes: u64,
     pub(crate) reported_at: u64,
+    /// The running transaction's characteristics; `None` outside a block ([`xact`]).
+    xact: Option<Xact>,
+    /// The settings as the running transaction found them ([`xact`]'s rules).
+    saved: Option<xact::Saved>,
+    /// The values the client's startup packet and `options` gave: what RESET returns to.
+    reset_values: BTreeMap<String, String>,
+    /// `set_config` calls of the running statement, applied when it succeeds
+    /// ([`Settings::apply_pending`]): name, value, and whether LOCAL. SHOW and
+    /// `current_setting` see them at once.
+    pending: std::sync::Mutex<Vec<(String, Option<String>, bool)>>,
 }
 
 /// Session parameters, their defaults, and whether SET may change them.
@@ -55,7 +75,6 @@ const SESSION_PARAMETERS: &[(&str, &str, bool)] = &[
     ("client_encoding", "UTF8", true),
     ("client_min_messages", "notice", true),
     ("datestyle", "ISO, MDY", true),
-    ("default_transaction_isolation", "read committed", true),
     ("idle_in_transaction_session_timeout", "0", true),
     ("idle_session_timeout", "0", true),
     ("integer_datetimes", "on", false),
@@ -74,7 +93,6 @@ const SESSION_PARAMETERS: &[(&str, &str, bool)] = &[
     ("standard_conforming_strings", "on", true),
     ("statement_timeout", "0", true),
     ("timezone", "UTC", true),
-    ("transaction_isolation", "read committed", false),
     ("work_mem", "4MB", true),
 ];
 
@@ -113,6 +131,13 @@ const TYPED_PARAMETERS: &[(&str, &str, Kind)] = &[
     ),
     ("default_table_access_method", "heap", Kind::Only(&["heap"])),
     ("default_toast_compression", "pglz", Kind::Enum(&["pglz"])),
+    ("default_transaction_deferrable", "off", Kind::Bool),
+    (
+        "default_transaction_isolation",
+        "read committed",
+        Kind::Enum(ISOLATION_LEVELS),
+    ),
+    ("default_transaction_read_only", "off", Kind::Bool),
     (
         "effective_cache_size",
         "4GB",
@@ -408,6 +433,10 @@ impl Settings {
             server_level: Arc::new([]),
             changes: 0,
             reported_at: 0,
+            xact: None,
+            saved: None,
+            reset_values: BTreeMap::new(),
+            pending: std::sync::Mutex::new(Vec::new()),
         };
         settings.reported = settings.reported();
         settings
@@ -479,7 +508,13 @@ impl Settings {
 
     /// SHOW `name`: `None` for an unknown parameter.
     pub fn show(&self, name: &str) -> Option<String> {
-        let name = name.to_lowercase();
+        let name = canonical_name(name);
+        if let Some(v) = self.pending_value(&name) {
+            return Some(v);
+        }
+        if let Some(v) = self.xact_value(&name) {
+            return Some(v);
+        }
         if let Some(v) = self.session.get(&name) {
             return Some(v.clone());
         }
@@ -556,20 +591,34 @@ impl Settings {
 
     /// Every parameter: name, value, and where its value comes from.
     pub(crate) fn all(&self) -> Vec<(String, String, &'static str)> {
+        let source = |n: &str| {
+            let value = self.show(n).unwrap_or_default();
+            let from = match self.session.get(n) {
+                Some(v) if self.reset_values.get(n) == Some(v) => "client",
+                Some(_) => "session",
+                None => "default",
+            };
+            (n.to_string(), value, from)
+        };
         let mut v: Vec<(String, String, &'static str)> = SESSION_PARAMETERS
             .iter()
-            .map(|(n, d, _)| match self.session.get(*n) {
-                Some(s) => ((*n).to_string(), s.clone(), "session"),
-                None => ((*n).to_string(), (*d).to_string(), "default"),
-            })
+            .map(|(n, _, _)| source(n))
+            .chain(TYPED_PARAMETERS.iter().map(|(n, _, _)| source(n)))
             .collect();
         v.extend(
-            TYPED_PARAMETERS
-                .iter()
-                .map(|(n, d, _)| match self.session.get(*n) {
-                    Some(s) => ((*n).to_string(), s.clone(), "session"),
-                    None => ((*n).to_string(), (*d).to_string(), "default"),
-                }),
+            [
+                "transaction_deferrable",
+                "transaction_isolation",
+                "transaction_read_only",
+            ]
+            .iter()
+            .map(|n| {
+                (
+                    (*n).to_string(),
+                    self.xact_value(n).unwrap_or_default(),
+                    "override",
+                )
+            }),
         );
         v.extend(
             self.server()
@@ -580,18 +629,147 @@ impl Settings {
         v
     }
 
+    /// SET `name` (RESET with no value), as a session-level SET: it lasts if the
+    /// transaction commits ([`xact`]'s rules).
     pub(crate) fn set(&mut self, name: &str, value: Option<String>) -> Result<()> {
-        self.changes += 1;
+        self.set_scoped(name, value, false)
+    }
+
+    /// SET or SET LOCAL (`local`) `name`; RESET with no value; RESET ALL as `all`.
+    pub(crate) fn set_scoped(
+        &mut self,
+        name: &str,
+        value: Option<String>,
+        local: bool,
+    ) -> Result<()> {
         let name = name.to_lowercase();
         if name == "all" && value.is_none() {
-            self.session.clear();
+            let values = self.reset_values.clone();
+            self.store_all(values);
             return Ok(());
         }
-        if name == "transaction_isolation" || name == "session characteristics" {
-            return Err(SqlError::unsupported(
-                "SET transaction_isolation (use BEGIN ISOLATION LEVEL)",
-            ));
+        if let Some(modes) = self.xact_parameter(&name, value.as_deref())? {
+            if self.xact.is_none() {
+                // Outside a block the statement is its own transaction: nothing to change.
+                return Ok(());
+            }
+            self.set_xact_modes(modes)?;
+            self.changes += 1;
+            return Ok(());
         }
+        let value = self.checked(&name, value)?;
+        let value = value.or_else(|| self.reset_values.get(&name).cloned());
+        // A placeholder (`myapp.user`) reset is empty, not gone, as PostgreSQL's.
+        let value = match value {
+            None if name.contains('.') => Some(String::new()),
+            v => v,
+        };
+        self.store(name, value, local);
+        Ok(())
+    }
+
+    /// A parameter the client's startup packet or `options` set: set now, and what RESET
+    /// returns to.
+    pub(crate) fn set_startup(&mut self, name: &str, value: &str) -> Result<()> {
+        let name = name.to_lowercase();
+        if let Some(v) = self.checked(&name, Some(value.to_string()))? {
+            self.session.insert(name.clone(), v.clone());
+            self.reset_values.insert(name, v);
+            self.changes += 1;
+        }
+        Ok(())
+    }
+
+    /// `set_config(name, value, is_local)` during a statement: checked now, seen by SHOW
+    /// and `current_setting` at once, and applied when the statement succeeds
+    /// ([`Settings::apply_pending`]). Returns the value as SHOW shows it.
+    pub(crate) fn set_config(
+        &self,
+        name: &str,
+        value: Option<&str>,
+        local: bool,
+    ) -> Result<String> {
+        let name = name.to_lowercase();
+        if self.xact_parameter(&name, value)?.is_some() {
+            return Err(SqlError::unsupported(format!(
+                "set_config of \"{name}\" (use SET TRANSACTION)"
+            )));
+        }
+        if name == "all" {
+            return Err(unrecognized(&name));
+        }
+        let value = self.checked(&name, value.map(str::to_string))?;
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.push((name.clone(), value, local));
+        }
+        Ok(self.show(&name).unwrap_or_default())
+    }
+
+    /// What `set_config` left pending, applied (the statement succeeded) or dropped.
+    pub(crate) fn apply_pending(&mut self, succeeded: bool) {
+        let pending = match self.pending.lock() {
+            Ok(mut p) if !p.is_empty() => std::mem::take(&mut *p),
+            _ => return,
+        };
+        if succeeded {
+            for (name, value, local) in pending {
+                let value = value.or_else(|| self.reset_values.get(&name).cloned());
+                self.store(name, value, local);
+            }
+        }
+    }
+
+    /// The value a pending `set_config` gave `name` (its reset value for one reset).
+    fn pending_value(&self, name: &str) -> Option<String> {
+        let pending = self.pending.lock().ok()?;
+        let (_, value, _) = pending.iter().rev().find(|(n, _, _)| n == name)?;
+        match value {
+            Some(v) => Some(v.clone()),
+            None => self
+                .reset_values
+                .get(name)
+                .cloned()
+                .or_else(|| default_of(name))
+                .or_else(|| Some(String::new())),
+        }
+    }
+
+    /// `transaction_isolation`, `transaction_read_only` or `transaction_deferrable`.
+    fn xact_value(&self, name: &str) -> Option<String> {
+        Some(match name {
+            "transaction_isolation" => self.xact().isolation.name().into(),
+            "transaction_read_only" => on_off(self.xact().read_only),
+            "transaction_deferrable" => on_off(self.xact().deferrable),
+            _ => return None,
+        })
+    }
+
+    /// SET of `transaction_isolation`, `transaction_read_only` or `transaction_deferrable`
+    /// as the transaction modes it sets (RESET sets none); `None` for another parameter.
+    fn xact_parameter(&self, name: &str, value: Option<&str>) -> Result<Option<TxModes>> {
+        let mut modes = TxModes::default();
+        let Some(v) = value else {
+            return Ok(self.xact_value(name).map(|_| modes));
+        };
+        match name {
+            "transaction_isolation" => {
+                let shown = typed_value(name, Kind::Enum(ISOLATION_LEVELS), v)?;
+                modes.isolation = Isolation::named(&shown);
+            }
+            "transaction_read_only" => {
+                modes.read_only = Some(typed_value(name, Kind::Bool, v)? == "on");
+            }
+            "transaction_deferrable" => {
+                modes.deferrable = Some(typed_value(name, Kind::Bool, v)? == "on");
+            }
+            _ => return Ok(None),
+        }
+        Ok(Some(modes))
+    }
+
+    /// SET `name` checked as PostgreSQL checks it: the value to keep as SHOW shows it, or
+    /// `None` for RESET (the default). Changes nothing.
+    fn checked(&self, name: &str, value: Option<String>) -> Result<Option<String>> {
         if name == "is_superuser" {
             return Err(SqlError::new(
                 SqlState::CANT_CHANGE_RUNTIME_PARAM,
@@ -607,34 +785,23 @@ impl Settings {
             )));
         }
         if let Some(&(_, _, kind)) = TYPED_PARAMETERS.iter().find(|(n, _, _)| *n == name) {
-            match value {
-                Some(v) => {
-                    let shown = typed_value(&name, kind, &v)?;
-                    if name == "bytea_output" && shown == "escape" {
-                        return Err(SqlError::unsupported("bytea_output = escape"));
-                    }
-                    self.session.insert(name, shown);
-                }
-                None => {
-                    self.session.remove(&name);
-                }
+            let Some(v) = value else {
+                return Ok(None);
+            };
+            let shown = typed_value(name, kind, &v)?;
+            if name == "bytea_output" && shown == "escape" {
+                return Err(SqlError::unsupported("bytea_output = escape"));
             }
-            return Ok(());
+            if name == "default_transaction_isolation" && shown == "serializable" {
+                return Err(serializable_refused());
+            }
+            return Ok(Some(shown));
+        }
+        if is_placeholder(name) {
+            return Ok(value);
         }
         let Some((_, _, settable)) = SESSION_PARAMETERS.iter().find(|(n, _, _)| *n == name) else {
-            if self.server().iter().any(|(n, _)| *n == name) {
-                return Err(SqlError::new(
-                    SqlState::CANT_CHANGE_RUNTIME_PARAM,
-                    format!(
-                        "parameter \"{name}\" cannot be changed now (a server setting: start quire serve with -c {name}=... or QUIRE_{})",
-                        name.to_uppercase()
-                    ),
-                ));
-            }
-            return Err(SqlError::new(
-                SqlState::UNDEFINED_OBJECT,
-                format!("unrecognized configuration parameter \"{name}\""),
-            ));
+            return Err(self.not_settable(name));
         };
         if !settable {
             return Err(SqlError::new(
@@ -642,25 +809,73 @@ impl Settings {
                 format!("parameter \"{name}\" cannot be changed"),
             ));
         }
-        if SUPERUSER_PARAMETERS.contains(&name.as_str()) && !self.role_is_superuser() {
+        if SUPERUSER_PARAMETERS.contains(&name) && !self.role_is_superuser() {
             return Err(SqlError::new(
                 SqlState::INSUFFICIENT_PRIVILEGE,
                 format!("permission denied to set parameter \"{name}\""),
             ));
         }
         let Some(value) = value else {
-            self.session.remove(&name);
-            return Ok(());
+            return Ok(None);
         };
-        let value = if name == "max_stack_depth" {
-            format_bytes(stack_depth_kb(&value)? << 10)
-        } else {
-            check_session_value(&name, &value)?;
-            value
-        };
-        self.session.insert(name, value);
-        Ok(())
+        if name == "max_stack_depth" {
+            return Ok(Some(format_bytes(stack_depth_kb(&value)? << 10)));
+        }
+        check_session_value(name, &value)?;
+        Ok(Some(value))
     }
+
+    /// The error for SET of a parameter that is not a session's: a server setting (55P02)
+    /// or none at all (42704).
+    fn not_settable(&self, name: &str) -> SqlError {
+        if self.server().iter().any(|(n, _)| *n == name) {
+            return SqlError::new(
+                SqlState::CANT_CHANGE_RUNTIME_PARAM,
+                format!(
+                    "parameter \"{name}\" cannot be changed now (a server setting: start quire serve with -c {name}=... or QUIRE_{})",
+                    name.to_uppercase()
+                ),
+            );
+        }
+        unrecognized(name)
+    }
+}
+
+/// The parameter SHOW's `name` means, lower case: SQL's spellings of some (`SHOW
+/// TRANSACTION ISOLATION LEVEL`, `SHOW TIME ZONE`) by their parameter names.
+pub(crate) fn canonical_name(name: &str) -> String {
+    let name = name.to_lowercase();
+    match name.as_str() {
+        "transaction isolation level" => "transaction_isolation".into(),
+        "time zone" => "timezone".into(),
+        "session authorization" => "session_authorization".into(),
+        // `SHOW myapp.user` comes as its two words.
+        _ => name.replace(' ', "."),
+    }
+}
+
+fn unrecognized(name: &str) -> SqlError {
+    SqlError::new(
+        SqlState::UNDEFINED_OBJECT,
+        format!("unrecognized configuration parameter \"{name}\""),
+    )
+}
+
+/// A custom parameter (PostgreSQL's placeholder): a qualified name such as `myapp.user`,
+/// which any SET may create.
+fn is_placeholder(name: &str) -> bool {
+    name.split_once('.')
+        .is_some_and(|(a, b)| !a.is_empty() && !b.is_empty())
+}
+
+/// The default of a session or typed parameter, as SHOW shows it.
+fn default_of(name: &str) -> Option<String> {
+    SESSION_PARAMETERS
+        .iter()
+        .map(|(n, d, _)| (n, d))
+        .chain(TYPED_PARAMETERS.iter().map(|(n, d, _)| (n, d)))
+        .find(|(n, _)| **n == name)
+        .map(|(_, d)| (*d).to_string())
 }
 
 /// A `max_stack_depth` value in kB, checked as PostgreSQL checks it: a number of kB or of

@@ -524,6 +524,7 @@ impl Binder<'_> {
                     ast::Reset::SessionAuthorization => "session_authorization".into(),
                 },
                 value: None,
+                local: false,
             }),
             other => Err(SqlError::unsupported(statement_kind(other))),
         }
@@ -1368,18 +1369,23 @@ fn isolation(modes: &[TransactionMode]) -> Result<IsolationLevel> {
 fn set_statement(set: &ast::Set) -> Result<Plan> {
     match set {
         ast::Set::SingleAssignment {
-            variable, values, ..
+            variable,
+            values,
+            scope,
+            ..
         } => {
             let name = name_parts(variable)?.join(".");
             let value = match values.as_slice() {
                 [AstExpr::Identifier(i)] if i.value.eq_ignore_ascii_case("default") => None,
                 vals => Some(vals.iter().map(setting_text).collect::<Vec<_>>().join(", ")),
             };
-            Ok(Plan::Set { name, value })
+            let local = matches!(scope, Some(ast::ContextModifier::Local));
+            Ok(Plan::Set { name, value, local })
         }
-        ast::Set::SetTimeZone { value, .. } => Ok(Plan::Set {
+        ast::Set::SetTimeZone { value, local } => Ok(Plan::Set {
             name: "timezone".into(),
             value: Some(setting_text(value)),
+            local: *local,
         }),
         other => Err(SqlError::unsupported(format!("{other}"))),
     }

@@ -152,9 +152,11 @@ pub(crate) enum Plan {
         exprs: Vec<Expr>,
         out: OutColumns,
     },
+    /// SET (RESET with no value); `local`: SET LOCAL, to the end of the transaction.
     Set {
         name: String,
         value: Option<String>,
+        local: bool,
     },
     Show(String),
     /// EXPLAIN: the statement whose plan it prints, one line per row.

@@ -34,6 +34,9 @@ impl Session {
             let table = catalog::lookup(tx, &c.table)?;
             let targets = copy_targets(&table, &c.columns)?;
             if c.from {
+                if self.settings.read_only() && !table.temp {
+                    return Err(super::commands::read_only_error("COPY FROM"));
+                }
                 refuse_omitted_defaults(&table, &targets)?;
             }
             Ok((table, targets))

@@ -119,12 +119,14 @@ pub(super) struct Statement<'a> {
 }
 
 /// Executes a plan other than transaction control in `tx`, its rows to `out` as they come.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     db: &Database,
     tx: &Transaction,
     settings: &mut Settings,
     backend: &Backend,
     sequences: &SessionSequences,
+    prepared: &crate::context::PreparedStatements,
     statement: &Statement,
     out: &mut dyn Output,
 ) -> Result<Outcome> {
@@ -134,8 +136,8 @@ pub(super) fn run(
         params,
     } = *statement;
     match plan {
-        Plan::Set { name, value } => {
-            settings.set(name, value.clone())?;
+        Plan::Set { name, value, local } => {
+            settings.set_scoped(name, value.clone(), *local)?;
             return Ok(command(if value.is_none() { "RESET" } else { "SET" }));
         }
         Plan::Show(name) => {
@@ -154,13 +156,6 @@ pub(super) fn run(
                     })
                     .collect::<OutColumns>();
                 return send_rows("SHOW", &columns, &rows, out);
-            } else if name.eq_ignore_ascii_case("transaction_isolation") {
-                // The running transaction's, which BEGIN ISOLATION LEVEL chose.
-                match tx.isolation() {
-                    quire_engine::IsolationLevel::ReadCommitted => "read committed",
-                    quire_engine::IsolationLevel::RepeatableRead => "repeatable read",
-                }
-                .to_string()
             } else {
                 settings.show(name).ok_or_else(|| {
                     SqlError::new(
@@ -170,13 +165,16 @@ pub(super) fn run(
                 })?
             };
             let columns: OutColumns = [OutColumn {
-                name: name.clone(),
+                name: crate::settings::canonical_name(name),
                 ty: SqlType::Text,
             }]
             .into();
             return send_rows("SHOW", &columns, &[vec![Value::Text(v)]], out);
         }
         _ => {}
+    }
+    if settings.read_only() {
+        super::commands::check_writable(plan)?;
     }
     let interrupt = backend.interrupt();
     let lock_timeout = settings
@@ -194,6 +192,7 @@ pub(super) fn run(
         interrupt,
         backend,
         sequences,
+        prepared,
         now_us: now_us(),
         outer: None,
         ctes: &ctes,
@@ -206,6 +205,7 @@ pub(super) fn run(
         }
     });
     interrupt.end();
+    settings.apply_pending(r.is_ok());
     r
 }
 

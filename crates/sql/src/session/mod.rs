@@ -9,7 +9,13 @@
 //!   TRANSACTION, COMMIT/ROLLBACK PREPARED), VACUUM and CHECKPOINT;
 //! - `exec`: a bound plan executed in a transaction;
 //! - `copy_in`: COPY FROM STDIN and TO STDOUT;
-//! - `settings`: SET, SHOW and RESET; who the session acts as (login, role statements).
+//! - `settings`: SET, SHOW and RESET; who the session acts as (login, role statements);
+//! - `commands`: BEGIN's and SET TRANSACTION's modes, PREPARE / EXECUTE / DEALLOCATE,
+//!   DISCARD, and the read-only transaction's refusals (25006).
+//!
+//! Every end of a transaction the session runs (COMMIT, ROLLBACK, an error, a statement's
+//! own transaction, an implicit block, Sync) tells the settings whether it committed
+//! ([`crate::settings`]: SET LOCAL goes, a rolled-back SET is undone).
 
 use std::sync::Arc;
 
@@ -207,6 +213,7 @@ enum State {
     Failed,
 }
 
+mod commands;
 mod copy_in;
 mod exec;
 mod plans;
@@ -256,6 +263,12 @@ pub struct Session {
     plans: PlanCache,
     /// What this session's `nextval`s returned, for `currval` and `lastval`.
     sequences: SessionSequences,
+    /// The named prepared statements, SQL's and the protocol's ([`commands`]).
+    prepared: crate::context::PreparedStatements,
+    /// SQL's prepared statements: what EXECUTE runs.
+    sql_prepared: std::collections::HashMap<String, commands::SqlPrepared>,
+    /// The protocol's statements DEALLOCATE dropped, for the server to forget.
+    deallocated: Vec<String>,
 }
 
 fn outcome(tag: impl Into<String>, kind: OutcomeKind) -> Outcome {
@@ -312,7 +325,7 @@ impl Session {
     /// A parameter the client set in its startup packet or its `options` (`-c name=value`),
     /// as SET would set it, and refused as SET would refuse it.
     pub fn set_parameter(&mut self, name: &str, value: &str) -> Result<()> {
-        self.settings.set(name, Some(value.to_string()))
+        self.settings.set_startup(name, value)
     }
 
     /// A session of its own, in no registry of sessions (in-process use).
@@ -347,6 +360,9 @@ impl Session {
             copy_error: None,
             plans,
             sequences: SessionSequences::default(),
+            prepared: std::collections::BTreeMap::default(),
+            sql_prepared: std::collections::HashMap::default(),
+            deallocated: Vec::new(),
             interrupt,
             backend,
         }
@@ -406,6 +422,7 @@ impl Session {
                 tx.rollback()?;
             }
         }
+        self.settings.end_xact(false);
         match std::mem::replace(&mut self.state, State::Idle) {
             State::Block(tx) => Ok(tx.rollback()?),
             State::Idle | State::Failed => Ok(()),
@@ -433,6 +450,9 @@ impl Session {
                 params: Vec::new(),
                 columns: Arc::new([]),
             });
+        }
+        if let Some(cmd) = commands::command_of(ast)? {
+            return self.describe_command(&cmd);
         }
         // A kept plan answers without a transaction: a Describe before each Execute (libpq's
         // PQexecPrepared) then costs no snapshot, and Execute still checks the plan itself.
@@ -617,6 +637,7 @@ impl Session {
         if matches!(self.state, State::Failed) {
             if stmt.ends_block() || matches!(stmt, Statement::PrepareTransaction(_)) {
                 self.state = State::Idle;
+                self.settings.end_xact(false);
                 return Ok(outcome("ROLLBACK", OutcomeKind::BlockEnd));
             }
             return Err(SqlError::in_failed_transaction());
@@ -649,6 +670,7 @@ impl Session {
             Statement::Vacuum(v) => self.vacuum(v),
             Statement::Copy(c) => self.copy_start(c, out),
             Statement::Role(r) => self.role(r),
+            Statement::Deferrable(ast, deferrable) => self.with_deferrable(ast, *deferrable, out),
         }
     }
 
@@ -661,14 +683,30 @@ impl Session {
         decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
         out: &mut dyn Output,
     ) -> Result<Outcome> {
+        if let Some(cmd) = commands::command_of(ast)? {
+            return self.session_command(cmd, decode, out);
+        }
         if analyze::is_transaction_control(ast) {
             decode(&[])?;
             let bound = analyze::bind_transaction_control(ast)?;
             return match bound {
-                Plan::Begin(isolation) => self.begin(isolation),
+                Plan::Begin(level) => self.begin_with(crate::settings::TxModes {
+                    isolation: Some(match level {
+                        IsolationLevel::ReadCommitted => crate::settings::Isolation::ReadCommitted,
+                        IsolationLevel::RepeatableRead => {
+                            crate::settings::Isolation::RepeatableRead
+                        }
+                    }),
+                    ..Default::default()
+                }),
                 Plan::Commit => self.end(true),
                 _ => self.end(false),
             };
+        }
+        if let State::Block(_) = &self.state {
+            if takes_snapshot(ast) {
+                self.settings.note_query();
+            }
         }
         if let State::Block(tx) = &self.state {
             let switches = self.settings.planner();
@@ -679,21 +717,27 @@ impl Session {
                 columns: &bound.out,
                 params: &params,
             };
-            return run(
+            let done = run(
                 &self.db,
                 tx,
                 &mut self.settings,
                 &self.backend,
                 &self.sequences,
+                &self.prepared,
                 &statement,
                 out,
-            );
+            )?;
+            // SET transaction_isolation may have chosen another level.
+            self.match_isolation()?;
+            return Ok(done);
         }
         // Outside a block, the statement is its own transaction; in the extended protocol a
         // write's transaction lasts to the next Sync, as PostgreSQL's implicit block does
         // (a later error up to the Sync rolls it back). A read commits at once: under READ
         // COMMITTED nothing tells the two apart, and it saves the Sync a trip.
-        let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
+        let tx = self
+            .db
+            .begin(self.settings.default_xact().isolation.engine()?)?;
         let switches = self.settings.planner();
         let bound = cached_bind(&mut self.plans, &self.db, switches, key, ast, hints, &tx);
         let mut until_sync = false;
@@ -717,6 +761,7 @@ impl Session {
                 &mut self.settings,
                 &self.backend,
                 &self.sequences,
+                &self.prepared,
                 &statement,
                 out,
             )?;
@@ -727,18 +772,47 @@ impl Session {
             Ok(out) if until_sync => {
                 self.state = State::Block(Box::new(tx));
                 self.implicit = true;
+                let mut xact = self.settings.default_xact();
+                xact.queried = true;
+                self.settings.begin_xact(xact);
                 Ok(out)
             }
             Ok(out) => {
-                self.before_commit(&tx)?;
-                tx.commit()?;
-                Ok(out)
+                let r = self.before_commit(&tx).and_then(|()| Ok(tx.commit()?));
+                self.settings.end_xact(r.is_ok());
+                r.map(|()| out)
             }
             Err(e) => {
                 let _ = tx.rollback();
+                self.settings.end_xact(false);
                 Err(e)
             }
         }
+    }
+
+    /// A statement of [`commands`].
+    fn session_command(
+        &mut self,
+        cmd: commands::Command,
+        decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
+        out: &mut dyn Output,
+    ) -> Result<Outcome> {
+        decode(&[])?;
+        let r = match cmd {
+            commands::Command::Begin(modes) => self.begin_with(modes),
+            commands::Command::SetTransaction { modes, session } => {
+                self.set_transaction(modes, session)
+            }
+            commands::Command::Prepare(name, types, stmt) => self.prepare(name, types, stmt),
+            commands::Command::Execute(name, args) => self.execute_prepared(&name, args, out),
+            commands::Command::Deallocate(name) => self.deallocate(name),
+            commands::Command::Discard(what) => self.discard(what),
+        };
+        // Outside a block the command was its own transaction: what it set stands.
+        if matches!(self.state, State::Idle) {
+            self.settings.end_xact(r.is_ok());
+        }
+        r
     }
 
     /// Whether an implicit transaction of the extended protocol is open: the next Sync
@@ -754,20 +828,21 @@ impl Session {
             return Ok(());
         }
         self.implicit = false;
-        match std::mem::replace(&mut self.state, State::Idle) {
-            State::Block(tx) => {
-                self.before_commit(&tx)?;
-                Ok(tx.commit()?)
-            }
+        let r = match std::mem::replace(&mut self.state, State::Idle) {
+            State::Block(tx) => self.before_commit(&tx).and_then(|()| Ok(tx.commit()?)),
             State::Idle | State::Failed => Ok(()),
-        }
+        };
+        self.settings.end_xact(r.is_ok());
+        r
     }
 
     fn prepare_transaction(&mut self, gid: &str) -> Result<Outcome> {
         self.implicit = false;
         match std::mem::replace(&mut self.state, State::Idle) {
             State::Block(tx) => {
-                tx.prepare(gid)?;
+                let r = tx.prepare(gid);
+                self.settings.end_xact(r.is_ok());
+                r?;
                 Ok(outcome("PREPARE TRANSACTION", OutcomeKind::BlockEnd))
             }
             State::Idle | State::Failed => Err(SqlError::new(
@@ -852,13 +927,19 @@ impl Session {
         for (i, stmt) in statements.iter().enumerate() {
             let more_follow = i + 1 < statements.len();
             if more_follow && matches!(self.state, State::Idle) {
-                match self.db.begin(IsolationLevel::ReadCommitted) {
+                let xact = self.settings.default_xact();
+                match xact
+                    .isolation
+                    .engine()
+                    .and_then(|i| self.db.begin(i).map_err(SqlError::from))
+                {
                     Ok(tx) => {
                         self.state = State::Block(Box::new(tx));
                         self.implicit = true;
+                        self.settings.begin_xact(xact);
                     }
                     Err(e) => {
-                        let _ = out.done(Err(e.into()));
+                        let _ = out.done(Err(e));
                         return;
                     }
                 }
@@ -881,6 +962,7 @@ impl Session {
             self.implicit = false;
             if let State::Block(tx) = std::mem::replace(&mut self.state, State::Idle) {
                 let r = self.before_commit(&tx).and_then(|()| Ok(tx.commit()?));
+                self.settings.end_xact(r.is_ok());
                 if let Err(e) = r {
                     let _ = out.done(Err(e));
                 }
@@ -897,6 +979,7 @@ impl Session {
     /// An error inside a block aborts it: the engine transaction rolls back (releasing its
     /// locks) and the block refuses everything until COMMIT or ROLLBACK.
     fn fail(&mut self, e: SqlError) -> SqlError {
+        self.settings.end_xact(false);
         if let State::Block(tx) = std::mem::replace(&mut self.state, State::Failed) {
             let _ = tx.rollback();
             if std::mem::take(&mut self.implicit) {
@@ -914,29 +997,17 @@ impl Session {
         self.plans.tables.borrow_mut().temp.before_commit(tx)
     }
 
-    fn begin(&mut self, isolation: IsolationLevel) -> Result<Outcome> {
-        // A BEGIN inside a simple query's implicit transaction makes it an ordinary block
-        // (PostgreSQL does the same; the statements before it are part of the block).
-        self.implicit = false;
-        if matches!(self.state, State::Idle) {
-            self.state = State::Block(Box::new(self.db.begin(isolation)?));
-        }
-        // In a block already: PostgreSQL warns and carries on.
-        Ok(outcome("BEGIN", OutcomeKind::BlockStart))
-    }
-
     fn end(&mut self, commit: bool) -> Result<Outcome> {
         self.implicit = false;
         let tag = if commit { "COMMIT" } else { "ROLLBACK" };
-        match std::mem::replace(&mut self.state, State::Idle) {
-            State::Block(tx) if commit => {
-                self.before_commit(&tx)?;
-                tx.commit()?;
-            }
-            State::Block(tx) => tx.rollback()?,
+        let r = match std::mem::replace(&mut self.state, State::Idle) {
+            State::Block(tx) if commit => self.before_commit(&tx).and_then(|()| Ok(tx.commit()?)),
+            State::Block(tx) => tx.rollback().map_err(SqlError::from),
             // No block: PostgreSQL warns "there is no transaction in progress".
-            State::Idle | State::Failed => {}
-        }
+            State::Idle | State::Failed => Ok(()),
+        };
+        self.settings.end_xact(commit && r.is_ok());
+        r?;
         Ok(outcome(tag, OutcomeKind::BlockEnd))
     }
 }
@@ -1005,6 +1076,16 @@ fn compile(
     crate::planner::plan(bound, switches)
 }
 
+/// Whether `stmt` counts as a query for SET TRANSACTION's "before any query" (PostgreSQL's
+/// first snapshot): all but SET, SHOW, RESET and the session commands.
+fn takes_snapshot(stmt: &sqlparser::ast::Statement) -> bool {
+    use sqlparser::ast::Statement as S;
+    !matches!(
+        stmt,
+        S::Set(_) | S::ShowVariable { .. } | S::Reset(_) | S::Prepare { .. } | S::Deallocate { .. }
+    )
+}
+
 fn check_param_count(given: usize, needed: usize) -> Result<()> {
     if given != needed {
         return Err(SqlError::new(
@@ -1043,6 +1124,54 @@ mod tests {
         let mut out = s.execute_query(sql);
         assert_eq!(out.len(), 1, "{sql}");
         out.remove(0).unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    fn err(s: &mut Session, sql: &str) -> SqlError {
+        let mut out = s.execute_query(sql);
+        assert_eq!(out.len(), 1, "{sql}");
+        out.remove(0).expect_err(sql)
+    }
+
+    /// SERIALIZABLE, which the engine does not have, is refused wherever it is chosen, and
+    /// never run as a weaker level; the session goes on at the levels it has.
+    #[test]
+    fn serializable_is_refused_wherever_it_is_chosen() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut s = session(dir.path());
+        for sql in [
+            "BEGIN ISOLATION LEVEL SERIALIZABLE",
+            "START TRANSACTION ISOLATION LEVEL SERIALIZABLE, READ ONLY, DEFERRABLE",
+            "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+            "SET default_transaction_isolation = 'serializable'",
+            "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+        ] {
+            let e = err(&mut s, sql);
+            assert_eq!(e.sqlstate(), SqlState::FEATURE_NOT_SUPPORTED, "{sql}");
+            assert_eq!(e.message(), "SERIALIZABLE isolation is not supported yet");
+            assert_eq!(s.status(), TxStatus::Idle, "{sql}");
+        }
+        ok(&mut s, "BEGIN");
+        for sql in [
+            "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+            "SET transaction_isolation = 'serializable'",
+        ] {
+            let e = err(&mut s, sql);
+            assert_eq!(e.sqlstate(), SqlState::FEATURE_NOT_SUPPORTED, "{sql}");
+            assert_eq!(s.status(), TxStatus::Failed);
+            ok(&mut s, "ROLLBACK");
+            ok(&mut s, "BEGIN");
+        }
+        ok(&mut s, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+        let State::Block(tx) = &s.state else {
+            panic!("no block");
+        };
+        assert_eq!(tx.isolation(), IsolationLevel::RepeatableRead);
+        ok(&mut s, "COMMIT");
+        let OutcomeKind::Rows { rows, .. } = ok(&mut s, "SHOW default_transaction_isolation").kind
+        else {
+            panic!("no rows");
+        };
+        assert_eq!(rows, vec![vec![Value::Text("read committed".into())]]);
     }
 
     /// What the session learns of each shape, and when it learns again: the statements'

@@ -76,6 +76,12 @@ impl PlanCache {
         }
     }
 
+    /// Forgets every kept plan and shape (DISCARD PLANS).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.shapes.clear();
+    }
+
     /// The plan kept for `text` with these parameter hints, if still valid at `generation`.
     pub fn get(&mut self, text: &str, hints: &[SqlType], generation: u64) -> Option<Arc<Bound>> {
         self.clock += 1;

@@ -73,6 +73,15 @@ impl Session {
     /// A role statement, in the open block or as its own transaction. Who the session acts
     /// as changes only once the statement succeeded (and, outside a block, committed).
     pub(super) fn role(&mut self, stmt: &RoleStmt) -> Result<Outcome> {
+        let writes = match stmt {
+            RoleStmt::Create { .. } => Some("CREATE ROLE"),
+            RoleStmt::Alter { .. } | RoleStmt::Rename { .. } => Some("ALTER ROLE"),
+            RoleStmt::Drop { .. } => Some("DROP ROLE"),
+            _ => None,
+        };
+        if let Some(what) = writes.filter(|_| self.settings.read_only()) {
+            return Err(super::commands::read_only_error(what));
+        }
         let mut who = self.settings.identity.clone();
         let done = if let State::Block(tx) = &self.state {
             crate::roles::execute(tx, stmt, &mut who)?
