@@ -181,6 +181,14 @@ impl Conn {
         }
     }
 
+    /// The session's `client_min_messages`: which notices the client receives.
+    fn min_messages(&self) -> String {
+        self.session
+            .settings()
+            .show("client_min_messages")
+            .unwrap_or_default()
+    }
+
     /// The session's first messages: AuthenticationOk, the parameters, the cancel key,
     /// ReadyForQuery; then the message loop until the client leaves or a FATAL error.
     pub(crate) fn serve(mut self, notices: &[String]) {
@@ -364,7 +372,9 @@ impl Conn {
     fn simple_query(&mut self, sql: &str) -> Result<(), Failure> {
         self.portals.remove("");
         self.statements.remove("");
+        let min_messages = self.min_messages();
         let mut out = SimpleOutput {
+            min_messages,
             io: &mut self.io,
             columns: Arc::new([]),
             statements: 0,
@@ -591,7 +601,8 @@ impl Conn {
         sent: u64,
         rest: Option<Spool>,
     ) -> Result<(), Failure> {
-        send_notices(&mut self.io.out, &outcome.notices);
+        let min_messages = self.min_messages();
+        send_notices(&mut self.io.out, &outcome.notices, &min_messages);
         let limited = limit > 0;
         let tag = if limited {
             select_tag(&outcome.tag, sent)
@@ -860,10 +871,11 @@ fn send_notice(out: &mut Vec<u8>, severity: &str, sqlstate: SqlState, message: &
     backend::notice_response(out, &Notice::new(severity, sqlstate, message));
 }
 
-/// A statement's messages (VACUUM VERBOSE's report): NoticeResponse at level INFO.
-fn send_notices(out: &mut Vec<u8>, notices: &[String]) {
-    for n in notices {
-        send_notice(out, "INFO", SqlState::SUCCESSFUL_COMPLETION, n);
+/// A statement's messages (VACUUM VERBOSE's report, "... skipping"): NoticeResponse at
+/// their severity, those below the session's `client_min_messages` left out.
+fn send_notices(out: &mut Vec<u8>, notices: &[quire_sql::Notice], min_messages: &str) {
+    for n in notices.iter().filter(|n| n.severity.reaches(min_messages)) {
+        send_notice(out, n.severity.name(), n.code, &n.message);
     }
 }
 
@@ -877,6 +889,8 @@ struct SimpleOutput<'a> {
     copy_in: Option<usize>,
     /// An error that ends the connection (the session was terminated).
     fatal: Option<SqlError>,
+    /// `client_min_messages` when the message arrived.
+    min_messages: String,
 }
 
 impl Output for SimpleOutput<'_> {
@@ -906,7 +920,7 @@ impl Output for SimpleOutput<'_> {
         let out = &mut self.io.out;
         match result {
             Ok(o) => {
-                send_notices(out, &o.notices);
+                send_notices(out, &o.notices, &self.min_messages);
                 match o.kind {
                     OutcomeKind::CopyIn { columns } => {
                         backend::copy_response(out, true, columns);

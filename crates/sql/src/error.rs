@@ -11,6 +11,84 @@
 
 use quire_engine::SqlState;
 
+/// A message beside a statement's result (NoticeResponse): PostgreSQL's severity, a
+/// SQLSTATE and the text. A client sees those at or above its `client_min_messages`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    pub severity: Severity,
+    pub code: SqlState,
+    pub message: String,
+}
+
+/// The severities of PostgreSQL's non-error messages that quire sends, most severe first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    Warning,
+    Notice,
+    Info,
+}
+
+impl Severity {
+    /// The name NoticeResponse's S and V fields carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Warning => "WARNING",
+            Severity::Notice => "NOTICE",
+            Severity::Info => "INFO",
+        }
+    }
+
+    /// Whether a client with `client_min_messages = level` receives it (INFO always, as in
+    /// PostgreSQL); an unknown level lets everything through.
+    pub fn reaches(self, level: &str) -> bool {
+        let rank = match level.to_ascii_lowercase().as_str() {
+            "error" | "fatal" | "panic" => 0,
+            "warning" => 1,
+            "notice" => 2,
+            _ => 3,
+        };
+        match self {
+            Severity::Info => true,
+            Severity::Warning => rank >= 1,
+            Severity::Notice => rank >= 2,
+        }
+    }
+}
+
+impl Notice {
+    /// NOTICE, 00000: what most statements say ("... does not exist, skipping").
+    pub fn new(message: impl Into<String>) -> Notice {
+        Notice {
+            severity: Severity::Notice,
+            code: SqlState::SUCCESSFUL_COMPLETION,
+            message: message.into(),
+        }
+    }
+
+    /// INFO, 00000: what was asked for (VACUUM VERBOSE's report).
+    pub fn info(message: impl Into<String>) -> Notice {
+        Notice {
+            severity: Severity::Info,
+            ..Notice::new(message)
+        }
+    }
+
+    /// WARNING with its own SQLSTATE (`there is no transaction in progress`, 25P01).
+    pub fn warning(code: SqlState, message: impl Into<String>) -> Notice {
+        Notice {
+            severity: Severity::Warning,
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<String> for Notice {
+    fn from(message: String) -> Notice {
+        Notice::new(message)
+    }
+}
+
 /// An error of a SQL statement, with its PostgreSQL SQLSTATE.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
@@ -132,3 +210,26 @@ impl From<quire_engine::Error> for SqlError {
 }
 
 pub type Result<T> = std::result::Result<T, SqlError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_min_messages_filters_notices_as_postgresql_does() {
+        let all = [Severity::Warning, Severity::Notice, Severity::Info];
+        let seen = |level: &str| -> Vec<Severity> {
+            all.iter().copied().filter(|s| s.reaches(level)).collect()
+        };
+        assert_eq!(seen("notice"), all);
+        assert_eq!(seen("DEBUG1"), all);
+        assert_eq!(seen("warning"), [Severity::Warning, Severity::Info]);
+        assert_eq!(
+            seen("error"),
+            [Severity::Info],
+            "INFO always reaches the client"
+        );
+        assert_eq!(Notice::from("x".to_string()).severity, Severity::Notice);
+        assert_eq!(Notice::info("x").code, SqlState::SUCCESSFUL_COMPLETION);
+    }
+}

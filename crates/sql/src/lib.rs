@@ -105,7 +105,7 @@ mod stack;
 mod types;
 
 pub use backends::{Backend, Backends};
-pub use error::{Result, SqlError};
+pub use error::{Notice, Result, Severity, SqlError};
 pub use func::array_to_binary;
 pub use interrupt::{Alarm, Interrupt};
 pub use nodes::MAX_MATERIALIZED_ROWS;

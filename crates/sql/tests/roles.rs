@@ -36,12 +36,20 @@ fn ok(s: &mut Session, sql: &str) {
     }
 }
 
-/// The notices a statement that succeeds sends.
+/// The notices a statement that succeeds sends (all at NOTICE severity here).
 fn notices(s: &mut Session, sql: &str) -> Vec<String> {
     let mut out = s.execute_query(sql);
-    out.remove(0)
+    let notices = out
+        .remove(0)
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .notices
+        .notices;
+    notices
+        .into_iter()
+        .map(|n| {
+            assert_eq!(n.severity, quire_sql::Severity::Notice, "{sql}: {n:?}");
+            n.message
+        })
+        .collect()
 }
 
 /// Each statement fails with its "SQLSTATE message".

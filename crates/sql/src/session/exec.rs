@@ -11,7 +11,7 @@ use super::{command, now_us, outcome, Outcome, OutcomeKind, Output, Settings};
 use crate::backends::Backend;
 use crate::catalog::{self, ColumnInfo, TableInfo};
 use crate::context::Cx;
-use crate::error::{Result, SqlError};
+use crate::error::{Notice, Result, SqlError};
 use crate::nodes::value_tid;
 use crate::nodes::{Expr, Node};
 use crate::nodes::{OnConflict, OutColumn, OutColumns, Plan};
@@ -360,7 +360,7 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
                     Some(i) => tx.drop_index(i)?,
                     None if *if_exists => out
                         .notices
-                        .push(format!("index \"{n}\" does not exist, skipping")),
+                        .push(format!("index \"{n}\" does not exist, skipping").into()),
                     None => {
                         return Err(SqlError::new(
                             SqlState::UNDEFINED_OBJECT,
@@ -379,10 +379,10 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
         } => {
             if *skip {
                 let mut out = command("ALTER TABLE");
-                out.notices.push(format!(
+                out.notices.push(Notice::new(format!(
                     "column \"{}\" of relation \"{}\" already exists, skipping",
                     column.name, table.def.name
-                ));
+                )));
                 return Ok(out);
             }
             add_column(cx, table, column, *serial)?;
@@ -495,8 +495,9 @@ fn existing_table(
         ));
     }
     let mut done = command(tag);
-    done.notices
-        .push(format!("relation \"{shown}\" already exists, skipping"));
+    done.notices.push(Notice::new(format!(
+        "relation \"{shown}\" already exists, skipping"
+    )));
     Ok(Some(done))
 }
 

@@ -24,7 +24,7 @@ use quire_engine::{Database, IsolationLevel, Row, SqlState, Transaction, Value};
 use crate::analyze;
 use crate::backends::{Backend, Backends};
 use crate::catalog::{self, TableInfo};
-use crate::error::{Result, SqlError};
+use crate::error::{Notice, Result, SqlError};
 use crate::interrupt::Interrupt;
 use crate::nodes::{self, OutColumns, Plan};
 use crate::parse::{CopyStmt, Statement, VacuumStmt};
@@ -55,7 +55,7 @@ pub struct Outcome {
     pub tag: String,
     pub kind: OutcomeKind,
     /// Messages for the client (NoticeResponse), such as VACUUM VERBOSE's report.
-    pub notices: Vec<String>,
+    pub notices: Vec<Notice>,
 }
 
 #[derive(Debug)]
@@ -892,7 +892,7 @@ impl Session {
         for (name, oid) in tables {
             let s = self.db.vacuum(oid)?;
             if v.verbose {
-                notices.push(format!(
+                notices.push(Notice::info(format!(
                     "vacuuming \"{}.public.{name}\": index scans: {}, pages: {} removed, {} remain, {} scanned; tuples: {} removed, {} remain, {} are dead but not yet removable; {} frozen",
                     crate::pg_catalog::DATABASE_NAME,
                     s.index_passes,
@@ -903,7 +903,7 @@ impl Session {
                     s.live_tuples,
                     s.recently_dead_tuples,
                     s.tuples_frozen,
-                ));
+                )));
             }
         }
         let mut out = command("VACUUM");
@@ -1000,15 +1000,22 @@ impl Session {
     fn end(&mut self, commit: bool) -> Result<Outcome> {
         self.implicit = false;
         let tag = if commit { "COMMIT" } else { "ROLLBACK" };
+        let idle = matches!(self.state, State::Idle);
         let r = match std::mem::replace(&mut self.state, State::Idle) {
             State::Block(tx) if commit => self.before_commit(&tx).and_then(|()| Ok(tx.commit()?)),
             State::Block(tx) => tx.rollback().map_err(SqlError::from),
-            // No block: PostgreSQL warns "there is no transaction in progress".
             State::Idle | State::Failed => Ok(()),
         };
         self.settings.end_xact(commit && r.is_ok());
         r?;
-        Ok(outcome(tag, OutcomeKind::BlockEnd))
+        let mut out = outcome(tag, OutcomeKind::BlockEnd);
+        if idle {
+            out.notices.push(Notice::warning(
+                SqlState::NO_ACTIVE_SQL_TRANSACTION,
+                "there is no transaction in progress",
+            ));
+        }
+        Ok(out)
     }
 }
 

@@ -2,7 +2,7 @@
 //! [`crate::settings`].
 
 use super::{command, IsolationLevel, Outcome, Session, State};
-use crate::error::Result;
+use crate::error::{Notice, Result};
 use crate::roles::{Identity, RoleStmt};
 
 /// Who the session acts as, and the role statements that change it.
@@ -101,7 +101,7 @@ impl Session {
         self.settings.identity = who;
         self.settings.changes += 1;
         let mut out = command(done.tag);
-        out.notices = done.notices;
+        out.notices = done.notices.into_iter().map(Notice::from).collect();
         Ok(out)
     }
 }
