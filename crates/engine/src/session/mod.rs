@@ -35,6 +35,7 @@ mod ddl;
 mod end;
 mod index;
 mod rows;
+mod savepoint;
 mod sequence;
 
 use std::cell::RefCell;
@@ -49,7 +50,7 @@ use crate::page::Tid;
 
 use crate::stats::TableChanges;
 use crate::txn::lock::{LockMode, LockOwner, LockTag, LockWait};
-use crate::txn::{ProcId, Snapshot};
+use crate::txn::{OwnXids, ProcId, Snapshot};
 use crate::types::{BlockNumber, RelFileLocator, Xid};
 use crate::value::Row;
 pub use index::IndexRows;
@@ -81,7 +82,13 @@ pub enum Changed {
 #[allow(clippy::struct_excessive_bools)]
 #[derive(Default)]
 struct State {
+    /// The top-level transaction id (invalid until the first write).
     xid: Xid,
+    /// The ids whose changes are this transaction's own: `xid`, then the live
+    /// subtransactions' ids.
+    own: OwnXids,
+    /// Open savepoints, innermost last ([`savepoint`]).
+    subs: Vec<savepoint::Level>,
     cid: u32,
     cid_used: bool,
     /// REPEATABLE READ: the transaction's snapshot.
@@ -199,20 +206,44 @@ impl Transaction {
         (snap, st.cid)
     }
 
+    /// The id a write is stamped with: the innermost savepoint's subtransaction id, or the
+    /// top-level id; assigned at the first write (parents first, as PostgreSQL does).
     fn ensure_xid(&self) -> Result<Xid> {
+        let top = self.ensure_top_xid()?;
+        self.ensure_subxids(top)
+    }
+
+    /// The top-level transaction id, assigned if not yet.
+    fn ensure_top_xid(&self) -> Result<Xid> {
         let x = self.st.borrow().xid;
         if x.is_valid() {
             return Ok(x);
         }
         let xid = self.engine.txns.assign_xid(self.proc);
-        self.st.borrow_mut().xid = xid;
+        {
+            let mut st = self.st.borrow_mut();
+            st.xid = xid;
+            st.own = OwnXids::single(xid);
+        }
+        self.lock_own_xid(xid)?;
+        Ok(xid)
+    }
+
+    /// Every waiter for `xid` (PostgreSQL's `XactLockTableWait`) queues on this lock until
+    /// the id's work ends: at the top-level end, or at ROLLBACK TO SAVEPOINT for a
+    /// subtransaction's.
+    fn lock_own_xid(&self, xid: Xid) -> Result<()> {
         self.engine.locks.acquire(
             self.owner(),
             LockTag::Transaction { xid },
             LockMode::Exclusive,
             LockWait::NoWait,
-        )?;
-        Ok(xid)
+        )
+    }
+
+    /// The transaction's own ids as they are now.
+    fn own(&self) -> OwnXids {
+        self.st.borrow().own.clone()
     }
 
     fn lock(&self, tag: LockTag, mode: LockMode, wait: LockWait) -> Result<()> {
@@ -269,11 +300,12 @@ impl Transaction {
         Ok(found)
     }
 
-    fn writer(&self, xid: Xid, cid: u32) -> Writer<'_> {
+    fn writer<'a>(&'a self, xid: Xid, cid: u32, own: &'a OwnXids) -> Writer<'a> {
         Writer {
             xid,
             cid,
             oracle: &self.engine.txns,
+            own,
         }
     }
 
