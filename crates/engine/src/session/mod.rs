@@ -22,14 +22,15 @@
 //! - Locks taken automatically, as PostgreSQL's statements take them: reads ACCESS SHARE,
 //!   writes ROW EXCLUSIVE, TRUNCATE and DROP ACCESS EXCLUSIVE; all held to the end.
 //! - Any error aborts the transaction (as in PostgreSQL): later calls fail with SQLSTATE
-//!   25P02 until rollback. Dropping an unfinished transaction rolls it back.
+//!   25P02 until rollback, or until ROLLBACK TO SAVEPOINT undoes the savepoint's work
+//!   ([`savepoint`]). Dropping an unfinished transaction rolls it back.
 //!
 //! ## Files
 //! `mod.rs` holds the transaction's state and the plumbing every operation uses (command
 //! snapshots, the transaction id, locks, waits); `ddl.rs` tables and LOCK TABLE; `index.rs`
 //! indexes and index scans; `rows.rs` row operations and sequential scans; `sequence.rs`
 //! sequences (CREATE/DROP, and `nextval`, which is not transactional); `end.rs` COMMIT,
-//! ROLLBACK and PREPARE TRANSACTION.
+//! ROLLBACK and PREPARE TRANSACTION; `savepoint.rs` SAVEPOINT, ROLLBACK TO and RELEASE.
 
 mod ddl;
 mod end;
@@ -89,6 +90,9 @@ struct State {
     own: OwnXids,
     /// Open savepoints, innermost last ([`savepoint`]).
     subs: Vec<savepoint::Level>,
+    /// While a savepoint is open: every lock taken through [`Transaction::lock`], in order,
+    /// so that ROLLBACK TO releases those taken since its savepoint.
+    taken: Vec<(LockTag, LockMode)>,
     cid: u32,
     cid_used: bool,
     /// REPEATABLE READ: the transaction's snapshot.
@@ -246,7 +250,18 @@ impl Transaction {
         self.st.borrow().own.clone()
     }
 
+    /// Takes a lock held to the transaction's end (or to a ROLLBACK TO SAVEPOINT past it).
     fn lock(&self, tag: LockTag, mode: LockMode, wait: LockWait) -> Result<()> {
+        self.lock_unlogged(tag, mode, wait)?;
+        let mut st = self.st.borrow_mut();
+        if !st.subs.is_empty() {
+            st.taken.push((tag, mode));
+        }
+        Ok(())
+    }
+
+    /// Takes a lock the caller releases itself.
+    fn lock_unlogged(&self, tag: LockTag, mode: LockMode, wait: LockWait) -> Result<()> {
         let wait = match (wait, self.st.borrow().lock_timeout_ms) {
             (LockWait::Block, Some(ms)) => LockWait::TimeoutMs(ms),
             (wait, _) => wait,
@@ -324,7 +339,7 @@ impl Transaction {
             if !self.engine.txns.is_running(xid) {
                 return Ok(());
             }
-            self.lock(tag, LockMode::Share, LockWait::Block)?;
+            self.lock_unlogged(tag, LockMode::Share, LockWait::Block)?;
             self.engine
                 .locks
                 .release(self.owner(), tag, LockMode::Share);

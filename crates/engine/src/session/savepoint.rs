@@ -11,15 +11,16 @@
 //!   files to drop are the parent's now. No WAL: the commit record names every live
 //!   subtransaction id.
 //! - ROLLBACK TO aborts the level's ids and those of the levels inside it with one abort
-//!   record (redo marks them aborted), releases the table locks taken since the savepoint
-//!   and the ids' own transaction locks (waiters for their rows go on: row locks and
+//!   record (redo marks them aborted), releases the locks taken since the savepoint (table
+//!   and name locks, as PostgreSQL releases a subtransaction's) and the ids' own
+//!   transaction locks (waiters for their rows go on: row locks and
 //!   deletions stamped with an aborted id no longer count), forgets the files to drop at
 //!   commit since then and drops those the level created; it clears the failed state and
 //!   leaves the savepoint open again, as PostgreSQL does.
 //! - The names may repeat: the innermost level of that name is meant.
 
 use super::Transaction;
-use crate::catalog::{TableId, USER_DB};
+use crate::catalog::TableId;
 use crate::error::{Error, Result};
 use crate::hash::FxHashMap;
 use crate::txn::lock::{LockMode, LockTag};
@@ -40,14 +41,16 @@ pub(super) struct Level {
     locks: FxHashMap<TableId, u16>,
     drop_at_commit_len: usize,
     drop_at_abort_len: usize,
+    /// The length of the transaction's lock log when the level began.
+    taken_len: usize,
 }
 
 /// What a ROLLBACK TO undoes outside the transaction's state.
 struct Undo {
     aborted: Vec<Xid>,
     drops: Vec<RelFileLocator>,
-    /// Table-lock bits taken since the savepoint, by table.
-    locks: Vec<(TableId, u16)>,
+    /// The locks taken since the savepoint, in order.
+    locks: Vec<(LockTag, LockMode)>,
 }
 
 impl Transaction {
@@ -67,6 +70,7 @@ impl Transaction {
                 locks: st.locks.clone(),
                 drop_at_commit_len: st.drop_at_commit.len(),
                 drop_at_abort_len: st.drop_at_abort.len(),
+                taken_len: st.taken.len(),
             };
             st.subs.push(level);
             Ok(())
@@ -82,7 +86,11 @@ impl Transaction {
     pub fn release_savepoint(&self, name: &str) -> Result<()> {
         self.call(|| {
             let i = self.find_savepoint(name)?;
-            self.st.borrow_mut().subs.truncate(i);
+            let mut st = self.st.borrow_mut();
+            st.subs.truncate(i);
+            if st.subs.is_empty() {
+                st.taken.clear(); // held to the end now
+            }
             Ok(())
         })
     }
@@ -131,6 +139,7 @@ impl Transaction {
         level.xid = Xid::INVALID;
         let saved = level.locks.clone();
         let (commit_len, abort_len) = (level.drop_at_commit_len, level.drop_at_abort_len);
+        let taken_len = level.taken_len.min(st.taken.len());
         let aborted = if xid.is_valid() {
             st.own.truncate(own_at)
         } else {
@@ -139,12 +148,8 @@ impl Transaction {
         let abort_len = abort_len.min(st.drop_at_abort.len());
         let drops = st.drop_at_abort.split_off(abort_len);
         st.drop_at_commit.truncate(commit_len);
-        let now = std::mem::replace(&mut st.locks, saved);
-        let locks = now
-            .into_iter()
-            .map(|(t, bits)| (t, bits & !st.locks.get(&t).copied().unwrap_or(0)))
-            .filter(|&(_, bits)| bits != 0)
-            .collect();
+        st.locks = saved;
+        let locks = st.taken.split_off(taken_len);
         // Definitions the level changed may be cached: look them up again.
         st.defs.clear();
         st.index_defs.clear();
@@ -162,14 +167,8 @@ impl Transaction {
         for &xid in &undo.aborted {
             locks.release(self.owner(), LockTag::Transaction { xid }, LockMode::Exclusive);
         }
-        for &(oid, bits) in &undo.locks {
-            let tag = LockTag::Relation {
-                db_oid: USER_DB,
-                rel_oid: oid,
-            };
-            for mode in LockMode::ALL.iter().filter(|m| bits & (1 << m.to_u8()) != 0) {
-                locks.release(self.owner(), tag, *mode);
-            }
+        for &(tag, mode) in undo.locks.iter().rev() {
+            locks.release(self.owner(), tag, mode);
         }
     }
 

@@ -30,6 +30,13 @@
 //!   dropped through the buffer pool's fast path and the files unlinked; redo does the same.
 //! - The commit record and its commit-log bits are one section under
 //!   [`Wal::delay_checkpoint`]: a checkpoint never fixes its redo point between them.
+//! - Subtransactions (savepoints) get ids of their own, recorded in the subtransaction map
+//!   ([`crate::clog::SUBTRANS_LOG`]) but never in the process array: snapshots stay as
+//!   cheap as without them, and a visibility check maps an id in a snapshot's
+//!   `[xmin, xmax)` to its top-level id ([`Snapshot::is_running_via`]). A commit record
+//!   lists the live subtransaction ids and sets their status with the top-level one; a
+//!   ROLLBACK TO SAVEPOINT writes an abort record for the ids it aborts
+//!   ([`TransactionManager::abort_subxacts`]).
 //! - Table and transaction locks are in [`lock`]; prepared transactions in [`twophase`].
 
 pub mod lock;
