@@ -135,6 +135,9 @@ fn change(tx: &Transaction, p: &mut Pending, slot: usize, rng: &mut SplitMix64, 
     }
 }
 
+/// ROLLBACK TO SAVEPOINTs run, for the summary.
+static ROLLBACKS_TO: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// Now and then a savepoint step instead of a change (returns whether it took one): open a
 /// savepoint (at most 4 deep), release the innermost, or roll back to it — which undoes the
 /// level's changes and releases the table locks it took, so the model goes back to the
@@ -160,8 +163,9 @@ fn savepoint_step(
         }
         2 if !levels.is_empty() => {
             tx.rollback_to_savepoint(&name(levels.len())).unwrap();
+            ROLLBACKS_TO.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let saved = levels.last().expect("a level is open");
-            p.tables = saved.tables.clone();
+            p.tables.clone_from(&saved.tables);
             p.touched = saved.touched;
         }
         _ => return false,
@@ -412,7 +416,8 @@ fn transactions_and_prepared_transactions_survive_power_loss() {
         truncations += t;
     }
     eprintln!(
-        "{seeds} power losses: {committed} committed transactions verified, {prepared} prepared transactions recovered with their locks, {vacuumed} dead tuples vacuumed, {truncations} commit-log truncations"
+        "{seeds} power losses: {committed} committed transactions verified, {prepared} prepared transactions recovered with their locks, {vacuumed} dead tuples vacuumed, {truncations} commit-log truncations, {} rollbacks to a savepoint",
+        ROLLBACKS_TO.load(std::sync::atomic::Ordering::Relaxed)
     );
     assert!(committed > 0);
     assert!(only.is_some() || (prepared > 0 && truncations > 0));
