@@ -682,7 +682,7 @@ mod tests {
     #[test]
     fn state_file_bytes_match_the_documented_layout() {
         let s = PreparedState {
-            subxids: Vec::new(),
+            subxids: vec![Xid(0x7172_7374_7576_7778)],
             xid: Xid(0x0102_0304_0506_0708),
             gid: "xa".into(),
             prepared_at_micros: 0x1112_1314_1516_1718,
@@ -719,10 +719,12 @@ mod tests {
             1, 0, 0, 0, // commit drops: n,
             0x54, 0x53, 0x52, 0x51, 0x68, 0x67, 0x66, 0x65, 0x64, 0x63, 0x62, 0x61, // db_oid, rel_number
             0, 0, 0, 0, // abort drops: n
+            1, 0, 0, 0, // subxids: n,
+            0x78, 0x77, 0x76, 0x75, 0x74, 0x73, 0x72, 0x71, // subxid
         ];
         assert_eq!(s.encode(), state);
         let mut file = b"PSTQ".to_vec(); // magic 0x51545350
-        file.extend_from_slice(&[72, 0, 0, 0]); // length
+        file.extend_from_slice(&[84, 0, 0, 0]); // length
         file.extend_from_slice(&crc32c::crc32c(&state).to_le_bytes());
         file.extend_from_slice(&state);
         assert_eq!(encode_state_file(&s), file);
