@@ -589,7 +589,10 @@ impl Database {
         } else {
             (TxnRecord::AbortPrepared, &f.state.abort_drops)
         };
-        if let Err(err) = e.txns.end(f.xid, record_type, Some(gid), drops) {
+        if let Err(err) = e
+            .txns
+            .end(f.xid, record_type, Some(gid), &f.state.subxids, drops)
+        {
             e.twophase.finish_failed(gid);
             return Err(err);
         }
@@ -693,8 +696,13 @@ fn restore_prepared(engine: &Engine, redo: &TwoPhaseRedo) -> Result<()> {
     let prepared = engine.twophase.recover(redo.take(), |xid| {
         Ok(xid < engine.txns.oldest_xid() || engine.txns.status(xid)? != TxnStatus::InProgress)
     })?;
+    // The subtransaction map is unlogged: whatever survived the crash may be torn.
+    engine.txns.reset_subtrans()?;
     for state in prepared {
         engine.txns.procs().add_prepared(state.xid);
+        for &sub in &state.subxids {
+            engine.txns.note_subxid(sub, state.xid)?;
+        }
         for (tag, mode) in &state.locks {
             engine.locks.acquire(
                 LockOwner::prepared(state.xid),

@@ -198,6 +198,9 @@ pub enum Error {
     #[error("{what}")]
     InvalidTransactionState { what: String },
 
+    #[error("savepoint \"{name}\" does not exist")]
+    NoSuchSavepoint { name: String },
+
     #[error("transaction identifier \"{gid}\" is already in use")]
     DuplicateGid { gid: String },
 
@@ -327,6 +330,7 @@ impl Error {
             | Error::DataDirOwnership { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
             Error::InFailedTransaction => SqlState::IN_FAILED_SQL_TRANSACTION,
             Error::InvalidTransactionState { .. } => SqlState::INVALID_TRANSACTION_STATE,
+            Error::NoSuchSavepoint { .. } => SqlState::S_E_INVALID_SPECIFICATION,
             Error::DuplicateGid { .. } => SqlState::DUPLICATE_OBJECT,
             Error::NoSuchPreparedTransaction { .. } => SqlState::UNDEFINED_OBJECT,
             Error::UndefinedTable { .. } => SqlState::UNDEFINED_TABLE,

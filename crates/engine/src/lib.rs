@@ -30,7 +30,8 @@
 //!    [`recovery`]: the redo framework (the resource managers are listed where the engine
 //!    is assembled, at the top).
 //! 7. [`checkpoint`]: the checkpointer, the control file.
-//! 8. [`clog`]: commit status and commit timestamps, on pages in the buffer pool.
+//! 8. [`clog`]: commit status, commit timestamps and the subtransaction map, on pages in
+//!    the buffer pool.
 //! 9. [`txn`]: transaction ids, snapshots, commit and abort, table and row-wait locks
 //!    ([`txn::lock`]), two-phase commit ([`txn::twophase`]).
 //! 10. Access methods: [`value`] (the data types), `hintfork` (one byte of hint per heap

@@ -1,6 +1,7 @@
 //! Transactions on heap tables under power loss: a seeded workload of concurrent transactions
-//! (inserts, updates, deletes, TRUNCATE, CREATE and DROP TABLE; ended by commit, rollback,
-//! PREPARE TRANSACTION, or not at all), with VACUUM (pruning, freeing, truncation), VACUUM
+//! (inserts, updates, deletes, TRUNCATE, CREATE and DROP TABLE, some inside nested
+//! savepoints that are released or rolled back to; ended by commit, rollback, PREPARE
+//! TRANSACTION, or not at all), with VACUUM (pruning, freeing, truncation), VACUUM
 //! of the whole database (freezing, then commit-log segments removed), checkpoints and buffer
 //! write-back at random moments, then a simulated power loss (unsynced writes lost, kept, or
 //! torn), then recovery:
@@ -134,6 +135,44 @@ fn change(tx: &Transaction, p: &mut Pending, slot: usize, rng: &mut SplitMix64, 
     }
 }
 
+/// ROLLBACK TO SAVEPOINTs run, for the summary.
+static ROLLBACKS_TO: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Now and then a savepoint step instead of a change (returns whether it took one): open a
+/// savepoint (at most 4 deep), release the innermost, or roll back to it — which undoes the
+/// level's changes and releases the table locks it took, so the model goes back to the
+/// savepoint's copy, touched slots included.
+fn savepoint_step(
+    tx: &Transaction,
+    p: &mut Pending,
+    levels: &mut Vec<Pending>,
+    rng: &mut SplitMix64,
+) -> bool {
+    let name = |depth: usize| format!("sp{}", depth.saturating_sub(1) % 2);
+    match rng.next() % 8 {
+        0 if levels.len() < 4 => {
+            levels.push(Pending {
+                tables: p.tables.clone(),
+                touched: p.touched,
+            });
+            tx.savepoint(&name(levels.len())).unwrap();
+        }
+        1 if !levels.is_empty() => {
+            tx.release_savepoint(&name(levels.len())).unwrap();
+            levels.pop();
+        }
+        2 if !levels.is_empty() => {
+            tx.rollback_to_savepoint(&name(levels.len())).unwrap();
+            ROLLBACKS_TO.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let saved = levels.last().expect("a level is open");
+            p.tables.clone_from(&saved.tables);
+            p.touched = saved.touched;
+        }
+        _ => return false,
+    }
+    true
+}
+
 /// Checks that the database holds exactly the model's tables and rows, except in the slots
 /// `skip` (held by prepared transactions, whose locks a reader would wait for).
 fn verify(db: &Database, model: &Model, skip: [bool; TABLES], seed: u64, when: &str) {
@@ -236,7 +275,11 @@ fn crash_once(seed: u64) -> (usize, usize, u64, u64) {
             tables: model.tables.clone(),
             touched: [false; TABLES],
         };
+        let mut levels: Vec<Pending> = Vec::new();
         for _ in 0..=(rng.next() % 12) {
+            if savepoint_step(&tx, &mut p, &mut levels, &mut rng) {
+                continue;
+            }
             let slot = free[(rng.next() % free.len() as u64) as usize];
             change(&tx, &mut p, slot, &mut rng, &mut next_id);
         }
@@ -373,7 +416,8 @@ fn transactions_and_prepared_transactions_survive_power_loss() {
         truncations += t;
     }
     eprintln!(
-        "{seeds} power losses: {committed} committed transactions verified, {prepared} prepared transactions recovered with their locks, {vacuumed} dead tuples vacuumed, {truncations} commit-log truncations"
+        "{seeds} power losses: {committed} committed transactions verified, {prepared} prepared transactions recovered with their locks, {vacuumed} dead tuples vacuumed, {truncations} commit-log truncations, {} rollbacks to a savepoint",
+        ROLLBACKS_TO.load(std::sync::atomic::Ordering::Relaxed)
     );
     assert!(committed > 0);
     assert!(only.is_some() || (prepared > 0 && truncations > 0));

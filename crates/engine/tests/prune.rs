@@ -106,7 +106,7 @@ fn a_hot_chain_collapses_to_a_redirect_and_redo_rebuilds_it() {
     let snap = db.transactions().snapshot(quire_engine::txn::ProcId(0));
     let looker = quire_engine::heap::Looker {
         snapshot: &snap,
-        xid: quire_engine::types::Xid::INVALID,
+        own: &quire_engine::txn::OwnXids::default(),
         cid: 0,
     };
     let found = heap.fetch_chain(root, &looker, db.transactions()).unwrap();

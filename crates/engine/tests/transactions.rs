@@ -45,9 +45,9 @@ fn burn(t: &TransactionManager) -> Xid {
 
 fn end(t: &TransactionManager, proc: ProcId, xid: Xid, commit: bool) {
     if commit {
-        t.commit(proc, xid, &[]).unwrap();
+        t.commit(proc, xid, &[], &[]).unwrap();
     } else {
-        t.abort(proc, xid, &[]).unwrap();
+        t.abort(proc, xid, &[], &[]).unwrap();
     }
     t.procs().unregister(proc);
 }

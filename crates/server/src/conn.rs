@@ -432,7 +432,7 @@ impl Conn {
         }
         let stmt = parsed.pop().map(Arc::new);
         if self.session.status() == TxStatus::Failed
-            && !stmt.as_ref().is_some_and(|s| s.ends_block())
+            && !stmt.as_ref().is_some_and(|s| s.allowed_in_failed_block())
         {
             return Err(SqlError::in_failed_transaction().into());
         }
@@ -486,7 +486,10 @@ impl Conn {
             .into());
         }
         if self.session.status() == TxStatus::Failed
-            && !statement.stmt.as_ref().is_some_and(|s| s.ends_block())
+            && !statement
+                .stmt
+                .as_ref()
+                .is_some_and(|s| s.allowed_in_failed_block())
         {
             return Err(SqlError::in_failed_transaction().into());
         }

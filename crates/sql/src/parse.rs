@@ -65,10 +65,22 @@ pub struct CopyStmt {
 
 impl Statement {
     /// Whether it is a statement a failed transaction block accepts (COMMIT, ROLLBACK).
+    /// Whether the statement may run in a failed block (PostgreSQL's
+    /// `IsTransactionExitStmt`): COMMIT, ROLLBACK, ROLLBACK TO SAVEPOINT and PREPARE
+    /// TRANSACTION.
+    pub fn allowed_in_failed_block(&self) -> bool {
+        self.ends_block()
+            || matches!(self, Statement::PrepareTransaction(_))
+            || matches!(
+                self,
+                Statement::Sql(s) if matches!(**s, sqlparser::ast::Statement::Rollback { savepoint: Some(_), .. })
+            )
+    }
+
     pub fn ends_block(&self) -> bool {
         matches!(
             self,
-            Statement::Sql(s) if matches!(**s, sqlparser::ast::Statement::Commit { .. } | sqlparser::ast::Statement::Rollback { .. })
+            Statement::Sql(s) if matches!(**s, sqlparser::ast::Statement::Commit { .. } | sqlparser::ast::Statement::Rollback { savepoint: None, .. })
         )
     }
 }

@@ -69,7 +69,7 @@ const ERRORS: &[(&str, &str)] = &[
     ),
     ("SELECT x.id FROM t", "42P01"),
     ("SELECT * FROM t WHERE name LIKE 'a\\'", "22025"),
-    ("SAVEPOINT x", "0A000"),
+    ("SAVEPOINT x", "25P01"),
     ("COMMIT PREPARED 'nope'", "42704"),
     ("PREPARE TRANSACTION 'p'", "25P01"),
     ("COPY t FROM '/etc/passwd'", "42501"),

@@ -60,7 +60,7 @@ fn run_mode(
         let proc = t.register()?;
         for i in 0..transactions {
             let xid = t.assign_xid(proc);
-            t.commit(proc, xid, &[])?;
+            t.commit(proc, xid, &[], &[])?;
             if i % 65_536 == 0 {
                 bar.set_position(i);
             }

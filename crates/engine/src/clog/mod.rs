@@ -1,16 +1,18 @@
-//! # clog — per-transaction logs: commit status and commit timestamps
+//! # clog — per-transaction logs: commit status, commit timestamps, subtransaction parents
 //!
-//! Two logs indexed by transaction id, each on ordinary 8 KiB pages in the main buffer pool:
+//! Three logs indexed by transaction id, each on ordinary 8 KiB pages in the main buffer pool:
 //! the commit status (2 bits per transaction: in progress, committed, aborted) and, with
 //! `track_commit_timestamp`, the commit time (8 bytes per transaction, microseconds since
-//! 1970). Unlike PostgreSQL's SLRU pages, these pages carry an LSN and a checksum, are written
+//! 1970), and the top-level transaction of each subtransaction ([`SUBTRANS_LOG`], 8 bytes per
+//! transaction, unlogged: reset at startup, as PostgreSQL's `pg_subtrans`). Unlike PostgreSQL's SLRU pages, these pages carry an LSN and a checksum, are written
 //! back by the buffer pool, and become durable through the sync-request queue at the next
 //! checkpoint (seed 001): setting a value never fsyncs, in the foreground or in redo (unless
 //! `sync = immediate`, the old behaviour).
 //!
 //! Each log is cut into *segments* of [`PAGES_PER_SEGMENT`] pages (256 KiB, as PostgreSQL's
 //! `pg_xact` files), each segment a relation of its own in the log's reserved database:
-//! `base/2/<segment>` for the status log, `base/3/<segment>` for commit timestamps. A segment
+//! `base/2/<segment>` for the status log, `base/3/<segment>` for commit timestamps,
+//! `base/4/<segment>` for the subtransaction map. A segment
 //! is created when a transaction of its range first ends, and removed whole (its buffers
 //! dropped through the pool's fast path, its sync requests forgotten) once every id in it is
 //! below the oldest id whose status is kept ([`remove_segments_below`]).
@@ -25,7 +27,7 @@
 //!   image restores it; a change still held back at the end of redo is corruption.
 //! - Segments are removed only below the oldest kept id, which only vacuum raises (see
 //!   [`crate::txn`]): nobody asks for a status there, every tuple's hint answers instead.
-//! - Database oids 2 and 3 are the logs'; user tables live in database 1, the engine's own
+//! - Database oids 2, 3 and 4 are the logs'; user tables live in database 1, the engine's own
 //!   relations (the catalog) in database 0.
 
 use std::collections::HashMap;
@@ -92,6 +94,16 @@ pub const STATUS_LOG: XactLog = XactLog {
 /// The commit timestamp log.
 pub const COMMIT_TS_LOG: XactLog = XactLog {
     db_oid: 3,
+    bits_per_xid: 64,
+};
+
+/// The subtransaction parent map (PostgreSQL's `pg_subtrans`): for a subtransaction id, the
+/// id of its top-level transaction (0 for a top-level id). Unlogged: it only matters while
+/// the top-level transaction, or a snapshot that saw it running, lives, so startup removes
+/// it whole ([`remove_all_segments`]) and sets the entries of recovered prepared
+/// transactions again; a torn page never gets read.
+pub const SUBTRANS_LOG: XactLog = XactLog {
+    db_oid: 4,
     bits_per_xid: 64,
 };
 
@@ -242,6 +254,17 @@ impl XactLog {
         Ok(())
     }
 
+    /// Sets the value for `xid` without WAL (the subtransaction map, see [`SUBTRANS_LOG`]):
+    /// the page is dirtied and written back as any other, its LSN untouched.
+    pub fn set_unlogged(self, pool: &BufferPool, xid: Xid, value: u64) -> Result<()> {
+        let (tag, _) = self.locate(xid);
+        let buf = Self::page(pool, tag)?;
+        let mut page = buf.write();
+        self.write_value(&mut page, xid, value);
+        page.mark_dirty();
+        Ok(())
+    }
+
     fn of(rel: RelFileLocator) -> Option<XactLog> {
         [STATUS_LOG, COMMIT_TS_LOG]
             .into_iter()
@@ -255,7 +278,7 @@ impl XactLog {
 /// skipped. Returns how many segment files were removed.
 pub fn remove_segments_below(pool: &BufferPool, from_xid: Xid, oldest: Xid) -> Result<usize> {
     let mut rels = Vec::new();
-    for log in [STATUS_LOG, COMMIT_TS_LOG] {
+    for log in [STATUS_LOG, COMMIT_TS_LOG, SUBTRANS_LOG] {
         // Segment k is wholly below `oldest` when (k + 1) * per_segment <= oldest.
         let first = log.segment_of(from_xid);
         let end = log.segment_of(oldest);
@@ -264,6 +287,20 @@ pub fn remove_segments_below(pool: &BufferPool, from_xid: Xid, oldest: Xid) -> R
             if pool.smgr().exists(rel, Fork::Main)? {
                 rels.push(rel);
             }
+        }
+    }
+    pool.drop_relation_files(&rels)?;
+    Ok(rels.len())
+}
+
+/// Removes every segment of `log` for the ids `[from, to)` (startup's reset of the
+/// unlogged subtransaction map). Returns how many segment files were removed.
+pub fn remove_all_segments(pool: &BufferPool, log: XactLog, from: Xid, to: Xid) -> Result<usize> {
+    let mut rels = Vec::new();
+    for segno in log.segment_of(from)..=log.segment_of(to) {
+        let rel = log.segment_rel(segno);
+        if pool.smgr().exists(rel, Fork::Main)? {
+            rels.push(rel);
         }
     }
     pool.drop_relation_files(&rels)?;

@@ -41,6 +41,7 @@ use crate::page::{
     OffsetNumber, Page, PageMut, Tid, ALL_VISIBLE, FIRST_OFFSET_NUMBER, MAXALIGN, MAX_ITEM_SIZE,
 };
 
+use crate::txn::OwnXids;
 use crate::types::{BlockNumber, BufferTag, Fork, RelFileLocator, Xid};
 use crate::value::{encode_row, encoded_row_len, Row, Value};
 use crate::vm;
@@ -111,9 +112,12 @@ pub struct PageCensus {
 /// transactions.
 #[derive(Clone, Copy)]
 pub struct Writer<'o> {
+    /// The id the change is stamped with: the current subtransaction's, or the top-level one.
     pub xid: Xid,
     pub cid: u32,
     pub oracle: &'o dyn XidOracle,
+    /// The transaction's own ids (`xid` among them): versions they changed are its own.
+    pub own: &'o OwnXids,
 }
 
 /// The result of a change attempt: the check, and where the new version went (updates).
@@ -680,11 +684,16 @@ impl<'a> Heap<'a> {
 
     /// Deletes the version at `tid` if `xid` (command `cid`) may; else says why not.
     pub fn delete(&self, tid: Tid, w: &Writer<'_>) -> Result<UpdateCheck> {
-        let Writer { xid, cid, oracle } = *w;
+        let Writer {
+            xid,
+            cid,
+            oracle,
+            own,
+        } = *w;
         let buf = self.pool.read_buffer(self.tag(tid.block))?;
         let mut page = buf.write();
         let h = self.header_at(&page, tid)?;
-        let check = check_update(&h, tid, xid, cid, oracle)?;
+        let check = check_update(&h, tid, own, cid, oracle)?;
         if check != UpdateCheck::Ok {
             return Ok(check);
         }
@@ -695,12 +704,17 @@ impl<'a> Heap<'a> {
 
     /// Locks the version at `tid` for `xid` (SELECT ... FOR UPDATE) if it may; else says why.
     pub fn lock_row(&self, tid: Tid, w: &Writer<'_>) -> Result<UpdateCheck> {
-        let Writer { xid, cid, oracle } = *w;
+        let Writer {
+            xid,
+            cid,
+            oracle,
+            own,
+        } = *w;
         let buf = self.pool.read_buffer(self.tag(tid.block))?;
         let mut page = buf.write();
         let h = self.header_at(&page, tid)?;
-        let check = check_update(&h, tid, xid, cid, oracle)?;
-        if check != UpdateCheck::Ok || (h.xmax == xid && h.infomask & XMAX_INVALID == 0) {
+        let check = check_update(&h, tid, own, cid, oracle)?;
+        if check != UpdateCheck::Ok || (own.contains(h.xmax) && h.infomask & XMAX_INVALID == 0) {
             return Ok(check); // not lockable, or locked or updated by us already
         }
         let new = set_xmax(&h, xid, h.cmax, true);
@@ -719,13 +733,18 @@ impl<'a> Heap<'a> {
         hot_ok: bool,
         hint: &mut Option<BlockNumber>,
     ) -> Result<Outcome> {
-        let Writer { xid, cid, oracle } = *w;
+        let Writer {
+            xid,
+            cid,
+            oracle,
+            own,
+        } = *w;
         let new_bytes = Self::encode(&TupleHeader::new(xid, cid, 0), row)?;
         {
             let buf = self.pool.read_buffer(self.tag(tid.block))?;
             let mut page = buf.write();
             let h = self.header_at(&page, tid)?;
-            let check = check_update(&h, tid, xid, cid, oracle)?;
+            let check = check_update(&h, tid, own, cid, oracle)?;
             if check != UpdateCheck::Ok {
                 return Ok(Outcome::refused(check));
             }
@@ -755,7 +774,7 @@ impl<'a> Heap<'a> {
                 (o, other.write())
             };
             let h = self.header_at(&old_page, tid)?;
-            let check = check_update(&h, tid, xid, cid, oracle)?;
+            let check = check_update(&h, tid, own, cid, oracle)?;
             if check != UpdateCheck::Ok {
                 return Ok(Outcome::refused(check));
             }

@@ -11,7 +11,7 @@ use super::freeze::xmin_committed;
 use super::tuple::{TupleHeader, XMAX_LOCK_ONLY};
 use crate::error::Result;
 use crate::page::Tid;
-use crate::txn::{Snapshot, TransactionManager};
+use crate::txn::{OwnXids, Snapshot, TransactionManager};
 use crate::types::Xid;
 
 /// Answers "did this transaction commit?" and "is it running now?".
@@ -23,6 +23,11 @@ pub trait XidOracle {
     /// The oldest transaction id any running transaction or snapshot may still treat as
     /// running: versions deleted by committed transactions below it are dead to all.
     fn horizon(&self) -> Xid;
+    /// The top-level transaction of `xid` (itself for a top-level id; see
+    /// [`TransactionManager::top_of`]).
+    fn top_of(&self, xid: Xid) -> Result<Xid> {
+        Ok(xid)
+    }
 }
 
 impl XidOracle for TransactionManager {
@@ -34,6 +39,9 @@ impl XidOracle for TransactionManager {
     }
     fn horizon(&self) -> Xid {
         self.global_xmin()
+    }
+    fn top_of(&self, xid: Xid) -> Result<Xid> {
+        TransactionManager::top_of(self, xid)
     }
 }
 
@@ -78,20 +86,28 @@ impl XidOracle for Remembering<'_> {
     fn horizon(&self) -> Xid {
         self.inner.horizon()
     }
+    fn top_of(&self, xid: Xid) -> Result<Xid> {
+        self.inner.top_of(xid)
+    }
 }
 
-/// Who is looking: a snapshot, the looker's own transaction id (invalid if it has none) and its
-/// current command id.
+/// Who is looking: a snapshot, the looker's own transaction ids (its top-level id and live
+/// subtransaction ids; none if it has none) and its current command id.
 #[derive(Clone, Copy, Debug)]
 pub struct Looker<'a> {
     pub snapshot: &'a Snapshot,
-    pub xid: Xid,
+    pub own: &'a OwnXids,
     pub cid: u32,
 }
 
 impl Looker<'_> {
     fn is_me(&self, xid: Xid) -> bool {
-        self.xid.is_valid() && xid == self.xid
+        self.own.contains(xid)
+    }
+
+    /// Was `xid` running for the snapshot (a subtransaction's id through its top-level one)?
+    fn running(&self, xid: Xid, oracle: &dyn XidOracle) -> Result<bool> {
+        self.snapshot.is_running_via(xid, |x| oracle.top_of(x))
     }
 
     /// Is the version `h` visible?
@@ -100,7 +116,7 @@ impl Looker<'_> {
             if h.cmin >= self.cid {
                 return Ok(false); // inserted by a later command
             }
-        } else if self.snapshot.is_running(h.xmin) || !xmin_committed(h, oracle)? {
+        } else if self.running(h.xmin, oracle)? || !xmin_committed(h, oracle)? {
             return Ok(false);
         }
         if !h.xmax_is_deleter() {
@@ -109,7 +125,7 @@ impl Looker<'_> {
         if self.is_me(h.xmax) {
             return Ok(h.cmax >= self.cid); // deleted by a later command: still visible
         }
-        if self.snapshot.is_running(h.xmax) {
+        if self.running(h.xmax, oracle)? {
             return Ok(true);
         }
         Ok(!oracle.did_commit(h.xmax)?)
@@ -135,16 +151,16 @@ pub enum UpdateCheck {
     Deleted { xmax: Xid },
 }
 
-/// May the transaction `me` (with command id `cid`) change the version at `tid` with header
-/// `h` now?
+/// May the transaction whose own ids are `me` (with command id `cid`) change the version at
+/// `tid` with header `h` now?
 pub fn check_update(
     h: &TupleHeader,
     tid: Tid,
-    me: Xid,
+    me: &OwnXids,
     cid: u32,
     oracle: &dyn XidOracle,
 ) -> Result<UpdateCheck> {
-    if h.xmin == me {
+    if me.contains(h.xmin) {
         if h.cmin >= cid {
             return Ok(UpdateCheck::Invisible);
         }
@@ -155,12 +171,12 @@ pub fn check_update(
         return Ok(UpdateCheck::Ok);
     }
     if h.infomask & XMAX_LOCK_ONLY != 0 {
-        if h.xmax != me && oracle.is_running(h.xmax) {
+        if !me.contains(h.xmax) && oracle.is_running(h.xmax) {
             return Ok(UpdateCheck::BeingModified { xmax: h.xmax });
         }
         return Ok(UpdateCheck::Ok); // our own lock, or a finished locker's
     }
-    if h.xmax == me {
+    if me.contains(h.xmax) {
         return Ok(if h.cmax >= cid {
             UpdateCheck::SelfModified
         } else {
@@ -278,9 +294,10 @@ pub(crate) mod tests {
             xmax: Xid(14),
             xip: vec![Xid(12), Xid(13)],
         };
+        let own = OwnXids::single(Xid(20));
         let me = Looker {
             snapshot: &snap,
-            xid: Xid(20),
+            own: &own,
             cid: 5,
         };
         let sees = |h: TupleHeader| me.sees(&h, &oracle).unwrap();
@@ -315,7 +332,8 @@ pub(crate) mod tests {
             running: vec![Xid(12)],
         };
         let tid = Tid::new(0, 1);
-        let check = |h: TupleHeader| check_update(&h, tid, Xid(20), 5, &oracle).unwrap();
+        let own = OwnXids::single(Xid(20));
+        let check = |h: TupleHeader| check_update(&h, tid, &own, 5, &oracle).unwrap();
         assert_eq!(check(header(10, 0, XMAX_INVALID)), UpdateCheck::Ok);
         assert_eq!(check(header(10, 11, 0)), UpdateCheck::Ok);
         assert_eq!(

@@ -23,13 +23,13 @@ impl Transaction {
     /// changes up to its current command.
     pub(super) fn catalog_lookup<T>(&self, f: impl FnOnce(&Looker<'_>) -> Result<T>) -> Result<T> {
         let snap = self.engine.txns.snapshot(self.proc);
-        let (xid, cid) = {
+        let (own, cid) = {
             let st = self.st.borrow();
-            (st.xid, st.cid)
+            (st.own.clone(), st.cid)
         };
         f(&Looker {
             snapshot: &snap,
-            xid,
+            own: &own,
             cid: cid + 1,
         })
     }
@@ -187,7 +187,7 @@ impl Transaction {
                 let out = heap.update(
                     tid,
                     &entry.to_row(),
-                    &self.writer(xid, cid),
+                    &self.writer(xid, cid, &self.own()),
                     true,
                     &mut hint,
                 )?;
@@ -202,7 +202,7 @@ impl Transaction {
                 }
                 out.check
             }
-            None => heap.delete(tid, &self.writer(xid, cid))?,
+            None => heap.delete(tid, &self.writer(xid, cid, &self.own()))?,
         };
         self.note_definition_change();
         self.st.borrow_mut().cid_used = true;

@@ -49,13 +49,14 @@ impl Transaction {
             };
             (st.xid, drops, std::mem::take(&mut st.changes))
         };
+        let subxids = self.st.borrow().own.subxids().to_vec();
         let definitions_changed = self.st.borrow().definitions_changed;
         let result = if !xid.is_valid() {
             Ok(())
         } else if commit {
-            self.engine.txns.commit(self.proc, xid, &drops).map(|_| ())
+            self.engine.txns.commit(self.proc, xid, &subxids, &drops).map(|_| ())
         } else {
-            self.engine.txns.abort(self.proc, xid, &drops).map(|_| ())
+            self.engine.txns.abort(self.proc, xid, &subxids, &drops).map(|_| ())
         };
         if definitions_changed {
             // Before the locks go: whoever takes them next must see the new generation.
@@ -101,11 +102,12 @@ impl Transaction {
 
     fn write_prepare(&self, gid: &str) -> Result<()> {
         let e = &self.engine;
-        let xid = self.ensure_xid()?;
+        let xid = self.ensure_top_xid()?;
         let state = {
             let st = self.st.borrow();
             PreparedState {
                 xid,
+                subxids: st.own.subxids().to_vec(),
                 gid: gid.to_string(),
                 prepared_at_micros: now_micros(),
                 locks: e.locks.locks_of(self.owner()),

@@ -23,7 +23,7 @@ use crate::heap::{Heap, HeapTuple, Looker, XidOracle};
 use crate::page::Tid;
 
 use crate::txn::lock::{LockMode, LockWait};
-use crate::txn::Snapshot;
+use crate::txn::{OwnXids, Snapshot};
 use crate::types::{RelFileLocator, Xid};
 use crate::value::{Row, Value};
 
@@ -38,7 +38,7 @@ struct UniqueProbe<'a> {
     heap: Heap<'a>,
     def: &'a IndexDef,
     key: &'a [Value],
-    me: Xid,
+    me: &'a OwnXids,
     oracle: &'a dyn XidOracle,
 }
 
@@ -49,7 +49,7 @@ impl HeapProbe for UniqueProbe<'_> {
                 continue; // another key of the chain (an index built after HOT updates)
             }
             let h = v.header;
-            if h.xmin != self.me {
+            if !self.me.contains(h.xmin) {
                 if self.oracle.is_running(h.xmin) {
                     return Ok(Probe::InProgress { xid: h.xmin });
                 }
@@ -57,7 +57,7 @@ impl HeapProbe for UniqueProbe<'_> {
                     continue; // inserted by an aborted transaction
                 }
             }
-            if h.xmax_is_deleter() && h.xmax != self.me {
+            if h.xmax_is_deleter() && !self.me.contains(h.xmax) {
                 if self.oracle.is_running(h.xmax) {
                     return Ok(Probe::InProgress { xid: h.xmax });
                 }
@@ -82,7 +82,7 @@ pub struct IndexRows<'t> {
     /// How stored rows read ([`crate::catalog::RowShape`]).
     shape: crate::catalog::RowShape,
     snapshot: Snapshot,
-    xid: Xid,
+    own: OwnXids,
     cid: u32,
 }
 
@@ -91,7 +91,7 @@ impl IndexRows<'_> {
         let heap = self.tx.heap(self.rel);
         let looker = Looker {
             snapshot: &self.snapshot,
-            xid: self.xid,
+            own: &self.own,
             cid: self.cid,
         };
         // Bounded by the index's entries.
@@ -197,11 +197,12 @@ impl Transaction {
         for def in indexes {
             let tree = self.btree(def, table)?;
             let key = def.key_of(row);
+            let own = self.st.borrow().own.clone();
             let probe = UniqueProbe {
                 heap: self.heap(table.rel),
                 def,
                 key: &key,
-                me: xid,
+                me: &own,
                 oracle: &self.engine.txns,
             };
             let mut inserted = false;
@@ -491,7 +492,7 @@ impl Transaction {
                 shape: table.shape(),
                 def,
                 snapshot,
-                xid: self.st.borrow().xid,
+                own: self.st.borrow().own.clone(),
                 cid,
             })
         })

@@ -22,19 +22,21 @@
 //! - Locks taken automatically, as PostgreSQL's statements take them: reads ACCESS SHARE,
 //!   writes ROW EXCLUSIVE, TRUNCATE and DROP ACCESS EXCLUSIVE; all held to the end.
 //! - Any error aborts the transaction (as in PostgreSQL): later calls fail with SQLSTATE
-//!   25P02 until rollback. Dropping an unfinished transaction rolls it back.
+//!   25P02 until rollback, or until ROLLBACK TO SAVEPOINT undoes the savepoint's work
+//!   ([`savepoint`]). Dropping an unfinished transaction rolls it back.
 //!
 //! ## Files
 //! `mod.rs` holds the transaction's state and the plumbing every operation uses (command
 //! snapshots, the transaction id, locks, waits); `ddl.rs` tables and LOCK TABLE; `index.rs`
 //! indexes and index scans; `rows.rs` row operations and sequential scans; `sequence.rs`
 //! sequences (CREATE/DROP, and `nextval`, which is not transactional); `end.rs` COMMIT,
-//! ROLLBACK and PREPARE TRANSACTION.
+//! ROLLBACK and PREPARE TRANSACTION; `savepoint.rs` SAVEPOINT, ROLLBACK TO and RELEASE.
 
 mod ddl;
 mod end;
 mod index;
 mod rows;
+mod savepoint;
 mod sequence;
 
 use std::cell::RefCell;
@@ -49,7 +51,7 @@ use crate::page::Tid;
 
 use crate::stats::TableChanges;
 use crate::txn::lock::{LockMode, LockOwner, LockTag, LockWait};
-use crate::txn::{ProcId, Snapshot};
+use crate::txn::{OwnXids, ProcId, Snapshot};
 use crate::types::{BlockNumber, RelFileLocator, Xid};
 use crate::value::Row;
 pub use index::IndexRows;
@@ -81,7 +83,16 @@ pub enum Changed {
 #[allow(clippy::struct_excessive_bools)]
 #[derive(Default)]
 struct State {
+    /// The top-level transaction id (invalid until the first write).
     xid: Xid,
+    /// The ids whose changes are this transaction's own: `xid`, then the live
+    /// subtransactions' ids.
+    own: OwnXids,
+    /// Open savepoints, innermost last ([`savepoint`]).
+    subs: Vec<savepoint::Level>,
+    /// While a savepoint is open: every lock taken through [`Transaction::lock`], in order,
+    /// so that ROLLBACK TO releases those taken since its savepoint.
+    taken: Vec<(LockTag, LockMode)>,
     cid: u32,
     cid_used: bool,
     /// REPEATABLE READ: the transaction's snapshot.
@@ -199,23 +210,58 @@ impl Transaction {
         (snap, st.cid)
     }
 
+    /// The id a write is stamped with: the innermost savepoint's subtransaction id, or the
+    /// top-level id; assigned at the first write (parents first, as PostgreSQL does).
     fn ensure_xid(&self) -> Result<Xid> {
+        let top = self.ensure_top_xid()?;
+        self.ensure_subxids(top)
+    }
+
+    /// The top-level transaction id, assigned if not yet.
+    fn ensure_top_xid(&self) -> Result<Xid> {
         let x = self.st.borrow().xid;
         if x.is_valid() {
             return Ok(x);
         }
         let xid = self.engine.txns.assign_xid(self.proc);
-        self.st.borrow_mut().xid = xid;
+        {
+            let mut st = self.st.borrow_mut();
+            st.xid = xid;
+            st.own = OwnXids::single(xid);
+        }
+        self.lock_own_xid(xid)?;
+        Ok(xid)
+    }
+
+    /// Every waiter for `xid` (PostgreSQL's `XactLockTableWait`) queues on this lock until
+    /// the id's work ends: at the top-level end, or at ROLLBACK TO SAVEPOINT for a
+    /// subtransaction's.
+    fn lock_own_xid(&self, xid: Xid) -> Result<()> {
         self.engine.locks.acquire(
             self.owner(),
             LockTag::Transaction { xid },
             LockMode::Exclusive,
             LockWait::NoWait,
-        )?;
-        Ok(xid)
+        )
     }
 
+    /// The transaction's own ids as they are now.
+    fn own(&self) -> OwnXids {
+        self.st.borrow().own.clone()
+    }
+
+    /// Takes a lock held to the transaction's end (or to a ROLLBACK TO SAVEPOINT past it).
     fn lock(&self, tag: LockTag, mode: LockMode, wait: LockWait) -> Result<()> {
+        self.lock_unlogged(tag, mode, wait)?;
+        let mut st = self.st.borrow_mut();
+        if !st.subs.is_empty() {
+            st.taken.push((tag, mode));
+        }
+        Ok(())
+    }
+
+    /// Takes a lock the caller releases itself.
+    fn lock_unlogged(&self, tag: LockTag, mode: LockMode, wait: LockWait) -> Result<()> {
         let wait = match (wait, self.st.borrow().lock_timeout_ms) {
             (LockWait::Block, Some(ms)) => LockWait::TimeoutMs(ms),
             (wait, _) => wait,
@@ -269,11 +315,12 @@ impl Transaction {
         Ok(found)
     }
 
-    fn writer(&self, xid: Xid, cid: u32) -> Writer<'_> {
+    fn writer<'a>(&'a self, xid: Xid, cid: u32, own: &'a OwnXids) -> Writer<'a> {
         Writer {
             xid,
             cid,
             oracle: &self.engine.txns,
+            own,
         }
     }
 
@@ -292,7 +339,7 @@ impl Transaction {
             if !self.engine.txns.is_running(xid) {
                 return Ok(());
             }
-            self.lock(tag, LockMode::Share, LockWait::Block)?;
+            self.lock_unlogged(tag, LockMode::Share, LockWait::Block)?;
             self.engine
                 .locks
                 .release(self.owner(), tag, LockMode::Share);

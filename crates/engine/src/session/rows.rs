@@ -11,7 +11,7 @@ use crate::heap::{Heap, HeapTuple, Looker, UpdateCheck};
 use crate::page::Tid;
 
 use crate::txn::lock::{LockMode, LockWait};
-use crate::txn::Snapshot;
+use crate::txn::{OwnXids, Snapshot};
 use crate::types::{BlockNumber, RelFileLocator, Xid};
 use crate::value::{Row, Value};
 
@@ -53,7 +53,7 @@ impl Transaction {
                 rel: def.rel,
                 shape: def.shape(),
                 snapshot,
-                xid: self.st.borrow().xid,
+                own: self.st.borrow().own.clone(),
                 cid,
                 next_block: 0,
                 nblocks,
@@ -70,9 +70,10 @@ impl Transaction {
             self.lock_table_mode(table, LockMode::AccessShare, LockWait::Block)?;
             let (snapshot, cid) = self.command();
             let (_, def) = self.def(table)?;
+            let own = self.st.borrow().own.clone();
             let looker = Looker {
                 snapshot: &snapshot,
-                xid: self.st.borrow().xid,
+                own: &own,
                 cid,
             };
             match self.heap(def.rel).fetch(tid)? {
@@ -112,7 +113,7 @@ impl Transaction {
                 let hot_ok = indexes
                     .iter()
                     .all(|i| super::index::same_key(&i.key_of(&current), &i.key_of(&row)));
-                let out = heap.update(t.tid, &row, &self.writer(xid, cid), hot_ok, &mut hint)?;
+                let out = heap.update(t.tid, &row, &self.writer(xid, cid, &self.own()), hot_ok, &mut hint)?;
                 if let (UpdateCheck::Ok, Some(new_tid), false) = (out.check, out.new_tid, out.hot) {
                     self.add_index_entries(&def, &indexes, &row, new_tid, xid)?;
                 }
@@ -149,7 +150,7 @@ impl Transaction {
                 if !keep_going(&current) {
                     return Ok(Step::Declined);
                 }
-                let check = heap.delete(t.tid, &self.writer(xid, cid))?;
+                let check = heap.delete(t.tid, &self.writer(xid, cid, &self.own()))?;
                 Ok(Step::Tried(check, Some((t.tid, current))))
             });
             let mut st = self.st.borrow_mut();
@@ -169,7 +170,7 @@ impl Transaction {
             let heap = self.heap(def.rel);
             let r = self.change_loop(&heap, tid, |t| {
                 let current = def.widen(t.row(def.rel)?);
-                let check = heap.lock_row(t.tid, &self.writer(xid, cid))?;
+                let check = heap.lock_row(t.tid, &self.writer(xid, cid, &self.own()))?;
                 Ok(Step::Tried(check, Some((t.tid, current))))
             });
             self.st.borrow_mut().cid_used = true;
@@ -253,7 +254,7 @@ pub struct Scan<'t> {
     /// How stored rows read ([`crate::catalog::RowShape`]).
     shape: RowShape,
     snapshot: Snapshot,
-    xid: Xid,
+    own: OwnXids,
     cid: u32,
     next_block: BlockNumber,
     nblocks: BlockNumber,
@@ -266,7 +267,7 @@ impl Scan<'_> {
         let heap = self.tx.heap(self.rel);
         let looker = Looker {
             snapshot: &self.snapshot,
-            xid: self.xid,
+            own: &self.own,
             cid: self.cid,
         };
         // Bounded by the table's size at the start of the scan.

@@ -30,6 +30,13 @@
 //!   dropped through the buffer pool's fast path and the files unlinked; redo does the same.
 //! - The commit record and its commit-log bits are one section under
 //!   [`Wal::delay_checkpoint`]: a checkpoint never fixes its redo point between them.
+//! - Subtransactions (savepoints) get ids of their own, recorded in the subtransaction map
+//!   ([`crate::clog::SUBTRANS_LOG`]) but never in the process array: snapshots stay as
+//!   cheap as without them, and a visibility check maps an id in a snapshot's
+//!   `[xmin, xmax)` to its top-level id ([`Snapshot::is_running_via`]). A commit record
+//!   lists the live subtransaction ids and sets their status with the top-level one; a
+//!   ROLLBACK TO SAVEPOINT writes an abort record for the ids it aborts
+//!   ([`TransactionManager::abort_subxacts`]).
 //! - Table and transaction locks are in [`lock`]; prepared transactions in [`twophase`].
 
 pub mod lock;
@@ -45,14 +52,14 @@ use parking_lot::Mutex;
 use crate::buffer::BufferPool;
 use crate::padded::StripedCounter;
 use crate::bytes::Reader;
-use crate::clog::{TxnStatus, XactLogRedo, COMMIT_TS_LOG, STATUS_LOG};
+use crate::clog::{TxnStatus, XactLogRedo, COMMIT_TS_LOG, STATUS_LOG, SUBTRANS_LOG};
 use crate::error::{Error, Result};
 use crate::recovery::{rmid, IdCounters, RedoContext, ResourceManager};
 
 use crate::types::{Lsn, RelFileLocator, Xid};
 use crate::wal::record::{put_rel, read_rel, record_types, REL_BYTES};
 use crate::wal::{DecodedRecord, Wal, WalRecord};
-pub use snapshot::{ProcArray, ProcId, Snapshot};
+pub use snapshot::{OwnXids, ProcArray, ProcId, Snapshot};
 
 /// The first id handed out (PostgreSQL keeps 0-2 for invalid, bootstrap and frozen).
 pub const FIRST_XID: Xid = Xid(3);
@@ -134,6 +141,10 @@ pub struct EndRecord {
     pub drops: Vec<RelFileLocator>,
     /// For the prepared-transaction records: the global id.
     pub gid: Option<String>,
+    /// Subtransaction ids that end with the record's transaction: a commit's committed
+    /// subtransactions, or the subtransactions a ROLLBACK TO SAVEPOINT (or the top-level
+    /// abort) aborts. Redo gives each the record's status.
+    pub subxids: Vec<Xid>,
 }
 
 impl EndRecord {
@@ -144,6 +155,10 @@ impl EndRecord {
         let gid = self.gid.as_deref().unwrap_or("");
         out.extend_from_slice(&(gid.len() as u16).to_le_bytes());
         out.extend_from_slice(gid.as_bytes());
+        out.extend_from_slice(&(self.subxids.len() as u32).to_le_bytes());
+        for x in &self.subxids {
+            out.extend_from_slice(&x.0.to_le_bytes());
+        }
     }
 
     pub fn decode(b: &[u8]) -> Option<EndRecord> {
@@ -152,11 +167,19 @@ impl EndRecord {
         let track_ts = r.u8()? == 1;
         let drops = read_rels(&mut r)?;
         let gid = std::str::from_utf8(r.bytes_u16()?).ok()?;
+        let n = r.u32()? as usize;
+        // Bounded by the input: a count larger than the bytes left is garbage.
+        if n > r.remaining() / 8 {
+            return None;
+        }
+        let subxids = (0..n).map(|_| r.u64().map(Xid)).collect::<Option<Vec<_>>>()?;
+        r.done()?;
         Some(EndRecord {
             micros,
             track_ts,
             drops,
             gid: (!gid.is_empty()).then(|| gid.to_string()),
+            subxids,
         })
     }
 }
@@ -199,6 +222,9 @@ pub struct TransactionManager {
     truncating: Mutex<()>,
     procs: ProcArray,
     cache: StatusCache,
+    /// The lowest subtransaction id handed out since startup (`u64::MAX`: none): a lower id
+    /// is a top-level one without a look at the subtransaction map.
+    first_subxid: AtomicU64,
     synchronous_commit: bool,
     track_commit_timestamp: bool,
     stats: TxnStats,
@@ -224,6 +250,7 @@ impl TransactionManager {
             truncating: Mutex::new(()),
             procs: ProcArray::new(config.max_connections),
             cache: StatusCache::new(),
+            first_subxid: AtomicU64::new(u64::MAX),
             synchronous_commit: config.synchronous_commit,
             track_commit_timestamp: config.track_commit_timestamp,
             stats: TxnStats::default(),
@@ -254,14 +281,62 @@ impl TransactionManager {
             .assign_xid(proc, || Xid(self.next_xid.fetch_add(1, Ordering::AcqRel)))
     }
 
+    /// Assigns a subtransaction id under `proc`'s top-level transaction `top` (PostgreSQL's
+    /// `AssignTransactionId` for a subtransaction): the map records `top` before the id is
+    /// used anywhere. Subtransaction ids never enter the process array, so snapshots cost
+    /// the same however many a transaction has; a snapshot maps an id to its top-level one
+    /// ([`TransactionManager::top_of`]) when it must.
+    pub fn assign_subxid(&self, top: Xid) -> Result<Xid> {
+        assert!(top.is_valid(), "a subtransaction id needs its top-level id first");
+        let xid = Xid(self.next_xid.fetch_add(1, Ordering::AcqRel));
+        self.note_subxid(xid, top)?;
+        Ok(xid)
+    }
+
+    /// Records that `xid` is a subtransaction of `top` (assignment, or a prepared
+    /// transaction recovered at startup).
+    pub(crate) fn note_subxid(&self, xid: Xid, top: Xid) -> Result<()> {
+        debug_assert!(top < xid, "a subtransaction id {xid} follows its top-level id {top}");
+        self.first_subxid.fetch_min(xid.0, Ordering::AcqRel);
+        SUBTRANS_LOG.set_unlogged(&self.pool, xid, top.0)
+    }
+
+    /// The top-level transaction of `xid` (`xid` itself for a top-level id).
+    pub fn top_of(&self, xid: Xid) -> Result<Xid> {
+        if xid.0 < self.first_subxid.load(Ordering::Acquire) || xid < self.oldest_xid() {
+            return Ok(xid);
+        }
+        let top = SUBTRANS_LOG.get(&self.pool, xid)?;
+        Ok(if top == 0 { xid } else { Xid(top) })
+    }
+
+    /// Startup: the subtransaction map is unlogged, so it is removed whole (a torn page
+    /// would not read); recovered prepared transactions set their entries again.
+    pub(crate) fn reset_subtrans(&self) -> Result<usize> {
+        crate::clog::remove_all_segments(&self.pool, SUBTRANS_LOG, self.oldest_xid(), self.next_xid())
+    }
+
     /// A snapshot for `proc`.
     pub fn snapshot(&self, proc: ProcId) -> Snapshot {
         self.procs.snapshot(proc, || self.next_xid())
     }
 
-    /// Is `xid` running now (not per any snapshot)?
+    /// Is `xid` running now (not per any snapshot)? A subtransaction runs while its
+    /// top-level transaction does, unless it aborted (ROLLBACK TO SAVEPOINT).
     pub fn is_running(&self, xid: Xid) -> bool {
-        self.procs.is_running(xid)
+        if self.procs.is_running(xid) {
+            return true;
+        }
+        let top = match self.top_of(xid) {
+            Ok(top) => top,
+            Err(e) => {
+                tracing::warn!(error = %e, %xid, "reading the subtransaction map");
+                xid
+            }
+        };
+        top != xid
+            && self.procs.is_running(top)
+            && self.status(xid).is_ok_and(|s| s != TxnStatus::Aborted)
     }
 
     /// See [`ProcArray::global_xmin`].
@@ -269,24 +344,49 @@ impl TransactionManager {
         self.procs.global_xmin(self.next_xid())
     }
 
-    /// Commits `proc`'s transaction `xid`, durably when `synchronous_commit` is on, then drops
-    /// `drops`. Returns the record's end LSN.
-    pub fn commit(&self, proc: ProcId, xid: Xid, drops: &[RelFileLocator]) -> Result<Lsn> {
-        let end = self.end(xid, TxnRecord::Commit, None, drops)?;
+    /// Commits `proc`'s transaction `xid` with its live subtransactions `subxids`, durably
+    /// when `synchronous_commit` is on, then drops `drops`. Returns the record's end LSN.
+    pub fn commit(
+        &self,
+        proc: ProcId,
+        xid: Xid,
+        subxids: &[Xid],
+        drops: &[RelFileLocator],
+    ) -> Result<Lsn> {
+        let end = self.end(xid, TxnRecord::Commit, None, subxids, drops)?;
         self.procs.end_xid(proc);
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
         self.pool.drop_relation_files(drops)?;
         Ok(end)
     }
 
-    /// Aborts `proc`'s transaction `xid` (no flush: a lost abort record means the same as an
-    /// abort), then drops `drops`.
-    pub fn abort(&self, proc: ProcId, xid: Xid, drops: &[RelFileLocator]) -> Result<Lsn> {
-        let end = self.end(xid, TxnRecord::Abort, None, drops)?;
+    /// Aborts `proc`'s transaction `xid` and its subtransactions `subxids` (no flush: a lost
+    /// abort record means the same as an abort), then drops `drops`.
+    pub fn abort(
+        &self,
+        proc: ProcId,
+        xid: Xid,
+        subxids: &[Xid],
+        drops: &[RelFileLocator],
+    ) -> Result<Lsn> {
+        let end = self.end(xid, TxnRecord::Abort, None, subxids, drops)?;
         self.procs.end_xid(proc);
         self.stats.aborts.fetch_add(1, Ordering::Relaxed);
         self.pool.drop_relation_files(drops)?;
         Ok(end)
+    }
+
+    /// Aborts subtransactions `subxids` (ROLLBACK TO SAVEPOINT; the first is the record's
+    /// id), their top-level transaction going on, as PostgreSQL's `RecordTransactionAbort`
+    /// for a subtransaction: one abort record, so redo marks them aborted too. Then drops
+    /// `drops` (files the subtransactions created).
+    pub fn abort_subxacts(&self, subxids: &[Xid], drops: &[RelFileLocator]) -> Result<()> {
+        let Some((&first, rest)) = subxids.split_first() else {
+            // Nothing was written under a subtransaction id: no record needed.
+            return self.pool.drop_relation_files(drops);
+        };
+        self.end(first, TxnRecord::Abort, None, rest, drops)?;
+        self.pool.drop_relation_files(drops)
     }
 
     /// Writes a commit or abort record (for a prepared transaction too: `gid`), flushes it if
@@ -297,6 +397,7 @@ impl TransactionManager {
         xid: Xid,
         record_type: TxnRecord,
         gid: Option<&str>,
+        subxids: &[Xid],
         drops: &[RelFileLocator],
     ) -> Result<Lsn> {
         debug_assert!(
@@ -309,8 +410,9 @@ impl TransactionManager {
             track_ts: commit && self.track_commit_timestamp,
             drops: drops.to_vec(),
             gid: gid.map(str::to_string),
+            subxids: subxids.to_vec(),
         };
-        let mut main = Vec::with_capacity(32 + drops.len() * 12);
+        let mut main = Vec::with_capacity(32 + drops.len() * 12 + subxids.len() * 8);
         rec.encode(&mut main);
         let _delay = self.wal.delay_checkpoint();
         let (_, end) = self
@@ -333,11 +435,16 @@ impl TransactionManager {
         } else {
             TxnStatus::Aborted
         };
-        STATUS_LOG.set(&self.wal, &self.pool, xid, status as u64, end)?;
-        if rec.track_ts {
-            COMMIT_TS_LOG.set(&self.wal, &self.pool, xid, rec.micros, end)?;
+        // The subtransactions first, as PostgreSQL's `TransactionIdSetTreeStatus`: a reader
+        // that finds the top-level id committed finds its subtransactions so too. (One that
+        // finds a subtransaction committed first still sees the top-level id running.)
+        for &x in subxids.iter().chain([&xid]) {
+            STATUS_LOG.set(&self.wal, &self.pool, x, status as u64, end)?;
+            if rec.track_ts {
+                COMMIT_TS_LOG.set(&self.wal, &self.pool, x, rec.micros, end)?;
+            }
+            self.cache.put(x, status);
         }
-        self.cache.put(xid, status);
         Ok(end)
     }
 
@@ -446,11 +553,11 @@ impl ResourceManager for TxnRedo {
         };
         let end_rec = EndRecord::decode(&rec.main).ok_or_else(malformed)?;
         let end = rec.end_lsn;
-        self.logs
-            .set(ctx, STATUS_LOG, rec.xid, status as u64, end)?;
-        if end_rec.track_ts {
-            self.logs
-                .set(ctx, COMMIT_TS_LOG, rec.xid, end_rec.micros, end)?;
+        for &x in end_rec.subxids.iter().chain([&rec.xid]) {
+            self.logs.set(ctx, STATUS_LOG, x, status as u64, end)?;
+            if end_rec.track_ts {
+                self.logs.set(ctx, COMMIT_TS_LOG, x, end_rec.micros, end)?;
+            }
         }
         if matches!(
             record_type,
@@ -484,6 +591,7 @@ mod tests {
             track_ts: true,
             drops: vec![RelFileLocator::new(1, 16384), RelFileLocator::new(1, 99)],
             gid: Some("xa-1".into()),
+            subxids: vec![Xid(7), Xid(9)],
         };
         let mut b = Vec::new();
         rec.encode(&mut b);

@@ -25,6 +25,81 @@ impl Snapshot {
     pub fn is_running(&self, xid: Xid) -> bool {
         xid >= self.xmax || (xid >= self.xmin && self.xip.binary_search(&xid).is_ok())
     }
+
+    /// [`Snapshot::is_running`] for an id that may be a subtransaction's: `xip` holds only
+    /// top-level ids, so an id in `[xmin, xmax)` not in it is mapped to its top-level id by
+    /// `top_of` (the subtransaction map), which then decides. A subtransaction id below
+    /// `xmin` has a top-level id below it too (ids grow), so it finished: no look-up. This
+    /// is PostgreSQL's "overflowed" snapshot path, taken always, so a snapshot's cost never
+    /// depends on how many subtransactions run.
+    pub fn is_running_via(
+        &self,
+        xid: Xid,
+        top_of: impl FnOnce(Xid) -> crate::error::Result<Xid>,
+    ) -> crate::error::Result<bool> {
+        if xid >= self.xmax || xid < self.xmin {
+            return Ok(xid >= self.xmax);
+        }
+        if self.xip.binary_search(&xid).is_ok() {
+            return Ok(true);
+        }
+        let top = top_of(xid)?;
+        Ok(top != xid && self.is_running(top))
+    }
+}
+
+/// The ids a transaction counts as its own: its top-level id, then the ids of its live
+/// subtransactions (not the aborted ones), ascending — a stack, as ROLLBACK TO SAVEPOINT
+/// removes the newest. Shared cheaply with the scans that look through it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OwnXids(std::sync::Arc<Vec<Xid>>);
+
+impl OwnXids {
+    /// A transaction with the one id `xid` (invalid: none).
+    pub fn single(xid: Xid) -> Self {
+        OwnXids(std::sync::Arc::new(if xid.is_valid() { vec![xid] } else { Vec::new() }))
+    }
+
+    /// Is `xid` one of these?
+    pub fn contains(&self, xid: Xid) -> bool {
+        xid.is_valid() && self.0.binary_search(&xid).is_ok()
+    }
+
+    /// The top-level id (invalid if none was assigned).
+    pub fn top(&self) -> Xid {
+        self.0.first().copied().unwrap_or(Xid::INVALID)
+    }
+
+    /// The live subtransaction ids.
+    pub fn subxids(&self) -> &[Xid] {
+        self.0.get(1..).unwrap_or(&[])
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds a newly assigned id (larger than every one held).
+    pub fn push(&mut self, xid: Xid) {
+        assert!(
+            self.0.last().is_none_or(|&l| l < xid),
+            "own ids ascend: {xid} after {:?}",
+            self.0.last()
+        );
+        std::sync::Arc::make_mut(&mut self.0).push(xid);
+    }
+
+    /// Removes the ids from position `len` on (they aborted) and returns them.
+    pub fn truncate(&mut self, len: usize) -> Vec<Xid> {
+        if len >= self.0.len() {
+            return Vec::new();
+        }
+        std::sync::Arc::make_mut(&mut self.0).split_off(len)
+    }
 }
 
 /// A session's (or an embedded transaction's) slot in the process array: the "process"

@@ -55,6 +55,9 @@ const STATE_FILE_HEADER_BYTES: usize = 12;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PreparedState {
     pub xid: Xid,
+    /// Its live subtransaction ids: COMMIT/ROLLBACK PREPARED ends them with it, and startup
+    /// puts them in the subtransaction map again.
+    pub subxids: Vec<Xid>,
     pub gid: String,
     /// Microseconds since 1970.
     pub prepared_at_micros: u64,
@@ -89,6 +92,10 @@ impl PreparedState {
         }
         put_rels(&self.commit_drops, &mut out);
         put_rels(&self.abort_drops, &mut out);
+        out.extend_from_slice(&(self.subxids.len() as u32).to_le_bytes());
+        for x in &self.subxids {
+            out.extend_from_slice(&x.0.to_le_bytes());
+        }
         out
     }
 
@@ -111,9 +118,16 @@ impl PreparedState {
         }
         let commit_drops = read_rels(&mut r)?;
         let abort_drops = read_rels(&mut r)?;
+        let n = r.u32()? as usize;
+        // Bounded by the input.
+        if n > r.remaining() / 8 {
+            return None;
+        }
+        let subxids = (0..n).map(|_| r.u64().map(Xid)).collect::<Option<Vec<_>>>()?;
         r.done()?;
         Some(PreparedState {
             xid,
+            subxids,
             gid,
             prepared_at_micros,
             locks,
@@ -633,6 +647,7 @@ mod tests {
 
     fn state() -> PreparedState {
         PreparedState {
+            subxids: vec![Xid(78), Xid(80)],
             xid: Xid(77),
             gid: "xa:1".into(),
             prepared_at_micros: 5,
@@ -667,6 +682,7 @@ mod tests {
     #[test]
     fn state_file_bytes_match_the_documented_layout() {
         let s = PreparedState {
+            subxids: vec![Xid(0x7172_7374_7576_7778)],
             xid: Xid(0x0102_0304_0506_0708),
             gid: "xa".into(),
             prepared_at_micros: 0x1112_1314_1516_1718,
@@ -703,10 +719,12 @@ mod tests {
             1, 0, 0, 0, // commit drops: n,
             0x54, 0x53, 0x52, 0x51, 0x68, 0x67, 0x66, 0x65, 0x64, 0x63, 0x62, 0x61, // db_oid, rel_number
             0, 0, 0, 0, // abort drops: n
+            1, 0, 0, 0, // subxids: n,
+            0x78, 0x77, 0x76, 0x75, 0x74, 0x73, 0x72, 0x71, // subxid
         ];
         assert_eq!(s.encode(), state);
         let mut file = b"PSTQ".to_vec(); // magic 0x51545350
-        file.extend_from_slice(&[72, 0, 0, 0]); // length
+        file.extend_from_slice(&[84, 0, 0, 0]); // length
         file.extend_from_slice(&crc32c::crc32c(&state).to_le_bytes());
         file.extend_from_slice(&state);
         assert_eq!(encode_state_file(&s), file);

@@ -146,21 +146,60 @@ pub(crate) fn bind_transaction_control(stmt: &Statement) -> Result<Plan> {
             chain: false,
             savepoint: None,
         } => Ok(Plan::Rollback),
-        Statement::Rollback {
-            savepoint: Some(_), ..
-        } => Err(SqlError::unsupported(
-            "ROLLBACK TO SAVEPOINT (quire has no subtransactions yet)",
-        )),
         other => Err(SqlError::unsupported(statement_kind(other))),
     }
 }
 
-/// Whether binding `stmt` needs no transaction (transaction control).
+/// Whether binding `stmt` needs no transaction (transaction control, savepoints included).
 pub(crate) fn is_transaction_control(stmt: &Statement) -> bool {
     matches!(
         stmt,
-        Statement::StartTransaction { .. } | Statement::Commit { .. } | Statement::Rollback { .. }
+        Statement::StartTransaction { .. }
+            | Statement::Commit { .. }
+            | Statement::Rollback { .. }
+            | Statement::Savepoint { .. }
+            | Statement::ReleaseSavepoint { .. }
     )
+}
+
+/// A savepoint command, its name folded as an identifier is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum SavepointCommand {
+    Define(String),
+    Release(String),
+    RollbackTo(String),
+}
+
+impl SavepointCommand {
+    /// The statement's name in errors, and (`tag`) its command tag.
+    pub(crate) fn what(&self) -> &'static str {
+        match self {
+            SavepointCommand::Define(_) => "SAVEPOINT",
+            SavepointCommand::Release(_) => "RELEASE SAVEPOINT",
+            SavepointCommand::RollbackTo(_) => "ROLLBACK TO SAVEPOINT",
+        }
+    }
+
+    pub(crate) fn tag(&self) -> &'static str {
+        match self {
+            SavepointCommand::Define(_) => "SAVEPOINT",
+            SavepointCommand::Release(_) => "RELEASE",
+            SavepointCommand::RollbackTo(_) => "ROLLBACK",
+        }
+    }
+}
+
+/// `stmt` as a savepoint command, if it is one (the session runs them, nothing binds them).
+pub(crate) fn savepoint_command(stmt: &Statement) -> Option<SavepointCommand> {
+    match stmt {
+        Statement::Savepoint { name } => Some(SavepointCommand::Define(ident_name(name))),
+        Statement::ReleaseSavepoint { name } => Some(SavepointCommand::Release(ident_name(name))),
+        Statement::Rollback {
+            savepoint: Some(name),
+            ..
+        } => Some(SavepointCommand::RollbackTo(ident_name(name))),
+        _ => None,
+    }
 }
 
 pub(crate) struct Binder<'t> {
@@ -386,9 +425,6 @@ impl Binder<'_> {
         crate::stack::check_stack_depth()?;
         match stmt {
             s if is_transaction_control(s) => bind_transaction_control(s),
-            Statement::Savepoint { .. } | Statement::ReleaseSavepoint { .. } => Err(
-                SqlError::unsupported("SAVEPOINT (quire has no subtransactions yet)"),
-            ),
             Statement::CreateTable(ct) => self.create_table(ct),
             Statement::CreateSequence {
                 temporary,

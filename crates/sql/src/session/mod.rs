@@ -22,6 +22,7 @@ use std::sync::Arc;
 use quire_engine::{Database, IsolationLevel, Row, SqlState, Transaction, Value};
 
 use crate::analyze;
+use crate::analyze::SavepointCommand;
 use crate::backends::{Backend, Backends};
 use crate::catalog::{self, TableInfo};
 use crate::error::{Notice, Result, SqlError};
@@ -209,7 +210,8 @@ enum State {
     Idle,
     /// Boxed: a transaction is large, and most sessions are idle most of the time.
     Block(Box<Transaction>),
-    /// An error aborted the block; the engine transaction is rolled back already.
+    /// An error aborted the block; the engine transaction is rolled back already, unless
+    /// it has savepoints (then it waits in [`Session::failed_tx`] for ROLLBACK TO).
     Failed,
 }
 
@@ -269,6 +271,9 @@ pub struct Session {
     sql_prepared: std::collections::HashMap<String, commands::SqlPrepared>,
     /// The protocol's statements DEALLOCATE dropped, for the server to forget.
     deallocated: Vec<String>,
+    /// In the failed state: the block's transaction, kept because it has savepoints, for a
+    /// ROLLBACK TO SAVEPOINT to make usable again (dropping it rolls it back).
+    failed_tx: Option<Box<Transaction>>,
 }
 
 fn outcome(tag: impl Into<String>, kind: OutcomeKind) -> Outcome {
@@ -355,6 +360,7 @@ impl Session {
             db,
             state: State::Idle,
             implicit: false,
+            failed_tx: None,
             settings,
             copy: None,
             copy_error: None,
@@ -423,6 +429,9 @@ impl Session {
             }
         }
         self.settings.end_xact(false);
+        if let Some(tx) = self.failed_tx.take() {
+            tx.rollback()?;
+        }
         match std::mem::replace(&mut self.state, State::Idle) {
             State::Block(tx) => Ok(tx.rollback()?),
             State::Idle | State::Failed => Ok(()),
@@ -635,9 +644,18 @@ impl Session {
             ));
         }
         if matches!(self.state, State::Failed) {
+            if let Statement::Sql(ast) = stmt {
+                if let Some(SavepointCommand::RollbackTo(name)) = analyze::savepoint_command(ast) {
+                    decode(&[])?;
+                    return self.rollback_to_in_failed(&name);
+                }
+            }
             if stmt.ends_block() || matches!(stmt, Statement::PrepareTransaction(_)) {
                 self.state = State::Idle;
                 self.settings.end_xact(false);
+                if let Some(tx) = self.failed_tx.take() {
+                    tx.rollback()?;
+                }
                 return Ok(outcome("ROLLBACK", OutcomeKind::BlockEnd));
             }
             return Err(SqlError::in_failed_transaction());
@@ -683,6 +701,10 @@ impl Session {
         decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
         out: &mut dyn Output,
     ) -> Result<Outcome> {
+        if let Some(command) = analyze::savepoint_command(ast) {
+            decode(&[])?;
+            return self.savepoint(&command);
+        }
         if let Some(cmd) = commands::command_of(ast)? {
             return self.session_command(cmd, decode, out);
         }
@@ -979,13 +1001,20 @@ impl Session {
     /// An error inside a block aborts it: the engine transaction rolls back (releasing its
     /// locks) and the block refuses everything until COMMIT or ROLLBACK.
     fn fail(&mut self, e: SqlError) -> SqlError {
-        self.settings.end_xact(false);
         if let State::Block(tx) = std::mem::replace(&mut self.state, State::Failed) {
+            if tx.savepoint_depth() > 0 && !self.implicit {
+                // ROLLBACK TO may make the block usable again: its settings stay until
+                // the block really ends.
+                self.failed_tx = Some(tx);
+                return e;
+            }
+            self.settings.end_xact(false);
             let _ = tx.rollback();
             if std::mem::take(&mut self.implicit) {
                 self.state = State::Idle;
             }
         } else {
+            self.settings.end_xact(false);
             self.state = State::Idle;
         }
         e
@@ -995,6 +1024,44 @@ impl Session {
     /// in the transaction about to commit.
     fn before_commit(&self, tx: &Transaction) -> Result<()> {
         self.plans.tables.borrow_mut().temp.before_commit(tx)
+    }
+
+    /// SAVEPOINT, RELEASE SAVEPOINT and ROLLBACK TO SAVEPOINT in a usable block; outside
+    /// an explicit one (idle, or an implicit block) 25P01, as PostgreSQL refuses them.
+    fn savepoint(&mut self, cmd: &SavepointCommand) -> Result<Outcome> {
+        let tx = match &self.state {
+            State::Block(tx) if !self.implicit => tx,
+            _ => {
+                return Err(SqlError::new(
+                    SqlState::NO_ACTIVE_SQL_TRANSACTION,
+                    format!("{} can only be used in transaction blocks", cmd.what()),
+                ))
+            }
+        };
+        match cmd {
+            SavepointCommand::Define(name) => tx.savepoint(name)?,
+            SavepointCommand::Release(name) => tx.release_savepoint(name)?,
+            SavepointCommand::RollbackTo(name) => tx.rollback_to_savepoint(name)?,
+        }
+        Ok(command(cmd.tag()))
+    }
+
+    /// ROLLBACK TO SAVEPOINT in a failed block: the block is usable again if the savepoint
+    /// exists; else it stays failed (3B001).
+    fn rollback_to_in_failed(&mut self, name: &str) -> Result<Outcome> {
+        let Some(tx) = self.failed_tx.take() else {
+            return Err(quire_engine::Error::NoSuchSavepoint { name: name.into() }.into());
+        };
+        match tx.rollback_to_savepoint(name) {
+            Ok(()) => {
+                self.state = State::Block(tx);
+                Ok(command("ROLLBACK"))
+            }
+            Err(e) => {
+                self.failed_tx = Some(tx);
+                Err(e.into())
+            }
+        }
     }
 
     fn end(&mut self, commit: bool) -> Result<Outcome> {
