@@ -420,7 +420,7 @@ impl Binder<'_> {
                 ))
             }
             AstExpr::Exists { subquery, negated } => {
-                let (node, _) = self.subquery(subquery, scope)?;
+                let (node, _) = self.subquery(subquery, scope, Some(1))?;
                 let x = Expr::Subquery(Box::new(node), SubqueryKind::Exists);
                 Ok((
                     if *negated { Expr::Not(Box::new(x)) } else { x },
@@ -428,7 +428,8 @@ impl Binder<'_> {
                 ))
             }
             AstExpr::Subquery(q) => {
-                let (node, out) = self.subquery(q, scope)?;
+                // Two rows tell one from too many (21000).
+                let (node, out) = self.subquery(q, scope, Some(2))?;
                 let [col] = out.as_slice() else {
                     return Err(SqlError::syntax("subquery must return only one column"));
                 };
@@ -477,6 +478,8 @@ impl Binder<'_> {
                 if s.lateral_refused {
                     return Err(lateral_refused(c.qualifier.as_deref()));
                 }
+                let index = self.outer.len() - 1 - depth;
+                self.lowest_outer_ref = self.lowest_outer_ref.min(index);
                 return Ok((c.source.as_outer(depth + 1), c.ty));
             }
         }
@@ -519,19 +522,46 @@ impl Binder<'_> {
         self.agg.as_ref()?.keys.get(*i).map(|(_, t)| *t)
     }
 
+    /// A subquery in an expression, bound with `scope` as its enclosing row. One that
+    /// refers to no enclosing query's row is an [`Node::InitPlan`]: run once per statement,
+    /// its rows kept (the first `rows_needed` of them, when the expression reads no more).
     fn subquery(
         &mut self,
         q: &ast::Query,
         scope: &Scope,
+        rows_needed: Option<i64>,
     ) -> Result<(crate::nodes::Node, Vec<OutColumn>)> {
+        let level = self.outer.len();
         self.outer.push(scope.clone());
         self.sublinks += 1;
         let saved = self.agg.take();
+        let outer_refs = std::mem::replace(&mut self.lowest_outer_ref, usize::MAX);
         let r = self.query(q);
+        let correlated = self.lowest_outer_ref <= level;
+        self.lowest_outer_ref = self.lowest_outer_ref.min(outer_refs);
         self.agg = saved;
         self.sublinks -= 1;
         self.outer.pop();
-        r
+        let (node, out) = r?;
+        if correlated {
+            return Ok((node, out));
+        }
+        let input = match rows_needed {
+            Some(n) => crate::nodes::Node::Limit {
+                input: Box::new(node),
+                offset: None,
+                count: Some(Expr::Const(quire_engine::Value::Int(n))),
+                ties: Vec::new(),
+            },
+            None => node,
+        };
+        let id = self.next_cte;
+        self.next_cte += 1;
+        let plan = crate::nodes::Node::InitPlan {
+            id,
+            input: Box::new(input),
+        };
+        Ok((plan, out))
     }
 
     fn unary(
@@ -880,7 +910,7 @@ impl Binder<'_> {
         scope: &Scope,
     ) -> Result<(Expr, SqlType)> {
         let (e, _) = self.expr(x, scope)?;
-        let (node, out) = self.subquery(q, scope)?;
+        let (node, out) = self.subquery(q, scope, None)?;
         if out.len() != 1 {
             return Err(SqlError::syntax("subquery has too many columns"));
         }
@@ -960,7 +990,7 @@ impl Binder<'_> {
         let (args, distinct, star, order) = match &f.args {
             FunctionArguments::None => (Vec::new(), false, false, &[][..]),
             FunctionArguments::Subquery(q) if name == "array" => {
-                let (node, out) = self.subquery(q, scope)?;
+                let (node, out) = self.subquery(q, scope, None)?;
                 if out.len() != 1 {
                     return Err(SqlError::syntax("subquery must return only one column"));
                 }

@@ -233,6 +233,9 @@ pub(crate) struct Binder<'t> {
     ctes: Vec<with::CteBinding>,
     /// The id the next CTE gets (unique in the statement).
     next_cte: usize,
+    /// The lowest index into `outer` a name resolved to since it was last reset: whether a
+    /// subquery being bound refers to an enclosing query's row.
+    lowest_outer_ref: usize,
     /// How many expression subqueries and outer joins' nullable sides enclose the place
     /// being bound (where a recursive reference may not be).
     sublinks: usize,
@@ -335,6 +338,7 @@ impl<'t> Binder<'t> {
             tables: None,
             ctes: Vec::new(),
             next_cte: 0,
+            lowest_outer_ref: usize::MAX,
             sublinks: 0,
             outer_joins: 0,
         }

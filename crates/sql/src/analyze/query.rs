@@ -895,6 +895,9 @@ impl Binder<'_> {
                 }
             })?;
             if let Some(found) = found {
+                // A CTE's rows may change with an enclosing query's row: a subquery that
+                // reads one is never run just once.
+                self.lowest_outer_ref = 0;
                 return Ok(found);
             }
         }

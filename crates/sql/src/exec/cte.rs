@@ -3,6 +3,8 @@
 //! PostgreSQL's nodeRecursiveunion.c does.
 //!
 //! ## Rules
+//! - An initplan (a subquery that reads no enclosing row) is computed once per statement,
+//!   at its first read, and kept in the same store.
 //! - A materialized CTE is computed once per run of its query level, to completion, before
 //!   the level's rows are read; its rows live in the statement's [`crate::context::CteStore`]
 //!   and each scan reads them from the start.
@@ -29,6 +31,16 @@ pub(super) fn with<'a>(ctes: &'a [Cte], input: &'a Node, cx: &'a Cx<'a>) -> Resu
         cx.ctes.set(cte.id, Rc::new(rows));
     }
     open(input, cx)
+}
+
+/// An initplan's rows: `input`'s, computed at the statement's first read and replayed
+/// from the store after.
+pub(super) fn init_plan<'a>(id: usize, input: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
+    if cx.ctes.get(id).is_none() {
+        let rows = collect(open(input, cx)?)?;
+        cx.ctes.set(id, Rc::new(rows));
+    }
+    stored(id, cx)
 }
 
 /// The rows of CTE or working table `id`, as they were set.

@@ -138,6 +138,7 @@ fn entry<'n>(node: &'n Node, tx: &quire_engine::Transaction) -> Result<Entry<'n>
             vec![&**input],
         ),
         Node::WindowAgg { input, .. } => ("WindowAgg".into(), vec![&**input]),
+        Node::InitPlan { input, .. } => ("InitPlan".into(), vec![&**input]),
         Node::Sort { input, .. } => ("Sort".into(), vec![&**input]),
         Node::Distinct { input, .. } => ("Unique".into(), vec![&**input]),
         Node::Limit { input, .. } => ("Limit".into(), vec![&**input]),

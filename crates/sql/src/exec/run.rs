@@ -171,6 +171,7 @@ pub(crate) fn open<'a>(node: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
         } => super::setop::set_op(*op, *all, left, right, cx)?,
         Node::With { ctes, input } => super::cte::with(ctes, input, cx)?,
         Node::CteScan { plan: Some(p), .. } => open(p, cx)?,
+        Node::InitPlan { id, input } => super::cte::init_plan(*id, input, cx)?,
         Node::CteScan { id, .. } | Node::WorkTableScan { id, .. } => super::cte::stored(*id, cx)?,
         Node::RecursiveUnion {
             id,

@@ -239,6 +239,13 @@ pub(crate) enum Node {
         left: Box<Node>,
         right: Box<Node>,
     },
+    /// A subquery that reads no enclosing query's row (PostgreSQL's initplan): `input` runs
+    /// at its first read in the statement, its rows are kept under `id` (in the store CTEs
+    /// use) and every later read replays them.
+    InitPlan {
+        id: usize,
+        input: Box<Node>,
+    },
     /// A query level's materialized common table expressions, each computed once (in
     /// order, before `input` runs) and read by its [`Node::CteScan`]s.
     With {
@@ -359,6 +366,7 @@ impl Node {
             | Node::Sort { input, .. }
             | Node::Distinct { input, .. }
             | Node::With { input, .. }
+            | Node::InitPlan { input, .. }
             | Node::CteScan {
                 plan: Some(input), ..
             }
@@ -409,6 +417,7 @@ impl Node {
             | Node::WindowAgg { input, .. }
             | Node::Sort { input, .. }
             | Node::Distinct { input, .. }
+            | Node::InitPlan { input, .. }
             | Node::CteScan {
                 plan: Some(input), ..
             }
@@ -456,6 +465,7 @@ impl Node {
             | Node::Append(_)
             | Node::SetOp { .. }
             | Node::With { .. }
+            | Node::InitPlan { .. }
             | Node::CteScan { .. }
             | Node::RecursiveUnion { .. }
             | Node::WorkTableScan { .. } => {}
