@@ -335,12 +335,14 @@ impl Binder<'_> {
     }
 }
 
-/// A recursive CTE's query may not sort or limit its union (0A000, as PostgreSQL).
+/// A recursive CTE's query may not sort, limit or lock its union (0A000, as PostgreSQL).
 fn check_recursive_query(q: &ast::Query) -> Result<()> {
     let clause = if q.order_by.is_some() {
         Some("ORDER BY")
     } else if q.limit_clause.is_some() || q.fetch.is_some() {
         Some("LIMIT")
+    } else if !q.locks.is_empty() {
+        Some("FOR UPDATE/SHARE")
     } else {
         None
     };
