@@ -952,3 +952,70 @@ fn quire_stat_io_counts_the_file_layer_operations() -> anyhow::Result<()> {
     assert!(counts(&mut s)["fsync"] > after_read["fsync"]);
     Ok(())
 }
+
+/// The notices of each statement sent alone: (severity, SQLSTATE, message).
+fn notices(s: &mut Session, sql: &str) -> Vec<(&'static str, &'static str, String)> {
+    let mut notices = Vec::new();
+    for stmt in parse(sql).unwrap() {
+        let out = s.execute(&stmt, &[], &[]).unwrap();
+        for n in out.notices {
+            notices.push((n.severity.name(), n.code.code(), n.message));
+        }
+    }
+    notices
+}
+
+#[test]
+fn notices_have_postgresqls_severity_and_sqlstate() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut s = Session::new(open(dir.path())?);
+    let one = |sev, code, msg: &str| vec![(sev, code, msg.to_string())];
+    assert_eq!(
+        notices(&mut s, "COMMIT"),
+        one("WARNING", "25P01", "there is no transaction in progress")
+    );
+    assert_eq!(
+        notices(&mut s, "ROLLBACK"),
+        one("WARNING", "25P01", "there is no transaction in progress")
+    );
+    assert_eq!(
+        notices(&mut s, "SET LOCAL work_mem = '8MB'"),
+        one(
+            "WARNING",
+            "25P01",
+            "SET LOCAL can only be used in transaction blocks"
+        )
+    );
+    assert_eq!(
+        notices(&mut s, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"),
+        one(
+            "WARNING",
+            "25P01",
+            "SET TRANSACTION can only be used in transaction blocks"
+        )
+    );
+    assert_eq!(
+        notices(&mut s, "DROP TABLE IF EXISTS nothing_here"),
+        one(
+            "NOTICE",
+            "00000",
+            "table \"nothing_here\" does not exist, skipping"
+        )
+    );
+    assert_eq!(notices(&mut s, "BEGIN"), vec![]);
+    assert_eq!(
+        notices(&mut s, "BEGIN"),
+        one(
+            "WARNING",
+            "25001",
+            "there is already a transaction in progress"
+        )
+    );
+    assert_eq!(notices(&mut s, "SET LOCAL work_mem = '8MB'"), vec![]);
+    assert_eq!(notices(&mut s, "COMMIT"), vec![]);
+    s.execute_query("CREATE TABLE v (a int)");
+    let verbose = notices(&mut s, "VACUUM VERBOSE v");
+    assert_eq!(verbose.len(), 1);
+    assert_eq!((verbose[0].0, verbose[0].1), ("INFO", "00000"));
+    Ok(())
+}

@@ -22,7 +22,7 @@ use sqlparser::ast::{self, TransactionMode};
 
 use super::{command, in_block_error, Collect, Outcome, Output, Protocol, Session, State};
 use crate::context::PreparedInfo;
-use crate::error::{Result, SqlError};
+use crate::error::{Notice, Result, SqlError};
 use crate::nodes::Plan;
 use crate::parse::Statement;
 use crate::settings::{Isolation, TxModes};
@@ -172,6 +172,7 @@ pub(super) struct SqlPrepared {
 impl Session {
     /// BEGIN / START TRANSACTION with `modes`.
     pub(super) fn begin_with(&mut self, modes: TxModes) -> Result<Outcome> {
+        let mut notices = Vec::new();
         if matches!(self.state, State::Idle) {
             let mut xact = self.settings.default_xact();
             xact.isolation = modes.isolation.unwrap_or(xact.isolation);
@@ -185,10 +186,17 @@ impl Session {
             // block (the statements before it are part of it), with BEGIN's modes.
             self.settings.set_xact_modes(modes)?;
             self.match_isolation()?;
+        } else {
+            // In a block already: PostgreSQL warns and carries on.
+            notices.push(Notice::warning(
+                SqlState::ACTIVE_SQL_TRANSACTION,
+                "there is already a transaction in progress",
+            ));
         }
-        // In a block already: PostgreSQL warns and carries on.
         self.implicit = false;
-        Ok(super::outcome("BEGIN", super::OutcomeKind::BlockStart))
+        let mut out = super::outcome("BEGIN", super::OutcomeKind::BlockStart);
+        out.notices = notices;
+        Ok(out)
     }
 
     /// BEGIN, SET TRANSACTION or SET SESSION CHARACTERISTICS with `[NOT] DEFERRABLE`
@@ -227,7 +235,12 @@ impl Session {
             if modes.isolation == Some(Isolation::Serializable) {
                 return Err(crate::settings::serializable_refused());
             }
-            return Ok(command("SET"));
+            let mut out = command("SET");
+            out.notices.push(Notice::warning(
+                SqlState::NO_ACTIVE_SQL_TRANSACTION,
+                "SET TRANSACTION can only be used in transaction blocks",
+            ));
+            return Ok(out);
         }
         self.settings.set_xact_modes(modes)?;
         self.match_isolation()?;

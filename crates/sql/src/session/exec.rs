@@ -137,8 +137,16 @@ pub(super) fn run(
     } = *statement;
     match plan {
         Plan::Set { name, value, local } => {
+            let outside_block = settings.block_xact().is_none();
             settings.set_scoped(name, value.clone(), *local)?;
-            return Ok(command(if value.is_none() { "RESET" } else { "SET" }));
+            let mut done = command(if value.is_none() { "RESET" } else { "SET" });
+            if *local && outside_block {
+                done.notices.push(Notice::warning(
+                    SqlState::NO_ACTIVE_SQL_TRANSACTION,
+                    "SET LOCAL can only be used in transaction blocks",
+                ));
+            }
+            return Ok(done);
         }
         Plan::Show(name) => {
             let v = if name == "all" {
@@ -277,10 +285,14 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             query,
         } => create_table_as(cx, name, *if_not_exists, columns, query, out),
         Plan::DropTable { names, if_exists } => {
+            let mut out = command("DROP TABLE");
             for name in names {
                 match catalog::find(tx, name)? {
                     Some(t) => catalog::drop(tx, t)?,
-                    None if *if_exists => {}
+                    None if *if_exists => out.notices.push(Notice::new(format!(
+                        "table \"{}\" does not exist, skipping",
+                        catalog::display_name(name)
+                    ))),
                     None => {
                         return Err(SqlError::new(
                             SqlState::UNDEFINED_TABLE,
@@ -289,7 +301,7 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
                     }
                 }
             }
-            Ok(command("DROP TABLE"))
+            Ok(out)
         }
         Plan::Lock {
             tables,
