@@ -143,15 +143,9 @@ async fn the_last_slots_are_kept_for_superusers() -> anyhow::Result<()> {
 async fn options_set_statement_timeout_and_lock_timeout_stops_a_wait() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let server = Running::start(config(dir.path())).await?;
-    let (client, conn) = tokio_postgres::Config::new()
-        .host("127.0.0.1")
-        .port(server.addr.port())
-        .user("postgres")
-        .dbname("quire")
-        .options("-c statement_timeout=300 --lock-timeout=200")
-        .connect(NoTls)
+    let client = server
+        .connect_with_options("-c statement_timeout=300 --lock-timeout=200")
         .await?;
-    tokio::spawn(conn);
     assert_eq!(
         simple(&client, "SHOW statement_timeout").await?,
         [[Some("300".into())]]

@@ -6,21 +6,12 @@
 mod common;
 
 use common::{code, config, message, simple, Running};
-use tokio_postgres::NoTls;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn options_choose_transaction_modes_and_are_what_reset_returns_to() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let server = Running::start(config(dir.path())).await?;
-    let (client, conn) = tokio_postgres::Config::new()
-        .host("127.0.0.1")
-        .port(server.addr.port())
-        .user("postgres")
-        .dbname("quire")
-        .options("-c default_transaction_read_only=on -c work_mem=8MB --default-transaction-isolation=repeatable\\ read")
-        .connect(NoTls)
-        .await?;
-    tokio::spawn(conn);
+    let client = server.connect_with_options("-c default_transaction_read_only=on -c work_mem=8MB --default-transaction-isolation=repeatable\\ read").await?;
     let show = |sql: &'static str| simple(&client, sql);
     assert_eq!(show("SHOW work_mem").await?, [[Some("8MB".into())]]);
     assert_eq!(

@@ -64,6 +64,23 @@ impl Running {
         Ok((client, tokio::spawn(connection)))
     }
 
+    /// A client as `postgres` whose startup packet carries `options` (as PGOPTIONS).
+    pub async fn connect_with_options(
+        &self,
+        options: &str,
+    ) -> Result<Client, tokio_postgres::Error> {
+        let (client, connection) = tokio_postgres::Config::new()
+            .host(self.addr.ip().to_string())
+            .port(self.addr.port())
+            .user("postgres")
+            .dbname("quire")
+            .options(options)
+            .connect(NoTls)
+            .await?;
+        tokio::spawn(connection);
+        Ok(client)
+    }
+
     /// Shuts the server down and waits until the database is closed.
     pub async fn stop(mut self) -> anyhow::Result<()> {
         let _ = self.stop.take().map(|s| s.send(()));
