@@ -54,14 +54,18 @@ impl Running {
         &self,
     ) -> Result<(Client, JoinHandle<Result<(), tokio_postgres::Error>>), tokio_postgres::Error>
     {
-        let (client, connection) = tokio_postgres::Config::new()
+        let (client, connection) = self.config().dbname("postgres").connect(NoTls).await?;
+        Ok((client, tokio::spawn(connection)))
+    }
+
+    /// A client configuration as `postgres` for this server.
+    fn config(&self) -> tokio_postgres::Config {
+        let mut config = tokio_postgres::Config::new();
+        config
             .host(self.addr.ip().to_string())
             .port(self.addr.port())
-            .user("postgres")
-            .dbname("postgres")
-            .connect(NoTls)
-            .await?;
-        Ok((client, tokio::spawn(connection)))
+            .user("postgres");
+        config
     }
 
     /// A client as `postgres` whose startup packet carries `options` (as PGOPTIONS).
@@ -69,10 +73,8 @@ impl Running {
         &self,
         options: &str,
     ) -> Result<Client, tokio_postgres::Error> {
-        let (client, connection) = tokio_postgres::Config::new()
-            .host(self.addr.ip().to_string())
-            .port(self.addr.port())
-            .user("postgres")
+        let (client, connection) = self
+            .config()
             .dbname("quire")
             .options(options)
             .connect(NoTls)
