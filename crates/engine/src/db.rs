@@ -699,7 +699,10 @@ fn restore_prepared(engine: &Engine, redo: &TwoPhaseRedo) -> Result<()> {
     // The subtransaction map is unlogged: whatever survived the crash may be torn.
     engine.txns.reset_subtrans()?;
     for state in prepared {
-        engine.txns.procs().add_prepared(state.xid);
+        engine
+            .txns
+            .procs()
+            .add_prepared(state.xid, !state.subxids.is_empty());
         for &sub in &state.subxids {
             engine.txns.note_subxid(sub, state.xid)?;
         }

@@ -293,6 +293,7 @@ pub(crate) mod tests {
             xmin: Xid(12),
             xmax: Xid(14),
             xip: vec![Xid(12), Xid(13)],
+            subxacts: false,
         };
         let own = OwnXids::single(Xid(20));
         let me = Looker {

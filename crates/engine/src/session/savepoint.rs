@@ -187,7 +187,7 @@ impl Transaction {
             if self.st.borrow().subs[i].xid.is_valid() {
                 continue;
             }
-            let sub = self.engine.txns.assign_subxid(top)?;
+            let sub = self.engine.txns.assign_subxid(self.proc, top)?;
             {
                 let mut st = self.st.borrow_mut();
                 let own_at = st.own.len();

@@ -286,9 +286,11 @@ impl TransactionManager {
     /// used anywhere. Subtransaction ids never enter the process array, so snapshots cost
     /// the same however many a transaction has; a snapshot maps an id to its top-level one
     /// ([`TransactionManager::top_of`]) when it must.
-    pub fn assign_subxid(&self, top: Xid) -> Result<Xid> {
+    pub fn assign_subxid(&self, proc: ProcId, top: Xid) -> Result<Xid> {
         assert!(top.is_valid(), "a subtransaction id needs its top-level id first");
-        let xid = Xid(self.next_xid.fetch_add(1, Ordering::AcqRel));
+        let xid = self
+            .procs
+            .assign_subxid(proc, || Xid(self.next_xid.fetch_add(1, Ordering::AcqRel)));
         self.note_subxid(xid, top)?;
         Ok(xid)
     }

@@ -1,7 +1,7 @@
 //! MVCC snapshots and the process array: which transactions are running, so that a snapshot
 //! can say which transaction ids it must treat as "in progress".
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use parking_lot::Mutex;
 
@@ -17,6 +17,10 @@ pub struct Snapshot {
     pub xmax: Xid,
     /// Running ids in `[xmin, xmax)`, sorted (prepared transactions included).
     pub xip: Vec<Xid>,
+    /// Did any transaction running at the snapshot have subtransaction ids? If none did,
+    /// an id in `[xmin, xmax)` outside `xip` cannot be a running transaction's
+    /// subtransaction, and [`Snapshot::is_running_via`] skips the subtransaction map.
+    pub subxacts: bool,
 }
 
 impl Snapshot {
@@ -29,9 +33,10 @@ impl Snapshot {
     /// [`Snapshot::is_running`] for an id that may be a subtransaction's: `xip` holds only
     /// top-level ids, so an id in `[xmin, xmax)` not in it is mapped to its top-level id by
     /// `top_of` (the subtransaction map), which then decides. A subtransaction id below
-    /// `xmin` has a top-level id below it too (ids grow), so it finished: no look-up. This
-    /// is PostgreSQL's "overflowed" snapshot path, taken always, so a snapshot's cost never
-    /// depends on how many subtransactions run.
+    /// `xmin` has a top-level id below it too (ids grow), so it finished: no look-up; nor
+    /// is there one when no transaction running at the snapshot had subtransactions. This
+    /// is PostgreSQL's "overflowed" snapshot path, taken whenever subtransactions run, so a
+    /// snapshot's cost never depends on how many subtransactions run.
     pub fn is_running_via(
         &self,
         xid: Xid,
@@ -42,6 +47,9 @@ impl Snapshot {
         }
         if self.xip.binary_search(&xid).is_ok() {
             return Ok(true);
+        }
+        if !self.subxacts {
+            return Ok(false);
         }
         let top = top_of(xid)?;
         Ok(top != xid && self.is_running(top))
@@ -120,13 +128,16 @@ struct Proc {
     /// The xmin of the transaction's first snapshot (invalid: none taken); vacuum keeps every
     /// version this could still see.
     xmin: Xid,
+    /// Has the transaction been assigned subtransaction ids?
+    subxacts: bool,
 }
 
 #[derive(Default)]
 struct Inner {
     procs: FxHashMap<ProcId, Proc>,
-    /// Prepared transactions: running, but owned by no session.
-    prepared: BTreeSet<Xid>,
+    /// Prepared transactions: running, but owned by no session; with whether each has
+    /// subtransaction ids.
+    prepared: BTreeMap<Xid, bool>,
     /// The number of the next slot registered.
     next_proc: u64,
 }
@@ -182,6 +193,19 @@ impl ProcArray {
         xid
     }
 
+    /// Assigns a subtransaction id of `proc`'s transaction from `next_id`: under the mutex,
+    /// so a snapshot whose `xmax` is past the id also sees that `proc` has subtransactions.
+    pub fn assign_subxid(&self, proc: ProcId, next_id: impl FnOnce() -> Xid) -> Xid {
+        let mut g = self.inner.lock();
+        let p = g
+            .procs
+            .get_mut(&proc)
+            .expect("a transaction assigns an id only while registered");
+        assert!(p.xid.is_valid(), "a subtransaction id follows the top-level id");
+        p.subxacts = true;
+        next_id()
+    }
+
     /// Takes a snapshot for `proc`; `next_xid` is read under the array's mutex.
     pub fn snapshot(&self, proc: ProcId, next_xid: impl FnOnce() -> Xid) -> Snapshot {
         let mut g = self.inner.lock();
@@ -191,8 +215,9 @@ impl ProcArray {
             .values()
             .map(|p| p.xid)
             .filter(|&x| x.is_valid() && x < xmax)
-            .chain(g.prepared.iter().copied().filter(|&x| x < xmax))
+            .chain(g.prepared.keys().copied().filter(|&x| x < xmax))
             .collect();
+        let subxacts = g.procs.values().any(|p| p.subxacts) || g.prepared.values().any(|&s| s);
         xip.sort_unstable();
         let xmin = xip.first().copied().unwrap_or(xmax);
         if let Some(p) = g.procs.get_mut(&proc) {
@@ -200,7 +225,12 @@ impl ProcArray {
                 p.xmin = xmin;
             }
         }
-        Snapshot { xmin, xmax, xip }
+        Snapshot {
+            xmin,
+            xmax,
+            xip,
+            subxacts,
+        }
     }
 
     /// `proc`'s transaction ended: it no longer counts as running.
@@ -213,15 +243,17 @@ impl ProcArray {
     /// PREPARE: `proc`'s transaction id stays running, owned by no session.
     pub fn prepare(&self, proc: ProcId, xid: Xid) {
         let mut g = self.inner.lock();
-        g.prepared.insert(xid);
+        let subxacts = g.procs.get(&proc).is_some_and(|p| p.subxacts);
+        g.prepared.insert(xid, subxacts);
         if let Some(p) = g.procs.get_mut(&proc) {
             *p = Proc::default();
         }
     }
 
-    /// A prepared transaction recovered at startup runs again.
-    pub fn add_prepared(&self, xid: Xid) {
-        self.inner.lock().prepared.insert(xid);
+    /// A prepared transaction recovered at startup runs again (`subxacts`: it has
+    /// subtransaction ids).
+    pub fn add_prepared(&self, xid: Xid, subxacts: bool) {
+        self.inner.lock().prepared.insert(xid, subxacts);
     }
 
     /// COMMIT/ROLLBACK PREPARED: the prepared transaction no longer runs.
@@ -232,7 +264,7 @@ impl ProcArray {
     /// Is `xid` running now (a session's or a prepared transaction)?
     pub fn is_running(&self, xid: Xid) -> bool {
         let g = self.inner.lock();
-        g.prepared.contains(&xid) || g.procs.values().any(|p| p.xid == xid)
+        g.prepared.contains_key(&xid) || g.procs.values().any(|p| p.xid == xid)
     }
 
     /// The oldest id any running transaction or snapshot may still care about: versions
@@ -245,7 +277,7 @@ impl ProcArray {
             .flat_map(|p| [p.xid, p.xmin])
             .filter(|&x| x.is_valid());
         procs
-            .chain(g.prepared.iter().copied())
+            .chain(g.prepared.keys().copied())
             .min()
             .unwrap_or(next_xid)
             .min(next_xid)
@@ -305,6 +337,33 @@ mod tests {
             Xid(12),
             "nothing older is running"
         );
+    }
+
+    #[test]
+    fn the_subtransaction_map_is_read_only_while_subtransactions_run() {
+        let pa = ProcArray::new(10);
+        let (a, b) = (pa.register().unwrap(), pa.register().unwrap());
+        let mut next = 10;
+        let mut id = || {
+            next += 1;
+            Xid(next - 1)
+        };
+        let top = pa.assign_xid(a, &mut id);
+        pa.assign_xid(b, &mut id);
+        let s = pa.snapshot(b, || Xid(12));
+        let no_map = |x: Xid| -> crate::error::Result<Xid> { panic!("map read for {x}") };
+        assert!(!s.subxacts);
+        assert!(!s.is_running_via(Xid(5), no_map).unwrap());
+        let sub = pa.assign_subxid(a, &mut id);
+        assert_eq!(sub, Xid(12));
+        let s = pa.snapshot(b, || Xid(13));
+        assert!(s.subxacts);
+        assert!(s.is_running_via(sub, |_| Ok(top)).unwrap());
+        // Prepared, the transaction's subtransactions still count.
+        pa.prepare(a, top);
+        assert!(pa.snapshot(b, || Xid(13)).subxacts);
+        pa.end_prepared(top);
+        assert!(!pa.snapshot(b, || Xid(13)).subxacts);
     }
 
     #[test]
