@@ -63,6 +63,10 @@ pub(crate) enum Func {
     ArrayPosition,
     ArrayToString,
     TableIsVisible,
+    /// `pg_partition_ancestors(regclass)`: the relation and the partitioned tables above
+    /// it. quire has no partitioning yet, so the set is the relation alone, given here as
+    /// a scalar (psql 18's `\d` calls it in a select list).
+    PartitionAncestors,
     /// pg_relation_size, pg_table_size, pg_indexes_size, pg_total_relation_size.
     RelationSize(crate::pg_catalog::SizeOf),
     SizePretty,
@@ -502,6 +506,11 @@ pub(crate) fn resolve(
             T::Text,
         ),
         ("pg_table_is_visible", 1) => (Func::TableIsVisible, vec![Some(T::Oid)], T::Bool),
+        ("pg_partition_ancestors", 1) => (
+            Func::PartitionAncestors,
+            vec![Some(T::Regclass)],
+            T::Regclass,
+        ),
         // No user-defined functions exist (pg_proc is empty): none is visible.
         ("pg_function_is_visible", 1) => (Func::NoObjectDef, keep(1), T::Bool),
         ("pg_relation_size", 1 | 2) => {
@@ -1079,6 +1088,7 @@ impl Func {
             Func::TableIsVisible => {
                 Value::Bool(crate::pg_catalog::relation_name(cx.tx, oid_arg(&args[0]))?.is_some())
             }
+            Func::PartitionAncestors => args[0].clone(),
             Func::TypeIsVisible => Value::Bool(SqlType::from_oid(oid_arg(&args[0])).is_some()),
             Func::FormatType if a0.is_none_or(Value::is_null) => Value::Null,
             Func::FormatType => {

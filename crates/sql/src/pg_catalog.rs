@@ -816,19 +816,21 @@ fn user_tables(tx: &Transaction) -> Result<Vec<TableInfo>> {
 
 fn class_rows(tx: &Transaction) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
-    for s in tx.sequences()? {
+    for s in user_sequences(tx)? {
         // PostgreSQL's sequence relation has three columns: last_value, log_cnt, is_called.
         rows.push(class_row(oid_of(s.oid), &s.name, "S", 0, 3, false));
     }
     for t in user_tables(tx)? {
-        rows.push(class_row(
+        let mut row = class_row(
             oid_of(t.def.oid),
             &t.def.name,
             "r",
             HEAP_AM,
             t.columns.len(),
             !t.indexes.is_empty(),
-        ));
+        );
+        row[RELCHECKS] = int(i64::try_from(t.checks.len()).unwrap_or(i64::MAX));
+        rows.push(row);
         for i in &t.indexes {
             rows.push(class_row(
                 oid_of(i.oid),
@@ -842,6 +844,16 @@ fn class_rows(tx: &Transaction) -> Result<Vec<Row>> {
     }
     Ok(rows)
 }
+
+/// The sequences SQL sees (not quire's own).
+fn user_sequences(tx: &Transaction) -> Result<Vec<quire_engine::SequenceDef>> {
+    let mut all = tx.sequences()?;
+    all.retain(|s| !s.name.starts_with(catalog::RESERVED_PREFIX));
+    Ok(all)
+}
+
+/// `relchecks`' place in a pg_class row.
+const RELCHECKS: usize = 17;
 
 fn class_row(oid: Value, name: &str, kind: &str, am: i64, natts: usize, has_index: bool) -> Row {
     let f = Value::Bool(false);
@@ -1028,8 +1040,7 @@ fn depend_rows(tx: &Transaction) -> Result<Vec<Row>> {
 }
 
 fn sequence_rows(tx: &Transaction) -> Result<Vec<Row>> {
-    Ok(tx
-        .sequences()?
+    Ok(user_sequences(tx)?
         .into_iter()
         .map(|s| {
             let o = s.options;
@@ -1153,6 +1164,23 @@ fn constraint_rows(tx: &Transaction) -> Result<Vec<Row>> {
                 oid_of(t.def.oid),
                 int(0),
                 oid_of(i.oid),
+                int(0),
+                int(0),
+                Value::Bool(true),
+            ]);
+        }
+        for c in &t.checks {
+            rows.push(vec![
+                int(i64::from(c.oid)),
+                text(&c.name),
+                int(PUBLIC_NS),
+                text("c"),
+                Value::Bool(false),
+                Value::Bool(false),
+                Value::Bool(c.validated),
+                oid_of(t.def.oid),
+                int(0),
+                int(0),
                 int(0),
                 int(0),
                 Value::Bool(true),
@@ -1357,8 +1385,17 @@ pub(crate) fn index_def(tx: &Transaction, oid: u32) -> Result<Option<String>> {
     }))
 }
 
-/// `pg_get_constraintdef(oid)`: `PRIMARY KEY (a)` or `UNIQUE (a, b)`.
+/// `pg_get_constraintdef(oid)`: `PRIMARY KEY (a)`, `UNIQUE (a, b)` or `CHECK (a > 0)`.
 pub(crate) fn constraint_def(tx: &Transaction, oid: u32) -> Result<Option<String>> {
+    if oid >= catalog::CHECK_OID_BASE {
+        for t in user_tables(tx)? {
+            if let Some(c) = t.checks.iter().find(|c| c.oid == oid) {
+                let valid = if c.validated { "" } else { " NOT VALID" };
+                return Ok(Some(format!("CHECK ({}){valid}", c.expr)));
+            }
+        }
+        return Ok(None);
+    }
     let Some(index_oid) = oid.checked_sub(CONSTRAINT_OID_BASE) else {
         return Ok(None);
     };

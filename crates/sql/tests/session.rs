@@ -63,6 +63,8 @@ const ERRORS: &[(&str, &str)] = &[
     ("SELECT a.id FROM t a FULL JOIN t b ON a.id < b.id", "0A000"),
     ("SELECT id, count(*) FROM t GROUP BY s", "42803"),
     ("SELECT (SELECT id FROM t)", "21000"),
+    // PostgreSQL aggregates such a call in the outer query; quire refuses it.
+    ("SELECT (SELECT max(o.id) FROM t i) FROM t o", "0A000"),
     (
         "SELECT * FROM t a JOIN t b ON a.id = b.id WHERE id = 1",
         "42702",

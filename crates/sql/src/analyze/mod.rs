@@ -28,6 +28,7 @@
 //! - Lists of constants `crate::parse` kept as text (`crate::literals`) are bound straight
 //!   from their text, each constant as its literal would be.
 
+mod constraint;
 mod expr;
 mod query;
 mod scope;
@@ -125,6 +126,14 @@ pub(crate) fn bind(
 /// when ADD COLUMN adds a column with one.
 pub(crate) fn default_expr(tx: &Transaction, col: &ColumnInfo) -> Result<Expr> {
     Binder::new(tx, &[]).default_of(col)
+}
+
+/// The CHECK constraints of `table` bound over its row (COPY FROM verifies them).
+pub(crate) fn table_checks(
+    tx: &Transaction,
+    table: &TableInfo,
+) -> Result<Vec<crate::nodes::BoundCheck>> {
+    Binder::new(tx, &[]).bound_checks(table)
 }
 
 /// BEGIN, COMMIT and ROLLBACK, which bind without a transaction.
@@ -629,6 +638,7 @@ impl Binder<'_> {
         let mut pkey: Option<Vec<usize>> = None;
         let mut uniques = Vec::new();
         let mut serials = Vec::new();
+        let mut checks = Vec::new();
         for (i, c) in ct.columns.iter().enumerate() {
             let cname = ident_name(&c.name);
             if columns.iter().any(|x| x.name == cname) {
@@ -650,8 +660,8 @@ impl Binder<'_> {
             if def.unique {
                 uniques.push(vec![i]);
             }
-            let col = def.column;
-            columns.push(col);
+            checks.extend(def.checks);
+            columns.push(def.column);
         }
         for c in &ct.constraints {
             match c {
@@ -666,9 +676,13 @@ impl Binder<'_> {
                     pkey = Some(key);
                 }
                 TableConstraint::Unique(u) => uniques.push(key_columns(&columns, &u.columns)?),
+                TableConstraint::Check(c) => {
+                    checks.push((c.name.as_ref().map(ident_name), &*c.expr));
+                }
                 other => return Err(SqlError::unsupported(format!("table constraint {other}"))),
             }
         }
+        let checks = self.new_table_checks(&name, &columns, checks)?;
         Ok(Plan::CreateTable {
             name,
             if_not_exists: ct.if_not_exists,
@@ -676,6 +690,7 @@ impl Binder<'_> {
             pkey,
             uniques,
             serials,
+            checks,
         })
     }
 
@@ -797,7 +812,7 @@ impl Binder<'_> {
 
     /// A column definition of CREATE TABLE or ADD COLUMN: its type (`serial` and kin
     /// included), NOT NULL, DEFAULT, and whether it is declared PRIMARY KEY or UNIQUE.
-    fn column_def(&mut self, table: &str, c: &ast::ColumnDef) -> Result<ColumnDef> {
+    fn column_def<'a>(&mut self, table: &str, c: &'a ast::ColumnDef) -> Result<ColumnDef<'a>> {
         let serial = serial_type(&c.data_type);
         let mut def = ColumnDef {
             column: ColumnInfo {
@@ -814,6 +829,7 @@ impl Binder<'_> {
             serial: serial.is_some(),
             primary: false,
             unique: false,
+            checks: Vec::new(),
         };
         for opt in &c.options {
             let col = &mut def.column;
@@ -839,6 +855,10 @@ impl Binder<'_> {
                     def.primary = true;
                 }
                 ColumnOption::Unique(_) => def.unique = true,
+                ColumnOption::Check(c) => {
+                    let name = c.name.as_ref().or(opt.name.as_ref()).map(ident_name);
+                    def.checks.push((name, &*c.expr));
+                }
                 other => return Err(SqlError::unsupported(format!("column option {other}"))),
             }
         }
@@ -926,11 +946,27 @@ impl Binder<'_> {
                         ),
                     ));
                 }
+                let mut cols: Vec<(&str, SqlType)> = table
+                    .columns
+                    .iter()
+                    .map(|c| (c.name.as_str(), c.ty))
+                    .collect();
+                cols.push((def.column.name.as_str(), def.column.ty));
+                let scope = Scope::of_named(&cols, Some(&table.def.name));
+                let mut taken = table.checks.iter().map(|c| c.name.clone()).collect();
+                let checks = def
+                    .checks
+                    .iter()
+                    .map(|(n, e)| {
+                        self.new_check(&table.def.name, n.clone(), e, &scope, &mut taken, false)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
                 return Ok(Plan::AddColumn {
-                    table,
                     column: def.column,
                     serial: def.serial,
                     skip: exists,
+                    checks,
+                    table,
                 });
             }
             AlterTableOperation::DropColumn {
@@ -950,7 +986,18 @@ impl Binder<'_> {
                         Err(e) => return Err(e),
                     }
                 }
-                return Ok(Plan::DropColumns { table, columns });
+                // PostgreSQL drops the constraints over a dropped column with it.
+                let checks = self
+                    .bound_checks(&table)?
+                    .into_iter()
+                    .filter(|c| c.expr.columns().iter().any(|i| columns.contains(i)))
+                    .map(|c| c.name)
+                    .collect();
+                return Ok(Plan::DropColumns {
+                    table,
+                    columns,
+                    checks,
+                });
             }
             _ => {}
         }
@@ -970,10 +1017,52 @@ impl Binder<'_> {
                 expr,
             });
         }
-        let AlterTableOperation::AddConstraint { constraint, .. } = op else {
-            return Err(SqlError::unsupported(format!("ALTER TABLE {op}")));
+        self.alter_constraint(table, op)
+    }
+
+    /// ALTER TABLE's constraint actions: ADD, DROP and VALIDATE CONSTRAINT.
+    fn alter_constraint(&mut self, table: TableInfo, op: &AlterTableOperation) -> Result<Plan> {
+        let (constraint, not_valid) = match op {
+            AlterTableOperation::AddConstraint {
+                constraint,
+                not_valid,
+            } => (constraint, *not_valid),
+            AlterTableOperation::DropConstraint {
+                if_exists, name, ..
+            } => {
+                return Ok(Plan::DropConstraint {
+                    table,
+                    name: ident_name(name),
+                    if_exists: *if_exists,
+                })
+            }
+            AlterTableOperation::RenameConstraint { old_name, new_name } => {
+                return Ok(Plan::RenameConstraint {
+                    table,
+                    from: ident_name(old_name),
+                    to: ident_name(new_name),
+                })
+            }
+            AlterTableOperation::ValidateConstraint { name } => {
+                let check = self.check_named(&table, &ident_name(name))?;
+                return Ok(Plan::ValidateCheck { table, check });
+            }
+            _ => return Err(SqlError::unsupported(format!("ALTER TABLE {op}"))),
         };
         match constraint {
+            TableConstraint::Check(c) => {
+                let scope = Scope::of_table(&table, Some(&table.def.name));
+                let mut taken: Vec<String> = table.checks.iter().map(|c| c.name.clone()).collect();
+                taken.extend(table.indexes.iter().map(|i| i.name.to_string()));
+                let name = c.name.as_ref().map(ident_name);
+                let check =
+                    self.new_check(&table.def.name, name, &c.expr, &scope, &mut taken, false)?;
+                Ok(Plan::AddCheck {
+                    table,
+                    check,
+                    validate: !not_valid,
+                })
+            }
             TableConstraint::PrimaryKey(pk) => Ok(Plan::AddKey {
                 columns: key_columns(&table.columns, &pk.columns)?,
                 name: pk.name.as_ref().map(ident_name),
@@ -1027,11 +1116,13 @@ impl Binder<'_> {
         let alias = ins.table_alias.as_ref().map(|a| ident_name(&a.alias));
         let scope = Scope::of_target(&table, alias.as_deref());
         let returning = self.returning(ins.returning.as_deref(), &scope)?;
+        let checks = self.bound_checks(&table)?;
         Ok(Plan::Insert {
             table,
             source,
             on_conflict,
             returning,
+            checks,
         })
     }
 
@@ -1183,12 +1274,14 @@ impl Binder<'_> {
         let sets = sets?;
         let (scan, recheck) = self.target_scan(rows, &scope, u.selection.as_ref())?;
         let returning = self.returning(u.returning.as_deref(), &scope)?;
+        let checks = self.bound_checks(&table)?;
         Ok(Plan::Update {
             table,
             scan,
             recheck,
             sets,
             returning,
+            checks,
         })
     }
 
@@ -1358,12 +1451,14 @@ fn check_insert_width(exprs: usize, targets: usize) -> Result<()> {
 }
 
 /// A column definition as [`Binder::column_def`] reads it.
-struct ColumnDef {
+struct ColumnDef<'a> {
     column: ColumnInfo,
     /// A `serial` column: it gets a sequence of its own.
     serial: bool,
     primary: bool,
     unique: bool,
+    /// Its CHECK constraints (name, expression), bound once the table's columns are known.
+    checks: Vec<(Option<String>, &'a AstExpr)>,
 }
 
 /// `serial`, `bigserial`, `smallserial` (and `serial2/4/8`): the column's type.

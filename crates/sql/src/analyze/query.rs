@@ -591,6 +591,15 @@ impl Binder<'_> {
         self.in_aggregate = false;
         self.agg = agg;
         let (bound, filter, order) = r?;
+        let parts = bound.iter().map(|(e, _)| e);
+        let parts = parts.chain(&filter).chain(order.iter().map(|k| &k.expr));
+        if reads_only_outer_rows(parts) {
+            // PostgreSQL evaluates such a call in the enclosing query (its level is the
+            // lowest its arguments reference); here it would aggregate the wrong rows.
+            return Err(SqlError::unsupported(
+                "an aggregate whose arguments read only an enclosing query's columns",
+            ));
+        }
         if call.distinct {
             let written: Vec<String> = bound.iter().map(|(e, _)| format!("{e:?}")).collect();
             if order
@@ -1394,4 +1403,17 @@ fn cast_name(t: &ast::DataType) -> String {
         Ok(t) => t.name(),
         _ => t.to_string().to_lowercase(),
     }
+}
+
+/// Whether the expressions read some enclosing query's row and never the current one.
+fn reads_only_outer_rows<'e>(exprs: impl Iterator<Item = &'e Expr>) -> bool {
+    let (mut outer, mut current) = (false, false);
+    for e in exprs {
+        e.visit(&mut |x| match x {
+            Expr::Outer { .. } => outer = true,
+            Expr::Column(_) => current = true,
+            _ => {}
+        });
+    }
+    outer && !current
 }

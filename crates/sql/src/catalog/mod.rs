@@ -10,6 +10,8 @@
 //! `pg_depend` auto dependency). The table is created at startup when missing, so a data
 //! directory made before it existed gains it.
 //!
+//! CHECK constraints live in `quire_sql_constraint` ([`constraint`]).
+//!
 //! Temporary tables (CREATE TEMP TABLE) are engine tables named with the session's prefix,
 //! `quire_temp_<pid>_<name>` ([`TempTables`]): in quire's reserved namespace, so no other
 //! session can name them, and found before a permanent table of the same name (PostgreSQL
@@ -28,6 +30,10 @@ use quire_engine::{
 
 use crate::error::{Result, SqlError};
 use crate::types::SqlType;
+
+mod constraint;
+
+pub(crate) use constraint::{add_check, change_check, CheckChange, CheckInfo, CHECK_OID_BASE};
 
 /// The SQL layer's column table; names with this prefix are reserved.
 pub(crate) const COLUMNS_TABLE: &str = "quire_sql_columns";
@@ -181,6 +187,8 @@ pub(crate) struct TableInfo {
     pub indexes: Vec<IndexDef>,
     /// A session's temporary table (its `def.name` is the name statements see).
     pub temp: bool,
+    /// The CHECK constraints, by name.
+    pub checks: Vec<CheckInfo>,
 }
 
 impl TableInfo {
@@ -236,6 +244,7 @@ pub fn bootstrap(db: &Database) -> Result<()> {
         )?;
         tx.create_index(ATTRDEF_INDEX, table, &["table_oid"], false)?;
     }
+    constraint::bootstrap(&tx)?;
     tx.commit()?;
     // Temporary tables a crash left behind: their sessions are gone.
     drop_prefixed(db, TEMP_PREFIX)
@@ -479,12 +488,14 @@ fn describe(tx: &Transaction, name: &str, oid: TableId) -> Result<TableInfo> {
     if temp {
         def.name = display_name(&def.name).into();
     }
+    let checks = constraint::checks(tx, oid)?;
     Ok(TableInfo {
         def,
         columns,
         pkey,
         indexes,
         temp,
+        checks,
     })
 }
 
@@ -534,6 +545,7 @@ pub(crate) fn create(
 /// DROP TABLE: the engine's table (with its indexes) and its SQL column rows.
 pub(crate) fn drop(tx: &Transaction, table: TableId) -> Result<()> {
     tx.drop_table(table)?;
+    constraint::drop_all(tx, table)?;
     let meta = tx.table(COLUMNS_TABLE)?;
     let meta_index = tx.index(COLUMNS_INDEX)?;
     let key = [oid_value(table)];

@@ -255,6 +255,12 @@ fn cast(v: Value, from: SqlType, to: SqlType, cx: &Cx) -> Result<Value> {
         (Value::Int(oid), SqlType::Regnamespace, t) if t.is_text() => Ok(Value::Text(
             crate::pg_catalog::namespace_name(*oid).unwrap_or_else(|| oid.to_string()),
         )),
+        (Value::Text(name), f, SqlType::Regclass | SqlType::Regtype)
+            if f.is_text() && is_oid_text(name) =>
+        {
+            // regclassin and regtypein take a number as the oid itself, unchecked.
+            Ok(Value::Int(name.parse::<u32>().map(i64::from).unwrap_or(0)))
+        }
         (Value::Text(name), f, SqlType::Regclass) if f.is_text() => {
             let oid = crate::pg_catalog::relation_oid(cx.tx, name)?.ok_or_else(|| {
                 SqlError::new(
@@ -275,6 +281,11 @@ fn cast(v: Value, from: SqlType, to: SqlType, cx: &Cx) -> Result<Value> {
         }
         _ => types::cast(v, from, to),
     }
+}
+
+/// Whether `s` is an oid written as a number (1 to 10 digits).
+fn is_oid_text(s: &str) -> bool {
+    (1..=10).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit()) && s.parse::<u32>().is_ok()
 }
 
 fn subquery(node: &Node, kind: &SubqueryKind, cx: &Cx, row: &[Value]) -> Result<Value> {

@@ -35,6 +35,22 @@ pub(crate) enum OnConflict {
     },
 }
 
+/// A CHECK constraint bound over its table's row, verified on each row written.
+#[derive(Clone, Debug)]
+pub(crate) struct BoundCheck {
+    pub name: String,
+    pub expr: Expr,
+}
+
+/// A CHECK constraint to record: its name, its expression as SQL text, and bound over the
+/// table's row as it will be (for the rows that exist to be verified).
+#[derive(Clone, Debug)]
+pub(crate) struct NewCheck {
+    pub name: String,
+    pub expr: String,
+    pub bound: Expr,
+}
+
 #[derive(Clone, Debug)]
 pub(crate) enum Plan {
     Begin(IsolationLevel),
@@ -48,6 +64,7 @@ pub(crate) enum Plan {
         uniques: Vec<Vec<usize>>,
         /// `serial` columns: each gets a sequence of its own.
         serials: Vec<usize>,
+        checks: Vec<NewCheck>,
     },
     /// CREATE TABLE ... AS and SELECT ... INTO: a table of `columns`, filled with the rows
     /// of `query` (logical until planned).
@@ -97,11 +114,40 @@ pub(crate) enum Plan {
         column: ColumnInfo,
         serial: bool,
         skip: bool,
+        /// The column's CHECK constraints, verified over the rows that exist.
+        checks: Vec<NewCheck>,
+    },
+    /// ALTER TABLE ... ADD CONSTRAINT ... CHECK: verified over the rows that exist unless
+    /// NOT VALID (`validate` false).
+    AddCheck {
+        table: TableInfo,
+        check: NewCheck,
+        validate: bool,
+    },
+    /// ALTER TABLE ... VALIDATE CONSTRAINT: a NOT VALID check verified and marked valid.
+    ValidateCheck {
+        table: TableInfo,
+        check: BoundCheck,
+    },
+    /// ALTER TABLE ... RENAME CONSTRAINT (a CHECK constraint).
+    RenameConstraint {
+        table: TableInfo,
+        from: String,
+        to: String,
+    },
+    /// ALTER TABLE ... DROP CONSTRAINT: a CHECK constraint, or a unique index that is a
+    /// constraint (primary key, UNIQUE).
+    DropConstraint {
+        table: TableInfo,
+        name: String,
+        if_exists: bool,
     },
     /// ALTER TABLE ... DROP COLUMN (positions).
     DropColumns {
         table: TableInfo,
         columns: Vec<usize>,
+        /// The CHECK constraints over those columns, dropped with them.
+        checks: Vec<String>,
     },
     /// ALTER TABLE ... ALTER COLUMN ... SET DEFAULT / DROP DEFAULT (`expr` None).
     SetDefault {
@@ -126,6 +172,7 @@ pub(crate) enum Plan {
         source: Node,
         on_conflict: OnConflict,
         returning: Option<Vec<Expr>>,
+        checks: Vec<BoundCheck>,
     },
     /// UPDATE and DELETE: `scan` yields the target rows with their TID as a last column;
     /// `recheck` is evaluated again on the newest version of a row a concurrent
@@ -136,6 +183,7 @@ pub(crate) enum Plan {
         recheck: Option<Expr>,
         sets: Vec<(usize, Expr)>,
         returning: Option<Vec<Expr>>,
+        checks: Vec<BoundCheck>,
     },
     Delete {
         table: TableInfo,

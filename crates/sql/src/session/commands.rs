@@ -140,7 +140,11 @@ pub(super) fn check_writable(plan: &Plan) -> Result<()> {
         Plan::AddColumn { .. }
         | Plan::DropColumns { .. }
         | Plan::SetDefault { .. }
-        | Plan::AddKey { .. } => "ALTER TABLE",
+        | Plan::AddKey { .. }
+        | Plan::AddCheck { .. }
+        | Plan::ValidateCheck { .. }
+        | Plan::RenameConstraint { .. }
+        | Plan::DropConstraint { .. } => "ALTER TABLE",
         _ => return Ok(()),
     };
     Err(read_only_error(what))

@@ -4,12 +4,13 @@
 use quire_engine::{IsolationLevel, SqlState, Transaction, Value};
 
 use super::command;
-use super::exec::check_not_null;
+use super::constraints::check_row;
 use super::{Outcome, Output};
 use std::time::Instant;
 
 use super::{outcome, CopyIn, OutcomeKind, Session, State, MAX_COPY_LINE_BYTES};
 use crate::catalog::{self, TableInfo};
+use crate::context::{CteStore, Cx};
 use crate::copy;
 use crate::error::{Result, SqlError};
 use crate::interrupt::Interrupt;
@@ -39,9 +40,10 @@ impl Session {
                 }
                 refuse_omitted_defaults(&table, &targets)?;
             }
-            Ok((table, targets))
+            let checks = crate::analyze::table_checks(tx, &table)?;
+            Ok((table, targets, checks))
         })();
-        let (table, targets) = match r {
+        let (table, targets, checks) = match r {
             Ok(x) => x,
             Err(e) => {
                 if let Some(t) = own_tx {
@@ -79,6 +81,7 @@ impl Session {
             stmt: c.clone(),
             table,
             targets,
+            checks,
             pending: Vec::new(),
             rows: 0,
             header_pending: c.header,
@@ -146,37 +149,52 @@ impl Session {
         };
         c.pending.extend_from_slice(data);
         let own = c.own_tx.take();
-        let r = copy_chunk(own.as_deref(), &self.state, c, last);
+        let tx: &Transaction = match (own.as_deref(), &self.state) {
+            (Some(t), _) => t,
+            (None, State::Block(t)) => t,
+            (None, _) => {
+                c.own_tx = own;
+                return Err(SqlError::new(
+                    SqlState::INTERNAL_ERROR,
+                    "COPY without a transaction",
+                ));
+            }
+        };
+        let ctes = CteStore::default();
+        let cx = Cx {
+            db: &self.db,
+            tx,
+            params: &[],
+            settings: &self.settings,
+            interrupt: &self.interrupt,
+            backend: &self.backend,
+            sequences: &self.sequences,
+            prepared: &self.prepared,
+            now_us: super::now_us(),
+            outer: None,
+            ctes: &ctes,
+        };
+        let r = copy_chunk(&cx, c, last);
         c.own_tx = own;
         r
     }
 }
 
-fn copy_chunk(own: Option<&Transaction>, state: &State, c: &mut CopyIn, last: bool) -> Result<()> {
+fn copy_chunk(cx: &Cx, c: &mut CopyIn, last: bool) -> Result<()> {
     {
-        let tx: &Transaction = match (own, state) {
-            (Some(t), _) => t,
-            (None, State::Block(t)) => t,
-            (None, _) => {
-                return Err(SqlError::new(
-                    SqlState::INTERNAL_ERROR,
-                    "COPY without a transaction",
-                ))
-            }
-        };
         let mut start = 0;
         let buf = std::mem::take(&mut c.pending);
         let mut lines = copy::Lines::new(&buf, c.stmt.format);
         while let Some(end) = lines.next_end() {
             let line = &buf[start..end];
             start = end + 1;
-            copy_row(tx, c, line)?;
+            copy_row(cx, c, line)?;
         }
         let rest = &buf[start..];
         if last {
             let rest = rest.strip_suffix(b"\r").unwrap_or(rest);
             if !rest.is_empty() && rest != b"\\." {
-                copy_row(tx, c, rest)?;
+                copy_row(cx, c, rest)?;
             }
         } else {
             if rest.len() > MAX_COPY_LINE_BYTES {
@@ -216,7 +234,7 @@ fn copy_targets(table: &TableInfo, columns: &[String]) -> Result<Vec<usize>> {
 }
 
 /// One line of COPY FROM data inserted.
-fn copy_row(tx: &Transaction, c: &mut CopyIn, line: &[u8]) -> Result<()> {
+fn copy_row(cx: &Cx, c: &mut CopyIn, line: &[u8]) -> Result<()> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line == b"\\." {
         return Ok(());
@@ -261,8 +279,8 @@ fn copy_row(tx: &Transaction, c: &mut CopyIn, line: &[u8]) -> Result<()> {
             })?;
         }
     }
-    check_not_null(&c.table, &row)?;
-    tx.insert(c.table.def.oid, &row)?;
+    check_row(cx, &c.table, &c.checks, &row)?;
+    cx.tx.insert(c.table.def.oid, &row)?;
     c.rows += 1;
     Ok(())
 }

@@ -7,31 +7,17 @@ use std::time::Instant;
 
 use quire_engine::{Changed, Database, Row, SqlState, Transaction, Value};
 
+use super::constraints::{self, check_row};
 use super::{command, now_us, outcome, Outcome, OutcomeKind, Output, Settings};
 use crate::backends::Backend;
 use crate::catalog::{self, ColumnInfo, TableInfo};
 use crate::context::Cx;
 use crate::error::{Notice, Result, SqlError};
 use crate::nodes::value_tid;
-use crate::nodes::{Expr, Node};
+use crate::nodes::{BoundCheck, Expr, Node};
 use crate::nodes::{OnConflict, OutColumn, OutColumns, Plan};
 use crate::sequence::{self, SessionSequences};
 use crate::types::SqlType;
-
-pub(super) fn check_not_null(table: &TableInfo, row: &[Value]) -> Result<()> {
-    for (c, v) in table.columns.iter().zip(row) {
-        if c.not_null && v.is_null() {
-            return Err(SqlError::new(
-                SqlState::NOT_NULL_VIOLATION,
-                format!(
-                    "null value in column \"{}\" of relation \"{}\" violates not-null constraint",
-                    c.name, table.def.name
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
 
 /// ALTER TABLE ... ADD COLUMN: a serial column's sequence, the column, its DEFAULT, and
 /// the rows that exist filled with it (evaluated per row, as PostgreSQL does for a volatile
@@ -252,6 +238,7 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             pkey,
             uniques,
             serials,
+            checks,
         } => {
             if let Some(done) = existing_table(tx, name, *if_not_exists, "CREATE TABLE")? {
                 return Ok(done);
@@ -275,6 +262,9 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             for u in uniques {
                 let cols: Vec<&str> = u.iter().map(|&c| columns[c].name.as_str()).collect();
                 tx.create_index(&unique_name(name, &cols), table, &cols, true)?;
+            }
+            for c in checks {
+                catalog::add_check(tx, table, &c.name, &c.expr, true)?;
             }
             Ok(command("CREATE TABLE"))
         }
@@ -388,6 +378,7 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             column,
             serial,
             skip,
+            checks,
         } => {
             if *skip {
                 let mut out = command("ALTER TABLE");
@@ -398,11 +389,38 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
                 return Ok(out);
             }
             add_column(cx, table, column, *serial)?;
+            constraints::add_checks(cx, table, checks, true)?;
             Ok(command("ALTER TABLE"))
         }
-        Plan::DropColumns { table, columns } => {
+        Plan::AddCheck {
+            table,
+            check,
+            validate,
+        } => {
+            let oid = table.def.oid;
+            tx.lock_table(oid, quire_engine::LockMode::AccessExclusive, false)?;
+            constraints::add_checks(cx, table, std::slice::from_ref(check), *validate)?;
+            Ok(command("ALTER TABLE"))
+        }
+        Plan::ValidateCheck { table, check } => constraints::validate_check(cx, table, check),
+        Plan::DropConstraint {
+            table,
+            name,
+            if_exists,
+        } => constraints::drop_constraint(cx, table, name, *if_exists),
+        Plan::RenameConstraint { table, from, to } => {
+            constraints::rename_constraint(cx, table, from, to)
+        }
+        Plan::DropColumns {
+            table,
+            columns,
+            checks,
+        } => {
             for &c in columns {
                 catalog::drop_column(tx, table, c)?;
+            }
+            for name in checks {
+                catalog::change_check(tx, table.def.oid, name, catalog::CheckChange::Drop)?;
             }
             Ok(command("ALTER TABLE"))
         }
@@ -443,9 +461,10 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             source,
             on_conflict,
             returning,
+            checks,
         } => {
             let returning = Returning::new(returning.as_deref(), columns, out)?;
-            insert(cx, table, source, on_conflict, returning)
+            insert(cx, table, checks, source, on_conflict, returning)
         }
         Plan::Update {
             table,
@@ -453,9 +472,10 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             recheck,
             sets,
             returning,
+            checks,
         } => {
             let returning = Returning::new(returning.as_deref(), columns, out)?;
-            update(cx, table, scan, recheck.as_ref(), sets, returning)
+            update(cx, table, checks, scan, recheck.as_ref(), sets, returning)
         }
         Plan::Delete {
             table,
@@ -530,7 +550,7 @@ fn create_table_as(
     let table = catalog::lookup(cx.tx, name)?;
     let no_columns: OutColumns = Arc::from(Vec::new());
     let returning = Returning::new(None, &no_columns, out)?;
-    let done = insert(cx, &table, query, &OnConflict::Error, returning)?;
+    let done = insert(cx, &table, &[], query, &OnConflict::Error, returning)?;
     let n = done.tag.rsplit(' ').next().unwrap_or("0");
     Ok(command(format!("SELECT {n}")))
 }
@@ -657,6 +677,7 @@ fn key_error(table: &TableInfo, e: quire_engine::Error) -> SqlError {
 fn insert(
     cx: &Cx,
     table: &TableInfo,
+    checks: &[BoundCheck],
     source: &Node,
     on_conflict: &OnConflict,
     mut returning: Returning,
@@ -668,7 +689,7 @@ fn insert(
     let mut touched: std::collections::HashSet<quire_engine::Tid> =
         std::collections::HashSet::new();
     for row in rows {
-        check_not_null(table, &row)?;
+        check_row(cx, table, checks, &row)?;
         if !matches!(on_conflict, OnConflict::Error) {
             if let Some((tid, existing)) = conflicting_row(cx.tx, table, &row)? {
                 if let OnConflict::Update { sets, filter } = on_conflict {
@@ -682,7 +703,7 @@ fn insert(
                         for (c, e) in sets {
                             new[*c] = e.eval(cx, &both)?;
                         }
-                        check_not_null(table, &new)?;
+                        check_row(cx, table, checks, &new)?;
                         let changed = cx
                             .tx
                             .update(table.def.oid, tid, &new)
@@ -776,6 +797,7 @@ fn with_rest(current: &[Value], rest: &[Value]) -> Row {
 fn update(
     cx: &Cx,
     table: &TableInfo,
+    checks: &[BoundCheck],
     scan: &Node,
     recheck: Option<&Expr>,
     sets: &[(usize, Expr)],
@@ -798,7 +820,7 @@ fn update(
                 for (c, e) in sets {
                     row[*c] = e.eval(cx, &joined)?;
                 }
-                check_not_null(table, &row)?;
+                check_row(cx, table, checks, &row)?;
                 Ok(Some(row))
             })();
             r.unwrap_or_else(|e| {

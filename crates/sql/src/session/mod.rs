@@ -216,6 +216,7 @@ enum State {
 }
 
 mod commands;
+mod constraints;
 mod copy_in;
 mod exec;
 mod plans;
@@ -232,6 +233,8 @@ struct CopyIn {
     stmt: CopyStmt,
     table: TableInfo,
     targets: Vec<usize>,
+    /// The table's CHECK constraints, bound over its row.
+    checks: Vec<crate::nodes::BoundCheck>,
     /// Bytes of an incomplete last line.
     pending: Vec<u8>,
     rows: u64,
