@@ -67,6 +67,8 @@ pub(crate) enum Func {
     /// it. quire has no partitioning yet, so the set is the relation alone, given here as
     /// a scalar (psql 18's `\d` calls it in a select list).
     PartitionAncestors,
+    /// `pg_get_serial_sequence(table, column)`.
+    SerialSequence,
     /// pg_relation_size, pg_table_size, pg_indexes_size, pg_total_relation_size.
     RelationSize(crate::pg_catalog::SizeOf),
     SizePretty,
@@ -506,6 +508,11 @@ pub(crate) fn resolve(
             T::Text,
         ),
         ("pg_table_is_visible", 1) => (Func::TableIsVisible, vec![Some(T::Oid)], T::Bool),
+        ("pg_get_serial_sequence", 2) => (
+            Func::SerialSequence,
+            vec![Some(T::Text), Some(T::Text)],
+            T::Text,
+        ),
         ("pg_partition_ancestors", 1) => (
             Func::PartitionAncestors,
             vec![Some(T::Regclass)],
@@ -1089,6 +1096,11 @@ impl Func {
                 Value::Bool(crate::pg_catalog::relation_name(cx.tx, oid_arg(&args[0]))?.is_some())
             }
             Func::PartitionAncestors => args[0].clone(),
+            Func::SerialSequence => match (text_arg(&args[0]), args.get(1).and_then(text_arg)) {
+                (Some(t), Some(c)) => crate::pg_catalog::serial_sequence(cx.tx, t, c)?
+                    .map_or(Value::Null, Value::Text),
+                _ => Value::Null,
+            },
             Func::TypeIsVisible => Value::Bool(SqlType::from_oid(oid_arg(&args[0])).is_some()),
             Func::FormatType if a0.is_none_or(Value::is_null) => Value::Null,
             Func::FormatType => {

@@ -896,7 +896,8 @@ fn attrdef_rows(tx: &Transaction) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for t in user_tables(tx)? {
         for (i, c) in t.columns.iter().enumerate() {
-            if let Some(expr) = &c.default {
+            // An identity column's sequence is no DEFAULT to PostgreSQL.
+            if let (Some(expr), None) = (&c.default, c.identity) {
                 let attnum = i64::try_from(i).unwrap_or(i64::MAX - 1) + 1;
                 rows.push(vec![
                     // Oids of their own are not kept: the table's, offset by the column.
@@ -1078,8 +1079,8 @@ fn attribute_rows(tx: &Transaction) -> Result<Vec<Row>> {
                 int(typmod(c.ty)),
                 int(0),
                 Value::Bool(c.not_null),
-                Value::Bool(c.default.is_some()),
-                text(""),
+                Value::Bool(c.default.is_some() && c.identity.is_none()),
+                text(c.identity.map_or("", catalog::Identity::letter)),
                 text(""),
                 Value::Bool(c.dropped),
                 int(if c.ty.is_text() { DEFAULT_COLLATION } else { 0 }),
@@ -1337,6 +1338,28 @@ fn user_relation(tx: &Transaction, oid: u32) -> Result<Option<Entry>> {
 /// The name of relation `oid` (a table or an index), if it exists.
 pub(crate) fn relation_name(tx: &Transaction, oid: u32) -> Result<Option<String>> {
     Ok(user_relation(tx, oid)?.map(|e| e.name().to_string()))
+}
+
+/// `pg_get_serial_sequence(table, column)`: the sequence a `serial` or identity column
+/// owns, schema-qualified, or `None`. The table's name is read as SQL reads a name (folded
+/// to lower case unless quoted), the column's literally, as PostgreSQL does.
+pub(crate) fn serial_sequence(
+    tx: &Transaction,
+    table: &str,
+    column: &str,
+) -> Result<Option<String>> {
+    let name = table.trim().trim_start_matches("public.");
+    let name = match name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) {
+        Some(quoted) => quoted.replace("\"\"", "\""),
+        None => name.to_lowercase(),
+    };
+    let t = catalog::lookup(tx, &name)?;
+    let c = t.column(column)?;
+    let Some(seq) = t.columns[c].owned_seq else {
+        return Ok(None);
+    };
+    let def = tx.sequence_def(seq)?;
+    Ok(Some(format!("public.{}", quote_ident(&def.name))))
 }
 
 /// The oid of relation `name` (a table or an index).

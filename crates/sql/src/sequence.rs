@@ -185,6 +185,32 @@ pub(crate) fn serial_options(column: crate::types::SqlType) -> SeqOptions {
     }
 }
 
+/// The options of an identity column's sequence: the column type's bounds unless `given`
+/// says otherwise (PostgreSQL's identity sequence is `AS` the column's type). 22023 for a
+/// column that is not smallint, integer or bigint.
+pub(crate) fn identity_options(
+    table: &str,
+    column: &crate::catalog::ColumnInfo,
+    given: &[SequenceOptions],
+) -> Result<SeqOptions> {
+    use crate::types::SqlType;
+    let ty = match column.ty {
+        SqlType::Int2 => DataType::SmallInt(None),
+        SqlType::Int4 => DataType::Integer(None),
+        SqlType::Int8 => DataType::BigInt(None),
+        _ => {
+            return Err(SqlError::new(
+                SqlState::INVALID_PARAMETER_VALUE,
+                "identity column type must be smallint, integer, or bigint",
+            ))
+        }
+    };
+    let mut all = Vec::with_capacity(given.len() + 1);
+    all.push(SequenceOptions::DataType(ty));
+    all.extend(given.iter().cloned());
+    options(&format!("{table}_{}_seq", column.name), &all)
+}
+
 /// The name PostgreSQL gives a serial column's sequence: `<table>_<column>_seq`, with a
 /// number appended while the name is taken.
 pub(crate) fn serial_name(tx: &Transaction, table: &str, column: &str) -> Result<String> {

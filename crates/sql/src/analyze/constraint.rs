@@ -175,23 +175,6 @@ fn object_name(name1: &str, name2: Option<&str>, label: &str) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_follow_postgresql() {
-        assert_eq!(choose_name("t", Some("a"), "check", &[]), "t_a_check");
-        assert_eq!(choose_name("t", None, "check", &[]), "t_check");
-        let taken = vec!["t_a_check".to_string(), "t_a_check1".to_string()];
-        assert_eq!(choose_name("t", Some("a"), "check", &taken), "t_a_check2");
-        let long = "x".repeat(70);
-        let n = choose_name(&long, Some("col"), "check", &[]);
-        assert_eq!(n.len(), 63);
-        assert!(n.ends_with("_col_check"));
-    }
-}
-
 impl Binder<'_> {
     /// ALTER TABLE ... VALIDATE CONSTRAINT `name`: the CHECK constraint bound (42704 if the
     /// table has none of that name).
@@ -211,5 +194,22 @@ impl Binder<'_> {
             name: c.name.clone(),
             expr: self.check_expr(&e, &scope)?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_postgresql() {
+        assert_eq!(choose_name("t", Some("a"), "check", &[]), "t_a_check");
+        assert_eq!(choose_name("t", None, "check", &[]), "t_check");
+        let taken = vec!["t_a_check".to_string(), "t_a_check1".to_string()];
+        assert_eq!(choose_name("t", Some("a"), "check", &taken), "t_a_check2");
+        let long = "x".repeat(70);
+        let n = choose_name(&long, Some("col"), "check", &[]);
+        assert_eq!(n.len(), 63);
+        assert!(n.ends_with("_col_check"));
     }
 }

@@ -502,15 +502,22 @@ impl Binder<'_> {
             Statement::CreateIndex(ci) => self.create_index(ci),
             Statement::AlterTable(at) => self.alter_table(at),
             Statement::Truncate(t) => {
-                if t.partitions.is_some() || t.cascade.is_some() {
-                    return Err(SqlError::unsupported("TRUNCATE ... CASCADE"));
+                // CASCADE reaches the tables whose foreign keys refer to these: quire has
+                // no foreign keys yet, so there are none.
+                if t.partitions.is_some() {
+                    return Err(SqlError::unsupported("TRUNCATE ... PARTITION"));
                 }
                 let tables = t
                     .table_names
                     .iter()
                     .map(|n| self.table_of(&n.name))
                     .collect::<Result<_>>()?;
-                Ok(Plan::Truncate(tables))
+                let restart_identity =
+                    matches!(t.identity, Some(ast::TruncateIdentityOption::Restart));
+                Ok(Plan::Truncate {
+                    tables,
+                    restart_identity,
+                })
             }
             Statement::Lock(lock) => self.lock(lock),
             Statement::Insert(ins) => self.insert(ins),
@@ -647,9 +654,9 @@ impl Binder<'_> {
                     format!("column \"{cname}\" specified more than once"),
                 ));
             }
-            let def = self.column_def(&name, c)?;
-            if def.serial {
-                serials.push(i);
+            let mut def = self.column_def(&name, c)?;
+            if let Some(options) = def.sequence.take() {
+                serials.push((i, options));
             }
             if def.primary {
                 if pkey.is_some() {
@@ -779,6 +786,7 @@ impl Binder<'_> {
                 default: None,
                 dropped: false,
                 owned_seq: None,
+                identity: None,
             });
         }
         Ok(Plan::CreateTableAs {
@@ -825,8 +833,9 @@ impl Binder<'_> {
                 default: None,
                 dropped: false,
                 owned_seq: None,
+                identity: None,
             },
-            serial: serial.is_some(),
+            sequence: serial.map(crate::sequence::serial_options),
             primary: false,
             unique: false,
             checks: Vec::new(),
@@ -835,6 +844,9 @@ impl Binder<'_> {
             let col = &mut def.column;
             match &opt.option {
                 ColumnOption::Default(e) => {
+                    if col.identity.is_some() {
+                        return Err(both_default_and_identity(&col.name, table));
+                    }
                     if col.default.is_some() || serial.is_some() {
                         return Err(SqlError::new(
                             SqlState::SYNTAX_ERROR,
@@ -858,6 +870,27 @@ impl Binder<'_> {
                 ColumnOption::Check(c) => {
                     let name = c.name.as_ref().or(opt.name.as_ref()).map(ident_name);
                     def.checks.push((name, &*c.expr));
+                }
+                ColumnOption::Generated {
+                    generated_as,
+                    sequence_options,
+                    generation_expr: None,
+                    ..
+                } => {
+                    let kind = match generated_as {
+                        ast::GeneratedAs::Always => catalog::Identity::Always,
+                        ast::GeneratedAs::ByDefault => catalog::Identity::ByDefault,
+                        ast::GeneratedAs::ExpStored => {
+                            return Err(SqlError::unsupported("generated columns"))
+                        }
+                    };
+                    if col.default.is_some() || serial.is_some() {
+                        return Err(both_default_and_identity(&col.name, table));
+                    }
+                    let given = sequence_options.as_deref().unwrap_or(&[]);
+                    def.sequence = Some(crate::sequence::identity_options(table, col, given)?);
+                    col.identity = Some(kind);
+                    col.not_null = true;
                 }
                 other => return Err(SqlError::unsupported(format!("column option {other}"))),
             }
@@ -963,7 +996,7 @@ impl Binder<'_> {
                     .collect::<Result<Vec<_>>>()?;
                 return Ok(Plan::AddColumn {
                     column: def.column,
-                    serial: def.serial,
+                    sequence: def.sequence,
                     skip: exists,
                     checks,
                     table,
@@ -1009,6 +1042,17 @@ impl Binder<'_> {
                     Some(value.to_string())
                 }
                 ast::AlterColumnOperation::DropDefault => None,
+                ast::AlterColumnOperation::SetNotNull | ast::AlterColumnOperation::DropNotNull => {
+                    let not_null = matches!(op, ast::AlterColumnOperation::SetNotNull);
+                    return alter_not_null(table, column, not_null);
+                }
+                ast::AlterColumnOperation::AddGenerated {
+                    generated_as,
+                    sequence_options,
+                } => {
+                    let given = sequence_options.as_deref().unwrap_or(&[]);
+                    return add_identity(table, column, *generated_as, given);
+                }
                 other => return Err(SqlError::unsupported(format!("ALTER COLUMN ... {other}"))),
             };
             return Ok(Plan::SetDefault {
@@ -1107,7 +1151,8 @@ impl Binder<'_> {
                     (true, Some(w)) if w < targets.len() => &targets[..w],
                     _ => &targets[..],
                 };
-                self.insert_source(q, &table, targets)?
+                let overriding = ins.overriding.as_ref();
+                self.insert_source(q, &table, targets, overriding)?
             }
             // DEFAULT VALUES
             None => Node::Values(vec![self.default_row(&table)?]),
@@ -1175,6 +1220,7 @@ impl Binder<'_> {
         q: &ast::Query,
         table: &TableInfo,
         targets: &[usize],
+        overriding: Option<&ast::InsertOverriding>,
     ) -> Result<Node> {
         let defaults = self.default_row(table)?;
         if let SetExpr::Values(values) = &*q.body {
@@ -1187,7 +1233,9 @@ impl Binder<'_> {
                         check_insert_width(constants.len(), targets.len())?;
                         let mut row = defaults.clone();
                         for (&pos, (x, ty)) in targets.iter().zip(constants) {
-                            row[pos] = expr::assign_expr(x, ty, &table.columns[pos])?;
+                            if takes_given_value(&table.columns[pos], overriding)? {
+                                row[pos] = expr::assign_expr(x, ty, &table.columns[pos])?;
+                            }
                         }
                         rows.push(row);
                     }
@@ -1196,10 +1244,10 @@ impl Binder<'_> {
                 check_insert_width(value_row.len(), targets.len())?;
                 let mut row = defaults.clone();
                 for (&pos, e) in targets.iter().zip(value_row) {
-                    if is_default(e) {
+                    let col = &table.columns[pos];
+                    if is_default(e) || !takes_given_value(col, overriding)? {
                         continue;
                     }
-                    let col = &table.columns[pos];
                     row[pos] = self.assigned(e, col, &Scope::empty())?;
                 }
                 rows.push(row);
@@ -1211,7 +1259,9 @@ impl Binder<'_> {
         let mut exprs = defaults;
         for ((&pos, oc), i) in targets.iter().zip(&out).zip(0..) {
             let col = &table.columns[pos];
-            exprs[pos] = expr::assign_expr(Expr::Column(i), oc.ty, col)?;
+            if takes_given_value(col, overriding)? {
+                exprs[pos] = expr::assign_expr(Expr::Column(i), oc.ty, col)?;
+            }
         }
         Ok(Node::Project {
             input: Box::new(node),
@@ -1244,6 +1294,12 @@ impl Binder<'_> {
             let col = &table.columns[pos];
             let e = if is_default(&a.value) {
                 self.default_of(col)?
+            } else if col.identity == Some(catalog::Identity::Always) {
+                return Err(SqlError::new(
+                    SqlState::GENERATED_ALWAYS,
+                    format!("column \"{n}\" can only be updated to DEFAULT"),
+                )
+                .with_detail(generated_always_detail(&n)));
             } else {
                 self.assigned(&a.value, col, scope)?
             };
@@ -1453,12 +1509,118 @@ fn check_insert_width(exprs: usize, targets: usize) -> Result<()> {
 /// A column definition as [`Binder::column_def`] reads it.
 struct ColumnDef<'a> {
     column: ColumnInfo,
-    /// A `serial` column: it gets a sequence of its own.
-    serial: bool,
+    /// A `serial` or identity column: the options of the sequence it gets.
+    sequence: Option<quire_engine::SeqOptions>,
     primary: bool,
     unique: bool,
     /// Its CHECK constraints (name, expression), bound once the table's columns are known.
     checks: Vec<(Option<String>, &'a AstExpr)>,
+}
+
+/// Whether INSERT stores the value it gives column `col` (not DEFAULT): not under
+/// OVERRIDING USER VALUE for an identity column; a GENERATED ALWAYS one refuses it (428C9)
+/// without OVERRIDING SYSTEM VALUE.
+fn takes_given_value(col: &ColumnInfo, overriding: Option<&ast::InsertOverriding>) -> Result<bool> {
+    match (col.identity, overriding) {
+        (Some(_), Some(ast::InsertOverriding::User)) => Ok(false),
+        (Some(catalog::Identity::Always), None) => Err(SqlError::new(
+            SqlState::GENERATED_ALWAYS,
+            format!(
+                "cannot insert a non-DEFAULT value into column \"{}\"",
+                col.name
+            ),
+        )
+        .with_detail(generated_always_detail(&col.name))
+        .with_hint("Use OVERRIDING SYSTEM VALUE to override.")),
+        (None | Some(_), _) => Ok(true),
+    }
+}
+
+fn generated_always_detail(column: &str) -> String {
+    format!("Column \"{column}\" is an identity column defined as GENERATED ALWAYS.")
+}
+
+/// ALTER COLUMN ... SET / DROP NOT NULL (a primary key's and an identity column's NOT
+/// NULL stay, as PostgreSQL's errors say).
+fn alter_not_null(table: TableInfo, column: usize, not_null: bool) -> Result<Plan> {
+    let col = &table.columns[column];
+    if !not_null {
+        if col.identity.is_some() {
+            return Err(SqlError::new(
+                SqlState::SYNTAX_ERROR,
+                format!(
+                    "column \"{}\" of relation \"{}\" is an identity column",
+                    col.name, table.def.name
+                ),
+            ));
+        }
+        let in_pkey = table
+            .pkey
+            .as_ref()
+            .is_some_and(|(_, k)| k.contains(&column));
+        if in_pkey {
+            return Err(SqlError::new(
+                SqlState::INVALID_TABLE_DEFINITION,
+                format!("column \"{}\" is in a primary key", col.name),
+            ));
+        }
+    }
+    Ok(Plan::SetNotNull {
+        table,
+        column,
+        not_null,
+    })
+}
+
+/// ALTER COLUMN ... ADD GENERATED ... AS IDENTITY: the column must be NOT NULL, without a
+/// DEFAULT, and not an identity column already (55000, as PostgreSQL).
+fn add_identity(
+    table: TableInfo,
+    column: usize,
+    generated_as: Option<ast::GeneratedAs>,
+    given: &[ast::SequenceOptions],
+) -> Result<Plan> {
+    let col = &table.columns[column];
+    let refuse = |what: &str| {
+        Err(SqlError::new(
+            SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "column \"{}\" of relation \"{}\" {what}",
+                col.name, table.def.name
+            ),
+        ))
+    };
+    if !col.not_null {
+        return refuse("must be declared NOT NULL before identity can be added");
+    }
+    if col.identity.is_some() {
+        return refuse("is already an identity column");
+    }
+    if col.default.is_some() {
+        return refuse("already has a default value");
+    }
+    let kind = match generated_as {
+        Some(ast::GeneratedAs::ByDefault) => catalog::Identity::ByDefault,
+        _ => catalog::Identity::Always,
+    };
+    let options = crate::sequence::identity_options(&table.def.name, col, given)?;
+    Ok(Plan::AddIdentity {
+        table,
+        column,
+        kind,
+        options,
+    })
+}
+
+/// 42601: a column with both DEFAULT and GENERATED ... AS IDENTITY (or `serial`).
+fn both_default_and_identity(column: &str, table: &str) -> SqlError {
+    SqlError::new(
+        SqlState::SYNTAX_ERROR,
+        format!(
+            "both default and identity specified for column \"{column}\" of table \"{}\"",
+            catalog::display_name(table)
+        ),
+    )
 }
 
 /// `serial`, `bigserial`, `smallserial` (and `serial2/4/8`): the column's type.

@@ -130,6 +130,7 @@ pub(crate) fn add_check(
 }
 
 /// What [`change_check`] does to a constraint.
+#[derive(Clone, Copy)]
 pub(crate) enum CheckChange<'a> {
     Drop,
     Rename(&'a str),

@@ -259,7 +259,7 @@ fn cast(v: Value, from: SqlType, to: SqlType, cx: &Cx) -> Result<Value> {
             if f.is_text() && is_oid_text(name) =>
         {
             // regclassin and regtypein take a number as the oid itself, unchecked.
-            Ok(Value::Int(name.parse::<u32>().map(i64::from).unwrap_or(0)))
+            Ok(Value::Int(name.parse::<u32>().map_or(0, i64::from)))
         }
         (Value::Text(name), f, SqlType::Regclass) if f.is_text() => {
             let oid = crate::pg_catalog::relation_oid(cx.tx, name)?.ok_or_else(|| {

@@ -62,8 +62,9 @@ pub(crate) enum Plan {
         columns: Vec<ColumnInfo>,
         pkey: Option<Vec<usize>>,
         uniques: Vec<Vec<usize>>,
-        /// `serial` columns: each gets a sequence of its own.
-        serials: Vec<usize>,
+        /// `serial` and identity columns: each gets a sequence of its own, with these
+        /// options.
+        serials: Vec<(usize, quire_engine::SeqOptions)>,
         checks: Vec<NewCheck>,
     },
     /// CREATE TABLE ... AS and SELECT ... INTO: a table of `columns`, filled with the rows
@@ -78,7 +79,11 @@ pub(crate) enum Plan {
         names: Vec<String>,
         if_exists: bool,
     },
-    Truncate(Vec<TableInfo>),
+    /// TRUNCATE; RESTART IDENTITY resets the sequences the tables' columns own.
+    Truncate {
+        tables: Vec<TableInfo>,
+        restart_identity: bool,
+    },
     CreateSequence {
         name: String,
         if_not_exists: bool,
@@ -112,7 +117,8 @@ pub(crate) enum Plan {
     AddColumn {
         table: TableInfo,
         column: ColumnInfo,
-        serial: bool,
+        /// A `serial` or identity column's sequence options.
+        sequence: Option<quire_engine::SeqOptions>,
         skip: bool,
         /// The column's CHECK constraints, verified over the rows that exist.
         checks: Vec<NewCheck>,
@@ -154,6 +160,19 @@ pub(crate) enum Plan {
         table: TableInfo,
         column: usize,
         expr: Option<String>,
+    },
+    /// ALTER TABLE ... ALTER COLUMN ... SET / DROP NOT NULL.
+    SetNotNull {
+        table: TableInfo,
+        column: usize,
+        not_null: bool,
+    },
+    /// ALTER TABLE ... ALTER COLUMN ... ADD GENERATED ... AS IDENTITY.
+    AddIdentity {
+        table: TableInfo,
+        column: usize,
+        kind: crate::catalog::Identity,
+        options: quire_engine::SeqOptions,
     },
     /// ALTER TABLE ... ADD PRIMARY KEY / ADD CONSTRAINT ... UNIQUE.
     AddKey {

@@ -132,7 +132,7 @@ pub(super) fn check_writable(plan: &Plan) -> Result<()> {
         Plan::CreateTable { .. } => "CREATE TABLE",
         Plan::CreateTableAs { .. } => "CREATE TABLE AS",
         Plan::DropTable { .. } => "DROP TABLE",
-        Plan::Truncate(_) => "TRUNCATE TABLE",
+        Plan::Truncate { .. } => "TRUNCATE TABLE",
         Plan::CreateSequence { .. } => "CREATE SEQUENCE",
         Plan::DropSequence { .. } => "DROP SEQUENCE",
         Plan::CreateIndex { .. } => "CREATE INDEX",
@@ -142,6 +142,8 @@ pub(super) fn check_writable(plan: &Plan) -> Result<()> {
         | Plan::SetDefault { .. }
         | Plan::AddKey { .. }
         | Plan::AddCheck { .. }
+        | Plan::SetNotNull { .. }
+        | Plan::AddIdentity { .. }
         | Plan::ValidateCheck { .. }
         | Plan::RenameConstraint { .. }
         | Plan::DropConstraint { .. } => "ALTER TABLE",

@@ -23,19 +23,27 @@ use crate::types::SqlType;
 /// the rows that exist filled with it (evaluated per row, as PostgreSQL does for a volatile
 /// default; PostgreSQL 11+ avoids the rewrite for a constant one, quire updates every row
 /// then too, leaving the old versions to vacuum). A NOT NULL column left NULL: 23502.
-fn add_column(cx: &Cx, table: &TableInfo, column: &ColumnInfo, serial: bool) -> Result<()> {
+fn add_column(
+    cx: &Cx,
+    table: &TableInfo,
+    column: &ColumnInfo,
+    options: Option<&quire_engine::SeqOptions>,
+) -> Result<()> {
     let tx = cx.tx;
     let oid = table.def.oid;
     let mut col = column.clone();
     let mut owned = None;
-    if serial {
+    if let Some(options) = options {
         let seq_name = sequence::serial_name(tx, &table.def.name, &col.name)?;
-        owned = Some(tx.create_sequence(&seq_name, &sequence::serial_options(col.ty))?);
+        owned = Some(tx.create_sequence(&seq_name, options)?);
         col.default = Some(sequence::nextval_default(&seq_name));
     }
     let attnum = catalog::add_column(tx, table, &col)?;
     if col.default.is_some() {
         catalog::set_default(tx, oid, attnum, col.default.as_deref(), owned)?;
+    }
+    if col.identity.is_some() {
+        catalog::set_identity(tx, oid, attnum, col.identity)?;
     }
     let contains_nulls = || {
         SqlError::new(
@@ -246,18 +254,21 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             // Each serial column's sequence first: the column's DEFAULT names it.
             let mut columns = columns.clone();
             let mut owned = Vec::with_capacity(serials.len());
-            for &i in serials {
+            for (i, options) in serials {
+                let i = *i;
                 // A temporary table's sequence is named as its table is seen (`t_a_seq`).
                 let seq_name =
                     sequence::serial_name(tx, catalog::display_name(name), &columns[i].name)?;
-                let seq =
-                    tx.create_sequence(&seq_name, &sequence::serial_options(columns[i].ty))?;
+                let seq = tx.create_sequence(&seq_name, options)?;
                 columns[i].default = Some(sequence::nextval_default(&seq_name));
                 owned.push((i, seq));
             }
             let table = catalog::create(tx, name, &columns, pkey.as_deref())?;
             for (i, seq) in owned {
                 catalog::set_default(tx, table, i, columns[i].default.as_deref(), Some(seq))?;
+                if columns[i].identity.is_some() {
+                    catalog::set_identity(tx, table, i, columns[i].identity)?;
+                }
             }
             for u in uniques {
                 let cols: Vec<&str> = u.iter().map(|&c| columns[c].name.as_str()).collect();
@@ -313,9 +324,18 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             }
             Ok(command("LOCK TABLE"))
         }
-        Plan::Truncate(tables) => {
+        Plan::Truncate {
+            tables,
+            restart_identity,
+        } => {
             for t in tables {
                 tx.truncate(t.def.oid)?;
+                if *restart_identity {
+                    for seq in t.columns.iter().filter_map(|c| c.owned_seq) {
+                        let start = tx.sequence_def(seq)?.options.start;
+                        tx.setval(seq, start, false)?;
+                    }
+                }
             }
             Ok(command("TRUNCATE TABLE"))
         }
@@ -376,7 +396,7 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
         Plan::AddColumn {
             table,
             column,
-            serial,
+            sequence,
             skip,
             checks,
         } => {
@@ -388,8 +408,29 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
                 )));
                 return Ok(out);
             }
-            add_column(cx, table, column, *serial)?;
+            add_column(cx, table, column, sequence.as_ref())?;
             constraints::add_checks(cx, table, checks, true)?;
+            Ok(command("ALTER TABLE"))
+        }
+        Plan::SetNotNull {
+            table,
+            column,
+            not_null,
+        } => constraints::set_not_null(cx, table, *column, *not_null),
+        Plan::AddIdentity {
+            table,
+            column,
+            kind,
+            options,
+        } => {
+            let oid = table.def.oid;
+            tx.lock_table(oid, quire_engine::LockMode::AccessExclusive, false)?;
+            let col = &table.columns[*column];
+            let seq_name = sequence::serial_name(tx, &table.def.name, &col.name)?;
+            let seq = tx.create_sequence(&seq_name, options)?;
+            let default = sequence::nextval_default(&seq_name);
+            catalog::set_default(tx, oid, *column, Some(&default), Some(seq))?;
+            catalog::set_identity(tx, oid, *column, Some(*kind))?;
             Ok(command("ALTER TABLE"))
         }
         Plan::AddCheck {
