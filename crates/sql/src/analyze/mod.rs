@@ -136,6 +136,24 @@ pub(crate) fn table_checks(
     Binder::new(tx, &[]).bound_checks(table)
 }
 
+/// One action of a multi-action ALTER TABLE, bound as it runs ([`Plan::AlterSteps`]).
+pub(crate) fn bind_alter_step(tx: &Transaction, sql: &str) -> Result<Plan> {
+    let stmts = crate::parse::parse(sql)?;
+    let [crate::parse::Statement::Sql(stmt)] = stmts.as_slice() else {
+        return Err(SqlError::new(
+            SqlState::INTERNAL_ERROR,
+            "an ALTER TABLE action did not read back as one",
+        ));
+    };
+    let Statement::AlterTable(at) = &**stmt else {
+        return Err(SqlError::new(
+            SqlState::INTERNAL_ERROR,
+            "an ALTER TABLE action did not read back as one",
+        ));
+    };
+    Binder::new(tx, &[]).alter_table(at)
+}
+
 /// BEGIN, COMMIT and ROLLBACK, which bind without a transaction.
 pub(crate) fn bind_transaction_control(stmt: &Statement) -> Result<Plan> {
     match stmt {
@@ -952,9 +970,26 @@ impl Binder<'_> {
     }
 
     fn alter_table(&mut self, at: &ast::AlterTable) -> Result<Plan> {
-        let table = self.table_of(&at.name)?;
+        let name = self.rel_name(&at.name)?;
+        if at.if_exists && catalog::find(self.tx, &name)?.is_none() {
+            return Ok(Plan::Skip {
+                tag: "ALTER TABLE",
+                notice: format!(
+                    "relation \"{}\" does not exist, skipping",
+                    catalog::display_name(&name)
+                ),
+            });
+        }
+        let table = self.table(&name)?;
         let [op] = at.operations.as_slice() else {
-            return Err(SqlError::unsupported("several ALTER TABLE actions at once"));
+            // Each action is bound when it runs, after the ones before it, so that it sees
+            // what they did (ADD COLUMN c, ADD CHECK (c > 0)), as PostgreSQL's passes do.
+            let steps = at
+                .operations
+                .iter()
+                .map(|op| format!("ALTER TABLE {} {op}", at.name))
+                .collect();
+            return Ok(Plan::AlterSteps(steps));
         };
         match op {
             AlterTableOperation::AddColumn {

@@ -161,6 +161,14 @@ pub(crate) enum Plan {
         column: usize,
         expr: Option<String>,
     },
+    /// Nothing to do but tell the client so (ALTER TABLE IF EXISTS of a missing table).
+    Skip {
+        tag: &'static str,
+        notice: String,
+    },
+    /// ALTER TABLE with several actions: each one's statement text (`ALTER TABLE t <action>`),
+    /// bound and run in order when the statement runs, so that each sees the ones before.
+    AlterSteps(Vec<String>),
     /// ALTER TABLE ... ALTER COLUMN ... SET / DROP NOT NULL.
     SetNotNull {
         table: TableInfo,

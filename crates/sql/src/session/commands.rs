@@ -143,6 +143,7 @@ pub(super) fn check_writable(plan: &Plan) -> Result<()> {
         | Plan::AddKey { .. }
         | Plan::AddCheck { .. }
         | Plan::SetNotNull { .. }
+        | Plan::AlterSteps(_)
         | Plan::AddIdentity { .. }
         | Plan::ValidateCheck { .. }
         | Plan::RenameConstraint { .. }

@@ -412,6 +412,20 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             constraints::add_checks(cx, table, checks, true)?;
             Ok(command("ALTER TABLE"))
         }
+        Plan::Skip { tag, notice } => {
+            let mut done = command(*tag);
+            done.notices.push(Notice::new(notice.clone()));
+            Ok(done)
+        }
+        Plan::AlterSteps(steps) => {
+            let mut done = command("ALTER TABLE");
+            for sql in steps {
+                let plan = crate::analyze::bind_alter_step(tx, sql)?;
+                let step = run_plan(cx, &plan, columns, out)?;
+                done.notices.extend(step.notices);
+            }
+            Ok(done)
+        }
         Plan::SetNotNull {
             table,
             column,
