@@ -2,6 +2,7 @@
 //!
 //! - `nextval` is not transactional: a value handed out in a transaction that rolls back is
 //!   not handed out again; CREATE and DROP SEQUENCE are transactional;
+//! - ALTER SEQUENCE's new options are transactional and survive a crash; the value stays;
 //! - bounds: 2200H past MAXVALUE (or MINVALUE going down) without CYCLE, wrap with CYCLE;
 //!   `setval` outside the bounds 22003; a table's oid given as a sequence 42809;
 //! - durability: after power loss at any point of a run of `nextval`s (and across
@@ -59,6 +60,41 @@ fn nextval_survives_rollback_and_create_drop_are_transactional() {
     assert!(tx.relation_named("s").unwrap().is_none());
     assert!(tx.relation_named("ghost").unwrap().is_none());
     tx.commit().unwrap();
+    db.close().unwrap();
+}
+
+#[test]
+fn alter_sequence_changes_options_under_the_transaction() {
+    let (vfs, db) = new_db(12, config());
+    let s = committing(&db, |tx| tx.create_sequence("s", &opts()).unwrap());
+    let by10 = SeqOptions {
+        increment: 10,
+        ..opts()
+    };
+    let tx = db.begin(ReadCommitted).unwrap();
+    assert_eq!(tx.nextval(s).unwrap(), 1);
+    tx.alter_sequence(s, &by10).unwrap();
+    assert_eq!(
+        tx.nextval(s).unwrap(),
+        11,
+        "the value stays, the step changes"
+    );
+    tx.rollback().unwrap();
+    let tx = db.begin(ReadCommitted).unwrap();
+    assert_eq!(tx.nextval(s).unwrap(), 12, "the rolled-back step is gone");
+    tx.alter_sequence(s, &by10).unwrap();
+    tx.commit().unwrap();
+    crash(db, &vfs);
+    let db = open_db(&vfs, config());
+    let tx = db.begin(ReadCommitted).unwrap();
+    assert_eq!(tx.sequence_def(s).unwrap().options.increment, 10);
+    let bad = SeqOptions {
+        min_value: 5,
+        max_value: 1,
+        ..opts()
+    };
+    assert!(tx.alter_sequence(s, &bad).is_err());
+    tx.rollback().unwrap();
     db.close().unwrap();
 }
 

@@ -36,6 +36,25 @@ pub enum Statement {
     /// `[NOT] DEFERRABLE` among its modes (which `sqlparser` lacks): the statement without
     /// it, and whether DEFERRABLE.
     Deferrable(Box<sqlparser::ast::Statement>, bool),
+    /// ALTER SEQUENCE (which `sqlparser` lacks).
+    AlterSequence(AlterSequenceStmt),
+}
+
+/// ALTER SEQUENCE [IF EXISTS] name [options] [RESTART [[WITH] n]]: the options CREATE
+/// SEQUENCE also takes (OWNED BY among them), as `sqlparser` reads them there.
+#[derive(Clone, Debug)]
+pub struct AlterSequenceStmt {
+    pub if_exists: bool,
+    pub name: String,
+    pub options: Vec<sqlparser::ast::SequenceOptions>,
+    pub restart: Option<Restart>,
+}
+
+/// ALTER SEQUENCE's RESTART: to the start value, or to a value given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Restart {
+    ToStart,
+    To(i64),
 }
 
 #[derive(Clone, Debug, Default)]
@@ -975,6 +994,7 @@ fn utility(p: &str) -> Result<Option<Statement>> {
         "checkpoint",
         "vacuum",
         "copy",
+        "alter",
     ]
     .iter()
     .any(|k| head.eq_ignore_ascii_case(k));
@@ -1014,7 +1034,59 @@ fn utility(p: &str) -> Result<Option<Statement>> {
     if kw(first, "copy") {
         return copy(&w[1..]).map(|c| Some(Statement::Copy(c)));
     }
+    if kw(first, "alter") && kw(second, "sequence") {
+        return alter_sequence(&w[2..]).map(|a| Some(Statement::AlterSequence(a)));
+    }
     Ok(None)
+}
+
+/// The words of ALTER SEQUENCE after its first two. RESTART is taken out; the rest is read
+/// as CREATE SEQUENCE's options by `sqlparser`.
+fn alter_sequence(w: &[String]) -> Result<AlterSequenceStmt> {
+    let (if_exists, w) = match w {
+        [i, e, rest @ ..] if kw(Some(i), "if") && kw(Some(e), "exists") => (true, rest),
+        _ => (false, w),
+    };
+    let Some((name, rest)) = w.split_first() else {
+        return Err(SqlError::syntax("syntax error at end of input"));
+    };
+    let mut kept: Vec<&str> = Vec::with_capacity(rest.len());
+    let mut restart = None;
+    let mut i = 0;
+    while i < rest.len() {
+        if !kw(rest.get(i), "restart") {
+            kept.push(&rest[i]);
+            i += 1;
+            continue;
+        }
+        i += 1;
+        if kw(rest.get(i), "with") {
+            i += 1;
+        }
+        restart = Some(match rest.get(i).and_then(|v| v.parse::<i64>().ok()) {
+            Some(v) => {
+                i += 1;
+                Restart::To(v)
+            }
+            None => Restart::ToStart,
+        });
+    }
+    let sql = format!("CREATE SEQUENCE s {}", kept.join(" "));
+    let parsed =
+        sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::PostgreSqlDialect {}, &sql)
+            .map_err(|e| SqlError::syntax(e.to_string()))?;
+    let options = match parsed.as_slice() {
+        [sqlparser::ast::Statement::CreateSequence {
+            sequence_options, ..
+        }] => sequence_options.clone(),
+        _ => return Err(SqlError::syntax("syntax error in ALTER SEQUENCE")),
+    };
+    Ok(AlterSequenceStmt {
+        if_exists,
+        name: ident(name),
+        options,
+        restart,
+    })
 }
 
 fn ident(w: &str) -> String {

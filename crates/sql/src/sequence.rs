@@ -126,7 +126,7 @@ fn constant(e: &AstExpr) -> Result<i64> {
 
 /// CREATE SEQUENCE's options with PostgreSQL's defaults filled in. OWNED BY is refused
 /// (ownership comes from `serial`).
-pub(crate) fn options(name: &str, given: &[SequenceOptions]) -> Result<SeqOptions> {
+pub(crate) fn options(given: &[SequenceOptions]) -> Result<SeqOptions> {
     let mut bounds = (8, i64::MIN, i64::MAX);
     let (mut increment, mut min, mut max, mut start, mut cache, mut cycle) =
         (1, None, None, None, 1, false);
@@ -165,8 +165,142 @@ pub(crate) fn options(name: &str, given: &[SequenceOptions]) -> Result<SeqOption
         cycle,
         value_bytes,
     };
-    opts.check(name)?;
+    opts.check()?;
     Ok(opts)
+}
+
+/// ALTER SEQUENCE in `tx`: new options (transactional), RESTART (a `setval`, as
+/// PostgreSQL's before version 10 made it; not undone by a rollback here), OWNED BY. Returns
+/// the notices to send (IF EXISTS of a missing sequence).
+pub(crate) fn alter(
+    tx: &Transaction,
+    stmt: &crate::parse::AlterSequenceStmt,
+) -> Result<Vec<String>> {
+    let name = stmt.name.strip_prefix("public.").unwrap_or(&stmt.name);
+    let seq = match tx.relation_named(name)? {
+        Some(quire_engine::Entry::Sequence(def)) if !name.starts_with("quire_") => def,
+        Some(other) => {
+            let kind = match other {
+                quire_engine::Entry::Index(_) => "indexes",
+                _ => "tables",
+            };
+            return Err(SqlError::new(
+                SqlState::WRONG_OBJECT_TYPE,
+                format!("cannot open relation \"{name}\""),
+            )
+            .with_detail(format!("This operation is not supported for {kind}.")));
+        }
+        None if stmt.if_exists => {
+            return Ok(vec![format!(
+                "relation \"{name}\" does not exist, skipping"
+            )])
+        }
+        None => {
+            return Err(SqlError::new(
+                SqlState::UNDEFINED_TABLE,
+                format!("relation \"{name}\" does not exist"),
+            ))
+        }
+    };
+    let (options, owned) = alter_options(seq.options, &stmt.options)?;
+    if options != seq.options {
+        tx.alter_sequence(seq.oid, &options)?;
+    }
+    match stmt.restart {
+        Some(crate::parse::Restart::To(v)) => tx.setval(seq.oid, v, false)?,
+        Some(crate::parse::Restart::ToStart) => tx.setval(seq.oid, options.start, false)?,
+        None => {}
+    }
+    if let Some(owned) = owned {
+        crate::catalog::set_owner(tx, seq.oid, owned)?;
+    }
+    Ok(Vec::new())
+}
+
+/// What OWNED BY says: the table and column that own the sequence, or none.
+pub(crate) type OwnedBy = Option<(String, String)>;
+
+/// ALTER SEQUENCE's options over the sequence's `current` ones, as PostgreSQL's
+/// `init_params` applies them: what is not given stays, NO MINVALUE / NO MAXVALUE take the
+/// defaults for the direction, and a new AS type moves bounds that were the old type's.
+/// Also what OWNED BY said, if it was given.
+pub(crate) fn alter_options(
+    current: SeqOptions,
+    given: &[SequenceOptions],
+) -> Result<(SeqOptions, Option<OwnedBy>)> {
+    let mut o = current;
+    let old = bounds_of(o.value_bytes);
+    let mut owned = None;
+    let (mut min, mut max) = (Some(o.min_value), Some(o.max_value));
+    for g in given {
+        match g {
+            SequenceOptions::DataType(ty) => {
+                let (bytes, lo, hi) = type_bounds(ty)?;
+                o.value_bytes = bytes;
+                if min == Some(old.0) {
+                    min = Some(lo);
+                }
+                if max == Some(old.1) {
+                    max = Some(hi);
+                }
+            }
+            SequenceOptions::IncrementBy(e, _) => o.increment = constant(e)?,
+            SequenceOptions::MinValue(e) => min = e.as_ref().map(constant).transpose()?,
+            SequenceOptions::MaxValue(e) => max = e.as_ref().map(constant).transpose()?,
+            SequenceOptions::StartWith(e, _) => o.start = constant(e)?,
+            SequenceOptions::Cache(e) => o.cache = constant(e)?,
+            SequenceOptions::Cycle(no) => o.cycle = !no,
+            SequenceOptions::OwnedBy(n) => owned = Some(owned_by(n.as_ref())?),
+        }
+    }
+    let (lowest, highest) = bounds_of(o.value_bytes);
+    let ascending = o.increment > 0;
+    o.min_value = min.unwrap_or(if ascending { 1 } else { lowest });
+    o.max_value = max.unwrap_or(if ascending { highest } else { -1 });
+    for (what, v) in [("MINVALUE", o.min_value), ("MAXVALUE", o.max_value)] {
+        if !(lowest..=highest).contains(&v) {
+            return Err(SqlError::new(
+                SqlState::INVALID_PARAMETER_VALUE,
+                format!("{what} ({v}) is out of range for sequence data type"),
+            ));
+        }
+    }
+    o.check()?;
+    Ok((o, owned))
+}
+
+/// The bounds of a sequence's integer type of `bytes` bytes.
+fn bounds_of(bytes: u8) -> (i64, i64) {
+    match bytes {
+        2 => (i16::MIN.into(), i16::MAX.into()),
+        4 => (i32::MIN.into(), i32::MAX.into()),
+        _ => (i64::MIN, i64::MAX),
+    }
+}
+
+/// OWNED BY `table.column` or NONE.
+fn owned_by(n: Option<&ast::ObjectName>) -> Result<OwnedBy> {
+    let Some(n) = n else {
+        return Ok(None);
+    };
+    let parts: Vec<String> = n.0.iter().map(ToString::to_string).collect();
+    let parts: Vec<String> = parts
+        .iter()
+        .map(
+            |p| match p.strip_prefix('"').and_then(|q| q.strip_suffix('"')) {
+                Some(q) => q.to_string(),
+                None => p.to_lowercase(),
+            },
+        )
+        .collect();
+    match parts.as_slice() {
+        [none] if none == "none" => Ok(None),
+        [.., t, c] if parts.len() <= 3 => Ok(Some((t.clone(), c.clone()))),
+        _ => Err(
+            SqlError::new(SqlState::INVALID_PARAMETER_VALUE, "invalid OWNED BY option")
+                .with_hint("Specify OWNED BY table.column or OWNED BY NONE."),
+        ),
+    }
 }
 
 /// The options of a `serial` column's sequence: the column type's width and maximum
@@ -189,7 +323,6 @@ pub(crate) fn serial_options(column: crate::types::SqlType) -> SeqOptions {
 /// says otherwise (PostgreSQL's identity sequence is `AS` the column's type). 22023 for a
 /// column that is not smallint, integer or bigint.
 pub(crate) fn identity_options(
-    table: &str,
     column: &crate::catalog::ColumnInfo,
     given: &[SequenceOptions],
 ) -> Result<SeqOptions> {
@@ -208,7 +341,7 @@ pub(crate) fn identity_options(
     let mut all = Vec::with_capacity(given.len() + 1);
     all.push(SequenceOptions::DataType(ty));
     all.extend(given.iter().cloned());
-    options(&format!("{table}_{}_seq", column.name), &all)
+    options(&all)
 }
 
 /// The name PostgreSQL gives a serial column's sequence: `<table>_<column>_seq`, with a
@@ -249,7 +382,7 @@ mod tests {
         else {
             panic!("not CREATE SEQUENCE");
         };
-        options("s", sequence_options)
+        options(sequence_options)
     }
 
     #[test]

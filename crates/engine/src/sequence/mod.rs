@@ -93,14 +93,14 @@ const OPTIONS_BYTES: usize = 5 * 8 + 2;
 
 impl SeqOptions {
     /// Checks the options as PostgreSQL's `init_params` does (SQLSTATE 22023).
-    pub fn check(&self, name: &str) -> Result<()> {
+    pub fn check(&self) -> Result<()> {
         let bad = |what: String| Err(Error::InvalidParameter { what });
         if self.increment == 0 {
             return bad("INCREMENT must not be zero".into());
         }
         if self.min_value >= self.max_value {
             return bad(format!(
-                "MINVALUE ({}) must be less than MAXVALUE ({}) (sequence \"{name}\")",
+                "MINVALUE ({}) must be less than MAXVALUE ({})",
                 self.min_value, self.max_value
             ));
         }
@@ -450,12 +450,12 @@ mod tests {
         let mut bad = o.encode();
         *bad.last_mut().expect("not empty") = 7;
         assert_eq!(SeqOptions::decode(&bad), None);
-        assert!(o.check("s").is_ok());
+        assert!(o.check().is_ok());
         let zero = SeqOptions {
             increment: 0,
             ..SeqOptions::default()
         };
-        assert_eq!(zero.check("s").unwrap_err().sqlstate(), "22023");
+        assert_eq!(zero.check().unwrap_err().sqlstate(), "22023");
     }
 
     #[test]

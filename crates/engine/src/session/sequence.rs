@@ -13,7 +13,7 @@ use crate::types::{Oid, RelFileLocator};
 impl Transaction {
     /// CREATE SEQUENCE: the catalog entry and the sequence's one-page relation.
     pub fn create_sequence(&self, name: &str, options: &SeqOptions) -> Result<Oid> {
-        options.check(name)?;
+        options.check()?;
         self.call(|| {
             self.command();
             let xid = self.ensure_xid()?;
@@ -42,6 +42,19 @@ impl Transaction {
             self.note_definition_change();
             self.st.borrow_mut().cid_used = true;
             Ok(oid)
+        })
+    }
+
+    /// ALTER SEQUENCE: new options in the catalog entry, under the transaction (the current
+    /// value stays; RESTART is a `setval`).
+    pub fn alter_sequence(&self, seq: Oid, options: &SeqOptions) -> Result<()> {
+        self.call(|| {
+            self.command();
+            self.lock_table_mode(seq, LockMode::AccessExclusive, LockWait::Block)?;
+            let (tid, mut def) = self.sequence_entry(seq)?;
+            options.check()?;
+            def.options = *options;
+            self.rewrite_entry(tid, Some(&Entry::Sequence(def)))
         })
     }
 

@@ -469,7 +469,7 @@ impl Binder<'_> {
                 let name = table_name(name)?;
                 catalog::check_not_reserved(&name)?;
                 Ok(Plan::CreateSequence {
-                    options: crate::sequence::options(&name, sequence_options)?,
+                    options: crate::sequence::options(sequence_options)?,
                     name,
                     if_not_exists: *if_not_exists,
                 })
@@ -906,7 +906,7 @@ impl Binder<'_> {
                         return Err(both_default_and_identity(&col.name, table));
                     }
                     let given = sequence_options.as_deref().unwrap_or(&[]);
-                    def.sequence = Some(crate::sequence::identity_options(table, col, given)?);
+                    def.sequence = Some(crate::sequence::identity_options(col, given)?);
                     col.identity = Some(kind);
                     col.not_null = true;
                 }
@@ -1638,7 +1638,7 @@ fn add_identity(
         Some(ast::GeneratedAs::ByDefault) => catalog::Identity::ByDefault,
         _ => catalog::Identity::Always,
     };
-    let options = crate::sequence::identity_options(&table.def.name, col, given)?;
+    let options = crate::sequence::identity_options(col, given)?;
     Ok(Plan::AddIdentity {
         table,
         column,

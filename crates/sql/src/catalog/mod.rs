@@ -380,6 +380,39 @@ pub(crate) fn set_identity(
     write_attrdef(tx, table, attnum, expr.as_deref(), None, kind)
 }
 
+/// ALTER SEQUENCE ... OWNED BY: sequence `seq` is owned by `owner`'s column (the table
+/// named first, then the column), or by nothing (NONE).
+pub(crate) fn set_owner(
+    tx: &Transaction,
+    seq: quire_engine::Oid,
+    owner: Option<(String, String)>,
+) -> Result<()> {
+    if let Some(table) = owner_of(tx, seq)? {
+        let meta = tx.table(ATTRDEF_TABLE)?;
+        for (tid, d) in attrdefs(tx, table)? {
+            if d.owned_seq == Some(seq) {
+                tx.delete(meta, tid)?;
+                write_attrdef(tx, table, d.attnum, d.expr.as_deref(), None, d.identity)?;
+            }
+        }
+    }
+    let Some((table, column)) = owner else {
+        tx.note_definition_change();
+        return Ok(());
+    };
+    let t = lookup(tx, &table)?;
+    let attnum = t.column(&column)?;
+    let c = &t.columns[attnum];
+    write_attrdef(
+        tx,
+        t.def.oid,
+        attnum,
+        c.default.as_deref(),
+        Some(seq),
+        c.identity,
+    )
+}
+
 fn write_attrdef(
     tx: &Transaction,
     table: TableId,

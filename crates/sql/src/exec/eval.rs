@@ -283,6 +283,17 @@ fn cast(v: Value, from: SqlType, to: SqlType, cx: &Cx) -> Result<Value> {
     }
 }
 
+/// A `regclass`, `regtype` or `regnamespace` value as its output function prints it (the
+/// name it stands for, or the number when nothing has that oid); other values unchanged.
+pub(crate) fn reg_output(v: Value, ty: SqlType, cx: &Cx) -> Result<Value> {
+    match ty {
+        SqlType::Regclass | SqlType::Regtype | SqlType::Regnamespace if !v.is_null() => {
+            cast(v, ty, SqlType::Text, cx)
+        }
+        _ => Ok(v),
+    }
+}
+
 /// Whether `s` is an oid written as a number (1 to 10 digits).
 fn is_oid_text(s: &str) -> bool {
     (1..=10).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit()) && s.parse::<u32>().is_ok()

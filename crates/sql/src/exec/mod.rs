@@ -9,5 +9,6 @@ mod setop;
 mod sort;
 mod window;
 
+pub(crate) use eval::reg_output;
 pub(crate) use explain::explain_statement;
 pub(crate) use run::{collect, open, too_many_rows};

@@ -498,8 +498,17 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
         Plan::Query { node, out: cols } => {
             out.rows(cols)?;
             let mut n = 0u64;
+            // Output functions that read the catalog (regclassout and kin) run here.
+            let reg: Vec<usize> = (0..cols.len())
+                .filter(|&i| cols[i].ty.is_oid() && cols[i].ty != SqlType::Oid)
+                .collect();
             for row in crate::exec::open(node, cx)? {
-                out.row(&row?)?;
+                let mut row = row?;
+                for &i in &reg {
+                    let v = std::mem::replace(&mut row[i], Value::Null);
+                    row[i] = crate::exec::reg_output(v, cols[i].ty, cx)?;
+                }
+                out.row(&row)?;
                 n += 1;
             }
             Ok(rows_outcome(format!("SELECT {n}"), cols))

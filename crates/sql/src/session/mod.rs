@@ -691,6 +691,7 @@ impl Session {
             Statement::Vacuum(v) => self.vacuum(v),
             Statement::Copy(c) => self.copy_start(c, out),
             Statement::Role(r) => self.role(r),
+            Statement::AlterSequence(a) => self.alter_sequence(a),
             Statement::Deferrable(ast, deferrable) => self.with_deferrable(ast, *deferrable, out),
         }
     }

@@ -104,4 +104,32 @@ impl Session {
         out.notices = done.notices.into_iter().map(Notice::from).collect();
         Ok(out)
     }
+
+    /// ALTER SEQUENCE, in the open block or as its own transaction.
+    pub(super) fn alter_sequence(
+        &mut self,
+        stmt: &crate::parse::AlterSequenceStmt,
+    ) -> Result<Outcome> {
+        if self.settings.read_only() {
+            return Err(super::commands::read_only_error("ALTER SEQUENCE"));
+        }
+        let notices = if let State::Block(tx) = &self.state {
+            crate::sequence::alter(tx, stmt)?
+        } else {
+            let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
+            match crate::sequence::alter(&tx, stmt) {
+                Ok(n) => {
+                    tx.commit()?;
+                    n
+                }
+                Err(e) => {
+                    let _ = tx.rollback();
+                    return Err(e);
+                }
+            }
+        };
+        let mut out = command("ALTER SEQUENCE");
+        out.notices = notices.into_iter().map(Notice::new).collect();
+        Ok(out)
+    }
 }
