@@ -1372,6 +1372,8 @@ pub(crate) fn output_name(e: &AstExpr) -> String {
             || "?column?".into(),
             |p| p.to_string().to_lowercase().trim_matches('"').to_string(),
         ),
+        AstExpr::TypedString(ts) => cast_name(&ts.data_type),
+        AstExpr::Interval(_) => "interval".into(),
         AstExpr::Case { .. } => "case".into(),
         AstExpr::Exists { .. } => "exists".into(),
         AstExpr::Array(_) => "array".into(),
@@ -1391,6 +1393,7 @@ fn cast_name(t: &ast::DataType) -> String {
         Ok(SqlType::Varchar(_)) => "varchar".into(),
         Ok(SqlType::Bpchar(_)) => "bpchar".into(),
         Ok(SqlType::Timestamptz) => "timestamptz".into(),
+        Ok(SqlType::Timestamp) => "timestamp".into(),
         Ok(t) => t.name(),
         _ => t.to_string().to_lowercase(),
     }
