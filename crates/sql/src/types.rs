@@ -500,7 +500,8 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
         SqlType::Date => parse_date(t).ok_or_else(bad).map(Value::Int),
         SqlType::Uuid => parse_uuid(t).ok_or_else(bad).map(Value::Bytea),
         SqlType::Interval => {
-            crate::datetime::interval::parse(text, Default::default()).map(Value::Interval)
+            crate::datetime::interval::parse(text, crate::datetime::interval::Typmod::default())
+                .map(Value::Interval)
         }
         SqlType::PgLsn => parse_lsn(t).ok_or_else(bad).map(Value::Int),
         // PostgreSQL's `void_in` takes anything.
@@ -713,7 +714,29 @@ fn parse_lsn(t: &str) -> Option<i64> {
 
 /// Microseconds since 1970-01-01 in PostgreSQL's ISO output form.
 pub fn format_timestamp(us: i64) -> String {
+    format_timestamp_zone(us, "")
+}
+
+/// PostgreSQL's year of an astronomical one: year 0 is 1 BC.
+fn era_year(year: i64) -> (i64, &'static str) {
+    if year > 0 {
+        (year, "")
+    } else {
+        (1 - year, " BC")
+    }
+}
+
+/// Days since 1970-01-01 as PostgreSQL prints a date (`0044-03-15 BC` before year 1).
+fn format_date(days: i64) -> String {
+    let (year, month, day) = civil_from_days(days);
+    let (year, era) = era_year(year);
+    format!("{year:04}-{month:02}-{day:02}{era}")
+}
+
+/// A timestamp with `zone` after its time and before the era (`... 10:00:00+00 BC`).
+fn format_timestamp_zone(us: i64, zone: &str) -> String {
     let (year, month, day) = civil_from_days(us.div_euclid(US_PER_DAY));
+    let (year, era) = era_year(year);
     let in_day = us.rem_euclid(US_PER_DAY);
     let secs = in_day / 1_000_000;
     let frac = in_day % 1_000_000;
@@ -727,6 +750,8 @@ pub fn format_timestamp(us: i64) -> String {
         let f = format!(".{frac:06}");
         s.push_str(f.trim_end_matches('0'));
     }
+    s.push_str(zone);
+    s.push_str(era);
     s
 }
 
@@ -779,9 +804,7 @@ pub fn format_text(value: &Value, ty: SqlType) -> Option<String> {
     Some(match value {
         Value::Null => return None,
         Value::Bool(b) => if *b { "t" } else { "f" }.to_string(),
-        Value::Int(i) if ty == SqlType::Date => {
-            format_timestamp(i.saturating_mul(US_PER_DAY))[..10].to_string()
-        }
+        Value::Int(i) if ty == SqlType::Date => format_date(*i),
         // The engine's `Lsn` prints PostgreSQL's `%X/%X`.
         Value::Int(i) if ty == SqlType::PgLsn => quire_engine::Lsn(i.cast_unsigned()).to_string(),
         Value::Int(i) => i.to_string(),
@@ -796,7 +819,7 @@ pub fn format_text(value: &Value, ty: SqlType) -> Option<String> {
             }
             s
         }
-        Value::Timestamp(us) if ty == SqlType::Timestamptz => format_timestamp(*us) + "+00",
+        Value::Timestamp(us) if ty == SqlType::Timestamptz => format_timestamp_zone(*us, "+00"),
         Value::Timestamp(us) => format_timestamp(*us),
         Value::Numeric(n) => n.to_string(),
         Value::Interval(i) => crate::datetime::interval::format(*i),
@@ -864,8 +887,8 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
         },
         (v @ Value::Text(_), SqlType::TextArray) if from == SqlType::TextArray => Ok(v),
         (v @ Value::Text(_), SqlType::Int2Array) if from == SqlType::Int2Array => Ok(v),
-        (v @ Value::Timestamp(_), SqlType::Timestamp | SqlType::Timestamptz) => Ok(v),
-        (v @ Value::Interval(_), SqlType::Interval) => Ok(v),
+        (v @ Value::Timestamp(_), SqlType::Timestamp | SqlType::Timestamptz)
+        | (v @ Value::Interval(_), SqlType::Interval) => Ok(v),
         (v @ (Value::Bool(_) | Value::Bytea(_)), t)
             if v.type_of() == Some(t.engine_type())
                 && (from == t

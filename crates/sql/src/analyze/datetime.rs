@@ -30,6 +30,7 @@ fn is_number(t: SqlType) -> bool {
 /// The operator `l op r` is when either side is a date/time type; `None` when neither is,
 /// or no operator takes the pair (the binder reports 42883). An untyped literal takes the
 /// type PostgreSQL's resolution gives it (the other side's, else interval).
+#[allow(clippy::many_single_char_names)] // l/r: the operands, a/b: both timestamps or dates
 pub(super) fn resolve(op: char, l: SqlType, r: SqlType) -> Option<Resolved> {
     use DtOp as D;
     use SqlType as T;

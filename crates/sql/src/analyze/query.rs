@@ -1374,6 +1374,7 @@ pub(crate) fn output_name(e: &AstExpr) -> String {
         ),
         AstExpr::TypedString(ts) => cast_name(&ts.data_type),
         AstExpr::Interval(_) => "interval".into(),
+        AstExpr::Extract { .. } => "extract".into(),
         AstExpr::Case { .. } => "case".into(),
         AstExpr::Exists { .. } => "exists".into(),
         AstExpr::Array(_) => "array".into(),

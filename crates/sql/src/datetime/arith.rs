@@ -212,7 +212,7 @@ fn scale(span: Interval, factor: f64, divide: bool) -> Result<Interval> {
         .checked_add(month_rem_days.trunc() as i32)
         .ok_or_else(interval_out_of_range)?;
     let micros = (f(span.micros as f64) + sec_rem * 1e6).round_ties_even();
-    if !(micros >= -9.223_372_036_854_776e18 && micros < 9.223_372_036_854_776e18) {
+    if !(-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&micros) {
         return Err(interval_out_of_range());
     }
     finite(Interval {

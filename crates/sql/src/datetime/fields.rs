@@ -355,7 +355,7 @@ fn justify_interval(i: Interval) -> Result<Interval> {
     })
 }
 
-fn field_range(what: &str, shown: String) -> SqlError {
+fn field_range(what: &str, shown: &str) -> SqlError {
     SqlError::new(
         SqlState::DATETIME_FIELD_OVERFLOW,
         format!("{what} field value out of range: {shown}"),
@@ -376,7 +376,7 @@ fn make_date(y: i64, m: i64, d: i64) -> Result<i64> {
         {
             Ok(days_from_civil(astro, month, d as u32))
         }
-        _ => Err(field_range("date", shown())),
+        _ => Err(field_range("date", &shown())),
     }
 }
 
@@ -384,7 +384,7 @@ fn make_timestamp(a: &[i64], secs: f64) -> Result<i64> {
     let days = make_date(a[0], a[1], a[2])?;
     let (h, mi) = (a[3], a[4]);
     if !(0..=23).contains(&h) || !(0..=59).contains(&mi) || !(0.0..60.0).contains(&secs) {
-        return Err(field_range("time", format!("{h}:{mi:02}:{secs:02}")));
+        return Err(field_range("time", &format!("{h}:{mi:02}:{secs:02}")));
     }
     let tod = h * US_PER_HOUR + mi * US_PER_MINUTE + (secs * 1e6).round() as i64;
     days.checked_mul(US_PER_DAY)
@@ -443,7 +443,9 @@ fn age(a: i64, b: i64) -> Result<Interval> {
     let mut f: [i64; 7] = std::array::from_fn(|k| t1[k] - t2[k]);
     let neg = a < b;
     if neg {
-        f.iter_mut().for_each(|v| *v = -*v);
+        for v in &mut f {
+            *v = -*v;
+        }
     }
     // Microseconds, seconds, minutes, hours borrow from the next field up.
     for (low, n) in [(6, 1_000_000), (5, 60), (4, 60), (3, 24)] {
@@ -463,7 +465,9 @@ fn age(a: i64, b: i64) -> Result<Interval> {
         *year -= 1;
     }
     if neg {
-        f.iter_mut().for_each(|v| *v = -*v);
+        for v in &mut f {
+            *v = -*v;
+        }
     }
     let [year, mon, mday, hour, min, sec, usec] = f;
     let months = year.checked_mul(12).and_then(|v| v.checked_add(mon));

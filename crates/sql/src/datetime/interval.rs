@@ -6,6 +6,8 @@
 //! it; a number without one is in the qualifier's last field (seconds without qualifier);
 //! a number before a time (`1 2:03:04`) is days; `ago` negates everything.
 
+use std::fmt::Write as _;
+
 use quire_engine::{Interval, SqlState};
 
 use super::{interval_out_of_range, US_PER_DAY, US_PER_HOUR, US_PER_MINUTE, US_PER_SEC};
@@ -311,7 +313,7 @@ fn add_fract_micros(acc: &mut Acc, frac: f64, scale: i64) -> Option<()> {
 }
 
 fn f64_to_i64(f: f64) -> Option<i64> {
-    (f.is_finite() && f >= -9.2e18 && f <= 9.2e18).then_some(f as i64)
+    (-9.2e18..=9.2e18).contains(&f).then_some(f as i64)
 }
 
 /// `[+-]h:m[:s[.f]]` (`m:s.f` when two parts have a fraction, or under `MINUTE TO SECOND`)
@@ -444,7 +446,7 @@ pub(crate) fn format(i: Interval) -> String {
         }
         let plus = if is_before && v > 0 { "+" } else { "" };
         let plural = if v == 1 { "" } else { "s" };
-        s.push_str(&format!("{plus}{v} {unit}{plural}"));
+        let _ = write!(s, "{plus}{v} {unit}{plural}");
         is_before = v < 0;
     }
     if s.is_empty() || i.micros != 0 {
@@ -460,12 +462,13 @@ pub(crate) fn format(i: Interval) -> String {
         };
         let abs = i.micros.unsigned_abs();
         let (us_h, us_m, us_s) = (US_PER_HOUR as u64, US_PER_MINUTE as u64, US_PER_SEC as u64);
-        s.push_str(&format!(
+        let _ = write!(
+            s,
             "{sign}{:02}:{:02}:{:02}",
             abs / us_h,
             abs % us_h / us_m,
             abs % us_m / us_s
-        ));
+        );
         let frac = abs % us_s;
         if frac != 0 {
             let f = format!(".{frac:06}");
