@@ -48,9 +48,12 @@ pub(crate) struct Typmod {
     pub(crate) precision: Option<u8>,
 }
 
-/// The fields being summed while parsing (wide, checked at the end).
+/// The fields being summed while parsing. Years, months and days each stay within an
+/// int, as PostgreSQL's `pg_itm_in` keeps them (22015 past it); years become months only
+/// at the end (22008 past that).
 #[derive(Default)]
 struct Acc {
+    years: i64,
     months: i64,
     days: i64,
     micros: i64,
@@ -90,7 +93,12 @@ pub(crate) fn parse(text: &str, typmod: Typmod) -> Result<Interval> {
     } else {
         parse_postgres(&t, typmod, text)?
     };
-    let months = i32::try_from(acc.months).map_err(|_| interval_out_of_range())?;
+    let months = acc
+        .years
+        .checked_mul(12)
+        .and_then(|y| y.checked_add(acc.months))
+        .and_then(|m| i32::try_from(m).ok())
+        .ok_or_else(interval_out_of_range)?;
     let days = i32::try_from(acc.days).map_err(|_| interval_out_of_range())?;
     let i = Interval {
         months,
@@ -152,33 +160,27 @@ fn parse_postgres(t: &str, typmod: Typmod, text: &str) -> Result<Acc> {
             unit = Some(Field::Day);
             unit_scale = 1;
         } else if tok.starts_with(|c: char| c.is_ascii_alphabetic()) {
-            if unit.is_some() && unit_scale != 0 {
-                // Two units in a row, or a unit with no number before it.
-            }
             let (f, scale) = unit_of(tok).ok_or_else(|| bad(text))?;
             unit = Some(f);
             unit_scale = scale;
         } else if let Some((y, m)) = year_month(tok) {
-            acc.months = y
-                .checked_mul(12)
-                .and_then(|v| v.checked_add(m))
-                .and_then(|v| acc.months.checked_add(v))
-                .ok_or_else(|| field_overflow(text))?;
+            acc.years += y;
+            acc.months += m;
+            check_fields(&acc).ok_or_else(|| field_overflow(text))?;
             unit = None;
         } else {
             let n = parse_number(tok).ok_or_else(|| bad(text))?;
-            // PostgreSQL reads each field into an int.
-            if i32::try_from(n.int).is_err() {
-                return Err(field_overflow(text));
-            }
             let (f, scale) = match unit.take() {
                 Some(f) => (f, std::mem::replace(&mut unit_scale, 1)),
                 None => (default_field(typmod), 1),
             };
-            add(&mut acc, n, f, scale).ok_or_else(|| field_overflow(text))?;
+            add(&mut acc, n, f, scale)
+                .and_then(|()| check_fields(&acc))
+                .ok_or_else(|| field_overflow(text))?;
         }
     }
     if ago {
+        acc.years = -acc.years;
         acc.months = -acc.months;
         acc.days = -acc.days;
         acc.micros = acc
@@ -187,6 +189,12 @@ fn parse_postgres(t: &str, typmod: Typmod, text: &str) -> Result<Acc> {
             .ok_or_else(|| field_overflow(text))?;
     }
     Ok(acc)
+}
+
+/// Whether years, months and days are each within an int.
+fn check_fields(acc: &Acc) -> Option<()> {
+    let fits = |v: i64| i32::try_from(v).is_ok();
+    (fits(acc.years) && fits(acc.months) && fits(acc.days)).then_some(())
 }
 
 /// The field of a number without a unit: the qualifier's last one, else seconds.
@@ -242,19 +250,22 @@ fn parse_number(tok: &str) -> Option<Num> {
     {
         return None;
     }
-    let int: i64 = if int.is_empty() { 0 } else { int.parse().ok()? };
+    // Signed before parsing, so that the least i64 reads.
+    let int: i64 = if int.is_empty() {
+        0
+    } else {
+        format!("{}{int}", if neg { "-" } else { "" })
+            .parse()
+            .ok()?
+    };
     let frac: f64 = if frac.is_empty() {
         0.0
     } else {
         format!("0.{frac}").parse().ok()?
     };
-    Some(if neg {
-        Num {
-            int: -int,
-            frac: -frac,
-        }
-    } else {
-        Num { int, frac }
+    Some(Num {
+        int,
+        frac: if neg { -frac } else { frac },
     })
 }
 
@@ -263,7 +274,7 @@ fn parse_number(tok: &str) -> Option<Num> {
 fn add(acc: &mut Acc, n: Num, field: Field, scale: i64) -> Option<()> {
     match field {
         Field::Year => {
-            acc.months = acc.months.checked_add(n.int.checked_mul(12 * scale)?)?;
+            acc.years = acc.years.checked_add(n.int.checked_mul(scale)?)?;
             // `1.5 years`: the fraction becomes whole months, rounded.
             let extra = (n.frac * scale as f64 * 12.0).round_ties_even();
             acc.months = acc.months.checked_add(f64_to_i64(extra)?)?;
