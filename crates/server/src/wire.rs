@@ -66,7 +66,7 @@ pub(crate) fn type_size(ty: SqlType) -> i16 {
         | SqlType::Timestamp
         | SqlType::Timestamptz
         | SqlType::PgLsn => 8,
-        SqlType::Uuid => 16,
+        SqlType::Uuid | SqlType::Interval => 16,
         SqlType::Name => 64,
         SqlType::Unknown => -2,
         _ => -1,
@@ -106,6 +106,13 @@ fn encode_binary(v: &Value, ty: SqlType) -> Option<Vec<u8>> {
         (Value::Bytea(b), _) => b.clone(),
         (Value::Timestamp(us), _) => us.saturating_sub(PG_EPOCH_OFFSET_US).to_be_bytes().to_vec(),
         (Value::Numeric(n), _) => quire_sql::numeric_to_binary(n),
+        // PostgreSQL's order: microseconds, days, months.
+        (Value::Interval(i), _) => [
+            &i.micros.to_be_bytes()[..],
+            &i.days.to_be_bytes(),
+            &i.months.to_be_bytes(),
+        ]
+        .concat(),
     })
 }
 
@@ -188,6 +195,16 @@ pub(crate) fn decode_param(
         SqlType::Timestamp | SqlType::Timestamptz => {
             let pg = i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad())?);
             Value::Timestamp(pg.checked_add(PG_EPOCH_OFFSET_US).ok_or_else(bad)?)
+        }
+        SqlType::Interval => {
+            let b = fixed(16)?;
+            let (micros, rest) = b.split_at(8);
+            let (days, months) = rest.split_at(4);
+            Value::Interval(quire_engine::Interval {
+                micros: i64::from_be_bytes(micros.try_into().map_err(|_| bad())?),
+                days: i32::from_be_bytes(days.try_into().map_err(|_| bad())?),
+                months: i32::from_be_bytes(months.try_into().map_err(|_| bad())?),
+            })
         }
     })
 }

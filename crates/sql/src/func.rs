@@ -105,6 +105,10 @@ pub(crate) enum Func {
     Subscript,
     ArrayUpper,
     RelationIsPublishable,
+    /// A date/time operator (`datetime::arith`), bound from `+ - * /` by the binder.
+    DateTime(crate::datetime::arith::DtOp),
+    /// A date/time function (`datetime::fields`), resolved by the binder.
+    DateTimeFn(crate::datetime::fields::DtFunc),
 }
 
 /// Which of the WAL's positions a `pg_current_wal_*lsn()` function reads.
@@ -853,6 +857,10 @@ impl Func {
         }
         let a0 = args.first();
         Ok(match self {
+            Func::DateTime(op) => op.call(&args)?,
+            Func::DateTimeFn(f) => {
+                f.call(&args, cx.now_us.div_euclid(86_400_000_000) * 86_400_000_000)?
+            }
             Func::Lower | Func::Upper => {
                 let s = text_arg(&args[0]).unwrap_or("");
                 let lower = self == Func::Lower;

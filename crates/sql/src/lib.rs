@@ -84,6 +84,7 @@ mod backends;
 mod catalog;
 mod context;
 mod copy;
+mod datetime;
 mod error;
 mod exec;
 mod func;

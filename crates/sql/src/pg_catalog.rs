@@ -1209,6 +1209,7 @@ const TYPES: &[SqlType] = &[
     T::Date,
     T::Timestamp,
     T::Timestamptz,
+    T::Interval,
     T::Regclass,
     T::Regtype,
     T::Uuid,
@@ -1235,6 +1236,8 @@ fn type_rows() -> Vec<Row> {
                     "A"
                 } else if t.is_text() {
                     "S"
+                } else if t == T::Interval {
+                    "T"
                 } else {
                     "N"
                 }),
@@ -1287,7 +1290,7 @@ fn type_len(t: SqlType) -> i64 {
         T::Int2 => 2,
         T::Int4 | T::Oid | T::Regclass | T::Regtype | T::Float4 | T::Date | T::Void => 4,
         T::Int8 | T::Float8 | T::Timestamp | T::Timestamptz | T::PgLsn => 8,
-        T::Uuid => 16,
+        T::Uuid | T::Interval => 16,
         T::Name => 64,
         _ => -1,
     }

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use quire_engine::{SqlState, Type, Value};
 use sqlparser::ast::{self, CharacterLength, DataType, TimezoneInfo};
 
+use crate::datetime::{civil_from_days, days_from_civil, days_in_month};
 use crate::error::{Result, SqlError};
 use crate::numeric;
 
@@ -31,6 +32,8 @@ pub enum SqlType {
     Date,
     /// 16 bytes, stored as an engine `Bytea`.
     Uuid,
+    /// Months, days and microseconds (`crate::datetime::interval`).
+    Interval,
     /// `char(n)`: blank-padded to n characters on input.
     Bpchar(Option<u32>),
     /// `numeric(precision, scale)` (or unconstrained): exact decimals (`crate::numeric`).
@@ -79,6 +82,7 @@ impl SqlType {
             SqlType::Timestamptz => 1184,
             SqlType::Date => 1082,
             SqlType::Uuid => 2950,
+            SqlType::Interval => 1186,
             SqlType::Bpchar(_) => 1042,
             SqlType::Numeric(_) => 1700,
             SqlType::Oid => 26,
@@ -111,6 +115,7 @@ impl SqlType {
             1184 => SqlType::Timestamptz,
             1082 => SqlType::Date,
             2950 => SqlType::Uuid,
+            1186 => SqlType::Interval,
             1042 => SqlType::Bpchar(None),
             1700 => SqlType::Numeric(None),
             26 => SqlType::Oid,
@@ -154,6 +159,7 @@ impl SqlType {
             SqlType::Bytea | SqlType::Uuid => Type::Bytea,
             SqlType::Timestamp | SqlType::Timestamptz => Type::Timestamp,
             SqlType::Numeric(_) => Type::Numeric,
+            SqlType::Interval => Type::Interval,
         }
     }
 
@@ -167,6 +173,7 @@ impl SqlType {
             Type::Bytea => SqlType::Bytea,
             Type::Timestamp => SqlType::Timestamp,
             Type::Numeric => SqlType::Numeric(None),
+            Type::Interval => SqlType::Interval,
         }
     }
 
@@ -187,6 +194,7 @@ impl SqlType {
             SqlType::Timestamptz => "timestamp with time zone".into(),
             SqlType::Date => "date".into(),
             SqlType::Uuid => "uuid".into(),
+            SqlType::Interval => "interval".into(),
             SqlType::Bpchar(None) => "bpchar".into(),
             SqlType::Bpchar(Some(n)) => format!("character({n})"),
             SqlType::Numeric(None) => "numeric".into(),
@@ -222,6 +230,7 @@ impl SqlType {
             "timestamp with time zone" | "timestamptz" => SqlType::Timestamptz,
             "date" => SqlType::Date,
             "uuid" => SqlType::Uuid,
+            "interval" => SqlType::Interval,
             "bpchar" => SqlType::Bpchar(None),
             "oid" => SqlType::Oid,
             "regclass" => SqlType::Regclass,
@@ -318,6 +327,7 @@ impl SqlType {
             DataType::Date => SqlType::Date,
             DataType::Regclass => SqlType::Regclass,
             DataType::Uuid => SqlType::Uuid,
+            DataType::Interval { .. } => SqlType::Interval,
             DataType::Array(ast::ArrayElemTypeDef::SquareBracket(inner, _)) => {
                 match SqlType::from_ast(inner)? {
                     t if t.is_text() => SqlType::TextArray,
@@ -396,6 +406,7 @@ impl SqlType {
             SqlType::Timestamptz => "timestamp with time zone",
             SqlType::Date => "date",
             SqlType::Uuid => "uuid",
+            SqlType::Interval => "interval",
             SqlType::Bpchar(_) => "character",
             SqlType::Numeric(_) => "numeric",
             SqlType::Oid => "oid",
@@ -488,6 +499,10 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
         SqlType::Timestamptz => parse_timestamptz(t).ok_or_else(bad).map(Value::Timestamp),
         SqlType::Date => parse_date(t).ok_or_else(bad).map(Value::Int),
         SqlType::Uuid => parse_uuid(t).ok_or_else(bad).map(Value::Bytea),
+        SqlType::Interval => {
+            crate::datetime::interval::parse(text, crate::datetime::interval::Typmod::default())
+                .map(Value::Interval)
+        }
         SqlType::PgLsn => parse_lsn(t).ok_or_else(bad).map(Value::Int),
         // PostgreSQL's `void_in` takes anything.
         SqlType::Void => Ok(Value::Text(String::new())),
@@ -685,40 +700,6 @@ pub fn parse_timestamp(text: &str) -> Option<i64> {
     Some(us)
 }
 
-fn days_in_month(year: i64, month: u32) -> u32 {
-    match month {
-        4 | 6 | 9 | 11 => 30,
-        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
-        2 => 28,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = i64::from(month);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The civil date of days since 1970-01-01 (the inverse of [`days_from_civil`]).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 /// `pg_lsn`'s input form: two hexadecimal numbers of at most 8 digits, `hi/lo`.
 fn parse_lsn(t: &str) -> Option<i64> {
     let (hi, lo) = t.split_once('/')?;
@@ -733,7 +714,29 @@ fn parse_lsn(t: &str) -> Option<i64> {
 
 /// Microseconds since 1970-01-01 in PostgreSQL's ISO output form.
 pub fn format_timestamp(us: i64) -> String {
+    format_timestamp_zone(us, "")
+}
+
+/// PostgreSQL's year of an astronomical one: year 0 is 1 BC.
+fn era_year(year: i64) -> (i64, &'static str) {
+    if year > 0 {
+        (year, "")
+    } else {
+        (1 - year, " BC")
+    }
+}
+
+/// Days since 1970-01-01 as PostgreSQL prints a date (`0044-03-15 BC` before year 1).
+fn format_date(days: i64) -> String {
+    let (year, month, day) = civil_from_days(days);
+    let (year, era) = era_year(year);
+    format!("{year:04}-{month:02}-{day:02}{era}")
+}
+
+/// A timestamp with `zone` after its time and before the era (`... 10:00:00+00 BC`).
+fn format_timestamp_zone(us: i64, zone: &str) -> String {
     let (year, month, day) = civil_from_days(us.div_euclid(US_PER_DAY));
+    let (year, era) = era_year(year);
     let in_day = us.rem_euclid(US_PER_DAY);
     let secs = in_day / 1_000_000;
     let frac = in_day % 1_000_000;
@@ -747,6 +750,8 @@ pub fn format_timestamp(us: i64) -> String {
         let f = format!(".{frac:06}");
         s.push_str(f.trim_end_matches('0'));
     }
+    s.push_str(zone);
+    s.push_str(era);
     s
 }
 
@@ -799,9 +804,7 @@ pub fn format_text(value: &Value, ty: SqlType) -> Option<String> {
     Some(match value {
         Value::Null => return None,
         Value::Bool(b) => if *b { "t" } else { "f" }.to_string(),
-        Value::Int(i) if ty == SqlType::Date => {
-            format_timestamp(i.saturating_mul(US_PER_DAY))[..10].to_string()
-        }
+        Value::Int(i) if ty == SqlType::Date => format_date(*i),
         // The engine's `Lsn` prints PostgreSQL's `%X/%X`.
         Value::Int(i) if ty == SqlType::PgLsn => quire_engine::Lsn(i.cast_unsigned()).to_string(),
         Value::Int(i) => i.to_string(),
@@ -816,9 +819,10 @@ pub fn format_text(value: &Value, ty: SqlType) -> Option<String> {
             }
             s
         }
-        Value::Timestamp(us) if ty == SqlType::Timestamptz => format_timestamp(*us) + "+00",
+        Value::Timestamp(us) if ty == SqlType::Timestamptz => format_timestamp_zone(*us, "+00"),
         Value::Timestamp(us) => format_timestamp(*us),
         Value::Numeric(n) => n.to_string(),
+        Value::Interval(i) => crate::datetime::interval::format(*i),
     })
 }
 
@@ -883,7 +887,8 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
         },
         (v @ Value::Text(_), SqlType::TextArray) if from == SqlType::TextArray => Ok(v),
         (v @ Value::Text(_), SqlType::Int2Array) if from == SqlType::Int2Array => Ok(v),
-        (v @ Value::Timestamp(_), SqlType::Timestamp | SqlType::Timestamptz) => Ok(v),
+        (v @ Value::Timestamp(_), SqlType::Timestamp | SqlType::Timestamptz)
+        | (v @ Value::Interval(_), SqlType::Interval) => Ok(v),
         (v @ (Value::Bool(_) | Value::Bytea(_)), t)
             if v.type_of() == Some(t.engine_type())
                 && (from == t

@@ -23,6 +23,7 @@ impl KeyRef<'_> {
             KeyRef::Bytea(_) => Type::Bytea.to_u8(),
             KeyRef::Timestamp(_) => Type::Timestamp.to_u8(),
             KeyRef::Numeric(_) => Type::Numeric.to_u8(),
+            KeyRef::Interval(_) => Type::Interval.to_u8(),
         }
     }
 
@@ -38,6 +39,7 @@ impl KeyRef<'_> {
             (KeyRef::Text(a), KeyRef::Text(b)) => a.as_bytes().cmp(b.as_bytes()),
             (KeyRef::Bytea(a), KeyRef::Bytea(b)) => a.cmp(b),
             (KeyRef::Numeric(a), KeyRef::Numeric(b)) => crate::value::numeric_compare(a, b),
+            (KeyRef::Interval(a), KeyRef::Interval(b)) => a.compare(*b),
             (a, b) => a.rank().cmp(&b.rank()),
         }
     }
@@ -54,6 +56,7 @@ pub fn key_ref(v: &Value) -> KeyRef<'_> {
         Value::Bytea(b) => KeyRef::Bytea(b),
         Value::Timestamp(t) => KeyRef::Timestamp(*t),
         Value::Numeric(n) => KeyRef::Numeric(n.as_bytes()),
+        Value::Interval(i) => KeyRef::Interval(*i),
     }
 }
 
@@ -206,6 +209,7 @@ pub fn check_key(t: &Tuple<'_>, key_types: &[Type]) -> Result<(), String> {
             KeyRef::Bytea(_) => *ty == Type::Bytea,
             KeyRef::Timestamp(_) => *ty == Type::Timestamp,
             KeyRef::Numeric(_) => *ty == Type::Numeric,
+            KeyRef::Interval(_) => *ty == Type::Interval,
         };
         if !ok {
             return Err(format!("key column {} is not of type {}", i + 1, ty.name()));

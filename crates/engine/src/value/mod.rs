@@ -9,6 +9,7 @@
 //! tag 6 bytea: len, bytes | 7 timestamp: i64 microseconds since 1970-01-01 00:00:00 UTC
 //! tag 8 numeric: len, the numeric's own encoding (`numeric.rs`), which sorts by memcmp
 //! tag 9 | 10 | 11 | 12 int in 1 | 2 | 3 | 4 bytes (two's complement, sign-extended)
+//! tag 13 interval: i32 months, i32 days, i64 microseconds
 //! ```
 //!
 //! An integer is written in the fewest bytes that hold it (tags 9-12, tag 3 only beyond
@@ -49,6 +50,32 @@ pub enum Type {
     Timestamp,
     /// Exact decimal (`numeric`).
     Numeric,
+    /// PostgreSQL's `interval`: months, days and microseconds.
+    Interval,
+}
+
+/// An `interval` as PostgreSQL keeps it: three fields that are not normalized into each
+/// other (a month's length depends on the month). Intervals compare by their span with a
+/// month counted as 30 days and a day as 24 hours, as PostgreSQL's `interval_cmp` does, so
+/// `1 month` and `30 days` are equal though not identical.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Interval {
+    pub months: i32,
+    pub days: i32,
+    pub micros: i64,
+}
+
+impl Interval {
+    /// The span in microseconds that comparison uses (never overflows an i128).
+    pub fn span(self) -> i128 {
+        const US_PER_DAY: i128 = 86_400_000_000;
+        (i128::from(self.months) * 30 + i128::from(self.days)) * US_PER_DAY
+            + i128::from(self.micros)
+    }
+
+    pub fn compare(self, other: Interval) -> Ordering {
+        self.span().cmp(&other.span())
+    }
 }
 
 impl Type {
@@ -61,6 +88,7 @@ impl Type {
             Type::Bytea => "bytea",
             Type::Timestamp => "timestamp",
             Type::Numeric => "numeric",
+            Type::Interval => "interval",
         }
     }
 
@@ -73,6 +101,7 @@ impl Type {
             Type::Bytea => 5,
             Type::Timestamp => 6,
             Type::Numeric => 7,
+            Type::Interval => 8,
         }
     }
 
@@ -85,6 +114,7 @@ impl Type {
             5 => Type::Bytea,
             6 => Type::Timestamp,
             7 => Type::Numeric,
+            8 => Type::Interval,
             _ => return None,
         })
     }
@@ -101,6 +131,7 @@ pub enum Value {
     Bytea(Vec<u8>),
     Timestamp(i64),
     Numeric(Numeric),
+    Interval(Interval),
 }
 
 /// A row: one value per column.
@@ -119,6 +150,7 @@ pub enum ValueRef<'a> {
     Timestamp(i64),
     /// A numeric's encoding, checked when it was read.
     Numeric(&'a [u8]),
+    Interval(Interval),
 }
 
 impl ValueRef<'_> {
@@ -134,6 +166,7 @@ impl ValueRef<'_> {
             ValueRef::Numeric(b) => Value::Numeric(
                 Numeric::decode(b).expect("read_value checked the encoding"),
             ),
+            ValueRef::Interval(i) => Value::Interval(i),
         }
     }
 }
@@ -162,6 +195,7 @@ const TAG_TEXT: u8 = 5;
 const TAG_BYTEA: u8 = 6;
 const TAG_TIMESTAMP: u8 = 7;
 const TAG_NUMERIC: u8 = 8;
+const TAG_INTERVAL: u8 = 13;
 /// Integers in 1, 2, 3 and 4 bytes: `TAG_INT1 + width - 1`.
 const TAG_INT1: u8 = 9;
 const TAG_INT4: u8 = 12;
@@ -209,6 +243,7 @@ impl Value {
             Value::Bytea(_) => Type::Bytea,
             Value::Timestamp(_) => Type::Timestamp,
             Value::Numeric(_) => Type::Numeric,
+            Value::Interval(_) => Type::Interval,
         })
     }
 
@@ -245,6 +280,7 @@ impl Value {
             (Value::Text(a), Value::Text(b)) => a.cmp(b),
             (Value::Bytea(a), Value::Bytea(b)) => a.cmp(b),
             (Value::Numeric(a), Value::Numeric(b)) => a.cmp(b),
+            (Value::Interval(a), Value::Interval(b)) => a.compare(*b),
             (a, b) => a.type_rank().cmp(&b.type_rank()),
         }
     }
@@ -291,6 +327,12 @@ impl Value {
                 put_len(out, n.as_bytes().len());
                 out.extend_from_slice(n.as_bytes());
             }
+            Value::Interval(i) => {
+                out.push(TAG_INTERVAL);
+                out.extend_from_slice(&i.months.to_le_bytes());
+                out.extend_from_slice(&i.days.to_le_bytes());
+                out.extend_from_slice(&i.micros.to_le_bytes());
+            }
         }
     }
 
@@ -303,6 +345,7 @@ impl Value {
             Value::Text(s) => 1 + len_len(s.len()) + s.len(),
             Value::Bytea(b) => 1 + len_len(b.len()) + b.len(),
             Value::Numeric(n) => 1 + len_len(n.as_bytes().len()) + n.as_bytes().len(),
+            Value::Interval(_) => 17,
         }
     }
 }
@@ -316,6 +359,7 @@ impl fmt::Display for Value {
             Value::Float(v) => write!(f, "{v}"),
             Value::Text(s) => write!(f, "{s}"),
             Value::Numeric(n) => write!(f, "{n}"),
+            Value::Interval(i) => write!(f, "{} mons {} days {} us", i.months, i.days, i.micros),
             Value::Bytea(b) => {
                 write!(f, "\\x")?;
                 b.iter().try_for_each(|byte| write!(f, "{byte:02x}"))
@@ -401,6 +445,11 @@ pub(crate) fn read_value<'a>(
         }
         TAG_FLOAT => ValueRef::Float(f64::from_bits(r.u64().ok_or_else(short)?)),
         TAG_TIMESTAMP => ValueRef::Timestamp(r.i64().ok_or_else(short)?),
+        TAG_INTERVAL => ValueRef::Interval(Interval {
+            months: i32::from_le_bytes(r.array().ok_or_else(short)?),
+            days: i32::from_le_bytes(r.array().ok_or_else(short)?),
+            micros: r.i64().ok_or_else(short)?,
+        }),
         TAG_TEXT => {
             let len = get_len(r).ok_or_else(short)?;
             let body = r.take(len).ok_or_else(short)?;
@@ -453,6 +502,9 @@ pub(crate) mod strategy {
                 .prop_map(Value::Text),
             proptest::collection::vec(any::<u8>(), 0..=max_len).prop_map(Value::Bytea),
             any::<i64>().prop_map(Value::Timestamp),
+            (any::<i32>(), any::<i32>(), any::<i64>()).prop_map(|(months, days, micros)| {
+                Value::Interval(super::Interval { months, days, micros })
+            }),
             (any::<i64>(), 0u16..20).prop_map(|(v, scale)| {
                 let digits: Vec<u8> =
                     v.unsigned_abs().to_string().bytes().map(|c| c - b'0').collect();

@@ -14,6 +14,7 @@ use super::window::CallSyntax;
 use super::Scope;
 use super::{ident_name, Binder, OutColumn, MAX_PARAMS};
 use crate::catalog::ColumnInfo;
+use crate::datetime::fields::DtFunc;
 use crate::error::{Result, SqlError};
 use crate::func::{self, unify, AggFunc, Func};
 use crate::nodes::{ArithOp, CmpOp, Expr, SubqueryKind};
@@ -198,6 +199,34 @@ impl Binder<'_> {
                 };
                 Ok((Expr::Const(types::parse_text(to, s)?), to))
             }
+            AstExpr::Extract { field, expr, .. } => {
+                let (x, t) = self.expr(expr, scope)?;
+                let t = if t == SqlType::Unknown {
+                    SqlType::Timestamptz
+                } else {
+                    t
+                };
+                let Some(kind) = super::datetime::kind(t) else {
+                    return Err(SqlError::new(
+                        SqlState::UNDEFINED_FUNCTION,
+                        format!(
+                            "function pg_catalog.extract(unknown, {}) does not exist",
+                            t.name()
+                        ),
+                    ));
+                };
+                let x = self.coerce(x, t, t)?;
+                let unit = Expr::Const(Value::Text(super::datetime::extract_field(field)));
+                let f = Func::DateTimeFn(DtFunc::Extract {
+                    kind,
+                    numeric: true,
+                });
+                Ok((Expr::Func(f, vec![unit, x]), SqlType::Numeric(None)))
+            }
+            AstExpr::Interval(iv) => Ok((
+                Expr::Const(super::datetime::interval_literal(iv)?),
+                SqlType::Interval,
+            )),
             AstExpr::UnaryOp { op, expr } => self.unary(*op, expr, scope, expected),
             AstExpr::BinaryOp { left, op, right } => self.binary(left, op, right, scope),
             AstExpr::IsNull(x) | AstExpr::IsNotNull(x) => {
@@ -584,6 +613,10 @@ impl Binder<'_> {
                     }
                 }
                 let (inner, ty) = self.expr_expecting(x, scope, expected)?;
+                if ty == SqlType::Interval {
+                    let op = Func::DateTime(crate::datetime::arith::DtOp::IntervalNeg);
+                    return Ok((Expr::Func(op, vec![inner]), ty));
+                }
                 if !(ty.is_int() || ty.is_float() || ty.is_numeric() || ty == SqlType::Unknown) {
                     return Err(SqlError::new(
                         SqlState::UNDEFINED_FUNCTION,
@@ -608,6 +641,16 @@ impl Binder<'_> {
     ) -> Result<(Expr, Expr, SqlType)> {
         let (l, lt) = self.expr(a, scope)?;
         let (r, rt) = self.expr_expecting(b, scope, (lt != SqlType::Unknown).then_some(lt))?;
+        self.bound_pair((l, lt), op, (r, rt))
+    }
+
+    /// [`Self::pair`] of operands already bound.
+    fn bound_pair(
+        &mut self,
+        (l, lt): (Expr, SqlType),
+        op: &str,
+        (r, rt): (Expr, SqlType),
+    ) -> Result<(Expr, Expr, SqlType)> {
         let (l, lt) = match (&l, lt) {
             (Expr::Param(n), SqlType::Unknown) if rt != SqlType::Unknown => {
                 self.type_param(*n, rt);
@@ -622,6 +665,45 @@ impl Binder<'_> {
         let l = self.coerce(l, lt, ty)?;
         let r = self.coerce(r, rt, ty)?;
         Ok((l, r, ty))
+    }
+
+    /// `l op r` when either side is a date/time type: PostgreSQL's operator for the pair
+    /// (`super::datetime`), or 42883 when it has none.
+    fn datetime_arith(
+        &mut self,
+        (l, lt): (Expr, SqlType),
+        op: &BinaryOperator,
+        (r, rt): (Expr, SqlType),
+    ) -> Result<(Expr, SqlType)> {
+        let symbol = match op {
+            BinaryOperator::Plus => '+',
+            BinaryOperator::Minus => '-',
+            BinaryOperator::Multiply => '*',
+            BinaryOperator::Divide => '/',
+            _ => '%',
+        };
+        let Some(res) = super::datetime::resolve(symbol, lt, rt) else {
+            if symbol == '+' && matches!((lt, rt), (SqlType::Date, SqlType::Unknown)) {
+                // date + integer, date + interval and date + time all take it.
+                return Err(SqlError::new(
+                    SqlState::AMBIGUOUS_FUNCTION,
+                    format!("operator is not unique: {} + {}", lt.name(), rt.name()),
+                )
+                .with_hint(
+                    "Could not choose a best candidate operator. \
+                     You might need to add explicit type casts.",
+                ));
+            }
+            return Err(no_operator(lt, &op.to_string(), rt));
+        };
+        let ((x, xt), (y, yt)) = if res.swap {
+            ((r, rt), (l, lt))
+        } else {
+            ((l, lt), (r, rt))
+        };
+        let x = self.coerce(x, xt, res.args[0])?;
+        let y = self.coerce(y, yt, res.args[1])?;
+        Ok((Expr::Func(Func::DateTime(res.op), vec![x, y]), res.result))
     }
 
     fn text_operand(&mut self, x: &AstExpr, scope: &Scope) -> Result<Expr> {
@@ -665,7 +747,13 @@ impl Binder<'_> {
             _ => None,
         };
         if let Some(o) = arith {
-            let (l, r, ty) = self.pair(a, &op.to_string(), b, scope)?;
+            let (l, lt) = self.expr(a, scope)?;
+            let expect = (lt != SqlType::Unknown && !is_datetime(lt)).then_some(lt);
+            let (r, rt) = self.expr_expecting(b, scope, expect)?;
+            if is_datetime(lt) || is_datetime(rt) {
+                return self.datetime_arith((l, lt), op, (r, rt));
+            }
+            let (l, r, ty) = self.bound_pair((l, lt), &op.to_string(), (r, rt))?;
             if !(ty.is_int()
                 || ty.is_float()
                 || ty.is_numeric()
@@ -1048,7 +1136,10 @@ impl Binder<'_> {
             bound.push(self.expr(a, scope)?);
         }
         let types: Vec<SqlType> = bound.iter().map(|(_, t)| *t).collect();
-        let (f, casts, ret) = func::resolve(name, &types)?;
+        let (f, casts, ret) = match super::datetime::function(name, &types) {
+            Some((f, casts, ret)) => (Func::DateTimeFn(f), casts, ret),
+            None => func::resolve(name, &types)?,
+        };
         let mut exprs = Vec::with_capacity(bound.len());
         for ((e, t), c) in bound.into_iter().zip(casts) {
             exprs.push(match c {
@@ -1225,6 +1316,13 @@ fn literal(v: &AstValue) -> Result<(Expr, SqlType)> {
         }
         other => Err(SqlError::unsupported(format!("literal {other}"))),
     }
+}
+
+fn is_datetime(t: SqlType) -> bool {
+    matches!(
+        t,
+        SqlType::Date | SqlType::Timestamp | SqlType::Timestamptz | SqlType::Interval
+    )
 }
 
 /// A numeric literal: integer if it fits (int4, else int8), else double precision.

@@ -29,6 +29,7 @@
 //!   from their text, each constant as its literal would be.
 
 mod constraint;
+mod datetime;
 mod expr;
 mod query;
 mod scope;

@@ -1381,6 +1381,9 @@ pub(crate) fn output_name(e: &AstExpr) -> String {
             || "?column?".into(),
             |p| p.to_string().to_lowercase().trim_matches('"').to_string(),
         ),
+        AstExpr::TypedString(ts) => cast_name(&ts.data_type),
+        AstExpr::Interval(_) => "interval".into(),
+        AstExpr::Extract { .. } => "extract".into(),
         AstExpr::Case { .. } => "case".into(),
         AstExpr::Exists { .. } => "exists".into(),
         AstExpr::Array(_) => "array".into(),
@@ -1400,6 +1403,7 @@ fn cast_name(t: &ast::DataType) -> String {
         Ok(SqlType::Varchar(_)) => "varchar".into(),
         Ok(SqlType::Bpchar(_)) => "bpchar".into(),
         Ok(SqlType::Timestamptz) => "timestamptz".into(),
+        Ok(SqlType::Timestamp) => "timestamp".into(),
         Ok(t) => t.name(),
         _ => t.to_string().to_lowercase(),
     }

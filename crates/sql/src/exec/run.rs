@@ -622,6 +622,8 @@ impl std::hash::Hash for RowKey {
                 Value::Timestamp(t) => t.hash(h),
                 // By value: 1.0 and 1.00 are equal (the encoding minus the display scale).
                 Value::Numeric(n) => n.as_bytes()[2..].hash(h),
+                // By span: `1 mon` and `30 days` are equal.
+                Value::Interval(i) => i.span().hash(h),
             }
         }
     }
