@@ -9,11 +9,13 @@
 //! - Rounding is always half away from zero, as PostgreSQL's numeric rounds.
 //! - `numeric(p, s)` rounds to `s` and refuses (22003) a value needing more than `p - s`
 //!   digits before the point.
+//! - `NaN` and `±Infinity` follow PostgreSQL's rules (`numeric.c`): NaN wins over
+//!   everything, `Inf - Inf` and `Inf × 0` are NaN, a finite value over infinity is 0.
 
 use num_bigint::{BigInt, Sign};
 use num_integer::Integer;
 use num_traits::{Signed, ToPrimitive, Zero};
-use quire_engine::{Numeric, NumericError, SqlState};
+use quire_engine::{Numeric, NumericError, NumericSpecial as Special, SqlState};
 
 use crate::error::{Result, SqlError};
 
@@ -88,6 +90,9 @@ fn rescale(m: &BigInt, from: i64, to: i64) -> BigInt {
 pub(crate) fn parse(text: &str) -> Result<Numeric> {
     let bad = || SqlError::bad_input("numeric", text);
     let t = text.trim();
+    if let Some(special) = parse_special(t) {
+        return Ok(Numeric::special(special));
+    }
     let (negative, body) = match t.as_bytes().first() {
         Some(b'-') => (true, &t[1..]),
         Some(b'+') => (false, &t[1..]),
@@ -132,17 +137,52 @@ pub(crate) fn parse(text: &str) -> Result<Numeric> {
     }
 }
 
+/// `NaN`, `[+-]Infinity` and `[+-]inf`, in any case (PostgreSQL's `numeric_in`).
+fn parse_special(t: &str) -> Option<Special> {
+    let lower = t.to_ascii_lowercase();
+    match lower.as_str() {
+        "nan" => Some(Special::NaN),
+        "infinity" | "+infinity" | "inf" | "+inf" => Some(Special::PosInf),
+        "-infinity" | "-inf" => Some(Special::NegInf),
+        _ => None,
+    }
+}
+
+fn nan() -> Numeric {
+    Numeric::special(Special::NaN)
+}
+
+/// Infinity with the given sign (`true`: negative).
+fn inf(negative: bool) -> Numeric {
+    Numeric::special(if negative {
+        Special::NegInf
+    } else {
+        Special::PosInf
+    })
+}
+
+/// -1, 0 or 1 (infinities included; not for NaN).
+pub(crate) fn sign(n: &Numeric) -> i32 {
+    match n.as_special() {
+        Some(Special::NegInf) => -1,
+        Some(_) => 1,
+        None if n.is_zero() => 0,
+        None if n.is_negative() => -1,
+        None => 1,
+    }
+}
+
 pub(crate) fn from_i64(v: i64) -> Numeric {
     from_parts(&BigInt::from(v), 0).expect("an i64 fits a numeric")
 }
 
 /// float8 to numeric, as PostgreSQL: the float's 15 significant digits (`DBL_DIG`).
 pub(crate) fn from_f64(v: f64) -> Result<Numeric> {
-    if !v.is_finite() {
-        return Err(SqlError::new(
-            SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
-            format!("cannot convert {v} to numeric"),
-        ));
+    if v.is_nan() {
+        return Ok(nan());
+    }
+    if v.is_infinite() {
+        return Ok(inf(v < 0.0));
     }
     parse(&format!("{v:.14e}")).map(|n| normalize_scale(&n))
 }
@@ -159,14 +199,32 @@ fn normalize_scale(n: &Numeric) -> Numeric {
     from_parts(&m, s).unwrap_or_else(|_| n.clone())
 }
 
-/// numeric to an integer: rounded half away from zero; `None` beyond i64.
-pub(crate) fn to_i64(n: &Numeric) -> Option<i64> {
-    let (m, s) = parts(n);
-    rescale(&m, i64::from(s), 0).to_i64()
+/// numeric to an integer type named `type_name`: rounded half away from zero; 0A000 for
+/// NaN and infinities, `None` beyond i64.
+pub(crate) fn to_i64(n: &Numeric, type_name: &str) -> Result<Option<i64>> {
+    match n.as_special() {
+        Some(Special::NaN) => Err(SqlError::new(
+            SqlState::FEATURE_NOT_SUPPORTED,
+            format!("cannot convert NaN to {type_name}"),
+        )),
+        Some(_) => Err(SqlError::new(
+            SqlState::FEATURE_NOT_SUPPORTED,
+            format!("cannot convert infinity to {type_name}"),
+        )),
+        None => {
+            let (m, s) = parts(n);
+            Ok(rescale(&m, i64::from(s), 0).to_i64())
+        }
+    }
 }
 
 pub(crate) fn to_f64(n: &Numeric) -> f64 {
-    n.to_string().parse().unwrap_or(f64::NAN)
+    match n.as_special() {
+        Some(Special::NaN) => f64::NAN,
+        Some(Special::PosInf) => f64::INFINITY,
+        Some(Special::NegInf) => f64::NEG_INFINITY,
+        None => n.to_string().parse().unwrap_or(f64::NAN),
+    }
 }
 
 /// The arithmetic operators on numerics.
@@ -179,7 +237,41 @@ pub(crate) enum Op {
     Mod,
 }
 
+fn division_by_zero() -> SqlError {
+    SqlError::new(SqlState::DIVISION_BY_ZERO, "division by zero")
+}
+
+/// An operator with a NaN or an infinity among its operands (`numeric.c`'s special cases).
+fn arith_special(op: Op, lhs: &Numeric, rhs: &Numeric) -> Result<Numeric> {
+    let (a, b) = (lhs.as_special(), rhs.as_special());
+    if a == Some(Special::NaN) || b == Some(Special::NaN) {
+        return Ok(nan());
+    }
+    let (sa, sb) = (sign(lhs), sign(rhs));
+    Ok(match op {
+        Op::Add | Op::Sub => {
+            let sb = if op == Op::Sub { -sb } else { sb };
+            match (a.is_some(), b.is_some()) {
+                (true, true) if sa != sb => nan(),
+                (true, _) => inf(sa < 0),
+                _ => inf(sb < 0),
+            }
+        }
+        Op::Mul if sa == 0 || sb == 0 => nan(),
+        Op::Mul => inf(sa * sb < 0),
+        Op::Div | Op::Mod if sb == 0 => return Err(division_by_zero()),
+        Op::Div if a.is_some() && b.is_some() => nan(),
+        Op::Div if a.is_some() => inf(sa * sb < 0),
+        Op::Div => Numeric::zero(),
+        Op::Mod if a.is_some() => nan(),
+        Op::Mod => lhs.clone(),
+    })
+}
+
 pub(crate) fn arith(op: Op, lhs: &Numeric, rhs: &Numeric) -> Result<Numeric> {
+    if lhs.as_special().is_some() || rhs.as_special().is_some() {
+        return arith_special(op, lhs, rhs);
+    }
     let (ma, sa) = parts(lhs);
     let (mb, sb) = parts(rhs);
     let (sa, sb) = (i64::from(sa), i64::from(sb));
@@ -188,10 +280,7 @@ pub(crate) fn arith(op: Op, lhs: &Numeric, rhs: &Numeric) -> Result<Numeric> {
         Op::Add => from_parts(&(rescale(&ma, sa, scale) + rescale(&mb, sb, scale)), scale),
         Op::Sub => from_parts(&(rescale(&ma, sa, scale) - rescale(&mb, sb, scale)), scale),
         Op::Mul => from_parts(&(ma * mb), sa + sb),
-        Op::Div | Op::Mod if mb.is_zero() => Err(SqlError::new(
-            SqlState::DIVISION_BY_ZERO,
-            "division by zero",
-        )),
+        Op::Div | Op::Mod if mb.is_zero() => Err(division_by_zero()),
         Op::Div => {
             let rscale = div_scale(lhs, rhs);
             // lhs / rhs × 10^rscale = ma × 10^(rscale - sa + sb) / mb.
@@ -244,17 +333,33 @@ fn weight_and_first_digit(n: &Numeric) -> (i64, u32) {
 }
 
 pub(crate) fn negate(n: &Numeric) -> Result<Numeric> {
+    match n.as_special() {
+        Some(Special::NaN) => return Ok(nan()),
+        Some(Special::PosInf) => return Ok(inf(true)),
+        Some(Special::NegInf) => return Ok(inf(false)),
+        None => {}
+    }
     let (m, s) = parts(n);
     from_parts(&-m, i64::from(s))
 }
 
 pub(crate) fn abs(n: &Numeric) -> Result<Numeric> {
+    if n.as_special().is_some() {
+        return Ok(if n.as_special() == Some(Special::NaN) {
+            nan()
+        } else {
+            inf(false)
+        });
+    }
     let (m, s) = parts(n);
     from_parts(&m.abs(), i64::from(s))
 }
 
 /// `round(n, digits)`: half away from zero; negative `digits` round left of the point.
 pub(crate) fn round(n: &Numeric, digits: i64) -> Result<Numeric> {
+    if n.as_special().is_some() {
+        return Ok(n.clone());
+    }
     let (m, s) = parts(n);
     let s = i64::from(s);
     let digits = digits.clamp(-MAX_DISPLAY_SCALE, MAX_DISPLAY_SCALE);
@@ -269,6 +374,19 @@ pub(crate) fn round(n: &Numeric, digits: i64) -> Result<Numeric> {
 /// `numeric(precision, scale)`'s assignment: rounded to `scale`, at most
 /// `precision - scale` digits before the point.
 pub(crate) fn apply_typmod(n: &Numeric, precision: u16, scale: u16) -> Result<Numeric> {
+    match n.as_special() {
+        Some(Special::NaN) => return Ok(n.clone()),
+        Some(_) => {
+            return Err(SqlError::new(
+                SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+                "numeric field overflow",
+            )
+            .with_detail(format!(
+                "A field with precision {precision}, scale {scale} cannot hold an infinite value."
+            )))
+        }
+        None => {}
+    }
     let r = round(n, i64::from(scale))?;
     let int_digits = r.scaled_digits().len().saturating_sub(usize::from(scale));
     let limit = usize::from(precision - scale.min(precision));
@@ -296,6 +414,17 @@ pub fn to_binary(n: &Numeric) -> Vec<u8> {
     let scale = i64::from(n.scale());
     let (m, _) = parts(n);
     let mut out = Vec::new();
+    if let Some(special) = n.as_special() {
+        let sign: u16 = match special {
+            Special::NaN => 0xC000,
+            Special::PosInf => 0xD000,
+            Special::NegInf => 0xF000,
+        };
+        for v in [0u16, 0, sign, 0] {
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+        return out;
+    }
     if m.is_zero() {
         for v in [0i16, 0, 0] {
             out.extend_from_slice(&v.to_be_bytes());
@@ -361,11 +490,12 @@ pub fn from_binary(b: &[u8]) -> Result<Numeric> {
     if b.len() != 8 + ndigits * 2 || !(0..=i64::from(u16::MAX >> 2)).contains(&dscale) {
         return Err(bad());
     }
-    if sign != 0 && sign != 0x4000 {
-        return Err(SqlError::new(
-            SqlState::FEATURE_NOT_SUPPORTED,
-            "numeric NaN and infinities are not supported",
-        ));
+    match sign {
+        0xC000 => return Ok(nan()),
+        0xD000 => return Ok(inf(false)),
+        0xF000 => return Ok(inf(true)),
+        0 | 0x4000 => {}
+        _ => return Err(bad()),
     }
     let mut m = BigInt::zero();
     for i in 0..ndigits {
@@ -440,13 +570,51 @@ mod tests {
     }
 
     #[test]
+    fn specials_follow_postgresql() {
+        for (op, a, b, out) in [
+            (Op::Add, "Infinity", "-Infinity", "NaN"),
+            (Op::Add, "Infinity", "5", "Infinity"),
+            (Op::Sub, "-inf", "Infinity", "-Infinity"),
+            (Op::Sub, "Infinity", "Infinity", "NaN"),
+            (Op::Mul, "Infinity", "0", "NaN"),
+            (Op::Mul, "-Infinity", "-2", "Infinity"),
+            (Op::Div, "1", "Infinity", "0"),
+            (Op::Div, "Infinity", "-3", "-Infinity"),
+            (Op::Div, "Infinity", "Infinity", "NaN"),
+            (Op::Mod, "5.5", "-Infinity", "5.5"),
+            (Op::Mod, "Infinity", "2", "NaN"),
+            (Op::Div, "NaN", "0", "NaN"),
+        ] {
+            assert_eq!(calc(op, a, b), out, "{a} {op:?} {b}");
+        }
+        assert_eq!(
+            arith(Op::Div, &n("Infinity"), &n("0"))
+                .unwrap_err()
+                .sqlstate(),
+            "22012"
+        );
+        assert_eq!(
+            apply_typmod(&n("Infinity"), 5, 2).unwrap_err().sqlstate(),
+            "22003"
+        );
+        assert_eq!(apply_typmod(&n("NaN"), 5, 2).unwrap().to_string(), "NaN");
+        for s in ["NaN", "Infinity", "-Infinity"] {
+            assert_eq!(from_binary(&to_binary(&n(s))).unwrap().to_string(), s);
+        }
+    }
+
+    #[test]
     fn rounding_casts_and_typmods() {
         assert_eq!(round(&n("2.5"), 0).unwrap().to_string(), "3");
         assert_eq!(round(&n("-2.5"), 0).unwrap().to_string(), "-3");
         assert_eq!(round(&n("1234.5678"), 2).unwrap().to_string(), "1234.57");
         assert_eq!(round(&n("1234.5678"), -2).unwrap().to_string(), "1200");
-        assert_eq!(to_i64(&n("2.5")), Some(3));
-        assert_eq!(to_i64(&n("1e30")), None);
+        assert_eq!(to_i64(&n("2.5"), "integer").unwrap(), Some(3));
+        assert_eq!(to_i64(&n("1e30"), "integer").unwrap(), None);
+        assert_eq!(
+            to_i64(&n("NaN"), "integer").unwrap_err().sqlstate(),
+            "0A000"
+        );
         assert_eq!(from_f64(0.1).unwrap().to_string(), "0.1");
         assert_eq!(from_f64(-2.5e-3).unwrap().to_string(), "-0.0025");
         assert_eq!(

@@ -859,7 +859,7 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
         (Value::Float(f), SqlType::Numeric(typmod)) => check_numeric(numeric::from_f64(f)?, typmod),
         (Value::Numeric(n), SqlType::Numeric(typmod)) => check_numeric(n, typmod),
         (Value::Numeric(n), t) if t.is_int() => {
-            let i = numeric::to_i64(&n).ok_or_else(|| {
+            let i = numeric::to_i64(&n, t.short_name())?.ok_or_else(|| {
                 SqlError::new(
                     SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
                     format!("{} out of range", t.short_name()),
