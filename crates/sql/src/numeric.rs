@@ -19,6 +19,8 @@ use quire_engine::{Numeric, NumericError, NumericSpecial as Special, SqlState};
 
 use crate::error::{Result, SqlError};
 
+pub(crate) mod math;
+
 /// PostgreSQL's `NUMERIC_MIN_SIG_DIGITS` and `NUMERIC_MAX_DISPLAY_SCALE`.
 const MIN_SIG_DIGITS: i64 = 16;
 const MAX_DISPLAY_SCALE: i64 = 1000;
@@ -216,6 +218,11 @@ pub(crate) fn to_i64(n: &Numeric, type_name: &str) -> Result<Option<i64>> {
             Ok(rescale(&m, i64::from(s), 0).to_i64())
         }
     }
+}
+
+/// `m × 10^-s` as the nearest double (±inf beyond its range).
+fn to_f64_parts(m: &BigInt, s: i64) -> f64 {
+    format!("{m}e{}", -s).parse().unwrap_or(f64::NAN)
 }
 
 pub(crate) fn to_f64(n: &Numeric) -> f64 {

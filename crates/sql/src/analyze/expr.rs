@@ -377,6 +377,14 @@ impl Binder<'_> {
                 self.call(name, &args, scope)
             }
             AstExpr::Position { expr, r#in } => self.call("strpos", &[&**r#in, &**expr], scope),
+            AstExpr::Ceil {
+                expr,
+                field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime),
+            } => self.call("ceil", &[&**expr], scope),
+            AstExpr::Floor {
+                expr,
+                field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime),
+            } => self.call("floor", &[&**expr], scope),
             AstExpr::CompoundFieldAccess { root, access_chain } => {
                 let [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] =
                     access_chain.as_slice()
@@ -592,6 +600,10 @@ impl Binder<'_> {
                 }
                 Ok((Expr::Neg(Box::new(inner)), ty))
             }
+            // PostgreSQL's prefix operators for abs, sqrt and cbrt.
+            UnaryOperator::PGAbs => self.call("abs", &[x], scope),
+            UnaryOperator::PGSquareRoot => self.call("sqrt", &[x], scope),
+            UnaryOperator::PGCubeRoot => self.call("cbrt", &[x], scope),
             other => Err(SqlError::unsupported(format!("operator {other}"))),
         }
     }
@@ -673,9 +685,17 @@ impl Binder<'_> {
             {
                 return Err(no_operator(ty, &op.to_string(), ty));
             }
+            // numeric's operators return an unconstrained numeric, whatever the operands'
+            // typmods.
+            let ty = if ty.is_numeric() {
+                SqlType::Numeric(None)
+            } else {
+                ty
+            };
             return Ok((Expr::Arith(o, ty, Box::new(l), Box::new(r)), ty));
         }
         match op {
+            BinaryOperator::PGExp => self.call("power", &[a, b], scope),
             BinaryOperator::And | BinaryOperator::Or => self.logic_chain(a, op, b, scope),
             BinaryOperator::StringConcat => {
                 let (l, lt) = self.expr(a, scope)?;
