@@ -52,7 +52,12 @@ impl Binder<'_> {
             }
             x => x,
         };
-        assign_expr(x, ty, col)
+        match e {
+            AstExpr::Value(lit) if ty == SqlType::Unknown => {
+                assign_expr(x, ty, col).map_err(|err| at_literal(err, lit.span))
+            }
+            _ => assign_expr(x, ty, col),
+        }
     }
 
     /// A select list (RETURNING) over `scope`.
@@ -196,7 +201,8 @@ impl Binder<'_> {
                 let AstValue::SingleQuotedString(s) = &ts.value.value else {
                     return Err(SqlError::unsupported(format!("literal {e}")));
                 };
-                Ok((Expr::Const(types::parse_text(to, s)?), to))
+                let v = types::parse_text(to, s).map_err(|e| at_literal(e, ts.value.span))?;
+                Ok((Expr::Const(v), to))
             }
             AstExpr::UnaryOp { op, expr } => self.unary(*op, expr, scope, expected),
             AstExpr::BinaryOp { left, op, right } => self.binary(left, op, right, scope),
@@ -340,7 +346,12 @@ impl Binder<'_> {
                     if from == SqlType::Unknown
                         && !matches!(to, SqlType::Regclass | SqlType::Regtype)
                     {
-                        return Ok((Expr::Const(types::parse_text(to, s)?), to));
+                        let v = types::parse_text(to, s);
+                        let v = match &**expr {
+                            AstExpr::Value(lit) => v.map_err(|e| at_literal(e, lit.span))?,
+                            _ => v?,
+                        };
+                        return Ok((Expr::Const(v), to));
                     }
                 }
                 Ok((Expr::Cast(Box::new(inner), from, to), to))
@@ -1140,6 +1151,15 @@ fn lateral_refused(table: Option<&str>) -> SqlError {
         ),
     )
     .with_detail("The combining JOIN type must be INNER or LEFT for a LATERAL reference.")
+}
+
+/// An error reading a literal's text as its type, at the literal (as PostgreSQL places
+/// errors of a constant's input function).
+fn at_literal(e: SqlError, span: sqlparser::tokenizer::Span) -> SqlError {
+    match usize::try_from(span.start.column) {
+        Ok(p) if p > 0 && span.start.line == 1 && e.position().is_none() => e.with_position(p),
+        _ => e,
+    }
 }
 
 fn at_function(e: SqlError, f: &ast::Function) -> SqlError {
