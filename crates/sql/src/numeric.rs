@@ -24,6 +24,10 @@ pub(crate) mod math;
 /// PostgreSQL's `NUMERIC_MIN_SIG_DIGITS` and `NUMERIC_MAX_DISPLAY_SCALE`.
 const MIN_SIG_DIGITS: i64 = 16;
 const MAX_DISPLAY_SCALE: i64 = 1000;
+/// The largest display scale numeric stores (`NUMERIC_DSCALE_MAX`).
+const MAX_SCALE: i64 = 16_383;
+/// The lowest `round`/`trunc` scale that can matter: numeric's largest weight.
+const MIN_ROUND_SCALE: i64 = -131_072;
 
 fn overflow(e: &NumericError) -> SqlError {
     match e {
@@ -88,10 +92,13 @@ fn rescale(m: &BigInt, from: i64, to: i64) -> BigInt {
     }
 }
 
-/// Parses PostgreSQL's numeric input: `[+-]digits[.digits][e[+-]digits]` (22P02 else).
+/// Parses PostgreSQL's numeric input (`numeric_in`): blanks around; `NaN`, `Infinity`;
+/// `[+-]digits[.digits][e[+-]digits]` with single underscores between digits, or an
+/// integer in `0x`, `0o`, `0b` form. 22P02 else; 22003 beyond numeric's limits (131072
+/// digits before the point, 16383 after).
 pub(crate) fn parse(text: &str) -> Result<Numeric> {
     let bad = || SqlError::bad_input("numeric", text);
-    let t = text.trim();
+    let t = text.trim_matches(|c: char| c.is_ascii_whitespace());
     if let Some(special) = parse_special(t) {
         return Ok(Numeric::special(special));
     }
@@ -100,29 +107,90 @@ pub(crate) fn parse(text: &str) -> Result<Numeric> {
         Some(b'+') => (false, &t[1..]),
         _ => (false, t),
     };
+    let prefix = body.get(..2).map(str::to_ascii_lowercase);
+    let radix = match prefix.as_deref() {
+        Some("0x") => 16,
+        Some("0o") => 8,
+        Some("0b") => 2,
+        _ => 10,
+    };
+    if radix != 10 {
+        let digits = strip_underscores(&body[2..], radix, true).ok_or_else(bad)?;
+        // Each digit is at most 4 bits: 0.31 decimal digits per bit bounds the size.
+        if digits.len() > 131_072 * 10 / 12 {
+            return Err(overflow(&NumericError::Overflow));
+        }
+        let m = BigInt::parse_bytes(digits.as_bytes(), radix).ok_or_else(bad)?;
+        return from_parts(&if negative { -m } else { m }, 0);
+    }
     let (mantissa, exponent) = match body.find(['e', 'E']) {
-        Some(i) => (&body[..i], body[i + 1..].parse::<i64>().map_err(|_| bad())?),
+        Some(i) => {
+            let e = &body[i + 1..];
+            let (esign, edigits) = match e.as_bytes().first() {
+                Some(b'-') => (-1, &e[1..]),
+                Some(b'+') => (1, &e[1..]),
+                _ => (1, e),
+            };
+            let edigits = strip_underscores(edigits, 10, false).ok_or_else(bad)?;
+            // Beyond any exponent numeric can hold: refused before converting.
+            let e: i64 = if edigits.len() > 9 {
+                i64::MAX / 2
+            } else {
+                edigits.parse().map_err(|_| bad())?
+            };
+            (&body[..i], esign * e)
+        }
         None => (body, 0),
     };
     let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    if int_part.is_empty() && frac_part.is_empty()
-        || !int_part
-            .bytes()
-            .chain(frac_part.bytes())
-            .all(|b| b.is_ascii_digit())
-    {
+    let int_part = strip_underscores(int_part, 10, false).ok_or_else(bad)?;
+    let frac_part = strip_underscores(frac_part, 10, false).ok_or_else(bad)?;
+    if int_part.is_empty() && frac_part.is_empty() {
         return Err(bad());
     }
-    // Beyond these, no exponent within ±1000 brings the value within the engine's limits
-    // (131,072 digits before the point, 16,383 after): refused before the digits are
-    // converted, which takes time quadratic in their number.
-    let int_digits = int_part.trim_start_matches('0').len();
-    let too_long = int_digits > 131_072 + 1000 || frac_part.len() > 16_383 + 1000;
-    if !(-1000..=1000).contains(&exponent) || too_long {
-        return Err(SqlError::new(
-            SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
-            "value overflows numeric format",
-        ));
+    digits_to_numeric(negative, &int_part, &frac_part, exponent)
+}
+
+/// Digits of `radix` with single underscores between them (and, after a `0x`-style
+/// prefix, before the first); `None` for anything else.
+fn strip_underscores(s: &str, radix: u32, leading_ok: bool) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'_' {
+            let before = i > 0 && char::from(bytes[i - 1]).is_digit(radix) || i == 0 && leading_ok;
+            let after = bytes
+                .get(i + 1)
+                .is_some_and(|&n| char::from(n).is_digit(radix));
+            if !(before && after) {
+                return None;
+            }
+            continue;
+        }
+        if !char::from(b).is_digit(radix) {
+            return None;
+        }
+        out.push(char::from(b));
+    }
+    if leading_ok && out.is_empty() {
+        return None;
+    }
+    Some(out)
+}
+
+/// `±int_part.frac_part × 10^exponent` (decimal digits only), within numeric's limits.
+fn digits_to_numeric(
+    negative: bool,
+    int_part: &str,
+    frac_part: &str,
+    exponent: i64,
+) -> Result<Numeric> {
+    let int_digits = len_i64(int_part.trim_start_matches('0').len());
+    let scale = len_i64(frac_part.len()) - exponent;
+    let too_big = int_digits + exponent > 131_072
+        && int_part.bytes().chain(frac_part.bytes()).any(|b| b != b'0');
+    if scale > MAX_SCALE || too_big {
+        return Err(overflow(&NumericError::Overflow));
     }
     let digits: Vec<u8> = int_part
         .bytes()
@@ -131,9 +199,10 @@ pub(crate) fn parse(text: &str) -> Result<Numeric> {
         .collect();
     let m = BigInt::from_radix_be(Sign::Plus, &digits, 10).unwrap_or_default();
     let m = if negative { -m } else { m };
-    let scale = i64::try_from(frac_part.len()).map_err(|_| bad())? - exponent;
     if scale >= 0 {
         from_parts(&m, scale)
+    } else if m.is_zero() {
+        from_parts(&m, 0)
     } else {
         from_parts(&(m * pow10(-scale)), 0)
     }
@@ -286,6 +355,10 @@ pub(crate) fn arith(op: Op, lhs: &Numeric, rhs: &Numeric) -> Result<Numeric> {
     match op {
         Op::Add => from_parts(&(rescale(&ma, sa, scale) + rescale(&mb, sb, scale)), scale),
         Op::Sub => from_parts(&(rescale(&ma, sa, scale) - rescale(&mb, sb, scale)), scale),
+        // The product's scale is capped at numeric's largest (PostgreSQL's mul_var).
+        Op::Mul if sa + sb > MAX_SCALE => {
+            from_parts(&rescale(&(ma * mb), sa + sb, MAX_SCALE), MAX_SCALE)
+        }
         Op::Mul => from_parts(&(ma * mb), sa + sb),
         Op::Div | Op::Mod if mb.is_zero() => Err(division_by_zero()),
         Op::Div => {
@@ -369,7 +442,7 @@ pub(crate) fn round(n: &Numeric, digits: i64) -> Result<Numeric> {
     }
     let (m, s) = parts(n);
     let s = i64::from(s);
-    let digits = digits.clamp(-MAX_DISPLAY_SCALE, MAX_DISPLAY_SCALE);
+    let digits = digits.clamp(MIN_ROUND_SCALE, MAX_SCALE);
     let rounded = rescale(&m, s, digits);
     if digits >= 0 {
         from_parts(&rounded, digits)

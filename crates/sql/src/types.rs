@@ -548,7 +548,7 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
             let v: u32 = t.parse().map_err(|_| bad())?;
             Ok(Value::Int(i64::from(v)))
         }
-        SqlType::Numeric(typmod) => check_numeric(numeric::parse(t)?, typmod),
+        SqlType::Numeric(typmod) => check_numeric(numeric::parse(text)?, typmod),
     }
 }
 

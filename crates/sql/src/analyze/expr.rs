@@ -1280,7 +1280,13 @@ fn number(n: &str) -> Result<(Expr, SqlType)> {
     // A constant with a point or an exponent, or beyond bigint, is numeric (PostgreSQL).
     crate::numeric::parse(n)
         .map(|v| (Expr::Const(Value::Numeric(v)), SqlType::Numeric(None)))
-        .map_err(|_| SqlError::syntax(format!("invalid number \"{n}\"")))
+        .map_err(|e| {
+            if e.sqlstate() == "22P02" {
+                SqlError::syntax(format!("invalid number \"{n}\""))
+            } else {
+                e
+            }
+        })
 }
 
 /// The expression of a value assigned to `col`: a cast where the types differ, refused at

@@ -349,11 +349,12 @@ fn exp_of_product(
 fn power_int(a: &Numeric, e: i64, exp_scale: i64) -> Result<Numeric> {
     let (m, s) = parts(a);
     let s = i64::from(s);
-    if m.is_zero() {
-        // 0^0 = 1; 0^positive = 0; both with scale 0.
-        return from_parts(&BigInt::from(i64::from(e == 0)), 0);
-    }
-    let f = e as f64 * log10_approx(&m, s);
+    // The result's decimal weight (0 for a zero base, as PostgreSQL's estimate gives).
+    let f = if m.is_zero() {
+        0.0
+    } else {
+        e as f64 * log10_approx(&m, s)
+    };
     if f > 3.0 * f64::from(i16::MAX) * 4.0 {
         return Err(overflow());
     }
@@ -363,6 +364,9 @@ fn power_int(a: &Numeric, e: i64, exp_scale: i64) -> Result<Numeric> {
     let rscale = clamp_scale((MIN_SIG_DIGITS - f as i64).max(s).max(exp_scale));
     if e == 0 {
         return from_parts(&pow10(rscale), rscale);
+    }
+    if m.is_zero() {
+        return from_parts(&m, rscale);
     }
     let digits = super::len_i64(m.magnitude().to_string().len());
     let n = e.unsigned_abs();
@@ -404,7 +408,8 @@ fn power_special(a: &Numeric, b: &Numeric) -> Result<Numeric> {
     if sa == 0 && sb < 0 {
         return Err(power_error("zero raised to a negative power is undefined"));
     }
-    let b_integral = b.as_special().is_none() && is_integral(b);
+    // An infinity counts as integral (PostgreSQL's numeric_is_integral).
+    let b_integral = b.as_special().is_some() || is_integral(b);
     if sa < 0 && !b_integral {
         return Err(power_error(
             "a negative number raised to a non-integer power yields a complex result",
@@ -463,7 +468,7 @@ pub(crate) fn trunc(n: &Numeric, digits: i64) -> Result<Numeric> {
     }
     let (m, s) = parts(n);
     let s = i64::from(s);
-    let digits = digits.clamp(-MAX_DISPLAY_SCALE - 131_072, MAX_DISPLAY_SCALE);
+    let digits = digits.clamp(super::MIN_ROUND_SCALE, super::MAX_SCALE);
     if digits >= s {
         return from_parts(&(m * pow10(digits - s)), digits);
     }
