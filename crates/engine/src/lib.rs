@@ -203,7 +203,7 @@ pub use txn::ProcId;
 pub use types::{BlockNumber, Fork, Lsn, Oid, RelFileLocator, Xid};
 pub use vacuum::VacuumStats;
 pub use value::{
-    decode_row, encode_row, encoded_row_len, DecodeError, Interval, Numeric, NumericError, Row,
-    Type, Value,
+    decode_row, encode_row, encoded_row_len, DecodeError, Interval, Numeric, NumericError,
+    NumericSpecial, Row, Type, Value,
 };
 pub use wal::{WalCounters, WalPositions};

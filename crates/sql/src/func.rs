@@ -18,6 +18,8 @@ use crate::parse::quote_ident;
 use crate::types::{self, SqlType};
 use crate::types::{as_f64, compare};
 
+mod math;
+
 /// A scalar function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Func {
@@ -109,6 +111,8 @@ pub(crate) enum Func {
     DateTime(crate::datetime::arith::DtOp),
     /// A date/time function (`datetime::fields`), resolved by the binder.
     DateTimeFn(crate::datetime::fields::DtFunc),
+    /// The math functions: see [`math`].
+    Math(math::Math),
 }
 
 /// Which of the WAL's positions a `pg_current_wal_*lsn()` function reads.
@@ -444,9 +448,7 @@ pub(crate) fn resolve(
             let t = common()?;
             (Func::Least, vec![Some(t); n], t)
         }
-        ("abs", 1) if args[0].is_int() || args[0].is_float() || args[0].is_numeric() => {
-            (Func::Abs, keep(1), args[0])
-        }
+        ("abs", 1) if args[0].is_float() || args[0].is_numeric() => (Func::Abs, keep(1), args[0]),
         ("round", 1 | 2) if args[0].is_numeric() => {
             let mut c = vec![None];
             if n == 2 {
@@ -612,7 +614,7 @@ pub(crate) fn resolve(
         ),
         ("quote_ident", 1) => (Func::QuoteIdent, text(1), T::Text),
         ("to_char", 2) => (Func::ToChar, keep(2), T::Text),
-        _ => return Err(no_such_function(short, args)),
+        _ => math::resolve(short, args).ok_or_else(|| no_such_function(short, args))?,
     };
     Ok(r)
 }
@@ -1002,6 +1004,10 @@ impl Func {
                 let digits = args.get(1).and_then(int_arg).unwrap_or(0);
                 Value::Numeric(crate::numeric::round(n, digits)?)
             }
+            // round(float8) is C's rint: half to even.
+            Func::Round if args.len() == 1 => {
+                Value::Float(as_f64(&args[0]).unwrap_or(0.0).round_ties_even())
+            }
             Func::Round => {
                 let x = as_f64(&args[0]).unwrap_or(0.0);
                 let digits = args.get(1).and_then(int_arg).unwrap_or(0).clamp(-300, 300) as i32;
@@ -1010,6 +1016,7 @@ impl Func {
                 Value::Float((x * scale).round() / scale)
             }
             Func::Random => Value::Float(random_f64()),
+            Func::Math(m) => m.call(&args)?,
             Func::NextVal => {
                 writable(cx, "nextval()")?;
                 Value::Int(cx.sequences.nextval(cx.tx, seq_arg(&args[0]))?)

@@ -9,17 +9,25 @@
 //! - Rounding is always half away from zero, as PostgreSQL's numeric rounds.
 //! - `numeric(p, s)` rounds to `s` and refuses (22003) a value needing more than `p - s`
 //!   digits before the point.
+//! - `NaN` and `±Infinity` follow PostgreSQL's rules (`numeric.c`): NaN wins over
+//!   everything, `Inf - Inf` and `Inf × 0` are NaN, a finite value over infinity is 0.
 
 use num_bigint::{BigInt, Sign};
 use num_integer::Integer;
 use num_traits::{Signed, ToPrimitive, Zero};
-use quire_engine::{Numeric, NumericError, SqlState};
+use quire_engine::{Numeric, NumericError, NumericSpecial as Special, SqlState};
 
 use crate::error::{Result, SqlError};
+
+pub(crate) mod math;
 
 /// PostgreSQL's `NUMERIC_MIN_SIG_DIGITS` and `NUMERIC_MAX_DISPLAY_SCALE`.
 const MIN_SIG_DIGITS: i64 = 16;
 const MAX_DISPLAY_SCALE: i64 = 1000;
+/// The largest display scale numeric stores (`NUMERIC_DSCALE_MAX`).
+const MAX_SCALE: i64 = 16_383;
+/// The lowest `round`/`trunc` scale that can matter: numeric's largest weight.
+const MIN_ROUND_SCALE: i64 = -131_072;
 
 fn overflow(e: &NumericError) -> SqlError {
     match e {
@@ -84,38 +92,105 @@ fn rescale(m: &BigInt, from: i64, to: i64) -> BigInt {
     }
 }
 
-/// Parses PostgreSQL's numeric input: `[+-]digits[.digits][e[+-]digits]` (22P02 else).
+/// Parses PostgreSQL's numeric input (`numeric_in`): blanks around; `NaN`, `Infinity`;
+/// `[+-]digits[.digits][e[+-]digits]` with single underscores between digits, or an
+/// integer in `0x`, `0o`, `0b` form. 22P02 else; 22003 beyond numeric's limits (131072
+/// digits before the point, 16383 after).
 pub(crate) fn parse(text: &str) -> Result<Numeric> {
     let bad = || SqlError::bad_input("numeric", text);
-    let t = text.trim();
+    let t = text.trim_matches(|c: char| c.is_ascii_whitespace());
+    if let Some(special) = parse_special(t) {
+        return Ok(Numeric::special(special));
+    }
     let (negative, body) = match t.as_bytes().first() {
         Some(b'-') => (true, &t[1..]),
         Some(b'+') => (false, &t[1..]),
         _ => (false, t),
     };
+    let prefix = body.get(..2).map(str::to_ascii_lowercase);
+    let radix = match prefix.as_deref() {
+        Some("0x") => 16,
+        Some("0o") => 8,
+        Some("0b") => 2,
+        _ => 10,
+    };
+    if radix != 10 {
+        let digits = strip_underscores(&body[2..], radix, true).ok_or_else(bad)?;
+        // Each digit is at most 4 bits: 0.31 decimal digits per bit bounds the size.
+        if digits.len() > 131_072 * 10 / 12 {
+            return Err(overflow(&NumericError::Overflow));
+        }
+        let m = BigInt::parse_bytes(digits.as_bytes(), radix).ok_or_else(bad)?;
+        return from_parts(&if negative { -m } else { m }, 0);
+    }
     let (mantissa, exponent) = match body.find(['e', 'E']) {
-        Some(i) => (&body[..i], body[i + 1..].parse::<i64>().map_err(|_| bad())?),
+        Some(i) => {
+            let e = &body[i + 1..];
+            let (esign, edigits) = match e.as_bytes().first() {
+                Some(b'-') => (-1, &e[1..]),
+                Some(b'+') => (1, &e[1..]),
+                _ => (1, e),
+            };
+            let edigits = strip_underscores(edigits, 10, false).ok_or_else(bad)?;
+            // Beyond any exponent numeric can hold: refused before converting.
+            let e: i64 = if edigits.len() > 9 {
+                i64::MAX / 2
+            } else {
+                edigits.parse().map_err(|_| bad())?
+            };
+            (&body[..i], esign * e)
+        }
         None => (body, 0),
     };
     let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    if int_part.is_empty() && frac_part.is_empty()
-        || !int_part
-            .bytes()
-            .chain(frac_part.bytes())
-            .all(|b| b.is_ascii_digit())
-    {
+    let int_part = strip_underscores(int_part, 10, false).ok_or_else(bad)?;
+    let frac_part = strip_underscores(frac_part, 10, false).ok_or_else(bad)?;
+    if int_part.is_empty() && frac_part.is_empty() {
         return Err(bad());
     }
-    // Beyond these, no exponent within ±1000 brings the value within the engine's limits
-    // (131,072 digits before the point, 16,383 after): refused before the digits are
-    // converted, which takes time quadratic in their number.
-    let int_digits = int_part.trim_start_matches('0').len();
-    let too_long = int_digits > 131_072 + 1000 || frac_part.len() > 16_383 + 1000;
-    if !(-1000..=1000).contains(&exponent) || too_long {
-        return Err(SqlError::new(
-            SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
-            "value overflows numeric format",
-        ));
+    digits_to_numeric(negative, &int_part, &frac_part, exponent)
+}
+
+/// Digits of `radix` with single underscores between them (and, after a `0x`-style
+/// prefix, before the first); `None` for anything else.
+fn strip_underscores(s: &str, radix: u32, leading_ok: bool) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'_' {
+            let before = i > 0 && char::from(bytes[i - 1]).is_digit(radix) || i == 0 && leading_ok;
+            let after = bytes
+                .get(i + 1)
+                .is_some_and(|&n| char::from(n).is_digit(radix));
+            if !(before && after) {
+                return None;
+            }
+            continue;
+        }
+        if !char::from(b).is_digit(radix) {
+            return None;
+        }
+        out.push(char::from(b));
+    }
+    if leading_ok && out.is_empty() {
+        return None;
+    }
+    Some(out)
+}
+
+/// `±int_part.frac_part × 10^exponent` (decimal digits only), within numeric's limits.
+fn digits_to_numeric(
+    negative: bool,
+    int_part: &str,
+    frac_part: &str,
+    exponent: i64,
+) -> Result<Numeric> {
+    let int_digits = len_i64(int_part.trim_start_matches('0').len());
+    let scale = len_i64(frac_part.len()) - exponent;
+    let too_big = int_digits + exponent > 131_072
+        && int_part.bytes().chain(frac_part.bytes()).any(|b| b != b'0');
+    if scale > MAX_SCALE || too_big {
+        return Err(overflow(&NumericError::Overflow));
     }
     let digits: Vec<u8> = int_part
         .bytes()
@@ -124,11 +199,46 @@ pub(crate) fn parse(text: &str) -> Result<Numeric> {
         .collect();
     let m = BigInt::from_radix_be(Sign::Plus, &digits, 10).unwrap_or_default();
     let m = if negative { -m } else { m };
-    let scale = i64::try_from(frac_part.len()).map_err(|_| bad())? - exponent;
     if scale >= 0 {
         from_parts(&m, scale)
+    } else if m.is_zero() {
+        from_parts(&m, 0)
     } else {
         from_parts(&(m * pow10(-scale)), 0)
+    }
+}
+
+/// `NaN`, `[+-]Infinity` and `[+-]inf`, in any case (PostgreSQL's `numeric_in`).
+fn parse_special(t: &str) -> Option<Special> {
+    let lower = t.to_ascii_lowercase();
+    match lower.as_str() {
+        "nan" => Some(Special::NaN),
+        "infinity" | "+infinity" | "inf" | "+inf" => Some(Special::PosInf),
+        "-infinity" | "-inf" => Some(Special::NegInf),
+        _ => None,
+    }
+}
+
+fn nan() -> Numeric {
+    Numeric::special(Special::NaN)
+}
+
+/// Infinity with the given sign (`true`: negative).
+fn inf(negative: bool) -> Numeric {
+    Numeric::special(if negative {
+        Special::NegInf
+    } else {
+        Special::PosInf
+    })
+}
+
+/// -1, 0 or 1 (infinities included; not for NaN).
+pub(crate) fn sign(n: &Numeric) -> i32 {
+    match n.as_special() {
+        Some(Special::NegInf) => -1,
+        None if n.is_zero() => 0,
+        None if n.is_negative() => -1,
+        Some(_) | None => 1,
     }
 }
 
@@ -138,11 +248,11 @@ pub(crate) fn from_i64(v: i64) -> Numeric {
 
 /// float8 to numeric, as PostgreSQL: the float's 15 significant digits (`DBL_DIG`).
 pub(crate) fn from_f64(v: f64) -> Result<Numeric> {
-    if !v.is_finite() {
-        return Err(SqlError::new(
-            SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
-            format!("cannot convert {v} to numeric"),
-        ));
+    if v.is_nan() {
+        return Ok(nan());
+    }
+    if v.is_infinite() {
+        return Ok(inf(v < 0.0));
     }
     parse(&format!("{v:.14e}")).map(|n| normalize_scale(&n))
 }
@@ -159,14 +269,37 @@ fn normalize_scale(n: &Numeric) -> Numeric {
     from_parts(&m, s).unwrap_or_else(|_| n.clone())
 }
 
-/// numeric to an integer: rounded half away from zero; `None` beyond i64.
-pub(crate) fn to_i64(n: &Numeric) -> Option<i64> {
-    let (m, s) = parts(n);
-    rescale(&m, i64::from(s), 0).to_i64()
+/// numeric to an integer type named `type_name`: rounded half away from zero; 0A000 for
+/// NaN and infinities, `None` beyond i64.
+pub(crate) fn to_i64(n: &Numeric, type_name: &str) -> Result<Option<i64>> {
+    match n.as_special() {
+        Some(Special::NaN) => Err(SqlError::new(
+            SqlState::FEATURE_NOT_SUPPORTED,
+            format!("cannot convert NaN to {type_name}"),
+        )),
+        Some(_) => Err(SqlError::new(
+            SqlState::FEATURE_NOT_SUPPORTED,
+            format!("cannot convert infinity to {type_name}"),
+        )),
+        None => {
+            let (m, s) = parts(n);
+            Ok(rescale(&m, i64::from(s), 0).to_i64())
+        }
+    }
+}
+
+/// `m × 10^-s` as the nearest double (±inf beyond its range).
+fn to_f64_parts(m: &BigInt, s: i64) -> f64 {
+    format!("{m}e{}", -s).parse().unwrap_or(f64::NAN)
 }
 
 pub(crate) fn to_f64(n: &Numeric) -> f64 {
-    n.to_string().parse().unwrap_or(f64::NAN)
+    match n.as_special() {
+        Some(Special::NaN) => f64::NAN,
+        Some(Special::PosInf) => f64::INFINITY,
+        Some(Special::NegInf) => f64::NEG_INFINITY,
+        None => n.to_string().parse().unwrap_or(f64::NAN),
+    }
 }
 
 /// The arithmetic operators on numerics.
@@ -179,7 +312,41 @@ pub(crate) enum Op {
     Mod,
 }
 
+fn division_by_zero() -> SqlError {
+    SqlError::new(SqlState::DIVISION_BY_ZERO, "division by zero")
+}
+
+/// An operator with a NaN or an infinity among its operands (`numeric.c`'s special cases).
+fn arith_special(op: Op, lhs: &Numeric, rhs: &Numeric) -> Result<Numeric> {
+    let (a, b) = (lhs.as_special(), rhs.as_special());
+    if a == Some(Special::NaN) || b == Some(Special::NaN) {
+        return Ok(nan());
+    }
+    let (sa, sb) = (sign(lhs), sign(rhs));
+    Ok(match op {
+        Op::Add | Op::Sub => {
+            let sb = if op == Op::Sub { -sb } else { sb };
+            match (a.is_some(), b.is_some()) {
+                (true, true) if sa != sb => nan(),
+                (true, _) => inf(sa < 0),
+                _ => inf(sb < 0),
+            }
+        }
+        Op::Mul if sa == 0 || sb == 0 => nan(),
+        Op::Mul => inf(sa * sb < 0),
+        Op::Div | Op::Mod if sb == 0 => return Err(division_by_zero()),
+        Op::Div if a.is_some() && b.is_some() => nan(),
+        Op::Div if a.is_some() => inf(sa * sb < 0),
+        Op::Div => Numeric::zero(),
+        Op::Mod if a.is_some() => nan(),
+        Op::Mod => lhs.clone(),
+    })
+}
+
 pub(crate) fn arith(op: Op, lhs: &Numeric, rhs: &Numeric) -> Result<Numeric> {
+    if lhs.as_special().is_some() || rhs.as_special().is_some() {
+        return arith_special(op, lhs, rhs);
+    }
     let (ma, sa) = parts(lhs);
     let (mb, sb) = parts(rhs);
     let (sa, sb) = (i64::from(sa), i64::from(sb));
@@ -187,11 +354,12 @@ pub(crate) fn arith(op: Op, lhs: &Numeric, rhs: &Numeric) -> Result<Numeric> {
     match op {
         Op::Add => from_parts(&(rescale(&ma, sa, scale) + rescale(&mb, sb, scale)), scale),
         Op::Sub => from_parts(&(rescale(&ma, sa, scale) - rescale(&mb, sb, scale)), scale),
+        // The product's scale is capped at numeric's largest (PostgreSQL's mul_var).
+        Op::Mul if sa + sb > MAX_SCALE => {
+            from_parts(&rescale(&(ma * mb), sa + sb, MAX_SCALE), MAX_SCALE)
+        }
         Op::Mul => from_parts(&(ma * mb), sa + sb),
-        Op::Div | Op::Mod if mb.is_zero() => Err(SqlError::new(
-            SqlState::DIVISION_BY_ZERO,
-            "division by zero",
-        )),
+        Op::Div | Op::Mod if mb.is_zero() => Err(division_by_zero()),
         Op::Div => {
             let rscale = div_scale(lhs, rhs);
             // lhs / rhs × 10^rscale = ma × 10^(rscale - sa + sb) / mb.
@@ -244,20 +412,36 @@ fn weight_and_first_digit(n: &Numeric) -> (i64, u32) {
 }
 
 pub(crate) fn negate(n: &Numeric) -> Result<Numeric> {
+    match n.as_special() {
+        Some(Special::NaN) => return Ok(nan()),
+        Some(Special::PosInf) => return Ok(inf(true)),
+        Some(Special::NegInf) => return Ok(inf(false)),
+        None => {}
+    }
     let (m, s) = parts(n);
     from_parts(&-m, i64::from(s))
 }
 
 pub(crate) fn abs(n: &Numeric) -> Result<Numeric> {
+    if n.as_special().is_some() {
+        return Ok(if n.as_special() == Some(Special::NaN) {
+            nan()
+        } else {
+            inf(false)
+        });
+    }
     let (m, s) = parts(n);
     from_parts(&m.abs(), i64::from(s))
 }
 
 /// `round(n, digits)`: half away from zero; negative `digits` round left of the point.
 pub(crate) fn round(n: &Numeric, digits: i64) -> Result<Numeric> {
+    if n.as_special().is_some() {
+        return Ok(n.clone());
+    }
     let (m, s) = parts(n);
     let s = i64::from(s);
-    let digits = digits.clamp(-MAX_DISPLAY_SCALE, MAX_DISPLAY_SCALE);
+    let digits = digits.clamp(MIN_ROUND_SCALE, MAX_SCALE);
     let rounded = rescale(&m, s, digits);
     if digits >= 0 {
         from_parts(&rounded, digits)
@@ -269,6 +453,19 @@ pub(crate) fn round(n: &Numeric, digits: i64) -> Result<Numeric> {
 /// `numeric(precision, scale)`'s assignment: rounded to `scale`, at most
 /// `precision - scale` digits before the point.
 pub(crate) fn apply_typmod(n: &Numeric, precision: u16, scale: u16) -> Result<Numeric> {
+    match n.as_special() {
+        Some(Special::NaN) => return Ok(n.clone()),
+        Some(_) => {
+            return Err(SqlError::new(
+                SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+                "numeric field overflow",
+            )
+            .with_detail(format!(
+                "A field with precision {precision}, scale {scale} cannot hold an infinite value."
+            )))
+        }
+        None => {}
+    }
     let r = round(n, i64::from(scale))?;
     let int_digits = r.scaled_digits().len().saturating_sub(usize::from(scale));
     let limit = usize::from(precision - scale.min(precision));
@@ -296,6 +493,17 @@ pub fn to_binary(n: &Numeric) -> Vec<u8> {
     let scale = i64::from(n.scale());
     let (m, _) = parts(n);
     let mut out = Vec::new();
+    if let Some(special) = n.as_special() {
+        let sign: u16 = match special {
+            Special::NaN => 0xC000,
+            Special::PosInf => 0xD000,
+            Special::NegInf => 0xF000,
+        };
+        for v in [0u16, 0, sign, 0] {
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+        return out;
+    }
     if m.is_zero() {
         for v in [0i16, 0, 0] {
             out.extend_from_slice(&v.to_be_bytes());
@@ -361,11 +569,12 @@ pub fn from_binary(b: &[u8]) -> Result<Numeric> {
     if b.len() != 8 + ndigits * 2 || !(0..=i64::from(u16::MAX >> 2)).contains(&dscale) {
         return Err(bad());
     }
-    if sign != 0 && sign != 0x4000 {
-        return Err(SqlError::new(
-            SqlState::FEATURE_NOT_SUPPORTED,
-            "numeric NaN and infinities are not supported",
-        ));
+    match sign {
+        0xC000 => return Ok(nan()),
+        0xD000 => return Ok(inf(false)),
+        0xF000 => return Ok(inf(true)),
+        0 | 0x4000 => {}
+        _ => return Err(bad()),
     }
     let mut m = BigInt::zero();
     for i in 0..ndigits {
@@ -440,13 +649,51 @@ mod tests {
     }
 
     #[test]
+    fn specials_follow_postgresql() {
+        for (op, a, b, out) in [
+            (Op::Add, "Infinity", "-Infinity", "NaN"),
+            (Op::Add, "Infinity", "5", "Infinity"),
+            (Op::Sub, "-inf", "Infinity", "-Infinity"),
+            (Op::Sub, "Infinity", "Infinity", "NaN"),
+            (Op::Mul, "Infinity", "0", "NaN"),
+            (Op::Mul, "-Infinity", "-2", "Infinity"),
+            (Op::Div, "1", "Infinity", "0"),
+            (Op::Div, "Infinity", "-3", "-Infinity"),
+            (Op::Div, "Infinity", "Infinity", "NaN"),
+            (Op::Mod, "5.5", "-Infinity", "5.5"),
+            (Op::Mod, "Infinity", "2", "NaN"),
+            (Op::Div, "NaN", "0", "NaN"),
+        ] {
+            assert_eq!(calc(op, a, b), out, "{a} {op:?} {b}");
+        }
+        assert_eq!(
+            arith(Op::Div, &n("Infinity"), &n("0"))
+                .unwrap_err()
+                .sqlstate(),
+            "22012"
+        );
+        assert_eq!(
+            apply_typmod(&n("Infinity"), 5, 2).unwrap_err().sqlstate(),
+            "22003"
+        );
+        assert_eq!(apply_typmod(&n("NaN"), 5, 2).unwrap().to_string(), "NaN");
+        for s in ["NaN", "Infinity", "-Infinity"] {
+            assert_eq!(from_binary(&to_binary(&n(s))).unwrap().to_string(), s);
+        }
+    }
+
+    #[test]
     fn rounding_casts_and_typmods() {
         assert_eq!(round(&n("2.5"), 0).unwrap().to_string(), "3");
         assert_eq!(round(&n("-2.5"), 0).unwrap().to_string(), "-3");
         assert_eq!(round(&n("1234.5678"), 2).unwrap().to_string(), "1234.57");
         assert_eq!(round(&n("1234.5678"), -2).unwrap().to_string(), "1200");
-        assert_eq!(to_i64(&n("2.5")), Some(3));
-        assert_eq!(to_i64(&n("1e30")), None);
+        assert_eq!(to_i64(&n("2.5"), "integer").unwrap(), Some(3));
+        assert_eq!(to_i64(&n("1e30"), "integer").unwrap(), None);
+        assert_eq!(
+            to_i64(&n("NaN"), "integer").unwrap_err().sqlstate(),
+            "0A000"
+        );
         assert_eq!(from_f64(0.1).unwrap().to_string(), "0.1");
         assert_eq!(from_f64(-2.5e-3).unwrap().to_string(), "-0.0025");
         assert_eq!(

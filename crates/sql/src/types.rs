@@ -436,30 +436,68 @@ pub fn check_int_range(value: i64, ty: SqlType) -> Result<Value> {
 }
 
 /// The text input function of `ty`: PostgreSQL's accepted forms of each type.
+/// PostgreSQL's `pg_strtoint16/32/64`: blanks around, a sign, decimal digits or a `0x`,
+/// `0o`, `0b` prefix and its digits, single underscores between digits; 22003 with the
+/// text as soon as the value leaves the type's range, 22P02 for anything else.
+fn parse_int(text: &str, ty: SqlType) -> Result<i64> {
+    let bad = || SqlError::bad_input(ty.short_name(), text);
+    let t = text.trim_matches(|c: char| c.is_ascii_whitespace());
+    let (negative, body) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let prefix = body.get(..2).map(str::to_ascii_lowercase);
+    let (radix, digits) = match prefix.as_deref() {
+        Some("0x") => (16, &body[2..]),
+        Some("0o") => (8, &body[2..]),
+        Some("0b") => (2, &body[2..]),
+        _ => (10, body),
+    };
+    let (lo, hi) = ty.int_range();
+    let limit = if negative {
+        i128::from(lo).unsigned_abs()
+    } else {
+        i128::from(hi).unsigned_abs()
+    };
+    let bytes = digits.as_bytes();
+    let mut acc: u128 = 0;
+    let mut any = false;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'_' {
+            let next_is_digit = bytes
+                .get(i + 1)
+                .is_some_and(|&n| char::from(n).is_digit(radix));
+            if !next_is_digit || radix == 10 && !any {
+                return Err(bad());
+            }
+            continue;
+        }
+        let d = char::from(b).to_digit(radix).ok_or_else(bad)?;
+        any = true;
+        acc = acc * u128::from(radix) + u128::from(d);
+        if acc > limit {
+            return Err(SqlError::new(
+                SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+                format!(
+                    "value \"{text}\" is out of range for type {}",
+                    ty.short_name()
+                ),
+            ));
+        }
+    }
+    if !any {
+        return Err(bad());
+    }
+    let v = i128::try_from(acc).map_err(|_| bad())?;
+    i64::try_from(if negative { -v } else { v }).map_err(|_| bad())
+}
+
 pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
     let bad = || SqlError::bad_input(ty.short_name(), text);
     let t = text.trim();
     match ty {
-        SqlType::Int2 | SqlType::Int4 | SqlType::Int8 => {
-            let v: i64 = t.parse().map_err(|_| {
-                if !t.is_empty()
-                    && t.trim_start_matches(['-', '+'])
-                        .bytes()
-                        .all(|b| b.is_ascii_digit())
-                {
-                    SqlError::new(
-                        SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
-                        format!(
-                            "value \"{text}\" is out of range for type {}",
-                            ty.short_name()
-                        ),
-                    )
-                } else {
-                    bad()
-                }
-            })?;
-            check_int_range(v, ty)
-        }
+        SqlType::Int2 | SqlType::Int4 | SqlType::Int8 => parse_int(text, ty).map(Value::Int),
         SqlType::Bool => match t.to_ascii_lowercase().as_str() {
             "t" | "true" | "yes" | "y" | "on" | "1" => Ok(Value::Bool(true)),
             "f" | "false" | "no" | "n" | "off" | "0" => Ok(Value::Bool(false)),
@@ -467,16 +505,31 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
         },
         SqlType::Float4 | SqlType::Float8 => {
             let v: f64 = match t.to_ascii_lowercase().as_str() {
-                "infinity" | "inf" | "+infinity" => f64::INFINITY,
+                "infinity" | "inf" | "+infinity" | "+inf" => f64::INFINITY,
                 "-infinity" | "-inf" => f64::NEG_INFINITY,
-                "nan" => f64::NAN,
+                "nan" | "+nan" | "-nan" => f64::NAN,
                 _ => t.parse().map_err(|_| bad())?,
             };
-            if ty == SqlType::Float4 {
-                Ok(Value::Float(f64::from(v as f32)))
+            let v = if ty == SqlType::Float4 {
+                f64::from(v as f32)
             } else {
-                Ok(Value::Float(v))
+                v
+            };
+            // strtod's ERANGE: an overflow to infinity, or an underflow to zero of digits
+            // that are not all zeros.
+            let nonzero_digits = t
+                .bytes()
+                .take_while(|b| !matches!(b, b'e' | b'E'))
+                .any(|b| (b'1'..=b'9').contains(&b));
+            if v.is_infinite() && !t.to_ascii_lowercase().contains("inf")
+                || v == 0.0 && nonzero_digits
+            {
+                return Err(SqlError::new(
+                    SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+                    format!("\"{t}\" is out of range for type {}", ty.short_name()),
+                ));
             }
+            Ok(Value::Float(v))
         }
         SqlType::Text | SqlType::Unknown | SqlType::Name | SqlType::TextArray => {
             Ok(Value::Text(text.to_string()))
@@ -510,7 +563,7 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
             let v: u32 = t.parse().map_err(|_| bad())?;
             Ok(Value::Int(i64::from(v)))
         }
-        SqlType::Numeric(typmod) => check_numeric(numeric::parse(t)?, typmod),
+        SqlType::Numeric(typmod) => check_numeric(numeric::parse(text)?, typmod),
     }
 }
 
@@ -833,9 +886,45 @@ fn format_float(f: f64, ty: SqlType) -> String {
         if f > 0.0 { "Infinity" } else { "-Infinity" }.into()
     } else if ty == SqlType::Float4 {
         // The shortest form that reads back as the same `real`, as PostgreSQL prints it.
-        (f as f32).to_string()
+        shortest_decimal(&format!("{:e}", f as f32), 6)
     } else {
-        f.to_string()
+        shortest_decimal(&format!("{f:e}"), 15)
+    }
+}
+
+/// PostgreSQL's float output (`float_to_shortest_decimal`, `extra_float_digits` 1) from
+/// Rust's shortest round-trip digits in scientific form (`-1.2345e-5`): plain notation for
+/// decimal exponents from -4 to `max_plain_exp - 1`, else `d.ddde±XX`.
+fn shortest_decimal(sci: &str, max_plain_exp: i32) -> String {
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => ("-", m),
+        None => ("", mantissa),
+    };
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    if digits.bytes().all(|b| b == b'0') {
+        return format!("{sign}0");
+    }
+    if exp < -4 || exp >= max_plain_exp {
+        let (first, rest) = digits.split_at(1);
+        let point = if rest.is_empty() { "" } else { "." };
+        let esign = if exp < 0 { '-' } else { '+' };
+        return format!(
+            "{sign}{first}{point}{rest}e{esign}{:02}",
+            exp.unsigned_abs()
+        );
+    }
+    let len = i32::try_from(digits.len()).unwrap_or(i32::MAX);
+    if exp < 0 {
+        let zeros = "0".repeat(usize::try_from(-exp - 1).unwrap_or(0));
+        format!("{sign}0.{zeros}{digits}")
+    } else if exp + 1 >= len {
+        let zeros = "0".repeat(usize::try_from(exp + 1 - len).unwrap_or(0));
+        format!("{sign}{digits}{zeros}")
+    } else {
+        let (int, frac) = digits.split_at(usize::try_from(exp + 1).unwrap_or(0));
+        format!("{sign}{int}.{frac}")
     }
 }
 
@@ -863,7 +952,7 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
         (Value::Float(f), SqlType::Numeric(typmod)) => check_numeric(numeric::from_f64(f)?, typmod),
         (Value::Numeric(n), SqlType::Numeric(typmod)) => check_numeric(n, typmod),
         (Value::Numeric(n), t) if t.is_int() => {
-            let i = numeric::to_i64(&n).ok_or_else(|| {
+            let i = numeric::to_i64(&n, t.short_name())?.ok_or_else(|| {
                 SqlError::new(
                     SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
                     format!("{} out of range", t.short_name()),

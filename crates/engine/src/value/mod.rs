@@ -31,7 +31,8 @@ use crate::bytes::Reader;
 
 mod numeric;
 pub use numeric::{
-    compare_encoded as numeric_compare, Numeric, NumericError, MAX_DIGITS as NUMERIC_MAX_DIGITS,
+    compare_encoded as numeric_compare, Numeric, NumericError, Special as NumericSpecial,
+    MAX_DIGITS as NUMERIC_MAX_DIGITS,
 };
 
 /// A column type.

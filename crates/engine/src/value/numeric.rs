@@ -35,6 +35,27 @@ pub const MAX_SCALE: u16 = 16_383;
 const SIGN_NEG: u8 = 0x40;
 const SIGN_ZERO: u8 = 0x80;
 const SIGN_POS: u8 = 0xC0;
+const SIGN_NEG_INF: u8 = 0x20;
+const SIGN_POS_INF: u8 = 0xE0;
+const SIGN_NAN: u8 = 0xF0;
+
+/// A numeric that is not a number: PostgreSQL's `NaN`, `Infinity` and `-Infinity`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Special {
+    NaN,
+    PosInf,
+    NegInf,
+}
+
+impl Special {
+    fn sign_byte(self) -> u8 {
+        match self {
+            Special::NaN => SIGN_NAN,
+            Special::PosInf => SIGN_POS_INF,
+            Special::NegInf => SIGN_NEG_INF,
+        }
+    }
+}
 const EXP_BIAS: i64 = 1 << 31;
 
 /// An exact decimal number with a display scale.
@@ -91,6 +112,23 @@ impl Numeric {
         Ok(Numeric { bytes })
     }
 
+    /// `NaN`, `Infinity` or `-Infinity`.
+    pub fn special(kind: Special) -> Numeric {
+        Numeric {
+            bytes: vec![0, 0, kind.sign_byte()],
+        }
+    }
+
+    /// Which special value this is, if it is one (`None` for every finite number).
+    pub fn as_special(&self) -> Option<Special> {
+        match self.bytes[2] {
+            SIGN_NAN => Some(Special::NaN),
+            SIGN_POS_INF => Some(Special::PosInf),
+            SIGN_NEG_INF => Some(Special::NegInf),
+            _ => None,
+        }
+    }
+
     /// Zero with display scale 0.
     pub fn zero() -> Numeric {
         Numeric::from_digits(false, &[], 0).expect("zero fits")
@@ -109,9 +147,10 @@ impl Numeric {
         self.bytes[2] == SIGN_ZERO
     }
 
-    /// The digits of `|value| × 10^scale` (no leading zeros; `[0]` for zero).
+    /// The digits of `|value| × 10^scale` (no leading zeros; `[0]` for zero, and for the
+    /// special values, which callers check first).
     pub fn scaled_digits(&self) -> Vec<u8> {
-        if self.is_zero() {
+        if self.is_zero() || self.as_special().is_some() {
             return vec![0];
         }
         let (exp, significant) = self.parts();
@@ -205,6 +244,8 @@ pub fn check_encoding(bytes: &[u8]) -> Result<(), NumericError> {
     match *sign {
         SIGN_ZERO if rest.is_empty() => return Ok(()),
         SIGN_ZERO => return Err(bad("bytes after zero")),
+        SIGN_NAN | SIGN_POS_INF | SIGN_NEG_INF if rest.is_empty() && scale == 0 => return Ok(()),
+        SIGN_NAN | SIGN_POS_INF | SIGN_NEG_INF => return Err(bad("bytes after a special")),
         SIGN_POS | SIGN_NEG => {}
         _ => return Err(bad("bad sign byte")),
     }
@@ -249,6 +290,12 @@ pub fn check_encoding(bytes: &[u8]) -> Result<(), NumericError> {
 impl fmt::Display for Numeric {
     /// PostgreSQL's output: all display-scale digits, no exponent (`-12.50`, `0.001`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.as_special() {
+            Some(Special::NaN) => return f.write_str("NaN"),
+            Some(Special::PosInf) => return f.write_str("Infinity"),
+            Some(Special::NegInf) => return f.write_str("-Infinity"),
+            None => {}
+        }
         let digits = self.scaled_digits();
         let scale = usize::from(self.scale());
         let mut s = String::with_capacity(digits.len() + 3);
@@ -319,6 +366,24 @@ mod tests {
         }
         assert_eq!(num(false, "1200", 2).cmp(&num(false, "12", 0)), Ordering::Equal);
         assert_ne!(num(false, "1200", 2), num(false, "12", 0), "the scale differs");
+    }
+
+    #[test]
+    fn specials_order_as_postgresql_and_round_trip() {
+        let ninf = Numeric::special(Special::NegInf);
+        let inf = Numeric::special(Special::PosInf);
+        let nan = Numeric::special(Special::NaN);
+        let order = [ninf.clone(), num(true, "1000", 0), num(false, "0", 0), num(false, "9", 0), inf.clone(), nan.clone()];
+        for w in order.windows(2) {
+            assert!(w[0] < w[1], "{} < {}", w[0], w[1]);
+        }
+        for (v, text) in [(ninf, "-Infinity"), (inf, "Infinity"), (nan, "NaN")] {
+            assert_eq!(v.to_string(), text);
+            assert_eq!(Numeric::decode(v.as_bytes()).unwrap(), v);
+            assert!(!v.is_zero() && !v.is_negative());
+        }
+        assert!(Numeric::decode(&[0, 0, SIGN_NAN, 1]).is_err());
+        assert!(Numeric::decode(&[1, 0, SIGN_POS_INF]).is_err());
     }
 
     proptest! {

@@ -53,7 +53,12 @@ impl Binder<'_> {
             }
             x => x,
         };
-        assign_expr(x, ty, col)
+        match e {
+            AstExpr::Value(lit) if ty == SqlType::Unknown => {
+                assign_expr(x, ty, col).map_err(|err| at_literal(err, lit.span))
+            }
+            _ => assign_expr(x, ty, col),
+        }
     }
 
     /// A select list (RETURNING) over `scope`.
@@ -197,7 +202,8 @@ impl Binder<'_> {
                 let AstValue::SingleQuotedString(s) = &ts.value.value else {
                     return Err(SqlError::unsupported(format!("literal {e}")));
                 };
-                Ok((Expr::Const(types::parse_text(to, s)?), to))
+                let v = types::parse_text(to, s).map_err(|e| at_literal(e, ts.value.span))?;
+                Ok((Expr::Const(v), to))
             }
             AstExpr::Extract { field, expr, .. } => {
                 let (x, t) = self.expr(expr, scope)?;
@@ -369,7 +375,12 @@ impl Binder<'_> {
                     if from == SqlType::Unknown
                         && !matches!(to, SqlType::Regclass | SqlType::Regtype)
                     {
-                        return Ok((Expr::Const(types::parse_text(to, s)?), to));
+                        let v = types::parse_text(to, s);
+                        let v = match &**expr {
+                            AstExpr::Value(lit) => v.map_err(|e| at_literal(e, lit.span))?,
+                            _ => v?,
+                        };
+                        return Ok((Expr::Const(v), to));
                     }
                 }
                 Ok((Expr::Cast(Box::new(inner), from, to), to))
@@ -406,6 +417,14 @@ impl Binder<'_> {
                 self.call(name, &args, scope)
             }
             AstExpr::Position { expr, r#in } => self.call("strpos", &[&**r#in, &**expr], scope),
+            AstExpr::Ceil {
+                expr,
+                field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime),
+            } => self.call("ceil", &[&**expr], scope),
+            AstExpr::Floor {
+                expr,
+                field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime),
+            } => self.call("floor", &[&**expr], scope),
             AstExpr::CompoundFieldAccess { root, access_chain } => {
                 let [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] =
                     access_chain.as_slice()
@@ -625,6 +644,10 @@ impl Binder<'_> {
                 }
                 Ok((Expr::Neg(Box::new(inner)), ty))
             }
+            // PostgreSQL's prefix operators for abs, sqrt and cbrt.
+            UnaryOperator::PGAbs => self.call("abs", &[x], scope),
+            UnaryOperator::PGSquareRoot => self.call("sqrt", &[x], scope),
+            UnaryOperator::PGCubeRoot => self.call("cbrt", &[x], scope),
             other => Err(SqlError::unsupported(format!("operator {other}"))),
         }
     }
@@ -761,9 +784,17 @@ impl Binder<'_> {
             {
                 return Err(no_operator(ty, &op.to_string(), ty));
             }
+            // numeric's operators return an unconstrained numeric, whatever the operands'
+            // typmods.
+            let ty = if ty.is_numeric() {
+                SqlType::Numeric(None)
+            } else {
+                ty
+            };
             return Ok((Expr::Arith(o, ty, Box::new(l), Box::new(r)), ty));
         }
         match op {
+            BinaryOperator::PGExp => self.call("power", &[a, b], scope),
             BinaryOperator::And | BinaryOperator::Or => self.logic_chain(a, op, b, scope),
             BinaryOperator::StringConcat => {
                 let (l, lt) = self.expr(a, scope)?;
@@ -1213,6 +1244,15 @@ fn lateral_refused(table: Option<&str>) -> SqlError {
     .with_detail("The combining JOIN type must be INNER or LEFT for a LATERAL reference.")
 }
 
+/// An error reading a literal's text as its type, at the literal (as PostgreSQL places
+/// errors of a constant's input function).
+fn at_literal(e: SqlError, span: sqlparser::tokenizer::Span) -> SqlError {
+    match usize::try_from(span.start.column) {
+        Ok(p) if p > 0 && span.start.line == 1 && e.position().is_none() => e.with_position(p),
+        _ => e,
+    }
+}
+
 fn at_function(e: SqlError, f: &ast::Function) -> SqlError {
     let own = e.position().is_none()
         && match e.sqlstate() {
@@ -1338,7 +1378,13 @@ fn number(n: &str) -> Result<(Expr, SqlType)> {
     // A constant with a point or an exponent, or beyond bigint, is numeric (PostgreSQL).
     crate::numeric::parse(n)
         .map(|v| (Expr::Const(Value::Numeric(v)), SqlType::Numeric(None)))
-        .map_err(|_| SqlError::syntax(format!("invalid number \"{n}\"")))
+        .map_err(|e| {
+            if e.sqlstate() == "22P02" {
+                SqlError::syntax(format!("invalid number \"{n}\""))
+            } else {
+                e
+            }
+        })
 }
 
 /// The expression of a value assigned to `col`: a cast where the types differ, refused at

@@ -162,14 +162,15 @@ impl Binder<'_> {
         r
     }
 
+    /// VALUES rows: each column's type is the common type of its rows (PostgreSQL's
+    /// `select_common_type`; untyped literals alone make text), every row cast to it.
     fn values_rows(&mut self, v: &ast::Values) -> Result<(Node, Vec<OutColumn>)> {
-        let mut rows = Vec::with_capacity(v.rows.len());
-        let mut out: Vec<OutColumn> = Vec::new();
+        let mut rows: Vec<Vec<(Expr, SqlType)>> = Vec::with_capacity(v.rows.len());
         for r in &v.rows {
             if let [e] = r.content.as_slice() {
                 if let Some(run) = super::expr::constant_list(e) {
                     for row in super::expr::constant_rows(run) {
-                        push_values_row(row?, &mut out, &mut rows)?;
+                        rows.push(row?);
                     }
                     continue;
                 }
@@ -179,9 +180,46 @@ impl Binder<'_> {
                 .iter()
                 .map(|e| self.expr(e, &Scope::empty()))
                 .collect::<Result<Vec<_>>>()?;
-            push_values_row(row, &mut out, &mut rows)?;
+            rows.push(row);
         }
-        Ok((Node::Values(rows), out))
+        let width = rows.first().map_or(0, Vec::len);
+        if rows.iter().any(|r| r.len() != width) {
+            return Err(SqlError::syntax("VALUES lists must all be the same length"));
+        }
+        let mut types = vec![SqlType::Unknown; width];
+        for row in &rows {
+            for (t, (_, ty)) in types.iter_mut().zip(row) {
+                *t = crate::func::unify(*t, *ty).ok_or_else(|| {
+                    SqlError::type_mismatch(format!(
+                        "VALUES types {} and {} cannot be matched",
+                        t.name(),
+                        ty.name()
+                    ))
+                })?;
+            }
+        }
+        for t in &mut types {
+            if *t == SqlType::Unknown {
+                *t = SqlType::Text;
+            }
+        }
+        let mut bound = Vec::with_capacity(rows.len());
+        for row in rows {
+            let mut exprs = Vec::with_capacity(width);
+            for ((x, ty), &to) in row.into_iter().zip(&types) {
+                exprs.push(if ty == to { x } else { self.coerce(x, ty, to)? });
+            }
+            bound.push(exprs);
+        }
+        let out = types
+            .into_iter()
+            .enumerate()
+            .map(|(i, ty)| OutColumn {
+                name: format!("column{}", i + 1),
+                ty,
+            })
+            .collect();
+        Ok((Node::Values(bound), out))
     }
 
     /// A query's OFFSET and LIMIT or FETCH FIRST, bound.
@@ -1022,32 +1060,6 @@ fn function_scope(function: &str, alias: Option<&ast::TableAlias>, ty: SqlType) 
     Scope::of_named(&[(&col, ty)], Some(&q))
 }
 
-/// One bound row of VALUES: its types name the output columns (the first row's; `text`
-/// for an untyped one); every row as wide as the first.
-fn push_values_row(
-    row: Vec<(Expr, SqlType)>,
-    out: &mut Vec<OutColumn>,
-    rows: &mut Vec<Vec<Expr>>,
-) -> Result<()> {
-    for (i, (_, ty)) in row.iter().enumerate() {
-        if out.len() <= i {
-            out.push(OutColumn {
-                name: format!("column{}", i + 1),
-                ty: if *ty == SqlType::Unknown {
-                    SqlType::Text
-                } else {
-                    *ty
-                },
-            });
-        }
-    }
-    if row.len() != out.len() {
-        return Err(SqlError::syntax("VALUES lists must all be the same length"));
-    }
-    rows.push(row.into_iter().map(|(x, _)| x).collect());
-    Ok(())
-}
-
 /// `e` as SQL text, if no longer than `max_bytes`: formatting stops as soon as it is longer.
 fn text_up_to(e: &AstExpr, max_bytes: usize) -> Option<String> {
     struct Bounded {
@@ -1384,6 +1396,8 @@ pub(crate) fn output_name(e: &AstExpr) -> String {
         AstExpr::TypedString(ts) => cast_name(&ts.data_type),
         AstExpr::Interval(_) => "interval".into(),
         AstExpr::Extract { .. } => "extract".into(),
+        AstExpr::Ceil { .. } => "ceil".into(),
+        AstExpr::Floor { .. } => "floor".into(),
         AstExpr::Case { .. } => "case".into(),
         AstExpr::Exists { .. } => "exists".into(),
         AstExpr::Array(_) => "array".into(),

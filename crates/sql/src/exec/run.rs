@@ -341,6 +341,21 @@ fn series<'a>(
         _ => Err(crate::types::internal("generate_series argument")),
     };
     let (a, b, step) = (as_numeric(a)?, as_numeric(b)?, as_numeric(step)?);
+    for (n, what) in [
+        (&a, "start value"),
+        (&b, "stop value"),
+        (&step, "step size"),
+    ] {
+        let problem = match n.as_special() {
+            Some(quire_engine::NumericSpecial::NaN) => "NaN",
+            Some(_) if what != "step size" => "infinity",
+            _ => continue,
+        };
+        return Err(SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            format!("{what} cannot be {problem}"),
+        ));
+    }
     let zero = crate::numeric::from_i64(0);
     let ascending = match step.cmp(&zero) {
         std::cmp::Ordering::Equal => return Err(zero_step()),
