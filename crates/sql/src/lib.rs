@@ -15,13 +15,15 @@
 //! 0. Leaves: [`error`] (the one error type, PostgreSQL's SQLSTATEs), `literals` (long
 //!    lists of constants kept as their text), `stack` (`max_stack_depth`,
 //!    `check_stack_depth()`), `interrupt` (cancel and `statement_timeout`), `numeric`
-//!    (exact decimal arithmetic), `spool` (rows past `work_mem` in a temp file).
+//!    (exact decimal arithmetic), `datetime` (calendar, interval and date/time arithmetic),
+//!    `spool` (rows past `work_mem` in a temp file).
 //! 1. `types`: SQL types over the engine's, text input and output, casts, comparison.
-//! 2. `roles` (roles and their SCRAM-SHA-256 verifiers), `sequence` (CREATE SEQUENCE's
-//!    options, `nextval`), `catalog` (what SQL keeps of a table), `backends` (the server's
-//!    sessions by process id), `shape` (a statement's constants taken out as parameters).
+//! 2. `roles` (roles and their SCRAM-SHA-256 verifiers), `catalog` (what SQL keeps of a
+//!    table), `backends` (the server's sessions by process id), `shape` (a statement's
+//!    constants taken out as parameters).
 //! 3. `parse`: statement splitting, `sqlparser` (its trees' depth and memory bounded), and
-//!    the utility commands it lacks; `copy`: COPY's text and CSV formats.
+//!    the utility commands it lacks; `copy`: COPY's text and CSV formats; `sequence`
+//!    (CREATE and ALTER SEQUENCE's options, `nextval`).
 //! 4. `settings`: a session's parameters (PostgreSQL's GUCs) and the server's; the running
 //!    transaction's characteristics and the scope of SET / SET LOCAL.
 //! 5. `context`: what expressions and plans are evaluated against (transaction,
