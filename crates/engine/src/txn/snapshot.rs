@@ -210,14 +210,21 @@ impl ProcArray {
     pub fn snapshot(&self, proc: ProcId, next_xid: impl FnOnce() -> Xid) -> Snapshot {
         let mut g = self.inner.lock();
         let xmax = next_xid();
-        let mut xip: Vec<Xid> = g
-            .procs
-            .values()
-            .map(|p| p.xid)
-            .filter(|&x| x.is_valid() && x < xmax)
-            .chain(g.prepared.keys().copied().filter(|&x| x < xmax))
-            .collect();
-        let subxacts = g.procs.values().any(|p| p.subxacts) || g.prepared.values().any(|&s| s);
+        // One pass over the array: the running ids and whether any has subtransactions.
+        let mut subxacts = false;
+        let mut xip: Vec<Xid> = Vec::with_capacity(g.procs.len() + g.prepared.len());
+        for p in g.procs.values() {
+            subxacts |= p.subxacts;
+            if p.xid.is_valid() && p.xid < xmax {
+                xip.push(p.xid);
+            }
+        }
+        for (&x, &s) in &g.prepared {
+            subxacts |= s;
+            if x < xmax {
+                xip.push(x);
+            }
+        }
         xip.sort_unstable();
         let xmin = xip.first().copied().unwrap_or(xmax);
         if let Some(p) = g.procs.get_mut(&proc) {

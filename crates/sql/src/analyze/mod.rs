@@ -1568,7 +1568,7 @@ fn takes_given_value(col: &ColumnInfo, overriding: Option<&ast::InsertOverriding
         )
         .with_detail(generated_always_detail(&col.name))
         .with_hint("Use OVERRIDING SYSTEM VALUE to override.")),
-        (None | Some(_), _) => Ok(true),
+        _ => Ok(true),
     }
 }
 

@@ -124,6 +124,16 @@ pub(super) fn validate_check(cx: &Cx, table: &TableInfo, check: &BoundCheck) -> 
     Ok(command("ALTER TABLE"))
 }
 
+/// ACCESS EXCLUSIVE on `table` for an ALTER TABLE action that changes its definition.
+pub(super) fn lock_for_alter(tx: &quire_engine::Transaction, table: &TableInfo) -> Result<()> {
+    tx.lock_table(
+        table.def.oid,
+        quire_engine::LockMode::AccessExclusive,
+        false,
+    )?;
+    Ok(())
+}
+
 /// ALTER TABLE ... DROP CONSTRAINT [IF EXISTS]: a CHECK constraint or a unique index that is
 /// a constraint (the primary key, a UNIQUE constraint).
 pub(super) fn drop_constraint(
@@ -133,11 +143,7 @@ pub(super) fn drop_constraint(
     if_exists: bool,
 ) -> Result<Outcome> {
     let tx = cx.tx;
-    tx.lock_table(
-        table.def.oid,
-        quire_engine::LockMode::AccessExclusive,
-        false,
-    )?;
+    lock_for_alter(tx, table)?;
     if catalog::change_check(tx, table.def.oid, name, CheckChange::Drop)? {
         return Ok(command("ALTER TABLE"));
     }
@@ -167,11 +173,7 @@ pub(super) fn rename_constraint(
     to: &str,
 ) -> Result<Outcome> {
     let tx = cx.tx;
-    tx.lock_table(
-        table.def.oid,
-        quire_engine::LockMode::AccessExclusive,
-        false,
-    )?;
+    lock_for_alter(tx, table)?;
     let taken = table.checks.iter().map(|c| c.name.as_str());
     if taken
         .chain(table.indexes.iter().map(|i| &*i.name))
@@ -205,11 +207,7 @@ pub(super) fn set_not_null(
     not_null: bool,
 ) -> Result<Outcome> {
     let tx = cx.tx;
-    tx.lock_table(
-        table.def.oid,
-        quire_engine::LockMode::AccessExclusive,
-        false,
-    )?;
+    lock_for_alter(tx, table)?;
     if not_null && !table.columns[column].not_null {
         for r in tx.scan(table.def.oid)? {
             let (_, row) = r?;

@@ -437,8 +437,8 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             kind,
             options,
         } => {
+            constraints::lock_for_alter(tx, table)?;
             let oid = table.def.oid;
-            tx.lock_table(oid, quire_engine::LockMode::AccessExclusive, false)?;
             let col = &table.columns[*column];
             let seq_name = sequence::serial_name(tx, &table.def.name, &col.name)?;
             let seq = tx.create_sequence(&seq_name, options)?;
@@ -452,8 +452,7 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             check,
             validate,
         } => {
-            let oid = table.def.oid;
-            tx.lock_table(oid, quire_engine::LockMode::AccessExclusive, false)?;
+            constraints::lock_for_alter(tx, table)?;
             constraints::add_checks(cx, table, std::slice::from_ref(check), *validate)?;
             Ok(command("ALTER TABLE"))
         }
@@ -484,8 +483,8 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             column,
             expr,
         } => {
+            constraints::lock_for_alter(tx, table)?;
             let oid = table.def.oid;
-            tx.lock_table(oid, quire_engine::LockMode::AccessExclusive, false)?;
             catalog::set_default(tx, oid, *column, expr.as_deref(), None)?;
             Ok(command("ALTER TABLE"))
         }
