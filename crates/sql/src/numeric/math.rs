@@ -153,13 +153,15 @@ fn exp_fixed(x: &BigInt, w: i64) -> BigInt {
     sum
 }
 
-/// e^(m × 10^-s) rounded to `rscale` (|value| < 6000).
+/// e^(m × 10^-s) rounded to `rscale`: 22003 beyond numeric's 131072 digits before the
+/// point, zero below its last digit.
 fn exp_to_scale(m: &BigInt, s: i64, rscale: i64) -> Result<Numeric> {
     let x = super::to_f64_parts(m, s);
-    if x.abs() >= 6000.0 {
-        if x > 0.0 {
-            return Err(overflow());
-        }
+    let weight = x * std::f64::consts::LOG10_E;
+    if weight > 131_073.0 {
+        return Err(overflow());
+    }
+    if weight < -(rscale as f64) - 2.0 {
         return from_parts(&BigInt::zero(), rscale);
     }
     // e^x = 10^q × e^r, r = x - q ln 10 in about [0, ln 10).
@@ -270,8 +272,16 @@ pub(crate) fn exp(n: &Numeric) -> Result<Numeric> {
     }
     let (m, s) = parts(n);
     let s = i64::from(s);
-    let val = (super::to_f64_parts(&m, s) * std::f64::consts::LOG10_E).clamp(-2000.0, 2000.0);
+    // PostgreSQL's exp_var limit.
+    let x = super::to_f64_parts(&m, s);
+    let val = (x * std::f64::consts::LOG10_E).clamp(-2000.0, 2000.0);
     let rscale = clamp_scale((MIN_SIG_DIGITS - val as i64).max(s));
+    if x.abs() >= 6000.0 {
+        if x > 0.0 {
+            return Err(overflow());
+        }
+        return from_parts(&BigInt::zero(), rscale);
+    }
     exp_to_scale(&m, s, rscale)
 }
 
@@ -373,7 +383,7 @@ fn power_int(a: &Numeric, e: i64, exp_scale: i64) -> Result<Numeric> {
     }
     let digits = super::len_i64(m.magnitude().to_string().len());
     let n = e.unsigned_abs();
-    if u64::try_from(digits).unwrap_or(u64::MAX).saturating_mul(n) <= 20_000 {
+    if u64::try_from(digits).unwrap_or(u64::MAX).saturating_mul(n) <= 200_000 {
         // Exact: m^n × 10^(-s n), then 1/x for a negative exponent.
         let n32 = u32::try_from(n).expect("bounded above");
         let p = num_traits::pow(m, n32 as usize);
