@@ -16,7 +16,8 @@ fi
 
 cargo build --release -q -p quire
 data=$(mktemp -d)
-port=55432
+# Below the kernel's ephemeral range (32768-60999), where a client socket could hold it.
+port=25432
 log="$data.log"
 ./target/release/quire serve --data-dir "$data" --port "$port" -c max_prepared_transactions=16 >"$log" 2>&1 &
 server=$!

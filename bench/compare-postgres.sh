@@ -64,8 +64,10 @@ quire=${QUIRE:-$PWD/target/release/quire}
 # --- servers ---------------------------------------------------------------------------
 tmp=$(mktemp -d /tmp/quire-compare.XXXXXX)
 chmod 755 "$tmp"
-pg_port=55442
-q_port=55443
+# Below the kernel's ephemeral range (32768-60999 by default): a client socket's local port
+# there can hold the port a server is about to bind.
+pg_port=25442
+q_port=25443
 pg_pid=""
 q_pid=""
 # PostgreSQL refuses to run as root: as the postgres user when we are root.
@@ -99,11 +101,16 @@ export PGHOST=127.0.0.1 PGUSER=postgres PGDATABASE=postgres
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 
-# Waits until the server on port $1 answers a query; fails after 600 s.
+# Waits until the server on port $1, started as process $2, answers a query; fails at once
+# when that process has exited, and after 600 s.
 wait_ready() {
-  local port=$1 i
-  for i in $(seq 1 60000); do
+  local port=$1 pid=$2 deadline=$((SECONDS + 600))
+  while [ "$SECONDS" -lt "$deadline" ]; do
     psql -p "$port" -qAtc 'select 1' >/dev/null 2>&1 && return 0
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "the server for port $port exited before answering" >&2
+      return 1
+    fi
     sleep 0.01
   done
   echo "server on port $port did not start" >&2
@@ -145,7 +152,7 @@ start() { # start SERVER [NAME=VALUE ...]
     echo "port $(port "$which") already has a server: stop it first" >&2
     exit 1
   fi
-  if [ "$which" = pg ]; then start_pg "$@"; wait_ready "$pg_port"; else start_quire "$@"; wait_ready "$q_port"; fi
+  if [ "$which" = pg ]; then start_pg "$@"; wait_ready "$pg_port" "$pg_pid"; else start_quire "$@"; wait_ready "$q_port" "$q_pid"; fi
   # The one answering must be the one started.
   local pid; if [ "$which" = pg ]; then pid=$(postmaster); else pid=$q_pid; fi
   kill -0 "$pid" 2>/dev/null || { echo "$which exited after starting" >&2; exit 1; }
