@@ -194,7 +194,7 @@ pub use padded::StripedCounter;
 pub use page::{PageError, Tid};
 pub use recovery::RecoveryStats;
 pub use sequence::{SeqOptions, SeqState, SequenceDef};
-pub use session::{Changed, IndexRows, IsolationLevel, Scan, Transaction};
+pub use session::{Changed, IndexRows, IsolationLevel, Scan, Sees, Transaction};
 pub use sqlstate::SqlState;
 pub use stats::{BgwriterCounters, SharedStats, TableStats};
 pub use txn::lock::{LockMode, LockOwner};

@@ -874,11 +874,21 @@ fn send_notice(out: &mut Vec<u8>, severity: &str, sqlstate: SqlState, message: &
     backend::notice_response(out, &Notice::new(severity, sqlstate, message));
 }
 
+fn send_sql_notice(out: &mut Vec<u8>, n: &quire_sql::Notice) {
+    backend::notice_response(
+        out,
+        &Notice {
+            detail: n.detail.as_deref(),
+            ..Notice::new(n.severity.name(), n.code, &n.message)
+        },
+    );
+}
+
 /// A statement's messages (VACUUM VERBOSE's report, "... skipping"): NoticeResponse at
 /// their severity, those below the session's `client_min_messages` left out.
 fn send_notices(out: &mut Vec<u8>, notices: &[quire_sql::Notice], min_messages: &str) {
     for n in notices.iter().filter(|n| n.severity.reaches(min_messages)) {
-        send_notice(out, n.severity.name(), n.code, &n.message);
+        send_sql_notice(out, n);
     }
 }
 

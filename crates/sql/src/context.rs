@@ -51,6 +51,38 @@ pub(crate) struct PreparedInfo {
 /// The session's named prepared statements, by name.
 pub(crate) type PreparedStatements = std::collections::BTreeMap<String, PreparedInfo>;
 
+/// Referential-integrity events waiting for their check, by foreign key (its oid): each
+/// foreign key's in a spool of its own (in memory up to `work_mem`, then a temp file), as
+/// `session::referential` encodes them.
+#[derive(Default)]
+pub(crate) struct RiQueue {
+    pub by_key: std::collections::BTreeMap<u32, crate::spool::Spool>,
+}
+
+impl RiQueue {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.by_key.values().all(crate::spool::Spool::is_empty)
+    }
+}
+
+/// What a transaction keeps for its deferred foreign keys: the checks left for its end,
+/// and the modes SET CONSTRAINTS gave (for ALL, and by constraint oid).
+#[derive(Default)]
+pub(crate) struct Deferred {
+    pub queue: RefCell<RiQueue>,
+    pub all: std::cell::Cell<Option<bool>>,
+    pub named: RefCell<HashMap<u32, bool>>,
+}
+
+impl Deferred {
+    /// Forgets everything (the transaction ended).
+    pub(crate) fn clear(&self) {
+        *self.queue.borrow_mut() = RiQueue::default();
+        self.all.set(None);
+        self.named.borrow_mut().clear();
+    }
+}
+
 /// What a statement's expressions are evaluated against.
 pub(crate) struct Cx<'a> {
     pub db: &'a Database,
@@ -69,6 +101,8 @@ pub(crate) struct Cx<'a> {
     pub outer: Option<&'a Frame<'a>>,
     /// The statement's CTE rows and working tables.
     pub ctes: &'a CteStore,
+    /// The transaction's deferred foreign-key checks and SET CONSTRAINTS modes.
+    pub deferred: &'a Deferred,
 }
 
 impl<'a> Cx<'a> {
@@ -90,6 +124,7 @@ impl<'a> Cx<'a> {
             now_us: self.now_us,
             outer: Some(frame),
             ctes: self.ctes,
+            deferred: self.deferred,
         }
     }
 }

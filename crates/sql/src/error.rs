@@ -18,6 +18,8 @@ pub struct Notice {
     pub severity: Severity,
     pub code: SqlState,
     pub message: String,
+    /// PostgreSQL's DETAIL (`drop cascades to ...` lists the objects there).
+    pub detail: Option<String>,
 }
 
 /// The severities of PostgreSQL's non-error messages that quire sends, most severe first.
@@ -62,6 +64,16 @@ impl Notice {
             severity: Severity::Notice,
             code: SqlState::SUCCESSFUL_COMPLETION,
             message: message.into(),
+            detail: None,
+        }
+    }
+
+    /// The same notice with a DETAIL.
+    #[must_use]
+    pub fn with_detail(self, detail: impl Into<String>) -> Notice {
+        Notice {
+            detail: Some(detail.into()),
+            ..self
         }
     }
 
@@ -78,7 +90,7 @@ impl Notice {
         Notice {
             severity: Severity::Warning,
             code,
-            message: message.into(),
+            ..Notice::new(message)
         }
     }
 }

@@ -38,6 +38,9 @@ pub enum Statement {
     Deferrable(Box<sqlparser::ast::Statement>, bool),
     /// ALTER SEQUENCE (which `sqlparser` lacks).
     AlterSequence(AlterSequenceStmt),
+    /// SET CONSTRAINTS {ALL | name, ...} {DEFERRED | IMMEDIATE} (which `sqlparser` lacks):
+    /// the names (None for ALL), and whether DEFERRED.
+    SetConstraints(Option<Vec<String>>, bool),
 }
 
 /// ALTER SEQUENCE [IF EXISTS] name [options] [RESTART [[WITH] n]]: the options CREATE
@@ -995,6 +998,7 @@ fn utility(p: &str) -> Result<Option<Statement>> {
         "vacuum",
         "copy",
         "alter",
+        "set",
     ]
     .iter()
     .any(|k| head.eq_ignore_ascii_case(k));
@@ -1037,7 +1041,59 @@ fn utility(p: &str) -> Result<Option<Statement>> {
     if kw(first, "alter") && kw(second, "sequence") {
         return alter_sequence(&w[2..]).map(|a| Some(Statement::AlterSequence(a)));
     }
+    if kw(first, "set") && kw(second, "constraints") {
+        return set_constraints(&w[2..]).map(Some);
+    }
     Ok(None)
+}
+
+/// The words of SET CONSTRAINTS after its first two: `ALL` or names (each as an
+/// identifier: folded to lower case unless quoted), then DEFERRED or IMMEDIATE.
+fn set_constraints(w: &[String]) -> Result<Statement> {
+    let w: Vec<&String> = w.iter().filter(|x| x.as_str() != ";").collect();
+    let Some((mode, names)) = w.split_last() else {
+        return Err(SqlError::syntax("syntax error at end of input"));
+    };
+    let deferred = match mode.to_ascii_lowercase().trim_end_matches(';') {
+        "deferred" => true,
+        "immediate" => false,
+        _ => {
+            return Err(SqlError::syntax(format!(
+                "syntax error at or near \"{mode}\""
+            )))
+        }
+    };
+    if let [all] = names {
+        if all.eq_ignore_ascii_case("all") {
+            return Ok(Statement::SetConstraints(None, deferred));
+        }
+    }
+    let mut out = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        if i % 2 == 1 {
+            if n.as_str() != "," {
+                return Err(SqlError::syntax(format!("syntax error at or near \"{n}\"")));
+            }
+            continue;
+        }
+        let name = match n.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+            Some(q) => q.replace("\"\"", "\""),
+            None if n
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '$') =>
+            {
+                n.to_lowercase()
+            }
+            None => return Err(SqlError::syntax(format!("syntax error at or near \"{n}\""))),
+        };
+        out.push(name);
+    }
+    if out.is_empty() || names.len() % 2 == 0 {
+        return Err(SqlError::syntax(format!(
+            "syntax error at or near \"{mode}\""
+        )));
+    }
+    Ok(Statement::SetConstraints(Some(out), deferred))
 }
 
 /// The words of ALTER SEQUENCE after its first two. RESTART is taken out; the rest is read

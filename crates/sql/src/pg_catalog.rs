@@ -317,6 +317,13 @@ impl CatalogTable {
                 ("conparentid", T::Oid),
                 ("confrelid", T::Oid),
                 ("conislocal", T::Bool),
+                ("confupdtype", T::Char),
+                ("confdeltype", T::Char),
+                ("confmatchtype", T::Char),
+                ("conkey", T::Int2Array),
+                ("confkey", T::Int2Array),
+                ("coninhcount", T::Int2),
+                ("connoinherit", T::Bool),
             ],
             CatalogTable::AttrDef => &[
                 ("oid", T::Oid),
@@ -830,6 +837,8 @@ fn class_rows(tx: &Transaction) -> Result<Vec<Row>> {
             !t.indexes.is_empty(),
         );
         row[RELCHECKS] = int(i64::try_from(t.checks.len()).unwrap_or(i64::MAX));
+        row[RELHASTRIGGERS] =
+            Value::Bool(!t.foreign_keys.is_empty() || !t.referenced_by.is_empty());
         rows.push(row);
         for i in &t.indexes {
             rows.push(class_row(
@@ -854,6 +863,9 @@ fn user_sequences(tx: &Transaction) -> Result<Vec<quire_engine::SequenceDef>> {
 
 /// `relchecks`' place in a pg_class row.
 const RELCHECKS: usize = 17;
+/// `relhastriggers`: PostgreSQL's foreign keys are triggers on both tables, and psql looks
+/// for them only when it is set.
+const RELHASTRIGGERS: usize = 19;
 
 fn class_row(oid: Value, name: &str, kind: &str, am: i64, natts: usize, has_index: bool) -> Row {
     let f = Value::Bool(false);
@@ -1148,47 +1160,159 @@ fn is_primary(t: &TableInfo, i: &IndexDef) -> bool {
     t.pkey.as_ref().is_some_and(|(oid, _)| *oid == i.oid)
 }
 
+/// An `int2[]` of attribute numbers (`conkey`, `indkey`): positions plus one.
+fn attnums(cols: impl IntoIterator<Item = usize>) -> Value {
+    let key: Vec<String> = cols.into_iter().map(|c| (c + 1).to_string()).collect();
+    text(&format!("{{{}}}", key.join(",")))
+}
+
+/// One pg_constraint row; `fk` adds a foreign key's columns.
+struct ConRow<'a> {
+    oid: i64,
+    name: &'a str,
+    kind: &'static str,
+    validated: bool,
+    table: quire_engine::Oid,
+    index: i64,
+    key: Vec<usize>,
+    fk: Option<&'a catalog::ForeignKey>,
+}
+
+fn constraint_row(c: ConRow) -> Row {
+    let none = || text(" ");
+    let (upd, del, matched) = match c.fk {
+        Some(f) => (
+            text(f.on_update.letter()),
+            text(f.on_delete.letter()),
+            text(if f.match_full { "f" } else { "s" }),
+        ),
+        None => (none(), none(), none()),
+    };
+    vec![
+        int(c.oid),
+        text(c.name),
+        int(PUBLIC_NS),
+        text(c.kind),
+        Value::Bool(c.fk.is_some_and(|f| f.deferral.deferrable())),
+        Value::Bool(c.fk.is_some_and(|f| f.deferral.initially_deferred())),
+        Value::Bool(c.validated),
+        oid_of(c.table),
+        int(0),
+        int(c.index),
+        int(0),
+        c.fk.map_or(int(0), |f| oid_of(f.ref_table)),
+        Value::Bool(true),
+        upd,
+        del,
+        matched,
+        if c.key.is_empty() {
+            Value::Null
+        } else {
+            attnums(c.key)
+        },
+        c.fk.map_or(Value::Null, |f| attnums(f.ref_columns.iter().copied())),
+        int(0),
+        Value::Bool(false),
+    ]
+}
+
 fn constraint_rows(tx: &Transaction) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
-    for t in user_tables(tx)? {
+    let tables = user_tables(tx)?;
+    for t in &tables {
         for i in t.indexes.iter().filter(|i| i.unique) {
-            let oid = i64::try_from(i.oid.0).unwrap_or(0) + i64::from(CONSTRAINT_OID_BASE);
-            let kind = if is_primary(&t, i) { "p" } else { "u" };
-            rows.push(vec![
-                int(oid),
-                text(&i.name),
-                int(PUBLIC_NS),
-                text(kind),
-                Value::Bool(false),
-                Value::Bool(false),
-                Value::Bool(true),
-                oid_of(t.def.oid),
-                int(0),
-                oid_of(i.oid),
-                int(0),
-                int(0),
-                Value::Bool(true),
-            ]);
+            rows.push(constraint_row(ConRow {
+                oid: i64::try_from(i.oid.0).unwrap_or(0) + i64::from(CONSTRAINT_OID_BASE),
+                name: &i.name,
+                kind: if is_primary(t, i) { "p" } else { "u" },
+                validated: true,
+                table: t.def.oid,
+                index: i64::try_from(i.oid.0).unwrap_or(0),
+                key: i.columns.iter().map(|&c| usize::from(c)).collect(),
+                fk: None,
+            }));
         }
         for c in &t.checks {
-            rows.push(vec![
-                int(i64::from(c.oid)),
-                text(&c.name),
-                int(PUBLIC_NS),
-                text("c"),
-                Value::Bool(false),
-                Value::Bool(false),
-                Value::Bool(c.validated),
-                oid_of(t.def.oid),
-                int(0),
-                int(0),
-                int(0),
-                int(0),
-                Value::Bool(true),
-            ]);
+            rows.push(constraint_row(ConRow {
+                oid: i64::from(c.oid),
+                name: &c.name,
+                kind: "c",
+                validated: c.validated,
+                table: t.def.oid,
+                index: 0,
+                key: Vec::new(),
+                fk: None,
+            }));
+        }
+        for f in &t.foreign_keys {
+            let index = tables
+                .iter()
+                .find(|p| p.def.oid == f.ref_table)
+                .and_then(|p| referenced_index(p, f))
+                .map_or(0, |i| i64::try_from(i.oid.0).unwrap_or(0));
+            rows.push(constraint_row(ConRow {
+                oid: i64::from(f.oid),
+                name: &f.name,
+                kind: "f",
+                validated: f.validated,
+                table: t.def.oid,
+                index,
+                key: f.columns.clone(),
+                fk: Some(f),
+            }));
         }
     }
     Ok(rows)
+}
+
+/// The unique index of `parent` a foreign key's referenced columns are (`conindid`).
+fn referenced_index<'a>(parent: &'a TableInfo, fk: &catalog::ForeignKey) -> Option<&'a IndexDef> {
+    parent.indexes.iter().find(|i| {
+        i.unique
+            && i.columns.len() == fk.ref_columns.len()
+            && i.columns
+                .iter()
+                .all(|&c| fk.ref_columns.contains(&usize::from(c)))
+    })
+}
+
+/// `pg_get_constraintdef` of a foreign key: `FOREIGN KEY (a) REFERENCES p(id) ...`.
+fn foreign_key_def(tx: &Transaction, f: &catalog::ForeignKey) -> Result<String> {
+    let child = catalog::lookup_oid(tx, f.table)?;
+    let parent = catalog::lookup_oid(tx, f.ref_table)?;
+    let names = |t: &TableInfo, cols: &[usize]| {
+        cols.iter()
+            .map(|&c| quote_ident(&t.columns[c].name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut def = format!(
+        "FOREIGN KEY ({}) REFERENCES {}({})",
+        names(&child, &f.columns),
+        quote_ident(&parent.def.name),
+        names(&parent, &f.ref_columns)
+    );
+    if f.match_full {
+        def.push_str(" MATCH FULL");
+    }
+    if f.on_update != catalog::FkAction::NoAction {
+        def.push_str(" ON UPDATE ");
+        def.push_str(f.on_update.sql());
+    }
+    if f.on_delete != catalog::FkAction::NoAction {
+        def.push_str(" ON DELETE ");
+        def.push_str(f.on_delete.sql());
+    }
+    if f.deferral.deferrable() {
+        def.push_str(" DEFERRABLE");
+    }
+    if f.deferral.initially_deferred() {
+        def.push_str(" INITIALLY DEFERRED");
+    }
+    if !f.validated {
+        def.push_str(" NOT VALID");
+    }
+    Ok(def)
 }
 
 /// The types pg_type lists: every type quire has.
@@ -1414,6 +1538,12 @@ pub(crate) fn index_def(tx: &Transaction, oid: u32) -> Result<Option<String>> {
 /// `pg_get_constraintdef(oid)`: `PRIMARY KEY (a)`, `UNIQUE (a, b)` or `CHECK (a > 0)`.
 pub(crate) fn constraint_def(tx: &Transaction, oid: u32) -> Result<Option<String>> {
     if oid >= catalog::CHECK_OID_BASE {
+        if let Some(f) = catalog::foreign_keys::all(tx)?
+            .iter()
+            .find(|f| f.oid == oid)
+        {
+            return foreign_key_def(tx, f).map(Some);
+        }
         for t in user_tables(tx)? {
             if let Some(c) = t.checks.iter().find(|c| c.oid == oid) {
                 let valid = if c.validated { "" } else { " NOT VALID" };

@@ -14,7 +14,7 @@
 
 use std::ops::Bound;
 
-use super::{Transaction, MAX_CHANGE_ROUNDS};
+use super::{Sees, Transaction, MAX_CHANGE_ROUNDS};
 use crate::btree::{BTree, HeapProbe, IndexDesc, IndexScan, InsertOutcome, Probe};
 use crate::catalog::{name_lock, Entry, IndexDef, IndexId, TableDef, TableId, USER_DB};
 use crate::error::{Error, Result};
@@ -475,8 +475,19 @@ impl Transaction {
         lower: Bound<&[Value]>,
         upper: Bound<&[Value]>,
     ) -> Result<IndexRows<'_>> {
+        self.index_scan_as(index, lower, upper, Sees::Transaction)
+    }
+
+    /// [`Transaction::index_scan`] through the snapshot `sees` chooses.
+    pub fn index_scan_as(
+        &self,
+        index: IndexId,
+        lower: Bound<&[Value]>,
+        upper: Bound<&[Value]>,
+        sees: Sees,
+    ) -> Result<IndexRows<'_>> {
         self.call(|| {
-            let (snapshot, cid) = self.command();
+            let (snapshot, cid) = self.command_as(sees);
             let Some((_, Entry::Index(def))) = self.lookup_oid(index)? else {
                 return Err(Error::UndefinedTable {
                     name: format!("index with oid {index}"),

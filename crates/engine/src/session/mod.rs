@@ -57,6 +57,17 @@ use crate::value::Row;
 pub use index::IndexRows;
 pub use rows::Scan;
 
+/// Which snapshot a read takes: the transaction's (a new one per command under READ
+/// COMMITTED, the first one under REPEATABLE READ), or a new one whatever the level.
+/// Referential integrity reads with `Latest` (PostgreSQL's crosscheck snapshot): a row a
+/// transaction committed after a REPEATABLE READ snapshot must still be found, to fail the
+/// statement (40001) rather than orphan it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sees {
+    Transaction,
+    Latest,
+}
+
 /// Transaction isolation levels (READ UNCOMMITTED behaves as READ COMMITTED, and
 /// SERIALIZABLE is not provided, as its predicate locks are not built).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,14 +203,22 @@ impl Transaction {
 
     /// Starts a command: a new command id if the last one changed anything, and a snapshot.
     fn command(&self) -> (Snapshot, u32) {
+        self.command_as(Sees::Transaction)
+    }
+
+    /// [`Transaction::command`] with the snapshot `sees` asks for.
+    fn command_as(&self, sees: Sees) -> (Snapshot, u32) {
         let mut st = self.st.borrow_mut();
         if st.cid_used {
             st.cid += 1;
             st.cid_used = false;
         }
-        let snap = if let (IsolationLevel::RepeatableRead, Some(s)) = (self.isolation, &st.snapshot)
+        let snap = if let (IsolationLevel::RepeatableRead, Some(s), Sees::Transaction) =
+            (self.isolation, &st.snapshot, sees)
         {
             s.clone()
+        } else if sees == Sees::Latest {
+            self.engine.txns.snapshot(self.proc)
         } else {
             let s = self.engine.txns.snapshot(self.proc);
             if self.isolation == IsolationLevel::RepeatableRead {

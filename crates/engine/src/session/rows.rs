@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Changed, IsolationLevel, Transaction, MAX_CHANGE_ROUNDS};
+use super::{Changed, IsolationLevel, Sees, Transaction, MAX_CHANGE_ROUNDS};
 use crate::catalog::{RowShape, TableDef, TableId};
 use crate::error::{Error, Result};
 use crate::heap::{Heap, HeapTuple, Looker, UpdateCheck};
@@ -40,12 +40,17 @@ impl Transaction {
 
     /// The rows this transaction sees, streamed a page at a time.
     pub fn scan(&self, table: TableId) -> Result<Scan<'_>> {
+        self.scan_as(table, Sees::Transaction)
+    }
+
+    /// [`Transaction::scan`] through the snapshot `sees` chooses.
+    pub fn scan_as(&self, table: TableId, sees: Sees) -> Result<Scan<'_>> {
         self.call(|| {
             // The lock first, then the snapshot (PostgreSQL locks while parsing and takes
             // the execution snapshot after): a READ COMMITTED scan that waited for a TRUNCATE
             // or another lock holder sees what it committed.
             self.lock_table_mode(table, LockMode::AccessShare, LockWait::Block)?;
-            let (snapshot, cid) = self.command();
+            let (snapshot, cid) = self.command_as(sees);
             let (_, def) = self.def(table)?;
             let nblocks = self.heap(def.rel).nblocks()?;
             Ok(Scan {

@@ -31,6 +31,7 @@
 mod constraint;
 mod datetime;
 mod expr;
+mod foreign_key;
 mod query;
 mod scope;
 mod setop;
@@ -489,7 +490,7 @@ impl Binder<'_> {
                 object_type: ObjectType::Table,
                 if_exists,
                 names,
-                cascade: false,
+                cascade,
                 ..
             } => {
                 let names = names
@@ -499,6 +500,7 @@ impl Binder<'_> {
                 Ok(Plan::DropTable {
                     names,
                     if_exists: *if_exists,
+                    cascade: *cascade,
                 })
             }
             Statement::Drop {
@@ -521,8 +523,6 @@ impl Binder<'_> {
             Statement::CreateIndex(ci) => self.create_index(ci),
             Statement::AlterTable(at) => self.alter_table(at),
             Statement::Truncate(t) => {
-                // CASCADE reaches the tables whose foreign keys refer to these: quire has
-                // no foreign keys yet, so there are none.
                 if t.partitions.is_some() {
                     return Err(SqlError::unsupported("TRUNCATE ... PARTITION"));
                 }
@@ -536,6 +536,7 @@ impl Binder<'_> {
                 Ok(Plan::Truncate {
                     tables,
                     restart_identity,
+                    cascade: matches!(t.cascade, Some(ast::CascadeOption::Cascade)),
                 })
             }
             Statement::Lock(lock) => self.lock(lock),
@@ -665,6 +666,7 @@ impl Binder<'_> {
         let mut uniques = Vec::new();
         let mut serials = Vec::new();
         let mut checks = Vec::new();
+        let mut foreign_keys = Vec::new();
         for (i, c) in ct.columns.iter().enumerate() {
             let cname = ident_name(&c.name);
             if columns.iter().any(|x| x.name == cname) {
@@ -687,6 +689,7 @@ impl Binder<'_> {
                 uniques.push(vec![i]);
             }
             checks.extend(def.checks);
+            foreign_keys.extend(def.foreign_keys);
             columns.push(def.column);
         }
         for c in &ct.constraints {
@@ -705,10 +708,21 @@ impl Binder<'_> {
                 TableConstraint::Check(c) => {
                     checks.push((c.name.as_ref().map(ident_name), &*c.expr));
                 }
+                TableConstraint::ForeignKey(fk) => foreign_keys.push(fk.clone()),
                 other => return Err(SqlError::unsupported(format!("table constraint {other}"))),
             }
         }
         let checks = self.new_table_checks(&name, &columns, checks)?;
+        let on = foreign_key::Referencing::New {
+            name: &name,
+            columns: &columns,
+            keys: pkey.iter().chain(&uniques).cloned().collect(),
+        };
+        let mut taken: Vec<String> = checks.iter().map(|c| c.name.clone()).collect();
+        let foreign_keys = foreign_keys
+            .iter()
+            .map(|fk| self.new_foreign_key(&on, fk, &mut taken))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Plan::CreateTable {
             name,
             if_not_exists: ct.if_not_exists,
@@ -717,6 +731,7 @@ impl Binder<'_> {
             uniques,
             serials,
             checks,
+            foreign_keys,
         })
     }
 
@@ -858,6 +873,7 @@ impl Binder<'_> {
             primary: false,
             unique: false,
             checks: Vec::new(),
+            foreign_keys: Vec::new(),
         };
         for opt in &c.options {
             let col = &mut def.column;
@@ -889,6 +905,12 @@ impl Binder<'_> {
                 ColumnOption::Check(c) => {
                     let name = c.name.as_ref().or(opt.name.as_ref()).map(ident_name);
                     def.checks.push((name, &*c.expr));
+                }
+                ColumnOption::ForeignKey(fk) => {
+                    let mut fk = fk.clone();
+                    fk.name = fk.name.or_else(|| opt.name.clone());
+                    fk.columns = vec![c.name.clone()];
+                    def.foreign_keys.push(fk);
                 }
                 ColumnOption::Generated {
                     generated_as,
@@ -1124,7 +1146,12 @@ impl Binder<'_> {
                 })
             }
             AlterTableOperation::ValidateConstraint { name } => {
-                let check = self.check_named(&table, &ident_name(name))?;
+                let name = ident_name(name);
+                if let Some(fk) = table.foreign_keys.iter().find(|f| f.name == name) {
+                    let fk = fk.clone();
+                    return Ok(Plan::ValidateForeignKey { table, fk });
+                }
+                let check = self.check_named(&table, &name)?;
                 return Ok(Plan::ValidateCheck { table, check });
             }
             _ => return Err(SqlError::unsupported(format!("ALTER TABLE {op}"))),
@@ -1155,7 +1182,18 @@ impl Binder<'_> {
                 table,
                 primary: false,
             }),
-            TableConstraint::ForeignKey(_) => Err(SqlError::unsupported("FOREIGN KEY")),
+            TableConstraint::ForeignKey(fk) => {
+                let mut taken: Vec<String> = table.checks.iter().map(|c| c.name.clone()).collect();
+                taken.extend(table.indexes.iter().map(|i| i.name.to_string()));
+                taken.extend(table.foreign_keys.iter().map(|f| f.name.clone()));
+                let on = foreign_key::Referencing::Existing(&table);
+                let fk = self.new_foreign_key(&on, fk, &mut taken)?;
+                Ok(Plan::AddForeignKey {
+                    table,
+                    fk,
+                    validate: !not_valid,
+                })
+            }
             other => Err(SqlError::unsupported(format!("constraint {other}"))),
         }
     }
@@ -1551,6 +1589,8 @@ struct ColumnDef<'a> {
     unique: bool,
     /// Its CHECK constraints (name, expression), bound once the table's columns are known.
     checks: Vec<(Option<String>, &'a AstExpr)>,
+    /// Its REFERENCES clauses, as table constraints over the column.
+    foreign_keys: Vec<ast::ForeignKeyConstraint>,
 }
 
 /// Whether INSERT stores the value it gives column `col` (not DEFAULT): not under

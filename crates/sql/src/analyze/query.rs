@@ -869,6 +869,7 @@ impl Binder<'_> {
                 name,
                 alias,
                 args: Some(args),
+                with_ordinality,
                 ..
             } => {
                 let fname = name_parts(name)?.join(".");
@@ -882,7 +883,10 @@ impl Binder<'_> {
                         )),
                     })
                     .collect::<Result<_>>()?;
-                let r = self.in_lateral(left, |b| b.table_function(&fname, &args, alias.as_ref()));
+                let ordinality = *with_ordinality;
+                let r = self.in_lateral(left, |b| {
+                    b.table_function(&fname, &args, alias.as_ref(), ordinality)
+                });
                 Ok((r?, is_lateral(left)))
             }
             TableFactor::UNNEST {
@@ -981,8 +985,15 @@ impl Binder<'_> {
         name: &str,
         args: &[&AstExpr],
         alias: Option<&ast::TableAlias>,
+        ordinality: bool,
     ) -> Result<(Node, Scope)> {
         let short = name.strip_prefix("pg_catalog.").unwrap_or(name);
+        if short == "pg_partition_ancestors" {
+            return self.partition_ancestors(args, alias, ordinality);
+        }
+        if ordinality {
+            return Err(SqlError::unsupported(format!("{name} WITH ORDINALITY")));
+        }
         if short == "unnest" {
             return self.unnest(args, alias);
         }
@@ -1023,6 +1034,43 @@ impl Binder<'_> {
             },
             scope,
         ))
+    }
+
+    /// `pg_partition_ancestors(rel)` in FROM [WITH ORDINALITY]: the relation and its
+    /// ancestors, nearest first; quire has no partitions, so the relation alone (psql's
+    /// `\d` asks for it).
+    fn partition_ancestors(
+        &mut self,
+        args: &[&AstExpr],
+        alias: Option<&ast::TableAlias>,
+        ordinality: bool,
+    ) -> Result<(Node, Scope)> {
+        let [arg] = args else {
+            let types = vec![SqlType::Unknown; args.len()];
+            return Err(crate::func::no_such_function(
+                "pg_partition_ancestors",
+                &types,
+            ));
+        };
+        let (e, ty) = self.expr_expecting(arg, &Scope::empty(), Some(SqlType::Regclass))?;
+        let rel = self.coerce(e, ty, SqlType::Regclass)?;
+        let q = alias.map_or_else(
+            || "pg_partition_ancestors".to_string(),
+            |a| ident_name(&a.name),
+        );
+        let named = |i: usize, default: &str| {
+            alias
+                .and_then(|a| a.columns.get(i).map(|c| ident_name(&c.name)))
+                .unwrap_or_else(|| default.to_string())
+        };
+        let mut cols = vec![(named(0, "relid"), SqlType::Regclass)];
+        let mut row = vec![rel];
+        if ordinality {
+            cols.push((named(1, "ordinality"), SqlType::Int8));
+            row.push(Expr::Const(quire_engine::Value::Int(1)));
+        }
+        let cols: Vec<(&str, SqlType)> = cols.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+        Ok((Node::Values(vec![row]), Scope::of_named(&cols, Some(&q))))
     }
 
     /// `unnest(array)` in FROM: one row per element (psql's `\d+` unnests reloptions).

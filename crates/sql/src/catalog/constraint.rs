@@ -97,6 +97,21 @@ pub(crate) fn checks(tx: &Transaction, table: TableId) -> Result<Vec<CheckInfo>>
     Ok(rows(tx, table)?.into_iter().map(|(_, c)| c).collect())
 }
 
+/// A new constraint oid (CHECK and FOREIGN KEY constraints share the sequence).
+pub(super) fn next_oid(tx: &Transaction) -> Result<u32> {
+    let Some(quire_engine::Entry::Sequence(seq)) = tx.relation_named(OIDS)? else {
+        return Err(SqlError::new(
+            SqlState::INTERNAL_ERROR,
+            format!("the sequence {OIDS} is missing"),
+        ));
+    };
+    let n = tx.nextval(seq.oid)?;
+    u32::try_from(n)
+        .ok()
+        .and_then(|n| n.checked_add(CHECK_OID_BASE))
+        .ok_or_else(|| SqlError::new(SqlState::PROGRAM_LIMIT_EXCEEDED, "out of constraint oids"))
+}
+
 /// Records a CHECK constraint of `table`.
 pub(crate) fn add_check(
     tx: &Transaction,
@@ -105,14 +120,7 @@ pub(crate) fn add_check(
     expr: &str,
     validated: bool,
 ) -> Result<()> {
-    let Some(quire_engine::Entry::Sequence(seq)) = tx.relation_named(OIDS)? else {
-        return Err(corrupt(table));
-    };
-    let n = tx.nextval(seq.oid)?;
-    let oid = u32::try_from(n)
-        .ok()
-        .and_then(|n| n.checked_add(CHECK_OID_BASE))
-        .ok_or_else(|| SqlError::new(SqlState::PROGRAM_LIMIT_EXCEEDED, "out of constraint oids"))?;
+    let oid = next_oid(tx)?;
     let meta = tx.table(TABLE)?;
     tx.insert(
         meta,

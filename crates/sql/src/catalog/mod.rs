@@ -32,8 +32,14 @@ use crate::error::{Result, SqlError};
 use crate::types::SqlType;
 
 mod constraint;
+mod foreign_key;
 
 pub(crate) use constraint::{add_check, change_check, CheckChange, CheckInfo, CHECK_OID_BASE};
+pub(crate) use foreign_key::{Deferral, FkAction, FkChange, ForeignKey};
+pub(crate) mod foreign_keys {
+    //! The stored foreign keys ([`super::foreign_key`]).
+    pub(crate) use super::foreign_key::{add, all, change};
+}
 
 /// The SQL layer's column table; names with this prefix are reserved.
 pub(crate) const COLUMNS_TABLE: &str = "quire_sql_columns";
@@ -221,6 +227,10 @@ pub(crate) struct TableInfo {
     pub temp: bool,
     /// The CHECK constraints, by name.
     pub checks: Vec<CheckInfo>,
+    /// The FOREIGN KEY constraints of this table, by name.
+    pub foreign_keys: Vec<ForeignKey>,
+    /// The FOREIGN KEY constraints that reference this table (a self-reference is in both).
+    pub referenced_by: Vec<ForeignKey>,
 }
 
 impl TableInfo {
@@ -282,6 +292,7 @@ pub fn bootstrap(db: &Database) -> Result<()> {
         tx.add_column(attrdef, Column::new("identity", Type::Text))?;
     }
     constraint::bootstrap(&tx)?;
+    foreign_key::bootstrap(&tx)?;
     tx.commit()?;
     // Temporary tables a crash left behind: their sessions are gone.
     drop_prefixed(db, TEMP_PREFIX)
@@ -512,6 +523,12 @@ pub(crate) fn lookup(tx: &Transaction, name: &str) -> Result<TableInfo> {
     describe(tx, name, oid)
 }
 
+/// The table whose oid is `oid` (a foreign key's other table).
+pub(crate) fn lookup_oid(tx: &Transaction, oid: TableId) -> Result<TableInfo> {
+    let name = tx.table_def(oid)?.name.to_string();
+    describe(tx, &name, oid)
+}
+
 /// [`lookup`] through the session's `cache`, valid at catalog generation `generation` (read
 /// before binding began, as the plan cache reads it). The table's lock is taken every time,
 /// as PostgreSQL's parser locks every table it names; only the reads of the definition are
@@ -609,6 +626,8 @@ fn describe(tx: &Transaction, name: &str, oid: TableId) -> Result<TableInfo> {
         indexes,
         temp,
         checks,
+        foreign_keys: foreign_key::of_table(tx, oid)?,
+        referenced_by: foreign_key::referencing(tx, oid)?,
     })
 }
 
@@ -659,6 +678,7 @@ pub(crate) fn create(
 pub(crate) fn drop(tx: &Transaction, table: TableId) -> Result<()> {
     tx.drop_table(table)?;
     constraint::drop_all(tx, table)?;
+    foreign_key::drop_all(tx, table)?;
     let meta = tx.table(COLUMNS_TABLE)?;
     let meta_index = tx.index(COLUMNS_INDEX)?;
     let key = [oid_value(table)];

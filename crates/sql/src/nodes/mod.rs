@@ -24,5 +24,5 @@ pub(crate) use plan::{
     tid_value, value_tid, Agg, Cte, FrameBound, FrameUnits, JoinKind, Node, SetOpKind, SortKey,
     WinCall, Window,
 };
-pub(crate) use statement::{Bound, BoundCheck, NewCheck, OnConflict, Plan};
+pub(crate) use statement::{Bound, BoundCheck, NewCheck, NewForeignKey, OnConflict, Plan};
 pub use statement::{OutColumn, OutColumns};

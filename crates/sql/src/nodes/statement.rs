@@ -7,7 +7,7 @@ use quire_engine::IsolationLevel;
 
 use super::expr::Expr;
 use super::plan::Node;
-use crate::catalog::{ColumnInfo, TableInfo};
+use crate::catalog::{ColumnInfo, ForeignKey, TableInfo};
 use crate::error::Result;
 use crate::types::SqlType;
 
@@ -51,6 +51,14 @@ pub(crate) struct NewCheck {
     pub bound: Expr,
 }
 
+/// A FOREIGN KEY constraint to record. Its oid is given when it is recorded; in CREATE
+/// TABLE its `table` is the new table's, and so is its `ref_table` when `references_itself`.
+#[derive(Clone, Debug)]
+pub(crate) struct NewForeignKey {
+    pub fk: ForeignKey,
+    pub references_itself: bool,
+}
+
 #[derive(Clone, Debug)]
 pub(crate) enum Plan {
     Begin(IsolationLevel),
@@ -66,6 +74,7 @@ pub(crate) enum Plan {
         /// options.
         serials: Vec<(usize, quire_engine::SeqOptions)>,
         checks: Vec<NewCheck>,
+        foreign_keys: Vec<NewForeignKey>,
     },
     /// CREATE TABLE ... AS and SELECT ... INTO: a table of `columns`, filled with the rows
     /// of `query` (logical until planned).
@@ -75,14 +84,18 @@ pub(crate) enum Plan {
         columns: Vec<ColumnInfo>,
         query: Node,
     },
+    /// DROP TABLE; CASCADE drops the foreign keys of other tables that reference them.
     DropTable {
         names: Vec<String>,
         if_exists: bool,
+        cascade: bool,
     },
-    /// TRUNCATE; RESTART IDENTITY resets the sequences the tables' columns own.
+    /// TRUNCATE; RESTART IDENTITY resets the sequences the tables' columns own; CASCADE
+    /// truncates the tables whose foreign keys reference them too.
     Truncate {
         tables: Vec<TableInfo>,
         restart_identity: bool,
+        cascade: bool,
     },
     CreateSequence {
         name: String,
@@ -129,6 +142,18 @@ pub(crate) enum Plan {
         table: TableInfo,
         check: NewCheck,
         validate: bool,
+    },
+    /// ALTER TABLE ... ADD [CONSTRAINT name] FOREIGN KEY: verified over the rows that exist
+    /// unless NOT VALID (`validate` false).
+    AddForeignKey {
+        table: TableInfo,
+        fk: NewForeignKey,
+        validate: bool,
+    },
+    /// ALTER TABLE ... VALIDATE CONSTRAINT of a NOT VALID foreign key.
+    ValidateForeignKey {
+        table: TableInfo,
+        fk: ForeignKey,
     },
     /// ALTER TABLE ... VALIDATE CONSTRAINT: a NOT VALID check verified and marked valid.
     ValidateCheck {

@@ -146,6 +146,8 @@ pub(super) fn check_writable(plan: &Plan) -> Result<()> {
         | Plan::AlterSteps(_)
         | Plan::AddIdentity { .. }
         | Plan::ValidateCheck { .. }
+        | Plan::AddForeignKey { .. }
+        | Plan::ValidateForeignKey { .. }
         | Plan::RenameConstraint { .. }
         | Plan::DropConstraint { .. } => "ALTER TABLE",
         _ => return Ok(()),

@@ -5,7 +5,7 @@
 use quire_engine::{SqlState, Value};
 
 use super::{command, Outcome};
-use crate::catalog::{self, CheckChange, TableInfo};
+use crate::catalog::{self, CheckChange, FkChange, TableInfo};
 use crate::context::Cx;
 use crate::error::{Notice, Result, SqlError};
 use crate::nodes::{BoundCheck, Expr, NewCheck};
@@ -147,7 +147,12 @@ pub(super) fn drop_constraint(
     if catalog::change_check(tx, table.def.oid, name, CheckChange::Drop)? {
         return Ok(command("ALTER TABLE"));
     }
+    if catalog::foreign_keys::change(tx, table.def.oid, name, FkChange::Drop)? {
+        return Ok(command("ALTER TABLE"));
+    }
     if let Some(i) = table.indexes.iter().find(|i| i.unique && *i.name == *name) {
+        let what = format!("constraint {name} on table {}", table.def.name);
+        super::foreign_keys::check_key_unused(tx, table, i, &what)?;
         tx.drop_index(i.oid)?;
         return Ok(command("ALTER TABLE"));
     }
@@ -177,6 +182,7 @@ pub(super) fn rename_constraint(
     let taken = table.checks.iter().map(|c| c.name.as_str());
     if taken
         .chain(table.indexes.iter().map(|i| &*i.name))
+        .chain(table.foreign_keys.iter().map(|f| f.name.as_str()))
         .any(|n| n == to)
     {
         return Err(SqlError::new(
@@ -187,7 +193,9 @@ pub(super) fn rename_constraint(
             ),
         ));
     }
-    if !catalog::change_check(tx, table.def.oid, from, CheckChange::Rename(to))? {
+    if !catalog::change_check(tx, table.def.oid, from, CheckChange::Rename(to))?
+        && !catalog::foreign_keys::change(tx, table.def.oid, from, FkChange::Rename(to))?
+    {
         return Err(SqlError::new(
             SqlState::UNDEFINED_OBJECT,
             format!(

@@ -86,6 +86,7 @@ impl Session {
             rows: 0,
             header_pending: c.header,
             own_tx,
+            ri: super::referential::Ri::default(),
         });
         Ok(outcome("COPY", OutcomeKind::CopyIn { columns }))
     }
@@ -116,7 +117,15 @@ impl Session {
             .take()
             .ok_or_else(|| SqlError::new(SqlState::PROTOCOL_VIOLATION, "no COPY in progress"))?;
         if let Some(tx) = c.own_tx {
-            tx.commit()?;
+            let r = super::referential::check_deferred(&tx, &self.deferred);
+            self.deferred.clear();
+            match r {
+                Ok(()) => tx.commit()?,
+                Err(e) => {
+                    let _ = tx.rollback();
+                    return Err(e);
+                }
+            }
         }
         Ok(command(format!("COPY {}", c.rows)))
     }
@@ -173,6 +182,7 @@ impl Session {
             now_us: super::now_us(),
             outer: None,
             ctes: &ctes,
+            deferred: &self.deferred,
         };
         let r = copy_chunk(&cx, c, last);
         c.own_tx = own;
@@ -196,6 +206,7 @@ fn copy_chunk(cx: &Cx, c: &mut CopyIn, last: bool) -> Result<()> {
             if !rest.is_empty() && rest != b"\\." {
                 copy_row(cx, c, rest)?;
             }
+            std::mem::take(&mut c.ri).finish(cx)?;
         } else {
             if rest.len() > MAX_COPY_LINE_BYTES {
                 return Err(SqlError::new(
@@ -280,7 +291,8 @@ fn copy_row(cx: &Cx, c: &mut CopyIn, line: &[u8]) -> Result<()> {
         }
     }
     check_row(cx, &c.table, &c.checks, &row)?;
-    cx.tx.insert(c.table.def.oid, &row)?;
+    let tid = cx.tx.insert(c.table.def.oid, &row)?;
+    c.ri.inserted(cx, &c.table, tid, &row)?;
     c.rows += 1;
     Ok(())
 }

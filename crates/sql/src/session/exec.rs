@@ -8,6 +8,8 @@ use std::time::Instant;
 use quire_engine::{Changed, Database, Row, SqlState, Transaction, Value};
 
 use super::constraints::{self, check_row};
+use super::foreign_keys;
+use super::referential::Ri;
 use super::{command, now_us, outcome, Outcome, OutcomeKind, Output, Settings};
 use crate::backends::Backend;
 use crate::catalog::{self, ColumnInfo, TableInfo};
@@ -121,6 +123,7 @@ pub(super) fn run(
     backend: &Backend,
     sequences: &SessionSequences,
     prepared: &crate::context::PreparedStatements,
+    deferred: &crate::context::Deferred,
     statement: &Statement,
     out: &mut dyn Output,
 ) -> Result<Outcome> {
@@ -198,6 +201,7 @@ pub(super) fn run(
         now_us: now_us(),
         outer: None,
         ctes: &ctes,
+        deferred,
     };
     let r = run_plan(&cx, plan, columns, out).map_err(|e| {
         if e.sqlstate() == SqlState::QUERY_CANCELED {
@@ -247,6 +251,7 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             uniques,
             serials,
             checks,
+            foreign_keys,
         } => {
             if let Some(done) = existing_table(tx, name, *if_not_exists, "CREATE TABLE")? {
                 return Ok(done);
@@ -277,6 +282,7 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             for c in checks {
                 catalog::add_check(tx, table, &c.name, &c.expr, true)?;
             }
+            foreign_keys::create(tx, table, foreign_keys)?;
             Ok(command("CREATE TABLE"))
         }
         Plan::CreateTableAs {
@@ -285,25 +291,11 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             columns,
             query,
         } => create_table_as(cx, name, *if_not_exists, columns, query, out),
-        Plan::DropTable { names, if_exists } => {
-            let mut out = command("DROP TABLE");
-            for name in names {
-                match catalog::find(tx, name)? {
-                    Some(t) => catalog::drop(tx, t)?,
-                    None if *if_exists => out.notices.push(Notice::new(format!(
-                        "table \"{}\" does not exist, skipping",
-                        catalog::display_name(name)
-                    ))),
-                    None => {
-                        return Err(SqlError::new(
-                            SqlState::UNDEFINED_TABLE,
-                            format!("table \"{}\" does not exist", catalog::display_name(name)),
-                        ))
-                    }
-                }
-            }
-            Ok(out)
-        }
+        Plan::DropTable {
+            names,
+            if_exists,
+            cascade,
+        } => foreign_keys::drop_tables(cx, names, *if_exists, *cascade),
         Plan::Lock {
             tables,
             mode,
@@ -327,8 +319,10 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
         Plan::Truncate {
             tables,
             restart_identity,
+            cascade,
         } => {
-            for t in tables {
+            let (tables, notices) = foreign_keys::truncate_set(cx, tables, *cascade)?;
+            for t in &tables {
                 tx.truncate(t.def.oid)?;
                 if *restart_identity {
                     for seq in t.columns.iter().filter_map(|c| c.owned_seq) {
@@ -337,7 +331,9 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
                     }
                 }
             }
-            Ok(command("TRUNCATE TABLE"))
+            let mut out = command("TRUNCATE TABLE");
+            out.notices = notices;
+            Ok(out)
         }
         Plan::CreateIndex {
             name,
@@ -457,6 +453,12 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             Ok(command("ALTER TABLE"))
         }
         Plan::ValidateCheck { table, check } => constraints::validate_check(cx, table, check),
+        Plan::AddForeignKey {
+            table,
+            fk,
+            validate,
+        } => foreign_keys::add(cx, table, fk, *validate),
+        Plan::ValidateForeignKey { table, fk } => foreign_keys::validate(cx, table, fk),
         Plan::DropConstraint {
             table,
             name,
@@ -470,6 +472,7 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             columns,
             checks,
         } => {
+            foreign_keys::drop_columns(tx, table, columns)?;
             for &c in columns {
                 catalog::drop_column(tx, table, c)?;
             }
@@ -751,6 +754,7 @@ fn insert(
     // The rows this command inserted or updated: DO UPDATE may not change one again.
     let mut touched: std::collections::HashSet<quire_engine::Tid> =
         std::collections::HashSet::new();
+    let mut ri = Ri::default();
     for row in rows {
         check_row(cx, table, checks, &row)?;
         if !matches!(on_conflict, OnConflict::Error) {
@@ -774,6 +778,7 @@ fn insert(
                         if let Changed::Done(new_tid, r) = changed {
                             touched.insert(new_tid);
                             n += 1;
+                            ri.updated(cx, table, &both[..table.columns.len()], new_tid, &r)?;
                             returning.row(cx, &r)?;
                         }
                     }
@@ -789,8 +794,10 @@ fn insert(
             touched.insert(tid);
         }
         n += 1;
+        ri.inserted(cx, table, tid, &row)?;
         returning.row(cx, &row)?;
     }
+    ri.finish(cx)?;
     Ok(returning.outcome(format!("INSERT 0 {n}")))
 }
 
@@ -867,9 +874,15 @@ fn update(
     mut returning: Returning,
 ) -> Result<Outcome> {
     let mut n = 0u64;
+    let mut ri = Ri::default();
+    let keyed = !table.foreign_keys.is_empty() || !table.referenced_by.is_empty();
     for (tid, rest) in targets(cx, table, scan)? {
         let mut failure = None;
+        let mut before = None;
         let changed = cx.tx.update_with(table.def.oid, tid, |current| {
+            if keyed {
+                before = Some(current.clone());
+            }
             // READ COMMITTED: the row may have changed since the scan; the predicate is
             // checked again on its newest version.
             let r = (|| -> Result<Option<Row>> {
@@ -895,11 +908,15 @@ fn update(
         if let Some(e) = failure {
             return Err(e);
         }
-        if let Changed::Done(_, row) = changed {
+        if let Changed::Done(new_tid, row) = changed {
             n += 1;
+            if let Some(before) = &before {
+                ri.updated(cx, table, before, new_tid, &row)?;
+            }
             returning.row(cx, &with_rest(&row, &rest))?;
         }
     }
+    ri.finish(cx)?;
     Ok(returning.outcome(format!("UPDATE {n}")))
 }
 
@@ -940,6 +957,7 @@ fn delete(
     mut returning: Returning,
 ) -> Result<Outcome> {
     let mut n = 0u64;
+    let mut ri = Ri::default();
     for (tid, rest) in targets(cx, table, scan)? {
         let mut failure = None;
         let changed = cx
@@ -956,8 +974,10 @@ fn delete(
         }
         if let Changed::Done(_, row) = changed {
             n += 1;
+            ri.deleted(cx, table, &row)?;
             returning.row(cx, &with_rest(&row, &rest))?;
         }
     }
+    ri.finish(cx)?;
     Ok(returning.outcome(format!("DELETE {n}")))
 }

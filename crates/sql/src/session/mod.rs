@@ -219,7 +219,9 @@ mod commands;
 mod constraints;
 mod copy_in;
 mod exec;
+mod foreign_keys;
 mod plans;
+mod referential;
 mod settings;
 
 use crate::sequence::SessionSequences;
@@ -241,6 +243,8 @@ struct CopyIn {
     header_pending: bool,
     /// The COPY's own transaction when it did not run inside a block.
     own_tx: Option<Box<Transaction>>,
+    /// The foreign-key checks its rows leave, run when the data ends.
+    ri: referential::Ri,
 }
 
 /// Most bytes one line of COPY data may have (PostgreSQL's limit on a field is 1 GB; a
@@ -270,6 +274,8 @@ pub struct Session {
     sequences: SessionSequences,
     /// The named prepared statements, SQL's and the protocol's ([`commands`]).
     prepared: crate::context::PreparedStatements,
+    /// The running transaction's deferred foreign-key checks ([`referential`]).
+    deferred: crate::context::Deferred,
     /// SQL's prepared statements: what EXECUTE runs.
     sql_prepared: std::collections::HashMap<String, commands::SqlPrepared>,
     /// The protocol's statements DEALLOCATE dropped, for the server to forget.
@@ -370,6 +376,7 @@ impl Session {
             plans,
             sequences: SessionSequences::default(),
             prepared: std::collections::BTreeMap::default(),
+            deferred: crate::context::Deferred::default(),
             sql_prepared: std::collections::HashMap::default(),
             deallocated: Vec::new(),
             interrupt,
@@ -431,7 +438,7 @@ impl Session {
                 tx.rollback()?;
             }
         }
-        self.settings.end_xact(false);
+        self.end_xact(false);
         if let Some(tx) = self.failed_tx.take() {
             tx.rollback()?;
         }
@@ -655,7 +662,7 @@ impl Session {
             }
             if stmt.ends_block() || matches!(stmt, Statement::PrepareTransaction(_)) {
                 self.state = State::Idle;
-                self.settings.end_xact(false);
+                self.end_xact(false);
                 if let Some(tx) = self.failed_tx.take() {
                     tx.rollback()?;
                 }
@@ -692,6 +699,14 @@ impl Session {
             Statement::Copy(c) => self.copy_start(c, out),
             Statement::Role(r) => self.role(r),
             Statement::AlterSequence(a) => self.alter_sequence(a),
+            Statement::SetConstraints(names, deferred) => {
+                // Outside a block PostgreSQL warns, and still looks the names up.
+                let in_block = matches!(self.state, State::Block(_)) && !self.implicit;
+                let (names, defer, store) = (names.as_deref(), *deferred, &self.deferred);
+                with_tx(&self.db, &self.state, |tx| {
+                    foreign_keys::set_constraints(tx, in_block, store, names, defer)
+                })
+            }
             Statement::Deferrable(ast, deferrable) => self.with_deferrable(ast, *deferrable, out),
         }
     }
@@ -750,6 +765,7 @@ impl Session {
                 &self.backend,
                 &self.sequences,
                 &self.prepared,
+                &self.deferred,
                 &statement,
                 out,
             )?;
@@ -788,6 +804,7 @@ impl Session {
                 &self.backend,
                 &self.sequences,
                 &self.prepared,
+                &self.deferred,
                 &statement,
                 out,
             )?;
@@ -805,12 +822,12 @@ impl Session {
             }
             Ok(out) => {
                 let r = self.before_commit(&tx).and_then(|()| Ok(tx.commit()?));
-                self.settings.end_xact(r.is_ok());
+                self.end_xact(r.is_ok());
                 r.map(|()| out)
             }
             Err(e) => {
                 let _ = tx.rollback();
-                self.settings.end_xact(false);
+                self.end_xact(false);
                 Err(e)
             }
         }
@@ -836,7 +853,7 @@ impl Session {
         };
         // Outside a block the command was its own transaction: what it set stands.
         if matches!(self.state, State::Idle) {
-            self.settings.end_xact(r.is_ok());
+            self.end_xact(r.is_ok());
         }
         r
     }
@@ -858,7 +875,7 @@ impl Session {
             State::Block(tx) => self.before_commit(&tx).and_then(|()| Ok(tx.commit()?)),
             State::Idle | State::Failed => Ok(()),
         };
-        self.settings.end_xact(r.is_ok());
+        self.end_xact(r.is_ok());
         r
     }
 
@@ -866,8 +883,9 @@ impl Session {
         self.implicit = false;
         match std::mem::replace(&mut self.state, State::Idle) {
             State::Block(tx) => {
-                let r = tx.prepare(gid);
-                self.settings.end_xact(r.is_ok());
+                let r = referential::check_deferred(&tx, &self.deferred)
+                    .and_then(|()| Ok(tx.prepare(gid)?));
+                self.end_xact(r.is_ok());
                 r?;
                 Ok(outcome("PREPARE TRANSACTION", OutcomeKind::BlockEnd))
             }
@@ -988,7 +1006,7 @@ impl Session {
             self.implicit = false;
             if let State::Block(tx) = std::mem::replace(&mut self.state, State::Idle) {
                 let r = self.before_commit(&tx).and_then(|()| Ok(tx.commit()?));
-                self.settings.end_xact(r.is_ok());
+                self.end_xact(r.is_ok());
                 if let Err(e) = r {
                     let _ = out.done(Err(e));
                 }
@@ -1012,22 +1030,30 @@ impl Session {
                 self.failed_tx = Some(tx);
                 return e;
             }
-            self.settings.end_xact(false);
+            self.end_xact(false);
             let _ = tx.rollback();
             if std::mem::take(&mut self.implicit) {
                 self.state = State::Idle;
             }
         } else {
-            self.settings.end_xact(false);
+            self.end_xact(false);
             self.state = State::Idle;
         }
         e
     }
 
-    /// What the session's temporary tables do at commit (ON COMMIT DELETE ROWS, DROP),
-    /// in the transaction about to commit.
+    /// What runs at commit, in the transaction about to commit: the deferred foreign-key
+    /// checks, then what the session's temporary tables do (ON COMMIT DELETE ROWS, DROP).
     fn before_commit(&self, tx: &Transaction) -> Result<()> {
+        referential::check_deferred(tx, &self.deferred)?;
         self.plans.tables.borrow_mut().temp.before_commit(tx)
+    }
+
+    /// A transaction ended (`committed` or not): its settings' scope ends, and what it
+    /// deferred goes.
+    fn end_xact(&mut self, committed: bool) {
+        self.settings.end_xact(committed);
+        self.deferred.clear();
     }
 
     /// SAVEPOINT, RELEASE SAVEPOINT and ROLLBACK TO SAVEPOINT in a usable block; outside
@@ -1077,7 +1103,7 @@ impl Session {
             State::Block(tx) => tx.rollback().map_err(SqlError::from),
             State::Idle | State::Failed => Ok(()),
         };
-        self.settings.end_xact(commit && r.is_ok());
+        self.end_xact(commit && r.is_ok());
         r?;
         let mut out = outcome(tag, OutcomeKind::BlockEnd);
         if idle {
