@@ -18,7 +18,9 @@
 //! - Each call is one command (PostgreSQL's statement): it sees the effects of earlier calls
 //!   of the transaction, not its own; a scan iterator keeps the command id it started with,
 //!   so rows changed while iterating are not seen again (no Halloween problem).
-//! - READ COMMITTED takes a new snapshot per call; REPEATABLE READ one per transaction.
+//! - READ COMMITTED takes a new snapshot per call, or one per statement between
+//!   `begin_statement` and `end_statement` (the SQL layer's); REPEATABLE READ one per
+//!   transaction. A read that asks for [`Sees::Latest`] takes a new one whatever the level.
 //! - Locks taken automatically, as PostgreSQL's statements take them: reads ACCESS SHARE,
 //!   writes ROW EXCLUSIVE, TRUNCATE and DROP ACCESS EXCLUSIVE; all held to the end.
 //! - Any error aborts the transaction (as in PostgreSQL): later calls fail with SQLSTATE
@@ -108,6 +110,9 @@ struct State {
     cid_used: bool,
     /// REPEATABLE READ: the transaction's snapshot.
     snapshot: Option<Snapshot>,
+    /// READ COMMITTED, between [`Transaction::begin_statement`] and `end_statement`: the
+    /// statement's snapshot.
+    statement: Option<Snapshot>,
     failed: bool,
     finished: bool,
     /// Table locks held, by table: a bit per mode.
@@ -201,6 +206,24 @@ impl Transaction {
         self.engine.catalog.invalidate();
     }
 
+    /// A statement begins (PostgreSQL's statement snapshot): under READ COMMITTED, every
+    /// read until [`Transaction::end_statement`] sees the database as of now, as one
+    /// statement's scans must (a join reads its tables in the same state), and its own
+    /// changes by command id as ever. Reads with [`Sees::Latest`] still look at the newest
+    /// state. REPEATABLE READ keeps its transaction snapshot; this changes nothing there.
+    pub fn begin_statement(&self) {
+        if self.isolation == IsolationLevel::ReadCommitted {
+            let s = self.engine.txns.snapshot(self.proc);
+            self.st.borrow_mut().statement = Some(s);
+        }
+    }
+
+    /// The statement [`Transaction::begin_statement`] began has ended: under READ COMMITTED
+    /// each call takes a new snapshot again.
+    pub fn end_statement(&self) {
+        self.st.borrow_mut().statement = None;
+    }
+
     /// Starts a command: a new command id if the last one changed anything, and a snapshot.
     fn command(&self) -> (Snapshot, u32) {
         self.command_as(Sees::Transaction)
@@ -219,6 +242,8 @@ impl Transaction {
             s.clone()
         } else if sees == Sees::Latest {
             self.engine.txns.snapshot(self.proc)
+        } else if let (IsolationLevel::ReadCommitted, Some(s)) = (self.isolation, &st.statement) {
+            s.clone()
         } else {
             let s = self.engine.txns.snapshot(self.proc);
             if self.isolation == IsolationLevel::RepeatableRead {

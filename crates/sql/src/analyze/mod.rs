@@ -1052,11 +1052,22 @@ impl Binder<'_> {
                         self.new_check(&table.def.name, n.clone(), e, &scope, &mut taken, false)
                     })
                     .collect::<Result<Vec<_>>>()?;
+                let mut widened = table.clone();
+                widened.columns.push(def.column.clone());
+                taken.extend(table.indexes.iter().map(|i| i.name.to_string()));
+                taken.extend(table.foreign_keys.iter().map(|f| f.name.clone()));
+                let on = foreign_key::Referencing::Existing(&widened);
+                let foreign_keys = def
+                    .foreign_keys
+                    .iter()
+                    .map(|fk| self.new_foreign_key(&on, fk, &mut taken))
+                    .collect::<Result<Vec<_>>>()?;
                 return Ok(Plan::AddColumn {
                     column: def.column,
                     sequence: def.sequence,
                     skip: exists,
                     checks,
+                    foreign_keys,
                     table,
                 });
             }
@@ -1161,6 +1172,7 @@ impl Binder<'_> {
                 let scope = Scope::of_table(&table, Some(&table.def.name));
                 let mut taken: Vec<String> = table.checks.iter().map(|c| c.name.clone()).collect();
                 taken.extend(table.indexes.iter().map(|i| i.name.to_string()));
+                taken.extend(table.foreign_keys.iter().map(|f| f.name.clone()));
                 let name = c.name.as_ref().map(ident_name);
                 let check =
                     self.new_check(&table.def.name, name, &c.expr, &scope, &mut taken, false)?;

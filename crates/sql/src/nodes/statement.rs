@@ -135,6 +135,8 @@ pub(crate) enum Plan {
         skip: bool,
         /// The column's CHECK constraints, verified over the rows that exist.
         checks: Vec<NewCheck>,
+        /// The column's REFERENCES clauses, verified over the rows that exist.
+        foreign_keys: Vec<NewForeignKey>,
     },
     /// ALTER TABLE ... ADD CONSTRAINT ... CHECK: verified over the rows that exist unless
     /// NOT VALID (`validate` false).

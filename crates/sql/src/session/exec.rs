@@ -5,7 +5,7 @@ use std::ops::Bound::Included;
 use std::sync::Arc;
 use std::time::Instant;
 
-use quire_engine::{Changed, Database, Row, SqlState, Transaction, Value};
+use quire_engine::{Changed, Database, Row, Sees, SqlState, Transaction, Value};
 
 use super::constraints::{self, check_row};
 use super::foreign_keys;
@@ -203,7 +203,11 @@ pub(super) fn run(
         ctes: &ctes,
         deferred,
     };
-    let r = run_plan(&cx, plan, columns, out).map_err(|e| {
+    // One snapshot for the whole statement under READ COMMITTED, as PostgreSQL's.
+    tx.begin_statement();
+    let r = run_plan(&cx, plan, columns, out);
+    tx.end_statement();
+    let r = r.map_err(|e| {
         if e.sqlstate() == SqlState::QUERY_CANCELED {
             interrupt.reported(e)
         } else {
@@ -395,6 +399,7 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             sequence,
             skip,
             checks,
+            foreign_keys,
         } => {
             if *skip {
                 let mut out = command("ALTER TABLE");
@@ -406,6 +411,12 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             }
             add_column(cx, table, column, sequence.as_ref())?;
             constraints::add_checks(cx, table, checks, true)?;
+            if !foreign_keys.is_empty() {
+                let widened = catalog::lookup_oid(tx, table.def.oid)?;
+                for fk in foreign_keys {
+                    foreign_keys::add(cx, &widened, fk, true)?;
+                }
+            }
             Ok(command("ALTER TABLE"))
         }
         Plan::Skip { tag, notice } => {
@@ -827,8 +838,15 @@ fn conflicting_row(
         if key.iter().any(Value::is_null) {
             continue;
         }
+        // The newest rows (PostgreSQL's dirty snapshot would see uncommitted ones too): a
+        // row committed since the statement began still conflicts.
         if let Some(r) = tx
-            .index_scan(idx.oid, Included(&key[..]), Included(&key[..]))?
+            .index_scan_as(
+                idx.oid,
+                Included(&key[..]),
+                Included(&key[..]),
+                Sees::Latest,
+            )?
             .next()
         {
             return Ok(Some(r?));

@@ -499,7 +499,12 @@ fn find_referenced(
         })
         .collect();
     let found: Vec<(Tid, Row)> = tx
-        .index_scan(index.oid, Included(&probe[..]), Included(&probe[..]))?
+        .index_scan_as(
+            index.oid,
+            Included(&probe[..]),
+            Included(&probe[..]),
+            sees(tx),
+        )?
         .collect::<std::result::Result<_, _>>()?;
     for (tid, _) in found {
         if !lock {
@@ -585,7 +590,18 @@ fn referencing_rows(
         }
         return Ok(latest);
     }
-    matching_rows(tx, fk, child, &want, limit, Sees::Transaction)
+    matching_rows(tx, fk, child, &want, limit, Sees::Latest)
+}
+
+/// The snapshot a check reads the referenced table with: under READ COMMITTED the newest
+/// (not the statement's: a key committed since counts), under REPEATABLE READ the
+/// transaction's, as PostgreSQL's checks read.
+fn sees(tx: &Transaction) -> Sees {
+    if tx.isolation() == IsolationLevel::RepeatableRead {
+        Sees::Transaction
+    } else {
+        Sees::Latest
+    }
 }
 
 fn matching_rows(
