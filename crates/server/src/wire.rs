@@ -168,6 +168,7 @@ pub(crate) fn decode_param(
         | SqlType::Bpchar(_)
         | SqlType::Name
         | SqlType::Char
+        | SqlType::Json
         | SqlType::Unknown => {
             let s = std::str::from_utf8(bytes).map_err(|_| bad())?;
             parse_text(ty, s)?

@@ -212,6 +212,7 @@ mod tests {
 
     fn stmt(format: CopyFormat) -> CopyStmt {
         CopyStmt {
+            query: None,
             table: "t".into(),
             columns: Vec::new(),
             from: true,

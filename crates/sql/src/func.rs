@@ -18,6 +18,7 @@ use crate::parse::quote_ident;
 use crate::types::{self, SqlType};
 use crate::types::{as_f64, compare};
 
+mod json;
 mod math;
 
 /// A scalar function.
@@ -75,6 +76,17 @@ pub(crate) enum Func {
     RelationSize(crate::pg_catalog::SizeOf),
     SizePretty,
     TypeIsVisible,
+    /// `to_regtype(text)`, `to_regclass(text)`: the oid of the named type or relation, NULL
+    /// when there is none (where a cast to `regtype` / `regclass` fails).
+    ToRegType,
+    ToRegClass,
+    /// `pg_collation_is_visible(oid)`: true for the collations pg_collation lists, NULL for
+    /// an oid that is none.
+    CollationIsVisible,
+    /// `json_build_object(variadic "any")`; bit i set when argument i is of type json.
+    JsonBuildObject {
+        json_args: u128,
+    },
     FormatType,
     GetUserById,
     GetIndexDef,
@@ -554,6 +566,33 @@ pub(crate) fn resolve(
         ),
         ("pg_size_pretty", 1) => (Func::SizePretty, vec![Some(T::Int8)], T::Text),
         ("pg_type_is_visible", 1) => (Func::TypeIsVisible, vec![Some(T::Oid)], T::Bool),
+        ("json_build_object", _) => {
+            if n > json::MAX_ARGS {
+                return Err(SqlError::new(
+                    SqlState::TOO_MANY_ARGUMENTS,
+                    format!(
+                        "cannot pass more than {} arguments to a function",
+                        json::MAX_ARGS
+                    ),
+                ));
+            }
+            let mut json_args = 0u128;
+            let mut c = Vec::with_capacity(n);
+            for (i, &t) in args.iter().enumerate() {
+                if !json::takes(t) {
+                    return Err(json::refuse(t));
+                }
+                if t == T::Json {
+                    json_args |= 1u128 << i;
+                }
+                // An untyped literal is text, as for PostgreSQL's variadic "any".
+                c.push((t == T::Unknown).then_some(T::Text));
+            }
+            (Func::JsonBuildObject { json_args }, c, T::Json)
+        }
+        ("pg_collation_is_visible", 1) => (Func::CollationIsVisible, vec![Some(T::Oid)], T::Bool),
+        ("to_regtype", 1) => (Func::ToRegType, text(1), T::Regtype),
+        ("to_regclass", 1) => (Func::ToRegClass, text(1), T::Regclass),
         ("format_type", 2) => (Func::FormatType, vec![Some(T::Oid), Some(T::Int4)], T::Text),
         ("pg_get_userbyid", 1) => (Func::GetUserById, vec![Some(T::Oid)], T::Name),
         ("pg_get_indexdef", 1 | 3) => {
@@ -850,6 +889,7 @@ impl Func {
                 | Func::GetIndexDef
                 | Func::MakeArray
                 | Func::ArrayCat
+                | Func::JsonBuildObject { .. }
         )
     }
 
@@ -1117,6 +1157,28 @@ impl Func {
                 _ => Value::Null,
             },
             Func::TypeIsVisible => Value::Bool(SqlType::from_oid(oid_arg(&args[0])).is_some()),
+            Func::ToRegType => {
+                let name = text_arg(&args[0]).unwrap_or("").trim();
+                match name.parse::<u32>() {
+                    // regtypein takes a number as the oid itself, unchecked.
+                    Ok(oid) => Value::Int(i64::from(oid)),
+                    Err(_) => SqlType::from_name(name)
+                        .map_or(Value::Null, |t| Value::Int(i64::from(t.oid()))),
+                }
+            }
+            Func::ToRegClass => {
+                let name = text_arg(&args[0]).unwrap_or("").trim();
+                match name.parse::<u32>() {
+                    Ok(oid) => Value::Int(i64::from(oid)),
+                    Err(_) => crate::pg_catalog::relation_oid(cx.tx, name)?
+                        .map_or(Value::Null, |oid| Value::Int(i64::from(oid))),
+                }
+            }
+            Func::JsonBuildObject { json_args } => json::build_object(&args, json_args)?,
+            Func::CollationIsVisible => match oid_arg(&args[0]) {
+                oid if crate::pg_catalog::collation_exists(oid) => Value::Bool(true),
+                _ => Value::Null,
+            },
             Func::FormatType if a0.is_none_or(Value::is_null) => Value::Null,
             Func::FormatType => {
                 let oid = oid_arg(&args[0]);

@@ -16,7 +16,8 @@
 //!    lists of constants kept as their text), `stack` (`max_stack_depth`,
 //!    `check_stack_depth()`), `interrupt` (cancel and `statement_timeout`), `numeric`
 //!    (exact decimal arithmetic), `datetime` (calendar, interval and date/time arithmetic),
-//!    `spool` (rows past `work_mem` in a temp file).
+//!    `spool` (rows past `work_mem` in a temp file), `json` (the json type's input
+//!    function and string escaping).
 //! 1. `types`: SQL types over the engine's, text input and output, casts, comparison.
 //! 2. `roles` (roles and their SCRAM-SHA-256 verifiers), `catalog` (what SQL keeps of a
 //!    table), `backends` (the server's sessions by process id), `shape` (a statement's
@@ -91,6 +92,7 @@ mod error;
 mod exec;
 mod func;
 mod interrupt;
+mod json;
 mod literals;
 mod nodes;
 mod numeric;

@@ -75,7 +75,10 @@ pub enum CopyFormat {
 
 #[derive(Clone, Debug)]
 pub struct CopyStmt {
+    /// The table, empty for `COPY (query) TO`.
     pub table: String,
+    /// `COPY (query) TO STDOUT`: the query (a SELECT, VALUES or WITH ... SELECT).
+    pub query: Option<Box<sqlparser::ast::Statement>>,
     pub columns: Vec<String>,
     /// FROM STDIN (true) or TO STDOUT (false).
     pub from: bool,
@@ -183,6 +186,30 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
         let start = (p.as_ptr() as usize).saturating_sub(sql.as_ptr() as usize);
         chars_before += sql.get(at..start).map_or(0, |s| s.chars().count());
         at = start;
+        if let Some((query, rest)) = copy_query(p) {
+            let offset = (query.as_ptr() as usize).saturating_sub(p.as_ptr() as usize);
+            let query_at = chars_before + p.get(..offset).map_or(0, |s| s.chars().count());
+            let mut parsed = parse_piece(sql, query, query_at, &mut memory)?;
+            let (Some(q), true) = (parsed.pop(), parsed.is_empty()) else {
+                return Err(SqlError::syntax("COPY (query) takes one query"));
+            };
+            if !matches!(q, sqlparser::ast::Statement::Query(_)) {
+                return Err(SqlError::unsupported(
+                    "COPY of a statement other than a query",
+                ));
+            }
+            let rest = words(rest);
+            let mut c = copy_options(copy_stmt(String::new()), &rest)?;
+            if c.from {
+                let word = rest.first().map_or("FROM", String::as_str);
+                return Err(SqlError::syntax(format!(
+                    "syntax error at or near \"{word}\""
+                )));
+            }
+            c.query = Some(Box::new(q));
+            out.push(Statement::Copy(c));
+            continue;
+        }
         if let Some(s) = utility(p)? {
             out.push(s);
             continue;
@@ -1201,17 +1228,10 @@ fn copy(w: &[String]) -> Result<CopyStmt> {
         return Err(SqlError::syntax("COPY needs a table"));
     };
     if table == "(" {
-        return Err(SqlError::unsupported("COPY (query) TO"));
+        // A query that does not close (`COPY (query; ...`): copy_query found none.
+        return Err(SqlError::syntax("syntax error at end of input"));
     }
-    let mut c = CopyStmt {
-        table: ident(table.trim_start_matches("public.")),
-        columns: Vec::new(),
-        from: true,
-        format: CopyFormat::Text,
-        delimiter: '\t',
-        null: "\\N".into(),
-        header: false,
-    };
+    let mut c = copy_stmt(ident(table.trim_start_matches("public.")));
     let mut i = 1;
     if w.get(i).is_some_and(|x| x == "(") {
         i += 1;
@@ -1223,6 +1243,56 @@ fn copy(w: &[String]) -> Result<CopyStmt> {
         }
         i += 1;
     }
+    copy_options(c, &w[i..])
+}
+
+/// A COPY of `table` with the defaults: FROM STDIN, text format.
+fn copy_stmt(table: String) -> CopyStmt {
+    CopyStmt {
+        table,
+        query: None,
+        columns: Vec::new(),
+        from: true,
+        format: CopyFormat::Text,
+        delimiter: '\t',
+        null: "\\N".into(),
+        header: false,
+    }
+}
+
+/// `COPY ( query ) rest`: the query's text and the rest, when statement `p` is one. The
+/// query ends at the parenthesis that closes the first, outside quotes.
+fn copy_query(p: &str) -> Option<(&str, &str)> {
+    let t = p.trim_start();
+    let after = t
+        .get(..4)
+        .filter(|k| k.eq_ignore_ascii_case("copy"))
+        .and_then(|_| t.get(4..))?
+        .trim_start();
+    let inner = after.strip_prefix('(')?;
+    let mut depth = 1usize;
+    let mut quote: Option<char> = None;
+    for (i, ch) in inner.char_indices() {
+        match (quote, ch) {
+            (Some(q), c) if c == q => quote = None,
+            (None, '\'' | '"') => quote = Some(ch),
+            (None, '(') => depth += 1,
+            (None, ')') => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some((&inner[..i], &inner[i + 1..]));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// COPY's direction and options, after its table and columns.
+#[allow(clippy::many_single_char_names)] // c: the statement, w: the words, i/j: positions
+fn copy_options(mut c: CopyStmt, w: &[String]) -> Result<CopyStmt> {
+    let mut i = 0;
     match (
         w.get(i).map(|x| x.to_lowercase()),
         w.get(i + 1).map(|x| x.to_lowercase()),

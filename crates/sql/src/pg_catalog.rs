@@ -208,6 +208,7 @@ impl CatalogTable {
                 ("typbasetype", T::Oid),
                 ("typtypmod", T::Int4),
                 ("typcollation", T::Oid),
+                ("typdelim", T::Char),
             ],
             CatalogTable::Index => &[
                 ("indexrelid", T::Oid),
@@ -918,12 +919,56 @@ fn attrdef_rows(tx: &Transaction) -> Result<Vec<Row>> {
                         .map_or(Value::Null, |o| int(o * 2048 + attnum)),
                     oid_of(t.def.oid),
                     int(attnum),
-                    text(expr),
+                    text(&default_display(expr, c.ty)),
                 ]);
             }
         }
     }
     Ok(rows)
+}
+
+/// A column's DEFAULT as `pg_get_expr` shows it. quire keeps the expression as written;
+/// PostgreSQL keeps it coerced to the column's type and prints it back (ruleutils.c's
+/// `get_const_expr`). For a quoted constant — what ORMs write (`DEFAULT 'true'`) — that is
+/// done here: the value in its type's output form, bare for booleans and non-negative
+/// integers, quoted and cast otherwise (`'x'::text`, `'-3'::integer`). Other expressions,
+/// and constants of other types, are shown as written.
+fn default_display(expr: &str, ty: SqlType) -> String {
+    let quoted = expr
+        .strip_prefix('\'')
+        .and_then(|e| e.strip_suffix('\''))
+        .filter(|inner| !inner.replace("''", "").contains('\''));
+    let Some(inner) = quoted else {
+        return expr.to_string();
+    };
+    // The constant before the length coercion PostgreSQL applies on insert: `'a'::bpchar`.
+    let constant_ty = match ty {
+        T::Varchar(_) => T::Varchar(None),
+        T::Bpchar(_) => T::Bpchar(None),
+        t => t,
+    };
+    let Ok(value) = crate::types::parse_text(constant_ty, &inner.replace("''", "'")) else {
+        return expr.to_string();
+    };
+    let Some(out) = crate::types::format_text(&value, constant_ty) else {
+        return expr.to_string();
+    };
+    let cast = |name: &str| format!("'{}'::{name}", out.replace('\'', "''"));
+    match ty {
+        T::Bool => if out == "t" { "true" } else { "false" }.to_string(),
+        T::Int4 if !out.starts_with('-') => out,
+        T::Int2
+        | T::Int4
+        | T::Int8
+        | T::Text
+        | T::Name
+        | T::Date
+        | T::Timestamp
+        | T::Timestamptz => cast(&ty.name()),
+        T::Varchar(_) => cast("character varying"),
+        T::Bpchar(_) => cast("bpchar"),
+        _ => expr.to_string(),
+    }
 }
 
 /// Which size a `pg_*_size` function reports.
@@ -1340,6 +1385,7 @@ const TYPES: &[SqlType] = &[
     T::Numeric(None),
     T::TextArray,
     T::PgLsn,
+    T::Json,
     T::Void,
 ];
 
@@ -1362,6 +1408,8 @@ fn type_rows() -> Vec<Row> {
                     "S"
                 } else if t == T::Interval {
                     "T"
+                } else if t == T::Json {
+                    "U"
                 } else {
                     "N"
                 }),
@@ -1376,6 +1424,7 @@ fn type_rows() -> Vec<Row> {
                 int(0),
                 int(-1),
                 int(if t.is_text() { DEFAULT_COLLATION } else { 0 }),
+                text(","),
             ]
         })
         .collect()
@@ -1443,6 +1492,11 @@ pub(crate) fn format_type(oid: u32, typmod: i64) -> String {
         }
         t => t.name(),
     }
+}
+
+/// Whether pg_collation lists collation `oid`.
+pub(crate) fn collation_exists(oid: u32) -> bool {
+    i64::from(oid) == DEFAULT_COLLATION
 }
 
 /// The name of namespace `oid` (`regnamespace` output).

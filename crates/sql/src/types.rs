@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use quire_engine::{SqlState, Type, Value};
-use sqlparser::ast::{self, CharacterLength, DataType, TimezoneInfo};
+use sqlparser::ast::{self, CharacterLength, DataType, ExactNumberInfo, TimezoneInfo};
 
 use crate::datetime::{civil_from_days, days_from_civil, days_in_month};
 use crate::error::{Result, SqlError};
@@ -54,6 +54,8 @@ pub enum SqlType {
     /// `pg_lsn`: a WAL position, stored as an engine `Int`, printed as `16/B374D848`. Values
     /// are below 2^63 (quire's WAL would need 8 EiB to pass it).
     PgLsn,
+    /// `json`: the input text as written, checked to be JSON (`crate::json`).
+    Json,
     /// `void`: what a function that returns nothing returns (`pg_stat_reset_shared`),
     /// printed as the empty string.
     Void,
@@ -94,6 +96,7 @@ impl SqlType {
             SqlType::TextArray => 1009,
             SqlType::Int2Array => 1005,
             SqlType::PgLsn => 3220,
+            SqlType::Json => 114,
             SqlType::Void => 2278,
             SqlType::Unknown => 705,
         }
@@ -127,6 +130,7 @@ impl SqlType {
             1009 => SqlType::TextArray,
             1005 => SqlType::Int2Array,
             3220 => SqlType::PgLsn,
+            114 => SqlType::Json,
             2278 => SqlType::Void,
             705 | 0 => SqlType::Unknown,
             _ => return None,
@@ -154,6 +158,7 @@ impl SqlType {
             | SqlType::Char
             | SqlType::TextArray
             | SqlType::Int2Array
+            | SqlType::Json
             | SqlType::Void
             | SqlType::Unknown => Type::Text,
             SqlType::Bytea | SqlType::Uuid => Type::Bytea,
@@ -208,6 +213,7 @@ impl SqlType {
             SqlType::TextArray => "text[]".into(),
             SqlType::Int2Array => "smallint[]".into(),
             SqlType::PgLsn => "pg_lsn".into(),
+            SqlType::Json => "json".into(),
             SqlType::Void => "void".into(),
             SqlType::Unknown => "unknown".into(),
         }
@@ -241,6 +247,7 @@ impl SqlType {
             "text[]" | "_text" => SqlType::TextArray,
             "smallint[]" | "_int2" | "int2vector" => SqlType::Int2Array,
             "pg_lsn" => SqlType::PgLsn,
+            "json" => SqlType::Json,
             "void" => SqlType::Void,
             "int2" => SqlType::Int2,
             "int" | "int4" => SqlType::Int4,
@@ -281,6 +288,26 @@ impl SqlType {
             DataType::Bool | DataType::Boolean => SqlType::Bool,
             DataType::Real | DataType::Float4 => SqlType::Float4,
             DataType::Float8 | DataType::DoublePrecision => SqlType::Float8,
+            // SQL's FLOAT(p), p in bits: real up to 24, double precision up to 53 (gram.y).
+            DataType::Float(info) => match info {
+                ExactNumberInfo::Precision(0) => {
+                    return Err(SqlError::new(
+                        SqlState::INVALID_PARAMETER_VALUE,
+                        "precision for type float must be at least 1 bit",
+                    ))
+                }
+                ExactNumberInfo::Precision(1..=24) => SqlType::Float4,
+                ExactNumberInfo::None | ExactNumberInfo::Precision(25..=53) => SqlType::Float8,
+                ExactNumberInfo::Precision(_) => {
+                    return Err(SqlError::new(
+                        SqlState::INVALID_PARAMETER_VALUE,
+                        "precision for type float must be less than 54 bits",
+                    ))
+                }
+                ExactNumberInfo::PrecisionAndScale(..) => {
+                    return Err(SqlError::syntax("syntax error at or near \",\""))
+                }
+            },
             DataType::Text => SqlType::Text,
             DataType::Varchar(len) | DataType::CharacterVarying(len) => match len {
                 None => SqlType::Varchar(None),
@@ -315,6 +342,7 @@ impl SqlType {
                 Some(CharacterLength::Max) => return Err(SqlError::unsupported("char(max)")),
             },
             DataType::Bytea => SqlType::Bytea,
+            DataType::JSON => SqlType::Json,
             DataType::Numeric(info) | DataType::Decimal(info) | DataType::Dec(info) => {
                 numeric_type(info)?
             }
@@ -418,6 +446,7 @@ impl SqlType {
             SqlType::TextArray => "text[]",
             SqlType::Int2Array => "smallint[]",
             SqlType::PgLsn => "pg_lsn",
+            SqlType::Json => "json",
             SqlType::Void => "void",
         }
     }
@@ -557,6 +586,7 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
                 .map(Value::Interval)
         }
         SqlType::PgLsn => parse_lsn(t).ok_or_else(bad).map(Value::Int),
+        SqlType::Json => crate::json::parse(text),
         // PostgreSQL's `void_in` takes anything.
         SqlType::Void => Ok(Value::Text(String::new())),
         SqlType::Oid | SqlType::Regclass | SqlType::Regtype | SqlType::Regnamespace => {
@@ -989,6 +1019,7 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
         }
         (v @ Value::Int(_), SqlType::Date) if from == SqlType::Date => Ok(v),
         (v @ Value::Int(_), SqlType::PgLsn) if from == SqlType::PgLsn => Ok(v),
+        (v @ Value::Text(_), SqlType::Json) if from == SqlType::Json => Ok(v),
         _ => Err(mismatch(what, from, to)),
     }
 }

@@ -121,7 +121,7 @@ fn serial_and_default_columns_fill_what_a_statement_leaves_out() -> anyhow::Resu
         [
             ("id", "nextval('items_id_seq'::regclass)"),
             ("big", "nextval('items_big_seq'::regclass)"),
-            ("name", "'none'"),
+            ("name", "'none'::text"),
             ("qty", "1 + 1"),
             ("at", "now()"),
         ]

@@ -457,6 +457,40 @@ fn pgbench_setup_copy_keys_and_two_phase_commit() -> anyhow::Result<()> {
         panic!("copy out")
     };
     assert_eq!(lines.concat(), b"aid,abalance\n1,0\n2,0\n3,\n");
+    // COPY (query) TO STDOUT, outside a block and inside one (seeing the block's changes).
+    let copy_lines = |s: &mut Session, sql: &str| -> anyhow::Result<(String, Vec<u8>)> {
+        let stmt = parse(sql)?.pop().unwrap();
+        let done = s.execute(&stmt, &[], &[])?;
+        let OutcomeKind::CopyOut { lines, .. } = done.kind else {
+            panic!("copy out")
+        };
+        Ok((done.tag, lines.concat()))
+    };
+    let (tag, data) = copy_lines(
+        &mut s,
+        "COPY (SELECT aid, abalance, 'a''b)' AS t FROM acc WHERE aid > 1 ORDER BY aid) TO STDOUT WITH (FORMAT csv, HEADER)",
+    )?;
+    assert_eq!(
+        (tag.as_str(), &data[..]),
+        ("COPY 2", &b"aid,abalance,t\n2,0,a'b)\n3,,a'b)\n"[..])
+    );
+    run(&mut s, "BEGIN; UPDATE acc SET abalance = 7 WHERE aid = 3").unwrap();
+    let (_, data) = copy_lines(
+        &mut s,
+        "copy (select abalance, null from acc where aid = 3) to stdout",
+    )?;
+    assert_eq!(data, b"7\t\\N\n");
+    assert_eq!(run(&mut s, "ROLLBACK"), Ok("ROLLBACK".into()));
+    for (sql, sqlstate) in [
+        ("COPY (VALUES (1)) FROM STDIN", "42601"),
+        ("COPY (SELECT 1; SELECT 2) TO STDOUT", "42601"),
+        ("COPY (SELECT nosuch) TO STDOUT", "42703"),
+        ("COPY (INSERT INTO acc (aid) VALUES (9)) TO STDOUT", "0A000"),
+    ] {
+        let r = parse(sql).and_then(|mut stmts| s.execute(&stmts.pop().unwrap(), &[], &[]));
+        assert_eq!(r.map(|o| o.tag).unwrap_err().sqlstate(), sqlstate, "{sql}");
+    }
+    assert_eq!(s.status(), TxStatus::Idle);
     // The two-phase script, and VACUUM outside a block only.
     assert_eq!(
         run(

@@ -759,6 +759,10 @@ impl Binder<'_> {
         };
         if let Some(c) = cmp {
             let (l, r, ty) = self.pair(a, &op.to_string(), b, scope)?;
+            if ty == SqlType::Json {
+                // json has no comparison operators (jsonb has).
+                return Err(no_operator(ty, &op.to_string(), ty));
+            }
             return Ok((Expr::Cmp(c, ty, Box::new(l), Box::new(r)), SqlType::Bool));
         }
         let arith = match op {

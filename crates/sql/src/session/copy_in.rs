@@ -18,6 +18,9 @@ use crate::parse::CopyStmt;
 
 impl Session {
     pub(super) fn copy_start(&mut self, c: &CopyStmt, out: &mut dyn Output) -> Result<Outcome> {
+        if let Some(query) = &c.query {
+            return self.copy_query_out(c, query, out);
+        }
         let own_tx = match &self.state {
             State::Block(_) => None,
             _ => Some(Box::new(self.db.begin(IsolationLevel::ReadCommitted)?)),
@@ -89,6 +92,79 @@ impl Session {
             ri: super::referential::Ri::default(),
         });
         Ok(outcome("COPY", OutcomeKind::CopyIn { columns }))
+    }
+
+    /// `COPY (query) TO STDOUT`: the query runs as a statement would (in the block, or in a
+    /// transaction of its own), its rows going out as COPY lines as they come.
+    fn copy_query_out(
+        &mut self,
+        c: &CopyStmt,
+        query: &sqlparser::ast::Statement,
+        out: &mut dyn Output,
+    ) -> Result<Outcome> {
+        let own_tx = match &self.state {
+            State::Block(_) => None,
+            _ => Some(Box::new(
+                self.db
+                    .begin(self.settings.default_xact().isolation.engine()?)?,
+            )),
+        };
+        let tx: &Transaction = match (&own_tx, &self.state) {
+            (Some(t), _) | (None, State::Block(t)) => t,
+            (None, _) => {
+                return Err(SqlError::new(
+                    SqlState::INTERNAL_ERROR,
+                    "COPY without a transaction",
+                ))
+            }
+        };
+        let mut lines = CopyLines {
+            out,
+            stmt: c,
+            types: Vec::new(),
+            rows: 0,
+        };
+        let switches = self.settings.planner();
+        let r = super::cached_bind(&mut self.plans, &self.db, switches, None, query, &[], tx)
+            .and_then(|bound| {
+                if !matches!(bound.plan, crate::nodes::Plan::Query { .. }) {
+                    return Err(SqlError::unsupported(
+                        "COPY of a statement other than a query",
+                    ));
+                }
+                let statement = super::exec::Statement {
+                    plan: &bound.plan,
+                    columns: &bound.out,
+                    params: &[],
+                };
+                super::exec::run(
+                    &self.db,
+                    tx,
+                    &mut self.settings,
+                    &self.backend,
+                    &self.sequences,
+                    &self.prepared,
+                    &statement,
+                    &mut lines,
+                )
+            });
+        let rows = lines.rows;
+        let columns = lines.types.len();
+        match own_tx {
+            Some(t) if r.is_ok() => t.commit()?,
+            Some(t) => {
+                let _ = t.rollback();
+            }
+            None => {}
+        }
+        r?;
+        Ok(outcome(
+            format!("COPY {rows}"),
+            OutcomeKind::CopyOut {
+                columns,
+                lines: Vec::new(),
+            },
+        ))
     }
 
     /// COPY FROM STDIN data, in any chunking: complete lines are inserted at once. An error
@@ -327,4 +403,50 @@ fn copy_out(
         n += 1;
     }
     Ok(n)
+}
+
+/// The rows of `COPY (query) TO STDOUT` as COPY lines: an [`Output`] between the query's
+/// execution and the client's.
+struct CopyLines<'a> {
+    out: &'a mut dyn Output,
+    stmt: &'a CopyStmt,
+    /// The query's column types, known at [`Output::rows`].
+    types: Vec<crate::types::SqlType>,
+    rows: u64,
+}
+
+impl Output for CopyLines<'_> {
+    fn rows(&mut self, columns: &crate::nodes::OutColumns) -> Result<()> {
+        self.types = columns.iter().map(|c| c.ty).collect();
+        self.out.copy_out(columns.len())?;
+        if self.stmt.header {
+            let names: Vec<Option<String>> = columns.iter().map(|c| Some(c.name.clone())).collect();
+            self.out.copy_data(&copy::format_line(&names, self.stmt)?)?;
+        }
+        Ok(())
+    }
+
+    fn row(&mut self, row: &[Value]) -> Result<()> {
+        let fields: Vec<Option<String>> = row
+            .iter()
+            .zip(&self.types)
+            .map(|(v, &ty)| crate::types::format_text(v, ty))
+            .collect();
+        self.out
+            .copy_data(&copy::format_line(&fields, self.stmt)?)?;
+        self.rows += 1;
+        Ok(())
+    }
+
+    fn copy_out(&mut self, columns: usize) -> Result<()> {
+        self.out.copy_out(columns)
+    }
+
+    fn copy_data(&mut self, data: &[u8]) -> Result<()> {
+        self.out.copy_data(data)
+    }
+
+    fn done(&mut self, result: Result<Outcome>) -> Result<()> {
+        self.out.done(result)
+    }
 }
