@@ -144,6 +144,7 @@ impl Session {
                     &self.backend,
                     &self.sequences,
                     &self.prepared,
+                    &self.deferred,
                     &statement,
                     &mut lines,
                 )
