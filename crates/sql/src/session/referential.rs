@@ -411,10 +411,23 @@ fn check_referencing(
 ) -> Result<()> {
     let tid = value_tid(tid)
         .ok_or_else(|| crate::types::internal("a foreign key event's row address"))?;
-    let Some(row) = tx.fetch(child.def.oid, tid)? else {
-        return Ok(());
-    };
-    let key = key_of(&row, &fk.columns);
+    match tx.fetch(child.def.oid, tid)? {
+        Some(row) => check_row_key(tx, fk, child, parent, &row, true),
+        None => Ok(()),
+    }
+}
+
+/// A referencing `row`'s key must be in the referenced table (locked there if `lock`):
+/// MATCH SIMPLE passes a key with a NULL, MATCH FULL an all-NULL one and refuses a mix.
+fn check_row_key(
+    tx: &Transaction,
+    fk: &ForeignKey,
+    child: &TableInfo,
+    parent: &TableInfo,
+    row: &[Value],
+    lock: bool,
+) -> Result<()> {
+    let key = key_of(row, &fk.columns);
     if !is_checked(fk, &key) {
         return Ok(());
     }
@@ -422,7 +435,7 @@ fn check_referencing(
         return Err(referencing_violation(fk, child)
             .with_detail("MATCH FULL does not allow mixing of null and nonnull key values."));
     }
-    if has_referenced(tx, fk, child, parent, &key, true)? {
+    if has_referenced(tx, fk, child, parent, &key, lock)? {
         return Ok(());
     }
     Err(not_present(fk, child, parent, &key))
@@ -456,9 +469,8 @@ fn has_referenced(
 /// 23503: `Key (a)=(1) is not present in table "p".`
 fn not_present(fk: &ForeignKey, child: &TableInfo, parent: &TableInfo, key: &[Value]) -> SqlError {
     referencing_violation(fk, child).with_detail(format!(
-        "Key ({})=({}) is not present in table \"{}\".",
-        column_list(child, &fk.columns),
-        value_list(child, &fk.columns, key),
+        "{} is not present in table \"{}\".",
+        key_text(child, &fk.columns, key),
         parent.def.name
     ))
 }
@@ -552,9 +564,8 @@ fn check_unreferenced(
         ),
     )
     .with_detail(format!(
-        "Key ({})=({}) is still referenced from table \"{}\".",
-        column_list(parent, &fk.ref_columns),
-        value_list(parent, &fk.ref_columns, old),
+        "{} is still referenced from table \"{}\".",
+        key_text(parent, &fk.ref_columns, old),
         child.def.name
     )))
 }
@@ -666,21 +677,18 @@ fn referencing_violation(fk: &ForeignKey, child: &TableInfo) -> SqlError {
     )
 }
 
-fn column_list(t: &TableInfo, cols: &[usize]) -> String {
-    cols.iter()
-        .map(|&c| t.columns[c].name.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn value_list(t: &TableInfo, cols: &[usize], key: &[Value]) -> String {
-    cols.iter()
+/// `Key (a, b)=(1, x)`: the columns `cols` of `t` and their values `key`, as PostgreSQL's
+/// details write a key.
+fn key_text(t: &TableInfo, cols: &[usize], key: &[Value]) -> String {
+    let names: Vec<&str> = cols.iter().map(|&c| t.columns[c].name.as_str()).collect();
+    let values: Vec<String> = cols
+        .iter()
         .zip(key)
         .map(|(&c, v)| {
             crate::types::format_text(v, t.columns[c].ty).unwrap_or_else(|| "null".into())
         })
-        .collect::<Vec<_>>()
-        .join(", ")
+        .collect();
+    format!("Key ({})=({})", names.join(", "), values.join(", "))
 }
 
 /// The deferred checks, at COMMIT or PREPARE TRANSACTION (and SET CONSTRAINTS ...
@@ -736,17 +744,7 @@ pub(super) fn verify_existing(
     for r in tx.scan(child.def.oid)? {
         let (_, row) = r?;
         cx.interrupt.check()?;
-        let key = key_of(&row, &fk.columns);
-        if !is_checked(fk, &key) {
-            continue;
-        }
-        if key.iter().any(Value::is_null) {
-            return Err(referencing_violation(fk, child)
-                .with_detail("MATCH FULL does not allow mixing of null and nonnull key values."));
-        }
-        if !has_referenced(tx, fk, child, parent, &key, false)? {
-            return Err(not_present(fk, child, parent, &key));
-        }
+        check_row_key(tx, fk, child, parent, &row, false)?;
     }
     Ok(())
 }
