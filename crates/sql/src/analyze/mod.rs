@@ -1077,9 +1077,6 @@ impl Binder<'_> {
                 drop_behavior,
                 ..
             } => {
-                if matches!(drop_behavior, Some(ast::DropBehavior::Cascade)) {
-                    return Err(SqlError::unsupported("DROP COLUMN ... CASCADE"));
-                }
                 let mut columns = Vec::new();
                 for n in column_names {
                     match table.column(&ident_name(n)) {
@@ -1099,6 +1096,7 @@ impl Binder<'_> {
                     table,
                     columns,
                     checks,
+                    cascade: matches!(drop_behavior, Some(ast::DropBehavior::Cascade)),
                 });
             }
             _ => {}
@@ -1114,6 +1112,21 @@ impl Binder<'_> {
                 ast::AlterColumnOperation::SetNotNull | ast::AlterColumnOperation::DropNotNull => {
                     let not_null = matches!(op, ast::AlterColumnOperation::SetNotNull);
                     return alter_not_null(table, column, not_null);
+                }
+                ast::AlterColumnOperation::SetDataType {
+                    data_type,
+                    using: None,
+                    ..
+                } => {
+                    let ty = SqlType::from_ast(data_type)?;
+                    if ty.engine_type() != table.columns[column].ty.engine_type() {
+                        return Err(SqlError::unsupported(format!(
+                            "ALTER COLUMN ... TYPE from {} to {} (a change of the stored type)",
+                            table.columns[column].ty.name(),
+                            ty.name()
+                        )));
+                    }
+                    return Ok(Plan::SetColumnType { table, column, ty });
                 }
                 ast::AlterColumnOperation::AddGenerated {
                     generated_as,

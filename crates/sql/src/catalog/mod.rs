@@ -744,6 +744,29 @@ pub(crate) fn drop_column(
     Ok(dropped)
 }
 
+/// ALTER COLUMN ... TYPE: the SQL type of column `attnum` becomes `ty` (stored as before).
+pub(crate) fn set_column_type(
+    tx: &Transaction,
+    table: &TableInfo,
+    attnum: usize,
+    ty: SqlType,
+) -> Result<()> {
+    let meta = tx.table(COLUMNS_TABLE)?;
+    let meta_index = tx.index(COLUMNS_INDEX)?;
+    let key = [oid_value(table.def.oid)];
+    let rows: Vec<_> = tx
+        .index_scan(meta_index, Included(&key[..]), Included(&key[..]))?
+        .collect::<std::result::Result<_, _>>()?;
+    for (tid, mut row) in rows {
+        if row[1].as_int().and_then(|a| usize::try_from(a).ok()) == Some(attnum) {
+            row[2] = Value::Text(ty.name());
+            tx.update(meta, tid, &row)?;
+        }
+    }
+    tx.note_definition_change();
+    Ok(())
+}
+
 /// Marks `columns` of `table` NOT NULL (ALTER TABLE ... ADD PRIMARY KEY).
 pub(crate) fn set_not_null(tx: &Transaction, table: &TableInfo, columns: &[usize]) -> Result<()> {
     set_not_null_flag(tx, table, columns, true)

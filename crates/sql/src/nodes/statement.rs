@@ -181,6 +181,8 @@ pub(crate) enum Plan {
         columns: Vec<usize>,
         /// The CHECK constraints over those columns, dropped with them.
         checks: Vec<String>,
+        /// CASCADE: the foreign keys of other tables that reference those columns go too.
+        cascade: bool,
     },
     /// ALTER TABLE ... ALTER COLUMN ... SET DEFAULT / DROP DEFAULT (`expr` None).
     SetDefault {
@@ -196,6 +198,13 @@ pub(crate) enum Plan {
     /// ALTER TABLE with several actions: each one's statement text (`ALTER TABLE t <action>`),
     /// bound and run in order when the statement runs, so that each sees the ones before.
     AlterSteps(Vec<String>),
+    /// ALTER TABLE ... ALTER COLUMN ... [SET DATA] TYPE to a type stored as the column's is
+    /// (varchar(n) to varchar(m) or text, integer to bigint): each value verified.
+    SetColumnType {
+        table: TableInfo,
+        column: usize,
+        ty: SqlType,
+    },
     /// ALTER TABLE ... ALTER COLUMN ... SET / DROP NOT NULL.
     SetNotNull {
         table: TableInfo,

@@ -147,6 +147,7 @@ pub(super) fn check_writable(plan: &Plan) -> Result<()> {
         | Plan::AddIdentity { .. }
         | Plan::ValidateCheck { .. }
         | Plan::AddForeignKey { .. }
+        | Plan::SetColumnType { .. }
         | Plan::ValidateForeignKey { .. }
         | Plan::RenameConstraint { .. }
         | Plan::DropConstraint { .. } => "ALTER TABLE",

@@ -464,6 +464,9 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             Ok(command("ALTER TABLE"))
         }
         Plan::ValidateCheck { table, check } => constraints::validate_check(cx, table, check),
+        Plan::SetColumnType { table, column, ty } => {
+            constraints::set_column_type(cx, table, *column, *ty)
+        }
         Plan::AddForeignKey {
             table,
             fk,
@@ -482,15 +485,18 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             table,
             columns,
             checks,
+            cascade,
         } => {
-            foreign_keys::drop_columns(tx, table, columns)?;
+            let notices = foreign_keys::drop_columns(tx, table, columns, *cascade)?;
             for &c in columns {
                 catalog::drop_column(tx, table, c)?;
             }
             for name in checks {
                 catalog::change_check(tx, table.def.oid, name, catalog::CheckChange::Drop)?;
             }
-            Ok(command("ALTER TABLE"))
+            let mut out = command("ALTER TABLE");
+            out.notices.extend(notices);
+            Ok(out)
         }
         Plan::SetDefault {
             table,

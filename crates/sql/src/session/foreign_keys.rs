@@ -307,25 +307,40 @@ pub(super) fn truncate_set(
     Ok((all, notices))
 }
 
-/// DROP COLUMN: the table's foreign keys over a dropped column go with it; a column a
-/// foreign key references cannot go (2BP01).
-pub(super) fn drop_columns(tx: &Transaction, table: &TableInfo, columns: &[usize]) -> Result<()> {
+/// DROP COLUMN [CASCADE]: the table's foreign keys over a dropped column go with it; a
+/// column a foreign key of another table references cannot go (2BP01), unless CASCADE
+/// drops that foreign key too (its NOTICE returned).
+pub(super) fn drop_columns(
+    tx: &Transaction,
+    table: &TableInfo,
+    columns: &[usize],
+    cascade: bool,
+) -> Result<Option<Notice>> {
+    let mut cascaded = Vec::new();
     for fk in &table.referenced_by {
         if let Some(&c) = fk.ref_columns.iter().find(|c| columns.contains(c)) {
             let child = catalog::lookup_oid(tx, fk.table)?;
-            return Err(depends(
-                &format!(
+            let what = format!("constraint {} on table {}", fk.name, child.def.name);
+            if !cascade {
+                let column = format!(
                     "column {} of table {}",
                     table.columns[c].name, table.def.name
-                ),
-                &format!("constraint {} on table {}", fk.name, child.def.name),
-            ));
+                );
+                return Err(depends(&column, &what));
+            }
+            cascaded.push((fk.table, fk.name.clone(), what));
         }
     }
+    for (t, name, _) in &cascaded {
+        catalog::foreign_keys::change(tx, *t, name, FkChange::Drop)?;
+    }
     for fk in &table.foreign_keys {
-        if fk.columns.iter().any(|c| columns.contains(c)) {
+        let own = cascaded
+            .iter()
+            .any(|(t, n, _)| *t == table.def.oid && *n == fk.name);
+        if !own && fk.columns.iter().any(|c| columns.contains(c)) {
             catalog::foreign_keys::change(tx, table.def.oid, &fk.name, FkChange::Drop)?;
         }
     }
-    Ok(())
+    Ok(cascade_notice(&cascaded))
 }
