@@ -1,6 +1,6 @@
 """SQLAlchemy 2 with psycopg 3: the engine's first connect (it asks for the isolation level,
-the version and standard_conforming_strings), metadata.create_all of tables without foreign
-keys, Core inserts and selects, the ORM's add/commit/query/update/delete, begin_nested
+the version and standard_conforming_strings), metadata.create_all (a foreign key among the
+tables), Core inserts and selects, the ORM's add/commit/query/update/delete, begin_nested
 (savepoints), reflection through the inspector, and metadata.drop_all."""
 
 import datetime
@@ -9,6 +9,7 @@ import decimal
 from sqlalchemy import (
     Boolean,
     Column,
+    ForeignKey,
     DateTime,
     Float,
     Identity,
@@ -27,6 +28,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from common import check, run, sqlalchemy_url
@@ -45,6 +47,13 @@ class Person(Base):
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     joined: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True), nullable=True)
     notes: Mapped[str] = mapped_column(Text, nullable=True)
+
+
+class Book(Base):
+    __tablename__ = "apps_book"
+    id: Mapped[int] = mapped_column(Integer, Identity(), primary_key=True)
+    title: Mapped[str] = mapped_column(String(50))
+    person_id: Mapped[int] = mapped_column(ForeignKey("apps_person.id", ondelete="CASCADE"))
 
 
 def scenario():
@@ -150,7 +159,29 @@ def scenario():
     # Not yet: get_pk_constraint() and get_indexes() (and so Table(autoload_with=...)):
     # their queries call unnest() and generate_subscripts() in the select list and
     # array_agg() of booleans and bigints, which quire lacks (42883).
-    check(insp.get_foreign_keys("apps_event"), [], "get_foreign_keys")
+    check(insp.get_foreign_keys("apps_event"), [], "get_foreign_keys (none)")
+    fks = insp.get_foreign_keys("apps_book")
+    check(
+        [(f["constrained_columns"], f["referred_table"], f["referred_columns"], f["options"]) for f in fks],
+        [(["person_id"], "apps_person", ["id"], {"ondelete": "CASCADE"})],
+        "get_foreign_keys",
+    )
+
+    # Foreign keys at work: a missing key refused, a deleted one cascading.
+    with Session(engine) as session:
+        owner = session.scalars(select(Person.id).order_by(Person.id)).first()
+        session.add(Book(title="notes", person_id=owner))
+        session.commit()
+        session.add(Book(title="orphan", person_id=-1))
+        try:
+            session.commit()
+            check("committed", "23503", "a book without its person")
+        except IntegrityError as e:
+            session.rollback()
+            check(e.orig.sqlstate, "23503", "a book without its person")
+        session.execute(delete(Person).where(Person.id == owner))
+        session.commit()
+        check(session.query(Book).count(), 0, "ON DELETE CASCADE")
     check(insp.has_table("apps_person"), True, "has_table")
     check(insp.has_table("apps_nothing"), False, "has_table (missing)")
 
