@@ -159,3 +159,32 @@ fn drop_column_hides_it_drops_its_indexes_and_frees_its_name() -> anyhow::Result
     );
     Ok(())
 }
+
+/// ADD CONSTRAINT ... CHECK that waits for a writer's lock verifies the rows that writer
+/// committed meanwhile (DDL reads after its lock, not with a snapshot from before it).
+#[test]
+fn a_check_added_after_a_wait_sees_what_the_writer_committed() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    let mut a = Session::new(Arc::clone(&db));
+    run(&mut a, "CREATE TABLE w (x int)").unwrap();
+    run(&mut a, "BEGIN").unwrap();
+    run(&mut a, "INSERT INTO w VALUES (-1)").unwrap();
+    let (done, finished) = std::sync::mpsc::channel();
+    let alter = {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || {
+            let mut b = Session::new(db);
+            done.send(run(&mut b, "ALTER TABLE w ADD CHECK (x > 0)"))
+                .expect("the test waits for it");
+        })
+    };
+    assert!(finished
+        .recv_timeout(std::time::Duration::from_millis(300))
+        .is_err());
+    run(&mut a, "COMMIT").unwrap();
+    let r = finished.recv_timeout(std::time::Duration::from_secs(10))?;
+    assert_eq!(code(r), "23514");
+    alter.join().expect("the ALTER thread ends");
+    Ok(())
+}

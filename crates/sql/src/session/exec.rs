@@ -203,8 +203,23 @@ pub(super) fn run(
         ctes: &ctes,
         deferred,
     };
-    // One snapshot for the whole statement under READ COMMITTED, as PostgreSQL's.
-    tx.begin_statement();
+    // One snapshot for a whole query or DML statement under READ COMMITTED, as PostgreSQL's
+    // (its tables were locked while it was bound). DDL keeps a new snapshot per read: the
+    // rows it verifies are read after it got its lock, with what the lock holder committed
+    // (PostgreSQL's DDL reads with the latest snapshot too).
+    let pinned = matches!(
+        plan,
+        Plan::Query { .. }
+            | Plan::Insert { .. }
+            | Plan::Update { .. }
+            | Plan::Delete { .. }
+            | Plan::SelectForUpdate { .. }
+            | Plan::CreateTableAs { .. }
+            | Plan::Explain(_)
+    );
+    if pinned {
+        tx.begin_statement();
+    }
     let r = run_plan(&cx, plan, columns, out);
     tx.end_statement();
     let r = r.map_err(|e| {
