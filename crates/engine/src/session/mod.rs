@@ -110,8 +110,10 @@ struct State {
     cid_used: bool,
     /// REPEATABLE READ: the transaction's snapshot.
     snapshot: Option<Snapshot>,
-    /// READ COMMITTED, between [`Transaction::begin_statement`] and `end_statement`: the
-    /// statement's snapshot.
+    /// READ COMMITTED, between [`Transaction::begin_statement`] and `end_statement`.
+    in_statement: bool,
+    /// The statement's snapshot, taken at its first read (a statement that reads nothing,
+    /// an INSERT of values, takes none).
     statement: Option<Snapshot>,
     failed: bool,
     finished: bool,
@@ -207,21 +209,22 @@ impl Transaction {
     }
 
     /// A statement begins (PostgreSQL's statement snapshot): under READ COMMITTED, every
-    /// read until [`Transaction::end_statement`] sees the database as of now, as one
+    /// read until [`Transaction::end_statement`] sees the database as of its first read, as one
     /// statement's scans must (a join reads its tables in the same state), and its own
     /// changes by command id as ever. Reads with [`Sees::Latest`] still look at the newest
     /// state. REPEATABLE READ keeps its transaction snapshot; this changes nothing there.
     pub fn begin_statement(&self) {
-        if self.isolation == IsolationLevel::ReadCommitted {
-            let s = self.engine.txns.snapshot(self.proc);
-            self.st.borrow_mut().statement = Some(s);
-        }
+        let mut st = self.st.borrow_mut();
+        st.in_statement = self.isolation == IsolationLevel::ReadCommitted;
+        st.statement = None;
     }
 
     /// The statement [`Transaction::begin_statement`] began has ended: under READ COMMITTED
     /// each call takes a new snapshot again.
     pub fn end_statement(&self) {
-        self.st.borrow_mut().statement = None;
+        let mut st = self.st.borrow_mut();
+        st.in_statement = false;
+        st.statement = None;
     }
 
     /// Starts a command: a new command id if the last one changed anything, and a snapshot.
@@ -242,8 +245,10 @@ impl Transaction {
             s.clone()
         } else if sees == Sees::Latest {
             self.engine.txns.snapshot(self.proc)
-        } else if let (IsolationLevel::ReadCommitted, Some(s)) = (self.isolation, &st.statement) {
-            s.clone()
+        } else if self.isolation == IsolationLevel::ReadCommitted && st.in_statement {
+            st.statement
+                .get_or_insert_with(|| self.engine.txns.snapshot(self.proc))
+                .clone()
         } else {
             let s = self.engine.txns.snapshot(self.proc);
             if self.isolation == IsolationLevel::RepeatableRead {

@@ -751,20 +751,7 @@ pub(crate) fn set_column_type(
     attnum: usize,
     ty: SqlType,
 ) -> Result<()> {
-    let meta = tx.table(COLUMNS_TABLE)?;
-    let meta_index = tx.index(COLUMNS_INDEX)?;
-    let key = [oid_value(table.def.oid)];
-    let rows: Vec<_> = tx
-        .index_scan(meta_index, Included(&key[..]), Included(&key[..]))?
-        .collect::<std::result::Result<_, _>>()?;
-    for (tid, mut row) in rows {
-        if row[1].as_int().and_then(|a| usize::try_from(a).ok()) == Some(attnum) {
-            row[2] = Value::Text(ty.name());
-            tx.update(meta, tid, &row)?;
-        }
-    }
-    tx.note_definition_change();
-    Ok(())
+    change_column_rows(tx, table, &[attnum], |row| row[2] = Value::Text(ty.name()))
 }
 
 /// Marks `columns` of `table` NOT NULL (ALTER TABLE ... ADD PRIMARY KEY).
@@ -778,6 +765,17 @@ pub(crate) fn set_not_null_flag(
     columns: &[usize],
     not_null: bool,
 ) -> Result<()> {
+    change_column_rows(tx, table, columns, |row| row[3] = Value::Bool(not_null))
+}
+
+/// Rewrites the SQL column rows of `columns` of `table` with `change`; a definition only
+/// this table knows changed, so cached plans must see it.
+fn change_column_rows(
+    tx: &Transaction,
+    table: &TableInfo,
+    columns: &[usize],
+    change: impl Fn(&mut quire_engine::Row),
+) -> Result<()> {
     let meta = tx.table(COLUMNS_TABLE)?;
     let meta_index = tx.index(COLUMNS_INDEX)?;
     let key = [oid_value(table.def.oid)];
@@ -787,11 +785,10 @@ pub(crate) fn set_not_null_flag(
     for (tid, mut row) in rows {
         let attnum = row[1].as_int().and_then(|a| usize::try_from(a).ok());
         if attnum.is_some_and(|a| columns.contains(&a)) {
-            row[3] = Value::Bool(not_null);
+            change(&mut row);
             tx.update(meta, tid, &row)?;
         }
     }
-    // A definition only this table knows changed: cached plans must see it.
     tx.note_definition_change();
     Ok(())
 }
