@@ -4,7 +4,7 @@
 //! 2000-01-01).
 
 use quire_engine::{SqlState, Value};
-use quire_sql::{format_text, parse_text, OutColumn, SqlError, SqlType, PG_EPOCH_OFFSET_US};
+use quire_sql::{array, format_text, parse_text, OutColumn, SqlError, SqlType, PG_EPOCH_OFFSET_US};
 
 use crate::protocol::backend;
 
@@ -34,7 +34,7 @@ pub(crate) fn encode_row(
     let at = backend::data_row_begin(out, count);
     for (i, (v, c)) in row.iter().zip(columns).enumerate() {
         let bytes = if binary(i) {
-            encode_binary(v, c.ty)
+            encode_binary(v, c.ty)?
         } else {
             format_text(v, c.ty).map(String::into_bytes)
         };
@@ -85,9 +85,10 @@ pub(crate) fn type_modifier(ty: SqlType) -> i32 {
     }
 }
 
-fn encode_binary(v: &Value, ty: SqlType) -> Option<Vec<u8>> {
-    Some(match (v, ty) {
-        (Value::Null, _) => return None,
+/// A value's binary form (`typsend`); `None` for NULL.
+fn encode_binary(v: &Value, ty: SqlType) -> Result<Option<Vec<u8>>, SqlError> {
+    Ok(Some(match (v, ty) {
+        (Value::Null, _) => return Ok(None),
         (Value::Int(i), SqlType::Int2) => (*i as i16).to_be_bytes().to_vec(),
         (Value::Int(i), SqlType::Int4) => (*i as i32).to_be_bytes().to_vec(),
         (Value::Int(i), t) if t.is_oid() => (*i as u32).to_be_bytes().to_vec(),
@@ -99,9 +100,7 @@ fn encode_binary(v: &Value, ty: SqlType) -> Option<Vec<u8>> {
         (Value::Bool(b), _) => vec![u8::from(*b)],
         (Value::Float(f), SqlType::Float4) => (*f as f32).to_be_bytes().to_vec(),
         (Value::Float(f), _) => f.to_be_bytes().to_vec(),
-        (Value::Text(s), t @ (SqlType::TextArray | SqlType::Int2Array)) => {
-            quire_sql::array_to_binary(s, t)
-        }
+        (Value::Text(s), SqlType::Array(&elem)) => encode_array(s, elem)?,
         (Value::Text(s), _) => s.as_bytes().to_vec(),
         (Value::Bytea(b), _) => b.clone(),
         (Value::Timestamp(us), _) => us.saturating_sub(PG_EPOCH_OFFSET_US).to_be_bytes().to_vec(),
@@ -113,7 +112,115 @@ fn encode_binary(v: &Value, ty: SqlType) -> Option<Vec<u8>> {
             &i.months.to_be_bytes(),
         ]
         .concat(),
-    })
+    }))
+}
+
+/// An array in PostgreSQL's binary form (`array_send`): the number of dimensions, whether
+/// any element is NULL, the element type's oid, each dimension's length and lower bound,
+/// then each element as its length (-1 for NULL) and its binary form.
+fn encode_array(text: &str, elem: SqlType) -> Result<Vec<u8>, SqlError> {
+    let a = array::parse(text)?;
+    let mut out = Vec::with_capacity(20 + 8 * a.elems.len());
+    let ndim = i32::try_from(a.dims.len()).map_err(|_| SqlError::internal("array too large"))?;
+    out.extend_from_slice(&ndim.to_be_bytes());
+    out.extend_from_slice(&i32::from(a.elems.iter().any(Option::is_none)).to_be_bytes());
+    out.extend_from_slice(&elem.oid().to_be_bytes());
+    for d in &a.dims {
+        let len = i32::try_from(d.len).map_err(|_| SqlError::internal("array too large"))?;
+        let lower = i32::try_from(d.lower).map_err(|_| SqlError::internal("array too large"))?;
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(&lower.to_be_bytes());
+    }
+    for e in &a.elems {
+        let v = match e {
+            None => Value::Null,
+            Some(t) => parse_text(elem, t)?,
+        };
+        match encode_binary(&v, elem)? {
+            None => out.extend_from_slice(&(-1i32).to_be_bytes()),
+            Some(b) => {
+                let len =
+                    i32::try_from(b.len()).map_err(|_| SqlError::internal("array too large"))?;
+                out.extend_from_slice(&len.to_be_bytes());
+                out.extend_from_slice(&b);
+            }
+        }
+        if out.len() > MAX_FIELD_BYTES {
+            return Err(SqlError::new(
+                SqlState::PROGRAM_LIMIT_EXCEEDED,
+                "the row is too large for the protocol",
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// An array parameter in binary form (`array_recv`), as its canonical text.
+fn decode_array(bytes: &[u8], elem: SqlType, n: usize) -> Result<Value, SqlError> {
+    let bad = |why: &str| {
+        SqlError::new(
+            SqlState::INVALID_BINARY_REPRESENTATION,
+            format!("{why} in bind parameter {n}"),
+        )
+    };
+    let mut rest = bytes;
+    let int = |rest: &mut &[u8]| -> Result<i32, SqlError> {
+        let (head, tail) = rest
+            .split_first_chunk::<4>()
+            .ok_or_else(|| bad("insufficient data left in message"))?;
+        *rest = tail;
+        Ok(i32::from_be_bytes(*head))
+    };
+    let ndim = usize::try_from(int(&mut rest)?).map_err(|_| bad("invalid number of dimensions"))?;
+    if ndim > array::MAX_DIMS {
+        return Err(bad("invalid number of dimensions"));
+    }
+    let _has_nulls = int(&mut rest)?;
+    let elem_oid = int(&mut rest)?.cast_unsigned();
+    if elem_oid != elem.oid() {
+        return Err(SqlError::new(
+            SqlState::DATATYPE_MISMATCH,
+            format!(
+                "binary data has array element type {elem_oid} instead of expected {}",
+                elem.oid()
+            ),
+        ));
+    }
+    let mut dims = Vec::with_capacity(ndim);
+    let mut count: usize = 1;
+    for _ in 0..ndim {
+        let len = usize::try_from(int(&mut rest)?).map_err(|_| bad("invalid array length"))?;
+        let lower = i64::from(int(&mut rest)?);
+        count = count.saturating_mul(len);
+        dims.push(array::Dim { len, lower });
+    }
+    if ndim == 0 {
+        count = 0;
+    }
+    // Each element takes at least its 4-byte length: a count beyond that is a lie.
+    if count > rest.len() / 4 {
+        return Err(bad("insufficient data left in message"));
+    }
+    let mut elems = Vec::with_capacity(count);
+    for _ in 0..count {
+        let len = int(&mut rest)?;
+        if len < 0 {
+            elems.push(None);
+            continue;
+        }
+        let len = usize::try_from(len).map_err(|_| bad("invalid length"))?;
+        if len > rest.len() {
+            return Err(bad("insufficient data left in message"));
+        }
+        let (field, tail) = rest.split_at(len);
+        rest = tail;
+        let v = decode_param(Some(field), true, elem, n)?;
+        elems.push(format_text(&v, elem));
+    }
+    if !rest.is_empty() {
+        return Err(bad("incorrect binary data format"));
+    }
+    array::write(&array::Parsed { dims, elems }).map(Value::Text)
 }
 
 /// A parameter's value from its Bind bytes.
@@ -186,9 +293,7 @@ pub(crate) fn decode_param(
             let lsn = u64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad())?);
             Value::Int(i64::try_from(lsn).map_err(|_| bad())?)
         }
-        SqlType::TextArray | SqlType::Int2Array => {
-            return Err(SqlError::unsupported("array parameters in binary format"))
-        }
+        SqlType::Array(&elem) => decode_array(bytes, elem, n)?,
         SqlType::Bytea => Value::Bytea(bytes.to_vec()),
         SqlType::Numeric(typmod) => {
             quire_sql::check_numeric(quire_sql::numeric_from_binary(bytes)?, typmod)?

@@ -496,7 +496,7 @@ pub(crate) fn resolve(
         ("current_user" | "user" | "current_role", 0) => (Func::CurrentUser, vec![], T::Name),
         ("session_user", 0) => (Func::SessionUser, vec![], T::Name),
         ("current_schema", 0) => (Func::CurrentSchema, vec![], T::Name),
-        ("current_schemas", 1) => (Func::CurrentSchemas, vec![Some(T::Bool)], T::TextArray),
+        ("current_schemas", 1) => (Func::CurrentSchemas, vec![Some(T::Bool)], T::TEXT_ARRAY),
         ("set_config", 3) => (
             Func::SetConfig,
             vec![Some(T::Text), Some(T::Text), Some(T::Bool)],
@@ -511,7 +511,7 @@ pub(crate) fn resolve(
         }
         ("array_position", 2) => (
             Func::ArrayPosition,
-            vec![Some(T::TextArray), Some(T::Text)],
+            vec![Some(T::TEXT_ARRAY), Some(T::Text)],
             T::Int4,
         ),
         ("array_upper" | "array_length", 2) => {
@@ -522,7 +522,7 @@ pub(crate) fn resolve(
         }
         ("array_to_string", 2) => (
             Func::ArrayToString,
-            vec![Some(T::TextArray), Some(T::Text)],
+            vec![Some(T::TEXT_ARRAY), Some(T::Text)],
             T::Text,
         ),
         ("pg_table_is_visible", 1) => (Func::TableIsVisible, vec![Some(T::Oid)], T::Bool),
@@ -762,41 +762,6 @@ impl<S: AsRef<str>> Iterator for ArrayElements<S> {
         self.done = true;
         Some(cur)
     }
-}
-
-/// A one-dimensional `text[]` or `smallint[]` (kept in text form) in PostgreSQL's binary
-/// array format (`array_send`): dimensions 1, no nulls, the element type's oid, the length
-/// and lower bound 1, then each element as a length and its binary form. An empty array has
-/// no dimensions.
-pub fn array_to_binary(text: &str, ty: SqlType) -> Vec<u8> {
-    let int2 = ty == SqlType::Int2Array;
-    let elem_oid = if int2 {
-        SqlType::Int2.oid()
-    } else {
-        SqlType::Text.oid()
-    };
-    let count = array_elements(text).count();
-    let mut out = Vec::new();
-    let ndim: i32 = i32::from(count > 0);
-    out.extend_from_slice(&ndim.to_be_bytes());
-    out.extend_from_slice(&0i32.to_be_bytes()); // no nulls
-    out.extend_from_slice(&elem_oid.to_be_bytes());
-    if count == 0 {
-        return out;
-    }
-    let len = i32::try_from(count).unwrap_or(i32::MAX);
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(&1i32.to_be_bytes());
-    for e in array_elements(text) {
-        if int2 {
-            out.extend_from_slice(&2i32.to_be_bytes());
-            out.extend_from_slice(&e.trim().parse::<i16>().unwrap_or(0).to_be_bytes());
-        } else {
-            out.extend_from_slice(&i32::try_from(e.len()).unwrap_or(i32::MAX).to_be_bytes());
-            out.extend_from_slice(e.as_bytes());
-        }
-    }
-    out
 }
 
 /// Whether an array element's text form needs quotes (and its `"` and `\` escapes).

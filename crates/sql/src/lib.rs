@@ -111,7 +111,6 @@ mod types;
 
 pub use backends::{Backend, Backends};
 pub use error::{Notice, Result, Severity, SqlError};
-pub use func::array_to_binary;
 pub use interrupt::{Alarm, Interrupt};
 pub use nodes::MAX_MATERIALIZED_ROWS;
 pub use nodes::{OutColumn, OutColumns};
@@ -126,6 +125,7 @@ pub use spool::Spool;
 pub use stack::{
     run_on_session_stack, DEFAULT_MAX_STACK_DEPTH_KB, MAX_MAX_STACK_DEPTH_KB, SESSION_STACK_BYTES,
 };
+pub use types::array;
 pub use types::{
     check_numeric, format_text, format_timestamp, parse_text, SqlType, PG_EPOCH_OFFSET_US,
 };

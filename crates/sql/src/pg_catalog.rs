@@ -141,7 +141,7 @@ impl CatalogTable {
                 ("oid", T::Oid),
                 ("nspname", T::Name),
                 ("nspowner", T::Oid),
-                ("nspacl", T::TextArray),
+                ("nspacl", T::TEXT_ARRAY),
             ],
             CatalogTable::Class => &[
                 ("oid", T::Oid),
@@ -170,8 +170,8 @@ impl CatalogTable {
                 ("relispopulated", T::Bool),
                 ("relreplident", T::Char),
                 ("relispartition", T::Bool),
-                ("relacl", T::TextArray),
-                ("reloptions", T::TextArray),
+                ("relacl", T::TEXT_ARRAY),
+                ("reloptions", T::TEXT_ARRAY),
                 ("relpartbound", T::Text),
             ],
             CatalogTable::Attribute => &[
@@ -224,7 +224,7 @@ impl CatalogTable {
                 ("indisready", T::Bool),
                 ("indislive", T::Bool),
                 ("indisreplident", T::Bool),
-                ("indkey", T::Int2Array),
+                ("indkey", T::INT2_ARRAY),
             ],
             CatalogTable::Database => &[
                 ("oid", T::Oid),
@@ -238,7 +238,7 @@ impl CatalogTable {
                 ("datcollate", T::Text),
                 ("datctype", T::Text),
                 ("daticulocale", T::Text),
-                ("datacl", T::TextArray),
+                ("datacl", T::TEXT_ARRAY),
             ],
             CatalogTable::User => &[
                 ("usename", T::Name),
@@ -249,7 +249,7 @@ impl CatalogTable {
                 ("usebypassrls", T::Bool),
                 ("passwd", T::Text),
                 ("valuntil", T::Timestamptz),
-                ("useconfig", T::TextArray),
+                ("useconfig", T::TEXT_ARRAY),
             ],
             CatalogTable::Roles => &[
                 ("rolname", T::Name),
@@ -263,7 +263,7 @@ impl CatalogTable {
                 ("rolpassword", T::Text),
                 ("rolvaliduntil", T::Timestamptz),
                 ("rolbypassrls", T::Bool),
-                ("rolconfig", T::TextArray),
+                ("rolconfig", T::TEXT_ARRAY),
                 ("oid", T::Oid),
             ],
             CatalogTable::Authid => &[
@@ -321,8 +321,8 @@ impl CatalogTable {
                 ("confupdtype", T::Char),
                 ("confdeltype", T::Char),
                 ("confmatchtype", T::Char),
-                ("conkey", T::Int2Array),
-                ("confkey", T::Int2Array),
+                ("conkey", T::INT2_ARRAY),
+                ("confkey", T::INT2_ARRAY),
                 ("coninhcount", T::Int2),
                 ("connoinherit", T::Bool),
             ],
@@ -341,8 +341,8 @@ impl CatalogTable {
                 ("name", T::Text),
                 ("statement", T::Text),
                 ("prepare_time", T::Timestamptz),
-                ("parameter_types", T::TextArray),
-                ("result_types", T::TextArray),
+                ("parameter_types", T::TEXT_ARRAY),
+                ("result_types", T::TEXT_ARRAY),
                 ("from_sql", T::Bool),
                 ("generic_plans", T::Int8),
                 ("custom_plans", T::Int8),
@@ -366,7 +366,7 @@ impl CatalogTable {
                 ("polrelid", T::Oid),
                 ("polcmd", T::Char),
                 ("polpermissive", T::Bool),
-                ("polroles", T::TextArray),
+                ("polroles", T::TEXT_ARRAY),
                 ("polqual", T::Text),
                 ("polwithcheck", T::Text),
             ],
@@ -378,7 +378,7 @@ impl CatalogTable {
                 ("stxowner", T::Oid),
                 ("stxstattarget", T::Int4),
                 ("stxkeys", T::Text),
-                ("stxkind", T::TextArray),
+                ("stxkind", T::TEXT_ARRAY),
                 ("stxexprs", T::Text),
             ],
             CatalogTable::Publication => &[
@@ -396,7 +396,7 @@ impl CatalogTable {
                 ("prpubid", T::Oid),
                 ("prrelid", T::Oid),
                 ("prqual", T::Text),
-                ("prattrs", T::Int2Array),
+                ("prattrs", T::INT2_ARRAY),
             ],
             CatalogTable::PublicationNamespace => {
                 &[("oid", T::Oid), ("pnpubid", T::Oid), ("pnnspid", T::Oid)]
@@ -1383,7 +1383,7 @@ const TYPES: &[SqlType] = &[
     T::Regtype,
     T::Uuid,
     T::Numeric(None),
-    T::TextArray,
+    T::TEXT_ARRAY,
     T::PgLsn,
     T::Json,
     T::Void,
@@ -1393,7 +1393,7 @@ fn type_rows() -> Vec<Row> {
     TYPES
         .iter()
         .map(|&t| {
-            let array = t == T::TextArray;
+            let array = t == T::TEXT_ARRAY;
             vec![
                 int(i64::from(t.oid())),
                 text(&internal_name(t)),
@@ -1416,7 +1416,7 @@ fn type_rows() -> Vec<Row> {
                 int(0),
                 int(if array { i64::from(T::Text.oid()) } else { 0 }),
                 int(if t == T::Text {
-                    i64::from(T::TextArray.oid())
+                    i64::from(T::TEXT_ARRAY.oid())
                 } else {
                     0
                 }),
@@ -1443,7 +1443,7 @@ fn internal_name(t: SqlType) -> String {
         T::Bpchar(_) => "bpchar".into(),
         T::Timestamptz => "timestamptz".into(),
         T::Char => "char".into(),
-        T::TextArray => "_text".into(),
+        T::TEXT_ARRAY => "_text".into(),
         t => t.name(),
     }
 }

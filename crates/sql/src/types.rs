@@ -11,6 +11,8 @@ use crate::datetime::{civil_from_days, days_from_civil, days_in_month};
 use crate::error::{Result, SqlError};
 use crate::numeric;
 
+pub mod array;
+
 /// A column's or an expression's SQL type. `Unknown` is an untyped string literal or
 /// parameter before the context gives it a type, as in PostgreSQL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,11 +48,9 @@ pub enum SqlType {
     /// The catalogs' `name` and `"char"` (text underneath).
     Name,
     Char,
-    /// `text[]`, kept in its text form (`{a,b}`): quire has arrays only where the catalog
-    /// functions psql calls need them.
-    TextArray,
-    /// `smallint[]` (and the catalogs' `int2vector`), also kept in text form.
-    Int2Array,
+    /// An array of the element type (without its typmod), kept in its canonical text form
+    /// ([`array`]); `smallint[]` also stands for the catalogs' `int2vector`.
+    Array(&'static SqlType),
     /// `pg_lsn`: a WAL position, stored as an engine `Int`, printed as `16/B374D848`. Values
     /// are below 2^63 (quire's WAL would need 8 EiB to pass it).
     PgLsn,
@@ -68,6 +68,24 @@ pub const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
 const US_PER_DAY: i64 = 86_400_000_000;
 
 impl SqlType {
+    /// `text[]`.
+    pub const TEXT_ARRAY: SqlType = SqlType::Array(&SqlType::Text);
+    /// `smallint[]`, also the catalogs' `int2vector`.
+    pub const INT2_ARRAY: SqlType = SqlType::Array(&SqlType::Int2);
+
+    /// The array type of elements of this type (typmod dropped); `None` if it has none.
+    pub fn array_of(elem: SqlType) -> Option<SqlType> {
+        array::array_type(elem).map(|(e, _)| SqlType::Array(e))
+    }
+
+    /// An array type's element type; `None` for a type that is not an array.
+    pub fn element(self) -> Option<SqlType> {
+        match self {
+            SqlType::Array(e) => Some(*e),
+            _ => None,
+        }
+    }
+
     /// PostgreSQL's type oid (`pg_type.oid`).
     pub fn oid(self) -> u32 {
         match self {
@@ -93,8 +111,7 @@ impl SqlType {
             SqlType::Regnamespace => 4089,
             SqlType::Name => 19,
             SqlType::Char => 18,
-            SqlType::TextArray => 1009,
-            SqlType::Int2Array => 1005,
+            SqlType::Array(elem) => array::array_type(*elem).map_or(0, |(_, oid)| oid),
             SqlType::PgLsn => 3220,
             SqlType::Json => 114,
             SqlType::Void => 2278,
@@ -127,13 +144,16 @@ impl SqlType {
             4089 => SqlType::Regnamespace,
             19 => SqlType::Name,
             18 => SqlType::Char,
-            1009 => SqlType::TextArray,
-            1005 => SqlType::Int2Array,
+            22 => SqlType::INT2_ARRAY,
             3220 => SqlType::PgLsn,
             114 => SqlType::Json,
             2278 => SqlType::Void,
             705 | 0 => SqlType::Unknown,
-            _ => return None,
+            _ => {
+                return array::ELEMENT_TYPES
+                    .iter()
+                    .find_map(|&e| SqlType::array_of(e).filter(|a| a.oid() == oid))
+            }
         })
     }
 
@@ -156,8 +176,7 @@ impl SqlType {
             | SqlType::Bpchar(_)
             | SqlType::Name
             | SqlType::Char
-            | SqlType::TextArray
-            | SqlType::Int2Array
+            | SqlType::Array(_)
             | SqlType::Json
             | SqlType::Void
             | SqlType::Unknown => Type::Text,
@@ -210,8 +229,7 @@ impl SqlType {
             SqlType::Regnamespace => "regnamespace".into(),
             SqlType::Name => "name".into(),
             SqlType::Char => "\"char\"".into(),
-            SqlType::TextArray => "text[]".into(),
-            SqlType::Int2Array => "smallint[]".into(),
+            SqlType::Array(elem) => format!("{}[]", elem.name()),
             SqlType::PgLsn => "pg_lsn".into(),
             SqlType::Json => "json".into(),
             SqlType::Void => "void".into(),
@@ -244,8 +262,7 @@ impl SqlType {
             "regnamespace" => SqlType::Regnamespace,
             "name" => SqlType::Name,
             "\"char\"" | "char" => SqlType::Char,
-            "text[]" | "_text" => SqlType::TextArray,
-            "smallint[]" | "_int2" | "int2vector" => SqlType::Int2Array,
+            "int2vector" => SqlType::INT2_ARRAY,
             "pg_lsn" => SqlType::PgLsn,
             "json" => SqlType::Json,
             "void" => SqlType::Void,
@@ -258,6 +275,12 @@ impl SqlType {
             "varchar" => SqlType::Varchar(None),
             "numeric" | "decimal" => SqlType::Numeric(None),
             _ => {
+                if let Some(elem) = name.strip_suffix("[]") {
+                    return SqlType::array_of(SqlType::from_name(elem)?);
+                }
+                if let Some(elem) = name.strip_prefix('_') {
+                    return SqlType::array_of(SqlType::from_name(elem)?);
+                }
                 if let Some(ps) = name.strip_prefix("numeric(") {
                     let (p, s) = ps.strip_suffix(')')?.split_once(',')?;
                     return Some(SqlType::Numeric(Some((
@@ -357,11 +380,13 @@ impl SqlType {
             DataType::Uuid => SqlType::Uuid,
             DataType::Interval { .. } => SqlType::Interval,
             DataType::Array(ast::ArrayElemTypeDef::SquareBracket(inner, _)) => {
-                match SqlType::from_ast(inner)? {
-                    t if t.is_text() => SqlType::TextArray,
-                    SqlType::Int2 => SqlType::Int2Array,
-                    t => return Err(SqlError::unsupported(format!("arrays of {}", t.name()))),
-                }
+                let elem = SqlType::from_ast(inner)?;
+                SqlType::array_of(elem).ok_or_else(|| {
+                    SqlError::new(
+                        SqlState::UNDEFINED_OBJECT,
+                        format!("could not find array type for data type {}", elem.name()),
+                    )
+                })?
             }
             DataType::Custom(name, mods) if mods.is_empty() => {
                 let last = name.0.last().map(ToString::to_string).unwrap_or_default();
@@ -443,8 +468,7 @@ impl SqlType {
             SqlType::Regnamespace => "regnamespace",
             SqlType::Name => "name",
             SqlType::Char => "\"char\"",
-            SqlType::TextArray => "text[]",
-            SqlType::Int2Array => "smallint[]",
+            SqlType::Array(_) => "array",
             SqlType::PgLsn => "pg_lsn",
             SqlType::Json => "json",
             SqlType::Void => "void",
@@ -560,19 +584,16 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
             }
             Ok(Value::Float(v))
         }
-        SqlType::Text | SqlType::Unknown | SqlType::Name | SqlType::TextArray => {
-            Ok(Value::Text(text.to_string()))
+        SqlType::Text | SqlType::Unknown | SqlType::Name => Ok(Value::Text(text.to_string())),
+        SqlType::Array(&SqlType::Int2) if !t.starts_with(['{', '[']) => {
+            // int2vector's form is `1 2`: read as the array it is stored as.
+            let elems = t.split(' ').filter(|e| !e.is_empty());
+            array::input(
+                &format!("{{{}}}", elems.collect::<Vec<_>>().join(",")),
+                SqlType::Int2,
+            )
         }
-        SqlType::Int2Array => {
-            // int2vector's form is `1 2`, an array's `{1,2}`: both read, stored as an array.
-            let inner = t.trim_start_matches('{').trim_end_matches('}');
-            let mut elems = Vec::new();
-            for e in inner.split([',', ' ']).filter(|e| !e.is_empty()) {
-                let v: i16 = e.trim().parse().map_err(|_| bad())?;
-                elems.push(v.to_string());
-            }
-            Ok(Value::Text(format!("{{{}}}", elems.join(","))))
-        }
+        SqlType::Array(elem) => array::input(text, *elem),
         SqlType::Char => Ok(Value::Text(text.chars().take(1).collect())),
         SqlType::Varchar(limit) => check_varchar(text.to_string(), limit),
         SqlType::Bpchar(limit) => check_bpchar(text, limit),
@@ -1004,8 +1025,20 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
             SqlType::Char => Ok(Value::Text(s.chars().take(1).collect())),
             _ => Err(mismatch(what, from, to)),
         },
-        (v @ Value::Text(_), SqlType::TextArray) if from == SqlType::TextArray => Ok(v),
-        (v @ Value::Text(_), SqlType::Int2Array) if from == SqlType::Int2Array => Ok(v),
+        (v @ Value::Text(_), SqlType::Array(to_elem)) if from == SqlType::Array(to_elem) => Ok(v),
+        (Value::Text(s), SqlType::Array(&to_elem)) => match from {
+            SqlType::Array(&from_elem) => array::map_elements(&s, from_elem, to_elem, |v| {
+                assign(v, from_elem, to_elem, what)
+            })
+            .map_err(|e| {
+                if e.sqlstate() == SqlState::DATATYPE_MISMATCH {
+                    mismatch(what, from, to)
+                } else {
+                    e
+                }
+            }),
+            _ => Err(mismatch(what, from, to)),
+        },
         (v @ Value::Timestamp(_), SqlType::Timestamp | SqlType::Timestamptz)
         | (v @ Value::Interval(_), SqlType::Interval) => Ok(v),
         (v @ (Value::Bool(_) | Value::Bytea(_)), t)
@@ -1041,11 +1074,13 @@ pub fn cast(value: Value, from: SqlType, to: SqlType) -> Result<Value> {
     }
     match (&value, to) {
         (Value::Null, _) => Ok(Value::Null),
-        (Value::Text(s), _)
-            if from.is_text() || matches!(from, SqlType::TextArray | SqlType::Int2Array) =>
-        {
-            parse_text(to, s)
+        (Value::Text(s), SqlType::Array(&to_elem)) if matches!(from, SqlType::Array(_)) => {
+            let SqlType::Array(&from_elem) = from else {
+                return Err(internal("array cast"));
+            };
+            array::map_elements(s, from_elem, to_elem, |v| cast(v, from_elem, to_elem))
         }
+        (Value::Text(s), _) if from.is_text() => parse_text(to, s),
         // PostgreSQL's bool-to-text cast (booltext) spells the value out; output (`t`) and
         // the cast to name (through output) do not.
         (Value::Bool(b), SqlType::Text | SqlType::Varchar(_) | SqlType::Bpchar(_))

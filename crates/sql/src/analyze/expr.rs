@@ -432,18 +432,14 @@ impl Binder<'_> {
                     return Err(SqlError::unsupported(format!("expression {e}")));
                 };
                 let (arr, at) = self.expr(root, scope)?;
-                let elem = match at {
-                    SqlType::TextArray => SqlType::Text,
-                    SqlType::Int2Array => SqlType::Int2,
-                    t => {
-                        return Err(SqlError::new(
-                            SqlState::DATATYPE_MISMATCH,
-                            format!(
-                                "cannot subscript type {} because it is not an array",
-                                t.name()
-                            ),
-                        ))
-                    }
+                let Some(elem) = at.element() else {
+                    return Err(SqlError::new(
+                        SqlState::DATATYPE_MISMATCH,
+                        format!(
+                            "cannot subscript type {} because it is not an array",
+                            at.name()
+                        ),
+                    ));
                 };
                 let (i, it) = self.expr_expecting(index, scope, Some(SqlType::Int4))?;
                 let i = self.coerce(i, it, SqlType::Int4)?;
@@ -460,8 +456,8 @@ impl Binder<'_> {
                     return self.in_subquery(left, q, false, scope);
                 }
                 let (l, lt) = self.expr(left, scope)?;
-                let (r, rt) = self.expr_expecting(right, scope, Some(SqlType::TextArray))?;
-                let r = self.coerce(r, rt, SqlType::TextArray)?;
+                let (r, rt) = self.expr_expecting(right, scope, Some(SqlType::TEXT_ARRAY))?;
+                let r = self.coerce(r, rt, SqlType::TEXT_ARRAY)?;
                 Ok((
                     Expr::Func(Func::AnyEq, vec![to_text(l, lt), r]),
                     SqlType::Bool,
@@ -489,7 +485,7 @@ impl Binder<'_> {
                     let (x, ty) = self.expr(x, scope)?;
                     args.push(self.coerce(x, ty, SqlType::Text).map(|x| to_text(x, ty))?);
                 }
-                Ok((Expr::Func(Func::MakeArray, args), SqlType::TextArray))
+                Ok((Expr::Func(Func::MakeArray, args), SqlType::TEXT_ARRAY))
             }
             other => Err(SqlError::unsupported(format!("expression {other}"))),
         }
@@ -803,18 +799,18 @@ impl Binder<'_> {
             BinaryOperator::StringConcat => {
                 let (l, lt) = self.expr(a, scope)?;
                 let (r, rt) = self.expr(b, scope)?;
-                if lt == SqlType::TextArray || rt == SqlType::TextArray {
-                    let l = if lt == SqlType::TextArray {
+                if lt == SqlType::TEXT_ARRAY || rt == SqlType::TEXT_ARRAY {
+                    let l = if lt == SqlType::TEXT_ARRAY {
                         l
                     } else {
                         Expr::Func(Func::MakeArray, vec![to_text(l, lt)])
                     };
-                    let r = if rt == SqlType::TextArray {
+                    let r = if rt == SqlType::TEXT_ARRAY {
                         r
                     } else {
                         Expr::Func(Func::MakeArray, vec![to_text(r, rt)])
                     };
-                    return Ok((Expr::Func(Func::ArrayCat, vec![l, r]), SqlType::TextArray));
+                    return Ok((Expr::Func(Func::ArrayCat, vec![l, r]), SqlType::TEXT_ARRAY));
                 }
                 Ok((
                     Expr::Concat(Box::new(to_text(l, lt)), Box::new(to_text(r, rt))),
@@ -1119,7 +1115,7 @@ impl Binder<'_> {
                 }
                 return Ok((
                     Expr::Subquery(Box::new(node), SubqueryKind::Array),
-                    SqlType::TextArray,
+                    SqlType::TEXT_ARRAY,
                 ));
             }
             FunctionArguments::Subquery(_) => {

@@ -1083,15 +1083,11 @@ impl Binder<'_> {
             return Err(SqlError::unsupported("unnest of several arrays"));
         };
         let (array, ty) = self.expr(arg, &Scope::empty())?;
-        let elem = match ty {
-            SqlType::TextArray => SqlType::Text,
-            SqlType::Int2Array => SqlType::Int2,
-            other => {
-                return Err(SqlError::new(
-                    SqlState::UNDEFINED_FUNCTION,
-                    format!("function unnest({}) does not exist", other.name()),
-                ))
-            }
+        let Some(elem) = ty.element() else {
+            return Err(SqlError::new(
+                SqlState::UNDEFINED_FUNCTION,
+                format!("function unnest({}) does not exist", ty.name()),
+            ));
         };
         let scope = function_scope("unnest", alias, elem);
         Ok((Node::Unnest { array, elem }, scope))

@@ -75,10 +75,12 @@ pub(crate) fn open<'a>(node: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
         } => series(start, stop, step.as_ref(), *numeric, cx)?,
         Node::Unnest { array, elem } => match array.eval(cx, &[])? {
             // A row per element, made as it is read.
-            Value::Text(t) => Box::new(crate::func::array_elements(t).map(move |e| {
-                cx.interrupt.check()?;
-                crate::types::parse_text(*elem, &e).map(|v| vec![v])
-            })),
+            Value::Text(t) => Box::new(crate::types::array::values(&t, *elem)?.into_iter().map(
+                move |v| {
+                    cx.interrupt.check()?;
+                    Ok(vec![v])
+                },
+            )),
             _ => Box::new(std::iter::empty()),
         },
         Node::Filter { input, pred } => {
