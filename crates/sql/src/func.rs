@@ -18,6 +18,7 @@ use crate::parse::quote_ident;
 use crate::types::{self, SqlType};
 use crate::types::{as_f64, compare};
 
+pub(crate) mod array;
 mod json;
 mod math;
 
@@ -63,8 +64,6 @@ pub(crate) enum Func {
     CurrentSetting,
     /// set_config(name, value, is_local): see [`crate::settings::Settings::set_config`].
     SetConfig,
-    ArrayPosition,
-    ArrayToString,
     TableIsVisible,
     /// `pg_partition_ancestors(regclass)`: the relation and the partitioned tables above
     /// it. quire has no partitioning yet, so the set is the relation alone, given here as
@@ -108,16 +107,6 @@ pub(crate) enum Func {
     ResetShared,
     QuoteIdent,
     ToChar,
-    /// `ARRAY[...]` of text elements (built by the binder, not called by name).
-    MakeArray,
-    /// `text[] || text[]`.
-    ArrayCat,
-    /// `x = ANY (array)`, compared by text form.
-    AnyEq,
-    /// `array[i]` (1-based; NULL outside the array); the binder casts the element text to
-    /// the array's element type.
-    Subscript,
-    ArrayUpper,
     RelationIsPublishable,
     /// A date/time operator (`datetime::arith`), bound from `+ - * /` by the binder.
     DateTime(crate::datetime::arith::DtOp),
@@ -125,6 +114,10 @@ pub(crate) enum Func {
     DateTimeFn(crate::datetime::fields::DtFunc),
     /// The math functions: see [`math`].
     Math(math::Math),
+    /// pg_typeof(x): the argument's type, known when the call is bound.
+    TypeOf(SqlType),
+    /// The array functions and operators: see [`array`].
+    Array(array::ArrayFn),
 }
 
 /// Which of the WAL's positions a `pg_current_wal_*lsn()` function reads.
@@ -147,6 +140,8 @@ pub(crate) enum AggFunc {
     BoolAnd,
     BoolOr,
     StringAgg,
+    /// array_agg of values of the type (`Unknown` until [`AggFunc::typed`]).
+    ArrayAgg(SqlType),
 }
 
 /// A window function: a built-in one, or an aggregate over the window's frame.
@@ -226,11 +221,21 @@ pub(crate) fn aggregate(name: &str) -> Option<AggFunc> {
         "bool_and" | "every" => AggFunc::BoolAnd,
         "bool_or" => AggFunc::BoolOr,
         "string_agg" => AggFunc::StringAgg,
+        "array_agg" => AggFunc::ArrayAgg(SqlType::Unknown),
         _ => return None,
     })
 }
 
 impl AggFunc {
+    /// The aggregate for a (first) argument of type `arg`: array_agg learns its element type.
+    pub(crate) fn typed(self, arg: Option<SqlType>) -> AggFunc {
+        match (self, arg) {
+            (AggFunc::ArrayAgg(_), Some(SqlType::Unknown)) => AggFunc::ArrayAgg(SqlType::Text),
+            (AggFunc::ArrayAgg(_), Some(t)) => AggFunc::ArrayAgg(t),
+            (f, _) => f,
+        }
+    }
+
     /// How many arguments the aggregate takes (count(*) none).
     pub(crate) fn arity(self) -> usize {
         match self {
@@ -250,6 +255,7 @@ impl AggFunc {
             AggFunc::Min | AggFunc::Max => arg,
             AggFunc::BoolAnd | AggFunc::BoolOr if arg == SqlType::Bool => SqlType::Bool,
             AggFunc::StringAgg if arg.is_text() => SqlType::Text,
+            AggFunc::ArrayAgg(_) => SqlType::array_of(arg)?,
             _ => return None,
         })
     }
@@ -268,6 +274,8 @@ pub(crate) enum AggState {
     Extreme(Option<Value>),
     Bool(Option<bool>),
     Text(Option<String>),
+    /// array_agg's array so far (NULL for no row).
+    Array(Option<crate::types::array::Builder>),
 }
 
 impl AggState {
@@ -279,6 +287,7 @@ impl AggState {
             AggFunc::Min | AggFunc::Max => AggState::Extreme(None),
             AggFunc::BoolAnd | AggFunc::BoolOr => AggState::Bool(None),
             AggFunc::StringAgg => AggState::Text(None),
+            AggFunc::ArrayAgg(_) => AggState::Array(None),
         }
     }
 
@@ -291,6 +300,10 @@ impl AggState {
             return Ok(());
         }
         let v = args.first().cloned().unwrap_or(Value::Null);
+        if let (AggState::Array(b), AggFunc::ArrayAgg(elem)) = (&mut *self, f) {
+            // array_agg keeps NULLs.
+            return b.get_or_insert_with(Default::default).push_value(&v, elem);
+        }
         if v.is_null() {
             return Ok(());
         }
@@ -325,6 +338,7 @@ impl AggState {
                     (Some(a), _) => a || b,
                 });
             }
+            (AggState::Array(_), _) => return Err(types::internal("array_agg state")),
             (AggState::Text(acc), _) => {
                 let sep = match args.get(1) {
                     Some(Value::Text(s)) => s.as_str(),
@@ -367,6 +381,7 @@ impl AggState {
                 debug_assert_eq!(f, AggFunc::StringAgg);
                 s.map_or(Value::Null, Value::Text)
             }
+            AggState::Array(b) => b.map_or(Value::Null, crate::types::array::Builder::finish),
         })
     }
 }
@@ -423,6 +438,12 @@ pub(crate) fn resolve(
         }
         Ok(if t == T::Unknown { T::Text } else { t })
     };
+    if let Some(r) = array::resolve(short, args) {
+        return r;
+    }
+    if let ("pg_typeof", [arg]) = (short, args) {
+        return Ok((Func::TypeOf(*arg), vec![None], T::Regtype));
+    }
     let r = match (short, n) {
         ("lower", 1) => (Func::Lower, text(1), T::Text),
         ("upper", 1) => (Func::Upper, text(1), T::Text),
@@ -509,22 +530,9 @@ pub(crate) fn resolve(
             }
             (Func::CurrentSetting, c, T::Text)
         }
-        ("array_position", 2) => (
-            Func::ArrayPosition,
-            vec![Some(T::TEXT_ARRAY), Some(T::Text)],
-            T::Int4,
-        ),
-        ("array_upper" | "array_length", 2) => {
-            (Func::ArrayUpper, vec![None, Some(T::Int4)], T::Int4)
-        }
         ("pg_relation_is_publishable", 1) => {
             (Func::RelationIsPublishable, vec![Some(T::Oid)], T::Bool)
         }
-        ("array_to_string", 2) => (
-            Func::ArrayToString,
-            vec![Some(T::TEXT_ARRAY), Some(T::Text)],
-            T::Text,
-        ),
         ("pg_table_is_visible", 1) => (Func::TableIsVisible, vec![Some(T::Oid)], T::Bool),
         ("pg_get_serial_sequence", 2) => (
             Func::SerialSequence,
@@ -688,6 +696,7 @@ pub(crate) fn unify(a: SqlType, b: SqlType) -> Option<SqlType> {
         (x, y) if x.is_text() && y.is_text() => T::Text,
         (T::Timestamp | T::Timestamptz, T::Timestamp | T::Timestamptz) => T::Timestamptz,
         (T::Date, T::Timestamp) | (T::Timestamp, T::Date) => T::Timestamp,
+        (T::Array(x), T::Array(y)) => T::array_of(unify(*x, *y)?)?,
         _ => return None,
     })
 }
@@ -709,119 +718,6 @@ fn int_arg(v: &Value) -> Option<i64> {
         Value::Int(i) => Some(*i),
         _ => None,
     }
-}
-
-/// The elements of a `text[]` value in its text form (`{a,b,"c d"}`), one at a time: an
-/// array of up to 1 GB of text may hold hundreds of millions of them, so none of this
-/// crate's uses collects them. `S` is the text, borrowed or owned.
-pub(crate) struct ArrayElements<S> {
-    text: S,
-    /// Byte offsets of the rest of the elements' text and of its end (inside the braces).
-    pos: usize,
-    end: usize,
-    done: bool,
-}
-
-/// The elements of the `text[]` whose text form is `s` (see [`ArrayElements`]).
-pub(crate) fn array_elements<S: AsRef<str>>(s: S) -> ArrayElements<S> {
-    let t = s.as_ref();
-    let trimmed = t.trim();
-    let inner = trimmed.trim_start_matches('{').trim_end_matches('}');
-    let pos = inner.as_ptr() as usize - t.as_ptr() as usize;
-    let end = pos + inner.len();
-    ArrayElements {
-        done: inner.is_empty(),
-        text: s,
-        pos,
-        end,
-    }
-}
-
-impl<S: AsRef<str>> Iterator for ArrayElements<S> {
-    type Item = String;
-
-    fn next(&mut self) -> Option<String> {
-        if self.done {
-            return None;
-        }
-        let rest = &self.text.as_ref()[self.pos..self.end];
-        let mut cur = String::new();
-        let mut quoted = false;
-        let mut chars = rest.char_indices();
-        while let Some((i, c)) = chars.next() {
-            match c {
-                '"' => quoted = !quoted,
-                '\\' => cur.extend(chars.next().map(|(_, c)| c)),
-                ',' if !quoted => {
-                    self.pos += i + 1;
-                    return Some(cur);
-                }
-                c => cur.push(c),
-            }
-        }
-        self.done = true;
-        Some(cur)
-    }
-}
-
-/// Whether an array element's text form needs quotes (and its `"` and `\` escapes).
-fn needs_quotes(e: &str) -> bool {
-    e.is_empty() || e.contains([',', '"', '\\', '{', '}', ' '])
-}
-
-/// A `text[]` value's text form, built an element at a time; 54000 as soon as it would
-/// pass [`types::MAX_VALUE_BYTES`], before the element is added.
-pub(crate) struct ArrayText {
-    text: String,
-}
-
-impl ArrayText {
-    pub(crate) fn new() -> Self {
-        ArrayText {
-            text: String::from("{"),
-        }
-    }
-
-    pub(crate) fn push(&mut self, e: &str) -> Result<()> {
-        let quoted = needs_quotes(e);
-        let escapes = if quoted {
-            2 + e.bytes().filter(|b| matches!(b, b'"' | b'\\')).count()
-        } else {
-            0
-        };
-        // The element, its quotes and escapes, a comma and the closing brace.
-        types::check_growth(self.text.len(), e.len() + escapes + 2)?;
-        if self.text.len() > 1 {
-            self.text.push(',');
-        }
-        if quoted {
-            self.text.push('"');
-            for c in e.chars() {
-                if c == '"' || c == '\\' {
-                    self.text.push('\\');
-                }
-                self.text.push(c);
-            }
-            self.text.push('"');
-        } else {
-            self.text.push_str(e);
-        }
-        Ok(())
-    }
-
-    pub(crate) fn finish(mut self) -> String {
-        self.text.push('}');
-        self.text
-    }
-}
-
-/// A `text[]` value in its text form ([`ArrayText`]).
-pub(crate) fn array_text<S: AsRef<str>>(elements: &[S]) -> Result<String> {
-    let mut text = ArrayText::new();
-    for e in elements {
-        text.push(e.as_ref())?;
-    }
-    Ok(text.finish())
 }
 
 /// 25006 for a function that writes, in a read-only transaction.
@@ -852,10 +748,9 @@ impl Func {
                 | Func::CurrentSetting
                 | Func::SetConfig
                 | Func::GetIndexDef
-                | Func::MakeArray
-                | Func::ArrayCat
                 | Func::JsonBuildObject { .. }
-        )
+                | Func::TypeOf(_)
+        ) && !matches!(self, Func::Array(f) if !f.strict())
     }
 
     pub(crate) fn call(self, args: Vec<Value>, cx: &Cx) -> Result<Value> {
@@ -1022,6 +917,8 @@ impl Func {
             }
             Func::Random => Value::Float(random_f64()),
             Func::Math(m) => m.call(&args)?,
+            Func::Array(f) => f.call(&args)?,
+            Func::TypeOf(t) => Value::Int(i64::from(t.oid())),
             Func::NextVal => {
                 writable(cx, "nextval()")?;
                 Value::Int(cx.sequences.nextval(cx.tx, seq_arg(&args[0]))?)
@@ -1054,11 +951,12 @@ impl Func {
             Func::CurrentSchema => Value::Text("public".into()),
             Func::CurrentSchemas => {
                 let implicit = matches!(a0, Some(Value::Bool(true)));
-                Value::Text(if implicit {
-                    array_text(&["pg_catalog", "public"])?
-                } else {
-                    array_text(&["public"])?
-                })
+                let mut b = crate::types::array::Builder::default();
+                if implicit {
+                    b.push(Some("pg_catalog"))?;
+                }
+                b.push(Some("public"))?;
+                b.finish()
             }
             Func::SetConfig => {
                 let Some(name) = a0.and_then(text_arg) else {
@@ -1084,25 +982,6 @@ impl Func {
                         ))
                     }
                 }
-            }
-            Func::ArrayPosition => {
-                let want = text_arg(&args[1]).unwrap_or("");
-                array_elements(text_arg(&args[0]).unwrap_or(""))
-                    .position(|e| e == want)
-                    .map_or(Value::Null, |i| {
-                        Value::Int(i64::try_from(i).unwrap_or(i64::MAX - 1) + 1)
-                    })
-            }
-            Func::ArrayToString => {
-                let sep = text_arg(&args[1]).unwrap_or("");
-                let mut out = String::new();
-                for (i, e) in array_elements(text_arg(&args[0]).unwrap_or("")).enumerate() {
-                    let sep = if i == 0 { "" } else { sep };
-                    types::check_growth(out.len(), sep.len() + e.len())?;
-                    out.push_str(sep);
-                    out.push_str(&e);
-                }
-                Value::Text(out)
             }
             Func::RelationSize(which) => {
                 let fork = args.get(1).and_then(text_arg).unwrap_or("main");
@@ -1215,45 +1094,8 @@ impl Func {
                 types::check_value_len(s.len() + s.matches('"').count() + 2)?;
                 Value::Text(quote_ident(s))
             }
-            Func::MakeArray => {
-                let mut text = ArrayText::new();
-                for v in &args {
-                    text.push(text_arg(v).unwrap_or("NULL"))?;
-                }
-                Value::Text(text.finish())
-            }
-            Func::AnyEq => {
-                let want = text_arg(&args[0]).unwrap_or("");
-                Value::Bool(array_elements(text_arg(&args[1]).unwrap_or("")).any(|e| e == want))
-            }
-            Func::Subscript => {
-                let i = int_arg(&args[1]).unwrap_or(0);
-                i.checked_sub(1)
-                    .and_then(|i| usize::try_from(i).ok())
-                    .and_then(|i| array_elements(text_arg(&args[0]).unwrap_or("")).nth(i))
-                    .map_or(Value::Null, Value::Text)
-            }
-            Func::ArrayUpper => {
-                let n = array_elements(text_arg(&args[0]).unwrap_or("")).count();
-                if n == 0 || int_arg(&args[1]) != Some(1) {
-                    Value::Null
-                } else {
-                    Value::Int(i64::try_from(n).unwrap_or(i64::MAX))
-                }
-            }
             // No relation is in a publication: quire has no logical replication.
             Func::RelationIsPublishable => Value::Bool(false),
-            Func::ArrayCat => {
-                let mut text = ArrayText::new();
-                for v in &args {
-                    if let Some(s) = text_arg(v) {
-                        for e in array_elements(s) {
-                            text.push(&e)?;
-                        }
-                    }
-                }
-                Value::Text(text.finish())
-            }
             Func::ToChar => Value::Text(
                 types::format_text(
                     &args[0],
@@ -1444,21 +1286,6 @@ fn wait_for_end(cx: &Cx, pid: i32, timeout_ms: i64) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn arrays_round_trip_through_their_text_form() {
-        let a = array_text(&["pg_catalog", "public", "a b", ""]).unwrap();
-        assert_eq!(a, "{pg_catalog,public,\"a b\",\"\"}");
-        assert_eq!(
-            array_elements(&a).collect::<Vec<_>>(),
-            ["pg_catalog", "public", "a b", ""]
-        );
-        assert_eq!(array_elements("{}").count(), 0);
-        assert_eq!(
-            array_elements(String::from(" {x,\"a,b\",\"q\\\"\"} ")).collect::<Vec<_>>(),
-            ["x", "a,b", "q\""]
-        );
-    }
 
     #[test]
     fn substr_follows_postgresql_positions() {

@@ -49,6 +49,8 @@ pub(crate) enum CatalogTable {
     User,
     Settings,
     Am,
+    /// pg_opclass: the default B-tree operator class of each type (PostgreSQL's oids).
+    Opclass,
     Inherits,
     PartitionedTable,
     Constraint,
@@ -107,6 +109,7 @@ impl CatalogTable {
             "pg_user" => CatalogTable::User,
             "pg_settings" => CatalogTable::Settings,
             "pg_am" => CatalogTable::Am,
+            "pg_opclass" => CatalogTable::Opclass,
             "pg_inherits" => CatalogTable::Inherits,
             "pg_partitioned_table" => CatalogTable::PartitionedTable,
             "pg_constraint" => CatalogTable::Constraint,
@@ -225,6 +228,12 @@ impl CatalogTable {
                 ("indislive", T::Bool),
                 ("indisreplident", T::Bool),
                 ("indkey", T::INT2_ARRAY),
+                ("indnullsnotdistinct", T::Bool),
+                ("indcollation", SqlType::Array(&T::Oid)),
+                ("indclass", SqlType::Array(&T::Oid)),
+                ("indoption", T::INT2_ARRAY),
+                ("indexprs", T::Text),
+                ("indpred", T::Text),
             ],
             CatalogTable::Database => &[
                 ("oid", T::Oid),
@@ -293,6 +302,17 @@ impl CatalogTable {
                 ("reset_val", T::Text),
             ],
             CatalogTable::Am => &[("oid", T::Oid), ("amname", T::Name), ("amtype", T::Char)],
+            CatalogTable::Opclass => &[
+                ("oid", T::Oid),
+                ("opcmethod", T::Oid),
+                ("opcname", T::Name),
+                ("opcnamespace", T::Oid),
+                ("opcowner", T::Oid),
+                ("opcfamily", T::Oid),
+                ("opcintype", T::Oid),
+                ("opcdefault", T::Bool),
+                ("opckeytype", T::Oid),
+            ],
             CatalogTable::Inherits => &[
                 ("inhrelid", T::Oid),
                 ("inhparent", T::Oid),
@@ -575,6 +595,23 @@ impl CatalogTable {
                 vec![int(HEAP_AM), text("heap"), text("t")],
                 vec![int(BTREE_AM), text("btree"), text("i")],
             ],
+            CatalogTable::Opclass => OPCLASSES
+                .iter()
+                .map(|&(oid, name, family, intype)| {
+                    let key = if name == "name_ops" { 2275 } else { 0 };
+                    vec![
+                        int(oid.into()),
+                        int(BTREE_AM),
+                        text(name),
+                        int(PG_CATALOG_NS),
+                        int(SUPERUSER_OID),
+                        int(family.into()),
+                        int(intype.into()),
+                        Value::Bool(true),
+                        int(key),
+                    ]
+                })
+                .collect(),
             CatalogTable::Inherits
             | CatalogTable::PartitionedTable
             | CatalogTable::Description
@@ -1180,6 +1217,16 @@ fn index_rows(tx: &Transaction) -> Result<Vec<Row>> {
             let primary = is_primary(&t, i);
             let key: Vec<String> = i.columns.iter().map(|c| (c + 1).to_string()).collect();
             let n = int(i64::try_from(i.columns.len()).unwrap_or(i64::MAX));
+            let types: Vec<SqlType> = i
+                .columns
+                .iter()
+                .map(|&c| t.columns.get(usize::from(c)).map_or(T::Unknown, |c| c.ty))
+                .collect();
+            let oids = |f: &dyn Fn(SqlType) -> u32| {
+                let v: Vec<String> = types.iter().map(|&t| f(t).to_string()).collect();
+                text(&format!("{{{}}}", v.join(",")))
+            };
+            let collation = |t: SqlType| if t.is_text() { 100 } else { 0 };
             rows.push(vec![
                 oid_of(i.oid),
                 oid_of(t.def.oid),
@@ -1195,6 +1242,12 @@ fn index_rows(tx: &Transaction) -> Result<Vec<Row>> {
                 Value::Bool(true),
                 Value::Bool(false),
                 text(&format!("{{{}}}", key.join(","))),
+                Value::Bool(false),
+                oids(&collation),
+                oids(&opclass),
+                oids(&|_| 0),
+                Value::Null,
+                Value::Null,
             ]);
         }
     }
@@ -1360,6 +1413,45 @@ fn foreign_key_def(tx: &Transaction, f: &catalog::ForeignKey) -> Result<String> 
     Ok(def)
 }
 
+/// The default B-tree operator classes: oid, name, family and input type, as PostgreSQL's
+/// `pg_opclass.dat` numbers them.
+const OPCLASSES: &[(u32, &str, u32, u32)] = &[
+    (1978, "int4_ops", 1976, 23),
+    (1979, "int2_ops", 1976, 21),
+    (1981, "oid_ops", 1989, 26),
+    (3122, "date_ops", 434, 1082),
+    (3123, "float8_ops", 1970, 701),
+    (3124, "int8_ops", 1976, 20),
+    (3125, "numeric_ops", 1988, 1700),
+    (3126, "text_ops", 1994, 25),
+    (3127, "timestamptz_ops", 434, 1184),
+    (3128, "timestamp_ops", 434, 1114),
+    (10000, "array_ops", 397, 2277),
+    (10003, "bool_ops", 424, 16),
+    (10004, "bpchar_ops", 426, 1042),
+    (10006, "bytea_ops", 428, 17),
+    (10007, "char_ops", 429, 18),
+    (10012, "float4_ops", 1970, 700),
+    (10022, "interval_ops", 1982, 1186),
+    (10028, "name_ops", 1994, 19),
+    (10065, "uuid_ops", 2968, 2950),
+    (10067, "pg_lsn_ops", 3253, 3220),
+];
+
+/// The default B-tree operator class of a column of type `t` (0 if it has none).
+fn opclass(t: SqlType) -> u32 {
+    let input = match t {
+        T::Array(_) => 2277,
+        T::Varchar(_) => T::Text.oid(),
+        T::Regclass | T::Regtype | T::Regnamespace => T::Oid.oid(),
+        t => t.oid(),
+    };
+    OPCLASSES
+        .iter()
+        .find(|&&(_, _, _, intype)| intype == input)
+        .map_or(0, |&(oid, ..)| oid)
+}
+
 /// The types pg_type lists: every type quire has.
 const TYPES: &[SqlType] = &[
     T::Bool,
@@ -1383,51 +1475,54 @@ const TYPES: &[SqlType] = &[
     T::Regtype,
     T::Uuid,
     T::Numeric(None),
-    T::TEXT_ARRAY,
     T::PgLsn,
     T::Json,
     T::Void,
 ];
 
+/// pg_type: each type of [`TYPES`], then the array type of each that has one.
 fn type_rows() -> Vec<Row> {
-    TYPES
-        .iter()
-        .map(|&t| {
-            let array = t == T::TEXT_ARRAY;
-            vec![
-                int(i64::from(t.oid())),
-                text(&internal_name(t)),
-                int(PG_CATALOG_NS),
-                int(SUPERUSER_OID),
-                int(type_len(t)),
-                Value::Bool(type_len(t) > 0 && type_len(t) <= 8),
-                text("b"),
-                text(if array {
-                    "A"
-                } else if t.is_text() {
-                    "S"
-                } else if t == T::Interval {
-                    "T"
-                } else if t == T::Json {
-                    "U"
-                } else {
-                    "N"
-                }),
-                int(0),
-                int(if array { i64::from(T::Text.oid()) } else { 0 }),
-                int(if t == T::Text {
-                    i64::from(T::TEXT_ARRAY.oid())
-                } else {
-                    0
-                }),
-                Value::Bool(false),
-                int(0),
-                int(-1),
-                int(if t.is_text() { DEFAULT_COLLATION } else { 0 }),
-                text(","),
-            ]
-        })
-        .collect()
+    let arrays = TYPES.iter().filter_map(|&t| SqlType::array_of(t));
+    TYPES.iter().copied().chain(arrays).map(type_row).collect()
+}
+
+fn type_row(t: SqlType) -> Row {
+    let elem = t.element();
+    let category = match t {
+        _ if elem.is_some() => "A",
+        _ if t.is_text() => "S",
+        T::Bool => "B",
+        T::Interval => "T",
+        T::Date | T::Timestamp | T::Timestamptz => "D",
+        T::Json | T::Uuid | T::PgLsn | T::Bytea => "U",
+        T::Void => "P",
+        _ => "N",
+    };
+    let array_oid = SqlType::array_of(t)
+        .filter(|_| elem.is_none())
+        .map_or(0, SqlType::oid);
+    vec![
+        int(i64::from(t.oid())),
+        text(&internal_name(t)),
+        int(PG_CATALOG_NS),
+        int(SUPERUSER_OID),
+        int(type_len(t)),
+        Value::Bool(type_len(t) > 0 && type_len(t) <= 8),
+        text(if t == T::Void { "p" } else { "b" }),
+        text(category),
+        int(0),
+        int(elem.map_or(0, |e| i64::from(e.oid()))),
+        int(i64::from(array_oid)),
+        Value::Bool(false),
+        int(0),
+        int(-1),
+        int(if t.is_text() || elem.is_some_and(SqlType::is_text) {
+            DEFAULT_COLLATION
+        } else {
+            0
+        }),
+        text(","),
+    ]
 }
 
 /// pg_type's `typname` (PostgreSQL's internal names).
@@ -1443,7 +1538,8 @@ fn internal_name(t: SqlType) -> String {
         T::Bpchar(_) => "bpchar".into(),
         T::Timestamptz => "timestamptz".into(),
         T::Char => "char".into(),
-        T::TEXT_ARRAY => "_text".into(),
+        T::Timestamp => "timestamp".into(),
+        T::Array(e) => format!("_{}", internal_name(*e)),
         t => t.name(),
     }
 }

@@ -62,6 +62,41 @@ pub enum SqlType {
     Unknown,
 }
 
+/// A comparison operator (`=`, `<>`, `<`, `<=`, `>`, `>=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl CmpOp {
+    pub(crate) fn holds(self, o: std::cmp::Ordering) -> bool {
+        match self {
+            CmpOp::Eq => o.is_eq(),
+            CmpOp::Ne => o.is_ne(),
+            CmpOp::Lt => o.is_lt(),
+            CmpOp::Le => o.is_le(),
+            CmpOp::Gt => o.is_gt(),
+            CmpOp::Ge => o.is_ge(),
+        }
+    }
+
+    /// The operator with its operands swapped (`a < b` is `b > a`).
+    pub(crate) fn flip(self) -> CmpOp {
+        match self {
+            CmpOp::Lt => CmpOp::Gt,
+            CmpOp::Le => CmpOp::Ge,
+            CmpOp::Gt => CmpOp::Lt,
+            CmpOp::Ge => CmpOp::Le,
+            op => op,
+        }
+    }
+}
+
 /// Microseconds from 1970-01-01 (the engine's epoch) to 2000-01-01 (PostgreSQL's).
 pub const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
 

@@ -426,43 +426,19 @@ impl Binder<'_> {
                 field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime),
             } => self.call("floor", &[&**expr], scope),
             AstExpr::CompoundFieldAccess { root, access_chain } => {
-                let [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] =
-                    access_chain.as_slice()
-                else {
-                    return Err(SqlError::unsupported(format!("expression {e}")));
-                };
-                let (arr, at) = self.expr(root, scope)?;
-                let Some(elem) = at.element() else {
-                    return Err(SqlError::new(
-                        SqlState::DATATYPE_MISMATCH,
-                        format!(
-                            "cannot subscript type {} because it is not an array",
-                            at.name()
-                        ),
-                    ));
-                };
-                let (i, it) = self.expr_expecting(index, scope, Some(SqlType::Int4))?;
-                let i = self.coerce(i, it, SqlType::Int4)?;
-                let text = Expr::Func(Func::Subscript, vec![arr, i]);
-                Ok((Expr::Cast(Box::new(text), SqlType::Text, elem), elem))
+                self.subscript(root, access_chain, scope)
             }
             AstExpr::AnyOp {
                 left,
-                compare_op: BinaryOperator::Eq,
+                compare_op,
                 right,
                 ..
-            } => {
-                if let AstExpr::Subquery(q) = &**right {
-                    return self.in_subquery(left, q, false, scope);
-                }
-                let (l, lt) = self.expr(left, scope)?;
-                let (r, rt) = self.expr_expecting(right, scope, Some(SqlType::TEXT_ARRAY))?;
-                let r = self.coerce(r, rt, SqlType::TEXT_ARRAY)?;
-                Ok((
-                    Expr::Func(Func::AnyEq, vec![to_text(l, lt), r]),
-                    SqlType::Bool,
-                ))
-            }
+            } => self.quantified(left, compare_op, right, false, scope),
+            AstExpr::AllOp {
+                left,
+                compare_op,
+                right,
+            } => self.quantified(left, compare_op, right, true, scope),
             AstExpr::Exists { subquery, negated } => {
                 let (node, _) = self.subquery(subquery, scope, Some(1))?;
                 let x = Expr::Subquery(Box::new(node), SubqueryKind::Exists);
@@ -479,14 +455,7 @@ impl Binder<'_> {
                 };
                 Ok((Expr::Subquery(Box::new(node), SubqueryKind::Scalar), col.ty))
             }
-            AstExpr::Array(a) => {
-                let mut args = Vec::new();
-                for x in &a.elem {
-                    let (x, ty) = self.expr(x, scope)?;
-                    args.push(self.coerce(x, ty, SqlType::Text).map(|x| to_text(x, ty))?);
-                }
-                Ok((Expr::Func(Func::MakeArray, args), SqlType::TEXT_ARRAY))
-            }
+            AstExpr::Array(a) => self.array_constructor(&a.elem, scope),
             other => Err(SqlError::unsupported(format!("expression {other}"))),
         }
     }
@@ -569,7 +538,7 @@ impl Binder<'_> {
     /// A subquery in an expression, bound with `scope` as its enclosing row. One that
     /// refers to no enclosing query's row is an [`Node::InitPlan`]: run once per statement,
     /// its rows kept (the first `rows_needed` of them, when the expression reads no more).
-    fn subquery(
+    pub(super) fn subquery(
         &mut self,
         q: &ast::Query,
         scope: &Scope,
@@ -799,18 +768,8 @@ impl Binder<'_> {
             BinaryOperator::StringConcat => {
                 let (l, lt) = self.expr(a, scope)?;
                 let (r, rt) = self.expr(b, scope)?;
-                if lt == SqlType::TEXT_ARRAY || rt == SqlType::TEXT_ARRAY {
-                    let l = if lt == SqlType::TEXT_ARRAY {
-                        l
-                    } else {
-                        Expr::Func(Func::MakeArray, vec![to_text(l, lt)])
-                    };
-                    let r = if rt == SqlType::TEXT_ARRAY {
-                        r
-                    } else {
-                        Expr::Func(Func::MakeArray, vec![to_text(r, rt)])
-                    };
-                    return Ok((Expr::Func(Func::ArrayCat, vec![l, r]), SqlType::TEXT_ARRAY));
+                if lt.element().is_some() || rt.element().is_some() {
+                    return self.array_concat((l, lt), (r, rt));
                 }
                 Ok((
                     Expr::Concat(Box::new(to_text(l, lt)), Box::new(to_text(r, rt))),
@@ -1021,7 +980,7 @@ impl Binder<'_> {
         ))
     }
 
-    fn in_subquery(
+    pub(super) fn in_subquery(
         &mut self,
         x: &AstExpr,
         q: &ast::Query,
@@ -1113,9 +1072,15 @@ impl Binder<'_> {
                 if out.len() != 1 {
                     return Err(SqlError::syntax("subquery must return only one column"));
                 }
+                let elem = match out[0].ty {
+                    SqlType::Unknown => SqlType::Text,
+                    t => t,
+                };
+                let ty =
+                    SqlType::array_of(elem).ok_or_else(|| super::array::no_array_type(elem))?;
                 return Ok((
-                    Expr::Subquery(Box::new(node), SubqueryKind::Array),
-                    SqlType::TEXT_ARRAY,
+                    Expr::Subquery(Box::new(node), SubqueryKind::Array(elem)),
+                    ty,
                 ));
             }
             FunctionArguments::Subquery(_) => {
@@ -1217,7 +1182,7 @@ fn call_arguments<'a>(
 /// of one of its arguments (which has its position already), located at the function's
 /// name, as PostgreSQL locates it.
 /// 42883 for a binary operator no operand types take, PostgreSQL's message and hint.
-fn no_operator(left: SqlType, op: &str, right: SqlType) -> SqlError {
+pub(super) fn no_operator(left: SqlType, op: &str, right: SqlType) -> SqlError {
     SqlError::new(
         SqlState::UNDEFINED_FUNCTION,
         format!(

@@ -28,6 +28,7 @@
 //! - Lists of constants `crate::parse` kept as text (`crate::literals`) are bound straight
 //!   from their text, each constant as its literal would be.
 
+mod array;
 mod constraint;
 mod datetime;
 mod expr;

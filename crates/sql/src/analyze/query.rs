@@ -650,6 +650,7 @@ impl Binder<'_> {
                 ));
             }
         }
+        let func = func.typed(bound.first().map(|(_, t)| *t));
         let (args, ty) = Self::aggregate_signature(call.name, func, bound)?;
         let agg = Agg {
             func,
@@ -1423,7 +1424,13 @@ pub(crate) fn output_name(e: &AstExpr) -> String {
         AstExpr::Cast {
             data_type, expr, ..
         } => match &**expr {
-            AstExpr::Identifier(_) | AstExpr::CompoundIdentifier(_) => output_name(expr),
+            // A name the operand has of its own wins over the type's (PostgreSQL's
+            // FigureColname strengths).
+            AstExpr::Identifier(_)
+            | AstExpr::CompoundIdentifier(_)
+            | AstExpr::Array(_)
+            | AstExpr::Function(_)
+            | AstExpr::Case { .. } => output_name(expr),
             _ => cast_name(data_type),
         },
         AstExpr::Nested(_) => {
@@ -1445,12 +1452,16 @@ pub(crate) fn output_name(e: &AstExpr) -> String {
         AstExpr::Case { .. } => "case".into(),
         AstExpr::Exists { .. } => "exists".into(),
         AstExpr::Array(_) => "array".into(),
+        AstExpr::CompoundFieldAccess { root, .. } => output_name(root),
         _ => "?column?".into(),
     }
 }
 
 /// PostgreSQL names a cast's output column after the type's internal name.
 fn cast_name(t: &ast::DataType) -> String {
+    if let ast::DataType::Array(ast::ArrayElemTypeDef::SquareBracket(elem, _)) = t {
+        return cast_name(elem);
+    }
     match SqlType::from_ast(t) {
         Ok(SqlType::Int2) => "int2".into(),
         Ok(SqlType::Int4) => "int4".into(),

@@ -362,6 +362,10 @@ impl Binder<'_> {
         for a in call.args {
             bound.push(self.expr(a, scope)?);
         }
+        let func = match func {
+            WinFunc::Agg(a) => WinFunc::Agg(a.typed(bound.first().map(|(_, t)| *t))),
+            f => f,
+        };
         let (args, ty) = match func {
             WinFunc::Agg(a) => Self::aggregate_signature(call.name, a, bound)?,
             f => self.window_signature(call.name, f, bound)?,

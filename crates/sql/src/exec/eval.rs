@@ -14,7 +14,7 @@ use quire_engine::{SqlState, Value};
 use crate::context::{Cx, Frame};
 use crate::error::{Result, SqlError};
 use crate::interrupt::Interrupt;
-use crate::nodes::{ArithOp, Expr, Node, SubqueryKind};
+use crate::nodes::{ArithOp, CmpOp, Expr, Node, SubqueryKind};
 use crate::types::{self, as_f64, compare, internal, SqlType};
 
 impl Expr {
@@ -39,10 +39,13 @@ impl Expr {
                 Value::Numeric(n) => Value::Numeric(crate::numeric::negate(&n)?),
                 v => v,
             },
-            Expr::Cmp(op, _, l, r) => {
+            Expr::Cmp(op, ty, l, r) => {
                 let (l, r) = (l.eval(cx, row)?, r.eval(cx, row)?);
                 if l.is_null() || r.is_null() {
                     Value::Null
+                } else if ty.element().is_some() && !matches!(op, CmpOp::Eq | CmpOp::Ne) {
+                    // Equal arrays have equal canonical texts; order is element by element.
+                    Value::Bool(op.holds(crate::func::array::compare_as(&l, &r, *ty)?))
                 } else {
                     Value::Bool(op.holds(compare(&l, &r)))
                 }
@@ -320,14 +323,14 @@ fn subquery(node: &Node, kind: &SubqueryKind, cx: &Cx, row: &[Value]) -> Result<
             }
             Ok(first.into_iter().next().unwrap_or(Value::Null))
         }
-        SubqueryKind::Array => {
-            let mut text = crate::func::ArrayText::new();
+        SubqueryKind::Array(elem) => {
+            let mut b = types::array::Builder::default();
             for r in crate::exec::open(node, &inner)? {
+                cx.interrupt.check()?;
                 let v = r?.into_iter().next().unwrap_or(Value::Null);
-                let ty = v.type_of().map_or(SqlType::Text, SqlType::of_engine_type);
-                text.push(&types::format_text(&v, ty).unwrap_or_else(|| "NULL".into()))?;
+                b.push_value(&v, *elem)?;
             }
-            Ok(Value::Text(text.finish()))
+            Ok(b.finish())
         }
         SubqueryKind::In { expr, negated } => {
             let v = expr.eval(cx, row)?;

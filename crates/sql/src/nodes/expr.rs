@@ -18,8 +18,6 @@
 //!   (`types::check_value_len`, 54000); LIKE and regular expressions check the interrupt as
 //!   they go through a long text.
 
-use std::cmp::Ordering;
-
 use quire_engine::Value;
 
 use super::plan::Node;
@@ -91,8 +89,8 @@ pub(crate) enum SubqueryKind {
     /// `(SELECT x ...)`: its one value, NULL for no row, 21000 for more than one.
     Scalar,
     Exists,
-    /// `ARRAY(SELECT ...)`: the first column's values as a `text[]`.
-    Array,
+    /// `ARRAY(SELECT ...)`: the first column's values (of this type) as an array.
+    Array(SqlType),
     /// `expr [NOT] IN (SELECT ...)`.
     In {
         expr: Box<Expr>,
@@ -109,39 +107,7 @@ pub(crate) enum ArithOp {
     Mod,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CmpOp {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
-impl CmpOp {
-    pub(crate) fn holds(self, o: Ordering) -> bool {
-        match self {
-            CmpOp::Eq => o.is_eq(),
-            CmpOp::Ne => o.is_ne(),
-            CmpOp::Lt => o.is_lt(),
-            CmpOp::Le => o.is_le(),
-            CmpOp::Gt => o.is_gt(),
-            CmpOp::Ge => o.is_ge(),
-        }
-    }
-
-    /// The operator with its operands swapped (`a < b` is `b > a`).
-    pub(crate) fn flip(self) -> CmpOp {
-        match self {
-            CmpOp::Lt => CmpOp::Gt,
-            CmpOp::Le => CmpOp::Ge,
-            CmpOp::Gt => CmpOp::Lt,
-            CmpOp::Ge => CmpOp::Le,
-            op => op,
-        }
-    }
-}
+pub(crate) use crate::types::CmpOp;
 
 impl Expr {
     /// Whether the expression reads the current row (not only constants, parameters and
@@ -185,7 +151,7 @@ impl Expr {
             | Expr::Outer { .. }
             | Expr::Subquery(
                 _,
-                SubqueryKind::Scalar | SubqueryKind::Exists | SubqueryKind::Array,
+                SubqueryKind::Scalar | SubqueryKind::Exists | SubqueryKind::Array(_),
             ) => {}
             Expr::Subquery(_, SubqueryKind::In { expr, .. })
             | Expr::Neg(expr)
@@ -238,7 +204,7 @@ impl Expr {
             | Expr::Outer { .. }
             | Expr::Subquery(
                 _,
-                SubqueryKind::Scalar | SubqueryKind::Exists | SubqueryKind::Array,
+                SubqueryKind::Scalar | SubqueryKind::Exists | SubqueryKind::Array(_),
             ) => {}
             Expr::Subquery(_, SubqueryKind::In { expr, .. })
             | Expr::Neg(expr)
@@ -412,6 +378,7 @@ pub(crate) fn and_of(mut conjuncts: Vec<Expr>) -> Option<Expr> {
 /// A part of a tree being taken apart ([`dismantle`]): a node, or a list of them (taken
 /// one at a time, so that the explicit stack stays as small as the tree is deep, however
 /// wide it is).
+#[allow(clippy::large_enum_variant)] // a few at a time, on the dismantling stack
 pub(crate) enum Part {
     Expr(Expr),
     Node(Node),

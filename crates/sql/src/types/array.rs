@@ -11,6 +11,8 @@
 //!   the text at most `MAX_VALUE_BYTES` (54000 beyond, before it is built).
 //! - An element type carries no typmod (`varchar(10)[]` is `character varying[]`).
 
+use std::fmt::Write as _;
+
 use quire_engine::{SqlState, Value};
 
 use super::SqlType;
@@ -277,7 +279,10 @@ impl Reader<'_> {
 }
 
 /// Reads `[lo:hi][lo:hi]=` before the braces, if written.
-fn read_bounds(text: &str) -> Result<(Option<Vec<(i64, i64)>>, &str)> {
+/// Lower and upper bounds written before an array's braces.
+type Bounds = Vec<(i64, i64)>;
+
+fn read_bounds(text: &str) -> Result<(Option<Bounds>, &str)> {
     let t = text.trim_start_matches(is_space);
     if !t.starts_with('[') {
         return Ok((None, t));
@@ -383,7 +388,7 @@ pub fn write(a: &Parsed) -> Result<String> {
     if a.dims.iter().any(|d| d.lower != 1) {
         for d in &a.dims {
             let hi = d.lower + i64::try_from(d.len).unwrap_or(i64::MAX) - 1;
-            out.push_str(&format!("[{}:{}]", d.lower, hi));
+            let _ = write!(out, "[{}:{}]", d.lower, hi);
         }
         out.push('=');
     }
@@ -465,15 +470,6 @@ pub fn values(text: &str, elem: SqlType) -> Result<Vec<Value>> {
         .collect()
 }
 
-/// An array of `elems` (values of `elem`) as a canonical one-dimensional array value.
-pub fn from_values(elems: &[Value], elem: SqlType) -> Result<Value> {
-    let texts = elems
-        .iter()
-        .map(|v| super::format_text(v, elem))
-        .collect::<Vec<_>>();
-    write(&Parsed::flat(texts)).map(Value::Text)
-}
-
 /// Each element of an array of `from` converted to `to` by `convert` (a cast), the shape
 /// kept.
 pub fn map_elements(
@@ -483,13 +479,87 @@ pub fn map_elements(
     convert: impl Fn(Value) -> Result<Value>,
 ) -> Result<Value> {
     let mut a = parse(text)?;
-    for e in a.elems.iter_mut() {
+    for e in &mut a.elems {
         if let Some(s) = e {
             let v = convert(super::parse_text(from, s)?)?;
             *e = super::format_text(&v, to);
         }
     }
     write(&a).map(Value::Text)
+}
+
+/// A one-dimensional array's canonical text, built an element at a time (`array_agg`,
+/// `ARRAY(subquery)`); 54000 before it passes `MAX_VALUE_BYTES`.
+#[derive(Clone, Debug)]
+pub struct Builder {
+    text: String,
+    count: usize,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            text: String::from("{"),
+            count: 0,
+        }
+    }
+}
+
+impl Builder {
+    /// Appends an element's text (`None` for NULL).
+    pub fn push(&mut self, e: Option<&str>) -> Result<()> {
+        if self.count > 0 {
+            self.text.push(',');
+        }
+        self.count += 1;
+        push_element(&mut self.text, e)
+    }
+
+    /// Appends a value of `elem`.
+    pub fn push_value(&mut self, v: &Value, elem: SqlType) -> Result<()> {
+        self.push(super::format_text(v, elem).as_deref())
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    pub fn finish(mut self) -> Value {
+        self.text.push('}');
+        Value::Text(self.text)
+    }
+}
+
+/// Two arrays of `elem` compared as PostgreSQL's `array_cmp` does: element by element in
+/// row-major order (NULL after any value), then the one with more elements is greater,
+/// then by dimensions.
+pub fn compare(left: &str, right: &str, elem: SqlType) -> Result<std::cmp::Ordering> {
+    use std::cmp::Ordering;
+    let (left, right) = (parse(left)?, parse(right)?);
+    for pair in left.elems.iter().zip(&right.elems) {
+        let o = match pair {
+            (None, None) => Ordering::Equal,
+            (None, Some(_)) => Ordering::Greater,
+            (Some(_), None) => Ordering::Less,
+            (Some(l), Some(r)) => {
+                super::compare(&super::parse_text(elem, l)?, &super::parse_text(elem, r)?)
+            }
+        };
+        if o.is_ne() {
+            return Ok(o);
+        }
+    }
+    let dims = |p: &Parsed| p.dims.iter().map(|d| (d.len, d.lower)).collect::<Vec<_>>();
+    Ok(left
+        .elems
+        .len()
+        .cmp(&right.elems.len())
+        .then_with(|| left.dims.len().cmp(&right.dims.len()))
+        .then_with(|| dims(&left).cmp(&dims(&right))))
 }
 
 #[cfg(test)]

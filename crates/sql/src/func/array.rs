@@ -1,0 +1,588 @@
+//! The array functions and operators: resolution of PostgreSQL's polymorphic signatures
+//! (`anyarray`, `anyelement`) and evaluation over arrays in their canonical text form
+//! ([`crate::types::array`]).
+//!
+//! ## Rules
+//! - Resolution: the array arguments fix the element type; an `anyelement` argument is
+//!   cast to it. With only an element argument typed, the array is of its type. With
+//!   neither typed, 42804 `could not determine polymorphic type`, as PostgreSQL.
+//! - Searching functions (`array_position`, `array_remove`, `array_replace`) compare with
+//!   IS NOT DISTINCT FROM and take one-dimensional arrays only (0A000 otherwise), as
+//!   PostgreSQL.
+//! - `x op ANY (array)` is true if the operator holds for some element, NULL if it holds for
+//!   none but some comparison was NULL, else false; ALL is the dual.
+
+use std::cmp::Ordering;
+use std::fmt::Write as _;
+
+use quire_engine::{SqlState, Value};
+
+use super::{no_such_function, text_arg, unify, Func};
+use crate::error::{Result, SqlError};
+use crate::types::array::{self, Builder, Dim, Parsed};
+use crate::types::{self, CmpOp, SqlType};
+
+/// An array function or operator; `elem` is the arrays' element type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ArrayFn {
+    /// `ARRAY[...]` of elements; `nested` when the elements are arrays themselves.
+    Make {
+        elem: SqlType,
+        nested: bool,
+    },
+    /// `anyarray || anyarray`, array_cat.
+    Cat(SqlType),
+    /// `anyarray || anyelement`, array_append.
+    Append(SqlType),
+    /// `anyelement || anyarray`, array_prepend.
+    Prepend(SqlType),
+    Length,
+    Upper,
+    Lower,
+    Ndims,
+    Dims,
+    Cardinality,
+    Position(SqlType),
+    Positions(SqlType),
+    Remove(SqlType),
+    Replace(SqlType),
+    /// array_to_string(array, sep [, null_string]).
+    ToString(SqlType),
+    /// string_to_array(text, sep [, null_string]).
+    FromString,
+    /// `array[i][j]...`: one subscript per argument after the array.
+    Subscript(SqlType),
+    /// `x op ANY (array)` or `x op ALL (array)`, comparing as `ty` (`x` is cast to it
+    /// already, each element on the way).
+    Any {
+        op: CmpOp,
+        all: bool,
+        elem: SqlType,
+        ty: SqlType,
+    },
+}
+
+fn poly_error(name: &str) -> SqlError {
+    SqlError::new(
+        SqlState::DATATYPE_MISMATCH,
+        "could not determine polymorphic type because input has type unknown",
+    )
+    .with_hint(format!("Add explicit casts to the arguments of {name}()."))
+}
+
+/// The element type of a call whose arguments at `arrays` are `anyarray` and at `elems`
+/// `anyelement`.
+fn element_type(
+    name: &str,
+    args: &[SqlType],
+    arrays: &[usize],
+    elems: &[usize],
+) -> Result<SqlType> {
+    let mut elem = SqlType::Unknown;
+    for &i in arrays {
+        match args.get(i) {
+            Some(SqlType::Unknown) | None => {}
+            Some(t) => {
+                let e = t.element().ok_or_else(|| no_such_function(name, args))?;
+                elem = unify(elem, e).ok_or_else(|| no_such_function(name, args))?;
+            }
+        }
+    }
+    if elem == SqlType::Unknown {
+        for &i in elems {
+            if let Some(&t) = args.get(i).filter(|t| **t != SqlType::Unknown) {
+                elem = unify(elem, t).ok_or_else(|| no_such_function(name, args))?;
+            }
+        }
+    }
+    if elem == SqlType::Unknown {
+        return Err(poly_error(name));
+    }
+    if SqlType::array_of(elem).is_none() {
+        return Err(no_such_function(name, args));
+    }
+    Ok(elem)
+}
+
+type Signature = (Func, Vec<Option<SqlType>>, SqlType);
+
+/// The array function `name` for arguments of types `args`, if it is one.
+pub(crate) fn resolve(name: &str, args: &[SqlType]) -> Option<Result<Signature>> {
+    use SqlType as T;
+    let n = args.len();
+    let arr = |e: SqlType| SqlType::array_of(e).unwrap_or(T::TEXT_ARRAY);
+    let sig = |f: ArrayFn, casts: Vec<Option<SqlType>>, ret: SqlType| (Func::Array(f), casts, ret);
+    let elem = |arrays: &[usize], elems: &[usize]| element_type(name, args, arrays, elems);
+    let dims = |f: ArrayFn, ret: SqlType| -> Result<Signature> {
+        let e = elem(&[0], &[])?;
+        let mut casts = vec![Some(arr(e))];
+        casts.extend((1..n).map(|_| Some(T::Int4)));
+        Ok(sig(f, casts, ret))
+    };
+    let r =
+        match (name, n) {
+            ("array_length", 2) => dims(ArrayFn::Length, T::Int4),
+            ("array_upper", 2) => dims(ArrayFn::Upper, T::Int4),
+            ("array_lower", 2) => dims(ArrayFn::Lower, T::Int4),
+            ("array_ndims", 1) => dims(ArrayFn::Ndims, T::Int4),
+            ("array_dims", 1) => dims(ArrayFn::Dims, T::Text),
+            ("cardinality", 1) => dims(ArrayFn::Cardinality, T::Int4),
+            ("array_cat", 2) => {
+                elem(&[0, 1], &[]).map(|e| sig(ArrayFn::Cat(e), vec![Some(arr(e)); 2], arr(e)))
+            }
+            ("array_append", 2) => elem(&[0], &[1])
+                .map(|e| sig(ArrayFn::Append(e), vec![Some(arr(e)), Some(e)], arr(e))),
+            ("array_prepend", 2) => elem(&[1], &[0])
+                .map(|e| sig(ArrayFn::Prepend(e), vec![Some(e), Some(arr(e))], arr(e))),
+            ("array_position", 2 | 3) => elem(&[0], &[1]).map(|e| {
+                let mut casts = vec![Some(arr(e)), Some(e)];
+                casts.extend((2..n).map(|_| Some(T::Int4)));
+                sig(ArrayFn::Position(e), casts, T::Int4)
+            }),
+            ("array_positions", 2) => elem(&[0], &[1]).map(|e| {
+                sig(
+                    ArrayFn::Positions(e),
+                    vec![Some(arr(e)), Some(e)],
+                    arr(T::Int4),
+                )
+            }),
+            ("array_remove", 2) => elem(&[0], &[1])
+                .map(|e| sig(ArrayFn::Remove(e), vec![Some(arr(e)), Some(e)], arr(e))),
+            ("array_replace", 3) => elem(&[0], &[1, 2]).map(|e| {
+                sig(
+                    ArrayFn::Replace(e),
+                    vec![Some(arr(e)), Some(e), Some(e)],
+                    arr(e),
+                )
+            }),
+            ("array_to_string", 2 | 3) => elem(&[0], &[]).map(|e| {
+                let mut casts = vec![Some(arr(e))];
+                casts.extend((1..n).map(|_| Some(T::Text)));
+                sig(ArrayFn::ToString(e), casts, T::Text)
+            }),
+            ("string_to_array", 2 | 3) => Ok(sig(
+                ArrayFn::FromString,
+                vec![Some(T::Text); n],
+                T::TEXT_ARRAY,
+            )),
+            _ => return None,
+        };
+    Some(r)
+}
+
+impl ArrayFn {
+    /// Whether a NULL argument makes the result NULL without a call.
+    pub(crate) fn strict(self) -> bool {
+        !matches!(
+            self,
+            ArrayFn::Make { .. }
+                | ArrayFn::Cat(_)
+                | ArrayFn::Append(_)
+                | ArrayFn::Prepend(_)
+                | ArrayFn::Position(_)
+                | ArrayFn::Positions(_)
+                | ArrayFn::Remove(_)
+                | ArrayFn::Replace(_)
+                | ArrayFn::ToString(_)
+                | ArrayFn::FromString
+                | ArrayFn::Any { .. }
+        )
+    }
+
+    pub(crate) fn call(self, args: &[Value]) -> Result<Value> {
+        match self {
+            ArrayFn::Make { elem, nested } => make(args, elem, nested),
+            ArrayFn::Cat(_) => cat(args.first(), args.get(1)),
+            ArrayFn::Append(e) => append(args, e, false),
+            ArrayFn::Prepend(e) => append(args, e, true),
+            ArrayFn::Length | ArrayFn::Upper | ArrayFn::Lower => dim_of(self, args),
+            ArrayFn::Ndims | ArrayFn::Dims | ArrayFn::Cardinality => shape(self, args),
+            ArrayFn::Position(e) => position(args, e),
+            ArrayFn::Positions(e) => positions(args, e),
+            ArrayFn::Remove(e) | ArrayFn::Replace(e) => remove_replace(self, args, e),
+            ArrayFn::ToString(e) => to_string(args, e),
+            ArrayFn::FromString => from_string(args),
+            ArrayFn::Subscript(e) => subscript(args, e),
+            ArrayFn::Any { op, all, elem, ty } => any(args, op, all, elem, ty),
+        }
+    }
+}
+
+fn parsed(v: &Value) -> Result<Parsed> {
+    array::parse(text_arg(v).unwrap_or("{}"))
+}
+
+fn to_i64(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn not_one_dim() -> SqlError {
+    SqlError::new(
+        SqlState::FEATURE_NOT_SUPPORTED,
+        "searching for elements in multidimensional arrays is not supported",
+    )
+}
+
+/// `ARRAY[...]`: elements (or, nested, sub-arrays of one shape) as an array.
+fn make(args: &[Value], elem: SqlType, nested: bool) -> Result<Value> {
+    if !nested {
+        let mut b = Builder::default();
+        for v in args {
+            b.push_value(v, elem)?;
+        }
+        return Ok(b.finish());
+    }
+    let mut inner: Option<Vec<Dim>> = None;
+    let mut elems = Vec::new();
+    for v in args {
+        let p = parsed(v)?;
+        if p.dims.is_empty() && v.is_null() {
+            return Err(SqlError::new(
+                SqlState::ARRAY_SUBSCRIPT_ERROR,
+                "multidimensional arrays must have array expressions with matching dimensions",
+            ));
+        }
+        match &inner {
+            None => inner = Some(p.dims.clone()),
+            Some(d) if *d != p.dims => {
+                return Err(SqlError::new(
+                    SqlState::ARRAY_SUBSCRIPT_ERROR,
+                    "multidimensional arrays must have array expressions with matching dimensions",
+                ))
+            }
+            Some(_) => {}
+        }
+        elems.extend(p.elems);
+    }
+    let Some(inner) = inner.filter(|d| !d.is_empty()) else {
+        return Ok(Value::Text("{}".into()));
+    };
+    if inner.len() + 1 > array::MAX_DIMS {
+        return Err(SqlError::new(
+            SqlState::PROGRAM_LIMIT_EXCEEDED,
+            format!(
+                "number of array dimensions ({}) exceeds the maximum allowed ({})",
+                inner.len() + 1,
+                array::MAX_DIMS
+            ),
+        ));
+    }
+    let mut dims = vec![Dim {
+        len: args.len(),
+        lower: 1,
+    }];
+    dims.extend(inner);
+    array::write(&Parsed { dims, elems }).map(Value::Text)
+}
+
+/// array_cat: NULL or empty sides vanish; one-dimensional arrays concatenate, keeping the
+/// first one's lower bound.
+fn cat(a: Option<&Value>, b: Option<&Value>) -> Result<Value> {
+    let (a, b) = match (a.filter(|v| !v.is_null()), b.filter(|v| !v.is_null())) {
+        (None, None) => return Ok(Value::Null),
+        (Some(x), None) | (None, Some(x)) => return Ok(x.clone()),
+        (Some(a), Some(b)) => (parsed(a)?, parsed(b)?),
+    };
+    if a.dims.is_empty() {
+        return array::write(&b).map(Value::Text);
+    }
+    if b.dims.is_empty() {
+        return array::write(&a).map(Value::Text);
+    }
+    if a.dims.len() != b.dims.len() || a.dims[1..] != b.dims[1..] {
+        return Err(SqlError::new(
+            SqlState::ARRAY_SUBSCRIPT_ERROR,
+            "cannot concatenate incompatible arrays",
+        )
+        .with_detail(
+            "Arrays with differing element dimensions are not compatible for concatenation.",
+        ));
+    }
+    let mut dims = a.dims.clone();
+    dims[0].len += b.dims[0].len;
+    let mut elems = a.elems;
+    elems.extend(b.elems);
+    array::write(&Parsed { dims, elems }).map(Value::Text)
+}
+
+/// array_append / array_prepend: the element added to a one-dimensional array.
+fn append(args: &[Value], elem: SqlType, prepend: bool) -> Result<Value> {
+    let (arr, v) = if prepend {
+        (&args[1], &args[0])
+    } else {
+        (&args[0], &args[1])
+    };
+    let mut a = if arr.is_null() {
+        Parsed::default()
+    } else {
+        parsed(arr)?
+    };
+    if a.dims.len() > 1 {
+        return Err(SqlError::new(
+            SqlState::DATA_EXCEPTION,
+            "argument must be empty or one-dimensional array",
+        ));
+    }
+    let e = types::format_text(v, elem);
+    match (a.dims.first_mut(), prepend) {
+        (None, _) => a = Parsed::flat(vec![e]),
+        (Some(d), true) => {
+            d.len += 1;
+            a.elems.insert(0, e);
+        }
+        (Some(d), false) => {
+            d.len += 1;
+            a.elems.push(e);
+        }
+    }
+    array::write(&a).map(Value::Text)
+}
+
+/// array_length / array_upper / array_lower of a dimension (NULL if it has none).
+fn dim_of(f: ArrayFn, args: &[Value]) -> Result<Value> {
+    let a = parsed(&args[0])?;
+    let d = match &args[1] {
+        Value::Int(d) => usize::try_from(*d - 1).ok().and_then(|i| a.dims.get(i)),
+        _ => None,
+    };
+    Ok(match d {
+        None => Value::Null,
+        Some(d) => Value::Int(match f {
+            ArrayFn::Length => to_i64(d.len),
+            ArrayFn::Lower => d.lower,
+            _ => d.lower + to_i64(d.len) - 1,
+        }),
+    })
+}
+
+/// array_ndims / array_dims / cardinality.
+fn shape(f: ArrayFn, args: &[Value]) -> Result<Value> {
+    let a = parsed(&args[0])?;
+    Ok(match f {
+        ArrayFn::Cardinality => Value::Int(to_i64(a.elems.len())),
+        _ if a.dims.is_empty() => Value::Null,
+        ArrayFn::Ndims => Value::Int(to_i64(a.dims.len())),
+        _ => {
+            let mut out = String::new();
+            for d in &a.dims {
+                let _ = write!(out, "[{}:{}]", d.lower, d.lower + to_i64(d.len) - 1);
+            }
+            Value::Text(out)
+        }
+    })
+}
+
+/// A one-dimensional array's elements as values of `elem`, with its lower bound.
+fn one_dim(v: &Value, elem: SqlType) -> Result<(i64, Vec<Value>)> {
+    let a = parsed(v)?;
+    if a.dims.len() > 1 {
+        return Err(not_one_dim());
+    }
+    let lower = a.dims.first().map_or(1, |d| d.lower);
+    let values = a
+        .elems
+        .iter()
+        .map(|e| {
+            e.as_deref()
+                .map_or(Ok(Value::Null), |s| types::parse_text(elem, s))
+        })
+        .collect::<Result<_>>()?;
+    Ok((lower, values))
+}
+
+/// IS NOT DISTINCT FROM.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a.is_null(), b.is_null()) {
+        (true, true) => true,
+        (false, false) => types::compare(a, b).is_eq(),
+        _ => false,
+    }
+}
+
+fn position(args: &[Value], elem: SqlType) -> Result<Value> {
+    if args[0].is_null() {
+        return Ok(Value::Null);
+    }
+    let (lower, values) = one_dim(&args[0], elem)?;
+    let start = match args.get(2) {
+        None => 0,
+        Some(Value::Int(s)) => usize::try_from(*s - lower).unwrap_or(0),
+        Some(_) => {
+            return Err(SqlError::new(
+                SqlState::NULL_VALUE_NOT_ALLOWED,
+                "initial position must not be null",
+            ))
+        }
+    };
+    let found = values
+        .iter()
+        .enumerate()
+        .skip(start)
+        .find(|(_, v)| same(v, &args[1]));
+    Ok(found.map_or(Value::Null, |(i, _)| Value::Int(lower + to_i64(i))))
+}
+
+fn positions(args: &[Value], elem: SqlType) -> Result<Value> {
+    if args[0].is_null() {
+        return Ok(Value::Null);
+    }
+    let (lower, values) = one_dim(&args[0], elem)?;
+    let mut b = Builder::default();
+    for (i, v) in values.iter().enumerate() {
+        if same(v, &args[1]) {
+            b.push_value(&Value::Int(lower + to_i64(i)), SqlType::Int4)?;
+        }
+    }
+    Ok(b.finish())
+}
+
+/// array_remove(a, x) / array_replace(a, x, y).
+fn remove_replace(f: ArrayFn, args: &[Value], elem: SqlType) -> Result<Value> {
+    if args[0].is_null() {
+        return Ok(Value::Null);
+    }
+    let a = parsed(&args[0])?;
+    if a.dims.len() > 1 && matches!(f, ArrayFn::Remove(_)) {
+        return Err(SqlError::new(
+            SqlState::FEATURE_NOT_SUPPORTED,
+            "removing elements from multidimensional arrays is not supported",
+        ));
+    }
+    let target = types::format_text(&args[1], elem);
+    let with = args.get(2).map(|v| types::format_text(v, elem));
+    // Canonical texts: equal elements have equal texts.
+    let mut elems = Vec::with_capacity(a.elems.len());
+    for e in a.elems {
+        match (&with, e == target) {
+            (_, false) => elems.push(e),
+            (Some(w), true) => elems.push(w.clone()),
+            (None, true) => {}
+        }
+    }
+    if matches!(f, ArrayFn::Replace(_)) {
+        return array::write(&Parsed {
+            dims: a.dims,
+            elems,
+        })
+        .map(Value::Text);
+    }
+    let lower = a.dims.first().map_or(1, |d| d.lower);
+    let mut out = Parsed::flat(elems);
+    if let Some(d) = out.dims.first_mut() {
+        d.lower = lower;
+    }
+    array::write(&out).map(Value::Text)
+}
+
+fn to_string(args: &[Value], elem: SqlType) -> Result<Value> {
+    let (Some(arr), Some(sep)) = (text_arg(&args[0]), text_arg(&args[1])) else {
+        return Ok(Value::Null);
+    };
+    let null_text = args.get(2).and_then(text_arg);
+    let a = array::parse(arr)?;
+    let mut out = String::new();
+    let mut first = true;
+    for e in &a.elems {
+        let Some(piece) = e.as_deref().or(null_text) else {
+            continue;
+        };
+        let sep = if first { "" } else { sep };
+        types::check_growth(out.len(), sep.len() + piece.len())?;
+        out.push_str(sep);
+        out.push_str(piece);
+        first = false;
+    }
+    let _ = elem;
+    Ok(Value::Text(out))
+}
+
+/// string_to_array(s, sep [, null_string]): a NULL separator splits into characters, an
+/// empty one keeps the string whole.
+fn from_string(args: &[Value]) -> Result<Value> {
+    let Some(s) = text_arg(&args[0]) else {
+        return Ok(Value::Null);
+    };
+    let null_text = args.get(2).and_then(text_arg);
+    let mut b = Builder::default();
+    let mut push = |piece: &str| b.push((Some(piece) != null_text).then_some(piece));
+    if s.is_empty() {
+        return Ok(Value::Text("{}".into()));
+    }
+    match text_arg(&args[1]) {
+        None => {
+            let mut buf = [0u8; 4];
+            for c in s.chars() {
+                push(c.encode_utf8(&mut buf))?;
+            }
+        }
+        Some("") => push(s)?,
+        Some(sep) => {
+            for piece in s.split(sep) {
+                push(piece)?;
+            }
+        }
+    }
+    Ok(b.finish())
+}
+
+/// `a[i][j]...`: the element at the subscripts (one per dimension), NULL outside.
+fn subscript(args: &[Value], elem: SqlType) -> Result<Value> {
+    let a = parsed(&args[0])?;
+    let subs = &args[1..];
+    if subs.len() != a.dims.len() {
+        return Ok(Value::Null);
+    }
+    let mut offset = 0usize;
+    for (s, d) in subs.iter().zip(&a.dims) {
+        let Value::Int(i) = s else {
+            return Ok(Value::Null);
+        };
+        let Some(k) = i.checked_sub(d.lower).and_then(|k| usize::try_from(k).ok()) else {
+            return Ok(Value::Null);
+        };
+        if k >= d.len {
+            return Ok(Value::Null);
+        }
+        offset = offset * d.len + k;
+    }
+    match a.elems.get(offset) {
+        Some(Some(s)) => types::parse_text(elem, s),
+        _ => Ok(Value::Null),
+    }
+}
+
+fn any(args: &[Value], op: CmpOp, all: bool, elem: SqlType, ty: SqlType) -> Result<Value> {
+    let (x, arr) = (&args[0], &args[1]);
+    if arr.is_null() {
+        return Ok(Value::Null);
+    }
+    let a = parsed(arr)?;
+    let mut saw_null = false;
+    for e in &a.elems {
+        let holds = match e {
+            Some(s) if !x.is_null() => {
+                let v = types::cast(types::parse_text(elem, s)?, elem, ty)?;
+                Some(op.holds(compare_as(x, &v, ty)?))
+            }
+            _ => None,
+        };
+        match holds {
+            None => saw_null = true,
+            Some(h) if h != all => return Ok(Value::Bool(h)),
+            Some(_) => {}
+        }
+    }
+    Ok(if saw_null {
+        Value::Null
+    } else {
+        Value::Bool(all)
+    })
+}
+
+/// Two values of `ty` compared (arrays element by element).
+pub(crate) fn compare_as(a: &Value, b: &Value, ty: SqlType) -> Result<Ordering> {
+    match (a, b, ty) {
+        (Value::Text(x), Value::Text(y), SqlType::Array(&elem)) => array::compare(x, y, elem),
+        _ => Ok(types::compare(a, b)),
+    }
+}
