@@ -255,6 +255,7 @@ impl AggFunc {
             AggFunc::Min | AggFunc::Max => arg,
             AggFunc::BoolAnd | AggFunc::BoolOr if arg == SqlType::Bool => SqlType::Bool,
             AggFunc::StringAgg if arg.is_text() => SqlType::Text,
+            AggFunc::ArrayAgg(_) if arg.element().is_some() => arg,
             AggFunc::ArrayAgg(_) => SqlType::array_of(arg)?,
             _ => return None,
         })
@@ -276,6 +277,8 @@ pub(crate) enum AggState {
     Text(Option<String>),
     /// array_agg's array so far (NULL for no row).
     Array(Option<crate::types::array::Builder>),
+    /// array_agg of arrays: the sub-arrays' shape and their elements so far.
+    Arrays(Option<crate::types::array::Stacker>),
 }
 
 impl AggState {
@@ -287,6 +290,7 @@ impl AggState {
             AggFunc::Min | AggFunc::Max => AggState::Extreme(None),
             AggFunc::BoolAnd | AggFunc::BoolOr => AggState::Bool(None),
             AggFunc::StringAgg => AggState::Text(None),
+            AggFunc::ArrayAgg(t) if t.element().is_some() => AggState::Arrays(None),
             AggFunc::ArrayAgg(_) => AggState::Array(None),
         }
     }
@@ -300,9 +304,13 @@ impl AggState {
             return Ok(());
         }
         let v = args.first().cloned().unwrap_or(Value::Null);
-        if let (AggState::Array(b), AggFunc::ArrayAgg(elem)) = (&mut *self, f) {
-            // array_agg keeps NULLs.
-            return b.get_or_insert_with(Default::default).push_value(&v, elem);
+        match (&mut *self, f) {
+            (AggState::Array(b), AggFunc::ArrayAgg(elem)) => {
+                // array_agg keeps NULLs.
+                return b.get_or_insert_with(Default::default).push_value(&v, elem);
+            }
+            (AggState::Arrays(s), _) => return s.get_or_insert_with(Default::default).push(&v),
+            _ => {}
         }
         if v.is_null() {
             return Ok(());
@@ -338,7 +346,9 @@ impl AggState {
                     (Some(a), _) => a || b,
                 });
             }
-            (AggState::Array(_), _) => return Err(types::internal("array_agg state")),
+            (AggState::Array(_) | AggState::Arrays(_), _) => {
+                return Err(types::internal("array_agg state"))
+            }
             (AggState::Text(acc), _) => {
                 let sep = match args.get(1) {
                     Some(Value::Text(s)) => s.as_str(),
@@ -382,6 +392,9 @@ impl AggState {
                 s.map_or(Value::Null, Value::Text)
             }
             AggState::Array(b) => b.map_or(Value::Null, crate::types::array::Builder::finish),
+            AggState::Arrays(s) => {
+                s.map_or(Ok(Value::Null), crate::types::array::Stacker::finish)?
+            }
         })
     }
 }

@@ -416,6 +416,10 @@ impl SqlType {
             DataType::Interval { .. } => SqlType::Interval,
             DataType::Array(ast::ArrayElemTypeDef::SquareBracket(inner, _)) => {
                 let elem = SqlType::from_ast(inner)?;
+                if elem.element().is_some() {
+                    // `int[][]` is `int[]`: PostgreSQL does not enforce declared dimensions.
+                    return Ok(elem);
+                }
                 SqlType::array_of(elem).ok_or_else(|| {
                     SqlError::new(
                         SqlState::UNDEFINED_OBJECT,

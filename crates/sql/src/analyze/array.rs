@@ -15,7 +15,7 @@ use crate::error::{Result, SqlError};
 use crate::func::array::ArrayFn;
 use crate::func::{unify, Func};
 use crate::nodes::{CmpOp, Expr, SubqueryKind};
-use crate::types::SqlType;
+use crate::types::{array, SqlType};
 use quire_engine::{SqlState, Value};
 
 /// 42704 for a type that has no array type.
@@ -100,20 +100,75 @@ impl Binder<'_> {
                 ),
             ));
         };
+        let slice = chain
+            .iter()
+            .any(|a| matches!(a, ast::AccessExpr::Subscript(ast::Subscript::Slice { .. })));
         let mut args = vec![arr];
+        let mut omitted = 0u16;
         for access in chain {
-            let ast::AccessExpr::Subscript(ast::Subscript::Index { index }) = access else {
-                return Err(SqlError::unsupported(format!(
-                    "array slices or field access ({access})"
-                )));
+            let bounds = match access {
+                ast::AccessExpr::Subscript(ast::Subscript::Index { index }) if slice => {
+                    // In a slice, a single subscript i means 1:i.
+                    [None, Some(index)]
+                }
+                ast::AccessExpr::Subscript(ast::Subscript::Index { index }) => [Some(index), None],
+                ast::AccessExpr::Subscript(ast::Subscript::Slice {
+                    lower_bound,
+                    upper_bound,
+                    stride: None,
+                }) => [lower_bound.as_ref(), upper_bound.as_ref()],
+                other => return Err(SqlError::unsupported(format!("subscript {other}"))),
             };
-            let (i, it) = self.expr_expecting(index, scope, Some(SqlType::Int4))?;
-            args.push(self.coerce(i, it, SqlType::Int4)?);
+            if args.len() > 2 * array::MAX_DIMS {
+                return Err(array::too_many_dims(chain.len()));
+            }
+            for b in bounds.into_iter().take(if slice { 2 } else { 1 }) {
+                let Some(b) = b else {
+                    omitted |= 1 << (args.len() - 1);
+                    args.push(Expr::Const(Value::Null));
+                    continue;
+                };
+                let (i, it) = self.expr_expecting(b, scope, Some(SqlType::Int4))?;
+                args.push(self.coerce(i, it, SqlType::Int4)?);
+            }
+        }
+        if slice {
+            let f = ArrayFn::Slice { elem, omitted };
+            return Ok((Expr::Func(Func::Array(f), args), at));
         }
         Ok((
             Expr::Func(Func::Array(ArrayFn::Subscript(elem)), args),
             elem,
         ))
+    }
+
+    /// `a @> b`, `a <@ b`, `a && b` between arrays.
+    #[allow(clippy::many_single_char_names)] // l/r: the operands, lt/rt: their types
+    pub(super) fn containment(
+        &mut self,
+        left: &AstExpr,
+        op: &BinaryOperator,
+        right: &AstExpr,
+        scope: &Scope,
+    ) -> Result<(Expr, SqlType)> {
+        let (l, lt) = self.expr(left, scope)?;
+        let (r, rt) = self.expr_expecting(right, scope, lt.element().map(|_| lt))?;
+        let lt2 = if lt == SqlType::Unknown { rt } else { lt };
+        let rt2 = if rt == SqlType::Unknown { lt2 } else { rt };
+        let no_op = || super::expr::no_operator(lt, &op.to_string(), rt);
+        let (Some(x), Some(y)) = (lt2.element(), rt2.element()) else {
+            return Err(no_op());
+        };
+        let elem = unify(x, y).ok_or_else(no_op)?;
+        let array = SqlType::array_of(elem).ok_or_else(no_op)?;
+        let l = self.coerce(l, lt, array)?;
+        let r = self.coerce(r, rt, array)?;
+        let (f, args) = match op {
+            BinaryOperator::AtArrow => (ArrayFn::Contains(elem), vec![l, r]),
+            BinaryOperator::ArrowAt => (ArrayFn::Contains(elem), vec![r, l]),
+            _ => (ArrayFn::Overlap(elem), vec![l, r]),
+        };
+        Ok((Expr::Func(Func::Array(f), args), SqlType::Bool))
     }
 
     /// `l || r` where either side is an array: array_cat, array_append or array_prepend.

@@ -824,6 +824,9 @@ impl Binder<'_> {
                     SqlType::Bool,
                 ))
             }
+            BinaryOperator::AtArrow | BinaryOperator::ArrowAt | BinaryOperator::PGOverlap => {
+                self.containment(a, op, b, scope)
+            }
             other => Err(SqlError::unsupported(format!("operator {other}"))),
         }
     }

@@ -52,6 +52,22 @@ pub(crate) enum ArrayFn {
     FromString,
     /// `array[i][j]...`: one subscript per argument after the array.
     Subscript(SqlType),
+    /// `array[lo:hi]...`: a lower and an upper bound per dimension after the array; bit
+    /// k of `omitted` set when argument k + 1 was left out (`a[:2]`).
+    Slice {
+        elem: SqlType,
+        omitted: u16,
+    },
+    /// `a @> b` (and `b <@ a`): every element of b is in a.
+    Contains(SqlType),
+    /// `a && b`: some element is in both.
+    Overlap(SqlType),
+    /// array_fill(value, dims [, lower bounds]).
+    Fill(SqlType),
+    /// array_reverse(a): the first dimension reversed.
+    Reverse,
+    /// array_sort(a [, descending [, nulls_first]]).
+    Sort(SqlType),
     /// `x op ANY (array)` or `x op ALL (array)`, comparing as `ty` (`x` is cast to it
     /// already, each element on the way).
     Any {
@@ -160,6 +176,19 @@ pub(crate) fn resolve(name: &str, args: &[SqlType]) -> Option<Result<Signature>>
                 casts.extend((1..n).map(|_| Some(T::Text)));
                 sig(ArrayFn::ToString(e), casts, T::Text)
             }),
+            ("array_fill", 2 | 3) => elem(&[], &[0]).map(|e| {
+                let mut casts = vec![Some(e), Some(arr(T::Int4))];
+                casts.extend((2..n).map(|_| Some(arr(T::Int4))));
+                sig(ArrayFn::Fill(e), casts, arr(e))
+            }),
+            ("array_reverse", 1) => {
+                elem(&[0], &[]).map(|e| sig(ArrayFn::Reverse, vec![Some(arr(e))], arr(e)))
+            }
+            ("array_sort", 1..=3) => elem(&[0], &[]).map(|e| {
+                let mut casts = vec![Some(arr(e))];
+                casts.extend((1..n).map(|_| Some(T::Bool)));
+                sig(ArrayFn::Sort(e), casts, arr(e))
+            }),
             ("string_to_array", 2 | 3) => Ok(sig(
                 ArrayFn::FromString,
                 vec![Some(T::Text); n],
@@ -186,6 +215,8 @@ impl ArrayFn {
                 | ArrayFn::ToString(_)
                 | ArrayFn::FromString
                 | ArrayFn::Any { .. }
+                | ArrayFn::Slice { .. }
+                | ArrayFn::Sort(_)
         )
     }
 
@@ -203,6 +234,12 @@ impl ArrayFn {
             ArrayFn::ToString(e) => to_string(args, e),
             ArrayFn::FromString => from_string(args),
             ArrayFn::Subscript(e) => subscript(args, e),
+            ArrayFn::Slice { omitted, .. } => slice(args, omitted),
+            ArrayFn::Contains(e) => contains(&args[0], &args[1], e),
+            ArrayFn::Overlap(e) => overlap(&args[0], &args[1], e),
+            ArrayFn::Fill(e) => fill(args, e),
+            ArrayFn::Reverse => reverse(&args[0]),
+            ArrayFn::Sort(e) => sort(args, e),
             ArrayFn::Any { op, all, elem, ty } => any(args, op, all, elem, ty),
         }
     }
@@ -258,14 +295,7 @@ fn make(args: &[Value], elem: SqlType, nested: bool) -> Result<Value> {
         return Ok(Value::Text("{}".into()));
     };
     if inner.len() + 1 > array::MAX_DIMS {
-        return Err(SqlError::new(
-            SqlState::PROGRAM_LIMIT_EXCEEDED,
-            format!(
-                "number of array dimensions ({}) exceeds the maximum allowed ({})",
-                inner.len() + 1,
-                array::MAX_DIMS
-            ),
-        ));
+        return Err(array::too_many_dims(inner.len() + 1));
     }
     let mut dims = vec![Dim {
         len: args.len(),
@@ -585,4 +615,198 @@ pub(crate) fn compare_as(a: &Value, b: &Value, ty: SqlType) -> Result<Ordering> 
         (Value::Text(x), Value::Text(y), SqlType::Array(&elem)) => array::compare(x, y, elem),
         _ => Ok(types::compare(a, b)),
     }
+}
+
+/// `a[lo:hi]...`: the elements inside the bounds (clamped to the array's), as an array
+/// with lower bounds 1; empty if any range is.
+fn slice(args: &[Value], omitted: u16) -> Result<Value> {
+    let bounds = &args[1..];
+    for (k, b) in bounds.iter().enumerate() {
+        if b.is_null() && omitted & (1 << k) == 0 {
+            return Ok(Value::Null);
+        }
+    }
+    if args[0].is_null() {
+        return Ok(Value::Null);
+    }
+    let a = parsed(&args[0])?;
+    let n = bounds.len() / 2;
+    if a.dims.is_empty() || n > a.dims.len() {
+        return Ok(Value::Text("{}".into()));
+    }
+    let mut ranges = Vec::with_capacity(a.dims.len());
+    for (i, d) in a.dims.iter().enumerate() {
+        let upper = d.lower + to_i64(d.len) - 1;
+        let (lo, hi) = match (bounds.get(2 * i), bounds.get(2 * i + 1)) {
+            (Some(lo), Some(hi)) => (int_or(lo, d.lower), int_or(hi, upper)),
+            _ => (d.lower, upper),
+        };
+        let (lo, hi) = (lo.max(d.lower), hi.min(upper));
+        if lo > hi {
+            return Ok(Value::Text("{}".into()));
+        }
+        // Offsets into the dimension.
+        ranges.push((to_usize(lo - d.lower), to_usize(hi - d.lower)));
+    }
+    let mut elems = Vec::new();
+    collect_slice(&a, &ranges, 0, 0, &mut elems);
+    let dims = ranges
+        .iter()
+        .map(|&(lo, hi)| Dim {
+            len: hi - lo + 1,
+            lower: 1,
+        })
+        .collect();
+    array::write(&Parsed { dims, elems }).map(Value::Text)
+}
+
+fn int_or(v: &Value, default: i64) -> i64 {
+    match v {
+        Value::Int(i) => *i,
+        _ => default,
+    }
+}
+
+fn to_usize(i: i64) -> usize {
+    usize::try_from(i).unwrap_or(0)
+}
+
+/// The elements of `a` inside `ranges` (one per dimension, from dimension `depth` on),
+/// row-major; `base` is the offset of the current sub-array.
+fn collect_slice(
+    a: &Parsed,
+    ranges: &[(usize, usize)],
+    depth: usize,
+    base: usize,
+    out: &mut Vec<Option<String>>,
+) {
+    let (lo, hi) = ranges[depth];
+    for k in lo..=hi {
+        let offset = base * a.dims[depth].len + k;
+        if depth + 1 == ranges.len() {
+            out.push(a.elems.get(offset).cloned().flatten());
+        } else {
+            collect_slice(a, ranges, depth + 1, offset, out);
+        }
+    }
+}
+
+/// Whether some non-NULL element of `xs` equals the non-NULL `v`.
+fn holds_value(xs: &[Value], v: &Value) -> bool {
+    !v.is_null()
+        && xs
+            .iter()
+            .any(|w| !w.is_null() && types::compare(v, w).is_eq())
+}
+
+/// Each element of `b` equals some element of `a` (a NULL never does).
+fn contains(a: &Value, b: &Value, elem: SqlType) -> Result<Value> {
+    let (x, y) = (values_of(a, elem)?, values_of(b, elem)?);
+    Ok(Value::Bool(y.iter().all(|v| holds_value(&x, v))))
+}
+
+fn overlap(a: &Value, b: &Value, elem: SqlType) -> Result<Value> {
+    let (x, y) = (values_of(a, elem)?, values_of(b, elem)?);
+    Ok(Value::Bool(y.iter().any(|v| holds_value(&x, v))))
+}
+
+fn values_of(v: &Value, elem: SqlType) -> Result<Vec<Value>> {
+    array::values(text_arg(v).unwrap_or("{}"), elem)
+}
+
+/// The integers of an `int[]` argument of array_fill (no NULLs).
+fn fill_ints(v: &Value) -> Result<Vec<i64>> {
+    values_of(v, SqlType::Int4)?
+        .into_iter()
+        .map(|v| match v {
+            Value::Int(i) => Ok(i),
+            _ => Err(SqlError::new(
+                SqlState::NULL_VALUE_NOT_ALLOWED,
+                "dimension values cannot be null",
+            )),
+        })
+        .collect()
+}
+
+/// array_fill(value, lengths [, lower bounds]).
+fn fill(args: &[Value], elem: SqlType) -> Result<Value> {
+    let lens = fill_ints(&args[1])?;
+    let lowers = args.get(2).map(fill_ints).transpose()?;
+    if lowers.as_ref().is_some_and(|l| l.len() != lens.len()) {
+        return Err(SqlError::new(
+            SqlState::ARRAY_SUBSCRIPT_ERROR,
+            "wrong number of array subscripts",
+        )
+        .with_detail("Low bound array has different size than dimensions array."));
+    }
+    if lens.len() > array::MAX_DIMS {
+        return Err(array::too_many_dims(lens.len()));
+    }
+    let mut count: usize = 1;
+    let mut dims = Vec::with_capacity(lens.len());
+    for (i, &len) in lens.iter().enumerate() {
+        let len = usize::try_from(len).unwrap_or(0);
+        count = count.saturating_mul(len);
+        let lower = lowers.as_ref().map_or(1, |l| l[i]);
+        dims.push(Dim { len, lower });
+    }
+    let text = types::format_text(&args[0], elem);
+    // Each element takes its text and a comma: refused before anything is allocated.
+    types::check_growth(
+        0,
+        count.saturating_mul(text.as_ref().map_or(5, |t| t.len() + 1)),
+    )?;
+    if count == 0 {
+        return Ok(Value::Text("{}".into()));
+    }
+    array::write(&Parsed {
+        dims,
+        elems: vec![text; count],
+    })
+    .map(Value::Text)
+}
+
+/// array_reverse: the first dimension's items in reverse order.
+fn reverse(v: &Value) -> Result<Value> {
+    let mut a = parsed(v)?;
+    let Some(first) = a.dims.first() else {
+        return array::write(&a).map(Value::Text);
+    };
+    let width = (a.elems.len() / first.len.max(1)).max(1);
+    let items: Vec<&[Option<String>]> = a.elems.chunks(width).collect();
+    a.elems = items.into_iter().rev().flatten().cloned().collect();
+    array::write(&a).map(Value::Text)
+}
+
+/// array_sort(a [, descending [, nulls_first]]) of a one-dimensional array; NULLs last
+/// ascending, first descending, unless told.
+fn sort(args: &[Value], elem: SqlType) -> Result<Value> {
+    if args[0].is_null() {
+        return Ok(Value::Null);
+    }
+    let flag = |i: usize| match args.get(i) {
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        None => Ok(None),
+        Some(_) => Err(SqlError::new(
+            SqlState::NULL_VALUE_NOT_ALLOWED,
+            "array_sort flags must not be null",
+        )),
+    };
+    let descending = flag(1)?.unwrap_or(false);
+    let nulls_first = flag(2)?.unwrap_or(descending);
+    let (lower, mut values) = one_dim(&args[0], elem)?;
+    values.sort_by(|x, y| match (x.is_null(), y.is_null()) {
+        (true, true) => Ordering::Equal,
+        (true, false) if nulls_first => Ordering::Less,
+        (true, false) => Ordering::Greater,
+        (false, true) if nulls_first => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        (false, false) if descending => types::compare(y, x),
+        (false, false) => types::compare(x, y),
+    });
+    let mut out = Parsed::flat(values.iter().map(|v| types::format_text(v, elem)).collect());
+    if let Some(d) = out.dims.first_mut() {
+        d.lower = lower;
+    }
+    array::write(&out).map(Value::Text)
 }

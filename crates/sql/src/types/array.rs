@@ -120,7 +120,7 @@ fn malformed(text: &str, detail: &str) -> SqlError {
     .with_detail(detail.to_string())
 }
 
-fn too_many_dims(n: usize) -> SqlError {
+pub(crate) fn too_many_dims(n: usize) -> SqlError {
     SqlError::new(
         SqlState::PROGRAM_LIMIT_EXCEEDED,
         format!("number of array dimensions ({n}) exceeds the maximum allowed ({MAX_DIMS})"),
@@ -531,6 +531,63 @@ impl Builder {
     pub fn finish(mut self) -> Value {
         self.text.push('}');
         Value::Text(self.text)
+    }
+}
+
+/// array_agg of arrays: equal-shaped arrays stacked into one of a dimension more.
+#[derive(Clone, Debug, Default)]
+pub struct Stacker {
+    inner: Option<Vec<Dim>>,
+    elems: Vec<Option<String>>,
+    count: usize,
+    bytes: usize,
+}
+
+impl Stacker {
+    /// Adds one array (22004 for NULL, 2202E for an empty one or another shape).
+    pub fn push(&mut self, v: &Value) -> Result<()> {
+        let Value::Text(text) = v else {
+            return Err(SqlError::new(
+                SqlState::NULL_VALUE_NOT_ALLOWED,
+                "cannot accumulate null arrays",
+            ));
+        };
+        let a = parse(text)?;
+        if a.dims.is_empty() {
+            return Err(SqlError::new(
+                SqlState::ARRAY_SUBSCRIPT_ERROR,
+                "cannot accumulate empty arrays",
+            ));
+        }
+        match &self.inner {
+            None if a.dims.len() >= MAX_DIMS => return Err(too_many_dims(a.dims.len() + 1)),
+            None => self.inner = Some(a.dims.clone()),
+            Some(d) if d.iter().map(|d| d.len).ne(a.dims.iter().map(|d| d.len)) => {
+                return Err(SqlError::new(
+                    SqlState::ARRAY_SUBSCRIPT_ERROR,
+                    "cannot accumulate arrays of different dimensionality",
+                ))
+            }
+            Some(_) => {}
+        }
+        super::check_growth(self.bytes, text.len())?;
+        self.bytes += text.len();
+        self.count += 1;
+        self.elems.extend(a.elems);
+        Ok(())
+    }
+
+    pub fn finish(self) -> Result<Value> {
+        let mut dims = vec![Dim {
+            len: self.count,
+            lower: 1,
+        }];
+        dims.extend(self.inner.unwrap_or_default());
+        write(&Parsed {
+            dims,
+            elems: self.elems,
+        })
+        .map(Value::Text)
     }
 }
 
