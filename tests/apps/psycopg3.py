@@ -37,6 +37,14 @@ def scenario():
         bcur = conn.cursor(binary=True)
         bcur.execute("SELECT id, name, price, active, at FROM apps_items WHERE id = %b", (1,))
         check(bcur.fetchone(), (1, "one", decimal.Decimal("1.50"), True, at), "binary round trip")
+        # Lists are arrays, in text and in binary: parameters, results, ANY and array_agg.
+        arrays = ([1, None, 3], ["a", "b c", None, 'x"y'], [2**40], [True, False], [decimal.Decimal("1.25")],
+                  [datetime.date(2024, 1, 2)])
+        for c in (cur, bcur):
+            c.execute("SELECT %s::int[], %s::text[], %s::bigint[], %s::bool[], %s::numeric[], %s::date[]", arrays)
+            check(c.fetchone(), arrays, "array parameters and results")
+            c.execute("SELECT array_agg(id ORDER BY id), 1 = ANY(%s) FROM apps_items", ([1, 2],))
+            check(c.fetchone(), ([1, 2], True), "array_agg and = ANY(list)")
 
         cur.executemany(
             "INSERT INTO apps_items (id, name, price, active) VALUES (%s, %s, %s, %s)",
