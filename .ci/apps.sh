@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Applications and tools run unchanged against `quire serve` (issue 41): the Python scenarios
-# of tests/apps (psycopg 3, SQLAlchemy 2 Core and ORM, pandas, Django 5), each against a
+# of tests/apps (psycopg 3, asyncpg, SQLAlchemy 2 Core and ORM, pandas, Django 5), each against a
 # freshly started release server, each printing `PASS name` or `FAIL name: first error`.
 # The client libraries go into a venv (APPS_VENV, default /opt/apps-venv; reused when there).
 #
@@ -16,7 +16,7 @@ export PYTHONDONTWRITEBYTECODE=1
 venv=${APPS_VENV:-/opt/apps-venv}
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q --disable-pip-version-check \
-  "SQLAlchemy>=2,<3" "psycopg[binary]>=3,<4" pandas "Django>=5,<6"
+  "SQLAlchemy>=2,<3" "psycopg[binary]>=3,<4" pandas "Django>=5,<6" "asyncpg>=0.29,<1"
 echo "== venv $venv ready after $(($(date +%s) - start)) s"
 
 if [ $# -gt 0 ]; then

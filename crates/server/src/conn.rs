@@ -613,8 +613,8 @@ impl Conn {
             outcome.tag
         };
         match outcome.kind {
-            OutcomeKind::CopyIn { columns } => {
-                backend::copy_response(&mut self.io.out, true, columns);
+            OutcomeKind::CopyIn { columns, binary } => {
+                backend::copy_response(&mut self.io.out, true, columns, binary);
                 return self.copy_in(true);
             }
             OutcomeKind::CopyOut { .. } => backend::copy_done(&mut self.io.out),
@@ -918,8 +918,8 @@ impl Output for SimpleOutput<'_> {
         self.io.flush_if_full().map_err(|e| connection_lost(&e))
     }
 
-    fn copy_out(&mut self, columns: usize) -> quire_sql::Result<()> {
-        backend::copy_response(&mut self.io.out, false, columns);
+    fn copy_out(&mut self, columns: usize, binary: bool) -> quire_sql::Result<()> {
+        backend::copy_response(&mut self.io.out, false, columns, binary);
         Ok(())
     }
 
@@ -935,8 +935,8 @@ impl Output for SimpleOutput<'_> {
             Ok(o) => {
                 send_notices(out, &o.notices, &self.min_messages);
                 match o.kind {
-                    OutcomeKind::CopyIn { columns } => {
-                        backend::copy_response(out, true, columns);
+                    OutcomeKind::CopyIn { columns, binary } => {
+                        backend::copy_response(out, true, columns, binary);
                         self.copy_in = Some(columns);
                     }
                     OutcomeKind::CopyOut { .. } => {
@@ -996,8 +996,8 @@ impl Output for PortalOutput<'_> {
         self.io.flush_if_full().map_err(|e| connection_lost(&e))
     }
 
-    fn copy_out(&mut self, columns: usize) -> quire_sql::Result<()> {
-        backend::copy_response(&mut self.io.out, false, columns);
+    fn copy_out(&mut self, columns: usize, binary: bool) -> quire_sql::Result<()> {
+        backend::copy_response(&mut self.io.out, false, columns, binary);
         Ok(())
     }
 

@@ -125,7 +125,7 @@ pub use spool::Spool;
 pub use stack::{
     run_on_session_stack, DEFAULT_MAX_STACK_DEPTH_KB, MAX_MAX_STACK_DEPTH_KB, SESSION_STACK_BYTES,
 };
-pub use types::array;
+pub use types::{array, binary};
 pub use types::{
     check_numeric, format_text, format_timestamp, parse_text, SqlType, PG_EPOCH_OFFSET_US,
 };

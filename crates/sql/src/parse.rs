@@ -71,6 +71,8 @@ pub struct VacuumStmt {
 pub enum CopyFormat {
     Text,
     Csv,
+    /// PostgreSQL's binary COPY format (`crate::copy`'s binary section).
+    Binary,
 }
 
 #[derive(Clone, Debug)]
@@ -1325,12 +1327,13 @@ fn copy_options(mut c: CopyStmt, w: &[String]) -> Result<CopyStmt> {
         match o.as_str() {
             "," | ")" => {}
             "csv" => c.format = CopyFormat::Csv,
-            "binary" => return Err(SqlError::unsupported("COPY in binary format")),
+            "binary" => c.format = CopyFormat::Binary,
             "format" => {
-                match arg.map(|a| a.to_lowercase()).as_deref() {
+                let name = arg.map(|a| a.trim_start_matches('\'').to_lowercase());
+                match name.as_deref() {
                     Some("csv") => c.format = CopyFormat::Csv,
                     Some("text") => c.format = CopyFormat::Text,
-                    Some("binary") => return Err(SqlError::unsupported("COPY in binary format")),
+                    Some("binary") => c.format = CopyFormat::Binary,
                     other => {
                         return Err(SqlError::syntax(format!(
                             "COPY format \"{}\" not recognized",
@@ -1393,6 +1396,18 @@ fn copy_options(mut c: CopyStmt, w: &[String]) -> Result<CopyStmt> {
             }
         }
         j += 1;
+    }
+    if c.format == CopyFormat::Binary {
+        let set = [
+            (explicit_delimiter, "DELIMITER"),
+            (explicit_null, "NULL"),
+            (c.header, "HEADER"),
+        ];
+        if let Some((_, what)) = set.iter().find(|(on, _)| *on) {
+            return Err(SqlError::syntax(format!(
+                "cannot specify {what} in BINARY mode"
+            )));
+        }
     }
     if c.format == CopyFormat::Csv {
         if !explicit_delimiter {

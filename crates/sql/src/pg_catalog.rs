@@ -80,6 +80,8 @@ pub(crate) enum CatalogTable {
     PublicationNamespace,
     Trigger,
     Rewrite,
+    /// pg_range: empty (quire has no range types).
+    Range,
     Sequence,
     /// quire's file-layer counters, one row per operation kind (opens, reads, writes, size
     /// probes, fsyncs, ...) since the server started.
@@ -130,6 +132,7 @@ impl CatalogTable {
             "pg_publication_namespace" => CatalogTable::PublicationNamespace,
             "pg_trigger" => CatalogTable::Trigger,
             "pg_rewrite" => CatalogTable::Rewrite,
+            "pg_range" => CatalogTable::Range,
             "pg_sequence" => CatalogTable::Sequence,
             "quire_stat_io" => CatalogTable::StatIo,
             "pg_stat_wal" => CatalogTable::StatWal,
@@ -467,6 +470,15 @@ impl CatalogTable {
                 ("inherit_option", T::Bool),
                 ("set_option", T::Bool),
             ],
+            CatalogTable::Range => &[
+                ("rngtypid", T::Oid),
+                ("rngsubtype", T::Oid),
+                ("rngmultitypid", T::Oid),
+                ("rngcollation", T::Oid),
+                ("rngsubopc", T::Oid),
+                ("rngcanonical", T::Regtype),
+                ("rngsubdiff", T::Regtype),
+            ],
             CatalogTable::Rewrite => &[
                 ("oid", T::Oid),
                 ("rulename", T::Name),
@@ -622,6 +634,7 @@ impl CatalogTable {
             | CatalogTable::PublicationNamespace
             | CatalogTable::Trigger
             | CatalogTable::Rewrite
+            | CatalogTable::Range
             | CatalogTable::Proc
             | CatalogTable::Extension => Vec::new(),
             CatalogTable::Depend => depend_rows(cx.tx)?,

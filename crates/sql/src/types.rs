@@ -12,6 +12,7 @@ use crate::error::{Result, SqlError};
 use crate::numeric;
 
 pub mod array;
+pub mod binary;
 
 /// A column's or an expression's SQL type. `Unknown` is an untyped string literal or
 /// parameter before the context gives it a type, as in PostgreSQL.

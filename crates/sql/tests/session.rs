@@ -425,7 +425,10 @@ fn pgbench_setup_copy_keys_and_two_phase_commit() -> anyhow::Result<()> {
         .unwrap();
     assert!(matches!(
         s.execute(&stmt, &[], &[])?.kind,
-        OutcomeKind::CopyIn { columns: 4 }
+        OutcomeKind::CopyIn {
+            columns: 4,
+            binary: false
+        }
     ));
     s.copy_data(b"1\t1\t0\t\n2\t1");
     s.copy_data(b"\t0\t\n3\t1\t\\N\tx\n");

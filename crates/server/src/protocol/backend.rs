@@ -271,14 +271,16 @@ pub fn parameter_description(out: &mut Vec<u8>, type_oids: &[u32]) {
 }
 
 /// CopyInResponse (`G`) or CopyOutResponse (`H`): text format, `columns` columns.
-pub fn copy_response(out: &mut Vec<u8>, copy_in: bool, columns: usize) {
+/// CopyInResponse or CopyOutResponse: the overall format (0 text, 1 binary) and each
+/// column's, all alike.
+pub fn copy_response(out: &mut Vec<u8>, copy_in: bool, columns: usize, binary: bool) {
     let tag = if copy_in { b'G' } else { b'H' };
     message(out, tag, |o| {
-        o.push(0);
+        o.push(u8::from(binary));
         let n = i16::try_from(columns).unwrap_or(i16::MAX);
         o.extend_from_slice(&n.to_be_bytes());
         for _ in 0..n {
-            o.extend_from_slice(&0i16.to_be_bytes());
+            o.extend_from_slice(&i16::from(binary).to_be_bytes());
         }
     });
 }

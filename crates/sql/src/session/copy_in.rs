@@ -14,7 +14,8 @@ use crate::context::{CteStore, Cx};
 use crate::copy;
 use crate::error::{Result, SqlError};
 use crate::interrupt::Interrupt;
-use crate::parse::CopyStmt;
+use crate::parse::{CopyFormat, CopyStmt};
+use crate::types::SqlType;
 
 impl Session {
     pub(super) fn copy_start(&mut self, c: &CopyStmt, out: &mut dyn Output) -> Result<Outcome> {
@@ -87,11 +88,13 @@ impl Session {
             checks,
             pending: Vec::new(),
             rows: 0,
-            header_pending: c.header,
+            header_pending: c.header || c.format == CopyFormat::Binary,
+            ended: false,
             own_tx,
             ri: super::referential::Ri::default(),
         });
-        Ok(outcome("COPY", OutcomeKind::CopyIn { columns }))
+        let binary = c.format == CopyFormat::Binary;
+        Ok(outcome("COPY", OutcomeKind::CopyIn { columns, binary }))
     }
 
     /// `COPY (query) TO STDOUT`: the query runs as a statement would (in the block, or in a
@@ -149,6 +152,10 @@ impl Session {
                     &mut lines,
                 )
             });
+        let r = match r {
+            Ok(_) if c.format == CopyFormat::Binary => lines.out.copy_data(&copy::binary_trailer()),
+            other => other.map(|_| ()),
+        };
         let rows = lines.rows;
         let columns = lines.types.len();
         match own_tx {
@@ -268,33 +275,108 @@ impl Session {
 }
 
 fn copy_chunk(cx: &Cx, c: &mut CopyIn, last: bool) -> Result<()> {
-    {
-        let mut start = 0;
-        let buf = std::mem::take(&mut c.pending);
-        let mut lines = copy::Lines::new(&buf, c.stmt.format);
-        while let Some(end) = lines.next_end() {
-            let line = &buf[start..end];
-            start = end + 1;
-            copy_row(cx, c, line)?;
-        }
-        let rest = &buf[start..];
-        if last {
-            let rest = rest.strip_suffix(b"\r").unwrap_or(rest);
-            if !rest.is_empty() && rest != b"\\." {
-                copy_row(cx, c, rest)?;
-            }
-            std::mem::take(&mut c.ri).finish(cx)?;
-        } else {
-            if rest.len() > MAX_COPY_LINE_BYTES {
-                return Err(SqlError::new(
-                    SqlState::PROGRAM_LIMIT_EXCEEDED,
-                    format!("a COPY line may have at most {MAX_COPY_LINE_BYTES} bytes"),
-                ));
-            }
-            c.pending = rest.to_vec();
-        }
-        Ok(())
+    if c.stmt.format == CopyFormat::Binary {
+        return copy_chunk_binary(cx, c, last);
     }
+    let mut start = 0;
+    let buf = std::mem::take(&mut c.pending);
+    let mut lines = copy::Lines::new(&buf, c.stmt.format);
+    while let Some(end) = lines.next_end() {
+        let line = &buf[start..end];
+        start = end + 1;
+        copy_row(cx, c, line)?;
+    }
+    let rest = &buf[start..];
+    if last {
+        let rest = rest.strip_suffix(b"\r").unwrap_or(rest);
+        if !rest.is_empty() && rest != b"\\." {
+            copy_row(cx, c, rest)?;
+        }
+        return std::mem::take(&mut c.ri).finish(cx);
+    }
+    keep_pending(c, rest)
+}
+
+/// The bytes of an incomplete line or row, kept for the next chunk (54000 past
+/// [`MAX_COPY_LINE_BYTES`]).
+fn keep_pending(c: &mut CopyIn, rest: &[u8]) -> Result<()> {
+    if rest.len() > MAX_COPY_LINE_BYTES {
+        return Err(SqlError::new(
+            SqlState::PROGRAM_LIMIT_EXCEEDED,
+            format!("a COPY line may have at most {MAX_COPY_LINE_BYTES} bytes"),
+        ));
+    }
+    c.pending = rest.to_vec();
+    Ok(())
+}
+
+/// Binary COPY data: its header, then whole rows as they complete, then the trailer.
+fn copy_chunk_binary(cx: &Cx, c: &mut CopyIn, last: bool) -> Result<()> {
+    let buf = std::mem::take(&mut c.pending);
+    let mut pos = 0;
+    while pos < buf.len() {
+        if c.ended {
+            return Err(copy_format_error("received copy data after EOF marker"));
+        }
+        let rest = &buf[pos..];
+        match copy::binary_next(rest, c.header_pending, c.targets.len())? {
+            copy::BinaryItem::Header(n) => {
+                c.header_pending = false;
+                pos += n;
+            }
+            copy::BinaryItem::Trailer(n) => {
+                c.ended = true;
+                pos += n;
+            }
+            copy::BinaryItem::Row(fields, n) => {
+                let row = binary_fields(c, rest, &fields)?;
+                insert_copied(cx, c, &row)?;
+                pos += n;
+            }
+            copy::BinaryItem::Incomplete => break,
+        }
+    }
+    if !last {
+        return keep_pending(c, &buf[pos..]);
+    }
+    if pos < buf.len() || !c.ended {
+        return Err(copy_format_error("unexpected EOF in COPY data"));
+    }
+    std::mem::take(&mut c.ri).finish(cx)
+}
+
+fn copy_format_error(message: &str) -> SqlError {
+    SqlError::new(SqlState::BAD_COPY_FILE_FORMAT, message)
+}
+
+/// A binary row's fields read as the target columns' values.
+fn binary_fields(
+    c: &CopyIn,
+    buf: &[u8],
+    fields: &[Option<std::ops::Range<usize>>],
+) -> Result<Vec<Value>> {
+    let mut row = vec![Value::Null; c.table.columns.len()];
+    for (f, &pos) in fields.iter().zip(&c.targets) {
+        if let Some(range) = f {
+            let col = &c.table.columns[pos];
+            row[pos] = crate::types::binary::recv(&buf[range.clone()], col.ty)
+                .map_err(|e| copy_context(&e, c, &col.name))?;
+        }
+    }
+    Ok(row)
+}
+
+/// An error of a column's value, with PostgreSQL's COPY context.
+fn copy_context(e: &SqlError, c: &CopyIn, column: &str) -> SqlError {
+    SqlError::new(
+        e.sqlstate(),
+        format!(
+            "{}, COPY {}, line {}, column {column}",
+            e.message(),
+            c.table.def.name,
+            c.rows + 1
+        ),
+    )
 }
 
 /// COPY FROM does not evaluate DEFAULT expressions yet: a column left out that has one is
@@ -353,23 +435,18 @@ fn copy_row(cx: &Cx, c: &mut CopyIn, line: &[u8]) -> Result<()> {
     for (f, &pos) in fields.into_iter().zip(&c.targets) {
         if let Some(text) = f {
             let col = &c.table.columns[pos];
-            row[pos] = crate::types::parse_text(col.ty, &text).map_err(|e| {
-                SqlError::new(
-                    e.sqlstate(),
-                    format!(
-                        "{}, COPY {}, line {}, column {}",
-                        e.message(),
-                        c.table.def.name,
-                        c.rows + 1,
-                        col.name
-                    ),
-                )
-            })?;
+            row[pos] = crate::types::parse_text(col.ty, &text)
+                .map_err(|e| copy_context(&e, c, &col.name))?;
         }
     }
-    check_row(cx, &c.table, &c.checks, &row)?;
-    let tid = cx.tx.insert(c.table.def.oid, &row)?;
-    c.ri.inserted(cx, &c.table, tid, &row)?;
+    insert_copied(cx, c, &row)
+}
+
+/// A row of COPY FROM, checked and inserted.
+fn insert_copied(cx: &Cx, c: &mut CopyIn, row: &[Value]) -> Result<()> {
+    check_row(cx, &c.table, &c.checks, row)?;
+    let tid = cx.tx.insert(c.table.def.oid, row)?;
+    c.ri.inserted(cx, &c.table, tid, row)?;
     c.rows += 1;
     Ok(())
 }
@@ -384,7 +461,12 @@ fn copy_out(
     interrupt: &Interrupt,
     out: &mut dyn Output,
 ) -> Result<u64> {
-    out.copy_out(targets.len())?;
+    let binary = c.format == CopyFormat::Binary;
+    out.copy_out(targets.len(), binary)?;
+    if binary {
+        out.copy_data(&copy::binary_header())?;
+    }
+    let types: Vec<SqlType> = targets.iter().map(|&i| table.columns[i].ty).collect();
     if c.header {
         let names: Vec<Option<String>> = targets
             .iter()
@@ -396,12 +478,20 @@ fn copy_out(
     for r in tx.scan(table.def.oid)? {
         let (_, row) = r?;
         interrupt.check()?;
-        let fields: Vec<Option<String>> = targets
-            .iter()
-            .map(|&i| crate::types::format_text(&row[i], table.columns[i].ty))
-            .collect();
-        out.copy_data(&copy::format_line(&fields, c)?)?;
+        if binary {
+            let values: Vec<Value> = targets.iter().map(|&i| row[i].clone()).collect();
+            out.copy_data(&copy::binary_row(&values, &types)?)?;
+        } else {
+            let fields: Vec<Option<String>> = targets
+                .iter()
+                .map(|&i| crate::types::format_text(&row[i], table.columns[i].ty))
+                .collect();
+            out.copy_data(&copy::format_line(&fields, c)?)?;
+        }
         n += 1;
+    }
+    if binary {
+        out.copy_data(&copy::binary_trailer())?;
     }
     Ok(n)
 }
@@ -419,7 +509,11 @@ struct CopyLines<'a> {
 impl Output for CopyLines<'_> {
     fn rows(&mut self, columns: &crate::nodes::OutColumns) -> Result<()> {
         self.types = columns.iter().map(|c| c.ty).collect();
-        self.out.copy_out(columns.len())?;
+        let binary = self.stmt.format == CopyFormat::Binary;
+        self.out.copy_out(columns.len(), binary)?;
+        if binary {
+            self.out.copy_data(&copy::binary_header())?;
+        }
         if self.stmt.header {
             let names: Vec<Option<String>> = columns.iter().map(|c| Some(c.name.clone())).collect();
             self.out.copy_data(&copy::format_line(&names, self.stmt)?)?;
@@ -428,6 +522,11 @@ impl Output for CopyLines<'_> {
     }
 
     fn row(&mut self, row: &[Value]) -> Result<()> {
+        if self.stmt.format == CopyFormat::Binary {
+            self.out.copy_data(&copy::binary_row(row, &self.types)?)?;
+            self.rows += 1;
+            return Ok(());
+        }
         let fields: Vec<Option<String>> = row
             .iter()
             .zip(&self.types)
@@ -439,8 +538,8 @@ impl Output for CopyLines<'_> {
         Ok(())
     }
 
-    fn copy_out(&mut self, columns: usize) -> Result<()> {
-        self.out.copy_out(columns)
+    fn copy_out(&mut self, columns: usize, binary: bool) -> Result<()> {
+        self.out.copy_out(columns, binary)
     }
 
     fn copy_data(&mut self, data: &[u8]) -> Result<()> {

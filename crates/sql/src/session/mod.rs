@@ -74,6 +74,7 @@ pub enum OutcomeKind {
     /// [`Session::copy_data`] and ends with [`Session::copy_done`] or [`Session::copy_fail`].
     CopyIn {
         columns: usize,
+        binary: bool,
     },
     /// COPY TO STDOUT: the lines to send as CopyData (the tag is `COPY n`).
     CopyOut {
@@ -111,8 +112,8 @@ pub trait Output {
     fn rows(&mut self, columns: &OutColumns) -> Result<()>;
     /// One row of the statement's result.
     fn row(&mut self, row: &[Value]) -> Result<()>;
-    /// COPY TO STDOUT's data follows: `columns` per line.
-    fn copy_out(&mut self, columns: usize) -> Result<()>;
+    /// COPY TO STDOUT's data follows: `columns` per line, in binary format if `binary`.
+    fn copy_out(&mut self, columns: usize, binary: bool) -> Result<()>;
     /// One line (or chunk) of COPY TO STDOUT's data.
     fn copy_data(&mut self, data: &[u8]) -> Result<()>;
     /// A statement of a query string ended, as it did ([`Session::execute_query_to`]); after
@@ -158,7 +159,7 @@ impl Output for Collect {
         Ok(())
     }
 
-    fn copy_out(&mut self, _columns: usize) -> Result<()> {
+    fn copy_out(&mut self, _columns: usize, _binary: bool) -> Result<()> {
         Ok(())
     }
 
@@ -192,8 +193,8 @@ impl Output for Succeeded<'_> {
         self.out.row(row)
     }
 
-    fn copy_out(&mut self, columns: usize) -> Result<()> {
-        self.out.copy_out(columns)
+    fn copy_out(&mut self, columns: usize, binary: bool) -> Result<()> {
+        self.out.copy_out(columns, binary)
     }
 
     fn copy_data(&mut self, data: &[u8]) -> Result<()> {
@@ -240,7 +241,10 @@ struct CopyIn {
     /// Bytes of an incomplete last line.
     pending: Vec<u8>,
     rows: u64,
+    /// A header line (text, CSV) or the binary format's header is still to come.
     header_pending: bool,
+    /// The binary format's trailer came: no data may follow.
+    ended: bool,
     /// The COPY's own transaction when it did not run inside a block.
     own_tx: Option<Box<Transaction>>,
     /// The foreign-key checks its rows leave, run when the data ends.
