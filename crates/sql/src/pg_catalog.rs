@@ -389,7 +389,7 @@ impl CatalogTable {
                 ("polrelid", T::Oid),
                 ("polcmd", T::Char),
                 ("polpermissive", T::Bool),
-                ("polroles", T::TEXT_ARRAY),
+                ("polroles", SqlType::Array(&T::Oid)),
                 ("polqual", T::Text),
                 ("polwithcheck", T::Text),
             ],
@@ -1017,6 +1017,7 @@ fn default_display(expr: &str, ty: SqlType) -> String {
         | T::Timestamptz => cast(&ty.name()),
         T::Varchar(_) => cast("character varying"),
         T::Bpchar(_) => cast("bpchar"),
+        T::Array(_) => cast(&ty.name()),
         _ => expr.to_string(),
     }
 }
