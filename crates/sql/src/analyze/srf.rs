@@ -4,15 +4,15 @@
 //! ## Rules
 //! - In a select list (and its ORDER BY), and among GROUP BY's keys, a call stands as a
 //!   placeholder column ([`SRF_COLUMN_BASE`] + its index) until the SELECT's other nodes
-//!   are built; then
-//!   [`project_set_nodes`] puts the calls in ProjectSet nodes (over the SELECT's input for
-//!   GROUP BY's keys, below the aggregate; over the rest for the select list) and reads each
-//!   placeholder as the column the call's values are in. A call among another's arguments
-//!   runs in a ProjectSet below the other's (`generate_series(1, generate_series(1, 3))`).
+//!   are built; then [`project_set_nodes`] puts the calls in ProjectSet nodes (GROUP BY's
+//!   over the SELECT's input, below the aggregate; the select list's over the rest) and
+//!   reads each placeholder as the column the call's values are in. A call among another's
+//!   arguments runs in a ProjectSet below the other's
+//!   (`generate_series(1, generate_series(1, 3))`).
 //! - Anywhere else a call is refused as PostgreSQL refuses it (0A000 naming the clause:
-//!   WHERE, JOIN conditions, HAVING, LIMIT, OFFSET, VALUES, the arguments of an aggregate
-//!   or window call, CASE and COALESCE, and below the top level of FROM); where PostgreSQL
-//!   takes one that quire does not run (a window's PARTITION BY, RETURNING, ...) it is
+//!   WHERE, JOIN conditions, HAVING, LIMIT, OFFSET, VALUES, RETURNING, the arguments of an
+//!   aggregate or window call, CASE and COALESCE, and below the top level of FROM); where
+//!   PostgreSQL takes one that quire does not run (a window's PARTITION BY, ...) it is
 //!   0A000 naming that.
 //! - In FROM the calls' arguments read only enclosing rows (LATERAL); `unnest(a, b, ...)`
 //!   is one call per array, in lockstep; WITH ORDINALITY adds a `bigint` column.
@@ -100,7 +100,7 @@ impl Binder<'_> {
             }
             Some(
                 c @ ("WHERE" | "JOIN conditions" | "HAVING" | "LIMIT" | "OFFSET" | "VALUES"
-                | "check constraints"),
+                | "RETURNING" | "check constraints"),
             ) => refused(format!("set-returning functions are not allowed in {c}")),
             Some(c) => SqlError::unsupported(format!("set-returning functions in {c}")),
             None => SqlError::unsupported("set-returning functions in this place"),
