@@ -50,10 +50,12 @@ def scenario():
     opened = datetime.datetime(2024, 3, 4, 5, 6, 7, tzinfo=datetime.timezone.utc)
     alice = Account.objects.create(name="alice", balance=D("100.00"), opened=opened)
     bob = Account.objects.create(name="bob", opened=opened, active=False)
-    # Not bulk_create: with several rows Django 5.2 inserts them from unnest() of one array
-    # per column (varchar[], numeric[], timestamptz[], ...), and quire has no such arrays yet.
-    for i in range(5):
-        Account.objects.create(name=f"acct{i}", opened=opened, balance=D(i))
+    # bulk_create: with several rows Django 5.2 inserts them from unnest() of one array per
+    # column (varchar[], numeric[], timestamptz[], ...), RETURNING the new keys.
+    made = Account.objects.bulk_create(
+        [Account(name=f"acct{i}", opened=opened, balance=D(i)) for i in range(5)]
+    )
+    check(all(a.pk is not None for a in made), True, "bulk_create returns the keys")
     check(Account.objects.count(), 7, "create")
     check(Account.objects.get(pk=alice.pk).opened, opened, "DateTimeField round trip")
     check(bob.balance, 0, "default")

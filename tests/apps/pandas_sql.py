@@ -21,7 +21,7 @@ def scenario():
     )
     # Not yet: replacing an existing table and read_sql_table(): pandas reflects the table
     # (SQLAlchemy's get_pk_constraint and get_indexes), which quire cannot answer yet
-    # (unnest() in a select list, 42883). So: a new table, then appended to.
+    # (array_agg(... ORDER BY ...), pg_opclass). So: a new table, then appended to.
     with engine.begin() as conn:
         conn.execute(text("DROP TABLE IF EXISTS apps_frame"))
     df.to_sql("apps_frame", engine, if_exists="replace", index=True)

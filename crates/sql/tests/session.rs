@@ -1058,3 +1058,28 @@ fn notices_have_postgresqls_severity_and_sqlstate() -> anyhow::Result<()> {
     assert_eq!((verbose[0].0, verbose[0].1), ("INFO", "00000"));
     Ok(())
 }
+
+#[test]
+fn set_returning_functions_run_lazily_in_project_set_and_function_scan() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut s = Session::new(open(dir.path())?);
+    let plan = explain(&mut s, "EXPLAIN SELECT unnest('{1,2}'::int[]) + 1");
+    assert!(plan.contains("ProjectSet"), "{plan}");
+    let q = "EXPLAIN SELECT * FROM unnest('{1,2}'::int[]) WITH ORDINALITY AS x";
+    let plan = explain(&mut s, q);
+    assert!(plan.contains("Function Scan on unnest x"), "{plan}");
+    // Rows are made as they are read: a series of 2^63 values under LIMIT ends at once.
+    let big = "generate_series(1, 9223372036854775807)";
+    let q = format!("SELECT {big}, unnest('{{7,8}}'::int[]) LIMIT 3");
+    assert_eq!(
+        rows(&mut s, &q),
+        [
+            ints(&[1, 7]),
+            ints(&[2, 8]),
+            vec![Value::Int(3), Value::Null]
+        ]
+    );
+    let q = format!("SELECT * FROM {big} WITH ORDINALITY LIMIT 2");
+    assert_eq!(rows(&mut s, &q), [ints(&[1, 1]), ints(&[2, 2])]);
+    Ok(())
+}

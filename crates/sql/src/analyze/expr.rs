@@ -1123,6 +1123,8 @@ impl Binder<'_> {
             return Err(SqlError::syntax(format!(
                 "{name}(*) or DISTINCT is valid only for aggregates"
             )));
+        } else if super::srf::is_set_returning(&name) {
+            self.srf_call(&name, &args, scope)
         } else {
             self.call(&name, &args, scope)
         };

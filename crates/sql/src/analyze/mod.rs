@@ -36,6 +36,7 @@ mod foreign_key;
 mod query;
 mod scope;
 mod setop;
+mod srf;
 mod window;
 mod with;
 
@@ -254,6 +255,9 @@ pub(crate) struct Binder<'t> {
     win: Option<window::WinCtx>,
     /// While a window call's arguments and window are bound (another one there is refused).
     in_window: bool,
+    /// Set while a SELECT's list and ORDER BY are bound: their set-returning calls. `None`
+    /// elsewhere, where one is refused (`srf`).
+    srf: Option<srf::SrfCtx>,
     /// The clause being bound, for the error of an aggregate where none is allowed
     /// ("aggregate functions are not allowed in WHERE").
     clause: Option<&'static str>,
@@ -364,6 +368,7 @@ impl<'t> Binder<'t> {
             in_aggregate: false,
             win: None,
             in_window: false,
+            srf: None,
             clause: None,
             tables: None,
             ctes: Vec::new(),

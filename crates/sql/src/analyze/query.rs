@@ -23,7 +23,7 @@ use crate::catalog;
 use crate::error::{Result, SqlError};
 use crate::func::AggFunc;
 use crate::nodes::Expr;
-use crate::nodes::{Agg, JoinKind, Node, SortKey, WinCall, Window};
+use crate::nodes::{Agg, JoinKind, Node, SortKey, SrfCall, WinCall, Window};
 use crate::pg_catalog::CatalogTable;
 use crate::types::SqlType;
 
@@ -66,16 +66,22 @@ struct Shape {
     sort: Vec<(Expr, bool, bool)>,
     /// The window calls `exprs` read (as placeholder columns until they are placed).
     windows: Vec<(Window, WinCall)>,
+    /// The set-returning calls `exprs` read (as placeholder columns until they are placed).
+    srfs: Vec<SrfCall>,
 }
 
 impl Binder<'_> {
     /// A query: its plan and output columns (an untyped literal's column is `text`).
     pub(super) fn query(&mut self, q: &ast::Query) -> Result<(Node, Vec<OutColumn>)> {
         crate::stack::check_stack_depth()?;
-        let (node, mut out) = match &q.with {
-            None => self.query_body(q)?,
-            Some(with) => self.with_query(with, q)?,
+        // A subquery's set-returning calls are its own select list's.
+        let saved_srf = self.srf.take();
+        let r = match &q.with {
+            None => self.query_body(q),
+            Some(with) => self.with_query(with, q),
         };
+        self.srf = saved_srf;
+        let (node, mut out) = r?;
         for c in &mut out {
             if c.ty == SqlType::Unknown {
                 c.ty = SqlType::Text;
@@ -285,7 +291,9 @@ impl Binder<'_> {
         let win = self.win.take();
         let in_window = std::mem::take(&mut self.in_window);
         let clause = self.set_clause(None);
+        let srf = self.srf.take();
         let r = self.select_inner(sel, order_by, limit);
+        self.srf = srf;
         self.agg_probe = probe;
         self.win = win;
         self.in_window = in_window;
@@ -346,11 +354,21 @@ impl Binder<'_> {
             node = agg_node;
             (shape, width)
         };
+        let mut width = width;
+        let mut srfs = std::mem::take(&mut shape.srfs);
         if !shape.windows.is_empty() {
             let calls = std::mem::take(&mut shape.windows);
-            let (windowed, columns) = window::window_nodes(node, calls, width);
+            let input_width = width;
+            width += calls.len();
+            let (windowed, columns) = window::window_nodes(node, calls, input_width);
             node = windowed;
             window::place_window_columns(&mut shape.exprs, &columns);
+            for c in &mut srfs {
+                window::place_window_columns(&mut c.args, &columns);
+            }
+        }
+        if !srfs.is_empty() {
+            node = super::srf::project_set_nodes(node, srfs, width, &mut shape.exprs)?;
         }
         Self::finish_select(node, shape, sorts, sel, limit)
     }
@@ -433,9 +451,14 @@ impl Binder<'_> {
         scope: &Scope,
     ) -> Result<Shape> {
         let saved = self.win.replace(window::WinCtx::default());
-        let r = self
-            .named_windows(&sel.named_window, scope)
-            .and_then(|()| self.shape_inner(items, order, scope));
+        let r = self.named_windows(&sel.named_window, scope).and_then(|()| {
+            let saved_srf = self.srf.replace(super::srf::SrfCtx::default());
+            let r = self.shape_inner(items, order, scope);
+            let srf = std::mem::replace(&mut self.srf, saved_srf);
+            let mut shape = r?;
+            shape.srfs = srf.map(|c| c.calls).unwrap_or_default();
+            Ok(shape)
+        });
         let ctx = std::mem::replace(&mut self.win, saved);
         let mut shape = r?;
         shape.windows = ctx.map(|c| c.calls).unwrap_or_default();
@@ -497,6 +520,7 @@ impl Binder<'_> {
             out,
             sort,
             windows: Vec::new(),
+            srfs: Vec::new(),
         })
     }
 
@@ -514,6 +538,8 @@ impl Binder<'_> {
         let mut keys = Vec::new();
         let mut key_meta = Vec::new();
         let saved = self.set_clause(Some("GROUP BY"));
+        // Set-returning calls among the keys run in a ProjectSet below the aggregate.
+        let saved_srf = self.srf.replace(super::srf::SrfCtx::default());
         for g in group_by {
             let g = match g {
                 AstExpr::Value(v) => match &v.value {
@@ -545,6 +571,11 @@ impl Binder<'_> {
             key_meta.push((g.to_string(), ty));
         }
         self.clause = saved;
+        let srf = std::mem::replace(&mut self.srf, saved_srf);
+        let mut input = input;
+        if let Some(ctx) = srf.filter(|c| !c.calls.is_empty()) {
+            input = super::srf::project_set_nodes(input, ctx.calls, scope.width(), &mut keys)?;
+        }
         let saved = self.agg.replace(AggCtx {
             keys: key_meta,
             bound: keys.clone(),
@@ -874,16 +905,22 @@ impl Binder<'_> {
                 ..
             } => {
                 let fname = name_parts(name)?.join(".");
-                let args: Vec<&AstExpr> = args
-                    .args
-                    .iter()
-                    .map(|a| match a {
-                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e),
-                        _ => Err(SqlError::unsupported(
-                            "named or wildcard table function arguments",
-                        )),
-                    })
-                    .collect::<Result<_>>()?;
+                let args = function_args(&args.args)?;
+                let ordinality = *with_ordinality;
+                let r = self.in_lateral(left, |b| {
+                    b.table_function(&fname, &args, alias.as_ref(), ordinality)
+                });
+                Ok((r?, is_lateral(left)))
+            }
+            TableFactor::Function {
+                name,
+                args,
+                with_ordinality,
+                alias,
+                ..
+            } => {
+                let fname = name_parts(name)?.join(".");
+                let args = function_args(args)?;
                 let ordinality = *with_ordinality;
                 let r = self.in_lateral(left, |b| {
                     b.table_function(&fname, &args, alias.as_ref(), ordinality)
@@ -894,11 +931,14 @@ impl Binder<'_> {
                 alias,
                 array_exprs,
                 with_offset: false,
-                with_ordinality: false,
+                with_ordinality,
                 ..
             } => {
                 let args: Vec<&AstExpr> = array_exprs.iter().collect();
-                let r = self.in_lateral(left, |b| b.unnest(&args, alias.as_ref()));
+                let ordinality = *with_ordinality;
+                let r = self.in_lateral(left, |b| {
+                    b.function_item("unnest", &args, alias.as_ref(), ordinality)
+                });
                 Ok((r?, is_lateral(left)))
             }
             TableFactor::Derived {
@@ -992,49 +1032,10 @@ impl Binder<'_> {
         if short == "pg_partition_ancestors" {
             return self.partition_ancestors(args, alias, ordinality);
         }
-        if ordinality {
-            return Err(SqlError::unsupported(format!("{name} WITH ORDINALITY")));
-        }
-        if short == "unnest" {
-            return self.unnest(args, alias);
-        }
-        if short != "generate_series" {
+        if !super::srf::is_set_returning(short) {
             return Err(SqlError::unsupported(format!("table function {name}")));
         }
-        let mut bound = Vec::with_capacity(args.len());
-        for a in args {
-            bound.push(self.expr_expecting(a, &Scope::empty(), Some(SqlType::Int8))?);
-        }
-        let types: Vec<SqlType> = bound.iter().map(|(_, t)| *t).collect();
-        let numeric = types.iter().any(|t| t.is_numeric());
-        let fits = |t: &SqlType| t.is_int() || t.is_numeric() || *t == SqlType::Unknown;
-        if !(2..=3).contains(&types.len()) || !types.iter().all(fits) {
-            return Err(crate::func::no_such_function(short, &types));
-        }
-        let ty = if numeric {
-            SqlType::Numeric(None)
-        } else {
-            SqlType::Int8
-        };
-        let mut it = Vec::with_capacity(bound.len());
-        for (e, t) in bound {
-            it.push(self.coerce(e, t, ty)?);
-        }
-        let mut it = it.into_iter();
-        let (Some(start), Some(stop)) = (it.next(), it.next()) else {
-            return Err(crate::func::no_such_function(short, &types));
-        };
-        let step = it.next();
-        let scope = function_scope("generate_series", alias, ty);
-        Ok((
-            Node::Series {
-                start,
-                stop,
-                step,
-                numeric,
-            },
-            scope,
-        ))
+        self.function_item(short, args, alias, ordinality)
     }
 
     /// `pg_partition_ancestors(rel)` in FROM [WITH ORDINALITY]: the relation and its
@@ -1073,36 +1074,18 @@ impl Binder<'_> {
         let cols: Vec<(&str, SqlType)> = cols.iter().map(|(n, t)| (n.as_str(), *t)).collect();
         Ok((Node::Values(vec![row]), Scope::of_named(&cols, Some(&q))))
     }
-
-    /// `unnest(array)` in FROM: one row per element (psql's `\d+` unnests reloptions).
-    fn unnest(
-        &mut self,
-        args: &[&AstExpr],
-        alias: Option<&ast::TableAlias>,
-    ) -> Result<(Node, Scope)> {
-        let [arg] = args else {
-            return Err(SqlError::unsupported("unnest of several arrays"));
-        };
-        let (array, ty) = self.expr(arg, &Scope::empty())?;
-        let Some(elem) = ty.element() else {
-            return Err(SqlError::new(
-                SqlState::UNDEFINED_FUNCTION,
-                format!("function unnest({}) does not exist", ty.name()),
-            ));
-        };
-        let scope = function_scope("unnest", alias, elem);
-        Ok((Node::Unnest { array, elem }, scope))
-    }
 }
 
-/// The one column of a table function in FROM: named by the alias's column list, else the
-/// alias, else the function, as PostgreSQL names it.
-fn function_scope(function: &str, alias: Option<&ast::TableAlias>, ty: SqlType) -> Scope {
-    let q = alias.map_or_else(|| function.to_string(), |a| ident_name(&a.name));
-    let col = alias
-        .and_then(|a| a.columns.first().map(|c| ident_name(&c.name)))
-        .unwrap_or_else(|| q.clone());
-    Scope::of_named(&[(&col, ty)], Some(&q))
+/// A table function's arguments (positional ones only).
+fn function_args(args: &[ast::FunctionArg]) -> Result<Vec<&AstExpr>> {
+    args.iter()
+        .map(|a| match a {
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e),
+            _ => Err(SqlError::unsupported(
+                "named or wildcard table function arguments",
+            )),
+        })
+        .collect()
 }
 
 /// `e` as SQL text, if no longer than `max_bytes`: formatting stops as soon as it is longer.

@@ -110,8 +110,10 @@ fn entry<'n>(node: &'n Node, tx: &quire_engine::Transaction) -> Result<Entry<'n>
         }
         Node::Catalog(t) => (format!("Catalog Scan on {t:?}"), vec![]),
         Node::Values(rows) => (format!("Values Scan ({} rows)", rows.len()), vec![]),
-        Node::Series { .. } => ("Function Scan on generate_series".into(), vec![]),
-        Node::Unnest { .. } => ("Function Scan on unnest".into(), vec![]),
+        Node::FunctionScan { funcs, alias, .. } => {
+            (function_scan_label(funcs, alias.as_ref()), vec![])
+        }
+        Node::ProjectSet { input, .. } => ("ProjectSet".into(), vec![&**input]),
         Node::Filter { input, .. } => ("Filter".into(), vec![&**input]),
         Node::Project { input, .. } => ("Result".into(), vec![&**input]),
         Node::NestedLoop {
@@ -222,4 +224,15 @@ fn explain_dml(
         });
     }
     Ok(lines)
+}
+
+/// PostgreSQL's label of a FROM item's functions: `Function Scan on unnest x`, the alias
+/// alone for several functions.
+fn function_scan_label(funcs: &[crate::nodes::SrfCall], alias: Option<&String>) -> String {
+    match (funcs, alias) {
+        ([one], Some(a)) => format!("Function Scan on {} {a}", one.func.name()),
+        ([one], None) => format!("Function Scan on {}", one.func.name()),
+        (_, Some(a)) => format!("Function Scan on {a}"),
+        (_, None) => "Function Scan on unnest".into(),
+    }
 }

@@ -7,6 +7,7 @@ mod explain;
 mod run;
 mod setop;
 mod sort;
+mod srf;
 mod window;
 
 pub(crate) use eval::reg_output;

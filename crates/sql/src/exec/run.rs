@@ -67,22 +67,10 @@ pub(crate) fn open<'a>(node: &'a Node, cx: &'a Cx<'a>) -> Result<Rows<'a>> {
             cx.interrupt.check()?;
             r.iter().map(|e| e.eval(cx, &[])).collect()
         })),
-        Node::Series {
-            start,
-            stop,
-            step,
-            numeric,
-        } => series(start, stop, step.as_ref(), *numeric, cx)?,
-        Node::Unnest { array, elem } => match array.eval(cx, &[])? {
-            // A row per element, made as it is read.
-            Value::Text(t) => Box::new(crate::types::array::values(&t, *elem)?.into_iter().map(
-                move |v| {
-                    cx.interrupt.check()?;
-                    Ok(vec![v])
-                },
-            )),
-            _ => Box::new(std::iter::empty()),
-        },
+        Node::FunctionScan {
+            funcs, ordinality, ..
+        } => super::srf::function_scan(funcs, *ordinality, cx)?,
+        Node::ProjectSet { input, srfs } => super::srf::project_set(input, srfs, cx)?,
         Node::Filter { input, pred } => {
             let rows = open(input, cx)?;
             Box::new(rows.filter_map(move |r| match r {
@@ -291,93 +279,6 @@ fn index_scan<'a>(
             row.push(tid_value(tid));
         }
         Ok(row)
-    })))
-}
-
-/// `generate_series`: its rows made one at a time as they are read (no bound on their
-/// number: a consumer that keeps them has its own), each read checking for an interrupt.
-fn series<'a>(
-    start: &Expr,
-    stop: &Expr,
-    step: Option<&Expr>,
-    numeric: bool,
-    cx: &'a Cx<'a>,
-) -> Result<Rows<'a>> {
-    let (a, b) = (start.eval(cx, &[])?, stop.eval(cx, &[])?);
-    let step = match step {
-        Some(e) => e.eval(cx, &[])?,
-        None => Value::Int(1),
-    };
-    if a.is_null() || b.is_null() || step.is_null() {
-        return Ok(Box::new(std::iter::empty()));
-    }
-    let zero_step = || {
-        SqlError::new(
-            SqlState::INVALID_PARAMETER_VALUE,
-            "step size cannot equal zero",
-        )
-    };
-    if !numeric {
-        let (Value::Int(a), Value::Int(b), Value::Int(step)) = (a, b, step) else {
-            return Err(crate::types::internal("generate_series argument"));
-        };
-        if step == 0 {
-            return Err(zero_step());
-        }
-        let mut next = Some(a);
-        return Ok(Box::new(std::iter::from_fn(move || {
-            let v = next.take()?;
-            if (step > 0 && v > b) || (step < 0 && v < b) {
-                return None;
-            }
-            if let Err(e) = cx.interrupt.check() {
-                return Some(Err(e));
-            }
-            next = v.checked_add(step);
-            Some(Ok(vec![Value::Int(v)]))
-        })));
-    }
-    let as_numeric = |v: Value| match v {
-        Value::Numeric(n) => Ok(n),
-        Value::Int(i) => Ok(crate::numeric::from_i64(i)),
-        _ => Err(crate::types::internal("generate_series argument")),
-    };
-    let (a, b, step) = (as_numeric(a)?, as_numeric(b)?, as_numeric(step)?);
-    for (n, what) in [
-        (&a, "start value"),
-        (&b, "stop value"),
-        (&step, "step size"),
-    ] {
-        let problem = match n.as_special() {
-            Some(quire_engine::NumericSpecial::NaN) => "NaN",
-            Some(_) if what != "step size" => "infinity",
-            _ => continue,
-        };
-        return Err(SqlError::new(
-            SqlState::INVALID_PARAMETER_VALUE,
-            format!("{what} cannot be {problem}"),
-        ));
-    }
-    let zero = crate::numeric::from_i64(0);
-    let ascending = match step.cmp(&zero) {
-        std::cmp::Ordering::Equal => return Err(zero_step()),
-        o => o.is_gt(),
-    };
-    let mut next = Some(a);
-    Ok(Box::new(std::iter::from_fn(move || {
-        let v = next.take()?;
-        let past = if ascending { v > b } else { v < b };
-        if past {
-            return None;
-        }
-        if let Err(e) = cx.interrupt.check() {
-            return Some(Err(e));
-        }
-        match crate::numeric::arith(crate::numeric::Op::Add, &v, &step) {
-            Ok(n) => next = Some(n),
-            Err(e) => return Some(Err(e)),
-        }
-        Some(Ok(vec![Value::Numeric(v)]))
     })))
 }
 

@@ -14,6 +14,7 @@
 
 mod expr;
 mod plan;
+mod srf;
 mod statement;
 
 #[cfg(test)]
@@ -24,5 +25,6 @@ pub(crate) use plan::{
     tid_value, value_tid, Agg, Cte, FrameBound, FrameUnits, JoinKind, Node, SetOpKind, SortKey,
     WinCall, Window,
 };
+pub(crate) use srf::{SeriesKind, SrfCall, SrfFunc};
 pub(crate) use statement::{Bound, BoundCheck, NewCheck, NewForeignKey, OnConflict, Plan};
 pub use statement::{OutColumn, OutColumns};

@@ -24,6 +24,7 @@ use std::ops::Bound;
 use quire_engine::{IndexId, TableId, Tid, Value};
 
 use super::expr::{dismantle, Expr, Part};
+use super::srf::SrfCall;
 use crate::catalog::TableInfo;
 use crate::error::Result;
 use crate::func::{AggFunc, WinFunc};
@@ -155,17 +156,20 @@ pub(crate) enum Node {
     },
     Catalog(CatalogTable),
     Values(Vec<Vec<Expr>>),
-    /// `generate_series(start, stop [, step])` of bigints, or of numerics if `numeric`.
-    Series {
-        start: Expr,
-        stop: Expr,
-        step: Option<Expr>,
-        numeric: bool,
+    /// Set-returning functions in FROM (`unnest(a, b)`, `generate_series(1, 3)`): one
+    /// column per call, the calls in lockstep ([`super::srf`]), and with `ordinality` a
+    /// last `bigint` column counting the rows from 1. `alias`: the FROM item's, for EXPLAIN.
+    FunctionScan {
+        funcs: Vec<SrfCall>,
+        ordinality: bool,
+        alias: Option<String>,
     },
-    /// `unnest(array)`: the elements of an array kept in its text form, as `elem` values.
-    Unnest {
-        array: Expr,
-        elem: crate::types::SqlType,
+    /// Set-returning functions in a select list (PostgreSQL's ProjectSet): for each input
+    /// row, the input row followed by one column per call, the calls in lockstep, as many
+    /// rows as the longest call gives (none when every call gives none).
+    ProjectSet {
+        input: Box<Node>,
+        srfs: Vec<SrfCall>,
     },
     Filter {
         input: Box<Node>,
@@ -354,12 +358,12 @@ impl Node {
             | Node::Catalog(_)
             | Node::IndexScan { .. }
             | Node::Values(_)
-            | Node::Series { .. }
-            | Node::Unnest { .. }
+            | Node::FunctionScan { .. }
             | Node::WorkTableScan { .. }
             | Node::CteScan { plan: None, .. }
             | Node::Append(_) => {}
             Node::Filter { input, .. }
+            | Node::ProjectSet { input, .. }
             | Node::Project { input, .. }
             | Node::Aggregate { input, .. }
             | Node::WindowAgg { input, .. }
@@ -402,16 +406,16 @@ impl Node {
             | Node::Catalog(_)
             | Node::IndexScan { .. }
             | Node::Values(_)
-            | Node::Series { .. }
+            | Node::FunctionScan { .. }
             | Node::WorkTableScan { .. }
-            | Node::CteScan { plan: None, .. }
-            | Node::Unnest { .. } => Ok(()),
+            | Node::CteScan { plan: None, .. } => Ok(()),
             Node::Append(nodes) => nodes.iter_mut().try_for_each(f),
             Node::With { ctes, input } => {
                 ctes.iter_mut().try_for_each(|c| f(&mut c.plan))?;
                 f(input)
             }
             Node::Filter { input, .. }
+            | Node::ProjectSet { input, .. }
             | Node::Project { input, .. }
             | Node::Aggregate { input, .. }
             | Node::WindowAgg { input, .. }
@@ -475,14 +479,9 @@ impl Node {
                 bound(upper);
             }
             Node::Values(rows) => rows.iter_mut().flatten().for_each(f),
-            Node::Series {
-                start, stop, step, ..
-            } => {
-                f(start);
-                f(stop);
-                step.iter_mut().for_each(f);
+            Node::FunctionScan { funcs: calls, .. } | Node::ProjectSet { srfs: calls, .. } => {
+                calls.iter_mut().flat_map(|c| &mut c.args).for_each(f);
             }
-            Node::Unnest { array, .. } => f(array),
             Node::Filter { pred, .. } => f(pred),
             Node::Project { exprs, .. } => exprs.iter_mut().for_each(f),
             Node::NestedLoop { on, .. } | Node::Join { on, .. } => on.iter_mut().for_each(f),
