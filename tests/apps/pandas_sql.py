@@ -19,13 +19,16 @@ def scenario():
         },
         index=pd.Index([10, 20, 30, 40], name="key"),
     )
-    # Not yet: replacing an existing table and read_sql_table(): pandas reflects the table
-    # (SQLAlchemy's get_pk_constraint and get_indexes), which quire cannot answer yet
-    # (array_agg(... ORDER BY ...), pg_opclass). So: a new table, then appended to.
     with engine.begin() as conn:
         conn.execute(text("DROP TABLE IF EXISTS apps_frame"))
+    # Replacing an existing table reflects it first (SQLAlchemy's get_pk_constraint and
+    # get_indexes), as read_sql_table does.
+    df.iloc[:1].to_sql("apps_frame", engine, if_exists="replace", index=True)
     df.to_sql("apps_frame", engine, if_exists="replace", index=True)
     df.iloc[:2].to_sql("apps_frame", engine, if_exists="append", index=True)
+    table = pd.read_sql_table("apps_frame", engine, index_col="key")
+    check(len(table), 6, "read_sql_table rows")
+    check(list(table.columns), ["name", "n", "x", "flag", "at"], "read_sql_table columns")
 
     back = pd.read_sql_query("SELECT * FROM apps_frame ORDER BY key, n", engine, index_col="key")
     check(len(back), 6, "rows written")

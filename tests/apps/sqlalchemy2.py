@@ -156,9 +156,12 @@ def scenario():
     check(str(columns["body"]["type"]), "TEXT", "Text")
     check(columns["ok"]["default"], "true", "server default")
     check(columns["id"].get("identity", {}).get("start"), 1, "identity column")
-    # Not yet: get_pk_constraint() and get_indexes() (and so Table(autoload_with=...)):
-    # their unnest() and generate_subscripts() in the select list run, but they also call
-    # array_agg(... ORDER BY ...) and read pg_opclass, which quire lacks.
+    check(insp.get_pk_constraint("apps_event")["constrained_columns"], ["id"], "get_pk_constraint")
+    indexes = [(i["name"], i["column_names"], i["unique"]) for i in insp.get_indexes("apps_event")]
+    check(indexes, [("apps_event_kind_at", ["kind", "at"], False)], "get_indexes")
+    reflected = Table("apps_event", MetaData(), autoload_with=engine)
+    check([c.name for c in reflected.primary_key], ["id"], "Table(autoload_with=...) primary key")
+    check(sorted(i.name for i in reflected.indexes), ["apps_event_kind_at"], "Table(autoload_with=...) indexes")
     check(insp.get_foreign_keys("apps_event"), [], "get_foreign_keys (none)")
     fks = insp.get_foreign_keys("apps_book")
     check(

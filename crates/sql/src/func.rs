@@ -710,6 +710,7 @@ pub(crate) fn unify(a: SqlType, b: SqlType) -> Option<SqlType> {
         (T::Timestamp | T::Timestamptz, T::Timestamp | T::Timestamptz) => T::Timestamptz,
         (T::Date, T::Timestamp) | (T::Timestamp, T::Date) => T::Timestamp,
         (T::Array(x), T::Array(y)) => T::array_of(unify(*x, *y)?)?,
+        (T::Vector(x), T::Array(y)) | (T::Array(y), T::Vector(x)) if x == y => T::Array(y),
         _ => return None,
     })
 }

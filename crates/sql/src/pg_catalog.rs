@@ -82,6 +82,8 @@ pub(crate) enum CatalogTable {
     Rewrite,
     /// pg_range: empty (quire has no range types).
     Range,
+    /// pg_tablespace: PostgreSQL's two built-in tablespaces (quire has no others).
+    Tablespace,
     Sequence,
     /// quire's file-layer counters, one row per operation kind (opens, reads, writes, size
     /// probes, fsyncs, ...) since the server started.
@@ -133,6 +135,7 @@ impl CatalogTable {
             "pg_trigger" => CatalogTable::Trigger,
             "pg_rewrite" => CatalogTable::Rewrite,
             "pg_range" => CatalogTable::Range,
+            "pg_tablespace" => CatalogTable::Tablespace,
             "pg_sequence" => CatalogTable::Sequence,
             "quire_stat_io" => CatalogTable::StatIo,
             "pg_stat_wal" => CatalogTable::StatWal,
@@ -231,10 +234,10 @@ impl CatalogTable {
                 ("indisready", T::Bool),
                 ("indislive", T::Bool),
                 ("indisreplident", T::Bool),
-                ("indkey", T::INT2_ARRAY),
-                ("indcollation", SqlType::Array(&T::Oid)),
-                ("indclass", SqlType::Array(&T::Oid)),
-                ("indoption", T::INT2_ARRAY),
+                ("indkey", T::INT2_VECTOR),
+                ("indcollation", T::OID_VECTOR),
+                ("indclass", T::OID_VECTOR),
+                ("indoption", T::INT2_VECTOR),
                 ("indexprs", T::Text),
                 ("indpred", T::Text),
             ],
@@ -470,6 +473,13 @@ impl CatalogTable {
                 ("inherit_option", T::Bool),
                 ("set_option", T::Bool),
             ],
+            CatalogTable::Tablespace => &[
+                ("oid", T::Oid),
+                ("spcname", T::Name),
+                ("spcowner", T::Oid),
+                ("spcacl", T::TEXT_ARRAY),
+                ("spcoptions", T::TEXT_ARRAY),
+            ],
             CatalogTable::Range => &[
                 ("rngtypid", T::Oid),
                 ("rngsubtype", T::Oid),
@@ -607,6 +617,18 @@ impl CatalogTable {
                 vec![int(HEAP_AM), text("heap"), text("t")],
                 vec![int(BTREE_AM), text("btree"), text("i")],
             ],
+            CatalogTable::Tablespace => [(1663, "pg_default"), (1664, "pg_global")]
+                .iter()
+                .map(|&(oid, name)| {
+                    vec![
+                        int(oid),
+                        text(name),
+                        int(SUPERUSER_OID),
+                        Value::Null,
+                        Value::Null,
+                    ]
+                })
+                .collect(),
             CatalogTable::Opclass => OPCLASSES
                 .iter()
                 .map(|&(oid, name, family, intype)| {
@@ -1014,10 +1036,10 @@ fn default_display(expr: &str, ty: SqlType) -> String {
         | T::Name
         | T::Date
         | T::Timestamp
-        | T::Timestamptz => cast(&ty.name()),
+        | T::Timestamptz
+        | T::Array(_) => cast(&ty.name()),
         T::Varchar(_) => cast("character varying"),
         T::Bpchar(_) => cast("bpchar"),
-        T::Array(_) => cast(&ty.name()),
         _ => expr.to_string(),
     }
 }
@@ -1237,8 +1259,7 @@ fn index_rows(tx: &Transaction) -> Result<Vec<Row>> {
                 .map(|&c| t.columns.get(usize::from(c)).map_or(T::Unknown, |c| c.ty))
                 .collect();
             let oids = |f: &dyn Fn(SqlType) -> u32| {
-                let v: Vec<String> = types.iter().map(|&t| f(t).to_string()).collect();
-                text(&format!("{{{}}}", v.join(",")))
+                crate::types::array::vector(types.iter().map(|&t| Some(f(t).to_string())).collect())
             };
             let collation = |t: SqlType| if t.is_text() { 100 } else { 0 };
             rows.push(vec![
@@ -1256,7 +1277,7 @@ fn index_rows(tx: &Transaction) -> Result<Vec<Row>> {
                 Value::Bool(true),
                 Value::Bool(true),
                 Value::Bool(false),
-                text(&format!("{{{}}}", key.join(","))),
+                crate::types::array::vector(key.into_iter().map(Some).collect()),
                 oids(&collation),
                 oids(&opclass),
                 oids(&|_| 0),

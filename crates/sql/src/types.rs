@@ -50,8 +50,11 @@ pub enum SqlType {
     Name,
     Char,
     /// An array of the element type (without its typmod), kept in its canonical text form
-    /// ([`array`]); `smallint[]` also stands for the catalogs' `int2vector`.
+    /// ([`array`]).
     Array(&'static SqlType),
+    /// The catalogs' `int2vector` and `oidvector`: one-dimensional arrays of smallint or oid
+    /// with subscripts from 0, kept as arrays (`[0:1]={1,2}`), printed as `1 2`.
+    Vector(&'static SqlType),
     /// `pg_lsn`: a WAL position, stored as an engine `Int`, printed as `16/B374D848`. Values
     /// are below 2^63 (quire's WAL would need 8 EiB to pass it).
     PgLsn,
@@ -106,8 +109,12 @@ const US_PER_DAY: i64 = 86_400_000_000;
 impl SqlType {
     /// `text[]`.
     pub const TEXT_ARRAY: SqlType = SqlType::Array(&SqlType::Text);
-    /// `smallint[]`, also the catalogs' `int2vector`.
+    /// `smallint[]`.
     pub const INT2_ARRAY: SqlType = SqlType::Array(&SqlType::Int2);
+    /// `int2vector`.
+    pub const INT2_VECTOR: SqlType = SqlType::Vector(&SqlType::Int2);
+    /// `oidvector`.
+    pub const OID_VECTOR: SqlType = SqlType::Vector(&SqlType::Oid);
 
     /// The array type of elements of this type (typmod dropped); `None` if it has none.
     pub fn array_of(elem: SqlType) -> Option<SqlType> {
@@ -117,7 +124,7 @@ impl SqlType {
     /// An array type's element type; `None` for a type that is not an array.
     pub fn element(self) -> Option<SqlType> {
         match self {
-            SqlType::Array(e) => Some(*e),
+            SqlType::Array(e) | SqlType::Vector(e) => Some(*e),
             _ => None,
         }
     }
@@ -148,6 +155,8 @@ impl SqlType {
             SqlType::Name => 19,
             SqlType::Char => 18,
             SqlType::Array(elem) => array::array_type(*elem).map_or(0, |(_, oid)| oid),
+            SqlType::Vector(SqlType::Int2) => 22,
+            SqlType::Vector(_) => 30,
             SqlType::PgLsn => 3220,
             SqlType::Json => 114,
             SqlType::Void => 2278,
@@ -180,7 +189,8 @@ impl SqlType {
             4089 => SqlType::Regnamespace,
             19 => SqlType::Name,
             18 => SqlType::Char,
-            22 => SqlType::INT2_ARRAY,
+            22 => SqlType::INT2_VECTOR,
+            30 => SqlType::OID_VECTOR,
             3220 => SqlType::PgLsn,
             114 => SqlType::Json,
             2278 => SqlType::Void,
@@ -213,6 +223,7 @@ impl SqlType {
             | SqlType::Name
             | SqlType::Char
             | SqlType::Array(_)
+            | SqlType::Vector(_)
             | SqlType::Json
             | SqlType::Void
             | SqlType::Unknown => Type::Text,
@@ -266,6 +277,8 @@ impl SqlType {
             SqlType::Name => "name".into(),
             SqlType::Char => "\"char\"".into(),
             SqlType::Array(elem) => format!("{}[]", elem.name()),
+            SqlType::Vector(SqlType::Int2) => "int2vector".into(),
+            SqlType::Vector(_) => "oidvector".into(),
             SqlType::PgLsn => "pg_lsn".into(),
             SqlType::Json => "json".into(),
             SqlType::Void => "void".into(),
@@ -298,7 +311,8 @@ impl SqlType {
             "regnamespace" => SqlType::Regnamespace,
             "name" => SqlType::Name,
             "\"char\"" | "char" => SqlType::Char,
-            "int2vector" => SqlType::INT2_ARRAY,
+            "int2vector" => SqlType::INT2_VECTOR,
+            "oidvector" => SqlType::OID_VECTOR,
             "pg_lsn" => SqlType::PgLsn,
             "json" => SqlType::Json,
             "void" => SqlType::Void,
@@ -509,6 +523,8 @@ impl SqlType {
             SqlType::Name => "name",
             SqlType::Char => "\"char\"",
             SqlType::Array(_) => "array",
+            SqlType::Vector(SqlType::Int2) => "int2vector",
+            SqlType::Vector(_) => "oidvector",
             SqlType::PgLsn => "pg_lsn",
             SqlType::Json => "json",
             SqlType::Void => "void",
@@ -625,15 +641,8 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
             Ok(Value::Float(v))
         }
         SqlType::Text | SqlType::Unknown | SqlType::Name => Ok(Value::Text(text.to_string())),
-        SqlType::Array(&SqlType::Int2) if !t.starts_with(['{', '[']) => {
-            // int2vector's form is `1 2`: read as the array it is stored as.
-            let elems = t.split(' ').filter(|e| !e.is_empty());
-            array::input(
-                &format!("{{{}}}", elems.collect::<Vec<_>>().join(",")),
-                SqlType::Int2,
-            )
-        }
         SqlType::Array(elem) => array::input(text, *elem),
+        SqlType::Vector(elem) => array::vector_input(text, *elem),
         SqlType::Char => Ok(Value::Text(text.chars().take(1).collect())),
         SqlType::Varchar(limit) => check_varchar(text.to_string(), limit),
         SqlType::Bpchar(limit) => check_bpchar(text, limit),
@@ -953,7 +962,10 @@ pub fn format_text(value: &Value, ty: SqlType) -> Option<String> {
         Value::Int(i) if ty == SqlType::PgLsn => quire_engine::Lsn(i.cast_unsigned()).to_string(),
         Value::Int(i) => i.to_string(),
         Value::Float(f) => format_float(*f, ty),
-        Value::Text(s) => s.clone(),
+        Value::Text(s) => match ty {
+            SqlType::Vector(_) => array::vector_output(s),
+            _ => s.clone(),
+        },
         Value::Bytea(b) if ty == SqlType::Uuid => format_uuid(b),
         Value::Bytea(b) => {
             let mut s = String::with_capacity(2 + 2 * b.len());
@@ -1065,7 +1077,12 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
             SqlType::Char => Ok(Value::Text(s.chars().take(1).collect())),
             _ => Err(mismatch(what, from, to)),
         },
-        (v @ Value::Text(_), SqlType::Array(to_elem)) if from == SqlType::Array(to_elem) => Ok(v),
+        (v @ Value::Text(_), SqlType::Array(to_elem))
+            if from == SqlType::Array(to_elem) || from == SqlType::Vector(to_elem) =>
+        {
+            Ok(v)
+        }
+        (v @ Value::Text(_), SqlType::Vector(_)) if from == to => Ok(v),
         (Value::Text(s), SqlType::Array(&to_elem)) => match from {
             SqlType::Array(&from_elem) => array::map_elements(&s, from_elem, to_elem, |v| {
                 assign(v, from_elem, to_elem, what)
@@ -1114,8 +1131,8 @@ pub fn cast(value: Value, from: SqlType, to: SqlType) -> Result<Value> {
     }
     match (&value, to) {
         (Value::Null, _) => Ok(Value::Null),
-        (Value::Text(s), SqlType::Array(&to_elem)) if matches!(from, SqlType::Array(_)) => {
-            let SqlType::Array(&from_elem) = from else {
+        (Value::Text(s), SqlType::Array(&to_elem)) if from.element().is_some() => {
+            let Some(from_elem) = from.element() else {
                 return Err(internal("array cast"));
             };
             array::map_elements(s, from_elem, to_elem, |v| cast(v, from_elem, to_elem))

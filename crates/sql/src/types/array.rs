@@ -80,7 +80,7 @@ pub(super) fn array_type(elem: SqlType) -> Option<(&'static SqlType, u32)> {
         T::Regnamespace => (&T::Regnamespace, 4090),
         T::PgLsn => (&T::PgLsn, 3221),
         T::Json => (&T::Json, 199),
-        T::Array(_) | T::Void | T::Unknown => return None,
+        T::Array(_) | T::Vector(_) | T::Void | T::Unknown => return None,
     })
 }
 
@@ -456,6 +456,35 @@ pub fn input(text: &str, elem: SqlType) -> Result<Value> {
         *e = super::format_text(&v, elem).unwrap_or_default();
     }
     write(&a).map(Value::Text)
+}
+
+/// `int2vector` / `oidvector` input: values separated by spaces, kept as an array with
+/// subscripts from 0.
+pub fn vector_input(text: &str, elem: SqlType) -> Result<Value> {
+    let mut elems = Vec::new();
+    for e in text.split(is_space).filter(|e| !e.is_empty()) {
+        let v = super::parse_text(elem, e)?;
+        elems.push(super::format_text(&v, elem));
+    }
+    Ok(vector(elems))
+}
+
+/// A vector of element texts as its stored array (`[0:n-1]={...}`, `{}` when empty).
+pub fn vector(elems: Vec<Option<String>>) -> Value {
+    let mut a = Parsed::flat(elems);
+    if let Some(d) = a.dims.first_mut() {
+        d.lower = 0;
+    }
+    // Numbers need no quotes: writing cannot pass the size limit of the input it came from.
+    Value::Text(write(&a).unwrap_or_default())
+}
+
+/// `int2vector` / `oidvector` output: the elements separated by spaces.
+pub fn vector_output(stored: &str) -> String {
+    match parse(stored) {
+        Ok(a) => a.elems.into_iter().flatten().collect::<Vec<_>>().join(" "),
+        Err(_) => stored.to_string(),
+    }
 }
 
 /// The elements of a canonical array value as values of `elem`, row-major (`unnest`).

@@ -32,7 +32,7 @@ pub fn send(v: &Value, ty: SqlType) -> Result<Option<Vec<u8>>> {
         (Value::Bool(b), _) => vec![u8::from(*b)],
         (Value::Float(f), SqlType::Float4) => (*f as f32).to_be_bytes().to_vec(),
         (Value::Float(f), _) => f.to_be_bytes().to_vec(),
-        (Value::Text(s), SqlType::Array(&elem)) => send_array(s, elem)?,
+        (Value::Text(s), SqlType::Array(&elem) | SqlType::Vector(&elem)) => send_array(s, elem)?,
         (Value::Text(s), _) => s.as_bytes().to_vec(),
         (Value::Bytea(b), _) => b.clone(),
         (Value::Timestamp(us), _) => us.saturating_sub(PG_EPOCH_OFFSET_US).to_be_bytes().to_vec(),
@@ -203,7 +203,7 @@ pub fn recv(bytes: &[u8], ty: SqlType) -> Result<Value> {
             let lsn = u64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad())?);
             Value::Int(i64::try_from(lsn).map_err(|_| bad())?)
         }
-        SqlType::Array(&elem) => recv_array(bytes, elem)?,
+        SqlType::Array(&elem) | SqlType::Vector(&elem) => recv_array(bytes, elem)?,
         SqlType::Bytea => Value::Bytea(bytes.to_vec()),
         SqlType::Numeric(typmod) => {
             super::check_numeric(crate::numeric::from_binary(bytes)?, typmod)?
