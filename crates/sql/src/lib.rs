@@ -18,12 +18,14 @@
 //!    (exact decimal arithmetic), `datetime` (calendar, interval and date/time arithmetic),
 //!    `spool` (rows past `work_mem` in a temp file), `json` (the json type's input
 //!    function and string escaping).
-//! 1. `types`: SQL types over the engine's, text input and output, casts, comparison.
+//! 1. `types`: SQL types over the engine's, text input and output, casts, comparison;
+//!    arrays in their canonical text form (`types::array`) and every type's binary format
+//!    (`types::binary`).
 //! 2. `roles` (roles and their SCRAM-SHA-256 verifiers), `catalog` (what SQL keeps of a
 //!    table), `backends` (the server's sessions by process id), `shape` (a statement's
 //!    constants taken out as parameters).
 //! 3. `parse`: statement splitting, `sqlparser` (its trees' depth and memory bounded), and
-//!    the utility commands it lacks; `copy`: COPY's text and CSV formats; `sequence`
+//!    the utility commands it lacks; `copy`: COPY's text, CSV and binary formats; `sequence`
 //!    (CREATE and ALTER SEQUENCE's options, `nextval`).
 //! 4. `settings`: a session's parameters (PostgreSQL's GUCs) and the server's; the running
 //!    transaction's characteristics and the scope of SET / SET LOCAL.
