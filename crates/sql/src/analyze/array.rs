@@ -26,6 +26,21 @@ pub(super) fn no_array_type(elem: SqlType) -> SqlError {
     )
 }
 
+/// One bound of a subscript: left out (`a[:2]`), the 1 a single subscript means in a slice,
+/// or an expression.
+#[derive(Clone, Copy)]
+enum Bound<'a> {
+    Omitted,
+    One,
+    At(&'a AstExpr),
+}
+
+impl<'a> Bound<'a> {
+    fn of(e: Option<&'a AstExpr>) -> Bound<'a> {
+        e.map_or(Bound::Omitted, Bound::At)
+    }
+}
+
 fn cmp_op(op: &BinaryOperator) -> Result<CmpOp> {
     Ok(match op {
         BinaryOperator::Eq => CmpOp::Eq,
@@ -109,27 +124,36 @@ impl Binder<'_> {
             let bounds = match access {
                 ast::AccessExpr::Subscript(ast::Subscript::Index { index }) if slice => {
                     // In a slice, a single subscript i means 1:i.
-                    [None, Some(index)]
+                    [Bound::One, Bound::At(index)]
                 }
-                ast::AccessExpr::Subscript(ast::Subscript::Index { index }) => [Some(index), None],
+                ast::AccessExpr::Subscript(ast::Subscript::Index { index }) => {
+                    [Bound::At(index), Bound::Omitted]
+                }
                 ast::AccessExpr::Subscript(ast::Subscript::Slice {
                     lower_bound,
                     upper_bound,
                     stride: None,
-                }) => [lower_bound.as_ref(), upper_bound.as_ref()],
+                }) => [
+                    Bound::of(lower_bound.as_ref()),
+                    Bound::of(upper_bound.as_ref()),
+                ],
                 other => return Err(SqlError::unsupported(format!("subscript {other}"))),
             };
             if args.len() > 2 * array::MAX_DIMS {
                 return Err(array::too_many_dims(chain.len()));
             }
             for b in bounds.into_iter().take(if slice { 2 } else { 1 }) {
-                let Some(b) = b else {
-                    omitted |= 1 << (args.len() - 1);
-                    args.push(Expr::Const(Value::Null));
-                    continue;
-                };
-                let (i, it) = self.expr_expecting(b, scope, Some(SqlType::Int4))?;
-                args.push(self.coerce(i, it, SqlType::Int4)?);
+                match b {
+                    Bound::Omitted => {
+                        omitted |= 1 << (args.len() - 1);
+                        args.push(Expr::Const(Value::Null));
+                    }
+                    Bound::One => args.push(Expr::Const(Value::Int(1))),
+                    Bound::At(b) => {
+                        let (i, it) = self.expr_expecting(b, scope, Some(SqlType::Int4))?;
+                        args.push(self.coerce(i, it, SqlType::Int4)?);
+                    }
+                }
             }
         }
         if slice {
