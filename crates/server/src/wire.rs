@@ -45,41 +45,14 @@ pub(crate) fn encode_row(
     Ok(())
 }
 
-/// `pg_type.typlen` of a type: its fixed width, or -1 for a variable-length one.
+/// `pg_type.typlen` of a type (RowDescription's type size).
 pub(crate) fn type_size(ty: SqlType) -> i16 {
-    match ty {
-        SqlType::Bool | SqlType::Char => 1,
-        SqlType::Int2 => 2,
-        SqlType::Int4
-        | SqlType::Float4
-        | SqlType::Date
-        | SqlType::Oid
-        | SqlType::Regclass
-        | SqlType::Regtype
-        | SqlType::Regnamespace
-        | SqlType::Void => 4,
-        SqlType::Int8
-        | SqlType::Float8
-        | SqlType::Timestamp
-        | SqlType::Timestamptz
-        | SqlType::PgLsn => 8,
-        SqlType::Uuid | SqlType::Interval => 16,
-        SqlType::Name => 64,
-        SqlType::Unknown => -2,
-        _ => -1,
-    }
+    ty.typlen()
 }
 
-/// `atttypmod` of a type: `varchar(n)` and `char(n)` are n + 4, `numeric(p, s)` is
-/// ((p << 16) | s) + 4, as PostgreSQL stores them; -1 otherwise.
+/// `atttypmod` of a type (RowDescription's type modifier).
 pub(crate) fn type_modifier(ty: SqlType) -> i32 {
-    match ty {
-        SqlType::Varchar(Some(n)) | SqlType::Bpchar(Some(n)) => {
-            i32::try_from(n).map_or(-1, |n| n.saturating_add(4))
-        }
-        SqlType::Numeric(Some((p, s))) => ((i32::from(p) << 16) | i32::from(s)) + 4,
-        _ => -1,
-    }
+    ty.typmod()
 }
 
 /// A parameter's value from its Bind bytes.

@@ -1487,38 +1487,18 @@ fn opclass(t: SqlType) -> u32 {
         .map_or(0, |&(oid, ..)| oid)
 }
 
-/// The types pg_type lists: every type quire has.
-const TYPES: &[SqlType] = &[
-    T::Bool,
-    T::Bytea,
-    T::Char,
-    T::Name,
-    T::Int8,
-    T::Int2,
-    T::Int4,
-    T::Text,
-    T::Oid,
-    T::Float4,
-    T::Float8,
-    T::Bpchar(None),
-    T::Varchar(None),
-    T::Date,
-    T::Timestamp,
-    T::Timestamptz,
-    T::Interval,
-    T::Regclass,
-    T::Regtype,
-    T::Uuid,
-    T::Numeric(None),
-    T::PgLsn,
-    T::Json,
-    T::Void,
-];
-
-/// pg_type: each type of [`TYPES`], then the array type of each that has one.
+/// pg_type: each scalar type, `void`, the vectors, then each scalar type's array type.
 fn type_rows() -> Vec<Row> {
-    let arrays = TYPES.iter().filter_map(|&t| SqlType::array_of(t));
-    TYPES.iter().copied().chain(arrays).map(type_row).collect()
+    let scalars = crate::types::SCALAR_TYPES;
+    let arrays = scalars.iter().filter_map(|&t| SqlType::array_of(t));
+    let others = [T::Void, T::INT2_VECTOR, T::OID_VECTOR];
+    scalars
+        .iter()
+        .copied()
+        .chain(others)
+        .chain(arrays)
+        .map(type_row)
+        .collect()
 }
 
 fn type_row(t: SqlType) -> Row {
@@ -1589,24 +1569,12 @@ fn storage(t: SqlType) -> &'static str {
 }
 
 fn type_len(t: SqlType) -> i64 {
-    match t {
-        T::Bool | T::Char => 1,
-        T::Int2 => 2,
-        T::Int4 | T::Oid | T::Regclass | T::Regtype | T::Float4 | T::Date | T::Void => 4,
-        T::Int8 | T::Float8 | T::Timestamp | T::Timestamptz | T::PgLsn => 8,
-        T::Uuid | T::Interval => 16,
-        T::Name => 64,
-        _ => -1,
-    }
+    i64::from(t.typlen())
 }
 
 /// `atttypmod`: the declared length plus 4 for varchar(n) and char(n), as PostgreSQL stores it.
 fn typmod(t: SqlType) -> i64 {
-    match t {
-        T::Varchar(Some(n)) | T::Bpchar(Some(n)) => i64::from(n) + 4,
-        T::Numeric(Some((p, s))) => ((i64::from(p) << 16) | i64::from(s)) + 4,
-        _ => -1,
-    }
+    i64::from(t.typmod())
 }
 
 /// `format_type(oid, typmod)`.

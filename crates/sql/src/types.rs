@@ -101,6 +101,35 @@ impl CmpOp {
     }
 }
 
+/// Every scalar type quire has, one per oid (each has an array type): pg_type lists them,
+/// and oids are looked up among them.
+pub const SCALAR_TYPES: [SqlType; 24] = [
+    SqlType::Bool,
+    SqlType::Bytea,
+    SqlType::Char,
+    SqlType::Name,
+    SqlType::Int2,
+    SqlType::Int4,
+    SqlType::Text,
+    SqlType::Bpchar(None),
+    SqlType::Varchar(None),
+    SqlType::Int8,
+    SqlType::Float4,
+    SqlType::Float8,
+    SqlType::Oid,
+    SqlType::Timestamp,
+    SqlType::Date,
+    SqlType::Timestamptz,
+    SqlType::Interval,
+    SqlType::Numeric(None),
+    SqlType::Uuid,
+    SqlType::Regclass,
+    SqlType::Regtype,
+    SqlType::Regnamespace,
+    SqlType::PgLsn,
+    SqlType::Json,
+];
+
 /// Microseconds from 1970-01-01 (the engine's epoch) to 2000-01-01 (PostgreSQL's).
 pub const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
 
@@ -196,7 +225,7 @@ impl SqlType {
             2278 => SqlType::Void,
             705 | 0 => SqlType::Unknown,
             _ => {
-                return array::ELEMENT_TYPES
+                return SCALAR_TYPES
                     .iter()
                     .find_map(|&e| SqlType::array_of(e).filter(|a| a.oid() == oid))
             }
@@ -478,6 +507,44 @@ impl SqlType {
                 | SqlType::Char
                 | SqlType::Unknown
         )
+    }
+
+    /// `pg_type.typlen`: the fixed width in bytes, -1 for a variable-length type, -2 for a
+    /// C string (`unknown`).
+    pub fn typlen(self) -> i16 {
+        match self {
+            SqlType::Bool | SqlType::Char => 1,
+            SqlType::Int2 => 2,
+            SqlType::Int4
+            | SqlType::Float4
+            | SqlType::Date
+            | SqlType::Oid
+            | SqlType::Regclass
+            | SqlType::Regtype
+            | SqlType::Regnamespace
+            | SqlType::Void => 4,
+            SqlType::Int8
+            | SqlType::Float8
+            | SqlType::Timestamp
+            | SqlType::Timestamptz
+            | SqlType::PgLsn => 8,
+            SqlType::Uuid | SqlType::Interval => 16,
+            SqlType::Name => 64,
+            SqlType::Unknown => -2,
+            _ => -1,
+        }
+    }
+
+    /// `atttypmod`: `varchar(n)` and `char(n)` are n + 4, `numeric(p, s)` is
+    /// ((p << 16) | s) + 4, as PostgreSQL stores them; -1 otherwise.
+    pub fn typmod(self) -> i32 {
+        match self {
+            SqlType::Varchar(Some(n)) | SqlType::Bpchar(Some(n)) => {
+                i32::try_from(n).map_or(-1, |n| n.saturating_add(4))
+            }
+            SqlType::Numeric(Some((p, s))) => ((i32::from(p) << 16) | i32::from(s)) + 4,
+            _ => -1,
+        }
     }
 
     /// The oid-like types (compared and cast as integers).

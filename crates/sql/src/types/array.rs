@@ -84,34 +84,6 @@ pub(super) fn array_type(elem: SqlType) -> Option<(&'static SqlType, u32)> {
     })
 }
 
-/// Every element type that has an array type (for oid lookups).
-pub(super) const ELEMENT_TYPES: [SqlType; 24] = [
-    SqlType::Bool,
-    SqlType::Bytea,
-    SqlType::Char,
-    SqlType::Name,
-    SqlType::Int2,
-    SqlType::Int4,
-    SqlType::Text,
-    SqlType::Bpchar(None),
-    SqlType::Varchar(None),
-    SqlType::Int8,
-    SqlType::Float4,
-    SqlType::Float8,
-    SqlType::Oid,
-    SqlType::Timestamp,
-    SqlType::Date,
-    SqlType::Timestamptz,
-    SqlType::Interval,
-    SqlType::Numeric(None),
-    SqlType::Uuid,
-    SqlType::Regclass,
-    SqlType::Regtype,
-    SqlType::Regnamespace,
-    SqlType::PgLsn,
-    SqlType::Json,
-];
-
 fn malformed(text: &str, detail: &str) -> SqlError {
     SqlError::new(
         SqlState::INVALID_TEXT_REPRESENTATION,
