@@ -751,11 +751,11 @@ fn fill(args: &[Value], elem: SqlType) -> Result<Value> {
         dims.push(Dim { len, lower });
     }
     let text = types::format_text(&args[0], elem);
-    // Each element takes its text and a comma: refused before anything is allocated.
-    types::check_growth(
-        0,
-        count.saturating_mul(text.as_ref().map_or(5, |t| t.len() + 1)),
-    )?;
+    // Each element takes its text and a comma, and more while it is held: refused before
+    // anything is allocated.
+    let each = text.as_ref().map_or(5, |t| t.len() + 1);
+    types::check_growth(0, count.saturating_mul(each))?;
+    array::check_parsed_size(count.saturating_mul(each + array::ELEMENT_OVERHEAD_BYTES))?;
     if count == 0 {
         return Ok(Value::Text("{}".into()));
     }

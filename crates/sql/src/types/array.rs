@@ -21,6 +21,23 @@ use crate::error::{Result, SqlError};
 /// PostgreSQL's `MAXDIM`.
 pub const MAX_DIMS: usize = 6;
 
+/// Bytes an element takes once parsed, beyond its text (its `Option<String>`, the heap
+/// block, and the value it may become): what [`check_parsed_size`] charges.
+pub(crate) const ELEMENT_OVERHEAD_BYTES: usize = 64;
+
+/// 54000 once the parsed elements of one array would take more than `MAX_VALUE_BYTES`:
+/// short elements cost far more parsed than written (`{1,1,...}`), so the text's own
+/// limit does not bound them.
+pub(crate) fn check_parsed_size(bytes: usize) -> Result<()> {
+    if bytes > super::MAX_VALUE_BYTES {
+        return Err(SqlError::new(
+            SqlState::PROGRAM_LIMIT_EXCEEDED,
+            "array size exceeds the maximum allowed: its elements would take more than 1 GB",
+        ));
+    }
+    Ok(())
+}
+
 /// One dimension of an array: its length and its lower bound (1 unless written otherwise).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dim {
@@ -115,6 +132,8 @@ struct Reader<'a> {
     /// The depth at which elements appear (set by the first element).
     leaf_depth: Option<usize>,
     elems: Vec<Option<String>>,
+    /// What the elements take parsed ([`check_parsed_size`]).
+    parsed_bytes: usize,
 }
 
 impl Reader<'_> {
@@ -241,6 +260,8 @@ impl Reader<'_> {
             crate::types::check_growth(cur.len(), 1)?;
         }
         cur.truncate(kept);
+        self.parsed_bytes += ELEMENT_OVERHEAD_BYTES + cur.len();
+        check_parsed_size(self.parsed_bytes)?;
         if !quoted_any && cur.eq_ignore_ascii_case("NULL") {
             self.elems.push(None);
         } else {
@@ -307,6 +328,7 @@ pub fn parse(text: &str) -> Result<Parsed> {
         lens: Vec::new(),
         leaf_depth: None,
         elems: Vec::new(),
+        parsed_bytes: 0,
     };
     r.level(0)?;
     r.skip_space();
@@ -542,6 +564,7 @@ pub struct Stacker {
     elems: Vec<Option<String>>,
     count: usize,
     bytes: usize,
+    parsed_bytes: usize,
 }
 
 impl Stacker {
@@ -573,6 +596,8 @@ impl Stacker {
         }
         super::check_growth(self.bytes, text.len())?;
         self.bytes += text.len();
+        self.parsed_bytes += a.elems.len() * ELEMENT_OVERHEAD_BYTES + text.len();
+        check_parsed_size(self.parsed_bytes)?;
         self.count += 1;
         self.elems.extend(a.elems);
         Ok(())
