@@ -124,10 +124,12 @@ fn recv_array(bytes: &[u8], elem: SqlType) -> Result<Value> {
     if ndim == 0 {
         count = 0;
     }
-    // Each element takes at least its 4-byte length: a count beyond that is a lie.
+    // Each element takes at least its 4-byte length: a count beyond that is a lie. And
+    // each takes far more once held than its 4 bytes: charged before the vector exists.
     if count > rest.len() / 4 {
         return Err(bad("insufficient data left in message"));
     }
+    array::check_parsed_size(count.saturating_mul(array::ELEMENT_OVERHEAD_BYTES) + rest.len())?;
     let mut elems = Vec::with_capacity(count);
     for _ in 0..count {
         let len = int(&mut rest)?;
@@ -223,4 +225,33 @@ pub fn recv(bytes: &[u8], ty: SqlType) -> Result<Value> {
             })
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn array_header(elem: SqlType, len: i32) -> Vec<u8> {
+        let mut b = Vec::new();
+        for x in [1, 1, elem.oid().cast_signed(), len, 1] {
+            b.extend_from_slice(&x.to_be_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn arrays_round_trip_and_lying_or_huge_ones_are_refused() {
+        let ty = SqlType::Array(&SqlType::Int4);
+        let v = Value::Text("{1,NULL,-3}".into());
+        let bytes = send(&v, ty).unwrap().unwrap();
+        assert_eq!(recv(&bytes, ty).unwrap(), v);
+        // A count the bytes cannot hold.
+        let lie = array_header(SqlType::Int4, 1_000_000);
+        assert_eq!(recv(&lie, ty).unwrap_err().sqlstate(), "22P03");
+        // Enough NULLs (4 bytes each) to take gigabytes once held: refused first.
+        let n = 17_000_000;
+        let mut huge = array_header(SqlType::Int4, n);
+        huge.extend(std::iter::repeat_n((-1i32).to_be_bytes(), n as usize).flatten());
+        assert_eq!(recv(&huge, ty).unwrap_err().sqlstate(), "54000");
+    }
 }
