@@ -1489,7 +1489,7 @@ fn opclass(t: SqlType) -> u32 {
 
 /// pg_type: each scalar type, `void`, the vectors, then each scalar type's array type.
 fn type_rows() -> Vec<Row> {
-    let scalars = crate::types::SCALAR_TYPES;
+    let scalars = crate::types::array::SCALAR_TYPES.map(|(t, _)| t);
     let arrays = scalars.iter().filter_map(|&t| SqlType::array_of(t));
     let others = [T::Void, T::INT2_VECTOR, T::OID_VECTOR];
     scalars

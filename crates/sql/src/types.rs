@@ -101,35 +101,6 @@ impl CmpOp {
     }
 }
 
-/// Every scalar type quire has, one per oid (each has an array type): pg_type lists them,
-/// and oids are looked up among them.
-pub const SCALAR_TYPES: [SqlType; 24] = [
-    SqlType::Bool,
-    SqlType::Bytea,
-    SqlType::Char,
-    SqlType::Name,
-    SqlType::Int2,
-    SqlType::Int4,
-    SqlType::Text,
-    SqlType::Bpchar(None),
-    SqlType::Varchar(None),
-    SqlType::Int8,
-    SqlType::Float4,
-    SqlType::Float8,
-    SqlType::Oid,
-    SqlType::Timestamp,
-    SqlType::Date,
-    SqlType::Timestamptz,
-    SqlType::Interval,
-    SqlType::Numeric(None),
-    SqlType::Uuid,
-    SqlType::Regclass,
-    SqlType::Regtype,
-    SqlType::Regnamespace,
-    SqlType::PgLsn,
-    SqlType::Json,
-];
-
 /// Microseconds from 1970-01-01 (the engine's epoch) to 2000-01-01 (PostgreSQL's).
 pub const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
 
@@ -225,9 +196,10 @@ impl SqlType {
             2278 => SqlType::Void,
             705 | 0 => SqlType::Unknown,
             _ => {
-                return SCALAR_TYPES
+                return array::SCALAR_TYPES
                     .iter()
-                    .find_map(|&e| SqlType::array_of(e).filter(|a| a.oid() == oid))
+                    .find(|(_, array_oid)| *array_oid == oid)
+                    .map(|(e, _)| SqlType::Array(e))
             }
         })
     }

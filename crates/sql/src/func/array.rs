@@ -46,8 +46,8 @@ pub(crate) enum ArrayFn {
     Positions(SqlType),
     Remove(SqlType),
     Replace(SqlType),
-    /// array_to_string(array, sep [, null_string]).
-    ToString(SqlType),
+    /// array_to_string(array, sep [, null_string]): the elements' text as stored.
+    ToString,
     /// string_to_array(text, sep [, null_string]).
     FromString,
     /// `array[i][j]...`: one subscript per argument after the array.
@@ -174,7 +174,7 @@ pub(crate) fn resolve(name: &str, args: &[SqlType]) -> Option<Result<Signature>>
             ("array_to_string", 2 | 3) => elem(&[0], &[]).map(|e| {
                 let mut casts = vec![Some(arr(e))];
                 casts.extend((1..n).map(|_| Some(T::Text)));
-                sig(ArrayFn::ToString(e), casts, T::Text)
+                sig(ArrayFn::ToString, casts, T::Text)
             }),
             ("array_fill", 2 | 3) => elem(&[], &[0]).map(|e| {
                 let mut casts = vec![Some(e), Some(arr(T::Int4))];
@@ -212,7 +212,7 @@ impl ArrayFn {
                 | ArrayFn::Positions(_)
                 | ArrayFn::Remove(_)
                 | ArrayFn::Replace(_)
-                | ArrayFn::ToString(_)
+                | ArrayFn::ToString
                 | ArrayFn::FromString
                 | ArrayFn::Any { .. }
                 | ArrayFn::Slice { .. }
@@ -231,7 +231,7 @@ impl ArrayFn {
             ArrayFn::Position(e) => position(args, e),
             ArrayFn::Positions(e) => positions(args, e),
             ArrayFn::Remove(e) | ArrayFn::Replace(e) => remove_replace(self, args, e),
-            ArrayFn::ToString(e) => to_string(args, e),
+            ArrayFn::ToString => to_string(args),
             ArrayFn::FromString => from_string(args),
             ArrayFn::Subscript(e) => subscript(args, e),
             ArrayFn::Slice { omitted, .. } => slice(args, omitted),
@@ -504,7 +504,7 @@ fn remove_replace(f: ArrayFn, args: &[Value], elem: SqlType) -> Result<Value> {
     array::write(&out).map(Value::Text)
 }
 
-fn to_string(args: &[Value], elem: SqlType) -> Result<Value> {
+fn to_string(args: &[Value]) -> Result<Value> {
     let (Some(arr), Some(sep)) = (text_arg(&args[0]), text_arg(&args[1])) else {
         return Ok(Value::Null);
     };
@@ -522,7 +522,6 @@ fn to_string(args: &[Value], elem: SqlType) -> Result<Value> {
         out.push_str(piece);
         first = false;
     }
-    let _ = elem;
     Ok(Value::Text(out))
 }
 

@@ -68,37 +68,48 @@ impl Parsed {
     }
 }
 
+/// Every scalar type quire has, one per oid, each with its array type's oid: pg_type
+/// lists them, and type oids are looked up among them.
+pub static SCALAR_TYPES: [(SqlType, u32); 24] = [
+    (SqlType::Bool, 1000),
+    (SqlType::Bytea, 1001),
+    (SqlType::Char, 1002),
+    (SqlType::Name, 1003),
+    (SqlType::Int2, 1005),
+    (SqlType::Int4, 1007),
+    (SqlType::Text, 1009),
+    (SqlType::Bpchar(None), 1014),
+    (SqlType::Varchar(None), 1015),
+    (SqlType::Int8, 1016),
+    (SqlType::Float4, 1021),
+    (SqlType::Float8, 1022),
+    (SqlType::Oid, 1028),
+    (SqlType::Timestamp, 1115),
+    (SqlType::Date, 1182),
+    (SqlType::Timestamptz, 1185),
+    (SqlType::Interval, 1187),
+    (SqlType::Numeric(None), 1231),
+    (SqlType::Uuid, 2951),
+    (SqlType::Regclass, 2210),
+    (SqlType::Regtype, 2211),
+    (SqlType::Regnamespace, 4090),
+    (SqlType::PgLsn, 3221),
+    (SqlType::Json, 199),
+];
+
 /// The array type whose elements are `elem` (its typmod dropped), and the array's oid;
 /// `None` for a type without one (arrays of arrays, `void`, `unknown`).
 pub(super) fn array_type(elem: SqlType) -> Option<(&'static SqlType, u32)> {
-    use SqlType as T;
-    Some(match elem {
-        T::Bool => (&T::Bool, 1000),
-        T::Bytea => (&T::Bytea, 1001),
-        T::Char => (&T::Char, 1002),
-        T::Name => (&T::Name, 1003),
-        T::Int2 => (&T::Int2, 1005),
-        T::Int4 => (&T::Int4, 1007),
-        T::Text => (&T::Text, 1009),
-        T::Bpchar(_) => (&T::Bpchar(None), 1014),
-        T::Varchar(_) => (&T::Varchar(None), 1015),
-        T::Int8 => (&T::Int8, 1016),
-        T::Float4 => (&T::Float4, 1021),
-        T::Float8 => (&T::Float8, 1022),
-        T::Oid => (&T::Oid, 1028),
-        T::Timestamp => (&T::Timestamp, 1115),
-        T::Date => (&T::Date, 1182),
-        T::Timestamptz => (&T::Timestamptz, 1185),
-        T::Interval => (&T::Interval, 1187),
-        T::Numeric(_) => (&T::Numeric(None), 1231),
-        T::Uuid => (&T::Uuid, 2951),
-        T::Regclass => (&T::Regclass, 2210),
-        T::Regtype => (&T::Regtype, 2211),
-        T::Regnamespace => (&T::Regnamespace, 4090),
-        T::PgLsn => (&T::PgLsn, 3221),
-        T::Json => (&T::Json, 199),
-        T::Array(_) | T::Vector(_) | T::Void | T::Unknown => return None,
-    })
+    let base = match elem {
+        SqlType::Bpchar(_) => SqlType::Bpchar(None),
+        SqlType::Varchar(_) => SqlType::Varchar(None),
+        SqlType::Numeric(_) => SqlType::Numeric(None),
+        t => t,
+    };
+    SCALAR_TYPES
+        .iter()
+        .find(|(t, _)| *t == base)
+        .map(|(t, oid)| (t, *oid))
 }
 
 fn malformed(text: &str, detail: &str) -> SqlError {
