@@ -30,6 +30,10 @@ async def main():
         got = await conn.fetch("SELECT * FROM apps_apg WHERE id = ANY($1::int[]) ORDER BY id", [1, 2])
         check([tuple(r) for r in got], rows, "binary rows with arrays")
         check(await conn.fetchval("SELECT array_agg(id ORDER BY id) FROM apps_apg"), [1, 2], "array_agg")
+        # jsonb travels in binary (a version byte, then the text); json as text.
+        doc = await conn.fetchval("SELECT $1::jsonb || '{\"b\": [true, null]}'", '{"a": 1.5}')
+        check(doc, '{"a": 1.5, "b": [true, null]}', "jsonb parameter and result")
+        check(await conn.fetchval("SELECT $1::json -> 'k'", '{"k" : [1,  2]}'), "[1,  2]", "json piece as written")
 
         # Nested transactions are savepoints: the inner failure leaves the outer row.
         async with conn.transaction():

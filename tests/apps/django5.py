@@ -33,6 +33,7 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 from django.db import IntegrityError, connection, transaction  # noqa: E402
 from django.db.models import Count, F, Max, Q, Sum  # noqa: E402
+from django.db.models.fields.json import KT  # noqa: E402
 
 from ledger.models import Account, Entry  # noqa: E402
 
@@ -64,6 +65,25 @@ def scenario():
         Entry.objects.create(account_id=alice.pk, amount=D(amount), memo="pay")
     Entry.objects.create(account_id=bob.pk, amount=D("1.00"))
     check(Entry.objects.filter(account_id=alice.pk, amount__gt=0).count(), 2, "filter")
+    # JSONField (jsonb): key, index and nested lookups, containment, has_key, KT().
+    Entry.objects.create(account_id=bob.pk, amount=D("2.00"),
+                         details={"kind": "card", "tags": ["a", "b"], "meta": {"risk": 3, "ok": True}})
+    Entry.objects.create(account_id=bob.pk, amount=D("3.00"), details={"kind": "cash", "tags": []})
+    with_details = Entry.objects.exclude(details={})
+    check(with_details.count(), 2, "JSONField exclude empty")
+    check(Entry.objects.get(details__kind="card").details["meta"], {"risk": 3, "ok": True}, "JSONField round trip")
+    check(Entry.objects.filter(details__meta__risk__gte=2).count(), 1, "JSONField nested key lookup")
+    check(Entry.objects.filter(details__tags__0="a").count(), 1, "JSONField index lookup")
+    check(Entry.objects.filter(details__contains={"tags": ["b"]}).count(), 1, "JSONField contains")
+    check(with_details.filter(details__contained_by={"kind": "cash", "tags": [], "x": 1}).count(), 1,
+          "JSONField contained_by")
+    check(Entry.objects.filter(details__has_key="meta").count(), 1, "JSONField has_key")
+    check(Entry.objects.filter(details__has_any_keys=["meta", "tags"]).count(), 2, "JSONField has_any_keys")
+    check(list(with_details.annotate(kind=KT("details__kind")).order_by("kind").values_list("kind", flat=True)),
+          ["card", "cash"], "JSONField KT annotation")
+    Entry.objects.filter(details__kind="cash").update(details={"kind": "cash", "void": None})
+    check(Entry.objects.filter(details__void__isnull=False).count(), 1, "JSONField JSON null key")
+    Entry.objects.filter(details__has_key="kind").delete()
     check(list(Account.objects.filter(Q(active=False) | Q(name__startswith="al")).order_by("name")
                .values_list("name", flat=True)), ["alice", "bob"], "Q objects")
     check(list(Account.objects.filter(name__icontains="ACCT").exclude(balance__lt=3)

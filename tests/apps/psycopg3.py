@@ -6,6 +6,7 @@ import datetime
 import decimal
 
 import psycopg
+from psycopg.types.json import Json, Jsonb
 
 from common import check, dsn, run
 
@@ -45,6 +46,11 @@ def scenario():
             check(c.fetchone(), arrays, "array parameters and results")
             c.execute("SELECT array_agg(id ORDER BY id), 1 = ANY(%s) FROM apps_items", ([1, 2],))
             check(c.fetchone(), ([1, 2], True), "array_agg and = ANY(list)")
+            # json and jsonb: psycopg's Json/Jsonb wrappers, decoded to Python objects.
+            doc = {"b": [1, 2.5, None], "a": "x\u00e9", "n": {"t": True}}
+            c.execute("SELECT %s::jsonb, %s::json, %s::jsonb -> 'b' ->> 1, %s::jsonb @> '{\"a\": \"x\u00e9\"}'",
+                      (Jsonb(doc), Json(doc), Jsonb(doc), Jsonb(doc)))
+            check(c.fetchone(), (doc, doc, "2.5", True), "json and jsonb round trip")
 
         cur.executemany(
             "INSERT INTO apps_items (id, name, price, active) VALUES (%s, %s, %s, %s)",

@@ -29,6 +29,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from common import check, run, sqlalchemy_url
@@ -69,6 +70,7 @@ def scenario():
         Column("ok", Boolean, server_default="true"),
         Column("at", DateTime(timezone=True)),
         Column("body", Text),
+        Column("attrs", JSONB),
         Index("apps_event_kind_at", "kind", "at"),
     )
     Base.metadata.drop_all(engine)
@@ -82,9 +84,10 @@ def scenario():
         conn.execute(
             insert(events),
             [
-                {"kind": "a", "weight": 1.5, "amount": decimal.Decimal("10.25"), "at": at, "body": "x"},
-                {"kind": "b", "weight": None, "amount": decimal.Decimal("-3.10"), "at": None, "body": None},
-                {"kind": "a", "weight": 2.25, "amount": decimal.Decimal("0.05"), "at": at, "body": "y" * 1000},
+                {"kind": "a", "weight": 1.5, "amount": decimal.Decimal("10.25"), "at": at, "body": "x",
+                 "attrs": {"color": "red", "sizes": [1, 2]}},
+                {"kind": "b", "weight": None, "amount": decimal.Decimal("-3.10"), "at": None, "body": None, "attrs": None},
+                {"kind": "a", "weight": 2.25, "amount": decimal.Decimal("0.05"), "at": at, "body": "y" * 1000, "attrs": None},
             ],
         )
         result = conn.execute(insert(events).values(kind="c").returning(events.c.id, events.c.ok))
@@ -103,6 +106,11 @@ def scenario():
         conn.execute(update(events).where(events.c.id == new_id).values(weight=events.c.id * 2.0))
         check(conn.execute(select(events.c.weight).where(events.c.id == new_id)).scalar_one(), new_id * 2.0, "update")
         check(conn.execute(select(events.c.at).where(events.c.kind == "a").limit(1)).scalar_one(), at, "timestamptz")
+        attrs = events.c.attrs
+        check(conn.execute(select(attrs["color"].astext).where(attrs.contains({"sizes": [2]}))).scalar_one(),
+              "red", "JSONB ->> and @>")
+        check(conn.execute(select(attrs[("sizes", 1)]).where(attrs.has_key("color"))).scalar_one(), 2,
+              "JSONB #> path and ?")
         conn.execute(delete(events).where(events.c.kind == "c"))
         check(conn.execute(select(func.count()).select_from(events)).scalar_one(), 3, "delete")
 
@@ -146,7 +154,7 @@ def scenario():
     tables = insp.get_table_names()
     check({"apps_event", "apps_person"} <= set(tables), True, f"get_table_names {tables}")
     columns = {c["name"]: c for c in insp.get_columns("apps_event")}
-    check(list(columns), ["id", "kind", "weight", "amount", "ok", "at", "body"], "get_columns names")
+    check(list(columns), ["id", "kind", "weight", "amount", "ok", "at", "body", "attrs"], "get_columns names")
     check(str(columns["kind"]["type"]), "VARCHAR(50)", "String(50)")
     check(columns["kind"]["nullable"], False, "NOT NULL")
     check(str(columns["amount"]["type"]), "NUMERIC(10, 2)", "Numeric(10, 2)")
@@ -154,6 +162,7 @@ def scenario():
     check(columns["at"]["type"].timezone, True, "DateTime(timezone=True)")
     check(str(columns["weight"]["type"]), "DOUBLE PRECISION", "Float")
     check(str(columns["body"]["type"]), "TEXT", "Text")
+    check(str(columns["attrs"]["type"]), "JSONB", "JSONB reflected")
     check(columns["ok"]["default"], "true", "server default")
     check(columns["id"].get("identity", {}).get("start"), 1, "identity column")
     check(insp.get_pk_constraint("apps_event")["constrained_columns"], ["id"], "get_pk_constraint")

@@ -866,6 +866,7 @@ fn send_error(out: &mut Vec<u8>, severity: &str, e: &SqlError) {
             detail: e.detail(),
             hint: e.hint(),
             position: e.position(),
+            context: e.context(),
         },
     );
 }

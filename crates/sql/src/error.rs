@@ -107,9 +107,11 @@ impl From<String> for Notice {
 pub struct SqlError {
     code: SqlState,
     message: String,
-    detail: Option<String>,
-    hint: Option<String>,
+    detail: Option<Box<str>>,
+    hint: Option<Box<str>>,
     position: Option<usize>,
+    /// PostgreSQL's CONTEXT: where inside the data the error is (`JSON data, line 1: ...`).
+    context: Option<Box<str>>,
 }
 
 impl SqlError {
@@ -120,6 +122,7 @@ impl SqlError {
             detail: None,
             hint: None,
             position: None,
+            context: None,
         }
     }
 
@@ -132,7 +135,7 @@ impl SqlError {
     /// PostgreSQL's HINT: what the user might do about it.
     #[must_use]
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
+        self.hint = Some(hint.into().into_boxed_str());
         self
     }
 
@@ -142,7 +145,7 @@ impl SqlError {
 
     #[must_use]
     pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
-        self.detail = Some(detail.into());
+        self.detail = Some(detail.into().into_boxed_str());
         self
     }
 
@@ -155,6 +158,16 @@ impl SqlError {
 
     pub fn detail(&self) -> Option<&str> {
         self.detail.as_deref()
+    }
+
+    #[must_use]
+    pub fn with_context(mut self, context: impl Into<String>) -> Self {
+        self.context = Some(context.into().into_boxed_str());
+        self
+    }
+
+    pub fn context(&self) -> Option<&str> {
+        self.context.as_deref()
     }
 
     pub fn position(&self) -> Option<usize> {

@@ -19,7 +19,7 @@ use crate::types::{self, SqlType};
 use crate::types::{as_f64, compare};
 
 pub(crate) mod array;
-mod json;
+pub(crate) mod json;
 mod math;
 
 /// A scalar function.
@@ -82,10 +82,6 @@ pub(crate) enum Func {
     /// `pg_collation_is_visible(oid)`: true for the collations pg_collation lists, NULL for
     /// an oid that is none.
     CollationIsVisible,
-    /// `json_build_object(variadic "any")`; bit i set when argument i is of type json.
-    JsonBuildObject {
-        json_args: u128,
-    },
     FormatType,
     GetUserById,
     GetIndexDef,
@@ -118,6 +114,8 @@ pub(crate) enum Func {
     TypeOf(SqlType),
     /// The array functions and operators: see [`array`].
     Array(array::ArrayFn),
+    /// The json and jsonb functions and operators: see [`json`].
+    Json(json::JsonFn),
 }
 
 /// Which of the WAL's positions a `pg_current_wal_*lsn()` function reads.
@@ -142,6 +140,14 @@ pub(crate) enum AggFunc {
     StringAgg,
     /// array_agg of values of the type (`Unknown` until [`AggFunc::typed`]).
     ArrayAgg(SqlType),
+    /// json_agg / jsonb_agg of values the binder converted to json (or jsonb) text.
+    JsonAgg {
+        jsonb: bool,
+    },
+    /// json_object_agg / jsonb_object_agg of text keys and converted values.
+    JsonObjectAgg {
+        jsonb: bool,
+    },
 }
 
 /// A window function: a built-in one, or an aggregate over the window's frame.
@@ -222,6 +228,10 @@ pub(crate) fn aggregate(name: &str) -> Option<AggFunc> {
         "bool_or" => AggFunc::BoolOr,
         "string_agg" => AggFunc::StringAgg,
         "array_agg" => AggFunc::ArrayAgg(SqlType::Unknown),
+        "json_agg" => AggFunc::JsonAgg { jsonb: false },
+        "jsonb_agg" => AggFunc::JsonAgg { jsonb: true },
+        "json_object_agg" => AggFunc::JsonObjectAgg { jsonb: false },
+        "jsonb_object_agg" => AggFunc::JsonObjectAgg { jsonb: true },
         _ => return None,
     })
 }
@@ -240,7 +250,7 @@ impl AggFunc {
     pub(crate) fn arity(self) -> usize {
         match self {
             AggFunc::CountStar => 0,
-            AggFunc::StringAgg => 2,
+            AggFunc::StringAgg | AggFunc::JsonObjectAgg { .. } => 2,
             _ => 1,
         }
     }
@@ -257,6 +267,10 @@ impl AggFunc {
             AggFunc::StringAgg if arg.is_text() => SqlType::Text,
             AggFunc::ArrayAgg(_) if arg.element().is_some() => arg,
             AggFunc::ArrayAgg(_) => SqlType::array_of(arg)?,
+            AggFunc::JsonAgg { jsonb: true } | AggFunc::JsonObjectAgg { jsonb: true } => {
+                SqlType::Jsonb
+            }
+            AggFunc::JsonAgg { .. } | AggFunc::JsonObjectAgg { .. } => SqlType::Json,
             _ => return None,
         })
     }
@@ -279,6 +293,10 @@ pub(crate) enum AggState {
     Array(Option<crate::types::array::Builder>),
     /// array_agg of arrays: the sub-arrays' shape and their elements so far.
     Arrays(Option<crate::types::array::Stacker>),
+    /// json_agg's and jsonb_agg's text so far (`[1, 2`), NULL for no row.
+    JsonArray(Option<String>),
+    /// json_object_agg's and jsonb_object_agg's pairs so far, and their bytes.
+    JsonObject(Vec<(String, String)>, usize),
 }
 
 impl AggState {
@@ -292,6 +310,8 @@ impl AggState {
             AggFunc::StringAgg => AggState::Text(None),
             AggFunc::ArrayAgg(t) if t.element().is_some() => AggState::Arrays(None),
             AggFunc::ArrayAgg(_) => AggState::Array(None),
+            AggFunc::JsonAgg { .. } => AggState::JsonArray(None),
+            AggFunc::JsonObjectAgg { .. } => AggState::JsonObject(Vec::new(), 0),
         }
     }
 
@@ -310,6 +330,10 @@ impl AggState {
                 return b.get_or_insert_with(Default::default).push_value(&v, elem);
             }
             (AggState::Arrays(s), _) => return s.get_or_insert_with(Default::default).push(&v),
+            (AggState::JsonArray(acc), _) => return json::agg_push(acc, &v),
+            (AggState::JsonObject(pairs, bytes), AggFunc::JsonObjectAgg { jsonb }) => {
+                return json::object_agg_push(pairs, bytes, args, jsonb)
+            }
             _ => {}
         }
         if v.is_null() {
@@ -346,9 +370,13 @@ impl AggState {
                     (Some(a), _) => a || b,
                 });
             }
-            (AggState::Array(_) | AggState::Arrays(_), _) => {
-                return Err(types::internal("array_agg state"))
-            }
+            (
+                AggState::Array(_)
+                | AggState::Arrays(_)
+                | AggState::JsonArray(_)
+                | AggState::JsonObject(..),
+                _,
+            ) => return Err(types::internal("array_agg state")),
             (AggState::Text(acc), _) => {
                 let sep = match args.get(1) {
                     Some(Value::Text(s)) => s.as_str(),
@@ -395,6 +423,8 @@ impl AggState {
             AggState::Arrays(s) => {
                 s.map_or(Ok(Value::Null), crate::types::array::Stacker::finish)?
             }
+            AggState::JsonArray(acc) => json::agg_finish(acc),
+            AggState::JsonObject(pairs, _) => json::object_agg_finish(&pairs, f)?,
         })
     }
 }
@@ -452,6 +482,9 @@ pub(crate) fn resolve(
         Ok(if t == T::Unknown { T::Text } else { t })
     };
     if let Some(r) = array::resolve(short, args) {
+        return r;
+    }
+    if let Some(r) = json::resolve(short, args) {
         return r;
     }
     if let ("pg_typeof", [arg]) = (short, args) {
@@ -587,30 +620,6 @@ pub(crate) fn resolve(
         ),
         ("pg_size_pretty", 1) => (Func::SizePretty, vec![Some(T::Int8)], T::Text),
         ("pg_type_is_visible", 1) => (Func::TypeIsVisible, vec![Some(T::Oid)], T::Bool),
-        ("json_build_object", _) => {
-            if n > json::MAX_ARGS {
-                return Err(SqlError::new(
-                    SqlState::TOO_MANY_ARGUMENTS,
-                    format!(
-                        "cannot pass more than {} arguments to a function",
-                        json::MAX_ARGS
-                    ),
-                ));
-            }
-            let mut json_args = 0u128;
-            let mut c = Vec::with_capacity(n);
-            for (i, &t) in args.iter().enumerate() {
-                if !json::takes(t) {
-                    return Err(json::refuse(t));
-                }
-                if t == T::Json {
-                    json_args |= 1u128 << i;
-                }
-                // An untyped literal is text, as for PostgreSQL's variadic "any".
-                c.push((t == T::Unknown).then_some(T::Text));
-            }
-            (Func::JsonBuildObject { json_args }, c, T::Json)
-        }
         ("pg_collation_is_visible", 1) => (Func::CollationIsVisible, vec![Some(T::Oid)], T::Bool),
         ("to_regtype", 1) => (Func::ToRegType, text(1), T::Regtype),
         ("to_regclass", 1) => (Func::ToRegClass, text(1), T::Regclass),
@@ -762,9 +771,9 @@ impl Func {
                 | Func::CurrentSetting
                 | Func::SetConfig
                 | Func::GetIndexDef
-                | Func::JsonBuildObject { .. }
                 | Func::TypeOf(_)
         ) && !matches!(self, Func::Array(f) if !f.strict())
+            && !matches!(self, Func::Json(f) if !f.strict())
     }
 
     pub(crate) fn call(self, args: Vec<Value>, cx: &Cx) -> Result<Value> {
@@ -1032,7 +1041,7 @@ impl Func {
                         .map_or(Value::Null, |oid| Value::Int(i64::from(oid))),
                 }
             }
-            Func::JsonBuildObject { json_args } => json::build_object(&args, json_args)?,
+            Func::Json(f) => f.call(&args)?,
             Func::CollationIsVisible => match oid_arg(&args[0]) {
                 oid if crate::pg_catalog::collation_exists(oid) => Value::Bool(true),
                 _ => Value::Null,

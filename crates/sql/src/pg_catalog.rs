@@ -1509,7 +1509,7 @@ fn type_row(t: SqlType) -> Row {
         T::Bool => "B",
         T::Interval => "T",
         T::Date | T::Timestamp | T::Timestamptz => "D",
-        T::Json | T::Uuid | T::PgLsn | T::Bytea => "U",
+        T::Json | T::Jsonb | T::Uuid | T::PgLsn | T::Bytea => "U",
         T::Void => "P",
         _ => "N",
     };

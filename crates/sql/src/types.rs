@@ -60,6 +60,8 @@ pub enum SqlType {
     PgLsn,
     /// `json`: the input text as written, checked to be JSON (`crate::json`).
     Json,
+    /// `jsonb`: the canonical text of the parsed value (`crate::json`).
+    Jsonb,
     /// `void`: what a function that returns nothing returns (`pg_stat_reset_shared`),
     /// printed as the empty string.
     Void,
@@ -159,6 +161,7 @@ impl SqlType {
             SqlType::Vector(_) => 30,
             SqlType::PgLsn => 3220,
             SqlType::Json => 114,
+            SqlType::Jsonb => 3802,
             SqlType::Void => 2278,
             SqlType::Unknown => 705,
         }
@@ -193,6 +196,7 @@ impl SqlType {
             30 => SqlType::OID_VECTOR,
             3220 => SqlType::PgLsn,
             114 => SqlType::Json,
+            3802 => SqlType::Jsonb,
             2278 => SqlType::Void,
             705 | 0 => SqlType::Unknown,
             _ => {
@@ -226,6 +230,7 @@ impl SqlType {
             | SqlType::Array(_)
             | SqlType::Vector(_)
             | SqlType::Json
+            | SqlType::Jsonb
             | SqlType::Void
             | SqlType::Unknown => Type::Text,
             SqlType::Bytea | SqlType::Uuid => Type::Bytea,
@@ -282,6 +287,7 @@ impl SqlType {
             SqlType::Vector(_) => "oidvector".into(),
             SqlType::PgLsn => "pg_lsn".into(),
             SqlType::Json => "json".into(),
+            SqlType::Jsonb => "jsonb".into(),
             SqlType::Void => "void".into(),
             SqlType::Unknown => "unknown".into(),
         }
@@ -316,6 +322,7 @@ impl SqlType {
             "oidvector" => SqlType::OID_VECTOR,
             "pg_lsn" => SqlType::PgLsn,
             "json" => SqlType::Json,
+            "jsonb" => SqlType::Jsonb,
             "void" => SqlType::Void,
             "int2" => SqlType::Int2,
             "int" | "int4" => SqlType::Int4,
@@ -417,6 +424,7 @@ impl SqlType {
             },
             DataType::Bytea => SqlType::Bytea,
             DataType::JSON => SqlType::Json,
+            DataType::JSONB => SqlType::Jsonb,
             DataType::Numeric(info) | DataType::Decimal(info) | DataType::Dec(info) => {
                 numeric_type(info)?
             }
@@ -566,6 +574,7 @@ impl SqlType {
             SqlType::Vector(_) => "oidvector",
             SqlType::PgLsn => "pg_lsn",
             SqlType::Json => "json",
+            SqlType::Jsonb => "jsonb",
             SqlType::Void => "void",
         }
     }
@@ -696,6 +705,7 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
         }
         SqlType::PgLsn => parse_lsn(t).ok_or_else(bad).map(Value::Int),
         SqlType::Json => crate::json::parse(text),
+        SqlType::Jsonb => crate::json::jsonb_in(text),
         // PostgreSQL's `void_in` takes anything.
         SqlType::Void => Ok(Value::Text(String::new())),
         SqlType::Oid | SqlType::Regclass | SqlType::Regtype | SqlType::Regnamespace => {
@@ -1148,7 +1158,10 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
         }
         (v @ Value::Int(_), SqlType::Date) if from == SqlType::Date => Ok(v),
         (v @ Value::Int(_), SqlType::PgLsn) if from == SqlType::PgLsn => Ok(v),
-        (v @ Value::Text(_), SqlType::Json) if from == SqlType::Json => Ok(v),
+        (v @ Value::Text(_), SqlType::Json | SqlType::Jsonb) if from == to => Ok(v),
+        // json to jsonb and back are assignment casts; a jsonb text is valid json.
+        (v @ Value::Text(_), SqlType::Json) if from == SqlType::Jsonb => Ok(v),
+        (Value::Text(s), SqlType::Jsonb) if from == SqlType::Json => crate::json::jsonb_in(&s),
         _ => Err(mismatch(what, from, to)),
     }
 }
@@ -1201,6 +1214,12 @@ pub fn cast(value: Value, from: SqlType, to: SqlType) -> Result<Value> {
         (Value::Bool(b), t) if t.is_int() => Ok(Value::Int(i64::from(*b))),
         (Value::Int(i), SqlType::Bool) if from.is_int() => Ok(Value::Bool(*i != 0)),
         (Value::Timestamp(us), SqlType::Date) => Ok(Value::Int(us.div_euclid(US_PER_DAY))),
+        (Value::Text(s), t)
+            if from == SqlType::Jsonb
+                && (t.is_int() || t.is_float() || t.is_numeric() || t == SqlType::Bool) =>
+        {
+            jsonb_scalar_cast(s, to)
+        }
         _ => assign(value, from, to, "the value").map_err(|e| {
             if e.sqlstate() == SqlState::DATATYPE_MISMATCH {
                 SqlError::new(
@@ -1212,6 +1231,29 @@ pub fn cast(value: Value, from: SqlType, to: SqlType) -> Result<Value> {
             }
         }),
     }
+}
+
+/// A jsonb scalar cast to a number or boolean (PostgreSQL 11's `jsonb::numeric`, ...):
+/// a number to a number type, a boolean to boolean, 22023 otherwise.
+fn jsonb_scalar_cast(text: &str, to: SqlType) -> Result<Value> {
+    use crate::json::Jsonb;
+    let v = crate::json::parse_jsonb(text)?;
+    let kind = match &v {
+        Jsonb::Number(n) if to != SqlType::Bool => {
+            return cast(Value::Numeric(n.clone()), SqlType::Numeric(None), to)
+        }
+        Jsonb::Bool(b) if to == SqlType::Bool => return Ok(Value::Bool(*b)),
+        Jsonb::Null => "null",
+        Jsonb::Bool(_) => "boolean",
+        Jsonb::Number(_) => "numeric",
+        Jsonb::String(_) => "string",
+        Jsonb::Array(_) => "array",
+        Jsonb::Object(_) => "object",
+    };
+    Err(SqlError::new(
+        SqlState::INVALID_PARAMETER_VALUE,
+        format!("cannot cast jsonb {kind} to type {}", to.short_name()),
+    ))
 }
 
 /// Rounds half away from zero, as PostgreSQL's float-to-integer cast does (it rounds to

@@ -17,6 +17,8 @@ class Entry(models.Model):
     amount = models.DecimalField(max_digits=12, decimal_places=2)
     memo = models.CharField(max_length=200, blank=True, default="")
     at = models.DateTimeField(auto_now_add=True)
+    # jsonb: Django's JSONField.
+    details = models.JSONField(default=dict, blank=True)
 
     class Meta:
         app_label = "ledger"

@@ -36,6 +36,8 @@ pub struct Notice<'a> {
     pub hint: Option<&'a str>,
     /// A 1-based character position in the query string.
     pub position: Option<usize>,
+    /// Where inside the data or the call stack the error is (CONTEXT).
+    pub context: Option<&'a str>,
 }
 
 impl<'a> Notice<'a> {
@@ -48,6 +50,7 @@ impl<'a> Notice<'a> {
             detail: None,
             hint: None,
             position: None,
+            context: None,
         }
     }
 }
@@ -236,6 +239,9 @@ fn notice_fields(out: &mut Vec<u8>, tag: u8, n: &Notice<'_>) {
         }
         if let Some(p) = n.position {
             field(b'P', &p.to_string());
+        }
+        if let Some(w) = n.context {
+            field(b'W', w);
         }
         o.push(0);
     });

@@ -177,6 +177,9 @@ impl Binder<'_> {
     ) -> Result<(Expr, SqlType)> {
         let (l, lt) = self.expr(left, scope)?;
         let (r, rt) = self.expr_expecting(right, scope, lt.element().map(|_| lt))?;
+        if (lt == SqlType::Jsonb || rt == SqlType::Jsonb) && *op != BinaryOperator::PGOverlap {
+            return self.jsonb_containment((l, lt), op, (r, rt));
+        }
         let lt2 = if lt == SqlType::Unknown { rt } else { lt };
         let rt2 = if rt == SqlType::Unknown { lt2 } else { rt };
         let no_op = || super::expr::no_operator(lt, &op.to_string(), rt);

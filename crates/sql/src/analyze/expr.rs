@@ -740,6 +740,9 @@ impl Binder<'_> {
         };
         if let Some(o) = arith {
             let (l, lt) = self.expr(a, scope)?;
+            if lt == SqlType::Jsonb && o == ArithOp::Sub {
+                return self.jsonb_minus(l, b, scope);
+            }
             let expect = (lt != SqlType::Unknown && !is_datetime(lt)).then_some(lt);
             let (r, rt) = self.expr_expecting(b, scope, expect)?;
             if is_datetime(lt) || is_datetime(rt) {
@@ -762,6 +765,9 @@ impl Binder<'_> {
             };
             return Ok((Expr::Arith(o, ty, Box::new(l), Box::new(r)), ty));
         }
+        if super::json::is_json_operator(op) {
+            return self.json_operator(a, op, b, scope);
+        }
         match op {
             BinaryOperator::PGExp => self.call("power", &[a, b], scope),
             BinaryOperator::And | BinaryOperator::Or => self.logic_chain(a, op, b, scope),
@@ -770,6 +776,13 @@ impl Binder<'_> {
                 let (r, rt) = self.expr(b, scope)?;
                 if lt.element().is_some() || rt.element().is_some() {
                     return self.array_concat((l, lt), (r, rt));
+                }
+                let jsonb_or_untyped = |t: SqlType| matches!(t, SqlType::Jsonb | SqlType::Unknown);
+                if (lt == SqlType::Jsonb || rt == SqlType::Jsonb)
+                    && jsonb_or_untyped(lt)
+                    && jsonb_or_untyped(rt)
+                {
+                    return self.jsonb_concat((l, lt), (r, rt));
                 }
                 Ok((
                     Expr::Concat(Box::new(to_text(l, lt)), Box::new(to_text(r, rt))),
@@ -1149,6 +1162,7 @@ impl Binder<'_> {
                 None => e,
             });
         }
+        let exprs = super::json::wrap_args(f, exprs, &types);
         Ok((Expr::Func(f, exprs), ret))
     }
 }

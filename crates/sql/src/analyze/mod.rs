@@ -33,6 +33,7 @@ mod constraint;
 mod datetime;
 mod expr;
 mod foreign_key;
+mod json;
 mod query;
 mod scope;
 mod setop;

@@ -753,7 +753,7 @@ impl Binder<'_> {
             arg_ty = SqlType::Text;
         }
         let ty = func.result_type(arg_ty).ok_or_else(no_such)?;
-        Ok((bound.into_iter().map(|(e, _)| e).collect(), ty))
+        Ok((super::json::agg_args(func, bound), ty))
     }
 
     /// In a grouped query, an expression that is a whole group key reads it.

@@ -22,6 +22,7 @@ use sqlparser::ast::{self, Expr as AstExpr};
 
 use super::{ident_name, Binder, Scope};
 use crate::error::{Result, SqlError};
+use crate::func::json::JsonSrf;
 use crate::func::Func;
 use crate::nodes::{Expr, Node, SeriesKind, SrfCall, SrfFunc};
 use crate::types::SqlType;
@@ -42,7 +43,7 @@ pub(super) fn is_set_returning(name: &str) -> bool {
     matches!(
         short_name(name),
         "generate_series" | "unnest" | "generate_subscripts"
-    )
+    ) || JsonSrf::named(short_name(name)).is_some()
 }
 
 fn short_name(name: &str) -> &str {
@@ -83,6 +84,12 @@ impl Binder<'_> {
         if self.srf.is_none() {
             return Err(self.srf_misplaced());
         }
+        if let Some(f @ JsonSrf::EachKey { .. }) = JsonSrf::named(short_name(name)) {
+            return Err(SqlError::unsupported(format!(
+                "{} in a select list (it returns a record): call it in FROM",
+                f.name()
+            )));
+        }
         let (call, ty) = self.srf_bind(name, args, scope)?;
         let ctx = self
             .srf
@@ -119,11 +126,31 @@ impl Binder<'_> {
         for a in args {
             bound.push(self.expr(a, scope)?);
         }
+        if let Some(f) = JsonSrf::named(short_name(name)) {
+            return self.bind_json(f, bound);
+        }
         match short_name(name) {
             "unnest" => Self::bind_unnest(bound),
             "generate_subscripts" => self.bind_subscripts(bound),
             _ => self.bind_series(bound),
         }
+    }
+
+    /// A json set-returning call: its one argument brought to the document's type.
+    fn bind_json(&mut self, f: JsonSrf, bound: Vec<(Expr, SqlType)>) -> Result<(SrfCall, SqlType)> {
+        let types: Vec<SqlType> = bound.iter().map(|(_, t)| *t).collect();
+        let doc = f.doc_type();
+        let Ok([(e, t)]) = <[_; 1]>::try_from(bound) else {
+            return Err(crate::func::no_such_function(f.name(), &types));
+        };
+        if t != doc && t != SqlType::Unknown {
+            return Err(crate::func::no_such_function(f.name(), &types));
+        }
+        let call = SrfCall {
+            func: SrfFunc::Json(f),
+            args: vec![self.coerce(e, t, doc)?],
+        };
+        Ok((call, f.value_type()))
     }
 
     fn bind_unnest(bound: Vec<(Expr, SqlType)>) -> Result<(SrfCall, SqlType)> {
@@ -379,12 +406,14 @@ impl Binder<'_> {
         let r = self.function_calls(short, args);
         self.clause = saved;
         self.srf = saved_srf;
-        let (funcs, types) = r?;
+        let (funcs, types, columns) = r?;
         let q = alias.map_or_else(|| short.to_string(), |a| ident_name(&a.name));
         let named = |i: usize| alias.and_then(|a| a.columns.get(i).map(|c| ident_name(&c.name)));
         let mut cols: Vec<(String, SqlType)> = Vec::with_capacity(types.len() + 1);
         for (i, ty) in types.iter().enumerate() {
-            let default = if types.len() == 1 {
+            let default = if let Some(c) = columns.get(i) {
+                (*c).to_string()
+            } else if types.len() == 1 {
                 q.clone()
             } else {
                 short.to_string()
@@ -404,13 +433,25 @@ impl Binder<'_> {
         Ok((node, Scope::of_named(&cols, Some(&q))))
     }
 
-    /// The calls of a FROM function and their column types.
+    /// The calls of a FROM function, their column types, and their columns' names when
+    /// the function names them (`json_each`'s `key` and `value`).
+    #[allow(clippy::type_complexity)] // the three parts, named where they are taken apart
     fn function_calls(
         &mut self,
         short: &str,
         args: &[&AstExpr],
-    ) -> Result<(Vec<SrfCall>, Vec<SqlType>)> {
+    ) -> Result<(Vec<SrfCall>, Vec<SqlType>, Vec<&'static str>)> {
         let empty = Scope::empty();
+        if let Some(JsonSrf::EachKey { json, text }) = JsonSrf::named(short) {
+            let (keys, kt) = self.srf_bind(short, args, &empty)?;
+            let values = JsonSrf::EachValue { json, text };
+            let call = SrfCall {
+                func: SrfFunc::Json(values),
+                args: keys.args.clone(),
+            };
+            let types = vec![kt, values.value_type()];
+            return Ok((vec![keys, call], types, vec!["key", "value"]));
+        }
         if short == "unnest" && args.len() > 1 {
             let mut calls = Vec::with_capacity(args.len());
             let mut types = Vec::with_capacity(args.len());
@@ -419,9 +460,12 @@ impl Binder<'_> {
                 calls.push(c);
                 types.push(t);
             }
-            return Ok((calls, types));
+            return Ok((calls, types, Vec::new()));
         }
         let (c, t) = self.srf_bind(short, args, &empty)?;
-        Ok((vec![c], vec![t]))
+        // The array_elements functions name their column (an OUT parameter).
+        let named = matches!(c.func, SrfFunc::Json(JsonSrf::Elements { .. }));
+        let columns = if named { vec!["value"] } else { Vec::new() };
+        Ok((vec![c], vec![t], columns))
     }
 }

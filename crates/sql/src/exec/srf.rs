@@ -31,6 +31,7 @@ fn open_call<'a>(call: &SrfCall, cx: &'a Cx<'a>, row: &[Value]) -> Result<Values
             _ => Err(crate::types::internal("unnest argument")),
         },
         SrfFunc::Subscripts => subscripts(&args),
+        SrfFunc::Json(f) => Ok(Box::new(f.values(&args[0])?.into_iter().map(Ok))),
     }
 }
 

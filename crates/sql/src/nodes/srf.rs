@@ -33,6 +33,9 @@ pub(crate) enum SrfFunc {
     Unnest(SqlType),
     /// `generate_subscripts(array, dim [, reverse])`: the subscripts of dimension `dim`.
     Subscripts,
+    /// The json and jsonb set-returning functions (one column each; `json(b)_each` is
+    /// two calls in lockstep, its keys and its values).
+    Json(crate::func::json::JsonSrf),
 }
 
 impl SrfFunc {
@@ -42,6 +45,7 @@ impl SrfFunc {
             SrfFunc::Series(_) => "generate_series",
             SrfFunc::Unnest(_) => "unnest",
             SrfFunc::Subscripts => "generate_subscripts",
+            SrfFunc::Json(f) => f.name(),
         }
     }
 }

@@ -70,7 +70,7 @@ impl Parsed {
 
 /// Every scalar type quire has, one per oid, each with its array type's oid: pg_type
 /// lists them, and type oids are looked up among them.
-pub static SCALAR_TYPES: [(SqlType, u32); 24] = [
+pub static SCALAR_TYPES: [(SqlType, u32); 25] = [
     (SqlType::Bool, 1000),
     (SqlType::Bytea, 1001),
     (SqlType::Char, 1002),
@@ -95,6 +95,7 @@ pub static SCALAR_TYPES: [(SqlType, u32); 24] = [
     (SqlType::Regnamespace, 4090),
     (SqlType::PgLsn, 3221),
     (SqlType::Json, 199),
+    (SqlType::Jsonb, 3807),
 ];
 
 /// The array type whose elements are `elem` (its typmod dropped), and the array's oid;

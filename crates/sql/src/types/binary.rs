@@ -17,6 +17,9 @@ const US_PER_DAY: i64 = 86_400_000_000;
 /// PostgreSQL's most bytes in one value (`MaxAllocSize`).
 const MAX_FIELD_BYTES: usize = 0x3fff_ffff;
 
+/// jsonb's binary format version (`jsonb_send`'s first byte).
+const JSONB_VERSION: u8 = 1;
+
 /// A value's binary form (`typsend`); `None` for NULL.
 pub fn send(v: &Value, ty: SqlType) -> Result<Option<Vec<u8>>> {
     Ok(Some(match (v, ty) {
@@ -33,6 +36,8 @@ pub fn send(v: &Value, ty: SqlType) -> Result<Option<Vec<u8>>> {
         (Value::Float(f), SqlType::Float4) => (*f as f32).to_be_bytes().to_vec(),
         (Value::Float(f), _) => f.to_be_bytes().to_vec(),
         (Value::Text(s), SqlType::Array(&elem) | SqlType::Vector(&elem)) => send_array(s, elem)?,
+        // jsonb_send: a version byte, then the text.
+        (Value::Text(s), SqlType::Jsonb) => [&[JSONB_VERSION][..], s.as_bytes()].concat(),
         (Value::Text(s), _) => s.as_bytes().to_vec(),
         (Value::Bytea(b), _) => b.clone(),
         (Value::Timestamp(us), _) => us.saturating_sub(PG_EPOCH_OFFSET_US).to_be_bytes().to_vec(),
@@ -192,6 +197,18 @@ pub fn recv(bytes: &[u8], ty: SqlType) -> Result<Value> {
             let s = std::str::from_utf8(bytes).map_err(|_| bad())?;
             super::parse_text(ty, s)?
         }
+        SqlType::Jsonb => match bytes.split_first() {
+            Some((&JSONB_VERSION, text)) => {
+                let s = std::str::from_utf8(text).map_err(|_| bad())?;
+                crate::json::jsonb_in(s)?
+            }
+            _ => {
+                return Err(SqlError::new(
+                    SqlState::INVALID_BINARY_REPRESENTATION,
+                    "unsupported jsonb version number",
+                ))
+            }
+        },
         SqlType::Oid | SqlType::Regclass | SqlType::Regtype | SqlType::Regnamespace => {
             Value::Int(u32::from_be_bytes(fixed(4)?.try_into().map_err(|_| bad())?).into())
         }
