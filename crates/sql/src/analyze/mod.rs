@@ -984,6 +984,14 @@ impl Binder<'_> {
                 "CREATE INDEX with WHERE, INCLUDE or CONCURRENTLY",
             ));
         }
+        if let Some(method) = ci.using.as_ref().filter(|m| **m != ast::IndexType::BTree) {
+            // Built as a B-tree it would not answer what the method is chosen for (a GIN
+            // index's `@>`): refused, not silently replaced.
+            return Err(SqlError::unsupported(format!(
+                "access method \"{}\"",
+                method.to_string().to_lowercase()
+            )));
+        }
         let table = self.table_of(&ci.table_name)?;
         let columns = key_columns(&table.columns, &ci.columns)?;
         let name = ci.name.as_ref().map(table_name).transpose()?;

@@ -23,7 +23,7 @@ use crate::catalog;
 use crate::error::{Result, SqlError};
 use crate::func::AggFunc;
 use crate::nodes::Expr;
-use crate::nodes::{Agg, JoinKind, Node, SortKey, SrfCall, WinCall, Window};
+use crate::nodes::{Agg, JoinKind, KeyOrder, Node, SortKey, SrfCall, WinCall, Window};
 use crate::pg_catalog::CatalogTable;
 use crate::types::SqlType;
 
@@ -63,7 +63,7 @@ enum OrderTarget<'a> {
 struct Shape {
     exprs: Vec<Expr>,
     out: Vec<OutColumn>,
-    sort: Vec<(Expr, bool, bool)>,
+    sort: Vec<SortKey>,
     /// The window calls `exprs` read (as placeholder columns until they are placed).
     windows: Vec<(Window, WinCall)>,
     /// The set-returning calls `exprs` read (as placeholder columns until they are placed).
@@ -108,6 +108,7 @@ impl Binder<'_> {
                     expr: Expr::Column(i),
                     descending,
                     nulls_first,
+                    order: KeyOrder::of(out.get(i).map_or(SqlType::Text, |o| o.ty)),
                 });
             }
         }
@@ -389,7 +390,7 @@ impl Binder<'_> {
             ..
         } = shape;
         let visible = out.len();
-        let on: Vec<(Expr, bool, bool)> = sort.split_off(sorts.min(sort.len()));
+        let on: Vec<SortKey> = sort.split_off(sorts.min(sort.len()));
         let widened = exprs.len() > visible;
         let mut node = Node::Project {
             input: Box::new(node),
@@ -411,14 +412,7 @@ impl Binder<'_> {
         if distinct_on {
             sort = distinct_on_sort(sort, &on)?;
         }
-        let keys: Vec<SortKey> = sort
-            .into_iter()
-            .map(|(expr, descending, nulls_first)| SortKey {
-                expr,
-                descending,
-                nulls_first,
-            })
-            .collect();
+        let keys = sort;
         if !keys.is_empty() {
             node = Node::Sort {
                 input: Box::new(node),
@@ -428,7 +422,7 @@ impl Binder<'_> {
         if distinct_on {
             node = Node::Distinct {
                 input: Box::new(node),
-                on: on.into_iter().map(|(e, _, _)| e).collect(),
+                on: on.into_iter().map(|k| k.expr).collect(),
             };
         }
         node = apply_limit(node, limit, &keys)?;
@@ -500,20 +494,25 @@ impl Binder<'_> {
         // a hidden projection column (removed again after the sort).
         let mut sort = Vec::new();
         for (target, desc, nulls_first) in order {
-            let col = match target {
-                OrderTarget::Output(i) => *i,
+            let (col, ty) = match target {
+                OrderTarget::Output(i) => (*i, out.get(*i).map_or(SqlType::Text, |o| o.ty)),
                 OrderTarget::Expr(a) => {
-                    let (e, _) = self.expr(a, scope)?;
+                    let (e, ty) = self.expr(a, scope)?;
                     let same = |x: &Expr| format!("{x:?}") == format!("{e:?}");
                     if let Some(i) = exprs.iter().position(same) {
-                        i
+                        (i, ty)
                     } else {
                         exprs.push(e);
-                        exprs.len() - 1
+                        (exprs.len() - 1, ty)
                     }
                 }
             };
-            sort.push((Expr::Column(col), *desc, *nulls_first));
+            sort.push(SortKey {
+                expr: Expr::Column(col),
+                descending: *desc,
+                nulls_first: *nulls_first,
+                order: KeyOrder::of(ty),
+            });
         }
         Ok(Shape {
             exprs,
@@ -708,10 +707,12 @@ impl Binder<'_> {
         let mut order = Vec::with_capacity(call.order.len());
         for o in call.order {
             let (descending, nulls_first) = sort_options(&o.options)?;
+            let (expr, ty) = self.expr(&o.expr, input)?;
             order.push(SortKey {
-                expr: self.expr(&o.expr, input)?.0,
+                expr,
                 descending,
                 nulls_first,
+                order: KeyOrder::of(ty),
             });
         }
         Ok((bound, filter, order))
@@ -1323,12 +1324,9 @@ fn setop_order_by_error(target: &OrderTarget) -> SqlError {
 /// DISTINCT ON's sort: ORDER BY's keys, which must begin with DISTINCT ON's expressions
 /// (in any order; 42P10 otherwise), with DISTINCT ON's others after those, as PostgreSQL's
 /// transformDistinctOnClause orders them.
-fn distinct_on_sort(
-    sort: Vec<(Expr, bool, bool)>,
-    on: &[(Expr, bool, bool)],
-) -> Result<Vec<(Expr, bool, bool)>> {
+fn distinct_on_sort(sort: Vec<SortKey>, on: &[SortKey]) -> Result<Vec<SortKey>> {
     let same = |a: &Expr, b: &Expr| format!("{a:?}") == format!("{b:?}");
-    let is_on = |e: &Expr| on.iter().any(|(o, _, _)| same(o, e));
+    let is_on = |e: &Expr| on.iter().any(|o| same(&o.expr, e));
     let mismatch = || {
         SqlError::new(
             SqlState::INVALID_COLUMN_REFERENCE,
@@ -1336,16 +1334,16 @@ fn distinct_on_sort(
         )
     };
     let mut skipped = false;
-    for (e, _, _) in &sort {
-        if !is_on(e) {
+    for k in &sort {
+        if !is_on(&k.expr) {
             skipped = true;
         } else if skipped {
             return Err(mismatch());
         }
     }
-    let (mut keys, rest): (Vec<_>, Vec<_>) = sort.into_iter().partition(|(e, _, _)| is_on(e));
+    let (mut keys, rest): (Vec<_>, Vec<_>) = sort.into_iter().partition(|k| is_on(&k.expr));
     for k in on {
-        if !keys.iter().any(|(e, _, _)| same(e, &k.0)) {
+        if !keys.iter().any(|x| same(&x.expr, &k.expr)) {
             if skipped {
                 return Err(mismatch());
             }

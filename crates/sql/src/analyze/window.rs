@@ -23,7 +23,7 @@ use super::query::sort_options;
 use super::{ident_name, Binder, Scope};
 use crate::error::{Result, SqlError};
 use crate::func::{self, AggFunc, WinFunc};
-use crate::nodes::{Expr, FrameBound, FrameUnits, Node, SortKey, WinCall, Window};
+use crate::nodes::{Expr, FrameBound, FrameUnits, KeyOrder, Node, SortKey, WinCall, Window};
 use crate::types::SqlType;
 
 /// The first placeholder column of a window call's result (see the module's rules).
@@ -176,6 +176,7 @@ impl Binder<'_> {
                 expr,
                 descending,
                 nulls_first,
+                order: KeyOrder::of(ty),
             });
             def.order_types.push(ty);
         }
@@ -504,6 +505,8 @@ pub(super) fn window_nodes(
                 expr: e.clone(),
                 descending: false,
                 nulls_first: false,
+                // Partitions need only equal values together, which the engine's order gives.
+                order: KeyOrder::Value,
             })
             .collect();
         keys.extend(window.order.iter().cloned());

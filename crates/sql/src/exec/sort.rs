@@ -21,8 +21,9 @@ use quire_engine::{Row, Value};
 use super::run::Rows;
 use crate::context::Cx;
 use crate::error::Result;
-use crate::nodes::SortKey;
+use crate::nodes::{KeyOrder, SortKey};
 use crate::spool::{row_cost_bytes, RunReader, RunWriter, RUN_BUFFER_BYTES};
+use crate::types::SqlType;
 
 /// Comparisons between two interrupt checks.
 pub(crate) const INTERRUPT_EVERY: usize = 4096;
@@ -166,6 +167,23 @@ pub(crate) fn merge_sort(
     Ok(src)
 }
 
+/// Two non-NULL values of a sort key in its order. Arrays and jsonb values are stored
+/// canonical, so they parse; were one not to, it would sort by its text.
+fn key_compare(order: KeyOrder, x: &Value, y: &Value) -> Ordering {
+    match order {
+        KeyOrder::Value => crate::types::compare(x, y),
+        KeyOrder::Typed(SqlType::Jsonb) => {
+            match (crate::json::jsonb_of(x), crate::json::jsonb_of(y)) {
+                (Ok(a), Ok(b)) => a.compare(&b),
+                _ => crate::types::compare(x, y),
+            }
+        }
+        KeyOrder::Typed(ty) => {
+            crate::func::array::compare_as(x, y, ty).unwrap_or_else(|_| crate::types::compare(x, y))
+        }
+    }
+}
+
 /// The order of two rows' sort key values under `keys` (direction, NULLs first or last).
 pub(crate) fn compare_keys(keys: &[SortKey], left: &[Value], right: &[Value]) -> Ordering {
     for (i, k) in keys.iter().enumerate() {
@@ -177,7 +195,7 @@ pub(crate) fn compare_keys(keys: &[SortKey], left: &[Value], right: &[Value]) ->
             (false, true) if k.nulls_first => Ordering::Greater,
             (false, true) => Ordering::Less,
             (false, false) => {
-                let o = crate::types::compare(x, y);
+                let o = key_compare(k.order, x, y);
                 if k.descending {
                     o.reverse()
                 } else {

@@ -22,8 +22,8 @@ pub(crate) use expr::dismantle;
 pub(crate) use expr::{and_of, conjuncts, ArithOp, CmpOp, Expr, SubqueryKind};
 pub use plan::MAX_MATERIALIZED_ROWS;
 pub(crate) use plan::{
-    tid_value, value_tid, Agg, Cte, FrameBound, FrameUnits, JoinKind, Node, SetOpKind, SortKey,
-    WinCall, Window,
+    tid_value, value_tid, Agg, Cte, FrameBound, FrameUnits, JoinKind, KeyOrder, Node, SetOpKind,
+    SortKey, WinCall, Window,
 };
 pub(crate) use srf::{SeriesKind, SrfCall, SrfFunc};
 pub(crate) use statement::{Bound, BoundCheck, NewCheck, NewForeignKey, OnConflict, Plan};

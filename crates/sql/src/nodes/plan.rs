@@ -29,6 +29,7 @@ use crate::catalog::TableInfo;
 use crate::error::Result;
 use crate::func::{AggFunc, WinFunc};
 use crate::pg_catalog::CatalogTable;
+use crate::types::SqlType;
 
 /// Most rows a node materializes (a sort's input, a hash of groups, a nested loop's inner
 /// side), so that memory is bounded whatever the data: beyond it the statement fails with
@@ -72,6 +73,26 @@ pub(crate) struct SortKey {
     pub expr: Expr,
     pub descending: bool,
     pub nulls_first: bool,
+    pub order: KeyOrder,
+}
+
+/// How a sort key's values compare: as the engine orders their values, or by their SQL
+/// type where that orders them otherwise (arrays element by element, jsonb by its rules;
+/// both are stored as text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeyOrder {
+    Value,
+    Typed(SqlType),
+}
+
+impl KeyOrder {
+    pub(crate) fn of(ty: SqlType) -> KeyOrder {
+        if ty.element().is_some() || ty == SqlType::Jsonb {
+            KeyOrder::Typed(ty)
+        } else {
+            KeyOrder::Value
+        }
+    }
 }
 
 #[derive(Clone, Debug)]

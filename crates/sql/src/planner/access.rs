@@ -6,8 +6,9 @@
 use std::ops::Bound;
 
 use crate::catalog::TableInfo;
-use crate::nodes::{conjuncts, CmpOp, Expr, Node};
+use crate::nodes::{conjuncts, CmpOp, Expr, KeyOrder, Node};
 use crate::settings::PlannerSwitches;
+use crate::types::SqlType;
 
 /// The access path of one table under predicate `pred`: an index scan when a predicate
 /// fixes the leading key columns of an index (equality, or a range on the first), a
@@ -38,7 +39,11 @@ pub(super) fn access_path(
                 (k, Expr::Column(i)) if !k.uses_current_row() => (*i, op.flip(), k),
                 _ => continue,
             };
+            // Arrays and jsonb order by their type, not as their stored text does (and
+            // jsonb's `=` finds `1.0` equal to `1`): the index cannot find them.
+            let typed = ty.element().is_some() || *ty == SqlType::Jsonb;
             if op == CmpOp::Ne
+                || typed && (op != CmpOp::Eq || *ty == SqlType::Jsonb)
                 || table
                     .columns
                     .get(col)
@@ -137,7 +142,7 @@ fn index_order_of(sort: &mut Node, table: &TableInfo) -> Option<Node> {
     let key_columns: Option<Vec<usize>> = keys
         .iter()
         .map(|k| match (&k.expr, k.descending, k.nulls_first) {
-            (Expr::Column(i), false, false) => match exprs.get(*i) {
+            (Expr::Column(i), false, false) if k.order == KeyOrder::Value => match exprs.get(*i) {
                 Some(Expr::Column(c)) if table.columns.get(*c).is_some_and(|c| c.not_null) => {
                     Some(*c)
                 }
