@@ -100,14 +100,6 @@ impl Jsonb {
         }
     }
 
-    /// Element `i` of an array, counting from the end when negative.
-    pub(crate) fn index(&self, i: i64) -> Option<&Jsonb> {
-        match self {
-            Jsonb::Array(items) => items.get(array_index(items.len(), i)?),
-            _ => None,
-        }
-    }
-
     /// `jsonb_typeof`'s name of the value's kind.
     pub(crate) fn type_name(&self) -> &'static str {
         match self {

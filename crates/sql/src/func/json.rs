@@ -195,41 +195,20 @@ impl JsonFn {
     pub(crate) fn call(self, args: &[Value]) -> Result<Value> {
         match self {
             JsonFn::ToJson { from, jsonb } => to_json(&args[0], from, jsonb),
-            JsonFn::Get {
-                json: true,
-                index,
-                text,
-            } => json_get(args, index, text),
-            JsonFn::Get {
-                json: false,
-                index,
-                text,
-            } => {
-                let doc = json::jsonb_of(&args[0])?;
-                let found = if index {
+            // A piece of a canonical jsonb text is canonical: both types are read as text
+            // here, the values skipped over, no tree built.
+            JsonFn::Get { json, index, text } => {
+                let doc = text_arg(&args[0])?;
+                if !json && index && !matches!(json::json_type_name(doc), "array" | "object") {
                     // A top-level scalar is a one-element pseudo-array to `->`.
-                    let i = int_arg(&args[1])?;
-                    if doc.is_scalar() {
-                        json::array_index(1, i).map(|_| &doc)
-                    } else {
-                        doc.index(i)
-                    }
-                } else {
-                    doc.get(text_arg(&args[1])?)
-                };
-                Ok(jsonb_result(found, text))
-            }
-            JsonFn::Path {
-                json,
-                text,
-                variadic,
-            } => {
-                let path = path_arg(args, variadic)?;
-                if json {
-                    return json_path(&args[0], &path, text);
+                    let found = json::array_index(1, int_arg(&args[1])?).map(|_| doc);
+                    return json_piece(found, text);
                 }
-                let doc = json::jsonb_of(&args[0])?;
-                Ok(jsonb_result(doc.at_path(&path), text))
+                json_get(args, index, text)
+            }
+            JsonFn::Path { text, variadic, .. } => {
+                let path = path_arg(args, variadic)?;
+                json_path(&args[0], &path, text)
             }
             JsonFn::Typeof { json } => Ok(Value::Text(if json {
                 json::json_type_name(text_arg(&args[0])?).to_string()
@@ -297,14 +276,6 @@ pub(crate) fn jsonb_value(v: &Jsonb) -> Result<Value> {
     let text = v.to_text();
     types::check_value_len(text.len())?;
     Ok(Value::Text(text))
-}
-
-fn jsonb_result(found: Option<&Jsonb>, text: bool) -> Value {
-    match found {
-        None => Value::Null,
-        Some(v) if text => v.to_sql_text(),
-        Some(v) => Value::Text(v.to_text()),
-    }
 }
 
 fn text_arg(v: &Value) -> Result<&str> {

@@ -183,21 +183,6 @@ impl Jsonb {
         }
     }
 
-    /// `self #> path`: the value at the path (an array step that is not an integer finds
-    /// nothing); the value itself for an empty path.
-    pub(crate) fn at_path(&self, path: &[PathStep]) -> Option<&Jsonb> {
-        let mut cur = self;
-        for step in path {
-            let step = step.as_deref()?;
-            cur = match cur {
-                Jsonb::Object(_) => cur.get(step)?,
-                Jsonb::Array(_) => cur.index(parse_index(step)?)?,
-                _ => return None,
-            };
-        }
-        Some(cur)
-    }
-
     /// `self #- path`.
     pub(crate) fn delete_path(&self, path: &[PathStep]) -> Result<Jsonb> {
         if self.is_scalar() {
