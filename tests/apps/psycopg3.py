@@ -59,6 +59,20 @@ def scenario():
         check(cur.rowcount, 10, "executemany rowcount")
         conn.commit()
 
+        # Server-side (named) cursors: DECLARE, then FETCH FORWARD n, text and binary.
+        for binary in (False, True):
+            with conn.cursor(name="apps_big", binary=binary) as sc:
+                sc.itersize = 3
+                sc.execute("SELECT id, name FROM apps_items WHERE id >= %s ORDER BY id", (10,))
+                check(sc.fetchone(), (10, "item10"), "named cursor fetchone")
+                check([r[0] for r in sc.fetchmany(4)], [11, 12, 13, 14], "named cursor fetchmany")
+                check([r[0] for r in sc], [15, 16, 17, 18, 19], "named cursor iteration (FETCH FORWARD itersize)")
+        conn.commit()
+        with conn.cursor(name="apps_held", withhold=True) as sc:
+            sc.execute("SELECT count(*) FROM apps_items")
+            conn.commit()
+            check(sc.fetchone(), (12,), "WITH HOLD cursor after commit")
+
         # Nested transaction blocks: the inner ones are savepoints.
         conn.autocommit = True
         with conn.transaction():

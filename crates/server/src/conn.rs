@@ -537,10 +537,14 @@ impl Conn {
                 row_description(&mut self.io.out, &d.columns, &[]);
             }
             Target::Portal => {
-                let Some(p) = self.portals.get(name) else {
+                if let Some(p) = self.portals.get(name) {
+                    row_description(&mut self.io.out, &p.description.columns, &p.formats);
+                } else if let Some(columns) = self.session.cursor_columns(name) {
+                    // A SQL cursor is a portal too (psycopg describes its named cursors).
+                    row_description(&mut self.io.out, &columns, &[]);
+                } else {
                     return Err(no_portal(name).into());
-                };
-                row_description(&mut self.io.out, &p.description.columns, &p.formats);
+                }
             }
         }
         Ok(())

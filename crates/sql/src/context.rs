@@ -51,6 +51,18 @@ pub(crate) struct PreparedInfo {
 /// The session's named prepared statements, by name.
 pub(crate) type PreparedStatements = std::collections::BTreeMap<String, PreparedInfo>;
 
+/// An open cursor of the session, as `pg_cursors` shows it.
+#[derive(Clone, Debug)]
+pub(crate) struct CursorInfo {
+    pub statement: String,
+    pub holdable: bool,
+    pub scrollable: bool,
+    pub creation_time_us: i64,
+}
+
+/// The session's open cursors, by name.
+pub(crate) type CursorList = std::collections::BTreeMap<String, CursorInfo>;
+
 /// Referential-integrity events waiting for their check, by foreign key (its oid): each
 /// foreign key's in a spool of its own (in memory up to `work_mem`, then a temp file), as
 /// `session::referential` encodes them.
@@ -96,6 +108,8 @@ pub(crate) struct Cx<'a> {
     pub sequences: &'a crate::sequence::SessionSequences,
     /// The session's named prepared statements (`pg_prepared_statements`).
     pub prepared: &'a PreparedStatements,
+    /// The session's open cursors (`pg_cursors`).
+    pub cursors: &'a CursorList,
     /// The statement's start (`now()`, `CURRENT_TIMESTAMP`), microseconds since 1970.
     pub now_us: i64,
     pub outer: Option<&'a Frame<'a>>,
@@ -121,6 +135,7 @@ impl<'a> Cx<'a> {
             backend: self.backend,
             sequences: self.sequences,
             prepared: self.prepared,
+            cursors: self.cursors,
             now_us: self.now_us,
             outer: Some(frame),
             ctes: self.ctes,

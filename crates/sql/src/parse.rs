@@ -41,6 +41,30 @@ pub enum Statement {
     /// SET CONSTRAINTS {ALL | name, ...} {DEFERRED | IMMEDIATE} (which `sqlparser` lacks):
     /// the names (None for ALL), and whether DEFERRED.
     SetConstraints(Option<Vec<String>>, bool),
+    /// FETCH and MOVE (`sqlparser` lacks MOVE, and FETCH without a direction).
+    Fetch(FetchStmt),
+}
+
+/// FETCH [direction] [FROM | IN] cursor, or MOVE (which returns no rows).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchStmt {
+    pub cursor: String,
+    pub count: FetchCount,
+    pub is_move: bool,
+}
+
+/// How far a FETCH goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FetchCount {
+    /// NEXT, FORWARD [n], n: this many rows forward.
+    Forward(u64),
+    /// ALL, FORWARD ALL.
+    All,
+    /// 0, FORWARD 0, RELATIVE 0: the current row again.
+    Current,
+    /// A direction that goes back or re-reads (PRIOR, FIRST, LAST, ABSOLUTE, RELATIVE,
+    /// BACKWARD, a count of 0 or below): its words, for the error.
+    Other(String),
 }
 
 /// ALTER SEQUENCE [IF EXISTS] name [options] [RESTART [[WITH] n]]: the options CREATE
@@ -1028,6 +1052,8 @@ fn utility(p: &str) -> Result<Option<Statement>> {
         "copy",
         "alter",
         "set",
+        "fetch",
+        "move",
     ]
     .iter()
     .any(|k| head.eq_ignore_ascii_case(k));
@@ -1073,7 +1099,64 @@ fn utility(p: &str) -> Result<Option<Statement>> {
     if kw(first, "set") && kw(second, "constraints") {
         return set_constraints(&w[2..]).map(Some);
     }
+    if kw(first, "fetch") || kw(first, "move") {
+        return fetch(&w[1..], kw(first, "move")).map(|f| Some(Statement::Fetch(f)));
+    }
     Ok(None)
+}
+
+/// The words of FETCH or MOVE after the first: `[direction] [FROM | IN] cursor`.
+fn fetch(w: &[String], is_move: bool) -> Result<FetchStmt> {
+    let mut w: Vec<&str> = w
+        .iter()
+        .map(|x| x.trim_end_matches(';'))
+        .filter(|x| !x.is_empty())
+        .collect();
+    let Some(name) = w.pop() else {
+        return Err(SqlError::syntax("syntax error at end of input"));
+    };
+    if w.last()
+        .is_some_and(|x| x.eq_ignore_ascii_case("from") || x.eq_ignore_ascii_case("in"))
+    {
+        w.pop();
+    }
+    let lower: Vec<String> = w.iter().map(|x| x.to_ascii_lowercase()).collect();
+    let words: Vec<&str> = lower.iter().map(String::as_str).collect();
+    let count = |n: &str| -> Result<FetchCount> {
+        let n: i64 = n
+            .parse()
+            .map_err(|_| SqlError::syntax(format!("syntax error at or near \"{n}\"")))?;
+        Ok(match u64::try_from(n) {
+            Ok(0) => FetchCount::Current,
+            Ok(k) => FetchCount::Forward(k),
+            Err(_) => FetchCount::Other(n.to_string()),
+        })
+    };
+    let count = match words.as_slice() {
+        [] | ["next" | "forward"] => FetchCount::Forward(1),
+        ["all"] | ["forward", "all"] => FetchCount::All,
+        ["forward" | "relative" | "backward", "0"] => FetchCount::Current,
+        ["forward", n] => count(n)?,
+        [n] if n.parse::<i64>().is_ok() => count(n)?,
+        [d, ..]
+            if matches!(
+                *d,
+                "prior" | "first" | "last" | "absolute" | "relative" | "backward"
+            ) =>
+        {
+            FetchCount::Other(words.join(" ").to_uppercase())
+        }
+        [other, ..] => {
+            return Err(SqlError::syntax(format!(
+                "syntax error at or near \"{other}\""
+            )))
+        }
+    };
+    Ok(FetchStmt {
+        cursor: ident(name),
+        count,
+        is_move,
+    })
 }
 
 /// The words of SET CONSTRAINTS after its first two: `ALL` or names (each as an

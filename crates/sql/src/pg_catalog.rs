@@ -69,6 +69,8 @@ pub(crate) enum CatalogTable {
     Collation,
     PreparedXacts,
     PreparedStatements,
+    /// pg_cursors: the session's open cursors.
+    Cursors,
     Description,
     Tables,
     Policy,
@@ -125,6 +127,7 @@ impl CatalogTable {
             "pg_collation" => CatalogTable::Collation,
             "pg_prepared_xacts" => CatalogTable::PreparedXacts,
             "pg_prepared_statements" => CatalogTable::PreparedStatements,
+            "pg_cursors" => CatalogTable::Cursors,
             "pg_description" => CatalogTable::Description,
             "pg_tables" | "tables" => CatalogTable::Tables,
             "pg_policy" => CatalogTable::Policy,
@@ -362,6 +365,14 @@ impl CatalogTable {
                 ("oid", T::Oid),
                 ("collname", T::Name),
                 ("collnamespace", T::Oid),
+            ],
+            CatalogTable::Cursors => &[
+                ("name", T::Text),
+                ("statement", T::Text),
+                ("is_holdable", T::Bool),
+                ("is_binary", T::Bool),
+                ("is_scrollable", T::Bool),
+                ("creation_time", T::Timestamptz),
             ],
             CatalogTable::PreparedStatements => &[
                 ("name", T::Text),
@@ -683,6 +694,20 @@ impl CatalogTable {
                 text("default"),
                 int(PG_CATALOG_NS),
             ]],
+            CatalogTable::Cursors => cx
+                .cursors
+                .iter()
+                .map(|(name, c)| {
+                    vec![
+                        text(name),
+                        text(&c.statement),
+                        Value::Bool(c.holdable),
+                        Value::Bool(false),
+                        Value::Bool(c.scrollable),
+                        Value::Timestamp(c.creation_time_us),
+                    ]
+                })
+                .collect(),
             CatalogTable::PreparedStatements => cx
                 .prepared
                 .iter()

@@ -43,6 +43,9 @@ pub(super) enum Command<'a> {
     /// DEALLOCATE name, or ALL (`None`).
     Deallocate(Option<String>),
     Discard(ast::DiscardObject),
+    /// DECLARE ... CURSOR FOR ... ([`super::cursors`]).
+    Declare(&'a ast::Declare),
+    Close(&'a ast::CloseCursor),
 }
 
 /// `stmt` as one of this module's commands, if it is one.
@@ -77,6 +80,8 @@ pub(super) fn command_of(stmt: &ast::Statement) -> Result<Option<Command<'_>>> {
                 .then(|| ident(name)),
         ),
         ast::Statement::Discard { object_type } => Command::Discard(*object_type),
+        ast::Statement::Declare { stmts, .. } if stmts.len() == 1 => Command::Declare(&stmts[0]),
+        ast::Statement::Close { cursor } => Command::Close(cursor),
         _ => return Ok(None),
     }))
 }
@@ -228,7 +233,7 @@ impl Session {
             }
             _ => return Err(SqlError::syntax("syntax error at or near \"DEFERRABLE\"")),
         };
-        self.session_command(cmd, &|_| Ok(Vec::new()), out)
+        self.session_command(cmd, &[], &|_| Ok(Vec::new()), out)
     }
 
     /// SET TRANSACTION (the block's modes) or SET SESSION CHARACTERISTICS (the defaults).
@@ -440,6 +445,7 @@ impl Session {
         if all {
             self.settings.set("all", None)?;
             self.deallocate_all();
+            self.cursors.close_all();
         }
         if all || matches!(what, ast::DiscardObject::PLANS) {
             self.plans.clear();
@@ -497,11 +503,27 @@ impl Session {
 
     /// The description of a command of this module (Describe through the extended protocol):
     /// EXECUTE's is its prepared statement's; the others return no rows.
-    pub(super) fn describe_command(&mut self, cmd: &Command) -> Result<super::Description> {
+    pub(super) fn describe_command(
+        &mut self,
+        cmd: &Command,
+        hints: &[SqlType],
+    ) -> Result<super::Description> {
         let none = || super::Description {
             params: Vec::new(),
             columns: Arc::new([]),
         };
+        if let Command::Declare(d) = cmd {
+            // DECLARE's parameters are its query's; it returns no rows itself.
+            let Some(q) = &d.for_query else {
+                return Ok(none());
+            };
+            let stmt = Statement::Sql(Box::new(ast::Statement::Query(q.clone())));
+            let params = self.describe(&q.to_string(), &stmt, hints)?.params;
+            return Ok(super::Description {
+                params,
+                columns: Arc::new([]),
+            });
+        }
         let Command::Execute(name, _) = cmd else {
             return Ok(none());
         };

@@ -219,6 +219,7 @@ enum State {
 mod commands;
 mod constraints;
 mod copy_in;
+mod cursors;
 mod exec;
 mod foreign_keys;
 mod plans;
@@ -287,6 +288,8 @@ pub struct Session {
     /// In the failed state: the block's transaction, kept because it has savepoints, for a
     /// ROLLBACK TO SAVEPOINT to make usable again (dropping it rolls it back).
     failed_tx: Option<Box<Transaction>>,
+    /// The open cursors ([`cursors`]).
+    cursors: cursors::Cursors,
 }
 
 fn outcome(tag: impl Into<String>, kind: OutcomeKind) -> Outcome {
@@ -374,6 +377,7 @@ impl Session {
             state: State::Idle,
             implicit: false,
             failed_tx: None,
+            cursors: cursors::Cursors::default(),
             settings,
             copy: None,
             copy_error: None,
@@ -462,6 +466,16 @@ impl Session {
         hints: &[SqlType],
     ) -> Result<Description> {
         let _stack = crate::stack::enter(self.settings.max_stack_depth_bytes());
+        if let Statement::Fetch(f) = stmt {
+            let columns = match self.cursors.columns(&f.cursor) {
+                Some(c) if !f.is_move => c,
+                _ => Arc::new([]),
+            };
+            return Ok(Description {
+                params: Vec::new(),
+                columns,
+            });
+        }
         let Statement::Sql(ast) = stmt else {
             return Ok(Description {
                 params: Vec::new(),
@@ -475,7 +489,7 @@ impl Session {
             });
         }
         if let Some(cmd) = commands::command_of(ast)? {
-            return self.describe_command(&cmd);
+            return self.describe_command(&cmd, hints);
         }
         // A kept plan answers without a transaction: a Describe before each Execute (libpq's
         // PQexecPrepared) then costs no snapshot, and Execute still checks the plan itself.
@@ -712,6 +726,7 @@ impl Session {
                 })
             }
             Statement::Deferrable(ast, deferrable) => self.with_deferrable(ast, *deferrable, out),
+            Statement::Fetch(f) => self.fetch(f, out),
         }
     }
 
@@ -729,7 +744,7 @@ impl Session {
             return self.savepoint(&command);
         }
         if let Some(cmd) = commands::command_of(ast)? {
-            return self.session_command(cmd, decode, out);
+            return self.session_command(cmd, hints, decode, out);
         }
         if analyze::is_transaction_control(ast) {
             decode(&[])?;
@@ -769,6 +784,7 @@ impl Session {
                 &self.backend,
                 &self.sequences,
                 &self.prepared,
+                self.cursors.list(),
                 &self.deferred,
                 &statement,
                 out,
@@ -808,6 +824,7 @@ impl Session {
                 &self.backend,
                 &self.sequences,
                 &self.prepared,
+                self.cursors.list(),
                 &self.deferred,
                 &statement,
                 out,
@@ -841,9 +858,14 @@ impl Session {
     fn session_command(
         &mut self,
         cmd: commands::Command,
+        hints: &[SqlType],
         decode: &dyn Fn(&[SqlType]) -> Result<Vec<Value>>,
         out: &mut dyn Output,
     ) -> Result<Outcome> {
+        if let commands::Command::Declare(d) = cmd {
+            // The cursor's query takes the parameters (psycopg binds them to DECLARE).
+            return self.declare(d, hints, decode);
+        }
         decode(&[])?;
         let r = match cmd {
             commands::Command::Begin(modes) => self.begin_with(modes),
@@ -854,6 +876,8 @@ impl Session {
             commands::Command::Execute(name, args) => self.execute_prepared(&name, args, out),
             commands::Command::Deallocate(name) => self.deallocate(name),
             commands::Command::Discard(what) => self.discard(what),
+            commands::Command::Declare(d) => self.declare(d, hints, decode),
+            commands::Command::Close(c) => self.close_cursor(c),
         };
         // Outside a block the command was its own transaction: what it set stands.
         if matches!(self.state, State::Idle) {
@@ -1058,6 +1082,7 @@ impl Session {
     fn end_xact(&mut self, committed: bool) {
         self.settings.end_xact(committed);
         self.deferred.clear();
+        self.cursors.end_xact(committed);
     }
 
     /// SAVEPOINT, RELEASE SAVEPOINT and ROLLBACK TO SAVEPOINT in a usable block; outside
