@@ -97,11 +97,26 @@ pub(crate) enum CatalogTable {
     /// counters since the last reset. `buffers_backend_fsync` is always 0: statements never
     /// fsync, they queue sync requests for the checkpointer.
     StatBgwriter,
+    /// A view of `information_schema` ([`information_schema`]).
+    Info(InfoView),
 }
 
 use SqlType as T;
 
+mod information_schema;
+pub(crate) use information_schema::InfoView;
+
 impl CatalogTable {
+    /// The catalog view `schema.name` (`schema` `None`: an unqualified name): pg_catalog's
+    /// under `pg_catalog` or unqualified, information_schema's only under
+    /// `information_schema`.
+    pub(crate) fn resolve(schema: Option<&str>, name: &str) -> Option<CatalogTable> {
+        match schema {
+            Some("information_schema") => InfoView::named(name).map(CatalogTable::Info),
+            _ => CatalogTable::named(name),
+        }
+    }
+
     pub(crate) fn named(name: &str) -> Option<CatalogTable> {
         Some(match name {
             "pg_namespace" => CatalogTable::Namespace,
@@ -129,7 +144,7 @@ impl CatalogTable {
             "pg_prepared_statements" => CatalogTable::PreparedStatements,
             "pg_cursors" => CatalogTable::Cursors,
             "pg_description" => CatalogTable::Description,
-            "pg_tables" | "tables" => CatalogTable::Tables,
+            "pg_tables" => CatalogTable::Tables,
             "pg_policy" => CatalogTable::Policy,
             "pg_statistic_ext" => CatalogTable::StatisticExt,
             "pg_publication" => CatalogTable::Publication,
@@ -149,6 +164,7 @@ impl CatalogTable {
 
     pub(crate) fn columns(self) -> &'static [(&'static str, SqlType)] {
         match self {
+            CatalogTable::Info(v) => v.columns(),
             CatalogTable::Namespace => &[
                 ("oid", T::Oid),
                 ("nspname", T::Name),
@@ -559,6 +575,7 @@ impl CatalogTable {
     /// The view's rows as `cx`'s transaction sees the catalog.
     pub(crate) fn rows(self, cx: &Cx) -> Result<Vec<Row>> {
         Ok(match self {
+            CatalogTable::Info(v) => v.rows(cx)?,
             CatalogTable::Namespace => vec![
                 vec![
                     int(PG_CATALOG_NS),

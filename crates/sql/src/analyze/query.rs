@@ -1002,7 +1002,11 @@ impl Binder<'_> {
             Some("pg_catalog" | "information_schema")
         ) && parts.len() == 2;
         if catalog_schema || (parts.len() == 1 && catalog::find(self.tx, &rel)?.is_none()) {
-            if let Some(t) = CatalogTable::named(&rel) {
+            let schema = parts
+                .first()
+                .filter(|_| parts.len() == 2)
+                .map(String::as_str);
+            if let Some(t) = CatalogTable::resolve(schema, &rel) {
                 let scope = Scope::of_named(t.columns(), Some(&qualifier));
                 return Ok((Node::Catalog(t), rename(scope, alias)));
             }
