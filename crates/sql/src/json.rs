@@ -100,30 +100,8 @@ impl Jsonb {
         }
     }
 
-    /// `jsonb_typeof`'s name of the value's kind.
-    pub(crate) fn type_name(&self) -> &'static str {
-        match self {
-            Jsonb::Null => "null",
-            Jsonb::Bool(_) => "boolean",
-            Jsonb::Number(_) => "number",
-            Jsonb::String(_) => "string",
-            Jsonb::Array(_) => "array",
-            Jsonb::Object(_) => "object",
-        }
-    }
-
     pub(crate) fn is_scalar(&self) -> bool {
         !matches!(self, Jsonb::Array(_) | Jsonb::Object(_))
-    }
-
-    /// The value as `->>` gives it: a string unquoted, JSON null as SQL NULL, anything
-    /// else as its jsonb text.
-    pub(crate) fn to_sql_text(&self) -> Value {
-        match self {
-            Jsonb::Null => Value::Null,
-            Jsonb::String(s) => Value::Text(s.clone()),
-            v => Value::Text(v.to_text()),
-        }
     }
 }
 

@@ -1269,6 +1269,18 @@ fn float_to_int(f: f64, to: SqlType) -> Result<Value> {
     check_int_range(r as i64, to)
 }
 
+/// Two non-NULL values of type `ty` in its order: arrays element by element, jsonb by its
+/// rules (equal texts need no parse: both are canonical), anything else as [`compare`].
+pub(crate) fn compare_typed(a: &Value, b: &Value, ty: SqlType) -> Result<std::cmp::Ordering> {
+    match (a, b, ty) {
+        (Value::Text(x), Value::Text(y), SqlType::Array(&elem)) => array::compare(x, y, elem),
+        (Value::Text(x), Value::Text(y), SqlType::Jsonb) if x != y => {
+            Ok(crate::json::parse_jsonb(x)?.compare(&crate::json::parse_jsonb(y)?))
+        }
+        _ => Ok(compare(a, b)),
+    }
+}
+
 /// Values compared the way SQL compares them: integers and floats numerically, text by
 /// bytes (quire's one collation is C), NULLs last (only ORDER BY sees them here).
 pub(crate) fn compare(a: &Value, b: &Value) -> std::cmp::Ordering {

@@ -81,7 +81,6 @@ impl Binder<'_> {
             BinaryOperator::HashArrow | BinaryOperator::HashLongArrow => {
                 let ret = if text { SqlType::Text } else { lt };
                 let f = JsonFn::Path {
-                    json,
                     text,
                     variadic: false,
                 };
@@ -163,8 +162,24 @@ impl Binder<'_> {
     }
 }
 
-/// A builder's arguments made ready for it: its values wrapped in [`JsonFn::ToJson`] of
-/// their types (`types`), an object's keys as text.
+/// `e` (of type `t`) in its JSON form, as `to_json` (or `to_jsonb`) makes it; an untyped
+/// literal is text.
+fn to_json_expr(e: Expr, t: SqlType, jsonb: bool) -> Expr {
+    let from = if t == SqlType::Unknown {
+        SqlType::Text
+    } else {
+        t
+    };
+    Expr::Func(Func::Json(JsonFn::ToJson { from, jsonb }), vec![e])
+}
+
+/// An object key: `e`'s text, as PostgreSQL writes a key of any type.
+fn key_text(e: Expr, t: SqlType) -> Expr {
+    Expr::Cast(Box::new(e), t, SqlType::Text)
+}
+
+/// A builder's arguments made ready for it: its values in JSON form ([`to_json_expr`]),
+/// an object's keys as text.
 pub(super) fn wrap_args(f: Func, args: Vec<Expr>, types: &[SqlType]) -> Vec<Expr> {
     let (object, jsonb) = match f {
         Func::Json(JsonFn::BuildObject { jsonb }) => (true, jsonb),
@@ -175,21 +190,17 @@ pub(super) fn wrap_args(f: Func, args: Vec<Expr>, types: &[SqlType]) -> Vec<Expr
         .zip(types)
         .enumerate()
         .map(|(i, (e, &t))| {
-            let from = if t == SqlType::Unknown {
-                SqlType::Text
-            } else {
-                t
-            };
             if object && i % 2 == 0 {
-                return Expr::Func(Func::Json(JsonFn::ToJson { from, jsonb: false }), vec![e]);
+                key_text(e, t)
+            } else {
+                to_json_expr(e, t, jsonb)
             }
-            Expr::Func(Func::Json(JsonFn::ToJson { from, jsonb }), vec![e])
         })
         .collect()
 }
 
-/// A json aggregate's arguments made ready for it (each value wrapped in
-/// [`JsonFn::ToJson`] of its type, a key cast to text); other aggregates' as they are.
+/// A json aggregate's arguments made ready for it, as a builder's ([`wrap_args`]); other
+/// aggregates' as they are.
 pub(super) fn agg_args(f: AggFunc, bound: Vec<(Expr, SqlType)>) -> Vec<Expr> {
     let (AggFunc::JsonAgg { jsonb } | AggFunc::JsonObjectAgg { jsonb }) = f else {
         return bound.into_iter().map(|(e, _)| e).collect();
@@ -199,15 +210,11 @@ pub(super) fn agg_args(f: AggFunc, bound: Vec<(Expr, SqlType)>) -> Vec<Expr> {
         .into_iter()
         .enumerate()
         .map(|(i, (e, t))| {
-            let from = if t == SqlType::Unknown {
-                SqlType::Text
-            } else {
-                t
-            };
             if object && i == 0 {
-                return Expr::Cast(Box::new(e), from, SqlType::Text);
+                key_text(e, t)
+            } else {
+                to_json_expr(e, t, jsonb)
             }
-            Expr::Func(Func::Json(JsonFn::ToJson { from, jsonb }), vec![e])
         })
         .collect()
 }

@@ -43,12 +43,12 @@ impl Expr {
                 let (l, r) = (l.eval(cx, row)?, r.eval(cx, row)?);
                 if l.is_null() || r.is_null() {
                     Value::Null
-                } else if *ty == SqlType::Jsonb {
-                    let (a, b) = (crate::json::jsonb_of(&l)?, crate::json::jsonb_of(&r)?);
-                    Value::Bool(op.holds(a.compare(&b)))
-                } else if ty.element().is_some() && !matches!(op, CmpOp::Eq | CmpOp::Ne) {
+                } else if *ty == SqlType::Jsonb
+                    || ty.element().is_some() && !matches!(op, CmpOp::Eq | CmpOp::Ne)
+                {
                     // Equal arrays have equal canonical texts; order is element by element.
-                    Value::Bool(op.holds(crate::func::array::compare_as(&l, &r, *ty)?))
+                    // jsonb's `=` is its order's too (`1.0 = 1`).
+                    Value::Bool(op.holds(types::compare_typed(&l, &r, *ty)?))
                 } else {
                     Value::Bool(op.holds(compare(&l, &r)))
                 }

@@ -23,7 +23,6 @@ use crate::context::Cx;
 use crate::error::Result;
 use crate::nodes::{KeyOrder, SortKey};
 use crate::spool::{row_cost_bytes, RunReader, RunWriter, RUN_BUFFER_BYTES};
-use crate::types::SqlType;
 
 /// Comparisons between two interrupt checks.
 pub(crate) const INTERRUPT_EVERY: usize = 4096;
@@ -172,14 +171,8 @@ pub(crate) fn merge_sort(
 fn key_compare(order: KeyOrder, x: &Value, y: &Value) -> Ordering {
     match order {
         KeyOrder::Value => crate::types::compare(x, y),
-        KeyOrder::Typed(SqlType::Jsonb) => {
-            match (crate::json::jsonb_of(x), crate::json::jsonb_of(y)) {
-                (Ok(a), Ok(b)) => a.compare(&b),
-                _ => crate::types::compare(x, y),
-            }
-        }
         KeyOrder::Typed(ty) => {
-            crate::func::array::compare_as(x, y, ty).unwrap_or_else(|_| crate::types::compare(x, y))
+            crate::types::compare_typed(x, y, ty).unwrap_or_else(|_| crate::types::compare(x, y))
         }
     }
 }

@@ -591,7 +591,7 @@ fn any(args: &[Value], op: CmpOp, all: bool, elem: SqlType, ty: SqlType) -> Resu
         let holds = match e {
             Some(s) if !x.is_null() => {
                 let v = types::cast(types::parse_text(elem, s)?, elem, ty)?;
-                Some(op.holds(compare_as(x, &v, ty)?))
+                Some(op.holds(types::compare_typed(x, &v, ty)?))
             }
             _ => None,
         };
@@ -606,14 +606,6 @@ fn any(args: &[Value], op: CmpOp, all: bool, elem: SqlType, ty: SqlType) -> Resu
     } else {
         Value::Bool(all)
     })
-}
-
-/// Two values of `ty` compared (arrays element by element).
-pub(crate) fn compare_as(a: &Value, b: &Value, ty: SqlType) -> Result<Ordering> {
-    match (a, b, ty) {
-        (Value::Text(x), Value::Text(y), SqlType::Array(&elem)) => array::compare(x, y, elem),
-        _ => Ok(types::compare(a, b)),
-    }
 }
 
 /// `a[lo:hi]...`: the elements inside the bounds (clamped to the array's), as an array

@@ -16,9 +16,6 @@ use crate::error::{Result, SqlError};
 use crate::json::{self, push_string, Jsonb, Members, PathStep, SetMode};
 use crate::types::{self, array, SqlType};
 
-/// Most arguments a call takes (PostgreSQL's `FUNC_MAX_ARGS`).
-pub(super) const MAX_ARGS: usize = 100;
-
 /// A json or jsonb function or operator; `json` says the document is of type json (else
 /// jsonb).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,18 +32,14 @@ pub(crate) enum JsonFn {
         text: bool,
     },
     /// `#>` / `#>>` with a `text[]` path, or the `extract_path` functions (the path as the
-    /// arguments after the first, when `variadic`).
+    /// arguments after the first, when `variadic`); json and jsonb alike.
     Path {
-        json: bool,
         text: bool,
         variadic: bool,
     },
-    Typeof {
-        json: bool,
-    },
-    ArrayLength {
-        json: bool,
-    },
+    /// `json(b)_typeof` and `json(b)_array_length`, which read either type's text.
+    Typeof,
+    ArrayLength,
     /// `a @> b`.
     Contains,
     /// `?`, `?|` (any), `?&` (all).
@@ -97,15 +90,6 @@ pub(crate) fn resolve(name: &str, args: &[SqlType]) -> Option<Result<Signature>>
         casts.extend((1..n).map(|_| Some(T::Text)));
         sig(f, casts, ret)
     };
-    let bounded = |r: Result<Signature>| {
-        if n > MAX_ARGS {
-            return Err(SqlError::new(
-                SqlState::TOO_MANY_ARGUMENTS,
-                format!("cannot pass more than {MAX_ARGS} arguments to a function"),
-            ));
-        }
-        r
-    };
     Some(match (name, n) {
         ("to_json" | "to_jsonb", 1) => {
             let from = if args[0] == T::Unknown {
@@ -115,28 +99,24 @@ pub(crate) fn resolve(name: &str, args: &[SqlType]) -> Option<Result<Signature>>
             };
             sig(JsonFn::ToJson { from, jsonb: jb }, vec![Some(from)], d)
         }
-        ("json_typeof" | "jsonb_typeof", 1) => {
-            sig(JsonFn::Typeof { json: !jb }, vec![Some(d)], T::Text)
-        }
+        ("json_typeof" | "jsonb_typeof", 1) => sig(JsonFn::Typeof, vec![Some(d)], T::Text),
         ("json_array_length" | "jsonb_array_length", 1) => {
-            sig(JsonFn::ArrayLength { json: !jb }, vec![Some(d)], T::Int4)
+            sig(JsonFn::ArrayLength, vec![Some(d)], T::Int4)
         }
-        ("json_extract_path" | "jsonb_extract_path", 1..) => bounded(variadic_text(
+        ("json_extract_path" | "jsonb_extract_path", 1..) => variadic_text(
             JsonFn::Path {
-                json: !jb,
                 text: false,
                 variadic: true,
             },
             d,
-        )),
-        ("json_extract_path_text" | "jsonb_extract_path_text", 1..) => bounded(variadic_text(
+        ),
+        ("json_extract_path_text" | "jsonb_extract_path_text", 1..) => variadic_text(
             JsonFn::Path {
-                json: !jb,
                 text: true,
                 variadic: true,
             },
             T::Text,
-        )),
+        ),
         ("jsonb_set" | "jsonb_insert", 3 | 4) => {
             let f = if name == "jsonb_set" {
                 JsonFn::Set
@@ -165,16 +145,12 @@ pub(crate) fn resolve(name: &str, args: &[SqlType]) -> Option<Result<Signature>>
             d,
         ),
         ("jsonb_pretty", 1) => sig(JsonFn::Pretty, vec![Some(T::Jsonb)], T::Text),
-        ("json_build_object" | "jsonb_build_object", _) => bounded(sig(
-            JsonFn::BuildObject { jsonb: jb },
-            untyped_as_text(args),
-            d,
-        )),
-        ("json_build_array" | "jsonb_build_array", _) => bounded(sig(
-            JsonFn::BuildArray { jsonb: jb },
-            untyped_as_text(args),
-            d,
-        )),
+        ("json_build_object" | "jsonb_build_object", _) => {
+            sig(JsonFn::BuildObject { jsonb: jb }, untyped_as_text(args), d)
+        }
+        ("json_build_array" | "jsonb_build_array", _) => {
+            sig(JsonFn::BuildArray { jsonb: jb }, untyped_as_text(args), d)
+        }
         _ => return None,
     })
 }
@@ -210,12 +186,10 @@ impl JsonFn {
                 let path = path_arg(args, variadic)?;
                 json_path(&args[0], &path, text)
             }
-            JsonFn::Typeof { json } => Ok(Value::Text(if json {
-                json::json_type_name(text_arg(&args[0])?).to_string()
-            } else {
-                json::jsonb_of(&args[0])?.type_name().to_string()
-            })),
-            JsonFn::ArrayLength { json } => array_length(&args[0], json),
+            JsonFn::Typeof => Ok(Value::Text(
+                json::json_type_name(text_arg(&args[0])?).to_string(),
+            )),
+            JsonFn::ArrayLength => array_length(text_arg(&args[0])?),
             JsonFn::BuildObject { jsonb } => build_object(args, jsonb),
             JsonFn::BuildArray { jsonb } => build_array(args, jsonb),
             JsonFn::JsonStripNulls => {
@@ -364,19 +338,11 @@ fn json_path(doc: &Value, path: &[PathStep], text: bool) -> Result<Value> {
     json_piece(Some(cur), text)
 }
 
-fn array_length(doc: &Value, json: bool) -> Result<Value> {
-    let kind = if json {
-        json::json_type_name(text_arg(doc)?)
-    } else {
-        json::jsonb_of(doc)?.type_name()
-    };
-    let n = match kind {
-        "array" if json => match json::members(text_arg(doc)?)? {
+/// The elements of a json or jsonb array (its text read, elements skipped over).
+fn array_length(doc: &str) -> Result<Value> {
+    let n = match json::json_type_name(doc) {
+        "array" => match json::members(doc)? {
             Members::Array(m) => m.len(),
-            _ => 0,
-        },
-        "array" => match json::jsonb_of(doc)? {
-            Jsonb::Array(ref items) => items.len(),
             _ => 0,
         },
         "object" => {
@@ -456,7 +422,7 @@ fn iso_8601(text: &str, ty: SqlType) -> String {
 /// An array's JSON form (`array_to_json`): nested by dimension, commas without blanks.
 fn push_array(out: &mut String, text: &str, elem: SqlType) -> Result<()> {
     let a = array::parse(text)?;
-    let values = array::values(text, elem)?;
+    let values = a.values(elem)?;
     if a.dims.is_empty() {
         out.push_str("[]");
         return Ok(());
@@ -486,7 +452,7 @@ fn push_array(out: &mut String, text: &str, elem: SqlType) -> Result<()> {
     Ok(())
 }
 
-/// `json(b)_build_object(key, value, ...)`: keys as their text (22004 for a NULL one),
+/// `json(b)_build_object(key, value, ...)`: keys already text (a NULL one refused),
 /// values already in JSON form.
 fn build_object(args: &[Value], jsonb: bool) -> Result<Value> {
     if !args.len().is_multiple_of(2) {
@@ -511,26 +477,13 @@ fn build_object(args: &[Value], jsonb: bool) -> Result<Value> {
         if i > 0 {
             out.push_str(", ");
         }
-        // A key is always a string: a number's or a string's JSON form, as a string.
-        let key = key.strip_prefix('"').and_then(|k| k.strip_suffix('"'));
-        match key {
-            Some(k) => {
-                out.push('"');
-                out.push_str(k);
-                out.push('"');
-            }
-            None => push_string(&mut out, pair_key_text(&pair[0])),
-        }
+        push_string(&mut out, key);
         out.push_str(" : ");
         push_value_json(&mut out, &pair[1]);
         types::check_value_len(out.len())?;
     }
     out.push('}');
     finish(out, jsonb)
-}
-
-fn pair_key_text(v: &Value) -> &str {
-    v.as_text().unwrap_or_default()
 }
 
 fn null_key(jsonb: bool, position: usize) -> SqlError {
@@ -765,33 +718,11 @@ impl JsonSrf {
 
     /// The values for the document `doc` (a bounded value, so they are gathered).
     pub(crate) fn values(self, doc: &Value) -> Result<Vec<Value>> {
-        let text = text_arg(doc)?;
-        if self.doc_type() == SqlType::Json {
-            return self.json_values(text);
-        }
-        let v = json::parse_jsonb(text)?;
-        let as_value = |x: &Jsonb, as_text: bool| {
-            if as_text {
-                x.to_sql_text()
-            } else {
-                Value::Text(x.to_text())
-            }
-        };
-        Ok(match (self, &v) {
-            (JsonSrf::Elements { text, .. }, Jsonb::Array(items)) => {
-                items.iter().map(|x| as_value(x, text)).collect()
-            }
-            (JsonSrf::Keys { .. } | JsonSrf::EachKey { .. }, Jsonb::Object(pairs)) => {
-                pairs.iter().map(|(k, _)| Value::Text(k.clone())).collect()
-            }
-            (JsonSrf::EachValue { text, .. }, Jsonb::Object(pairs)) => {
-                pairs.iter().map(|(_, x)| as_value(x, text)).collect()
-            }
-            (_, v) => return Err(self.wrong_kind(v.type_name())),
-        })
+        // Both types are read as text: a piece of a canonical jsonb text is canonical.
+        self.pieces(text_arg(doc)?)
     }
 
-    fn json_values(self, text: &str) -> Result<Vec<Value>> {
+    fn pieces(self, text: &str) -> Result<Vec<Value>> {
         let piece = |p: &str, as_text: bool| {
             if as_text {
                 json::json_piece_text(p)

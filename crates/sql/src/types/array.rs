@@ -54,6 +54,17 @@ pub struct Parsed {
 }
 
 impl Parsed {
+    /// The elements as values of `elem`, row-major.
+    pub fn values(&self, elem: SqlType) -> Result<Vec<Value>> {
+        self.elems
+            .iter()
+            .map(|e| match e {
+                None => Ok(Value::Null),
+                Some(s) => super::parse_text(elem, s),
+            })
+            .collect()
+    }
+
     /// A one-dimensional array of `elems` (empty if there are none).
     pub fn flat(elems: Vec<Option<String>>) -> Parsed {
         let dims = if elems.is_empty() {
@@ -495,14 +506,7 @@ pub fn vector_output(stored: &str) -> String {
 
 /// The elements of a canonical array value as values of `elem`, row-major (`unnest`).
 pub fn values(text: &str, elem: SqlType) -> Result<Vec<Value>> {
-    let a = parse(text)?;
-    a.elems
-        .iter()
-        .map(|e| match e {
-            None => Ok(Value::Null),
-            Some(s) => super::parse_text(elem, s),
-        })
-        .collect()
+    parse(text)?.values(elem)
 }
 
 /// Each element of an array of `from` converted to `to` by `convert` (a cast), the shape
