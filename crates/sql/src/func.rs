@@ -102,6 +102,16 @@ pub(crate) enum Func {
     /// pg_stat_reset_shared(target): `bgwriter` or `wal` counters start from zero.
     ResetShared,
     QuoteIdent,
+    /// quote_literal(text) and quote_nullable(text): the value as a string literal
+    /// (`E'...'` when it has a backslash); quote_nullable gives `NULL` for NULL.
+    QuoteLiteral {
+        nullable: bool,
+    },
+    /// pg_is_in_recovery(): false, as quire has no standby mode.
+    InRecovery,
+    /// acldefault(objtype, owner): the privileges an object of that kind has when its acl
+    /// column is NULL, as PostgreSQL 16's `acldefault` gives them.
+    AclDefault,
     ToChar,
     RelationIsPublishable,
     /// A date/time operator (`datetime::arith`), bound from `+ - * /` by the binder.
@@ -682,6 +692,14 @@ pub(crate) fn resolve(
             T::Numeric(None),
         ),
         ("quote_ident", 1) => (Func::QuoteIdent, text(1), T::Text),
+        ("quote_literal", 1) => (Func::QuoteLiteral { nullable: false }, text(1), T::Text),
+        ("quote_nullable", 1) => (Func::QuoteLiteral { nullable: true }, text(1), T::Text),
+        ("pg_is_in_recovery", 0) => (Func::InRecovery, vec![], T::Bool),
+        ("acldefault", 2) => (
+            Func::AclDefault,
+            vec![Some(T::Char), Some(T::Oid)],
+            T::TEXT_ARRAY,
+        ),
         ("to_char", 2) => (Func::ToChar, keep(2), T::Text),
         _ => math::resolve(short, args).ok_or_else(|| no_such_function(short, args))?,
     };
@@ -772,6 +790,7 @@ impl Func {
                 | Func::SetConfig
                 | Func::GetIndexDef
                 | Func::TypeOf(_)
+                | Func::QuoteLiteral { nullable: true }
         ) && !matches!(self, Func::Array(f) if !f.strict())
             && !matches!(self, Func::Json(f) if !f.strict())
     }
@@ -1052,7 +1071,7 @@ impl Func {
                 let typmod = args.get(1).and_then(int_arg).unwrap_or(-1);
                 Value::Text(crate::pg_catalog::format_type(oid, typmod))
             }
-            Func::GetUserById => Value::Text(crate::pg_catalog::SUPERUSER.into()),
+            Func::GetUserById => Value::Text(crate::pg_catalog::role_name(cx.tx, oid_arg(&args[0]))?),
             Func::GetIndexDef => match a0 {
                 Some(Value::Int(oid)) => {
                     crate::pg_catalog::index_def(cx.tx, u32::try_from(*oid).unwrap_or(0))?
@@ -1116,6 +1135,19 @@ impl Func {
                 let s = text_arg(&args[0]).unwrap_or("");
                 types::check_value_len(s.len() + s.matches('"').count() + 2)?;
                 Value::Text(quote_ident(s))
+            }
+            Func::QuoteLiteral { .. } => match text_arg(&args[0]) {
+                Some(s) => {
+                    types::check_value_len(2 * s.len() + 3)?;
+                    Value::Text(quote_literal(s))
+                }
+                None => Value::Text("NULL".into()),
+            },
+            Func::InRecovery => Value::Bool(false),
+            Func::AclDefault => {
+                let kind = text_arg(&args[0]).unwrap_or("");
+                let owner = crate::pg_catalog::role_name(cx.tx, oid_arg(&args[1]))?;
+                acl_default(kind, &owner)?
             }
             // No relation is in a publication: quire has no logical replication.
             Func::RelationIsPublishable => Value::Bool(false),
@@ -1326,4 +1358,53 @@ mod tests {
         assert_eq!(quote_ident("Mixed"), "\"Mixed\"");
         assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
     }
+}
+
+/// PostgreSQL's `quote_literal`: `'...'` with quotes doubled, and `E'...'` with
+/// backslashes doubled when the text has one.
+pub(crate) fn quote_literal(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 3);
+    if s.contains('\\') {
+        out.push('E');
+    }
+    out.push('\'');
+    for c in s.chars() {
+        if c == '\'' || c == '\\' {
+            out.push(c);
+        }
+        out.push(c);
+    }
+    out.push('\'');
+    out
+}
+
+/// `acldefault(kind, owner)`: the owner's privileges on an object of `kind` (PostgreSQL's
+/// `acldefault` letters: r relation, s sequence, f function, l language, L large object,
+/// n schema, t tablespace, F foreign-data wrapper, S foreign server, T type, d database,
+/// p parameter), and PUBLIC's where PostgreSQL grants it some.
+fn acl_default(kind: &str, owner: &str) -> Result<Value> {
+    let (own, public) = match kind {
+        "r" => ("arwdDxt", ""),
+        "s" => ("rwU", ""),
+        "f" => ("X", "X"),
+        "l" | "T" => ("U", "U"),
+        "L" => ("rw", ""),
+        "n" | "t" => ("UC", ""),
+        "F" | "S" => ("U", ""),
+        "d" => ("CTc", "Tc"),
+        "p" => ("sA", ""),
+        _ => {
+            return Err(SqlError::new(
+                SqlState::INTERNAL_ERROR,
+                format!("unrecognized object type abbreviation: {kind}"),
+            ))
+        }
+    };
+    let who = quote_ident(owner);
+    let mut b = crate::types::array::Builder::default();
+    if !public.is_empty() {
+        b.push(Some(&format!("={public}/{who}")))?;
+    }
+    b.push(Some(&format!("{who}={own}/{who}")))?;
+    Ok(b.finish())
 }

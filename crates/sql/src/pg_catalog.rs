@@ -84,6 +84,33 @@ pub(crate) enum CatalogTable {
     Rewrite,
     /// pg_range: empty (quire has no range types).
     Range,
+    /// More catalogs of features quire lacks, empty, with the columns pg_dump reads:
+    /// foreign tables, servers and wrappers, init privileges, casts and transforms of
+    /// extensions, operators and their families, text search objects, conversions,
+    /// default privileges, event triggers, subscriptions, large objects, security labels.
+    ForeignTable,
+    ForeignDataWrapper,
+    ForeignServer,
+    InitPrivs,
+    Transform,
+    Operator,
+    Opfamily,
+    Amop,
+    Amproc,
+    TsParser,
+    TsTemplate,
+    TsDict,
+    TsConfig,
+    Conversion,
+    DefaultAcl,
+    EventTrigger,
+    Subscription,
+    LargeobjectMetadata,
+    Seclabels,
+    /// pg_cast: empty (quire's casts are built in and have no rows yet).
+    Cast,
+    /// pg_language: PostgreSQL's three built-in languages (internal, c, sql).
+    Language,
     /// pg_tablespace: PostgreSQL's two built-in tablespaces (quire has no others).
     Tablespace,
     Sequence,
@@ -99,6 +126,9 @@ pub(crate) enum CatalogTable {
     StatBgwriter,
     /// A view of `information_schema` ([`information_schema`]).
     Info(InfoView),
+    /// A sequence read as a relation (`SELECT last_value, is_called FROM seq`): one row of
+    /// its state, as PostgreSQL's sequence relations have.
+    SequenceData(u32),
 }
 
 use SqlType as T;
@@ -153,6 +183,27 @@ impl CatalogTable {
             "pg_trigger" => CatalogTable::Trigger,
             "pg_rewrite" => CatalogTable::Rewrite,
             "pg_range" => CatalogTable::Range,
+            "pg_foreign_table" => CatalogTable::ForeignTable,
+            "pg_foreign_data_wrapper" => CatalogTable::ForeignDataWrapper,
+            "pg_foreign_server" => CatalogTable::ForeignServer,
+            "pg_init_privs" => CatalogTable::InitPrivs,
+            "pg_transform" => CatalogTable::Transform,
+            "pg_operator" => CatalogTable::Operator,
+            "pg_opfamily" => CatalogTable::Opfamily,
+            "pg_amop" => CatalogTable::Amop,
+            "pg_amproc" => CatalogTable::Amproc,
+            "pg_ts_parser" => CatalogTable::TsParser,
+            "pg_ts_template" => CatalogTable::TsTemplate,
+            "pg_ts_dict" => CatalogTable::TsDict,
+            "pg_ts_config" => CatalogTable::TsConfig,
+            "pg_conversion" => CatalogTable::Conversion,
+            "pg_default_acl" => CatalogTable::DefaultAcl,
+            "pg_event_trigger" => CatalogTable::EventTrigger,
+            "pg_subscription" => CatalogTable::Subscription,
+            "pg_largeobject_metadata" => CatalogTable::LargeobjectMetadata,
+            "pg_seclabels" => CatalogTable::Seclabels,
+            "pg_cast" => CatalogTable::Cast,
+            "pg_language" => CatalogTable::Language,
             "pg_tablespace" => CatalogTable::Tablespace,
             "pg_sequence" => CatalogTable::Sequence,
             "quire_stat_io" => CatalogTable::StatIo,
@@ -162,9 +213,71 @@ impl CatalogTable {
         })
     }
 
+    /// The catalog's own oid (its `tableoid`): PostgreSQL's, for the catalogs that are
+    /// tables there; `None` for the views.
+    pub(crate) fn oid(self) -> Option<u32> {
+        Some(match self {
+            CatalogTable::Namespace => 2615,
+            CatalogTable::Class => 1259,
+            CatalogTable::Attribute => 1249,
+            CatalogTable::Type => 1247,
+            CatalogTable::Index => 2610,
+            CatalogTable::Database => 1262,
+            CatalogTable::Authid => 1260,
+            CatalogTable::Am => 2601,
+            CatalogTable::Opclass => 2616,
+            CatalogTable::Inherits => 2611,
+            CatalogTable::PartitionedTable => 3350,
+            CatalogTable::Constraint => 2606,
+            CatalogTable::AttrDef => 2604,
+            CatalogTable::Depend => 2608,
+            CatalogTable::AuthMembers => 1261,
+            CatalogTable::Extension => 3079,
+            CatalogTable::Proc => 1255,
+            CatalogTable::Collation => 3456,
+            CatalogTable::Description => 2609,
+            CatalogTable::Policy => 3256,
+            CatalogTable::StatisticExt => 3381,
+            CatalogTable::Publication => 6104,
+            CatalogTable::PublicationRel => 6106,
+            CatalogTable::PublicationNamespace => 6237,
+            CatalogTable::Trigger => 2620,
+            CatalogTable::Rewrite => 2618,
+            CatalogTable::Range => 3541,
+            CatalogTable::Tablespace => 1213,
+            CatalogTable::Sequence => 2224,
+            CatalogTable::ForeignTable => 3118,
+            CatalogTable::ForeignDataWrapper => 2328,
+            CatalogTable::ForeignServer => 1417,
+            CatalogTable::InitPrivs => 3394,
+            CatalogTable::Transform => 3576,
+            CatalogTable::Operator => 2617,
+            CatalogTable::Opfamily => 2753,
+            CatalogTable::Amop => 2602,
+            CatalogTable::Amproc => 2603,
+            CatalogTable::TsParser => 3601,
+            CatalogTable::TsTemplate => 3764,
+            CatalogTable::TsDict => 3600,
+            CatalogTable::TsConfig => 3602,
+            CatalogTable::Conversion => 2607,
+            CatalogTable::DefaultAcl => 826,
+            CatalogTable::EventTrigger => 3466,
+            CatalogTable::Subscription => 6100,
+            CatalogTable::LargeobjectMetadata => 2995,
+            CatalogTable::Cast => 2605,
+            CatalogTable::Language => 2612,
+            _ => return None,
+        })
+    }
+
     pub(crate) fn columns(self) -> &'static [(&'static str, SqlType)] {
         match self {
             CatalogTable::Info(v) => v.columns(),
+            CatalogTable::SequenceData(_) => &[
+                ("last_value", T::Int8),
+                ("log_cnt", T::Int8),
+                ("is_called", T::Bool),
+            ],
             CatalogTable::Namespace => &[
                 ("oid", T::Oid),
                 ("nspname", T::Name),
@@ -201,6 +314,11 @@ impl CatalogTable {
                 ("relacl", T::TEXT_ARRAY),
                 ("reloptions", T::TEXT_ARRAY),
                 ("relpartbound", T::Text),
+                ("relallvisible", T::Int4),
+                // quire's freezing is per page, not per relation: 0 (PostgreSQL's
+                // InvalidTransactionId) for every relation.
+                ("relfrozenxid", T::Int8),
+                ("relminmxid", T::Int8),
             ],
             CatalogTable::Attribute => &[
                 ("attrelid", T::Oid),
@@ -219,6 +337,14 @@ impl CatalogTable {
                 ("attstattarget", T::Int4),
                 ("attstorage", T::Char),
                 ("attcompression", T::Char),
+                ("attalign", T::Char),
+                ("attislocal", T::Bool),
+                ("attinhcount", T::Int2),
+                ("attoptions", T::TEXT_ARRAY),
+                ("attfdwoptions", T::TEXT_ARRAY),
+                ("atthasmissing", T::Bool),
+                ("attmissingval", T::TEXT_ARRAY),
+                ("attacl", T::TEXT_ARRAY),
             ],
             CatalogTable::Type => &[
                 ("oid", T::Oid),
@@ -237,6 +363,10 @@ impl CatalogTable {
                 ("typtypmod", T::Int4),
                 ("typcollation", T::Oid),
                 ("typdelim", T::Char),
+                ("typisdefined", T::Bool),
+                ("typacl", T::TEXT_ARRAY),
+                ("typstorage", T::Char),
+                ("typalign", T::Char),
             ],
             CatalogTable::Index => &[
                 ("indexrelid", T::Oid),
@@ -326,7 +456,12 @@ impl CatalogTable {
                 ("boot_val", T::Text),
                 ("reset_val", T::Text),
             ],
-            CatalogTable::Am => &[("oid", T::Oid), ("amname", T::Name), ("amtype", T::Char)],
+            CatalogTable::Am => &[
+                ("oid", T::Oid),
+                ("amname", T::Name),
+                ("amhandler", T::Regproc),
+                ("amtype", T::Char),
+            ],
             CatalogTable::Opclass => &[
                 ("oid", T::Oid),
                 ("opcmethod", T::Oid),
@@ -348,6 +483,11 @@ impl CatalogTable {
                 ("partrelid", T::Oid),
                 ("partstrat", T::Char),
                 ("partnatts", T::Int2),
+                ("partdefid", T::Oid),
+                ("partattrs", T::INT2_VECTOR),
+                ("partclass", T::OID_VECTOR),
+                ("partcollation", T::OID_VECTOR),
+                ("partexprs", T::Text),
             ],
             CatalogTable::Constraint => &[
                 ("oid", T::Oid),
@@ -381,6 +521,8 @@ impl CatalogTable {
                 ("oid", T::Oid),
                 ("collname", T::Name),
                 ("collnamespace", T::Oid),
+                ("collowner", T::Oid),
+                ("collencoding", T::Int4),
             ],
             CatalogTable::Cursors => &[
                 ("name", T::Text),
@@ -437,6 +579,7 @@ impl CatalogTable {
             CatalogTable::Publication => &[
                 ("oid", T::Oid),
                 ("pubname", T::Name),
+                ("pubowner", T::Oid),
                 ("puballtables", T::Bool),
                 ("pubinsert", T::Bool),
                 ("pubupdate", T::Bool),
@@ -480,17 +623,40 @@ impl CatalogTable {
                 ("extnamespace", T::Oid),
                 ("extrelocatable", T::Bool),
                 ("extversion", T::Text),
+                ("extconfig", SqlType::Array(&T::Oid)),
+                ("extcondition", T::TEXT_ARRAY),
             ],
             CatalogTable::Proc => &[
                 ("oid", T::Oid),
                 ("proname", T::Name),
                 ("pronamespace", T::Oid),
                 ("proowner", T::Oid),
+                ("prolang", T::Oid),
+                ("procost", T::Float4),
+                ("prorows", T::Float4),
+                ("provariadic", T::Oid),
+                ("prosupport", T::Regproc),
                 ("prokind", T::Char),
-                ("prorettype", T::Oid),
+                ("prosecdef", T::Bool),
+                ("proleakproof", T::Bool),
+                ("proisstrict", T::Bool),
                 ("proretset", T::Bool),
                 ("provolatile", T::Char),
-                ("proargtypes", T::Text),
+                ("proparallel", T::Char),
+                ("pronargs", T::Int2),
+                ("pronargdefaults", T::Int2),
+                ("prorettype", T::Oid),
+                ("proargtypes", T::OID_VECTOR),
+                ("proallargtypes", SqlType::Array(&T::Oid)),
+                ("proargmodes", SqlType::Array(&T::Char)),
+                ("proargnames", T::TEXT_ARRAY),
+                ("proargdefaults", T::Text),
+                ("protrftypes", SqlType::Array(&T::Oid)),
+                ("prosrc", T::Text),
+                ("probin", T::Text),
+                ("prosqlbody", T::Text),
+                ("proconfig", T::TEXT_ARRAY),
+                ("proacl", T::TEXT_ARRAY),
             ],
             CatalogTable::AuthMembers => &[
                 ("roleid", T::Oid),
@@ -515,6 +681,198 @@ impl CatalogTable {
                 ("rngsubopc", T::Oid),
                 ("rngcanonical", T::Regtype),
                 ("rngsubdiff", T::Regtype),
+            ],
+            CatalogTable::ForeignTable => &[
+                ("ftrelid", T::Oid),
+                ("ftserver", T::Oid),
+                ("ftoptions", T::TEXT_ARRAY),
+            ],
+            CatalogTable::ForeignDataWrapper => &[
+                ("oid", T::Oid),
+                ("fdwname", T::Name),
+                ("fdwowner", T::Oid),
+                ("fdwhandler", T::Regproc),
+                ("fdwvalidator", T::Regproc),
+                ("fdwacl", T::TEXT_ARRAY),
+                ("fdwoptions", T::TEXT_ARRAY),
+            ],
+            CatalogTable::ForeignServer => &[
+                ("oid", T::Oid),
+                ("srvname", T::Name),
+                ("srvowner", T::Oid),
+                ("srvfdw", T::Oid),
+                ("srvtype", T::Text),
+                ("srvversion", T::Text),
+                ("srvacl", T::TEXT_ARRAY),
+                ("srvoptions", T::TEXT_ARRAY),
+            ],
+            CatalogTable::InitPrivs => &[
+                ("objoid", T::Oid),
+                ("classoid", T::Oid),
+                ("objsubid", T::Int4),
+                ("privtype", T::Char),
+                ("initprivs", T::TEXT_ARRAY),
+            ],
+            CatalogTable::Transform => &[
+                ("oid", T::Oid),
+                ("trftype", T::Oid),
+                ("trflang", T::Oid),
+                ("trffromsql", T::Regproc),
+                ("trftosql", T::Regproc),
+            ],
+            CatalogTable::Operator => &[
+                ("oid", T::Oid),
+                ("oprname", T::Name),
+                ("oprnamespace", T::Oid),
+                ("oprowner", T::Oid),
+                ("oprkind", T::Char),
+                ("oprcanmerge", T::Bool),
+                ("oprcanhash", T::Bool),
+                ("oprleft", T::Oid),
+                ("oprright", T::Oid),
+                ("oprresult", T::Oid),
+                ("oprcom", T::Oid),
+                ("oprnegate", T::Oid),
+                ("oprcode", T::Regproc),
+                ("oprrest", T::Regproc),
+                ("oprjoin", T::Regproc),
+            ],
+            CatalogTable::Opfamily => &[
+                ("oid", T::Oid),
+                ("opfmethod", T::Oid),
+                ("opfname", T::Name),
+                ("opfnamespace", T::Oid),
+                ("opfowner", T::Oid),
+            ],
+            CatalogTable::Amop => &[
+                ("oid", T::Oid),
+                ("amopfamily", T::Oid),
+                ("amoplefttype", T::Oid),
+                ("amoprighttype", T::Oid),
+                ("amopstrategy", T::Int2),
+                ("amoppurpose", T::Char),
+                ("amopopr", T::Oid),
+                ("amopmethod", T::Oid),
+                ("amopsortfamily", T::Oid),
+            ],
+            CatalogTable::Amproc => &[
+                ("oid", T::Oid),
+                ("amprocfamily", T::Oid),
+                ("amproclefttype", T::Oid),
+                ("amprocrighttype", T::Oid),
+                ("amprocnum", T::Int2),
+                ("amproc", T::Regproc),
+            ],
+            CatalogTable::TsParser => &[
+                ("oid", T::Oid),
+                ("prsname", T::Name),
+                ("prsnamespace", T::Oid),
+                ("prsstart", T::Regproc),
+                ("prstoken", T::Regproc),
+                ("prsend", T::Regproc),
+                ("prsheadline", T::Regproc),
+                ("prslextype", T::Regproc),
+            ],
+            CatalogTable::TsTemplate => &[
+                ("oid", T::Oid),
+                ("tmplname", T::Name),
+                ("tmplnamespace", T::Oid),
+                ("tmplinit", T::Regproc),
+                ("tmpllexize", T::Regproc),
+            ],
+            CatalogTable::TsDict => &[
+                ("oid", T::Oid),
+                ("dictname", T::Name),
+                ("dictnamespace", T::Oid),
+                ("dictowner", T::Oid),
+                ("dicttemplate", T::Oid),
+                ("dictinitoption", T::Text),
+            ],
+            CatalogTable::TsConfig => &[
+                ("oid", T::Oid),
+                ("cfgname", T::Name),
+                ("cfgnamespace", T::Oid),
+                ("cfgowner", T::Oid),
+                ("cfgparser", T::Oid),
+            ],
+            CatalogTable::Conversion => &[
+                ("oid", T::Oid),
+                ("conname", T::Name),
+                ("connamespace", T::Oid),
+                ("conowner", T::Oid),
+                ("conforencoding", T::Int4),
+                ("contoencoding", T::Int4),
+                ("conproc", T::Regproc),
+                ("condefault", T::Bool),
+            ],
+            CatalogTable::DefaultAcl => &[
+                ("oid", T::Oid),
+                ("defaclrole", T::Oid),
+                ("defaclnamespace", T::Oid),
+                ("defaclobjtype", T::Char),
+                ("defaclacl", T::TEXT_ARRAY),
+            ],
+            CatalogTable::EventTrigger => &[
+                ("oid", T::Oid),
+                ("evtname", T::Name),
+                ("evtevent", T::Name),
+                ("evtowner", T::Oid),
+                ("evtfoid", T::Oid),
+                ("evtenabled", T::Char),
+                ("evttags", T::TEXT_ARRAY),
+            ],
+            CatalogTable::Subscription => &[
+                ("oid", T::Oid),
+                ("subdbid", T::Oid),
+                ("subname", T::Name),
+                ("subowner", T::Oid),
+                ("subenabled", T::Bool),
+                ("subbinary", T::Bool),
+                ("substream", T::Char),
+                ("subtwophasestate", T::Char),
+                ("subdisableonerr", T::Bool),
+                ("subpasswordrequired", T::Bool),
+                ("subrunasowner", T::Bool),
+                ("subfailover", T::Bool),
+                ("subconninfo", T::Text),
+                ("subslotname", T::Name),
+                ("subsynccommit", T::Text),
+                ("subpublications", T::TEXT_ARRAY),
+                ("suborigin", T::Text),
+            ],
+            CatalogTable::LargeobjectMetadata => &[
+                ("oid", T::Oid),
+                ("lomowner", T::Oid),
+                ("lomacl", T::TEXT_ARRAY),
+            ],
+            CatalogTable::Seclabels => &[
+                ("objoid", T::Oid),
+                ("classoid", T::Oid),
+                ("objsubid", T::Int4),
+                ("objtype", T::Text),
+                ("objnamespace", T::Oid),
+                ("objname", T::Text),
+                ("provider", T::Text),
+                ("label", T::Text),
+            ],
+            CatalogTable::Cast => &[
+                ("oid", T::Oid),
+                ("castsource", T::Oid),
+                ("casttarget", T::Oid),
+                ("castfunc", T::Oid),
+                ("castcontext", T::Char),
+                ("castmethod", T::Char),
+            ],
+            CatalogTable::Language => &[
+                ("oid", T::Oid),
+                ("lanname", T::Name),
+                ("lanowner", T::Oid),
+                ("lanispl", T::Bool),
+                ("lanpltrusted", T::Bool),
+                ("lanplcallfoid", T::Oid),
+                ("laninline", T::Oid),
+                ("lanvalidator", T::Oid),
+                ("lanacl", T::TEXT_ARRAY),
             ],
             CatalogTable::Rewrite => &[
                 ("oid", T::Oid),
@@ -576,6 +934,14 @@ impl CatalogTable {
     pub(crate) fn rows(self, cx: &Cx) -> Result<Vec<Row>> {
         Ok(match self {
             CatalogTable::Info(v) => v.rows(cx)?,
+            CatalogTable::SequenceData(oid) => {
+                let s = cx.tx.sequence_state(quire_engine::Oid(u64::from(oid)))?;
+                vec![vec![
+                    int(s.last_value),
+                    int(s.log_cnt),
+                    Value::Bool(s.is_called),
+                ]]
+            }
             CatalogTable::Namespace => vec![
                 vec![
                     int(PG_CATALOG_NS),
@@ -641,9 +1007,26 @@ impl CatalogTable {
                     ]
                 })
                 .collect(),
+            CatalogTable::Language => [(12, "internal", false), (13, "c", false), (14, "sql", true)]
+                .iter()
+                .map(|&(oid, name, trusted)| {
+                    vec![
+                        int(oid),
+                        text(name),
+                        int(SUPERUSER_OID),
+                        Value::Bool(false),
+                        Value::Bool(trusted),
+                        int(0),
+                        int(0),
+                        int(0),
+                        Value::Null,
+                    ]
+                })
+                .collect(),
             CatalogTable::Am => vec![
-                vec![int(HEAP_AM), text("heap"), text("t")],
-                vec![int(BTREE_AM), text("btree"), text("i")],
+                // The handlers' oids are PostgreSQL's (heap_tableam_handler, bthandler).
+                vec![int(HEAP_AM), text("heap"), int(3), text("t")],
+                vec![int(BTREE_AM), text("btree"), int(330), text("i")],
             ],
             CatalogTable::Tablespace => [(1663, "pg_default"), (1664, "pg_global")]
                 .iter()
@@ -685,6 +1068,26 @@ impl CatalogTable {
             | CatalogTable::Trigger
             | CatalogTable::Rewrite
             | CatalogTable::Range
+            | CatalogTable::ForeignTable
+            | CatalogTable::ForeignDataWrapper
+            | CatalogTable::ForeignServer
+            | CatalogTable::InitPrivs
+            | CatalogTable::Transform
+            | CatalogTable::Operator
+            | CatalogTable::Opfamily
+            | CatalogTable::Amop
+            | CatalogTable::Amproc
+            | CatalogTable::TsParser
+            | CatalogTable::TsTemplate
+            | CatalogTable::TsDict
+            | CatalogTable::TsConfig
+            | CatalogTable::Conversion
+            | CatalogTable::DefaultAcl
+            | CatalogTable::EventTrigger
+            | CatalogTable::Subscription
+            | CatalogTable::LargeobjectMetadata
+            | CatalogTable::Seclabels
+            | CatalogTable::Cast
             | CatalogTable::Proc
             | CatalogTable::Extension => Vec::new(),
             CatalogTable::Depend => depend_rows(cx.tx)?,
@@ -710,6 +1113,8 @@ impl CatalogTable {
                 int(DEFAULT_COLLATION),
                 text("default"),
                 int(PG_CATALOG_NS),
+                int(SUPERUSER_OID),
+                int(-1),
             ]],
             CatalogTable::Cursors => cx
                 .cursors
@@ -1014,6 +1419,9 @@ fn class_row(oid: Value, name: &str, kind: &str, am: i64, natts: usize, has_inde
         Value::Null,
         Value::Null,
         Value::Null,
+        int(0),
+        int(0),
+        int(0),
     ]
 }
 
@@ -1177,17 +1585,7 @@ const PG_CLASS_OID: i64 = 1259;
 
 /// The oids of the catalogs psql casts to `regclass` (`'pg_catalog.pg_class'::regclass`).
 fn catalog_oid(name: &str) -> Option<u32> {
-    Some(match name.trim_start_matches("pg_catalog.") {
-        "pg_class" => 1259,
-        "pg_type" => 1247,
-        "pg_attribute" => 1249,
-        "pg_proc" => 1255,
-        "pg_namespace" => 2615,
-        "pg_constraint" => 2606,
-        "pg_index" => 2610,
-        "pg_extension" => 3079,
-        _ => return None,
-    })
+    CatalogTable::named(name.trim_start_matches("pg_catalog."))?.oid()
 }
 
 /// A serial column's sequence depends on its column (deptype `a`, auto): psql's `\d seq`
@@ -1242,7 +1640,7 @@ fn attribute_rows(tx: &Transaction) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for t in user_tables(tx)? {
         for (i, c) in t.columns.iter().enumerate() {
-            rows.push(vec![
+            let mut row = vec![
                 oid_of(t.def.oid),
                 text(&c.name),
                 int(i64::from(c.ty.oid())),
@@ -1259,12 +1657,14 @@ fn attribute_rows(tx: &Transaction) -> Result<Vec<Row>> {
                 int(-1),
                 text(storage(c.ty)),
                 text(""),
-            ]);
+            ];
+            row.extend(attribute_tail(c.ty));
+            rows.push(row);
         }
         for idx in &t.indexes {
             for (i, &k) in idx.columns.iter().enumerate() {
                 let c = &t.columns[usize::from(k)];
-                rows.push(vec![
+                let mut row = vec![
                     oid_of(idx.oid),
                     text(&c.name),
                     int(i64::from(c.ty.oid())),
@@ -1281,11 +1681,39 @@ fn attribute_rows(tx: &Transaction) -> Result<Vec<Row>> {
                     int(-1),
                     text(storage(c.ty)),
                     text(""),
-                ]);
+                ];
+                row.extend(attribute_tail(c.ty));
+                rows.push(row);
             }
         }
     }
     Ok(rows)
+}
+
+/// The last columns of a pg_attribute row, from `attalign` on: quire has no inheritance,
+/// attribute options, foreign tables, fast defaults or column privileges.
+fn attribute_tail(ty: SqlType) -> [Value; 8] {
+    [
+        text(align(ty)),
+        Value::Bool(true),
+        int(0),
+        Value::Null,
+        Value::Null,
+        Value::Bool(false),
+        Value::Null,
+        Value::Null,
+    ]
+}
+
+/// `typalign`: by the stored length, `i` for a variable-length type.
+fn align(t: SqlType) -> &'static str {
+    match type_len(t) {
+        1 => "c",
+        2 => "s",
+        8 => "d",
+        64 => "c",
+        _ => "i",
+    }
 }
 
 fn index_rows(tx: &Transaction) -> Result<Vec<Row>> {
@@ -1520,7 +1948,7 @@ fn opclass(t: SqlType) -> u32 {
     let input = match t {
         T::Array(_) => 2277,
         T::Varchar(_) => T::Text.oid(),
-        T::Regclass | T::Regtype | T::Regnamespace => T::Oid.oid(),
+        T::Regclass | T::Regtype | T::Regnamespace | T::Regproc => T::Oid.oid(),
         t => t.oid(),
     };
     OPCLASSES
@@ -1579,6 +2007,10 @@ fn type_row(t: SqlType) -> Row {
             0
         }),
         text(","),
+        Value::Bool(true),
+        Value::Null,
+        text(storage(t)),
+        text(align(t)),
     ]
 }
 
@@ -1649,6 +2081,26 @@ pub(crate) fn namespace_name(oid: i64) -> Option<String> {
     }
 }
 
+/// The oid of schema `name` (`regnamespace` input).
+pub(crate) fn namespace_oid(name: &str) -> Option<i64> {
+    match name {
+        "pg_catalog" => Some(PG_CATALOG_NS),
+        "public" => Some(PUBLIC_NS),
+        _ => None,
+    }
+}
+
+/// The oid of sequence `name` (not one of quire's own), if there is one.
+pub(crate) fn sequence_oid(tx: &Transaction, name: &str) -> Result<Option<u32>> {
+    if name.starts_with(catalog::RESERVED_PREFIX) {
+        return Ok(None);
+    }
+    Ok(match tx.relation_named(name)? {
+        Some(Entry::Sequence(s)) => u32::try_from(s.oid.0).ok(),
+        _ => None,
+    })
+}
+
 /// A user relation (table or index) by oid, by one catalog lookup: `::regclass` output
 /// and `pg_table_is_visible` run once per row of psql's catalog queries, so they must not
 /// cost a pass over every table.
@@ -1658,6 +2110,15 @@ fn user_relation(tx: &Transaction, oid: u32) -> Result<Option<Entry>> {
 }
 
 /// The name of relation `oid` (a table or an index), if it exists.
+/// The name of the role with `oid` (`pg_get_userbyid`): `unknown (OID=n)` when there is
+/// none, as PostgreSQL writes it.
+pub(crate) fn role_name(tx: &Transaction, oid: u32) -> Result<String> {
+    Ok(crate::roles::all(tx)?
+        .into_iter()
+        .find(|r| r.oid == oid)
+        .map_or_else(|| format!("unknown (OID={oid})"), |r| r.name))
+}
+
 pub(crate) fn relation_name(tx: &Transaction, oid: u32) -> Result<Option<String>> {
     Ok(user_relation(tx, oid)?.map(|e| e.name().to_string()))
 }

@@ -130,6 +130,8 @@ const TYPED_PARAMETERS: &[(&str, &str, Kind)] = &[
         Kind::Int { min: 1, max: 10000 },
     ),
     ("default_table_access_method", "heap", Kind::Only(&["heap"])),
+    // quire has one tablespace: the default one, which '' names.
+    ("default_tablespace", "", Kind::Only(&[""])),
     ("default_toast_compression", "pglz", Kind::Enum(&["pglz"])),
     ("default_transaction_deferrable", "off", Kind::Bool),
     (
@@ -233,6 +235,12 @@ const TYPED_PARAMETERS: &[(&str, &str, Kind)] = &[
     ("random_page_cost", "4", Kind::Real { min: 0.0 }),
     ("row_security", "on", Kind::Bool),
     ("seq_page_cost", "1", Kind::Real { min: 0.0 }),
+    // Scans always start at a table's first page in quire: `off` is what it does.
+    ("synchronize_seqscans", "on", Kind::Bool),
+    // PostgreSQL 17's; quire enforces none, so only 0 (no limit) is taken.
+    ("transaction_timeout", "0", Kind::Only(&["0"])),
+    // quire has no xml type: the setting changes nothing.
+    ("xmloption", "content", Kind::Enum(&["content", "document"])),
     (
         "timezone_abbreviations",
         "Default",

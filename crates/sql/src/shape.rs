@@ -239,7 +239,11 @@ fn folds_minus(sql: &str, at: usize, digits: &str) -> bool {
 pub(crate) fn is_parameter_type(ty: SqlType) -> bool {
     !matches!(
         ty,
-        SqlType::Unknown | SqlType::Regclass | SqlType::Regtype | SqlType::Regnamespace
+        SqlType::Unknown
+        | SqlType::Regclass
+        | SqlType::Regtype
+        | SqlType::Regnamespace
+        | SqlType::Regproc
     )
 }
 

@@ -46,6 +46,9 @@ pub enum SqlType {
     Regclass,
     Regtype,
     Regnamespace,
+    /// `regproc`: a function's oid, shown as its name (`-` for 0; quire's built-in
+    /// functions have no pg_proc rows, so any other oid shows as its number).
+    Regproc,
     /// The catalogs' `name` and `"char"` (text underneath).
     Name,
     Char,
@@ -109,6 +112,15 @@ pub const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
 const US_PER_DAY: i64 = 86_400_000_000;
 
 impl SqlType {
+    /// A `reg*` type whose input looks a name up in the catalog (when the statement runs:
+    /// the catalog may change between a prepared statement's bind and its execution).
+    pub fn is_named_oid(self) -> bool {
+        matches!(
+            self,
+            SqlType::Regclass | SqlType::Regtype | SqlType::Regnamespace | SqlType::Regproc
+        )
+    }
+
     /// `text[]`.
     pub const TEXT_ARRAY: SqlType = SqlType::Array(&SqlType::Text);
     /// `smallint[]`.
@@ -154,6 +166,7 @@ impl SqlType {
             SqlType::Regclass => 2205,
             SqlType::Regtype => 2206,
             SqlType::Regnamespace => 4089,
+            SqlType::Regproc => 24,
             SqlType::Name => 19,
             SqlType::Char => 18,
             SqlType::Array(elem) => array::array_type(*elem).map_or(0, |(_, oid)| oid),
@@ -190,6 +203,7 @@ impl SqlType {
             2205 => SqlType::Regclass,
             2206 => SqlType::Regtype,
             4089 => SqlType::Regnamespace,
+            24 => SqlType::Regproc,
             19 => SqlType::Name,
             18 => SqlType::Char,
             22 => SqlType::INT2_VECTOR,
@@ -219,6 +233,7 @@ impl SqlType {
             | SqlType::Regclass
             | SqlType::Regtype
             | SqlType::Regnamespace
+            | SqlType::Regproc
             | SqlType::PgLsn => Type::Int,
             SqlType::Bool => Type::Bool,
             SqlType::Float4 | SqlType::Float8 => Type::Float,
@@ -280,6 +295,7 @@ impl SqlType {
             SqlType::Regclass => "regclass".into(),
             SqlType::Regtype => "regtype".into(),
             SqlType::Regnamespace => "regnamespace".into(),
+            SqlType::Regproc => "regproc".into(),
             SqlType::Name => "name".into(),
             SqlType::Char => "\"char\"".into(),
             SqlType::Array(elem) => format!("{}[]", elem.name()),
@@ -316,6 +332,7 @@ impl SqlType {
             "regclass" => SqlType::Regclass,
             "regtype" => SqlType::Regtype,
             "regnamespace" => SqlType::Regnamespace,
+            "regproc" => SqlType::Regproc,
             "name" => SqlType::Name,
             "\"char\"" | "char" => SqlType::Char,
             "int2vector" => SqlType::INT2_VECTOR,
@@ -502,6 +519,7 @@ impl SqlType {
             | SqlType::Regclass
             | SqlType::Regtype
             | SqlType::Regnamespace
+            | SqlType::Regproc
             | SqlType::Void => 4,
             SqlType::Int8
             | SqlType::Float8
@@ -531,7 +549,11 @@ impl SqlType {
     pub fn is_oid(self) -> bool {
         matches!(
             self,
-            SqlType::Oid | SqlType::Regclass | SqlType::Regtype | SqlType::Regnamespace
+            SqlType::Oid
+                | SqlType::Regclass
+                | SqlType::Regtype
+                | SqlType::Regnamespace
+                | SqlType::Regproc
         )
     }
 
@@ -567,6 +589,7 @@ impl SqlType {
             SqlType::Regclass => "regclass",
             SqlType::Regtype => "regtype",
             SqlType::Regnamespace => "regnamespace",
+            SqlType::Regproc => "regproc",
             SqlType::Name => "name",
             SqlType::Char => "\"char\"",
             SqlType::Array(_) => "array",
@@ -708,7 +731,11 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
         SqlType::Jsonb => crate::json::jsonb_in(text),
         // PostgreSQL's `void_in` takes anything.
         SqlType::Void => Ok(Value::Text(String::new())),
-        SqlType::Oid | SqlType::Regclass | SqlType::Regtype | SqlType::Regnamespace => {
+        SqlType::Oid
+        | SqlType::Regclass
+        | SqlType::Regtype
+        | SqlType::Regnamespace
+        | SqlType::Regproc => {
             let v: u32 = t.parse().map_err(|_| bad())?;
             Ok(Value::Int(i64::from(v)))
         }

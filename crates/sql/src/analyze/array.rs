@@ -106,6 +106,9 @@ impl Binder<'_> {
         scope: &Scope,
     ) -> Result<(Expr, SqlType)> {
         let (arr, at) = self.expr(root, scope)?;
+        if at == SqlType::Name {
+            return name_subscript(arr, chain);
+        }
         let Some(elem) = at.element() else {
             return Err(SqlError::new(
                 SqlState::DATATYPE_MISMATCH,
@@ -301,4 +304,25 @@ impl Binder<'_> {
         };
         Ok((Expr::Func(Func::Array(f), vec![l, r]), SqlType::Bool))
     }
+}
+
+/// `name[i]`: PostgreSQL's `name` is a fixed array of 64 `"char"`s from 0, so `typname[0]`
+/// is its first character (pg_dump asks for it). Only a constant subscript is taken.
+fn name_subscript(name: Expr, chain: &[ast::AccessExpr]) -> Result<(Expr, SqlType)> {
+    let index = match chain {
+        [ast::AccessExpr::Subscript(ast::Subscript::Index {
+            index: AstExpr::Value(v),
+        })] => match &v.value {
+            ast::Value::Number(n, _) => n.parse::<i64>().ok(),
+            _ => None,
+        },
+        _ => None,
+    };
+    let Some(i) = index.filter(|i| (0..64).contains(i)) else {
+        return Err(SqlError::unsupported(
+            "a subscript of a name other than a constant from 0 to 63",
+        ));
+    };
+    let args = vec![name, Expr::Const(Value::Int(i + 1)), Expr::Const(Value::Int(1))];
+    Ok((Expr::Func(Func::Substr, args), SqlType::Char))
 }

@@ -110,7 +110,7 @@ impl Binder<'_> {
                 let s = std::mem::take(s);
                 // A relation or type name is looked up when the statement runs (the catalog
                 // may change between a prepared statement's bind and its execution).
-                if matches!(to, SqlType::Regclass | SqlType::Regtype) {
+                if to.is_named_oid() {
                     return Ok(Expr::Cast(
                         Box::new(Expr::Const(Value::Text(s))),
                         SqlType::Text,
@@ -373,7 +373,7 @@ impl Binder<'_> {
                 }
                 if let Expr::Const(Value::Text(s)) = &inner {
                     if from == SqlType::Unknown
-                        && !matches!(to, SqlType::Regclass | SqlType::Regtype)
+                        && !to.is_named_oid()
                     {
                         let v = types::parse_text(to, s);
                         let v = match &**expr {

@@ -148,7 +148,7 @@ impl Binder<'_> {
         let (node, scope) = self.named_table(&ast::ObjectName::from(idents), None)?;
         let mut exprs = Vec::new();
         let mut out = Vec::new();
-        for (i, c) in scope.cols.iter().enumerate().filter(|(_, c)| !c.hidden) {
+        for (i, c) in scope.cols.iter().enumerate().filter(|(_, c)| !c.hidden && !c.system) {
             exprs.push(Expr::Column(i));
             out.push(OutColumn {
                 name: c.name.clone(),
@@ -1007,6 +1007,17 @@ impl Binder<'_> {
                 .filter(|_| parts.len() == 2)
                 .map(String::as_str);
             if let Some(t) = CatalogTable::resolve(schema, &rel) {
+                let mut scope = Scope::of_named(t.columns(), Some(&qualifier));
+                if let Some(oid) = t.oid() {
+                    scope = scope.with_tableoid(oid, &qualifier);
+                }
+                return Ok((Node::Catalog(t), rename(scope, alias)));
+            }
+        }
+        let in_public = parts.len() == 1 || (parts.len() == 2 && parts[0] == "public");
+        if in_public && catalog::find(self.tx, &rel)?.is_none() {
+            if let Some(oid) = crate::pg_catalog::sequence_oid(self.tx, &rel)? {
+                let t = CatalogTable::SequenceData(oid);
                 let scope = Scope::of_named(t.columns(), Some(&qualifier));
                 return Ok((Node::Catalog(t), rename(scope, alias)));
             }
@@ -1015,7 +1026,8 @@ impl Binder<'_> {
             Err(e) if parts.len() == 1 => return Err(self.hidden_cte_hint(e, &rel)),
             other => other?,
         };
-        let mut scope = rename(Scope::of_table(&table, Some(&qualifier)), alias);
+        let scope = Scope::of_table(&table, Some(&qualifier)).with_tableoid(u32::try_from(table.def.oid.0).unwrap_or(0), &qualifier);
+        let mut scope = rename(scope, alias);
         if qualifier != rel {
             scope.hidden_tables.push((rel, Some(qualifier)));
         }
@@ -1217,7 +1229,7 @@ pub(crate) fn expand_items<'a>(
                         "SELECT * with no tables specified is not valid",
                     ));
                 }
-                let starred = |(_, c): &(usize, &ScopeCol)| !c.hidden && c.unqualified;
+                let starred = |(_, c): &(usize, &ScopeCol)| !c.hidden && !c.system && c.unqualified;
                 for (i, c) in scope.cols.iter().enumerate().filter(starred) {
                     items.push(Item {
                         name: c.name.clone(),
@@ -1236,7 +1248,7 @@ pub(crate) fn expand_items<'a>(
                         format!("missing FROM-clause entry for table \"{q}\""),
                     ));
                 }
-                for (i, c) in scope.cols.iter().enumerate().filter(|(_, c)| !c.hidden) {
+                for (i, c) in scope.cols.iter().enumerate().filter(|(_, c)| !c.hidden && !c.system) {
                     if c.qualifier.as_deref() == Some(q.as_str()) {
                         items.push(Item {
                             name: c.name.clone(),

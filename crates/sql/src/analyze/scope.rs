@@ -35,6 +35,9 @@ pub(crate) struct ScopeCol {
     pub hidden: bool,
     /// Whether an unqualified name and `*` reach it.
     pub unqualified: bool,
+    /// A system column (`tableoid`): a name reaches it, `*`, NATURAL, USING and column
+    /// aliases do not.
+    pub system: bool,
     /// Its value over the scope's row.
     pub source: Expr,
 }
@@ -71,6 +74,7 @@ impl Scope {
                 ty,
                 hidden,
                 unqualified: true,
+                system: false,
                 source: Expr::Column(i),
             })
             .collect();
@@ -108,6 +112,24 @@ impl Scope {
     /// The columns of a `(name, type)` list (a catalog table's).
     pub(crate) fn of_named(cols: &[(&str, SqlType)], qualifier: Option<&str>) -> Scope {
         Scope::of_columns(cols.iter().map(|(n, t)| (*n, *t, false)), qualifier)
+    }
+
+    /// Adds the system column `tableoid` of a relation with oid `oid`, unless the row has a
+    /// column of that name (PostgreSQL forbids one; quire's older tables may have it).
+    pub(crate) fn with_tableoid(mut self, oid: u32, qualifier: &str) -> Scope {
+        if self.cols.iter().any(|c| c.name == "tableoid") {
+            return self;
+        }
+        self.cols.push(ScopeCol {
+            qualifier: Some(qualifier.to_string()),
+            name: "tableoid".into(),
+            ty: SqlType::Oid,
+            hidden: false,
+            unqualified: true,
+            system: true,
+            source: Expr::Const(quire_engine::Value::Int(i64::from(oid))),
+        });
+        self
     }
 
     /// The row widened by `n` values no name reaches (the TID UPDATE and DELETE read).
@@ -160,7 +182,7 @@ impl Scope {
 fn unqualified_named<'a>(cols: &'a [ScopeCol], name: &'a str) -> impl Iterator<Item = usize> + 'a {
     cols.iter()
         .enumerate()
-        .filter(move |(_, c)| c.unqualified && !c.hidden && c.name == name)
+        .filter(move |(_, c)| c.unqualified && !c.hidden && !c.system && c.name == name)
         .map(|(i, _)| i)
 }
 
@@ -168,7 +190,7 @@ fn unqualified_named<'a>(cols: &'a [ScopeCol], name: &'a str) -> impl Iterator<I
 /// too, in the left side's order.
 fn common_names(left: &[ScopeCol], right: &[ScopeCol]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    for c in left.iter().filter(|c| c.unqualified && !c.hidden) {
+    for c in left.iter().filter(|c| c.unqualified && !c.hidden && !c.system) {
         if unqualified_named(right, &c.name).next().is_some() && !names.contains(&c.name) {
             names.push(c.name.clone());
         }
@@ -185,6 +207,9 @@ pub(crate) fn rename(mut scope: Scope, alias: Option<&ast::TableAlias>) -> Scope
     for c in &mut scope.cols {
         if c.unqualified {
             c.qualifier = Some(q.clone());
+            if c.system {
+                continue;
+            }
             if let Some(new) = names.next() {
                 c.name = ident_name(&new.name);
             }
@@ -336,6 +361,7 @@ impl Binder<'_> {
                 ty,
                 hidden: false,
                 unqualified: true,
+                system: false,
                 source,
             });
             combined.cols[l].unqualified = false;

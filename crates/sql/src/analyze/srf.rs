@@ -42,7 +42,7 @@ pub(crate) struct SrfCtx {
 pub(super) fn is_set_returning(name: &str) -> bool {
     matches!(
         short_name(name),
-        "generate_series" | "unnest" | "generate_subscripts"
+        "generate_series" | "unnest" | "generate_subscripts" | "pg_options_to_table"
     ) || JsonSrf::named(short_name(name)).is_some()
 }
 
@@ -90,6 +90,11 @@ impl Binder<'_> {
                 f.name()
             )));
         }
+        if short_name(name) == "pg_options_to_table" {
+            return Err(SqlError::unsupported(
+                "pg_options_to_table in a select list (it returns a record): call it in FROM",
+            ));
+        }
         let (call, ty) = self.srf_bind(name, args, scope)?;
         let ctx = self
             .srf
@@ -131,6 +136,7 @@ impl Binder<'_> {
         }
         match short_name(name) {
             "unnest" => Self::bind_unnest(bound),
+            "pg_options_to_table" => self.bind_options(bound),
             "generate_subscripts" => self.bind_subscripts(bound),
             _ => self.bind_series(bound),
         }
@@ -164,6 +170,21 @@ impl Binder<'_> {
             args: vec![array],
         };
         Ok((call, elem))
+    }
+
+    /// `pg_options_to_table(options)`: the options' names (the values are a second call,
+    /// [`Self::function_calls`]).
+    fn bind_options(&mut self, bound: Vec<(Expr, SqlType)>) -> Result<(SrfCall, SqlType)> {
+        let types: Vec<SqlType> = bound.iter().map(|(_, t)| *t).collect();
+        let Ok([(e, t)]) = <[_; 1]>::try_from(bound) else {
+            return Err(crate::func::no_such_function("pg_options_to_table", &types));
+        };
+        let options = self.srf_coerce(e, t, SqlType::TEXT_ARRAY, "pg_options_to_table", &types)?;
+        let call = SrfCall {
+            func: SrfFunc::Options { value: false },
+            args: vec![options],
+        };
+        Ok((call, SqlType::Text))
     }
 
     fn bind_subscripts(&mut self, bound: Vec<(Expr, SqlType)>) -> Result<(SrfCall, SqlType)> {
@@ -451,6 +472,15 @@ impl Binder<'_> {
             };
             let types = vec![kt, values.value_type()];
             return Ok((vec![keys, call], types, vec!["key", "value"]));
+        }
+        if short == "pg_options_to_table" {
+            let (names, t) = self.srf_bind(short, args, &empty)?;
+            let values = SrfCall {
+                func: SrfFunc::Options { value: true },
+                args: names.args.clone(),
+            };
+            let columns = vec!["option_name", "option_value"];
+            return Ok((vec![names, values], vec![t, t], columns));
         }
         if short == "unnest" && args.len() > 1 {
             let mut calls = Vec::with_capacity(args.len());

@@ -261,6 +261,25 @@ fn cast(v: Value, from: SqlType, to: SqlType, cx: &Cx) -> Result<Value> {
         (Value::Int(oid), SqlType::Regnamespace, t) if t.is_text() => Ok(Value::Text(
             crate::pg_catalog::namespace_name(*oid).unwrap_or_else(|| oid.to_string()),
         )),
+        (Value::Int(0), SqlType::Regproc, t) if t.is_text() => Ok(Value::Text("-".into())),
+        (Value::Text(name), f, SqlType::Regproc) if f.is_text() && name.trim() == "-" => {
+            Ok(Value::Int(0))
+        }
+        (Value::Text(name), f, SqlType::Regproc) if f.is_text() && !is_oid_text(name) => {
+            Err(SqlError::new(
+                SqlState::UNDEFINED_FUNCTION,
+                format!("function \"{name}\" does not exist"),
+            ))
+        }
+        (Value::Text(name), f, SqlType::Regnamespace) if f.is_text() && !is_oid_text(name) => {
+            let oid = crate::pg_catalog::namespace_oid(name.trim()).ok_or_else(|| {
+                SqlError::new(
+                    SqlState::UNDEFINED_SCHEMA,
+                    format!("schema \"{name}\" does not exist"),
+                )
+            })?;
+            Ok(Value::Int(oid))
+        }
         (Value::Text(name), f, SqlType::Regclass | SqlType::Regtype)
             if f.is_text() && is_oid_text(name) =>
         {
@@ -293,7 +312,9 @@ fn cast(v: Value, from: SqlType, to: SqlType, cx: &Cx) -> Result<Value> {
 /// name it stands for, or the number when nothing has that oid); other values unchanged.
 pub(crate) fn reg_output(v: Value, ty: SqlType, cx: &Cx) -> Result<Value> {
     match ty {
-        SqlType::Regclass | SqlType::Regtype | SqlType::Regnamespace if !v.is_null() => {
+        SqlType::Regclass | SqlType::Regtype | SqlType::Regnamespace | SqlType::Regproc
+            if !v.is_null() =>
+        {
             cast(v, ty, SqlType::Text, cx)
         }
         _ => Ok(v),

@@ -32,8 +32,24 @@ fn open_call<'a>(call: &SrfCall, cx: &'a Cx<'a>, row: &[Value]) -> Result<Values
         },
         SrfFunc::Subscripts => subscripts(&args),
         SrfFunc::Json(f) => Ok(Box::new(f.values(&args[0])?.into_iter().map(Ok))),
+        SrfFunc::Options { value } => match args.first() {
+            Some(Value::Text(t)) => {
+                let options = crate::types::array::values(t, crate::types::SqlType::Text)?;
+                Ok(Box::new(options.into_iter().map(move |o| {
+                    Ok(match o {
+                        Value::Text(o) => {
+                            let (n, v) = o.split_once('=').unwrap_or((&o, ""));
+                            Value::Text(if value { v } else { n }.to_string())
+                        }
+                        other => other,
+                    })
+                })))
+            }
+            _ => Err(crate::types::internal("pg_options_to_table argument")),
+        },
     }
 }
+
 
 /// Calls running in lockstep: each row has one value per call, NULL for a call that has
 /// given all its values; none once every call has.

@@ -36,6 +36,9 @@ pub(crate) enum SrfFunc {
     /// The json and jsonb set-returning functions (one column each; `json(b)_each` is
     /// two calls in lockstep, its keys and its values).
     Json(crate::func::json::JsonSrf),
+    /// `pg_options_to_table(text[])`: of each `name=value` element its name (`value`
+    /// false) or its value; two calls in lockstep give the two columns.
+    Options { value: bool },
 }
 
 impl SrfFunc {
@@ -46,6 +49,7 @@ impl SrfFunc {
             SrfFunc::Unnest(_) => "unnest",
             SrfFunc::Subscripts => "generate_subscripts",
             SrfFunc::Json(f) => f.name(),
+            SrfFunc::Options { .. } => "pg_options_to_table",
         }
     }
 }

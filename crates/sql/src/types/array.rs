@@ -81,7 +81,7 @@ impl Parsed {
 
 /// Every scalar type quire has, one per oid, each with its array type's oid: pg_type
 /// lists them, and type oids are looked up among them.
-pub static SCALAR_TYPES: [(SqlType, u32); 25] = [
+pub static SCALAR_TYPES: [(SqlType, u32); 26] = [
     (SqlType::Bool, 1000),
     (SqlType::Bytea, 1001),
     (SqlType::Char, 1002),
@@ -104,6 +104,7 @@ pub static SCALAR_TYPES: [(SqlType, u32); 25] = [
     (SqlType::Regclass, 2210),
     (SqlType::Regtype, 2211),
     (SqlType::Regnamespace, 4090),
+    (SqlType::Regproc, 1008),
     (SqlType::PgLsn, 3221),
     (SqlType::Json, 199),
     (SqlType::Jsonb, 3807),

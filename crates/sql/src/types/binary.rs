@@ -209,7 +209,11 @@ pub fn recv(bytes: &[u8], ty: SqlType) -> Result<Value> {
                 ))
             }
         },
-        SqlType::Oid | SqlType::Regclass | SqlType::Regtype | SqlType::Regnamespace => {
+        SqlType::Oid
+        | SqlType::Regclass
+        | SqlType::Regtype
+        | SqlType::Regnamespace
+        | SqlType::Regproc => {
             Value::Int(u32::from_be_bytes(fixed(4)?.try_into().map_err(|_| bad())?).into())
         }
         SqlType::Date => {
