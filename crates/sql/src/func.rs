@@ -990,14 +990,21 @@ impl Func {
             Func::CurrentDatabase => Value::Text(crate::pg_catalog::DATABASE_NAME.into()),
             Func::CurrentUser => Value::Text(cx.settings.identity().current_user().into()),
             Func::SessionUser => Value::Text(cx.settings.identity().session_user().into()),
-            Func::CurrentSchema => Value::Text("public".into()),
+            Func::CurrentSchema => cx
+                .settings
+                .search_schemas()
+                .first()
+                .map_or(Value::Null, |s| Value::Text((*s).into())),
             Func::CurrentSchemas => {
                 let implicit = matches!(a0, Some(Value::Bool(true)));
+                let schemas = cx.settings.search_schemas();
                 let mut b = crate::types::array::Builder::default();
-                if implicit {
+                if implicit && !schemas.contains(&"pg_catalog") {
                     b.push(Some("pg_catalog"))?;
                 }
-                b.push(Some("public"))?;
+                for s in schemas {
+                    b.push(Some(s))?;
+                }
                 b.finish()
             }
             Func::SetConfig => {
@@ -1079,10 +1086,18 @@ impl Func {
                 }
                 _ => Value::Null,
             },
-            Func::GetConstraintDef => crate::pg_catalog::constraint_def(cx.tx, oid_arg(&args[0]))?
-                .map_or(Value::Null, Value::Text),
-            // quire keeps expressions as text (pg_attrdef.adbin): shown as they are.
+            Func::GetConstraintDef => {
+                let qualify = !cx.settings.search_schemas().contains(&"public");
+                crate::pg_catalog::constraint_def(cx.tx, oid_arg(&args[0]), qualify)?
+                    .map_or(Value::Null, Value::Text)
+            }
+            // quire keeps expressions as text (pg_attrdef.adbin): shown as they are, with
+            // the relation names of `'name'::regclass` qualified when `public` is not on
+            // the search path (as PostgreSQL's deparser qualifies what it cannot see).
             Func::GetExpr => match a0 {
+                Some(Value::Text(t)) if !cx.settings.search_schemas().contains(&"public") => {
+                    Value::Text(crate::pg_catalog::qualify_regclass_literals(t))
+                }
                 Some(Value::Text(t)) => Value::Text(t.clone()),
                 _ => Value::Null,
             },

@@ -43,6 +43,22 @@ pub enum Statement {
     SetConstraints(Option<Vec<String>>, bool),
     /// FETCH and MOVE (`sqlparser` lacks MOVE, and FETCH without a direction).
     Fetch(FetchStmt),
+    /// ALTER {TABLE | SEQUENCE | VIEW | INDEX | SCHEMA} ... OWNER TO role
+    /// ([`crate::roles::alter_owner`]).
+    AlterOwner(AlterOwnerStmt),
+}
+
+/// ALTER kind [IF EXISTS] [ONLY] name OWNER TO role.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlterOwnerStmt {
+    /// The object's kind as the statement names it: TABLE, SEQUENCE, VIEW, INDEX, SCHEMA.
+    pub kind: &'static str,
+    pub if_exists: bool,
+    /// The object's name, without a `public.` schema.
+    pub name: String,
+    /// The new owner: a role's name, or CURRENT_USER, CURRENT_ROLE or SESSION_USER as
+    /// written (upper case).
+    pub owner: String,
 }
 
 /// FETCH [direction] [FROM | IN] cursor, or MOVE (which returns no rows).
@@ -238,6 +254,11 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
         }
         if let Some(s) = utility(p)? {
             out.push(s);
+            continue;
+        }
+        if let Some(rest) = without_sequence_name(p)? {
+            let parsed = parse_piece(&rest, &rest, chars_before, &mut memory)?;
+            out.extend(parsed.into_iter().map(|s| Statement::Sql(Box::new(s))));
             continue;
         }
         if let Some((rest, deferrable)) = without_deferrable(p) {
@@ -985,6 +1006,58 @@ fn without_deferrable(p: &str) -> Option<(String, bool)> {
     Some((text, !not))
 }
 
+/// `ALTER TABLE t ALTER [COLUMN] c ADD GENERATED ... AS IDENTITY (SEQUENCE NAME s ...)`
+/// (how pg_dump writes an identity column; `sqlparser` lacks SEQUENCE NAME): the text
+/// without `SEQUENCE NAME s`. quire names the sequence `t_c_seq` as PostgreSQL does by
+/// default, so `s` must be that name (0A000 otherwise). `None` for any other statement.
+fn without_sequence_name(p: &str) -> Result<Option<String>> {
+    let head = p.trim_start();
+    if !head.get(..5).is_some_and(|h| h.eq_ignore_ascii_case("alter")) {
+        return Ok(None);
+    }
+    let w = words(p.trim_end().trim_end_matches(';'));
+    let Some(at) = w
+        .windows(2)
+        .position(|x| kw(Some(&x[0]), "sequence") && kw(Some(&x[1]), "name"))
+    else {
+        return Ok(None);
+    };
+    let generated = w.iter().any(|x| kw(Some(x), "generated"));
+    if !kw(w.get(1), "table") || !generated || w.iter().any(|x| x.starts_with('\'')) {
+        return Ok(None);
+    }
+    let Some(given) = w.get(at + 2) else {
+        return Err(SqlError::syntax("syntax error at end of input"));
+    };
+    // ALTER TABLE [IF EXISTS] [ONLY] t ALTER [COLUMN] c ...
+    let mut i = 2;
+    if kw(w.get(i), "if") && kw(w.get(i + 1), "exists") {
+        i += 2;
+    }
+    if kw(w.get(i), "only") {
+        i += 1;
+    }
+    let table = w.get(i).map(|t| ident(t.strip_prefix("public.").unwrap_or(t)));
+    i += 2;
+    if kw(w.get(i), "column") {
+        i += 1;
+    }
+    let column = w.get(i).map(|c| ident(c));
+    let expected = format!("{}_{}_seq", table.unwrap_or_default(), column.unwrap_or_default());
+    let given = ident(given.strip_prefix("public.").unwrap_or(given));
+    if given != expected {
+        return Err(SqlError::unsupported(format!(
+            "SEQUENCE NAME {given} (an identity column's sequence is named {expected})"
+        )));
+    }
+    let kept: Vec<&str> = w[..at]
+        .iter()
+        .chain(&w[at + 3..])
+        .map(String::as_str)
+        .collect();
+    Ok(Some(kept.join(" ")))
+}
+
 /// Words and quoted strings of a utility command.
 fn words(p: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -1092,6 +1165,11 @@ fn utility(p: &str) -> Result<Option<Statement>> {
     }
     if kw(first, "copy") {
         return copy(&w[1..]).map(|c| Some(Statement::Copy(c)));
+    }
+    if kw(first, "alter") {
+        if let Some(a) = alter_owner(&w) {
+            return Ok(Some(Statement::AlterOwner(a)));
+        }
     }
     if kw(first, "alter") && kw(second, "sequence") {
         return alter_sequence(&w[2..]).map(|a| Some(Statement::AlterSequence(a)));
@@ -1210,6 +1288,45 @@ fn set_constraints(w: &[String]) -> Result<Statement> {
 
 /// The words of ALTER SEQUENCE after its first two. RESTART is taken out; the rest is read
 /// as CREATE SEQUENCE's options by `sqlparser`.
+/// `ALTER kind [IF EXISTS] [ONLY] name OWNER TO role`, if the words are that.
+fn alter_owner(w: &[String]) -> Option<AlterOwnerStmt> {
+    let [_, kind, rest @ .., o, t, role] = w else {
+        return None;
+    };
+    if !kw(Some(o), "owner") || !kw(Some(t), "to") {
+        return None;
+    }
+    let kind = ["table", "sequence", "view", "index", "schema"]
+        .into_iter()
+        .find(|k| kind.eq_ignore_ascii_case(k))?;
+    let (if_exists, rest) = match rest {
+        [i, e, r @ ..] if kw(Some(i), "if") && kw(Some(e), "exists") => (true, r),
+        _ => (false, rest),
+    };
+    let rest = match rest {
+        [only, r @ ..] if kw(Some(only), "only") && kind == "table" => r,
+        _ => rest,
+    };
+    let [name] = rest else { return None };
+    let name = ident(name.strip_prefix("public.").unwrap_or(name));
+    let owner = match role.to_ascii_lowercase().as_str() {
+        s @ ("current_user" | "current_role" | "session_user") => s.to_uppercase(),
+        _ => ident(role),
+    };
+    Some(AlterOwnerStmt {
+        kind: match kind {
+            "table" => "TABLE",
+            "sequence" => "SEQUENCE",
+            "view" => "VIEW",
+            "index" => "INDEX",
+            _ => "SCHEMA",
+        },
+        if_exists,
+        name,
+        owner,
+    })
+}
+
 fn alter_sequence(w: &[String]) -> Result<AlterSequenceStmt> {
     let (if_exists, w) = match w {
         [i, e, rest @ ..] if kw(Some(i), "if") && kw(Some(e), "exists") => (true, rest),

@@ -27,6 +27,8 @@ const PUBLIC_NS: i64 = 2200;
 const HEAP_AM: i64 = 2;
 const BTREE_AM: i64 = 403;
 const DEFAULT_COLLATION: i64 = 100;
+/// pg_catalog's `nspacl`: its owner's USAGE and CREATE, PUBLIC's USAGE.
+const PG_CATALOG_ACL: &str = "{postgres=UC/postgres,=U/postgres}";
 /// Added to an index's oid to name its key constraint (PostgreSQL gives constraints oids of
 /// their own; quire's oids stay far below this).
 pub(crate) const CONSTRAINT_OID_BASE: u32 = 1 << 30;
@@ -107,6 +109,11 @@ pub(crate) enum CatalogTable {
     Subscription,
     LargeobjectMetadata,
     Seclabels,
+    Seclabel,
+    Shseclabel,
+    Shdescription,
+    /// pg_db_role_setting: empty (ALTER DATABASE/ROLE ... SET is not there yet).
+    DbRoleSetting,
     /// pg_cast: empty (quire's casts are built in and have no rows yet).
     Cast,
     /// pg_language: PostgreSQL's three built-in languages (internal, c, sql).
@@ -202,6 +209,10 @@ impl CatalogTable {
             "pg_subscription" => CatalogTable::Subscription,
             "pg_largeobject_metadata" => CatalogTable::LargeobjectMetadata,
             "pg_seclabels" => CatalogTable::Seclabels,
+            "pg_seclabel" => CatalogTable::Seclabel,
+            "pg_shseclabel" => CatalogTable::Shseclabel,
+            "pg_shdescription" => CatalogTable::Shdescription,
+            "pg_db_role_setting" => CatalogTable::DbRoleSetting,
             "pg_cast" => CatalogTable::Cast,
             "pg_language" => CatalogTable::Language,
             "pg_tablespace" => CatalogTable::Tablespace,
@@ -265,6 +276,10 @@ impl CatalogTable {
             CatalogTable::Subscription => 6100,
             CatalogTable::LargeobjectMetadata => 2995,
             CatalogTable::Cast => 2605,
+            CatalogTable::Seclabel => 3596,
+            CatalogTable::Shseclabel => 3592,
+            CatalogTable::Shdescription => 2396,
+            CatalogTable::DbRoleSetting => 2964,
             CatalogTable::Language => 2612,
             _ => return None,
         })
@@ -403,6 +418,11 @@ impl CatalogTable {
                 ("datctype", T::Text),
                 ("daticulocale", T::Text),
                 ("datacl", T::TEXT_ARRAY),
+                ("datfrozenxid", T::Int8),
+                ("datminmxid", T::Int8),
+                ("dattablespace", T::Oid),
+                ("datcollversion", T::Text),
+                ("daticurules", T::Text),
             ],
             CatalogTable::User => &[
                 ("usename", T::Name),
@@ -855,6 +875,29 @@ impl CatalogTable {
                 ("provider", T::Text),
                 ("label", T::Text),
             ],
+            CatalogTable::Seclabel => &[
+                ("objoid", T::Oid),
+                ("classoid", T::Oid),
+                ("objsubid", T::Int4),
+                ("provider", T::Text),
+                ("label", T::Text),
+            ],
+            CatalogTable::Shseclabel => &[
+                ("objoid", T::Oid),
+                ("classoid", T::Oid),
+                ("provider", T::Text),
+                ("label", T::Text),
+            ],
+            CatalogTable::DbRoleSetting => &[
+                ("setdatabase", T::Oid),
+                ("setrole", T::Oid),
+                ("setconfig", T::TEXT_ARRAY),
+            ],
+            CatalogTable::Shdescription => &[
+                ("objoid", T::Oid),
+                ("classoid", T::Oid),
+                ("description", T::Text),
+            ],
             CatalogTable::Cast => &[
                 ("oid", T::Oid),
                 ("castsource", T::Oid),
@@ -942,18 +985,20 @@ impl CatalogTable {
                     Value::Bool(s.is_called),
                 ]]
             }
+            // As initdb makes them in PostgreSQL 15 and later: `public` belongs to
+            // pg_database_owner, and PUBLIC may use both.
             CatalogTable::Namespace => vec![
                 vec![
                     int(PG_CATALOG_NS),
                     text("pg_catalog"),
                     int(SUPERUSER_OID),
-                    Value::Null,
+                    text(PG_CATALOG_ACL),
                 ],
                 vec![
                     int(PUBLIC_NS),
                     text("public"),
-                    int(SUPERUSER_OID),
-                    Value::Null,
+                    int(crate::roles::DATABASE_OWNER_OID.into()),
+                    text("{pg_database_owner=UC/pg_database_owner,=U/pg_database_owner}"),
                 ],
             ],
             CatalogTable::Class => class_rows(cx.tx)?,
@@ -971,6 +1016,11 @@ impl CatalogTable {
                 int(-1),
                 text("C"),
                 text("C"),
+                Value::Null,
+                Value::Null,
+                int(0),
+                int(0),
+                int(1663),
                 Value::Null,
                 Value::Null,
             ]],
@@ -1007,6 +1057,22 @@ impl CatalogTable {
                     ]
                 })
                 .collect(),
+            // initdb's comments on the two schemas (quire has no COMMENT ON yet).
+            CatalogTable::Description => [
+                (PG_CATALOG_NS, "system catalog schema"),
+                (PUBLIC_NS, "standard public schema"),
+            ]
+            .iter()
+            .map(|&(oid, d)| vec![int(oid), int(2615), int(0), text(d)])
+            .collect(),
+            // pg_catalog's privileges as initdb set them (pg_dump leaves them out).
+            CatalogTable::InitPrivs => vec![vec![
+                int(PG_CATALOG_NS),
+                int(2615),
+                int(0),
+                text("i"),
+                text(PG_CATALOG_ACL),
+            ]],
             CatalogTable::Language => [(12, "internal", false), (13, "c", false), (14, "sql", true)]
                 .iter()
                 .map(|&(oid, name, trusted)| {
@@ -1059,7 +1125,7 @@ impl CatalogTable {
                 .collect(),
             CatalogTable::Inherits
             | CatalogTable::PartitionedTable
-            | CatalogTable::Description
+
             | CatalogTable::Policy
             | CatalogTable::StatisticExt
             | CatalogTable::Publication
@@ -1071,7 +1137,6 @@ impl CatalogTable {
             | CatalogTable::ForeignTable
             | CatalogTable::ForeignDataWrapper
             | CatalogTable::ForeignServer
-            | CatalogTable::InitPrivs
             | CatalogTable::Transform
             | CatalogTable::Operator
             | CatalogTable::Opfamily
@@ -1087,6 +1152,10 @@ impl CatalogTable {
             | CatalogTable::Subscription
             | CatalogTable::LargeobjectMetadata
             | CatalogTable::Seclabels
+            | CatalogTable::Seclabel
+            | CatalogTable::Shseclabel
+            | CatalogTable::Shdescription
+            | CatalogTable::DbRoleSetting
             | CatalogTable::Cast
             | CatalogTable::Proc
             | CatalogTable::Extension => Vec::new(),
@@ -1427,6 +1496,13 @@ fn class_row(oid: Value, name: &str, kind: &str, am: i64, natts: usize, has_inde
 
 /// One row per column DEFAULT; `adbin` holds the expression's text, which
 /// `pg_get_expr` returns as it is.
+/// A DEFAULT's oid: they are not kept, so the table's, offset by the column.
+fn attrdef_oid(table: quire_engine::Oid, attnum: i64) -> Value {
+    oid_of(table)
+        .as_int()
+        .map_or(Value::Null, |o| int(o * 2048 + attnum))
+}
+
 fn attrdef_rows(tx: &Transaction) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for t in user_tables(tx)? {
@@ -1435,10 +1511,7 @@ fn attrdef_rows(tx: &Transaction) -> Result<Vec<Row>> {
             if let (Some(expr), None) = (&c.default, c.identity) {
                 let attnum = i64::try_from(i).unwrap_or(i64::MAX - 1) + 1;
                 rows.push(vec![
-                    // Oids of their own are not kept: the table's, offset by the column.
-                    oid_of(t.def.oid)
-                        .as_int()
-                        .map_or(Value::Null, |o| int(o * 2048 + attnum)),
+                    attrdef_oid(t.def.oid, attnum),
                     oid_of(t.def.oid),
                     int(attnum),
                     text(&default_display(expr, c.ty)),
@@ -1582,6 +1655,7 @@ pub(crate) fn size_pretty(bytes: i64) -> String {
 
 /// `pg_class`'s own oid, which pg_depend's `classid` and `refclassid` name.
 const PG_CLASS_OID: i64 = 1259;
+const ATTRDEF_OID: i64 = 2604;
 
 /// The oids of the catalogs psql casts to `regclass` (`'pg_catalog.pg_class'::regclass`).
 fn catalog_oid(name: &str) -> Option<u32> {
@@ -1590,20 +1664,38 @@ fn catalog_oid(name: &str) -> Option<u32> {
 
 /// A serial column's sequence depends on its column (deptype `a`, auto): psql's `\d seq`
 /// shows "Owned by" from it.
+///
+/// A serial column's sequence is an auto dependency (`a`) and an identity column's an
+/// internal one (`i`), which is how pg_dump tells `ALTER TABLE ... ADD GENERATED` from
+/// `CREATE SEQUENCE ... OWNED BY`. A serial column's DEFAULT depends on its column (`a`)
+/// and normally on its sequence (`n`), the loop pg_dump breaks by dumping the DEFAULT
+/// after the sequence.
 fn depend_rows(tx: &Transaction) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for t in user_tables(tx)? {
         for (i, c) in t.columns.iter().enumerate() {
-            if let Some(seq) = c.owned_seq {
-                rows.push(vec![
-                    int(PG_CLASS_OID),
-                    oid_of(seq),
+            let attnum = i64::try_from(i).unwrap_or(i64::MAX - 1) + 1;
+            let dep = |class: i64, obj: Value, ref_obj: Value, ref_sub: i64, kind: &str| {
+                vec![
+                    int(class),
+                    obj,
                     int(0),
                     int(PG_CLASS_OID),
-                    oid_of(t.def.oid),
-                    int(i64::try_from(i).unwrap_or(i64::MAX - 1) + 1),
-                    text("a"),
-                ]);
+                    ref_obj,
+                    int(ref_sub),
+                    text(kind),
+                ]
+            };
+            if c.default.is_some() && c.identity.is_none() {
+                let def = attrdef_oid(t.def.oid, attnum);
+                rows.push(dep(ATTRDEF_OID, def.clone(), oid_of(t.def.oid), attnum, "a"));
+                if let Some(seq) = c.owned_seq {
+                    rows.push(dep(ATTRDEF_OID, def, oid_of(seq), 0, "n"));
+                }
+            }
+            if let Some(seq) = c.owned_seq {
+                let kind = if c.identity.is_some() { "i" } else { "a" };
+                rows.push(dep(PG_CLASS_OID, oid_of(seq), oid_of(t.def.oid), attnum, kind));
             }
         }
     }
@@ -1880,7 +1972,7 @@ fn referenced_index<'a>(parent: &'a TableInfo, fk: &catalog::ForeignKey) -> Opti
 }
 
 /// `pg_get_constraintdef` of a foreign key: `FOREIGN KEY (a) REFERENCES p(id) ...`.
-fn foreign_key_def(tx: &Transaction, f: &catalog::ForeignKey) -> Result<String> {
+fn foreign_key_def(tx: &Transaction, f: &catalog::ForeignKey, qualify: bool) -> Result<String> {
     let child = catalog::lookup_oid(tx, f.table)?;
     let parent = catalog::lookup_oid(tx, f.ref_table)?;
     let names = |t: &TableInfo, cols: &[usize]| {
@@ -1889,8 +1981,9 @@ fn foreign_key_def(tx: &Transaction, f: &catalog::ForeignKey) -> Result<String> 
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let schema = if qualify { "public." } else { "" };
     let mut def = format!(
-        "FOREIGN KEY ({}) REFERENCES {}({})",
+        "FOREIGN KEY ({}) REFERENCES {schema}{}({})",
         names(&child, &f.columns),
         quote_ident(&parent.def.name),
         names(&parent, &f.ref_columns)
@@ -2192,13 +2285,39 @@ pub(crate) fn index_def(tx: &Transaction, oid: u32) -> Result<Option<String>> {
 }
 
 /// `pg_get_constraintdef(oid)`: `PRIMARY KEY (a)`, `UNIQUE (a, b)` or `CHECK (a > 0)`.
-pub(crate) fn constraint_def(tx: &Transaction, oid: u32) -> Result<Option<String>> {
+/// `expr` (SQL text) with each `'name'::regclass` literal naming an unqualified relation
+/// rewritten as `'public.name'::regclass`.
+pub(crate) fn qualify_regclass_literals(expr: &str) -> String {
+    const CAST: &str = "'::regclass";
+    let mut out = String::with_capacity(expr.len() + 8);
+    let mut rest = expr;
+    while let Some(end) = rest.find(CAST) {
+        let (before, after) = rest.split_at(end);
+        // The literal's opening quote: the one before `end` (a literal with a quote in it
+        // or already qualified is left alone).
+        match before.rfind('\'') {
+            Some(open) if !before[open + 1..].contains('.') && !before[..open].ends_with('\'') => {
+                out.push_str(&before[..=open]);
+                out.push_str("public.");
+                out.push_str(&before[open + 1..]);
+            }
+            _ => out.push_str(before),
+        }
+        out.push_str(CAST);
+        rest = &after[CAST.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `qualify`: name referenced tables with their schema (`public` is not on the search path).
+pub(crate) fn constraint_def(tx: &Transaction, oid: u32, qualify: bool) -> Result<Option<String>> {
     if oid >= catalog::CHECK_OID_BASE {
         if let Some(f) = catalog::foreign_keys::all(tx)?
             .iter()
             .find(|f| f.oid == oid)
         {
-            return foreign_key_def(tx, f).map(Some);
+            return foreign_key_def(tx, f, qualify).map(Some);
         }
         for t in user_tables(tx)? {
             if let Some(c) = t.checks.iter().find(|c| c.oid == oid) {

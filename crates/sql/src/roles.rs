@@ -71,7 +71,10 @@
 mod commands;
 mod grammar;
 mod members;
+mod owner;
 mod scram;
+
+pub(crate) use owner::alter_owner;
 
 use quire_engine::{
     Column, Database, IsolationLevel, Row, SqlState, TableId, Tid, Transaction, Type, Value,
@@ -92,6 +95,11 @@ const ROLES_NAME_INDEX: &str = "quire_roles_name";
 pub const BOOTSTRAP_SUPERUSER: &str = "postgres";
 /// PostgreSQL's oid for the bootstrap superuser.
 const BOOTSTRAP_SUPERUSER_OID: u32 = 10;
+/// PostgreSQL's predefined role `pg_database_owner`: the owner of the `public` schema, whose
+/// one implicit member is the database's owner. It cannot log in, be dropped, or be given
+/// members.
+pub(crate) const DATABASE_OWNER_OID: u32 = 6171;
+pub(crate) const DATABASE_OWNER: &str = "pg_database_owner";
 /// PostgreSQL's FirstNormalObjectId: user-created roles get oids from here.
 const FIRST_NORMAL_OID: u32 = 16_384;
 
@@ -257,13 +265,24 @@ pub fn bootstrap(db: &Database) -> Result<()> {
         None => create_roles_table(&tx).map(|()| true),
         Some(table) => migrate(&tx, table),
     };
-    let changed = changed? | members::bootstrap(&tx)?;
+    let changed = changed? | members::bootstrap(&tx)? | predefined(&tx)?;
     if changed {
         tx.commit()?;
     } else {
         tx.rollback()?;
     }
     Ok(())
+}
+
+/// Adds the predefined roles a roles table lacks (one made before they existed); whether
+/// it added any.
+fn predefined(tx: &Transaction) -> Result<bool> {
+    if find(tx, DATABASE_OWNER)?.is_some() {
+        return Ok(false);
+    }
+    let table = tx.table(ROLES_TABLE)?;
+    tx.insert(table, &role_row(&Role::new(DATABASE_OWNER_OID, DATABASE_OWNER)))?;
+    Ok(true)
 }
 
 fn create_roles_table(tx: &Transaction) -> Result<()> {

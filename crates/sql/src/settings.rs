@@ -514,6 +514,31 @@ impl Settings {
         .collect()
     }
 
+    /// The schemas of `search_path` that exist, in order (PostgreSQL's
+    /// `current_schemas(false)`): `"$user"` names a schema only where one has the user's
+    /// name, which quire's two schemas never are for a role that may log in.
+    pub(crate) fn search_schemas(&self) -> Vec<&'static str> {
+        let path = self.show("search_path").unwrap_or_default();
+        let mut out = Vec::new();
+        for item in path.split(',') {
+            let item = item.trim();
+            let name = item
+                .strip_prefix('"')
+                .and_then(|i| i.strip_suffix('"'))
+                .map_or_else(|| item.to_lowercase(), |q| q.replace("\"\"", "\""));
+            let schema = match name.as_str() {
+                "public" => "public",
+                "pg_catalog" => "pg_catalog",
+                "information_schema" => "information_schema",
+                _ => continue,
+            };
+            if !out.contains(&schema) {
+                out.push(schema);
+            }
+        }
+        out
+    }
+
     /// SHOW `name`: `None` for an unknown parameter.
     pub fn show(&self, name: &str) -> Option<String> {
         let name = canonical_name(name);

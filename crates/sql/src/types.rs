@@ -875,15 +875,41 @@ fn format_uuid(b: &[u8]) -> String {
     s
 }
 
+/// PostgreSQL's `byteain`: `\x` then hex digit pairs (blanks between pairs allowed), or
+/// else the escape format: bytes as they are, `\\` for a backslash and `\ooo` (three
+/// octal digits) for any byte.
 fn parse_bytea(text: &str) -> Option<Vec<u8>> {
-    let hex = text.strip_prefix("\\x")?;
-    if hex.len() % 2 != 0 {
-        return None;
+    if let Some(hex) = text.strip_prefix("\\x") {
+        let digits: Vec<u8> = hex.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+        if digits.len() % 2 != 0 {
+            return None;
+        }
+        return digits
+            .chunks(2)
+            .map(|p| u8::from_str_radix(std::str::from_utf8(p).ok()?, 16).ok())
+            .collect();
     }
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-        .collect()
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
+        } else if b.get(i + 1) == Some(&b'\\') {
+            out.push(b'\\');
+            i += 2;
+        } else {
+            let octal = b.get(i + 1..i + 4)?;
+            let ok = octal[0] <= b'3' && octal.iter().all(|d| (b'0'..=b'7').contains(d));
+            if !ok {
+                return None;
+            }
+            out.push(octal.iter().fold(0u8, |v, d| v * 8 + (d - b'0')));
+            i += 4;
+        }
+    }
+    Some(out)
 }
 
 /// `YYYY-MM-DD[ HH:MM:SS[.ffffff]]` (or a `T` between date and time) to microseconds

@@ -453,7 +453,7 @@ fn constraints(tx: &Transaction) -> Result<Vec<Constraint>> {
             out.push(c);
         }
         for c in &t.checks {
-            let clause = super::constraint_def(tx, c.oid)?.map(|d| check_clause(&d));
+            let clause = super::constraint_def(tx, c.oid, false)?.map(|d| check_clause(&d));
             out.push(plain(&c.name, "CHECK", Vec::new(), clause));
         }
         for c in t.columns.iter().filter(|c| c.not_null && !c.dropped) {

@@ -97,7 +97,7 @@ fn duplicate(name: &str) -> SqlError {
     )
 }
 
-fn missing(name: &str) -> SqlError {
+pub(super) fn missing(name: &str) -> SqlError {
     SqlError::new(
         SqlState::UNDEFINED_OBJECT,
         format!("role \"{name}\" does not exist"),
@@ -407,7 +407,7 @@ fn drop(
         if role.superuser {
             require(me.superuser, "must be superuser to drop superusers")?;
         }
-        if role.oid == BOOTSTRAP_SUPERUSER_OID {
+        if role.oid < FIRST_NORMAL_OID {
             return Err(SqlError::new(
                 SqlState::DEPENDENT_OBJECTS_STILL_EXIST,
                 format!("cannot drop role {name} because it is required by the database system"),
@@ -478,6 +478,12 @@ fn add_members(
         return Ok(());
     }
     check_membership_change(tx, &privileges(tx, who)?, role, Some(grantor))?;
+    if role.oid == super::DATABASE_OWNER_OID {
+        return Err(SqlError::new(
+            SqlState::INVALID_GRANT_OPERATION,
+            format!("role \"{}\" cannot have explicit members", role.name),
+        ));
+    }
     for member in new {
         // A role that `role` belongs to (itself included) may not become its member.
         if members::member_of(&members::all(tx)?, role.oid).contains(&member.oid) {

@@ -291,7 +291,7 @@ fn copy_chunk(cx: &Cx, c: &mut CopyIn, last: bool) -> Result<()> {
     let rest = &buf[start..];
     if last {
         let rest = rest.strip_suffix(b"\r").unwrap_or(rest);
-        if !rest.is_empty() && rest != b"\\." {
+        if !rest.is_empty() {
             copy_row(cx, c, rest)?;
         }
         return std::mem::take(&mut c.ri).finish(cx);
@@ -405,10 +405,16 @@ fn copy_targets(table: &TableInfo, columns: &[String]) -> Result<Vec<usize>> {
     columns.iter().map(|n| table.column(n)).collect()
 }
 
-/// One line of COPY FROM data inserted.
+/// One line of COPY FROM data inserted. The end-of-data line `\.` ends the data: what
+/// follows it up to CopyDone is read and dropped, as PostgreSQL does (pg_restore sends a
+/// blank line after it).
 fn copy_row(cx: &Cx, c: &mut CopyIn, line: &[u8]) -> Result<()> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if c.ended {
+        return Ok(());
+    }
     if line == b"\\." {
+        c.ended = true;
         return Ok(());
     }
     if std::mem::take(&mut c.header_pending) {

@@ -727,6 +727,20 @@ impl Session {
             }
             Statement::Deferrable(ast, deferrable) => self.with_deferrable(ast, *deferrable, out),
             Statement::Fetch(f) => self.fetch(f, out),
+            Statement::AlterOwner(a) => {
+                let who = self.settings.identity();
+                let notices =
+                    with_tx(&self.db, &self.state, |tx| crate::roles::alter_owner(tx, a, who))?;
+                let mut done = command(match a.kind {
+                    "TABLE" => "ALTER TABLE",
+                    "SEQUENCE" => "ALTER SEQUENCE",
+                    "VIEW" => "ALTER VIEW",
+                    "INDEX" => "ALTER INDEX",
+                    _ => "ALTER SCHEMA",
+                });
+                done.notices = notices.into_iter().map(Notice::new).collect();
+                Ok(done)
+            }
         }
     }
 
