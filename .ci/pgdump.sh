@@ -6,8 +6,8 @@
 #   2. quire   --pg_dump custom-----> quire (pg_restore), a fresh server
 #   3. quire   --pg_dump directory--> PostgreSQL (pg_restore)
 #   4. PostgreSQL --pg_dump plain---> quire (psql), a fresh server
-# After each, every table's rows, its columns (name, type, nullable), its constraints and
-# the sequences' states must equal the source's, compared as text through psql.
+# After each, every table's rows, its columns (name, type, nullable), its constraints, the
+# comments and the sequences' states must equal the source's, compared as text through psql.
 #
 #   .ci/pgdump.sh
 set -euo pipefail
@@ -57,7 +57,9 @@ snapshot() {
   local tables="author book review counter_log"
   for t in $tables; do
     echo "== $t"
-    psql_at -p "$port" -d "$db" -At -c "select column_name, data_type, is_nullable
+    psql_at -p "$port" -d "$db" -At -c "select obj_description('$t'::regclass, 'pg_class')"
+    psql_at -p "$port" -d "$db" -At -c "select column_name, data_type, is_nullable,
+      col_description('$t'::regclass, ordinal_position::int)
       from information_schema.columns where table_name = '$t' order by ordinal_position"
     psql_at -p "$port" -d "$db" -At -c "select constraint_name, constraint_type
       from information_schema.table_constraints where table_name = '$t'
@@ -66,6 +68,7 @@ snapshot() {
   done
   for s in author_id_seq book_id_seq ticket; do
     echo "== sequence $s"
+    psql_at -p "$port" -d "$db" -At -c "select obj_description('$s'::regclass, 'pg_class')"
     psql_at -p "$port" -d "$db" -At -c "select last_value, is_called from $s"
   done
 }

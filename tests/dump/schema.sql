@@ -1,7 +1,7 @@
 -- The schema and rows .ci/pgdump.sh dumps with PostgreSQL 18's pg_dump and restores, from
 -- quire into PostgreSQL and quire, and from PostgreSQL into quire: every object kind quire
 -- has (tables with serial and identity columns, defaults, NOT NULL, CHECK, PRIMARY KEY,
--- UNIQUE, FOREIGN KEY with actions, indexes, sequences) and values COPY must carry
+-- UNIQUE, FOREIGN KEY with actions, indexes, sequences, comments) and values COPY must carry
 -- unchanged (tabs, newlines, backslashes, quotes, NULLs, non-ASCII text, arrays, jsonb).
 create table author (
     id serial primary key,
@@ -29,6 +29,9 @@ create table review (
 );
 create table counter_log (k int primary key, note text);
 create sequence ticket start 100 increment 5;
+comment on table author is 'who wrote it';
+comment on column book.title is E'the title\nas printed';
+comment on sequence ticket is 'ticket numbers';
 select setval('ticket', 120);
 insert into author (name, born, score, active) values
     ('Ann', '1970-01-02', 3.5, true),

@@ -87,7 +87,10 @@ pub(crate) enum Func {
     GetIndexDef,
     GetConstraintDef,
     GetExpr,
+    /// obj_description(oid [, catalog]) and col_description(table, column): the comment
+    /// COMMENT ON set (`pg_description`), NULL if none.
     ObjDescription,
+    ColDescription,
     /// Definitions of objects quire cannot have (views, triggers, rules, statistics
     /// objects, partitions): NULL, as PostgreSQL answers for an oid no such object has.
     NoObjectDef,
@@ -661,9 +664,20 @@ pub(crate) fn resolve(
             | "pg_get_function_result",
             1 | 2,
         ) => (Func::NoObjectDef, keep(n), T::Text),
-        ("obj_description" | "col_description" | "shobj_description", 1 | 2) => {
-            (Func::ObjDescription, keep(n), T::Text)
+        ("obj_description", 1 | 2) => {
+            let mut c = vec![Some(T::Oid)];
+            if n == 2 {
+                c.push(Some(T::Name));
+            }
+            (Func::ObjDescription, c, T::Text)
         }
+        ("col_description", 2) => (
+            Func::ColDescription,
+            vec![Some(T::Oid), Some(T::Int4)],
+            T::Text,
+        ),
+        // No comments on shared objects (databases, roles, tablespaces) are kept yet.
+        ("shobj_description", 2) => (Func::NoObjectDef, keep(2), T::Text),
         ("pg_encoding_to_char", 1) => (Func::EncodingToChar, vec![Some(T::Int4)], T::Name),
         ("pg_backend_pid", 0) => (Func::BackendPid, vec![], T::Int4),
         ("pg_cancel_backend", 1) => (
@@ -784,7 +798,6 @@ impl Func {
                 | Func::Least
                 | Func::GetExpr
                 | Func::FormatType
-                | Func::ObjDescription
                 | Func::NoObjectDef
                 | Func::CurrentSetting
                 | Func::SetConfig
@@ -1101,7 +1114,20 @@ impl Func {
                 Some(Value::Text(t)) => Value::Text(t.clone()),
                 _ => Value::Null,
             },
-            Func::ObjDescription | Func::NoObjectDef => Value::Null,
+            Func::ObjDescription => {
+                let catalog = args.get(1).and_then(text_arg);
+                crate::pg_catalog::description(cx.tx, oid_arg(&args[0]), catalog, 0)?
+                    .map_or(Value::Null, Value::Text)
+            }
+            Func::ColDescription => {
+                let column = int_arg(&args[1]).and_then(|c| i32::try_from(c).ok());
+                match column {
+                    Some(c) => crate::pg_catalog::description(cx.tx, oid_arg(&args[0]), None, c)?
+                        .map_or(Value::Null, Value::Text),
+                    None => Value::Null,
+                }
+            }
+            Func::NoObjectDef => Value::Null,
             Func::EncodingToChar => Value::Text(
                 if int_arg(&args[0]) == Some(6) {
                     "UTF8"

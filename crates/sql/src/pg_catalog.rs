@@ -138,6 +138,74 @@ pub(crate) enum CatalogTable {
     SequenceData(u32),
 }
 
+/// Every pg_catalog view by name (one list: names to views, and oids back to names).
+const CATALOGS: &[(&str, CatalogTable)] = &[
+    ("pg_namespace", CatalogTable::Namespace),
+    ("pg_class", CatalogTable::Class),
+    ("pg_attribute", CatalogTable::Attribute),
+    ("pg_type", CatalogTable::Type),
+    ("pg_index", CatalogTable::Index),
+    ("pg_database", CatalogTable::Database),
+    ("pg_roles", CatalogTable::Roles),
+    ("pg_authid", CatalogTable::Authid),
+    ("pg_user", CatalogTable::User),
+    ("pg_settings", CatalogTable::Settings),
+    ("pg_am", CatalogTable::Am),
+    ("pg_opclass", CatalogTable::Opclass),
+    ("pg_inherits", CatalogTable::Inherits),
+    ("pg_partitioned_table", CatalogTable::PartitionedTable),
+    ("pg_constraint", CatalogTable::Constraint),
+    ("pg_attrdef", CatalogTable::AttrDef),
+    ("pg_depend", CatalogTable::Depend),
+    ("pg_auth_members", CatalogTable::AuthMembers),
+    ("pg_proc", CatalogTable::Proc),
+    ("pg_extension", CatalogTable::Extension),
+    ("pg_collation", CatalogTable::Collation),
+    ("pg_prepared_xacts", CatalogTable::PreparedXacts),
+    ("pg_prepared_statements", CatalogTable::PreparedStatements),
+    ("pg_cursors", CatalogTable::Cursors),
+    ("pg_description", CatalogTable::Description),
+    ("pg_tables", CatalogTable::Tables),
+    ("pg_policy", CatalogTable::Policy),
+    ("pg_statistic_ext", CatalogTable::StatisticExt),
+    ("pg_publication", CatalogTable::Publication),
+    ("pg_publication_rel", CatalogTable::PublicationRel),
+    ("pg_publication_namespace", CatalogTable::PublicationNamespace),
+    ("pg_trigger", CatalogTable::Trigger),
+    ("pg_rewrite", CatalogTable::Rewrite),
+    ("pg_range", CatalogTable::Range),
+    ("pg_foreign_table", CatalogTable::ForeignTable),
+    ("pg_foreign_data_wrapper", CatalogTable::ForeignDataWrapper),
+    ("pg_foreign_server", CatalogTable::ForeignServer),
+    ("pg_init_privs", CatalogTable::InitPrivs),
+    ("pg_transform", CatalogTable::Transform),
+    ("pg_operator", CatalogTable::Operator),
+    ("pg_opfamily", CatalogTable::Opfamily),
+    ("pg_amop", CatalogTable::Amop),
+    ("pg_amproc", CatalogTable::Amproc),
+    ("pg_ts_parser", CatalogTable::TsParser),
+    ("pg_ts_template", CatalogTable::TsTemplate),
+    ("pg_ts_dict", CatalogTable::TsDict),
+    ("pg_ts_config", CatalogTable::TsConfig),
+    ("pg_conversion", CatalogTable::Conversion),
+    ("pg_default_acl", CatalogTable::DefaultAcl),
+    ("pg_event_trigger", CatalogTable::EventTrigger),
+    ("pg_subscription", CatalogTable::Subscription),
+    ("pg_largeobject_metadata", CatalogTable::LargeobjectMetadata),
+    ("pg_seclabels", CatalogTable::Seclabels),
+    ("pg_seclabel", CatalogTable::Seclabel),
+    ("pg_shseclabel", CatalogTable::Shseclabel),
+    ("pg_shdescription", CatalogTable::Shdescription),
+    ("pg_db_role_setting", CatalogTable::DbRoleSetting),
+    ("pg_cast", CatalogTable::Cast),
+    ("pg_language", CatalogTable::Language),
+    ("pg_tablespace", CatalogTable::Tablespace),
+    ("pg_sequence", CatalogTable::Sequence),
+    ("quire_stat_io", CatalogTable::StatIo),
+    ("pg_stat_wal", CatalogTable::StatWal),
+    ("pg_stat_bgwriter", CatalogTable::StatBgwriter),
+];
+
 use SqlType as T;
 
 mod information_schema;
@@ -155,73 +223,7 @@ impl CatalogTable {
     }
 
     pub(crate) fn named(name: &str) -> Option<CatalogTable> {
-        Some(match name {
-            "pg_namespace" => CatalogTable::Namespace,
-            "pg_class" => CatalogTable::Class,
-            "pg_attribute" => CatalogTable::Attribute,
-            "pg_type" => CatalogTable::Type,
-            "pg_index" => CatalogTable::Index,
-            "pg_database" => CatalogTable::Database,
-            "pg_roles" => CatalogTable::Roles,
-            "pg_authid" => CatalogTable::Authid,
-            "pg_user" => CatalogTable::User,
-            "pg_settings" => CatalogTable::Settings,
-            "pg_am" => CatalogTable::Am,
-            "pg_opclass" => CatalogTable::Opclass,
-            "pg_inherits" => CatalogTable::Inherits,
-            "pg_partitioned_table" => CatalogTable::PartitionedTable,
-            "pg_constraint" => CatalogTable::Constraint,
-            "pg_attrdef" => CatalogTable::AttrDef,
-            "pg_depend" => CatalogTable::Depend,
-            "pg_auth_members" => CatalogTable::AuthMembers,
-            "pg_proc" => CatalogTable::Proc,
-            "pg_extension" => CatalogTable::Extension,
-            "pg_collation" => CatalogTable::Collation,
-            "pg_prepared_xacts" => CatalogTable::PreparedXacts,
-            "pg_prepared_statements" => CatalogTable::PreparedStatements,
-            "pg_cursors" => CatalogTable::Cursors,
-            "pg_description" => CatalogTable::Description,
-            "pg_tables" => CatalogTable::Tables,
-            "pg_policy" => CatalogTable::Policy,
-            "pg_statistic_ext" => CatalogTable::StatisticExt,
-            "pg_publication" => CatalogTable::Publication,
-            "pg_publication_rel" => CatalogTable::PublicationRel,
-            "pg_publication_namespace" => CatalogTable::PublicationNamespace,
-            "pg_trigger" => CatalogTable::Trigger,
-            "pg_rewrite" => CatalogTable::Rewrite,
-            "pg_range" => CatalogTable::Range,
-            "pg_foreign_table" => CatalogTable::ForeignTable,
-            "pg_foreign_data_wrapper" => CatalogTable::ForeignDataWrapper,
-            "pg_foreign_server" => CatalogTable::ForeignServer,
-            "pg_init_privs" => CatalogTable::InitPrivs,
-            "pg_transform" => CatalogTable::Transform,
-            "pg_operator" => CatalogTable::Operator,
-            "pg_opfamily" => CatalogTable::Opfamily,
-            "pg_amop" => CatalogTable::Amop,
-            "pg_amproc" => CatalogTable::Amproc,
-            "pg_ts_parser" => CatalogTable::TsParser,
-            "pg_ts_template" => CatalogTable::TsTemplate,
-            "pg_ts_dict" => CatalogTable::TsDict,
-            "pg_ts_config" => CatalogTable::TsConfig,
-            "pg_conversion" => CatalogTable::Conversion,
-            "pg_default_acl" => CatalogTable::DefaultAcl,
-            "pg_event_trigger" => CatalogTable::EventTrigger,
-            "pg_subscription" => CatalogTable::Subscription,
-            "pg_largeobject_metadata" => CatalogTable::LargeobjectMetadata,
-            "pg_seclabels" => CatalogTable::Seclabels,
-            "pg_seclabel" => CatalogTable::Seclabel,
-            "pg_shseclabel" => CatalogTable::Shseclabel,
-            "pg_shdescription" => CatalogTable::Shdescription,
-            "pg_db_role_setting" => CatalogTable::DbRoleSetting,
-            "pg_cast" => CatalogTable::Cast,
-            "pg_language" => CatalogTable::Language,
-            "pg_tablespace" => CatalogTable::Tablespace,
-            "pg_sequence" => CatalogTable::Sequence,
-            "quire_stat_io" => CatalogTable::StatIo,
-            "pg_stat_wal" => CatalogTable::StatWal,
-            "pg_stat_bgwriter" => CatalogTable::StatBgwriter,
-            _ => return None,
-        })
+        CATALOGS.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
     }
 
     /// The catalog's own oid (its `tableoid`): PostgreSQL's, for the catalogs that are
@@ -1057,14 +1059,17 @@ impl CatalogTable {
                     ]
                 })
                 .collect(),
-            // initdb's comments on the two schemas (quire has no COMMENT ON yet).
-            CatalogTable::Description => [
-                (PG_CATALOG_NS, "system catalog schema"),
-                (PUBLIC_NS, "standard public schema"),
-            ]
-            .iter()
-            .map(|&(oid, d)| vec![int(oid), int(2615), int(0), text(d)])
-            .collect(),
+            CatalogTable::Description => descriptions(cx.tx)?
+                .into_iter()
+                .map(|d| {
+                    vec![
+                        int(d.objoid.into()),
+                        int(d.classoid.into()),
+                        int(d.objsubid.into()),
+                        text(&d.text),
+                    ]
+                })
+                .collect(),
             // pg_catalog's privileges as initdb set them (pg_dump leaves them out).
             CatalogTable::InitPrivs => vec![vec![
                 int(PG_CATALOG_NS),
@@ -2183,6 +2188,51 @@ pub(crate) fn namespace_oid(name: &str) -> Option<i64> {
     }
 }
 
+/// Every comment: COMMENT ON's, and initdb's on the two schemas unless replaced.
+fn descriptions(tx: &Transaction) -> Result<Vec<catalog::description::Description>> {
+    let mut all = catalog::description::all(tx)?;
+    for (oid, d) in [
+        (PG_CATALOG_NS, "system catalog schema"),
+        (PUBLIC_NS, "standard public schema"),
+    ] {
+        let oid = u32::try_from(oid).unwrap_or(0);
+        if !all.iter().any(|x| x.objoid == oid && x.classoid == 2615) {
+            all.push(catalog::description::Description {
+                objoid: oid,
+                classoid: 2615,
+                objsubid: 0,
+                text: d.to_string(),
+            });
+        }
+    }
+    Ok(all)
+}
+
+/// `obj_description(oid, catalog)` (`catalog` None: any catalog) and
+/// `col_description(table, column)` (`objsubid` the column).
+pub(crate) fn description(
+    tx: &Transaction,
+    objoid: u32,
+    catalog: Option<&str>,
+    objsubid: i32,
+) -> Result<Option<String>> {
+    let classoid = match catalog {
+        Some(name) => match catalog_oid(name) {
+            Some(c) => Some(c),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    Ok(descriptions(tx)?
+        .into_iter()
+        .find(|d| {
+            d.objoid == objoid
+                && d.objsubid == objsubid
+                && classoid.is_none_or(|c| c == d.classoid)
+        })
+        .map(|d| d.text))
+}
+
 /// The oid of sequence `name` (not one of quire's own), if there is one.
 pub(crate) fn sequence_oid(tx: &Transaction, name: &str) -> Result<Option<u32>> {
     if name.starts_with(catalog::RESERVED_PREFIX) {
@@ -2213,6 +2263,9 @@ pub(crate) fn role_name(tx: &Transaction, oid: u32) -> Result<String> {
 }
 
 pub(crate) fn relation_name(tx: &Transaction, oid: u32) -> Result<Option<String>> {
+    if let Some((name, _)) = CATALOGS.iter().find(|(_, t)| t.oid() == Some(oid)) {
+        return Ok(Some((*name).to_string()));
+    }
     Ok(user_relation(tx, oid)?.map(|e| e.name().to_string()))
 }
 

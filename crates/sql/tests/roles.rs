@@ -243,7 +243,7 @@ fn verifiers_are_for_superusers_only() {
     assert_eq!(
         rows(
             &mut plain,
-            "SELECT rolname, rolpassword FROM pg_roles ORDER BY oid"
+            "SELECT rolname, rolpassword FROM pg_roles WHERE oid <> 6171 ORDER BY oid"
         ),
         [["postgres", "********"], ["plain", "********"]]
             .map(|r| r.map(|v| Value::Text(v.into())).to_vec())
@@ -263,7 +263,8 @@ fn verifiers_are_for_superusers_only() {
     ok(&mut admin, "RESET ROLE");
     assert_eq!(
         rows(&mut admin, "SELECT rolname FROM pg_authid ORDER BY oid").len(),
-        2
+        3,
+        "postgres, pg_database_owner and plain"
     );
 }
 
@@ -689,6 +690,11 @@ fn an_older_roles_table_gains_the_attributes() {
         rows(&mut su, attributes),
         [
             row("postgres", [true; 7]),
+            // The predefined role an older table lacked, added by the migration.
+            row(
+                "pg_database_owner",
+                [false, true, false, false, false, false, false]
+            ),
             row("old", [false, true, false, false, true, false, false]),
         ]
     );

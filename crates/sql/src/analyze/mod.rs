@@ -528,6 +528,12 @@ impl Binder<'_> {
                 })
             }
             Statement::CreateIndex(ci) => self.create_index(ci),
+            Statement::Comment {
+                object_type,
+                object_name,
+                comment,
+                if_exists: false,
+            } => self.comment(*object_type, object_name, comment.clone()),
             Statement::AlterTable(at) => self.alter_table(at),
             Statement::Truncate(t) => {
                 if t.partitions.is_some() {
@@ -1005,6 +1011,65 @@ impl Binder<'_> {
             unique: ci.unique,
             if_not_exists: ci.if_not_exists,
         })
+    }
+
+    /// COMMENT ON {TABLE | COLUMN | INDEX | SEQUENCE | SCHEMA} name IS text.
+    fn comment(
+        &mut self,
+        kind: ast::CommentObject,
+        name: &ObjectName,
+        text: Option<String>,
+    ) -> Result<Plan> {
+        const PG_CLASS: u32 = 1259;
+        const PG_NAMESPACE: u32 = 2615;
+        let object = match kind {
+            ast::CommentObject::Table => {
+                let t = self.table_of(name)?;
+                (u32::try_from(t.def.oid.0).unwrap_or(0), PG_CLASS, 0)
+            }
+            ast::CommentObject::Column => {
+                let mut parts = name_parts(name)?;
+                let Some(column) = parts.pop().filter(|_| !parts.is_empty()) else {
+                    return Err(SqlError::syntax(format!(
+                        "column name must be qualified: {name}"
+                    )));
+                };
+                let t = self.table(&parts.join("."))?;
+                let attnum = t.column(&column)? + 1;
+                let attnum = i32::try_from(attnum).unwrap_or(i32::MAX);
+                (u32::try_from(t.def.oid.0).unwrap_or(0), PG_CLASS, attnum)
+            }
+            ast::CommentObject::Index | ast::CommentObject::Sequence => {
+                let rel = self.rel_name(name)?;
+                let oid = match (kind, self.tx.relation_named(&rel)?) {
+                    (ast::CommentObject::Index, Some(quire_engine::Entry::Index(i))) => i.oid,
+                    (ast::CommentObject::Sequence, Some(quire_engine::Entry::Sequence(s))) => {
+                        s.oid
+                    }
+                    _ => {
+                        return Err(SqlError::new(
+                            SqlState::UNDEFINED_TABLE,
+                            format!("relation \"{}\" does not exist", catalog::display_name(&rel)),
+                        ))
+                    }
+                };
+                (u32::try_from(oid.0).unwrap_or(0), PG_CLASS, 0)
+            }
+            ast::CommentObject::Schema => {
+                let schema = ident_name(name.0.last().and_then(|p| p.as_ident()).ok_or_else(
+                    || SqlError::syntax(format!("syntax error at or near \"{name}\"")),
+                )?);
+                let oid = crate::pg_catalog::namespace_oid(&schema).ok_or_else(|| {
+                    SqlError::new(
+                        SqlState::UNDEFINED_SCHEMA,
+                        format!("schema \"{schema}\" does not exist"),
+                    )
+                })?;
+                (u32::try_from(oid).unwrap_or(0), PG_NAMESPACE, 0)
+            }
+            other => return Err(SqlError::unsupported(format!("COMMENT ON {other}"))),
+        };
+        Ok(Plan::Comment { object, text })
     }
 
     fn alter_table(&mut self, at: &ast::AlterTable) -> Result<Plan> {

@@ -32,6 +32,7 @@ use crate::error::{Result, SqlError};
 use crate::types::SqlType;
 
 mod constraint;
+pub(crate) mod description;
 mod foreign_key;
 
 pub(crate) use constraint::{add_check, change_check, CheckChange, CheckInfo, CHECK_OID_BASE};
@@ -293,6 +294,7 @@ pub fn bootstrap(db: &Database) -> Result<()> {
     }
     constraint::bootstrap(&tx)?;
     foreign_key::bootstrap(&tx)?;
+    description::bootstrap(&tx)?;
     tx.commit()?;
     // Temporary tables a crash left behind: their sessions are gone.
     drop_prefixed(db, TEMP_PREFIX)
@@ -677,6 +679,7 @@ pub(crate) fn create(
 /// DROP TABLE: the engine's table (with its indexes) and its SQL column rows.
 pub(crate) fn drop(tx: &Transaction, table: TableId) -> Result<()> {
     tx.drop_table(table)?;
+    description::drop_all(tx, u32::try_from(table.0).unwrap_or(0))?;
     constraint::drop_all(tx, table)?;
     foreign_key::drop_all(tx, table)?;
     let meta = tx.table(COLUMNS_TABLE)?;

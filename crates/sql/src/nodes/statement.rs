@@ -211,6 +211,12 @@ pub(crate) enum Plan {
         column: usize,
         not_null: bool,
     },
+    /// COMMENT ON: the object (its oid, its catalog's oid, its column or 0) and the text
+    /// (`None` removes it).
+    Comment {
+        object: (u32, u32, i32),
+        text: Option<String>,
+    },
     /// ALTER TABLE ... ALTER COLUMN ... ADD GENERATED ... AS IDENTITY.
     AddIdentity {
         table: TableInfo,

@@ -142,6 +142,7 @@ pub(super) fn check_writable(plan: &Plan) -> Result<()> {
         Plan::DropSequence { .. } => "DROP SEQUENCE",
         Plan::CreateIndex { .. } => "CREATE INDEX",
         Plan::DropIndex { .. } => "DROP INDEX",
+        Plan::Comment { .. } => "COMMENT",
         Plan::AddColumn { .. }
         | Plan::DropColumns { .. }
         | Plan::SetDefault { .. }

@@ -93,7 +93,8 @@ fn drop_sequence(tx: &Transaction, name: &str, if_exists: bool) -> Result<()> {
                     "default value for a column of table {table} depends on sequence {name}"
                 )));
             }
-            Ok(tx.drop_sequence(seq.oid)?)
+            tx.drop_sequence(seq.oid)?;
+            catalog::description::drop_all(tx, u32::try_from(seq.oid.0).unwrap_or(0))
         }
         Some(_) => Err(SqlError::new(
             SqlState::WRONG_OBJECT_TYPE,
@@ -396,7 +397,10 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             let mut out = command("DROP INDEX");
             for n in names {
                 match tx.find_index(n)? {
-                    Some(i) => tx.drop_index(i)?,
+                    Some(i) => {
+                        tx.drop_index(i)?;
+                        catalog::description::drop_all(tx, u32::try_from(i.0).unwrap_or(0))?;
+                    }
                     None if *if_exists => out
                         .notices
                         .push(format!("index \"{n}\" does not exist, skipping").into()),
@@ -435,6 +439,10 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
                 }
             }
             Ok(command("ALTER TABLE"))
+        }
+        Plan::Comment { object, text } => {
+            catalog::description::set(tx, *object, text.as_deref())?;
+            Ok(command("COMMENT"))
         }
         Plan::Skip { tag, notice } => {
             let mut done = command(*tag);
