@@ -250,7 +250,8 @@ async fn role_statements_roll_back_with_their_transaction() -> anyhow::Result<()
     let oids = simple(
         &admin,
         "SELECT oid FROM pg_roles WHERE left(rolname, 3) <> 'pg_' ORDER BY oid",
-    ).await?;
+    )
+    .await?;
     assert_eq!(
         oids[..2],
         [vec![Some("10".into())], vec![Some("16384".into())]]

@@ -1091,7 +1091,9 @@ impl Func {
                 let typmod = args.get(1).and_then(int_arg).unwrap_or(-1);
                 Value::Text(crate::pg_catalog::format_type(oid, typmod))
             }
-            Func::GetUserById => Value::Text(crate::pg_catalog::role_name(cx.tx, oid_arg(&args[0]))?),
+            Func::GetUserById => {
+                Value::Text(crate::pg_catalog::role_name(cx.tx, oid_arg(&args[0]))?)
+            }
             Func::GetIndexDef => match a0 {
                 Some(Value::Int(oid)) => {
                     crate::pg_catalog::index_def(cx.tx, u32::try_from(*oid).unwrap_or(0))?
@@ -1184,14 +1186,14 @@ impl Func {
                 }
                 None => Value::Text("NULL".into()),
             },
-            Func::InRecovery => Value::Bool(false),
             Func::AclDefault => {
                 let kind = text_arg(&args[0]).unwrap_or("");
                 let owner = crate::pg_catalog::role_name(cx.tx, oid_arg(&args[1]))?;
                 acl_default(kind, &owner)?
             }
-            // No relation is in a publication: quire has no logical replication.
-            Func::RelationIsPublishable => Value::Bool(false),
+            // No relation is in a publication: quire has no logical replication; and no
+            // server is a standby.
+            Func::RelationIsPublishable | Func::InRecovery => Value::Bool(false),
             Func::ToChar => Value::Text(
                 types::format_text(
                     &args[0],
@@ -1379,31 +1381,9 @@ fn wait_for_end(cx: &Cx, pid: i32, timeout_ms: i64) -> Result<bool> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn substr_follows_postgresql_positions() {
-        let s = |a: &[Value]| substr(a).unwrap();
-        let t = |x: &str| Value::Text(x.into());
-        assert_eq!(s(&[t("hello"), Value::Int(2), Value::Int(3)]), t("ell"));
-        assert_eq!(s(&[t("hello"), Value::Int(0), Value::Int(3)]), t("he"));
-        assert_eq!(s(&[t("hello"), Value::Int(4)]), t("lo"));
-        assert!(substr(&[t("x"), Value::Int(1), Value::Int(-1)]).is_err());
-    }
-
-    #[test]
-    fn identifiers_are_quoted_only_when_needed() {
-        assert_eq!(quote_ident("pgbench_accounts"), "pgbench_accounts");
-        assert_eq!(quote_ident("Mixed"), "\"Mixed\"");
-        assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
-    }
-}
-
 /// PostgreSQL's `quote_literal`: `'...'` with quotes doubled, and `E'...'` with
 /// backslashes doubled when the text has one.
-pub(crate) fn quote_literal(s: &str) -> String {
+fn quote_literal(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 3);
     if s.contains('\\') {
         out.push('E');
@@ -1448,4 +1428,26 @@ fn acl_default(kind: &str, owner: &str) -> Result<Value> {
     }
     b.push(Some(&format!("{who}={own}/{who}")))?;
     Ok(b.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn substr_follows_postgresql_positions() {
+        let s = |a: &[Value]| substr(a).unwrap();
+        let t = |x: &str| Value::Text(x.into());
+        assert_eq!(s(&[t("hello"), Value::Int(2), Value::Int(3)]), t("ell"));
+        assert_eq!(s(&[t("hello"), Value::Int(0), Value::Int(3)]), t("he"));
+        assert_eq!(s(&[t("hello"), Value::Int(4)]), t("lo"));
+        assert!(substr(&[t("x"), Value::Int(1), Value::Int(-1)]).is_err());
+    }
+
+    #[test]
+    fn identifiers_are_quoted_only_when_needed() {
+        assert_eq!(quote_ident("pgbench_accounts"), "pgbench_accounts");
+        assert_eq!(quote_ident("Mixed"), "\"Mixed\"");
+        assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
+    }
 }

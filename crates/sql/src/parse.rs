@@ -45,20 +45,7 @@ pub enum Statement {
     Fetch(FetchStmt),
     /// ALTER {TABLE | SEQUENCE | VIEW | INDEX | SCHEMA} ... OWNER TO role
     /// ([`crate::roles::alter_owner`]).
-    AlterOwner(AlterOwnerStmt),
-}
-
-/// ALTER kind [IF EXISTS] [ONLY] name OWNER TO role.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AlterOwnerStmt {
-    /// The object's kind as the statement names it: TABLE, SEQUENCE, VIEW, INDEX, SCHEMA.
-    pub kind: &'static str,
-    pub if_exists: bool,
-    /// The object's name, without a `public.` schema.
-    pub name: String,
-    /// The new owner: a role's name, or CURRENT_USER, CURRENT_ROLE or SESSION_USER as
-    /// written (upper case).
-    pub owner: String,
+    AlterOwner(crate::roles::AlterOwnerStmt),
 }
 
 /// FETCH [direction] [FROM | IN] cursor, or MOVE (which returns no rows).
@@ -1012,7 +999,10 @@ fn without_deferrable(p: &str) -> Option<(String, bool)> {
 /// default, so `s` must be that name (0A000 otherwise). `None` for any other statement.
 fn without_sequence_name(p: &str) -> Result<Option<String>> {
     let head = p.trim_start();
-    if !head.get(..5).is_some_and(|h| h.eq_ignore_ascii_case("alter")) {
+    if !head
+        .get(..5)
+        .is_some_and(|h| h.eq_ignore_ascii_case("alter"))
+    {
         return Ok(None);
     }
     let w = words(p.trim_end().trim_end_matches(';'));
@@ -1037,13 +1027,19 @@ fn without_sequence_name(p: &str) -> Result<Option<String>> {
     if kw(w.get(i), "only") {
         i += 1;
     }
-    let table = w.get(i).map(|t| ident(t.strip_prefix("public.").unwrap_or(t)));
+    let table = w
+        .get(i)
+        .map(|t| ident(t.strip_prefix("public.").unwrap_or(t)));
     i += 2;
     if kw(w.get(i), "column") {
         i += 1;
     }
     let column = w.get(i).map(|c| ident(c));
-    let expected = format!("{}_{}_seq", table.unwrap_or_default(), column.unwrap_or_default());
+    let expected = format!(
+        "{}_{}_seq",
+        table.unwrap_or_default(),
+        column.unwrap_or_default()
+    );
     let given = ident(given.strip_prefix("public.").unwrap_or(given));
     if given != expected {
         return Err(SqlError::unsupported(format!(
@@ -1289,22 +1285,26 @@ fn set_constraints(w: &[String]) -> Result<Statement> {
 /// The words of ALTER SEQUENCE after its first two. RESTART is taken out; the rest is read
 /// as CREATE SEQUENCE's options by `sqlparser`.
 /// `ALTER kind [IF EXISTS] [ONLY] name OWNER TO role`, if the words are that.
-fn alter_owner(w: &[String]) -> Option<AlterOwnerStmt> {
-    let [_, kind, rest @ .., o, t, role] = w else {
+fn alter_owner(words: &[String]) -> Option<crate::roles::AlterOwnerStmt> {
+    let [_, kind, rest @ .., owner_kw, to_kw, role] = words else {
         return None;
     };
-    if !kw(Some(o), "owner") || !kw(Some(t), "to") {
+    if !kw(Some(owner_kw), "owner") || !kw(Some(to_kw), "to") {
         return None;
     }
     let kind = ["table", "sequence", "view", "index", "schema"]
         .into_iter()
         .find(|k| kind.eq_ignore_ascii_case(k))?;
     let (if_exists, rest) = match rest {
-        [i, e, r @ ..] if kw(Some(i), "if") && kw(Some(e), "exists") => (true, r),
+        [if_kw, exists_kw, after @ ..]
+            if kw(Some(if_kw), "if") && kw(Some(exists_kw), "exists") =>
+        {
+            (true, after)
+        }
         _ => (false, rest),
     };
     let rest = match rest {
-        [only, r @ ..] if kw(Some(only), "only") && kind == "table" => r,
+        [only, after @ ..] if kw(Some(only), "only") && kind == "table" => after,
         _ => rest,
     };
     let [name] = rest else { return None };
@@ -1313,7 +1313,7 @@ fn alter_owner(w: &[String]) -> Option<AlterOwnerStmt> {
         s @ ("current_user" | "current_role" | "session_user") => s.to_uppercase(),
         _ => ident(role),
     };
-    Some(AlterOwnerStmt {
+    Some(crate::roles::AlterOwnerStmt {
         kind: match kind {
             "table" => "TABLE",
             "sequence" => "SEQUENCE",

@@ -53,8 +53,6 @@ pub(crate) enum CatalogTable {
     Am,
     /// pg_opclass: the default B-tree operator class of each type (PostgreSQL's oids).
     Opclass,
-    Inherits,
-    PartitionedTable,
     Constraint,
     AttrDef,
     /// pg_depend: the auto dependencies of serial columns' sequences on their columns.
@@ -64,10 +62,6 @@ pub(crate) enum CatalogTable {
     /// `\drg` reads; quire reports version 16) as PostgreSQL 15's rules give them: the
     /// member's INHERIT, and SET always.
     AuthMembers,
-    /// pg_extension: empty (quire has no extensions; psql's `\dx` lists none).
-    Extension,
-    /// pg_proc: empty (quire has no user-defined functions; psql's `\df` lists none).
-    Proc,
     Collation,
     PreparedXacts,
     PreparedStatements,
@@ -75,47 +69,7 @@ pub(crate) enum CatalogTable {
     Cursors,
     Description,
     Tables,
-    Policy,
-    /// Catalogs of features quire lacks (extended statistics, publications, triggers,
-    /// rules): empty, with the columns psql reads.
-    StatisticExt,
-    Publication,
-    PublicationRel,
-    PublicationNamespace,
-    Trigger,
-    Rewrite,
-    /// pg_range: empty (quire has no range types).
-    Range,
-    /// More catalogs of features quire lacks, empty, with the columns pg_dump reads:
-    /// foreign tables, servers and wrappers, init privileges, casts and transforms of
-    /// extensions, operators and their families, text search objects, conversions,
-    /// default privileges, event triggers, subscriptions, large objects, security labels.
-    ForeignTable,
-    ForeignDataWrapper,
-    ForeignServer,
     InitPrivs,
-    Transform,
-    Operator,
-    Opfamily,
-    Amop,
-    Amproc,
-    TsParser,
-    TsTemplate,
-    TsDict,
-    TsConfig,
-    Conversion,
-    DefaultAcl,
-    EventTrigger,
-    Subscription,
-    LargeobjectMetadata,
-    Seclabels,
-    Seclabel,
-    Shseclabel,
-    Shdescription,
-    /// pg_db_role_setting: empty (ALTER DATABASE/ROLE ... SET is not there yet).
-    DbRoleSetting,
-    /// pg_cast: empty (quire's casts are built in and have no rows yet).
-    Cast,
     /// pg_language: PostgreSQL's three built-in languages (internal, c, sql).
     Language,
     /// pg_tablespace: PostgreSQL's two built-in tablespaces (quire has no others).
@@ -131,6 +85,8 @@ pub(crate) enum CatalogTable {
     /// counters since the last reset. `buffers_backend_fsync` is always 0: statements never
     /// fsync, they queue sync requests for the checkpointer.
     StatBgwriter,
+    /// A catalog of a feature quire lacks: there, and empty ([`absent`]).
+    Absent(Absent),
     /// A view of `information_schema` ([`information_schema`]).
     Info(InfoView),
     /// A sequence read as a relation (`SELECT last_value, is_called FROM seq`): one row of
@@ -152,52 +108,88 @@ const CATALOGS: &[(&str, CatalogTable)] = &[
     ("pg_settings", CatalogTable::Settings),
     ("pg_am", CatalogTable::Am),
     ("pg_opclass", CatalogTable::Opclass),
-    ("pg_inherits", CatalogTable::Inherits),
-    ("pg_partitioned_table", CatalogTable::PartitionedTable),
+    ("pg_inherits", CatalogTable::Absent(Absent::Inherits)),
+    (
+        "pg_partitioned_table",
+        CatalogTable::Absent(Absent::PartitionedTable),
+    ),
     ("pg_constraint", CatalogTable::Constraint),
     ("pg_attrdef", CatalogTable::AttrDef),
     ("pg_depend", CatalogTable::Depend),
     ("pg_auth_members", CatalogTable::AuthMembers),
-    ("pg_proc", CatalogTable::Proc),
-    ("pg_extension", CatalogTable::Extension),
+    ("pg_proc", CatalogTable::Absent(Absent::Proc)),
+    ("pg_extension", CatalogTable::Absent(Absent::Extension)),
     ("pg_collation", CatalogTable::Collation),
     ("pg_prepared_xacts", CatalogTable::PreparedXacts),
     ("pg_prepared_statements", CatalogTable::PreparedStatements),
     ("pg_cursors", CatalogTable::Cursors),
     ("pg_description", CatalogTable::Description),
     ("pg_tables", CatalogTable::Tables),
-    ("pg_policy", CatalogTable::Policy),
-    ("pg_statistic_ext", CatalogTable::StatisticExt),
-    ("pg_publication", CatalogTable::Publication),
-    ("pg_publication_rel", CatalogTable::PublicationRel),
-    ("pg_publication_namespace", CatalogTable::PublicationNamespace),
-    ("pg_trigger", CatalogTable::Trigger),
-    ("pg_rewrite", CatalogTable::Rewrite),
-    ("pg_range", CatalogTable::Range),
-    ("pg_foreign_table", CatalogTable::ForeignTable),
-    ("pg_foreign_data_wrapper", CatalogTable::ForeignDataWrapper),
-    ("pg_foreign_server", CatalogTable::ForeignServer),
+    ("pg_policy", CatalogTable::Absent(Absent::Policy)),
+    (
+        "pg_statistic_ext",
+        CatalogTable::Absent(Absent::StatisticExt),
+    ),
+    ("pg_publication", CatalogTable::Absent(Absent::Publication)),
+    (
+        "pg_publication_rel",
+        CatalogTable::Absent(Absent::PublicationRel),
+    ),
+    (
+        "pg_publication_namespace",
+        CatalogTable::Absent(Absent::PublicationNamespace),
+    ),
+    ("pg_trigger", CatalogTable::Absent(Absent::Trigger)),
+    ("pg_rewrite", CatalogTable::Absent(Absent::Rewrite)),
+    ("pg_range", CatalogTable::Absent(Absent::Range)),
+    (
+        "pg_foreign_table",
+        CatalogTable::Absent(Absent::ForeignTable),
+    ),
+    (
+        "pg_foreign_data_wrapper",
+        CatalogTable::Absent(Absent::ForeignDataWrapper),
+    ),
+    (
+        "pg_foreign_server",
+        CatalogTable::Absent(Absent::ForeignServer),
+    ),
     ("pg_init_privs", CatalogTable::InitPrivs),
-    ("pg_transform", CatalogTable::Transform),
-    ("pg_operator", CatalogTable::Operator),
-    ("pg_opfamily", CatalogTable::Opfamily),
-    ("pg_amop", CatalogTable::Amop),
-    ("pg_amproc", CatalogTable::Amproc),
-    ("pg_ts_parser", CatalogTable::TsParser),
-    ("pg_ts_template", CatalogTable::TsTemplate),
-    ("pg_ts_dict", CatalogTable::TsDict),
-    ("pg_ts_config", CatalogTable::TsConfig),
-    ("pg_conversion", CatalogTable::Conversion),
-    ("pg_default_acl", CatalogTable::DefaultAcl),
-    ("pg_event_trigger", CatalogTable::EventTrigger),
-    ("pg_subscription", CatalogTable::Subscription),
-    ("pg_largeobject_metadata", CatalogTable::LargeobjectMetadata),
-    ("pg_seclabels", CatalogTable::Seclabels),
-    ("pg_seclabel", CatalogTable::Seclabel),
-    ("pg_shseclabel", CatalogTable::Shseclabel),
-    ("pg_shdescription", CatalogTable::Shdescription),
-    ("pg_db_role_setting", CatalogTable::DbRoleSetting),
-    ("pg_cast", CatalogTable::Cast),
+    ("pg_transform", CatalogTable::Absent(Absent::Transform)),
+    ("pg_operator", CatalogTable::Absent(Absent::Operator)),
+    ("pg_opfamily", CatalogTable::Absent(Absent::Opfamily)),
+    ("pg_amop", CatalogTable::Absent(Absent::Amop)),
+    ("pg_amproc", CatalogTable::Absent(Absent::Amproc)),
+    ("pg_ts_parser", CatalogTable::Absent(Absent::TsParser)),
+    ("pg_ts_template", CatalogTable::Absent(Absent::TsTemplate)),
+    ("pg_ts_dict", CatalogTable::Absent(Absent::TsDict)),
+    ("pg_ts_config", CatalogTable::Absent(Absent::TsConfig)),
+    ("pg_conversion", CatalogTable::Absent(Absent::Conversion)),
+    ("pg_default_acl", CatalogTable::Absent(Absent::DefaultAcl)),
+    (
+        "pg_event_trigger",
+        CatalogTable::Absent(Absent::EventTrigger),
+    ),
+    (
+        "pg_subscription",
+        CatalogTable::Absent(Absent::Subscription),
+    ),
+    (
+        "pg_largeobject_metadata",
+        CatalogTable::Absent(Absent::LargeobjectMetadata),
+    ),
+    ("pg_seclabels", CatalogTable::Absent(Absent::Seclabels)),
+    ("pg_seclabel", CatalogTable::Absent(Absent::Seclabel)),
+    ("pg_shseclabel", CatalogTable::Absent(Absent::Shseclabel)),
+    (
+        "pg_shdescription",
+        CatalogTable::Absent(Absent::Shdescription),
+    ),
+    (
+        "pg_db_role_setting",
+        CatalogTable::Absent(Absent::DbRoleSetting),
+    ),
+    ("pg_cast", CatalogTable::Absent(Absent::Cast)),
     ("pg_language", CatalogTable::Language),
     ("pg_tablespace", CatalogTable::Tablespace),
     ("pg_sequence", CatalogTable::Sequence),
@@ -208,7 +200,9 @@ const CATALOGS: &[(&str, CatalogTable)] = &[
 
 use SqlType as T;
 
+mod absent;
 mod information_schema;
+use absent::Absent;
 pub(crate) use information_schema::InfoView;
 
 impl CatalogTable {
@@ -230,6 +224,7 @@ impl CatalogTable {
     /// tables there; `None` for the views.
     pub(crate) fn oid(self) -> Option<u32> {
         Some(match self {
+            CatalogTable::Absent(a) => return a.oid(),
             CatalogTable::Namespace => 2615,
             CatalogTable::Class => 1259,
             CatalogTable::Attribute => 1249,
@@ -239,49 +234,15 @@ impl CatalogTable {
             CatalogTable::Authid => 1260,
             CatalogTable::Am => 2601,
             CatalogTable::Opclass => 2616,
-            CatalogTable::Inherits => 2611,
-            CatalogTable::PartitionedTable => 3350,
             CatalogTable::Constraint => 2606,
             CatalogTable::AttrDef => 2604,
             CatalogTable::Depend => 2608,
             CatalogTable::AuthMembers => 1261,
-            CatalogTable::Extension => 3079,
-            CatalogTable::Proc => 1255,
             CatalogTable::Collation => 3456,
             CatalogTable::Description => 2609,
-            CatalogTable::Policy => 3256,
-            CatalogTable::StatisticExt => 3381,
-            CatalogTable::Publication => 6104,
-            CatalogTable::PublicationRel => 6106,
-            CatalogTable::PublicationNamespace => 6237,
-            CatalogTable::Trigger => 2620,
-            CatalogTable::Rewrite => 2618,
-            CatalogTable::Range => 3541,
             CatalogTable::Tablespace => 1213,
             CatalogTable::Sequence => 2224,
-            CatalogTable::ForeignTable => 3118,
-            CatalogTable::ForeignDataWrapper => 2328,
-            CatalogTable::ForeignServer => 1417,
             CatalogTable::InitPrivs => 3394,
-            CatalogTable::Transform => 3576,
-            CatalogTable::Operator => 2617,
-            CatalogTable::Opfamily => 2753,
-            CatalogTable::Amop => 2602,
-            CatalogTable::Amproc => 2603,
-            CatalogTable::TsParser => 3601,
-            CatalogTable::TsTemplate => 3764,
-            CatalogTable::TsDict => 3600,
-            CatalogTable::TsConfig => 3602,
-            CatalogTable::Conversion => 2607,
-            CatalogTable::DefaultAcl => 826,
-            CatalogTable::EventTrigger => 3466,
-            CatalogTable::Subscription => 6100,
-            CatalogTable::LargeobjectMetadata => 2995,
-            CatalogTable::Cast => 2605,
-            CatalogTable::Seclabel => 3596,
-            CatalogTable::Shseclabel => 3592,
-            CatalogTable::Shdescription => 2396,
-            CatalogTable::DbRoleSetting => 2964,
             CatalogTable::Language => 2612,
             _ => return None,
         })
@@ -290,6 +251,7 @@ impl CatalogTable {
     pub(crate) fn columns(self) -> &'static [(&'static str, SqlType)] {
         match self {
             CatalogTable::Info(v) => v.columns(),
+            CatalogTable::Absent(a) => a.columns(),
             CatalogTable::SequenceData(_) => &[
                 ("last_value", T::Int8),
                 ("log_cnt", T::Int8),
@@ -495,22 +457,6 @@ impl CatalogTable {
                 ("opcdefault", T::Bool),
                 ("opckeytype", T::Oid),
             ],
-            CatalogTable::Inherits => &[
-                ("inhrelid", T::Oid),
-                ("inhparent", T::Oid),
-                ("inhseqno", T::Int4),
-                ("inhdetachpending", T::Bool),
-            ],
-            CatalogTable::PartitionedTable => &[
-                ("partrelid", T::Oid),
-                ("partstrat", T::Char),
-                ("partnatts", T::Int2),
-                ("partdefid", T::Oid),
-                ("partattrs", T::INT2_VECTOR),
-                ("partclass", T::OID_VECTOR),
-                ("partcollation", T::OID_VECTOR),
-                ("partexprs", T::Text),
-            ],
             CatalogTable::Constraint => &[
                 ("oid", T::Oid),
                 ("conname", T::Name),
@@ -577,58 +523,6 @@ impl CatalogTable {
                 ("objsubid", T::Int4),
                 ("description", T::Text),
             ],
-            CatalogTable::Policy => &[
-                ("oid", T::Oid),
-                ("polname", T::Name),
-                ("polrelid", T::Oid),
-                ("polcmd", T::Char),
-                ("polpermissive", T::Bool),
-                ("polroles", SqlType::Array(&T::Oid)),
-                ("polqual", T::Text),
-                ("polwithcheck", T::Text),
-            ],
-            CatalogTable::StatisticExt => &[
-                ("oid", T::Oid),
-                ("stxrelid", T::Oid),
-                ("stxname", T::Name),
-                ("stxnamespace", T::Oid),
-                ("stxowner", T::Oid),
-                ("stxstattarget", T::Int4),
-                ("stxkeys", T::Text),
-                ("stxkind", T::TEXT_ARRAY),
-                ("stxexprs", T::Text),
-            ],
-            CatalogTable::Publication => &[
-                ("oid", T::Oid),
-                ("pubname", T::Name),
-                ("pubowner", T::Oid),
-                ("puballtables", T::Bool),
-                ("pubinsert", T::Bool),
-                ("pubupdate", T::Bool),
-                ("pubdelete", T::Bool),
-                ("pubtruncate", T::Bool),
-                ("pubviaroot", T::Bool),
-            ],
-            CatalogTable::PublicationRel => &[
-                ("oid", T::Oid),
-                ("prpubid", T::Oid),
-                ("prrelid", T::Oid),
-                ("prqual", T::Text),
-                ("prattrs", T::INT2_ARRAY),
-            ],
-            CatalogTable::PublicationNamespace => {
-                &[("oid", T::Oid), ("pnpubid", T::Oid), ("pnnspid", T::Oid)]
-            }
-            CatalogTable::Trigger => &[
-                ("oid", T::Oid),
-                ("tgrelid", T::Oid),
-                ("tgparentid", T::Oid),
-                ("tgname", T::Name),
-                ("tgfoid", T::Oid),
-                ("tgtype", T::Int2),
-                ("tgenabled", T::Char),
-                ("tgisinternal", T::Bool),
-            ],
             CatalogTable::Depend => &[
                 ("classid", T::Oid),
                 ("objid", T::Oid),
@@ -637,48 +531,6 @@ impl CatalogTable {
                 ("refobjid", T::Oid),
                 ("refobjsubid", T::Int4),
                 ("deptype", T::Char),
-            ],
-            CatalogTable::Extension => &[
-                ("oid", T::Oid),
-                ("extname", T::Name),
-                ("extowner", T::Oid),
-                ("extnamespace", T::Oid),
-                ("extrelocatable", T::Bool),
-                ("extversion", T::Text),
-                ("extconfig", SqlType::Array(&T::Oid)),
-                ("extcondition", T::TEXT_ARRAY),
-            ],
-            CatalogTable::Proc => &[
-                ("oid", T::Oid),
-                ("proname", T::Name),
-                ("pronamespace", T::Oid),
-                ("proowner", T::Oid),
-                ("prolang", T::Oid),
-                ("procost", T::Float4),
-                ("prorows", T::Float4),
-                ("provariadic", T::Oid),
-                ("prosupport", T::Regproc),
-                ("prokind", T::Char),
-                ("prosecdef", T::Bool),
-                ("proleakproof", T::Bool),
-                ("proisstrict", T::Bool),
-                ("proretset", T::Bool),
-                ("provolatile", T::Char),
-                ("proparallel", T::Char),
-                ("pronargs", T::Int2),
-                ("pronargdefaults", T::Int2),
-                ("prorettype", T::Oid),
-                ("proargtypes", T::OID_VECTOR),
-                ("proallargtypes", SqlType::Array(&T::Oid)),
-                ("proargmodes", SqlType::Array(&T::Char)),
-                ("proargnames", T::TEXT_ARRAY),
-                ("proargdefaults", T::Text),
-                ("protrftypes", SqlType::Array(&T::Oid)),
-                ("prosrc", T::Text),
-                ("probin", T::Text),
-                ("prosqlbody", T::Text),
-                ("proconfig", T::TEXT_ARRAY),
-                ("proacl", T::TEXT_ARRAY),
             ],
             CatalogTable::AuthMembers => &[
                 ("roleid", T::Oid),
@@ -695,218 +547,12 @@ impl CatalogTable {
                 ("spcacl", T::TEXT_ARRAY),
                 ("spcoptions", T::TEXT_ARRAY),
             ],
-            CatalogTable::Range => &[
-                ("rngtypid", T::Oid),
-                ("rngsubtype", T::Oid),
-                ("rngmultitypid", T::Oid),
-                ("rngcollation", T::Oid),
-                ("rngsubopc", T::Oid),
-                ("rngcanonical", T::Regtype),
-                ("rngsubdiff", T::Regtype),
-            ],
-            CatalogTable::ForeignTable => &[
-                ("ftrelid", T::Oid),
-                ("ftserver", T::Oid),
-                ("ftoptions", T::TEXT_ARRAY),
-            ],
-            CatalogTable::ForeignDataWrapper => &[
-                ("oid", T::Oid),
-                ("fdwname", T::Name),
-                ("fdwowner", T::Oid),
-                ("fdwhandler", T::Regproc),
-                ("fdwvalidator", T::Regproc),
-                ("fdwacl", T::TEXT_ARRAY),
-                ("fdwoptions", T::TEXT_ARRAY),
-            ],
-            CatalogTable::ForeignServer => &[
-                ("oid", T::Oid),
-                ("srvname", T::Name),
-                ("srvowner", T::Oid),
-                ("srvfdw", T::Oid),
-                ("srvtype", T::Text),
-                ("srvversion", T::Text),
-                ("srvacl", T::TEXT_ARRAY),
-                ("srvoptions", T::TEXT_ARRAY),
-            ],
             CatalogTable::InitPrivs => &[
                 ("objoid", T::Oid),
                 ("classoid", T::Oid),
                 ("objsubid", T::Int4),
                 ("privtype", T::Char),
                 ("initprivs", T::TEXT_ARRAY),
-            ],
-            CatalogTable::Transform => &[
-                ("oid", T::Oid),
-                ("trftype", T::Oid),
-                ("trflang", T::Oid),
-                ("trffromsql", T::Regproc),
-                ("trftosql", T::Regproc),
-            ],
-            CatalogTable::Operator => &[
-                ("oid", T::Oid),
-                ("oprname", T::Name),
-                ("oprnamespace", T::Oid),
-                ("oprowner", T::Oid),
-                ("oprkind", T::Char),
-                ("oprcanmerge", T::Bool),
-                ("oprcanhash", T::Bool),
-                ("oprleft", T::Oid),
-                ("oprright", T::Oid),
-                ("oprresult", T::Oid),
-                ("oprcom", T::Oid),
-                ("oprnegate", T::Oid),
-                ("oprcode", T::Regproc),
-                ("oprrest", T::Regproc),
-                ("oprjoin", T::Regproc),
-            ],
-            CatalogTable::Opfamily => &[
-                ("oid", T::Oid),
-                ("opfmethod", T::Oid),
-                ("opfname", T::Name),
-                ("opfnamespace", T::Oid),
-                ("opfowner", T::Oid),
-            ],
-            CatalogTable::Amop => &[
-                ("oid", T::Oid),
-                ("amopfamily", T::Oid),
-                ("amoplefttype", T::Oid),
-                ("amoprighttype", T::Oid),
-                ("amopstrategy", T::Int2),
-                ("amoppurpose", T::Char),
-                ("amopopr", T::Oid),
-                ("amopmethod", T::Oid),
-                ("amopsortfamily", T::Oid),
-            ],
-            CatalogTable::Amproc => &[
-                ("oid", T::Oid),
-                ("amprocfamily", T::Oid),
-                ("amproclefttype", T::Oid),
-                ("amprocrighttype", T::Oid),
-                ("amprocnum", T::Int2),
-                ("amproc", T::Regproc),
-            ],
-            CatalogTable::TsParser => &[
-                ("oid", T::Oid),
-                ("prsname", T::Name),
-                ("prsnamespace", T::Oid),
-                ("prsstart", T::Regproc),
-                ("prstoken", T::Regproc),
-                ("prsend", T::Regproc),
-                ("prsheadline", T::Regproc),
-                ("prslextype", T::Regproc),
-            ],
-            CatalogTable::TsTemplate => &[
-                ("oid", T::Oid),
-                ("tmplname", T::Name),
-                ("tmplnamespace", T::Oid),
-                ("tmplinit", T::Regproc),
-                ("tmpllexize", T::Regproc),
-            ],
-            CatalogTable::TsDict => &[
-                ("oid", T::Oid),
-                ("dictname", T::Name),
-                ("dictnamespace", T::Oid),
-                ("dictowner", T::Oid),
-                ("dicttemplate", T::Oid),
-                ("dictinitoption", T::Text),
-            ],
-            CatalogTable::TsConfig => &[
-                ("oid", T::Oid),
-                ("cfgname", T::Name),
-                ("cfgnamespace", T::Oid),
-                ("cfgowner", T::Oid),
-                ("cfgparser", T::Oid),
-            ],
-            CatalogTable::Conversion => &[
-                ("oid", T::Oid),
-                ("conname", T::Name),
-                ("connamespace", T::Oid),
-                ("conowner", T::Oid),
-                ("conforencoding", T::Int4),
-                ("contoencoding", T::Int4),
-                ("conproc", T::Regproc),
-                ("condefault", T::Bool),
-            ],
-            CatalogTable::DefaultAcl => &[
-                ("oid", T::Oid),
-                ("defaclrole", T::Oid),
-                ("defaclnamespace", T::Oid),
-                ("defaclobjtype", T::Char),
-                ("defaclacl", T::TEXT_ARRAY),
-            ],
-            CatalogTable::EventTrigger => &[
-                ("oid", T::Oid),
-                ("evtname", T::Name),
-                ("evtevent", T::Name),
-                ("evtowner", T::Oid),
-                ("evtfoid", T::Oid),
-                ("evtenabled", T::Char),
-                ("evttags", T::TEXT_ARRAY),
-            ],
-            CatalogTable::Subscription => &[
-                ("oid", T::Oid),
-                ("subdbid", T::Oid),
-                ("subname", T::Name),
-                ("subowner", T::Oid),
-                ("subenabled", T::Bool),
-                ("subbinary", T::Bool),
-                ("substream", T::Char),
-                ("subtwophasestate", T::Char),
-                ("subdisableonerr", T::Bool),
-                ("subpasswordrequired", T::Bool),
-                ("subrunasowner", T::Bool),
-                ("subfailover", T::Bool),
-                ("subconninfo", T::Text),
-                ("subslotname", T::Name),
-                ("subsynccommit", T::Text),
-                ("subpublications", T::TEXT_ARRAY),
-                ("suborigin", T::Text),
-            ],
-            CatalogTable::LargeobjectMetadata => &[
-                ("oid", T::Oid),
-                ("lomowner", T::Oid),
-                ("lomacl", T::TEXT_ARRAY),
-            ],
-            CatalogTable::Seclabels => &[
-                ("objoid", T::Oid),
-                ("classoid", T::Oid),
-                ("objsubid", T::Int4),
-                ("objtype", T::Text),
-                ("objnamespace", T::Oid),
-                ("objname", T::Text),
-                ("provider", T::Text),
-                ("label", T::Text),
-            ],
-            CatalogTable::Seclabel => &[
-                ("objoid", T::Oid),
-                ("classoid", T::Oid),
-                ("objsubid", T::Int4),
-                ("provider", T::Text),
-                ("label", T::Text),
-            ],
-            CatalogTable::Shseclabel => &[
-                ("objoid", T::Oid),
-                ("classoid", T::Oid),
-                ("provider", T::Text),
-                ("label", T::Text),
-            ],
-            CatalogTable::DbRoleSetting => &[
-                ("setdatabase", T::Oid),
-                ("setrole", T::Oid),
-                ("setconfig", T::TEXT_ARRAY),
-            ],
-            CatalogTable::Shdescription => &[
-                ("objoid", T::Oid),
-                ("classoid", T::Oid),
-                ("description", T::Text),
-            ],
-            CatalogTable::Cast => &[
-                ("oid", T::Oid),
-                ("castsource", T::Oid),
-                ("casttarget", T::Oid),
-                ("castfunc", T::Oid),
-                ("castcontext", T::Char),
-                ("castmethod", T::Char),
             ],
             CatalogTable::Language => &[
                 ("oid", T::Oid),
@@ -918,14 +564,6 @@ impl CatalogTable {
                 ("laninline", T::Oid),
                 ("lanvalidator", T::Oid),
                 ("lanacl", T::TEXT_ARRAY),
-            ],
-            CatalogTable::Rewrite => &[
-                ("oid", T::Oid),
-                ("rulename", T::Name),
-                ("ev_class", T::Oid),
-                ("ev_type", T::Char),
-                ("ev_enabled", T::Char),
-                ("is_instead", T::Bool),
             ],
             CatalogTable::Sequence => &[
                 ("seqrelid", T::Oid),
@@ -1078,22 +716,24 @@ impl CatalogTable {
                 text("i"),
                 text(PG_CATALOG_ACL),
             ]],
-            CatalogTable::Language => [(12, "internal", false), (13, "c", false), (14, "sql", true)]
-                .iter()
-                .map(|&(oid, name, trusted)| {
-                    vec![
-                        int(oid),
-                        text(name),
-                        int(SUPERUSER_OID),
-                        Value::Bool(false),
-                        Value::Bool(trusted),
-                        int(0),
-                        int(0),
-                        int(0),
-                        Value::Null,
-                    ]
-                })
-                .collect(),
+            CatalogTable::Language => {
+                [(12, "internal", false), (13, "c", false), (14, "sql", true)]
+                    .iter()
+                    .map(|&(oid, name, trusted)| {
+                        vec![
+                            int(oid),
+                            text(name),
+                            int(SUPERUSER_OID),
+                            Value::Bool(false),
+                            Value::Bool(trusted),
+                            int(0),
+                            int(0),
+                            int(0),
+                            Value::Null,
+                        ]
+                    })
+                    .collect()
+            }
             CatalogTable::Am => vec![
                 // The handlers' oids are PostgreSQL's (heap_tableam_handler, bthandler).
                 vec![int(HEAP_AM), text("heap"), int(3), text("t")],
@@ -1128,42 +768,7 @@ impl CatalogTable {
                     ]
                 })
                 .collect(),
-            CatalogTable::Inherits
-            | CatalogTable::PartitionedTable
-
-            | CatalogTable::Policy
-            | CatalogTable::StatisticExt
-            | CatalogTable::Publication
-            | CatalogTable::PublicationRel
-            | CatalogTable::PublicationNamespace
-            | CatalogTable::Trigger
-            | CatalogTable::Rewrite
-            | CatalogTable::Range
-            | CatalogTable::ForeignTable
-            | CatalogTable::ForeignDataWrapper
-            | CatalogTable::ForeignServer
-            | CatalogTable::Transform
-            | CatalogTable::Operator
-            | CatalogTable::Opfamily
-            | CatalogTable::Amop
-            | CatalogTable::Amproc
-            | CatalogTable::TsParser
-            | CatalogTable::TsTemplate
-            | CatalogTable::TsDict
-            | CatalogTable::TsConfig
-            | CatalogTable::Conversion
-            | CatalogTable::DefaultAcl
-            | CatalogTable::EventTrigger
-            | CatalogTable::Subscription
-            | CatalogTable::LargeobjectMetadata
-            | CatalogTable::Seclabels
-            | CatalogTable::Seclabel
-            | CatalogTable::Shseclabel
-            | CatalogTable::Shdescription
-            | CatalogTable::DbRoleSetting
-            | CatalogTable::Cast
-            | CatalogTable::Proc
-            | CatalogTable::Extension => Vec::new(),
+            CatalogTable::Absent(_) => Vec::new(),
             CatalogTable::Depend => depend_rows(cx.tx)?,
             CatalogTable::AttrDef => attrdef_rows(cx.tx)?,
             CatalogTable::Sequence => sequence_rows(cx.tx)?,
@@ -1693,14 +1298,26 @@ fn depend_rows(tx: &Transaction) -> Result<Vec<Row>> {
             };
             if c.default.is_some() && c.identity.is_none() {
                 let def = attrdef_oid(t.def.oid, attnum);
-                rows.push(dep(ATTRDEF_OID, def.clone(), oid_of(t.def.oid), attnum, "a"));
+                rows.push(dep(
+                    ATTRDEF_OID,
+                    def.clone(),
+                    oid_of(t.def.oid),
+                    attnum,
+                    "a",
+                ));
                 if let Some(seq) = c.owned_seq {
                     rows.push(dep(ATTRDEF_OID, def, oid_of(seq), 0, "n"));
                 }
             }
             if let Some(seq) = c.owned_seq {
                 let kind = if c.identity.is_some() { "i" } else { "a" };
-                rows.push(dep(PG_CLASS_OID, oid_of(seq), oid_of(t.def.oid), attnum, kind));
+                rows.push(dep(
+                    PG_CLASS_OID,
+                    oid_of(seq),
+                    oid_of(t.def.oid),
+                    attnum,
+                    kind,
+                ));
             }
         }
     }
@@ -1805,10 +1422,9 @@ fn attribute_tail(ty: SqlType) -> [Value; 8] {
 /// `typalign`: by the stored length, `i` for a variable-length type.
 fn align(t: SqlType) -> &'static str {
     match type_len(t) {
-        1 => "c",
+        1 | 64 => "c",
         2 => "s",
         8 => "d",
-        64 => "c",
         _ => "i",
     }
 }
@@ -2226,9 +1842,7 @@ pub(crate) fn description(
     Ok(descriptions(tx)?
         .into_iter()
         .find(|d| {
-            d.objoid == objoid
-                && d.objsubid == objsubid
-                && classoid.is_none_or(|c| c == d.classoid)
+            d.objoid == objoid && d.objsubid == objsubid && classoid.is_none_or(|c| c == d.classoid)
         })
         .map(|d| d.text))
 }

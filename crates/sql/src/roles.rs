@@ -74,7 +74,7 @@ mod members;
 mod owner;
 mod scram;
 
-pub(crate) use owner::alter_owner;
+pub(crate) use owner::{alter_owner, AlterOwnerStmt};
 
 use quire_engine::{
     Column, Database, IsolationLevel, Row, SqlState, TableId, Tid, Transaction, Type, Value,
@@ -281,7 +281,10 @@ fn predefined(tx: &Transaction) -> Result<bool> {
         return Ok(false);
     }
     let table = tx.table(ROLES_TABLE)?;
-    tx.insert(table, &role_row(&Role::new(DATABASE_OWNER_OID, DATABASE_OWNER)))?;
+    tx.insert(
+        table,
+        &role_row(&Role::new(DATABASE_OWNER_OID, DATABASE_OWNER)),
+    )?;
     Ok(true)
 }
 

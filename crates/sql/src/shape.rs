@@ -240,10 +240,10 @@ pub(crate) fn is_parameter_type(ty: SqlType) -> bool {
     !matches!(
         ty,
         SqlType::Unknown
-        | SqlType::Regclass
-        | SqlType::Regtype
-        | SqlType::Regnamespace
-        | SqlType::Regproc
+            | SqlType::Regclass
+            | SqlType::Regtype
+            | SqlType::Regnamespace
+            | SqlType::Regproc
     )
 }
 

@@ -881,7 +881,7 @@ fn format_uuid(b: &[u8]) -> String {
 fn parse_bytea(text: &str) -> Option<Vec<u8>> {
     if let Some(hex) = text.strip_prefix("\\x") {
         let digits: Vec<u8> = hex.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-        if digits.len() % 2 != 0 {
+        if !digits.len().is_multiple_of(2) {
             return None;
         }
         return digits

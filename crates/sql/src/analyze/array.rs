@@ -323,6 +323,10 @@ fn name_subscript(name: Expr, chain: &[ast::AccessExpr]) -> Result<(Expr, SqlTyp
             "a subscript of a name other than a constant from 0 to 63",
         ));
     };
-    let args = vec![name, Expr::Const(Value::Int(i + 1)), Expr::Const(Value::Int(1))];
+    let args = vec![
+        name,
+        Expr::Const(Value::Int(i + 1)),
+        Expr::Const(Value::Int(1)),
+    ];
     Ok((Expr::Func(Func::Substr, args), SqlType::Char))
 }

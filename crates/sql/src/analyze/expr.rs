@@ -372,9 +372,7 @@ impl Binder<'_> {
                     return Ok((inner, to));
                 }
                 if let Expr::Const(Value::Text(s)) = &inner {
-                    if from == SqlType::Unknown
-                        && !to.is_named_oid()
-                    {
+                    if from == SqlType::Unknown && !to.is_named_oid() {
                         let v = types::parse_text(to, s);
                         let v = match &**expr {
                             AstExpr::Value(lit) => v.map_err(|e| at_literal(e, lit.span))?,

@@ -1028,13 +1028,13 @@ impl Binder<'_> {
                 (u32::try_from(t.def.oid.0).unwrap_or(0), PG_CLASS, 0)
             }
             ast::CommentObject::Column => {
-                let mut parts = name_parts(name)?;
-                let Some(column) = parts.pop().filter(|_| !parts.is_empty()) else {
+                let (Some((column, table)), true) = (name.0.split_last(), name.0.len() > 1) else {
                     return Err(SqlError::syntax(format!(
                         "column name must be qualified: {name}"
                     )));
                 };
-                let t = self.table(&parts.join("."))?;
+                let column = name_parts(&ObjectName(vec![column.clone()]))?.concat();
+                let t = self.table_of(&ObjectName(table.to_vec()))?;
                 let attnum = t.column(&column)? + 1;
                 let attnum = i32::try_from(attnum).unwrap_or(i32::MAX);
                 (u32::try_from(t.def.oid.0).unwrap_or(0), PG_CLASS, attnum)
@@ -1043,22 +1043,24 @@ impl Binder<'_> {
                 let rel = self.rel_name(name)?;
                 let oid = match (kind, self.tx.relation_named(&rel)?) {
                     (ast::CommentObject::Index, Some(quire_engine::Entry::Index(i))) => i.oid,
-                    (ast::CommentObject::Sequence, Some(quire_engine::Entry::Sequence(s))) => {
-                        s.oid
-                    }
+                    (ast::CommentObject::Sequence, Some(quire_engine::Entry::Sequence(s))) => s.oid,
                     _ => {
                         return Err(SqlError::new(
                             SqlState::UNDEFINED_TABLE,
-                            format!("relation \"{}\" does not exist", catalog::display_name(&rel)),
+                            format!(
+                                "relation \"{}\" does not exist",
+                                catalog::display_name(&rel)
+                            ),
                         ))
                     }
                 };
                 (u32::try_from(oid.0).unwrap_or(0), PG_CLASS, 0)
             }
             ast::CommentObject::Schema => {
-                let schema = ident_name(name.0.last().and_then(|p| p.as_ident()).ok_or_else(
-                    || SqlError::syntax(format!("syntax error at or near \"{name}\"")),
-                )?);
+                let schema =
+                    ident_name(name.0.last().and_then(|p| p.as_ident()).ok_or_else(|| {
+                        SqlError::syntax(format!("syntax error at or near \"{name}\""))
+                    })?);
                 let oid = crate::pg_catalog::namespace_oid(&schema).ok_or_else(|| {
                     SqlError::new(
                         SqlState::UNDEFINED_SCHEMA,

@@ -148,7 +148,12 @@ impl Binder<'_> {
         let (node, scope) = self.named_table(&ast::ObjectName::from(idents), None)?;
         let mut exprs = Vec::new();
         let mut out = Vec::new();
-        for (i, c) in scope.cols.iter().enumerate().filter(|(_, c)| !c.hidden && !c.system) {
+        for (i, c) in scope
+            .cols
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.hidden && !c.system)
+        {
             exprs.push(Expr::Column(i));
             out.push(OutColumn {
                 name: c.name.clone(),
@@ -1026,7 +1031,8 @@ impl Binder<'_> {
             Err(e) if parts.len() == 1 => return Err(self.hidden_cte_hint(e, &rel)),
             other => other?,
         };
-        let scope = Scope::of_table(&table, Some(&qualifier)).with_tableoid(u32::try_from(table.def.oid.0).unwrap_or(0), &qualifier);
+        let scope = Scope::of_table(&table, Some(&qualifier))
+            .with_tableoid(u32::try_from(table.def.oid.0).unwrap_or(0), &qualifier);
         let mut scope = rename(scope, alias);
         if qualifier != rel {
             scope.hidden_tables.push((rel, Some(qualifier)));
@@ -1248,7 +1254,12 @@ pub(crate) fn expand_items<'a>(
                         format!("missing FROM-clause entry for table \"{q}\""),
                     ));
                 }
-                for (i, c) in scope.cols.iter().enumerate().filter(|(_, c)| !c.hidden && !c.system) {
+                for (i, c) in scope
+                    .cols
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| !c.hidden && !c.system)
+                {
                     if c.qualifier.as_deref() == Some(q.as_str()) {
                         items.push(Item {
                             name: c.name.clone(),

@@ -190,7 +190,10 @@ fn unqualified_named<'a>(cols: &'a [ScopeCol], name: &'a str) -> impl Iterator<I
 /// too, in the left side's order.
 fn common_names(left: &[ScopeCol], right: &[ScopeCol]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    for c in left.iter().filter(|c| c.unqualified && !c.hidden && !c.system) {
+    for c in left
+        .iter()
+        .filter(|c| c.unqualified && !c.hidden && !c.system)
+    {
         if unqualified_named(right, &c.name).next().is_some() && !names.contains(&c.name) {
             names.push(c.name.clone());
         }

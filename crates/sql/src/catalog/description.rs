@@ -41,10 +41,7 @@ pub(super) fn bootstrap(tx: &Transaction) -> Result<()> {
 }
 
 fn corrupt() -> SqlError {
-    SqlError::new(
-        SqlState::INTERNAL_ERROR,
-        "the comment entries are damaged",
-    )
+    SqlError::new(SqlState::INTERNAL_ERROR, "the comment entries are damaged")
 }
 
 fn decode(row: &[Value]) -> Result<Description> {

@@ -50,7 +50,6 @@ fn open_call<'a>(call: &SrfCall, cx: &'a Cx<'a>, row: &[Value]) -> Result<Values
     }
 }
 
-
 /// Calls running in lockstep: each row has one value per call, NULL for a call that has
 /// given all its values; none once every call has.
 struct Lockstep<'a> {

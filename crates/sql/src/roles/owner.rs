@@ -10,7 +10,19 @@ use super::commands::missing;
 use super::{find, Identity, BOOTSTRAP_SUPERUSER_OID, DATABASE_OWNER_OID};
 use crate::catalog;
 use crate::error::{Result, SqlError};
-use crate::parse::AlterOwnerStmt;
+
+/// ALTER kind [IF EXISTS] [ONLY] name OWNER TO role.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlterOwnerStmt {
+    /// The object's kind as the statement names it: TABLE, SEQUENCE, VIEW, INDEX, SCHEMA.
+    pub kind: &'static str,
+    pub if_exists: bool,
+    /// The object's name, without a `public.` schema.
+    pub name: String,
+    /// The new owner: a role's name, or CURRENT_USER, CURRENT_ROLE or SESSION_USER as
+    /// written (upper case).
+    pub owner: String,
+}
 
 /// Checks `stmt` in `tx` for `who`; the notices (IF EXISTS of a missing object).
 pub(crate) fn alter_owner(
@@ -28,7 +40,11 @@ pub(crate) fn alter_owner(
     };
     let Some(current) = current_owner(tx, stmt)? else {
         if stmt.if_exists {
-            let what = if stmt.kind == "SCHEMA" { "schema" } else { "relation" };
+            let what = if stmt.kind == "SCHEMA" {
+                "schema"
+            } else {
+                "relation"
+            };
             return Ok(vec![format!(
                 "{what} \"{}\" does not exist, skipping",
                 stmt.name
