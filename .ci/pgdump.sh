@@ -6,6 +6,7 @@
 #   2. quire   --pg_dump custom-----> quire (pg_restore), a fresh server
 #   3. quire   --pg_dump directory--> PostgreSQL (pg_restore)
 #   4. PostgreSQL --pg_dump plain---> quire (psql), a fresh server
+#   5. quire   --pg_dumpall--------> a script with its roles, memberships and tables
 # After each, every table's rows, its columns (name, type, nullable), its constraints, the
 # comments and the sequences' states must equal the source's, compared as text through psql.
 #
@@ -123,4 +124,11 @@ quire_start 25464
 psql_at -p 25464 -d quire -f "$tmp/pg.sql" >/dev/null
 check "PostgreSQL -> pg_dump plain -> psql -> quire" "$tmp/pg-source.txt" 25464 quire
 
-echo "pgdump: 4 round trips passed in $(($(date +%s) - start)) s"
+# 5. pg_dumpall of quire: the roles and memberships, then the database.
+"$bin/pg_dumpall" -h 127.0.0.1 -p 25462 -U postgres -l quire -f "$tmp/all.sql"
+for want in "CREATE ROLE dump_reader;" "GRANT dump_writer TO dump_reader" "CREATE TABLE public.book ("; do
+  grep -qF "$want" "$tmp/all.sql" || { echo "FAIL pg_dumpall: no \"$want\"" >&2; exit 1; }
+done
+echo "PASS quire -> pg_dumpall"
+
+echo "pgdump: 4 round trips and pg_dumpall passed in $(($(date +%s) - start)) s"

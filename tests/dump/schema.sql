@@ -1,8 +1,9 @@
 -- The schema and rows .ci/pgdump.sh dumps with PostgreSQL 18's pg_dump and restores, from
 -- quire into PostgreSQL and quire, and from PostgreSQL into quire: every object kind quire
 -- has (tables with serial and identity columns, defaults, NOT NULL, CHECK, PRIMARY KEY,
--- UNIQUE, FOREIGN KEY with actions, indexes, sequences, comments) and values COPY must carry
--- unchanged (tabs, newlines, backslashes, quotes, NULLs, non-ASCII text, arrays, jsonb).
+-- UNIQUE, FOREIGN KEY with actions, indexes, sequences, comments; roles for pg_dumpall)
+-- and values COPY must carry unchanged (tabs, newlines, backslashes, quotes, NULLs,
+-- non-ASCII text, arrays, jsonb).
 create table author (
     id serial primary key,
     name text not null unique,
@@ -28,6 +29,9 @@ create table review (
     body text
 );
 create table counter_log (k int primary key, note text);
+create role dump_writer nologin;
+create role dump_reader login;
+grant dump_writer to dump_reader;
 create sequence ticket start 100 increment 5;
 comment on table author is 'who wrote it';
 comment on column book.title is E'the title\nas printed';

@@ -112,6 +112,9 @@ pub(crate) enum Func {
     },
     /// pg_is_in_recovery(): false, as quire has no standby mode.
     InRecovery,
+    /// pg_tablespace_location(oid): `''` for the two built-in tablespaces (the data
+    /// directory's), NULL for any other oid (quire has no other tablespaces).
+    TablespaceLocation,
     /// acldefault(objtype, owner): the privileges an object of that kind has when its acl
     /// column is NULL, as PostgreSQL 16's `acldefault` gives them.
     AclDefault,
@@ -709,6 +712,7 @@ pub(crate) fn resolve(
         ("quote_literal", 1) => (Func::QuoteLiteral { nullable: false }, text(1), T::Text),
         ("quote_nullable", 1) => (Func::QuoteLiteral { nullable: true }, text(1), T::Text),
         ("pg_is_in_recovery", 0) => (Func::InRecovery, vec![], T::Bool),
+        ("pg_tablespace_location", 1) => (Func::TablespaceLocation, vec![Some(T::Oid)], T::Text),
         ("acldefault", 2) => (
             Func::AclDefault,
             vec![Some(T::Char), Some(T::Oid)],
@@ -1185,6 +1189,10 @@ impl Func {
                     Value::Text(quote_literal(s))
                 }
                 None => Value::Text("NULL".into()),
+            },
+            Func::TablespaceLocation => match oid_arg(&args[0]) {
+                1663 | 1664 => Value::Text(String::new()),
+                _ => Value::Null,
             },
             Func::AclDefault => {
                 let kind = text_arg(&args[0]).unwrap_or("");

@@ -189,6 +189,10 @@ const CATALOGS: &[(&str, CatalogTable)] = &[
         "pg_db_role_setting",
         CatalogTable::Absent(Absent::DbRoleSetting),
     ),
+    (
+        "pg_parameter_acl",
+        CatalogTable::Absent(Absent::ParameterAcl),
+    ),
     ("pg_cast", CatalogTable::Absent(Absent::Cast)),
     ("pg_language", CatalogTable::Language),
     ("pg_tablespace", CatalogTable::Tablespace),

@@ -2,9 +2,10 @@
 //! statistics, publications and subscriptions, triggers and rules, range types, foreign
 //! data, text search, user-defined operators, functions, casts and conversions, default
 //! privileges, event triggers, large objects, security labels, per-database settings,
-//! extensions): there, with PostgreSQL's oids and the columns psql and pg_dump read, and
-//! empty, which is what PostgreSQL shows for a database that uses none of them. `pg_proc`
-//! and `pg_cast` are empty too: quire's functions and casts are built in without rows.
+//! parameter privileges, extensions): there, with PostgreSQL's oids and the columns psql
+//! and pg_dump read, and empty, which is what PostgreSQL shows for a database that uses
+//! none of them. `pg_proc` and `pg_cast` are empty too: quire's functions and casts are
+//! built in without rows.
 
 use crate::types::SqlType;
 use SqlType as T;
@@ -44,6 +45,7 @@ pub(crate) enum Absent {
     Shseclabel,
     Shdescription,
     DbRoleSetting,
+    ParameterAcl,
     Cast,
     Proc,
     Extension,
@@ -84,6 +86,7 @@ impl Absent {
             Absent::Shseclabel => 3592,
             Absent::Shdescription => 2396,
             Absent::DbRoleSetting => 2964,
+            Absent::ParameterAcl => 6243,
             Absent::Cast => 2605,
             Absent::Proc => 1255,
             Absent::Extension => 3079,
@@ -362,6 +365,11 @@ impl Absent {
                 ("objoid", T::Oid),
                 ("classoid", T::Oid),
                 ("description", T::Text),
+            ],
+            Absent::ParameterAcl => &[
+                ("oid", T::Oid),
+                ("parname", T::Text),
+                ("paracl", T::TEXT_ARRAY),
             ],
             Absent::DbRoleSetting => &[
                 ("setdatabase", T::Oid),
