@@ -104,8 +104,11 @@ pub(crate) fn set(tx: &Transaction, key: (u32, u32, i32), text: Option<&str>) ->
     Ok(())
 }
 
-/// Removes the comments on object `objoid` and its columns (it is being dropped).
-pub(crate) fn drop_all(tx: &Transaction, objoid: u32) -> Result<()> {
+/// Removes the comments on relation `rel` and its columns (it is being dropped).
+pub(crate) fn drop_all(tx: &Transaction, rel: quire_engine::Oid) -> Result<()> {
+    let Ok(objoid) = u32::try_from(rel.0) else {
+        return Ok(());
+    };
     if tx.find_table(TABLE)?.is_none() {
         return Ok(());
     }

@@ -676,10 +676,15 @@ pub(crate) fn create(
     Ok(table)
 }
 
-/// DROP TABLE: the engine's table (with its indexes) and its SQL column rows.
+/// DROP TABLE: the engine's table (with its indexes), its SQL column rows, and the comments
+/// on it, its columns, its indexes and the sequences it owns.
 pub(crate) fn drop(tx: &Transaction, table: TableId) -> Result<()> {
+    let indexes = tx.table_indexes(table)?;
     tx.drop_table(table)?;
-    description::drop_all(tx, u32::try_from(table.0).unwrap_or(0))?;
+    description::drop_all(tx, table)?;
+    for i in indexes {
+        description::drop_all(tx, i.oid)?;
+    }
     constraint::drop_all(tx, table)?;
     foreign_key::drop_all(tx, table)?;
     let meta = tx.table(COLUMNS_TABLE)?;
@@ -699,6 +704,7 @@ pub(crate) fn drop(tx: &Transaction, table: TableId) -> Result<()> {
             // Gone already if dropped by hand (PostgreSQL's dependency would refuse that).
             if matches!(tx.relation(seq)?, Some(quire_engine::Entry::Sequence(_))) {
                 tx.drop_sequence(seq)?;
+                description::drop_all(tx, seq)?;
             }
         }
     }
@@ -741,6 +747,7 @@ pub(crate) fn drop_column(
         if let Some(seq) = d.owned_seq {
             if matches!(tx.relation(seq)?, Some(quire_engine::Entry::Sequence(_))) {
                 tx.drop_sequence(seq)?;
+                description::drop_all(tx, seq)?;
             }
         }
     }

@@ -94,7 +94,7 @@ fn drop_sequence(tx: &Transaction, name: &str, if_exists: bool) -> Result<()> {
                 )));
             }
             tx.drop_sequence(seq.oid)?;
-            catalog::description::drop_all(tx, u32::try_from(seq.oid.0).unwrap_or(0))
+            catalog::description::drop_all(tx, seq.oid)
         }
         Some(_) => Err(SqlError::new(
             SqlState::WRONG_OBJECT_TYPE,
@@ -399,7 +399,7 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
                 match tx.find_index(n)? {
                     Some(i) => {
                         tx.drop_index(i)?;
-                        catalog::description::drop_all(tx, u32::try_from(i.0).unwrap_or(0))?;
+                        catalog::description::drop_all(tx, i)?;
                     }
                     None if *if_exists => out
                         .notices
