@@ -1282,8 +1282,6 @@ fn set_constraints(w: &[String]) -> Result<Statement> {
     Ok(Statement::SetConstraints(Some(out), deferred))
 }
 
-/// The words of ALTER SEQUENCE after its first two. RESTART is taken out; the rest is read
-/// as CREATE SEQUENCE's options by `sqlparser`.
 /// `ALTER kind [IF EXISTS] [ONLY] name OWNER TO role`, if the words are that.
 fn alter_owner(words: &[String]) -> Option<crate::roles::AlterOwnerStmt> {
     let [_, kind, rest @ .., owner_kw, to_kw, role] = words else {
@@ -1327,6 +1325,8 @@ fn alter_owner(words: &[String]) -> Option<crate::roles::AlterOwnerStmt> {
     })
 }
 
+/// The words of ALTER SEQUENCE after its first two. RESTART is taken out; the rest is read
+/// as CREATE SEQUENCE's options by `sqlparser`.
 fn alter_sequence(w: &[String]) -> Result<AlterSequenceStmt> {
     let (if_exists, w) = match w {
         [i, e, rest @ ..] if kw(Some(i), "if") && kw(Some(e), "exists") => (true, rest),
