@@ -21,6 +21,7 @@ use crate::types::{as_f64, compare};
 pub(crate) mod array;
 pub(crate) mod json;
 mod math;
+mod string;
 
 /// A scalar function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,6 +127,11 @@ pub(crate) enum Func {
     DateTimeFn(crate::datetime::fields::DtFunc),
     /// The math functions: see [`math`].
     Math(math::Math),
+    /// The string functions of [`string`].
+    Str(string::StrFn),
+    /// concat_ws(separator, values...): `concat`'s values joined by the separator, NULLs
+    /// left out; NULL only for a NULL separator.
+    ConcatWs,
     /// pg_typeof(x): the argument's type, known when the call is bound.
     TypeOf(SqlType),
     /// The array functions and operators: see [`array`].
@@ -527,6 +533,11 @@ pub(crate) fn resolve(
         ("repeat", 2) => (Func::Repeat, vec![Some(T::Text), Some(T::Int8)], T::Text),
         ("current_date", 0) => (Func::CurrentDate, vec![], T::Date),
         ("concat", _) => (Func::Concat, keep(n), T::Text),
+        ("concat_ws", 1..) => {
+            let mut c = keep(n);
+            c[0] = Some(T::Text);
+            (Func::ConcatWs, c, T::Text)
+        }
         ("coalesce", 1..) => {
             let t = common()?;
             (Func::Coalesce, vec![Some(t); n], t)
@@ -719,7 +730,9 @@ pub(crate) fn resolve(
             T::TEXT_ARRAY,
         ),
         ("to_char", 2) => (Func::ToChar, keep(2), T::Text),
-        _ => math::resolve(short, args).ok_or_else(|| no_such_function(short, args))?,
+        _ => string::resolve(short, args)
+            .or_else(|| math::resolve(short, args))
+            .ok_or_else(|| no_such_function(short, args))?,
     };
     Ok(r)
 }
@@ -796,6 +809,7 @@ impl Func {
         !matches!(
             self,
             Func::Concat
+                | Func::ConcatWs
                 | Func::Coalesce
                 | Func::NullIf
                 | Func::Greatest
@@ -900,26 +914,11 @@ impl Func {
                 SqlType::Timestamptz,
                 SqlType::Date,
             )?,
-            Func::Concat => {
-                let mut s = String::new();
-                for v in &args {
-                    let text = match v {
-                        Value::Null => continue,
-                        Value::Text(t) => std::borrow::Cow::Borrowed(t.as_str()),
-                        v => {
-                            let ty = v.type_of().unwrap_or(quire_engine::Type::Text);
-                            let ty = SqlType::of_engine_type(ty);
-                            if let Value::Bytea(b) = v {
-                                types::check_growth(s.len(), b.len().saturating_mul(2) + 2)?;
-                            }
-                            std::borrow::Cow::Owned(types::format_text(v, ty).unwrap_or_default())
-                        }
-                    };
-                    types::check_growth(s.len(), text.len())?;
-                    s.push_str(&text);
-                }
-                Value::Text(s)
-            }
+            Func::Concat => Value::Text(concat(&args, "")?),
+            Func::ConcatWs => match args.split_first() {
+                Some((Value::Text(sep), values)) => Value::Text(concat(values, sep)?),
+                _ => Value::Null,
+            },
             Func::Coalesce => args
                 .into_iter()
                 .find(|v| !v.is_null())
@@ -976,6 +975,7 @@ impl Func {
             }
             Func::Random => Value::Float(random_f64()),
             Func::Math(m) => m.call(&args)?,
+            Func::Str(f) => f.call(&args)?,
             Func::Array(f) => f.call(&args)?,
             Func::TypeOf(t) => Value::Int(i64::from(t.oid())),
             Func::NextVal => {
@@ -1387,6 +1387,34 @@ fn wait_for_end(cx: &Cx, pid: i32, timeout_ms: i64) -> Result<bool> {
         }
         std::thread::sleep((deadline - now).min(std::time::Duration::from_millis(100)));
     }
+}
+
+/// `concat`'s text of `values`, NULLs left out, `sep` between the others (`concat_ws`).
+fn concat(values: &[Value], sep: &str) -> Result<String> {
+    let mut s = String::new();
+    let mut first = true;
+    for v in values {
+        let text = match v {
+            Value::Null => continue,
+            Value::Text(t) => std::borrow::Cow::Borrowed(t.as_str()),
+            v => {
+                let ty = v.type_of().unwrap_or(quire_engine::Type::Text);
+                let ty = SqlType::of_engine_type(ty);
+                if let Value::Bytea(b) = v {
+                    types::check_growth(s.len(), b.len().saturating_mul(2) + 2)?;
+                }
+                std::borrow::Cow::Owned(types::format_text(v, ty).unwrap_or_default())
+            }
+        };
+        if !first {
+            types::check_growth(s.len(), sep.len())?;
+            s.push_str(sep);
+        }
+        first = false;
+        types::check_growth(s.len(), text.len())?;
+        s.push_str(&text);
+    }
+    Ok(s)
 }
 
 /// PostgreSQL's `quote_literal`: `'...'` with quotes doubled, and `E'...'` with

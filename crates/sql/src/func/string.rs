@@ -1,0 +1,281 @@
+//! String functions of PostgreSQL's `varlena.c` and `oracle_compat.c`: `split_part`, `chr`,
+//! `ascii`, `initcap`, `translate`, `reverse`, `lpad` / `rpad`, `starts_with`,
+//! `octet_length`, `bit_length` and `to_hex`, with PostgreSQL's errors. `concat_ws` is
+//! [`super::Func::ConcatWs`], beside `concat`, whose argument handling it shares.
+//!
+//! ## Rules
+//! - A result's length is known before it is built and checked against 1 GB (54000), as
+//!   the module rules of [`super`] say: `lpad` / `rpad` from the length asked for.
+//! - Positions and lengths count characters, not bytes.
+
+use quire_engine::{SqlState, Value};
+
+use super::Func;
+use crate::error::{Result, SqlError};
+use crate::types::{self, SqlType};
+
+/// A string function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StrFn {
+    SplitPart,
+    Chr,
+    Ascii,
+    Initcap,
+    Translate,
+    Reverse,
+    /// lpad (`left`) and rpad.
+    Pad {
+        left: bool,
+    },
+    StartsWith,
+    /// octet_length, and bit_length (`bits`), of text or bytea.
+    Length {
+        bits: bool,
+    },
+    ToHex {
+        bytes: u8,
+    },
+}
+
+type Resolved = (Func, Vec<Option<SqlType>>, SqlType);
+
+/// The function `name` for arguments of types `args`, if it is one of these.
+pub(super) fn resolve(name: &str, args: &[SqlType]) -> Option<Resolved> {
+    use SqlType as T;
+    let text = Some(T::Text);
+    let int = Some(T::Int4);
+    let f = |f: StrFn, c: Vec<Option<SqlType>>, r: SqlType| Some((Func::Str(f), c, r));
+    match (name, args) {
+        ("split_part", [_, _, _]) => f(StrFn::SplitPart, vec![text, text, int], T::Text),
+        ("chr", [_]) => f(StrFn::Chr, vec![int], T::Text),
+        ("ascii", [_]) => f(StrFn::Ascii, vec![text], T::Int4),
+        ("initcap", [_]) => f(StrFn::Initcap, vec![text], T::Text),
+        ("translate", [_, _, _]) => f(StrFn::Translate, vec![text; 3], T::Text),
+        ("reverse", [_]) => f(StrFn::Reverse, vec![text], T::Text),
+        ("lpad" | "rpad", [_, _] | [_, _, _]) => {
+            let mut c = vec![text, int];
+            if args.len() == 3 {
+                c.push(text);
+            }
+            let left = name == "lpad";
+            f(StrFn::Pad { left }, c, T::Text)
+        }
+        ("starts_with", [_, _]) => f(StrFn::StartsWith, vec![text, text], T::Bool),
+        ("octet_length" | "bit_length", [a]) => {
+            let c = if *a == T::Bytea { None } else { text };
+            let bits = name == "bit_length";
+            f(StrFn::Length { bits }, vec![c], T::Int4)
+        }
+        ("to_hex", [a]) if a.is_int() || *a == T::Unknown => {
+            let (c, bytes) = if *a == T::Int8 {
+                (T::Int8, 8)
+            } else {
+                (T::Int4, 4)
+            };
+            f(StrFn::ToHex { bytes }, vec![Some(c)], T::Text)
+        }
+        _ => None,
+    }
+}
+
+fn text(v: &Value) -> &str {
+    match v {
+        Value::Text(s) => s,
+        _ => "",
+    }
+}
+
+fn int(v: &Value) -> i64 {
+    match v {
+        Value::Int(i) => *i,
+        _ => 0,
+    }
+}
+
+impl StrFn {
+    /// Evaluates the function over non-NULL arguments of the resolved types.
+    pub(super) fn call(self, args: &[Value]) -> Result<Value> {
+        let a0 = args.first().unwrap_or(&Value::Null);
+        Ok(match self {
+            StrFn::SplitPart => split_part(text(a0), text(&args[1]), int(&args[2]))?,
+            StrFn::Chr => Value::Text(chr(int(a0))?.to_string()),
+            StrFn::Ascii => Value::Int(
+                text(a0)
+                    .chars()
+                    .next()
+                    .map_or(0, |c| i64::from(u32::from(c))),
+            ),
+            StrFn::Initcap => Value::Text(initcap(text(a0))),
+            StrFn::Translate => Value::Text(translate(text(a0), text(&args[1]), text(&args[2]))),
+            StrFn::Reverse => Value::Text(text(a0).chars().rev().collect()),
+            StrFn::Pad { left } => {
+                let fill = args.get(2).map_or(" ", text);
+                pad(text(a0), int(&args[1]), fill, left)?
+            }
+            StrFn::StartsWith => Value::Bool(text(a0).starts_with(text(&args[1]))),
+            StrFn::Length { bits } => {
+                let bytes = match a0 {
+                    Value::Bytea(b) => b.len(),
+                    v => text(v).len(),
+                };
+                let n = i64::try_from(bytes).unwrap_or(i64::MAX);
+                Value::Int(if bits { n * 8 } else { n })
+            }
+            StrFn::ToHex { bytes } => {
+                let v = int(a0);
+                Value::Text(if bytes == 8 {
+                    format!("{:x}", v.cast_unsigned())
+                } else {
+                    format!("{:x}", (v as i32).cast_unsigned())
+                })
+            }
+        })
+    }
+}
+
+/// `split_part(s, delimiter, n)`: the n-th field from 1, or from the end when negative;
+/// `''` past the last; 22023 for 0.
+fn split_part(s: &str, delimiter: &str, n: i64) -> Result<Value> {
+    if n == 0 {
+        return Err(SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            "field position must not be zero",
+        ));
+    }
+    let fields: Vec<&str> = if delimiter.is_empty() {
+        vec![s]
+    } else {
+        s.split(delimiter).collect()
+    };
+    let len = i64::try_from(fields.len()).unwrap_or(i64::MAX);
+    let at = if n > 0 { n - 1 } else { len + n };
+    Ok(Value::Text(
+        usize::try_from(at)
+            .ok()
+            .and_then(|i| fields.get(i))
+            .map_or_else(String::new, |f| (*f).to_string()),
+    ))
+}
+
+/// `chr(n)`: the character with code point `n` (54000 for 0, negatives, surrogates and
+/// beyond Unicode, as PostgreSQL's UTF-8 `chr`).
+fn chr(n: i64) -> Result<char> {
+    let too = |msg: String| SqlError::new(SqlState::PROGRAM_LIMIT_EXCEEDED, msg);
+    if n == 0 {
+        return Err(too("null character not permitted".into()));
+    }
+    if n < 0 {
+        return Err(too("character number must be positive".into()));
+    }
+    let code = u32::try_from(n)
+        .map_err(|_| too(format!("requested character too large for encoding: {n}")))?;
+    if code > 0x10_FFFF {
+        return Err(too(format!(
+            "requested character too large for encoding: {n}"
+        )));
+    }
+    char::from_u32(code)
+        .ok_or_else(|| too(format!("requested character not valid for encoding: {n}")))
+}
+
+/// `initcap`: each word's first letter in upper case, the others in lower case; a word is
+/// a run of letters and digits.
+fn initcap(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut in_word = false;
+    for c in s.chars() {
+        if in_word {
+            out.extend(c.to_lowercase());
+        } else {
+            out.extend(c.to_uppercase());
+        }
+        in_word = c.is_alphanumeric();
+    }
+    out
+}
+
+/// `translate(s, from, to)`: each character of `from` in `s` replaced by the one at its
+/// place in `to`, or removed when `to` is shorter.
+fn translate(s: &str, from: &str, to: &str) -> String {
+    let from: Vec<char> = from.chars().collect();
+    let to: Vec<char> = to.chars().collect();
+    s.chars()
+        .filter_map(|c| match from.iter().position(|&f| f == c) {
+            Some(i) => to.get(i).copied(),
+            None => Some(c),
+        })
+        .collect()
+}
+
+/// `lpad` / `rpad(s, length, fill)`: `s` cut to `length` characters, or filled up to it with
+/// `fill` repeated (on the left for lpad).
+fn pad(s: &str, length: i64, fill: &str, left: bool) -> Result<Value> {
+    let Ok(length) = usize::try_from(length) else {
+        return Ok(Value::Text(String::new()));
+    };
+    let have = s.chars().count();
+    if have >= length || fill.is_empty() {
+        return Ok(Value::Text(s.chars().take(length).collect()));
+    }
+    let need = length - have;
+    let max_char = fill.chars().map(char::len_utf8).max().unwrap_or(1);
+    types::check_requested_len(
+        need.checked_mul(max_char)
+            .and_then(|b| b.checked_add(s.len())),
+    )?;
+    let filler: String = fill.chars().cycle().take(need).collect();
+    Ok(Value::Text(if left {
+        filler + s
+    } else {
+        format!("{s}{filler}")
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_part_counts_from_either_end() {
+        let f = |s, d, n| match split_part(s, d, n) {
+            Ok(Value::Text(t)) => t,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(f("a,b,c", ",", 2), "b");
+        assert_eq!(f("a,b,c", ",", -1), "c");
+        assert_eq!(f("a,b,c", ",", 4), "");
+        assert_eq!(f("a,b,c", ",", -4), "");
+        assert_eq!(f("abc", "", 1), "abc");
+        assert_eq!(f("abc", "", 2), "");
+        assert!(split_part("a", ",", 0).is_err());
+    }
+
+    #[test]
+    fn chr_refuses_what_utf8_cannot_hold() {
+        assert_eq!(chr(65).ok(), Some('A'));
+        assert_eq!(chr(0x1F600).ok(), Some('😀'));
+        for bad in [0, -1, 0xD800, 0x11_0000, i64::MAX] {
+            assert!(chr(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn pad_cuts_fills_and_bounds_its_result() {
+        let p = |s, n, f, l| match pad(s, n, f, l) {
+            Ok(Value::Text(t)) => t,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(p("hi", 5, "xy", true), "xyxhi");
+        assert_eq!(p("hi", 5, "xy", false), "hixyx");
+        assert_eq!(p("hello", 3, "x", true), "hel");
+        assert_eq!(p("hi", -1, "x", true), "");
+        assert_eq!(p("hi", 5, "", true), "hi");
+        assert!(pad("x", i64::from(i32::MAX), "é", true).is_err());
+    }
+
+    #[test]
+    fn initcap_and_translate() {
+        assert_eq!(initcap("hi THOMAS o'neil2x"), "Hi Thomas O'Neil2x");
+        assert_eq!(translate("12345", "143", "ax"), "a2x5");
+    }
+}
