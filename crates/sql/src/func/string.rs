@@ -1,6 +1,7 @@
-//! String functions of PostgreSQL's `varlena.c` and `oracle_compat.c`: `split_part`, `chr`,
-//! `ascii`, `initcap`, `translate`, `reverse`, `lpad` / `rpad`, `starts_with`,
-//! `octet_length`, `bit_length` and `to_hex`, with PostgreSQL's errors. `concat_ws` is
+//! String functions of PostgreSQL's `varlena.c`, `oracle_compat.c` and `encode.c`:
+//! `split_part`, `chr`, `ascii`, `initcap`, `translate`, `reverse`, `lpad` / `rpad`,
+//! `starts_with`, `octet_length`, `bit_length`, `to_hex`, `encode` / `decode` (hex, base64,
+//! escape) and `sha256` / `sha384` / `sha512`, with PostgreSQL's errors. `concat_ws` is
 //! [`super::Func::ConcatWs`], beside `concat`, whose argument handling it shares.
 //!
 //! ## Rules
@@ -35,6 +36,12 @@ pub(crate) enum StrFn {
     ToHex {
         bytes: u8,
     },
+    Encode,
+    Decode,
+    /// sha256, sha384, sha512 of bytea (`bits`).
+    Sha {
+        bits: u16,
+    },
 }
 
 type Resolved = (Func, Vec<Option<SqlType>>, SqlType);
@@ -65,6 +72,12 @@ pub(super) fn resolve(name: &str, args: &[SqlType]) -> Option<Resolved> {
             let c = if *a == T::Bytea { None } else { text };
             let bits = name == "bit_length";
             f(StrFn::Length { bits }, vec![c], T::Int4)
+        }
+        ("encode", [_, _]) => f(StrFn::Encode, vec![Some(T::Bytea), text], T::Text),
+        ("decode", [_, _]) => f(StrFn::Decode, vec![text, text], T::Bytea),
+        ("sha256" | "sha384" | "sha512", [_]) => {
+            let bits = name[3..].parse().ok()?;
+            f(StrFn::Sha { bits }, vec![Some(T::Bytea)], T::Bytea)
         }
         ("to_hex", [a]) if a.is_int() || *a == T::Unknown => {
             let (c, bytes) = if *a == T::Int8 {
@@ -120,6 +133,24 @@ impl StrFn {
                 };
                 let n = i64::try_from(bytes).unwrap_or(i64::MAX);
                 Value::Int(if bits { n * 8 } else { n })
+            }
+            StrFn::Encode => {
+                let Value::Bytea(b) = a0 else {
+                    return Err(types::internal("encode argument"));
+                };
+                Value::Text(encode(b, text(&args[1]))?)
+            }
+            StrFn::Decode => Value::Bytea(decode(text(a0), text(&args[1]))?),
+            StrFn::Sha { bits } => {
+                let Value::Bytea(b) = a0 else {
+                    return Err(types::internal("sha argument"));
+                };
+                let alg = match bits {
+                    256 => &ring::digest::SHA256,
+                    384 => &ring::digest::SHA384,
+                    _ => &ring::digest::SHA512,
+                };
+                Value::Bytea(ring::digest::digest(alg, b).as_ref().to_vec())
             }
             StrFn::ToHex { bytes } => {
                 let v = int(a0);
@@ -231,6 +262,90 @@ fn pad(s: &str, length: i64, fill: &str, left: bool) -> Result<Value> {
     }))
 }
 
+fn unrecognized(format: &str) -> SqlError {
+    SqlError::new(
+        SqlState::INVALID_PARAMETER_VALUE,
+        format!("unrecognized encoding: \"{format}\""),
+    )
+}
+
+/// `encode(bytes, format)`: hex (lower case), base64 (a newline after each 76 characters,
+/// as PostgreSQL writes it) or escape (a backslash doubled, a zero byte and bytes from 0x80
+/// as `\ooo`).
+fn encode(b: &[u8], format: &str) -> Result<String> {
+    use base64::Engine as _;
+    use std::fmt::Write as _;
+    types::check_requested_len(b.len().checked_mul(4))?;
+    Ok(match format.to_ascii_lowercase().as_str() {
+        "hex" => b
+            .iter()
+            .fold(String::with_capacity(b.len() * 2), |mut s, x| {
+                let _ = write!(s, "{x:02x}");
+                s
+            }),
+        "base64" => {
+            let flat = base64::engine::general_purpose::STANDARD.encode(b);
+            let lines: Vec<&str> = flat
+                .as_bytes()
+                .chunks(76)
+                .map(|c| std::str::from_utf8(c).unwrap_or_default())
+                .collect();
+            lines.join("\n")
+        }
+        "escape" => {
+            let mut s = String::with_capacity(b.len());
+            for &x in b {
+                match x {
+                    b'\\' => s.push_str("\\\\"),
+                    0 | 0x80.. => {
+                        let _ = write!(s, "\\{x:03o}");
+                    }
+                    _ => s.push(char::from(x)),
+                }
+            }
+            s
+        }
+        _ => return Err(unrecognized(format)),
+    })
+}
+
+/// `decode(text, format)`: the inverse of [`encode`]; blanks between hex pairs and in
+/// base64 are skipped.
+fn decode(t: &str, format: &str) -> Result<Vec<u8>> {
+    use base64::Engine as _;
+    let bad = |msg: String| SqlError::new(SqlState::INVALID_PARAMETER_VALUE, msg);
+    match format.to_ascii_lowercase().as_str() {
+        "hex" => {
+            let digits: Vec<char> = t.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+            if let Some(c) = digits.iter().find(|c| !c.is_ascii_hexdigit()) {
+                return Err(bad(format!("invalid hexadecimal digit: \"{c}\"")));
+            }
+            if !digits.len().is_multiple_of(2) {
+                return Err(bad("invalid hexadecimal data: odd number of digits".into()));
+            }
+            Ok(digits
+                .chunks(2)
+                .map(|p| {
+                    let hi = p[0].to_digit(16).unwrap_or(0);
+                    let lo = p[1].to_digit(16).unwrap_or(0);
+                    u8::try_from(hi * 16 + lo).unwrap_or(0)
+                })
+                .collect())
+        }
+        "base64" => {
+            let flat: String = t.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+            base64::engine::general_purpose::STANDARD
+                .decode(flat.as_bytes())
+                .map_err(|e| bad(format!("invalid base64 sequence: {e}")))
+        }
+        "escape" => types::parse_text(SqlType::Bytea, t).and_then(|v| match v {
+            Value::Bytea(b) if !t.starts_with("\\x") => Ok(b),
+            _ => Err(bad("invalid input syntax for type bytea".into())),
+        }),
+        _ => Err(unrecognized(format)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,6 +386,22 @@ mod tests {
         assert_eq!(p("hi", -1, "x", true), "");
         assert_eq!(p("hi", 5, "", true), "hi");
         assert!(pad("x", i64::from(i32::MAX), "é", true).is_err());
+    }
+
+    #[test]
+    fn encodings_round_trip() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        for format in ["hex", "base64", "escape"] {
+            let text = encode(&bytes, format).expect("encodes");
+            assert_eq!(decode(&text, format).expect("decodes"), bytes, "{format}");
+        }
+        assert_eq!(
+            encode(b"a\\\x00", "escape").ok().as_deref(),
+            Some("a\\\\\\000")
+        );
+        assert!(decode("abc", "hex").is_err());
+        assert!(decode("zz", "hex").is_err());
+        assert!(encode(b"x", "rot13").is_err());
     }
 
     #[test]
