@@ -21,7 +21,7 @@ use crate::types::{as_f64, compare};
 pub(crate) mod array;
 pub(crate) mod json;
 mod math;
-mod string;
+pub(crate) mod string;
 
 /// A scalar function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

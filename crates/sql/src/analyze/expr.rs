@@ -16,6 +16,7 @@ use super::{ident_name, Binder, OutColumn, MAX_PARAMS};
 use crate::catalog::ColumnInfo;
 use crate::datetime::fields::DtFunc;
 use crate::error::{Result, SqlError};
+use crate::func::string::StrFn;
 use crate::func::{self, unify, AggFunc, Func};
 use crate::nodes::{ArithOp, CmpOp, Expr, SubqueryKind};
 use crate::types::{self, SqlType};
@@ -310,11 +311,14 @@ impl Binder<'_> {
                 escape_char,
                 any: false,
             } => {
-                if escape_char.is_some() {
-                    return Err(SqlError::unsupported("LIKE ... ESCAPE"));
-                }
                 let x = self.text_operand(expr, scope)?;
-                let p = self.text_operand(pattern, scope)?;
+                let mut p = self.text_operand(pattern, scope)?;
+                if let Some(escape) = escape_char {
+                    // PostgreSQL's `like_escape(pattern, escape)`: the pattern rewritten
+                    // with backslash as its escape character.
+                    let esc = self.text_operand(escape, scope)?;
+                    p = Expr::Func(Func::Str(StrFn::LikeEscape), vec![p, esc]);
+                }
                 Ok((
                     Expr::Like {
                         expr: Box::new(x),

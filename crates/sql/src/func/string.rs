@@ -38,6 +38,10 @@ pub(crate) enum StrFn {
     },
     Encode,
     Decode,
+    /// like_escape(pattern, escape): the LIKE pattern with `escape` (one character, or
+    /// none when empty) as its escape character rewritten with backslash as it (what
+    /// `LIKE pattern ESCAPE escape` matches with).
+    LikeEscape,
     /// sha256, sha384, sha512 of bytea (`bits`).
     Sha {
         bits: u16,
@@ -73,6 +77,7 @@ pub(super) fn resolve(name: &str, args: &[SqlType]) -> Option<Resolved> {
             let bits = name == "bit_length";
             f(StrFn::Length { bits }, vec![c], T::Int4)
         }
+        ("like_escape", [_, _]) => f(StrFn::LikeEscape, vec![text, text], T::Text),
         ("encode", [_, _]) => f(StrFn::Encode, vec![Some(T::Bytea), text], T::Text),
         ("decode", [_, _]) => f(StrFn::Decode, vec![text, text], T::Bytea),
         ("sha256" | "sha384" | "sha512", [_]) => {
@@ -141,6 +146,7 @@ impl StrFn {
                 Value::Text(encode(b, text(&args[1]))?)
             }
             StrFn::Decode => Value::Bytea(decode(text(a0), text(&args[1]))?),
+            StrFn::LikeEscape => Value::Text(like_escape(text(a0), text(&args[1]))?),
             StrFn::Sha { bits } => {
                 let Value::Bytea(b) = a0 else {
                     return Err(types::internal("sha argument"));
@@ -260,6 +266,38 @@ fn pad(s: &str, length: i64, fill: &str, left: bool) -> Result<Value> {
     } else {
         format!("{s}{filler}")
     }))
+}
+
+/// `like_escape(pattern, escape)`: `pattern` with backslash as its escape character.
+fn like_escape(pattern: &str, escape: &str) -> Result<String> {
+    let mut esc = escape.chars();
+    let esc = match (esc.next(), esc.next()) {
+        (None, _) => None,
+        (Some(c), None) => Some(c),
+        _ => {
+            return Err(
+                SqlError::new(SqlState::INVALID_ESCAPE_SEQUENCE, "invalid escape string")
+                    .with_hint("Escape string must be empty or one character."),
+            )
+        }
+    };
+    types::check_requested_len(pattern.len().checked_mul(2))?;
+    let mut out = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if Some(c) == esc {
+            // A lone escape at the end stays one (the match may then fail on it).
+            out.push('\\');
+            if let Some(next) = chars.next() {
+                out.push(next);
+            }
+        } else if c == '\\' {
+            out.push_str("\\\\");
+        } else {
+            out.push(c);
+        }
+    }
+    Ok(out)
 }
 
 fn unrecognized(format: &str) -> SqlError {
