@@ -44,8 +44,8 @@ pub enum Statement {
     /// FETCH and MOVE (`sqlparser` lacks MOVE, and FETCH without a direction).
     Fetch(FetchStmt),
     /// ALTER {TABLE | SEQUENCE | VIEW | INDEX | SCHEMA} ... OWNER TO role
-    /// ([`crate::roles::alter_owner`]).
-    AlterOwner(crate::roles::AlterOwnerStmt),
+    /// ([`crate::catalog::alter_owner`]).
+    AlterOwner(crate::catalog::AlterOwnerStmt),
 }
 
 /// FETCH [direction] [FROM | IN] cursor, or MOVE (which returns no rows).
@@ -1283,7 +1283,7 @@ fn set_constraints(w: &[String]) -> Result<Statement> {
 }
 
 /// `ALTER kind [IF EXISTS] [ONLY] name OWNER TO role`, if the words are that.
-fn alter_owner(words: &[String]) -> Option<crate::roles::AlterOwnerStmt> {
+fn alter_owner(words: &[String]) -> Option<crate::catalog::AlterOwnerStmt> {
     let [_, kind, rest @ .., owner_kw, to_kw, role] = words else {
         return None;
     };
@@ -1311,7 +1311,7 @@ fn alter_owner(words: &[String]) -> Option<crate::roles::AlterOwnerStmt> {
         s @ ("current_user" | "current_role" | "session_user") => s.to_uppercase(),
         _ => ident(role),
     };
-    Some(crate::roles::AlterOwnerStmt {
+    Some(crate::catalog::AlterOwnerStmt {
         kind: match kind {
             "table" => "TABLE",
             "sequence" => "SEQUENCE",

@@ -71,10 +71,9 @@
 mod commands;
 mod grammar;
 mod members;
-mod owner;
 mod scram;
 
-pub(crate) use owner::{alter_owner, AlterOwnerStmt};
+pub(crate) use commands::missing;
 
 use quire_engine::{
     Column, Database, IsolationLevel, Row, SqlState, TableId, Tid, Transaction, Type, Value,
@@ -94,7 +93,7 @@ const ROLES_NAME_INDEX: &str = "quire_roles_name";
 /// The bootstrap superuser, created on first start.
 pub const BOOTSTRAP_SUPERUSER: &str = "postgres";
 /// PostgreSQL's oid for the bootstrap superuser.
-const BOOTSTRAP_SUPERUSER_OID: u32 = 10;
+pub(crate) const BOOTSTRAP_SUPERUSER_OID: u32 = 10;
 /// PostgreSQL's predefined role `pg_database_owner`: the owner of the `public` schema, whose
 /// one implicit member is the database's owner. It cannot log in, be dropped, or be given
 /// members.

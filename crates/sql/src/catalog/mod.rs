@@ -34,6 +34,9 @@ use crate::types::SqlType;
 mod constraint;
 pub(crate) mod description;
 mod foreign_key;
+mod owner;
+
+pub(crate) use owner::{alter_owner, AlterOwnerStmt};
 
 pub(crate) use constraint::{add_check, change_check, CheckChange, CheckInfo, CHECK_OID_BASE};
 pub(crate) use foreign_key::{Deferral, FkAction, FkChange, ForeignKey};

@@ -97,7 +97,7 @@ fn duplicate(name: &str) -> SqlError {
     )
 }
 
-pub(super) fn missing(name: &str) -> SqlError {
+pub(crate) fn missing(name: &str) -> SqlError {
     SqlError::new(
         SqlState::UNDEFINED_OBJECT,
         format!("role \"{name}\" does not exist"),

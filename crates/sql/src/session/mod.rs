@@ -729,9 +729,8 @@ impl Session {
             Statement::Fetch(f) => self.fetch(f, out),
             Statement::AlterOwner(a) => {
                 let who = self.settings.identity();
-                let notices = with_tx(&self.db, &self.state, |tx| {
-                    crate::roles::alter_owner(tx, a, who)
-                })?;
+                let notices =
+                    with_tx(&self.db, &self.state, |tx| catalog::alter_owner(tx, a, who))?;
                 let mut done = command(match a.kind {
                     "TABLE" => "ALTER TABLE",
                     "SEQUENCE" => "ALTER SEQUENCE",

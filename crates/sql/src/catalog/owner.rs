@@ -6,10 +6,9 @@
 
 use quire_engine::{SqlState, Transaction};
 
-use super::commands::missing;
-use super::{find, Identity, BOOTSTRAP_SUPERUSER_OID, DATABASE_OWNER_OID};
 use crate::catalog;
 use crate::error::{Result, SqlError};
+use crate::roles::{self, Identity, BOOTSTRAP_SUPERUSER_OID, DATABASE_OWNER_OID};
 
 /// ALTER kind [IF EXISTS] [ONLY] name OWNER TO role.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,8 +34,8 @@ pub(crate) fn alter_owner(
         "SESSION_USER" => who.session_user(),
         name => name,
     };
-    let Some((_, _, role)) = find(tx, owner_name)? else {
-        return Err(missing(owner_name));
+    let Some(role) = roles::all(tx)?.into_iter().find(|r| r.name == owner_name) else {
+        return Err(roles::missing(owner_name));
     };
     let Some(current) = current_owner(tx, stmt)? else {
         if stmt.if_exists {
