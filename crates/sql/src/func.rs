@@ -1106,7 +1106,7 @@ impl Func {
                 _ => Value::Null,
             },
             Func::GetConstraintDef => {
-                let qualify = !cx.settings.search_schemas().contains(&"public");
+                let qualify = !cx.settings.sees_public();
                 crate::pg_catalog::constraint_def(cx.tx, oid_arg(&args[0]), qualify)?
                     .map_or(Value::Null, Value::Text)
             }
@@ -1114,7 +1114,7 @@ impl Func {
             // the relation names of `'name'::regclass` qualified when `public` is not on
             // the search path (as PostgreSQL's deparser qualifies what it cannot see).
             Func::GetExpr => match a0 {
-                Some(Value::Text(t)) if !cx.settings.search_schemas().contains(&"public") => {
+                Some(Value::Text(t)) if !cx.settings.sees_public() => {
                     Value::Text(crate::pg_catalog::qualify_regclass_literals(t))
                 }
                 Some(Value::Text(t)) => Value::Text(t.clone()),

@@ -1020,21 +1020,20 @@ fn without_sequence_name(p: &str) -> Result<Option<String>> {
         return Err(SqlError::syntax("syntax error at end of input"));
     };
     // ALTER TABLE [IF EXISTS] [ONLY] t ALTER [COLUMN] c ...
-    let mut i = 2;
-    if kw(w.get(i), "if") && kw(w.get(i + 1), "exists") {
-        i += 2;
-    }
-    if kw(w.get(i), "only") {
-        i += 1;
-    }
-    let table = w
-        .get(i)
+    let (_, rest) = if_exists(&w[2..]);
+    let rest = match rest {
+        [only, after @ ..] if kw(Some(only), "only") => after,
+        _ => rest,
+    };
+    let table = rest
+        .first()
         .map(|t| ident(t.strip_prefix("public.").unwrap_or(t)));
-    i += 2;
-    if kw(w.get(i), "column") {
-        i += 1;
-    }
-    let column = w.get(i).map(|c| ident(c));
+    let rest = rest.get(2..).unwrap_or_default();
+    let rest = match rest {
+        [column, after @ ..] if kw(Some(column), "column") => after,
+        _ => rest,
+    };
+    let column = rest.first().map(|c| ident(c));
     let expected = format!(
         "{}_{}_seq",
         table.unwrap_or_default(),
@@ -1282,6 +1281,14 @@ fn set_constraints(w: &[String]) -> Result<Statement> {
     Ok(Statement::SetConstraints(Some(out), deferred))
 }
 
+/// `[IF EXISTS] rest`: whether the words start with IF EXISTS, and the words after it.
+fn if_exists(w: &[String]) -> (bool, &[String]) {
+    match w {
+        [i, e, rest @ ..] if kw(Some(i), "if") && kw(Some(e), "exists") => (true, rest),
+        _ => (false, w),
+    }
+}
+
 /// `ALTER kind [IF EXISTS] [ONLY] name OWNER TO role`, if the words are that.
 fn alter_owner(words: &[String]) -> Option<crate::catalog::AlterOwnerStmt> {
     let [_, kind, rest @ .., owner_kw, to_kw, role] = words else {
@@ -1293,14 +1300,7 @@ fn alter_owner(words: &[String]) -> Option<crate::catalog::AlterOwnerStmt> {
     let kind = ["table", "sequence", "view", "index", "schema"]
         .into_iter()
         .find(|k| kind.eq_ignore_ascii_case(k))?;
-    let (if_exists, rest) = match rest {
-        [if_kw, exists_kw, after @ ..]
-            if kw(Some(if_kw), "if") && kw(Some(exists_kw), "exists") =>
-        {
-            (true, after)
-        }
-        _ => (false, rest),
-    };
+    let (if_exists, rest) = if_exists(rest);
     let rest = match rest {
         [only, after @ ..] if kw(Some(only), "only") && kind == "table" => after,
         _ => rest,
@@ -1328,10 +1328,7 @@ fn alter_owner(words: &[String]) -> Option<crate::catalog::AlterOwnerStmt> {
 /// The words of ALTER SEQUENCE after its first two. RESTART is taken out; the rest is read
 /// as CREATE SEQUENCE's options by `sqlparser`.
 fn alter_sequence(w: &[String]) -> Result<AlterSequenceStmt> {
-    let (if_exists, w) = match w {
-        [i, e, rest @ ..] if kw(Some(i), "if") && kw(Some(e), "exists") => (true, rest),
-        _ => (false, w),
-    };
+    let (if_exists, w) = if_exists(w);
     let Some((name, rest)) = w.split_first() else {
         return Err(SqlError::syntax("syntax error at end of input"));
     };

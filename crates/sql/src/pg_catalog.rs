@@ -27,6 +27,11 @@ const PUBLIC_NS: i64 = 2200;
 const HEAP_AM: i64 = 2;
 const BTREE_AM: i64 = 403;
 const DEFAULT_COLLATION: i64 = 100;
+/// The oids of the catalogs other code names objects by (`classoid`): pg_class's,
+/// pg_namespace's and pg_attrdef's.
+pub(crate) const CLASS_RELID: u32 = 1259;
+pub(crate) const NAMESPACE_RELID: u32 = 2615;
+const ATTRDEF_RELID: u32 = 2604;
 /// pg_catalog's `nspacl`: its owner's USAGE and CREATE, PUBLIC's USAGE.
 const PG_CATALOG_ACL: &str = "{postgres=UC/postgres,=U/postgres}";
 /// Added to an index's oid to name its key constraint (PostgreSQL gives constraints oids of
@@ -229,8 +234,8 @@ impl CatalogTable {
     pub(crate) fn oid(self) -> Option<u32> {
         Some(match self {
             CatalogTable::Absent(a) => return a.oid(),
-            CatalogTable::Namespace => 2615,
-            CatalogTable::Class => 1259,
+            CatalogTable::Namespace => NAMESPACE_RELID,
+            CatalogTable::Class => CLASS_RELID,
             CatalogTable::Attribute => 1249,
             CatalogTable::Type => 1247,
             CatalogTable::Index => 2610,
@@ -239,7 +244,7 @@ impl CatalogTable {
             CatalogTable::Am => 2601,
             CatalogTable::Opclass => 2616,
             CatalogTable::Constraint => 2606,
-            CatalogTable::AttrDef => 2604,
+            CatalogTable::AttrDef => ATTRDEF_RELID,
             CatalogTable::Depend => 2608,
             CatalogTable::AuthMembers => 1261,
             CatalogTable::Collation => 3456,
@@ -701,7 +706,7 @@ impl CatalogTable {
                     ]
                 })
                 .collect(),
-            CatalogTable::Description => descriptions(cx.tx)?
+            CatalogTable::Description => descriptions(cx.tx, None)?
                 .into_iter()
                 .map(|d| {
                     vec![
@@ -715,7 +720,7 @@ impl CatalogTable {
             // pg_catalog's privileges as initdb set them (pg_dump leaves them out).
             CatalogTable::InitPrivs => vec![vec![
                 int(PG_CATALOG_NS),
-                int(2615),
+                int(NAMESPACE_RELID.into()),
                 int(0),
                 text("i"),
                 text(PG_CATALOG_ACL),
@@ -1268,8 +1273,8 @@ pub(crate) fn size_pretty(bytes: i64) -> String {
 }
 
 /// `pg_class`'s own oid, which pg_depend's `classid` and `refclassid` name.
-const PG_CLASS_OID: i64 = 1259;
-const ATTRDEF_OID: i64 = 2604;
+const PG_CLASS_OID: i64 = CLASS_RELID as i64;
+const ATTRDEF_OID: i64 = ATTRDEF_RELID as i64;
 
 /// The oids of the catalogs psql casts to `regclass` (`'pg_catalog.pg_class'::regclass`).
 fn catalog_oid(name: &str) -> Option<u32> {
@@ -1809,17 +1814,30 @@ pub(crate) fn namespace_oid(name: &str) -> Option<i64> {
 }
 
 /// Every comment: COMMENT ON's, and initdb's on the two schemas unless replaced.
-fn descriptions(tx: &Transaction) -> Result<Vec<catalog::description::Description>> {
-    let mut all = catalog::description::all(tx)?;
+/// `of`: only those on that object (its comments found by the index).
+fn descriptions(
+    tx: &Transaction,
+    of: Option<u32>,
+) -> Result<Vec<catalog::description::Description>> {
+    let mut all = match of {
+        Some(objoid) => catalog::description::of(tx, objoid)?,
+        None => catalog::description::all(tx)?,
+    };
     for (oid, d) in [
         (PG_CATALOG_NS, "system catalog schema"),
         (PUBLIC_NS, "standard public schema"),
     ] {
         let oid = u32::try_from(oid).unwrap_or(0);
-        if !all.iter().any(|x| x.objoid == oid && x.classoid == 2615) {
+        if of.is_some_and(|o| o != oid) {
+            continue;
+        }
+        if !all
+            .iter()
+            .any(|x| x.objoid == oid && x.classoid == NAMESPACE_RELID)
+        {
             all.push(catalog::description::Description {
                 objoid: oid,
-                classoid: 2615,
+                classoid: NAMESPACE_RELID,
                 objsubid: 0,
                 text: d.to_string(),
             });
@@ -1843,7 +1861,7 @@ pub(crate) fn description(
         },
         None => None,
     };
-    Ok(descriptions(tx)?
+    Ok(descriptions(tx, Some(objoid))?
         .into_iter()
         .find(|d| {
             d.objoid == objoid && d.objsubid == objsubid && classoid.is_none_or(|c| c == d.classoid)
@@ -1874,10 +1892,7 @@ fn user_relation(tx: &Transaction, oid: u32) -> Result<Option<Entry>> {
 /// The name of the role with `oid` (`pg_get_userbyid`): `unknown (OID=n)` when there is
 /// none, as PostgreSQL writes it.
 pub(crate) fn role_name(tx: &Transaction, oid: u32) -> Result<String> {
-    Ok(crate::roles::all(tx)?
-        .into_iter()
-        .find(|r| r.oid == oid)
-        .map_or_else(|| format!("unknown (OID={oid})"), |r| r.name))
+    Ok(crate::roles::by_oid(tx, oid)?.map_or_else(|| format!("unknown (OID={oid})"), |r| r.name))
 }
 
 pub(crate) fn relation_name(tx: &Transaction, oid: u32) -> Result<Option<String>> {

@@ -340,8 +340,13 @@ pub(crate) fn all(tx: &Transaction) -> Result<Vec<Role>> {
 }
 
 /// The role with oid `oid`, if `tx` sees one.
-fn by_oid(tx: &Transaction, oid: u32) -> Result<Option<Role>> {
+pub(crate) fn by_oid(tx: &Transaction, oid: u32) -> Result<Option<Role>> {
     Ok(all(tx)?.into_iter().find(|r| r.oid == oid))
+}
+
+/// The role named `name` (by the roles table's index).
+pub(crate) fn named(tx: &Transaction, name: &str) -> Result<Option<Role>> {
+    Ok(find(tx, name)?.map(|(_, _, role)| role))
 }
 
 /// The role named `name` and where its row is.

@@ -539,6 +539,12 @@ impl Settings {
         out
     }
 
+    /// Whether `public` is on the search path: if not, definitions name their relations
+    /// with it (`pg_get_expr`, `pg_get_constraintdef`), as PostgreSQL's deparser does.
+    pub(crate) fn sees_public(&self) -> bool {
+        self.search_schemas().contains(&"public")
+    }
+
     /// SHOW `name`: `None` for an unknown parameter.
     pub fn show(&self, name: &str) -> Option<String> {
         let name = canonical_name(name);

@@ -717,7 +717,10 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
         SqlType::Char => Ok(Value::Text(text.chars().take(1).collect())),
         SqlType::Varchar(limit) => check_varchar(text.to_string(), limit),
         SqlType::Bpchar(limit) => check_bpchar(text, limit),
-        SqlType::Bytea => parse_bytea(text).ok_or_else(bad).map(Value::Bytea),
+        SqlType::Bytea => match text.strip_prefix("\\x") {
+            Some(hex) => hex_decode(hex).map(Value::Bytea),
+            None => parse_bytea_escape(text).ok_or_else(bad).map(Value::Bytea),
+        },
         SqlType::Timestamp => parse_timestamp(t).ok_or_else(bad).map(Value::Timestamp),
         SqlType::Timestamptz => parse_timestamptz(t).ok_or_else(bad).map(Value::Timestamp),
         SqlType::Date => parse_date(t).ok_or_else(bad).map(Value::Int),
@@ -875,20 +878,52 @@ fn format_uuid(b: &[u8]) -> String {
     s
 }
 
-/// PostgreSQL's `byteain`: `\x` then hex digit pairs (blanks between pairs allowed), or
-/// else the escape format: bytes as they are, `\\` for a backslash and `\ooo` (three
-/// octal digits) for any byte.
-fn parse_bytea(text: &str) -> Option<Vec<u8>> {
-    if let Some(hex) = text.strip_prefix("\\x") {
-        let digits: Vec<u8> = hex.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-        if !digits.len().is_multiple_of(2) {
-            return None;
-        }
-        return digits
-            .chunks(2)
-            .map(|p| u8::from_str_radix(std::str::from_utf8(p).ok()?, 16).ok())
-            .collect();
+/// Bytes as lower-case hex digit pairs, appended to `out` (bytea's output, `encode(hex)`).
+pub(crate) fn hex_encode(bytes: &[u8], out: &mut String) {
+    out.reserve(2 * bytes.len());
+    for byte in bytes {
+        let _ = write!(out, "{byte:02x}");
     }
+}
+
+/// PostgreSQL's `hex_decode` (bytea input after `\x`, `decode(hex)`): digit pairs, blanks
+/// allowed between pairs; 22023 for a character that is not a hex digit or an odd count.
+pub(crate) fn hex_decode(s: &str) -> Result<Vec<u8>> {
+    let b = s.as_bytes();
+    let digit = |i: usize| {
+        char::from(b[i]).to_digit(16).ok_or_else(|| {
+            let c = s[i..].chars().next().unwrap_or_default();
+            SqlError::new(
+                SqlState::INVALID_PARAMETER_VALUE,
+                format!("invalid hexadecimal digit: \"{c}\""),
+            )
+        })
+    };
+    let mut out = Vec::with_capacity(b.len() / 2);
+    let mut i = 0;
+    while i < b.len() {
+        if matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
+            i += 1;
+            continue;
+        }
+        let hi = digit(i)?;
+        if i + 1 >= b.len() {
+            return Err(SqlError::new(
+                SqlState::INVALID_PARAMETER_VALUE,
+                "invalid hexadecimal data: odd number of digits",
+            ));
+        }
+        let lo = digit(i + 1)?;
+        out.push(u8::try_from(hi * 16 + lo).unwrap_or(0));
+        i += 2;
+    }
+    Ok(out)
+}
+
+/// PostgreSQL's `byteain`: `\x` then hex ([`hex_decode`]), or else the escape format:
+/// bytes as they are, `\\` for a backslash and `\ooo` (three octal digits) for any byte;
+/// `None` for bad escape-format input.
+fn parse_bytea_escape(text: &str) -> Option<Vec<u8>> {
     let b = text.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -1070,11 +1105,8 @@ pub fn format_text(value: &Value, ty: SqlType) -> Option<String> {
         },
         Value::Bytea(b) if ty == SqlType::Uuid => format_uuid(b),
         Value::Bytea(b) => {
-            let mut s = String::with_capacity(2 + 2 * b.len());
-            s.push_str("\\x");
-            for byte in b {
-                let _ = write!(s, "{byte:02x}");
-            }
+            let mut s = String::from("\\x");
+            hex_encode(b, &mut s);
             s
         }
         Value::Timestamp(us) if ty == SqlType::Timestamptz => format_timestamp_zone(*us, "+00"),

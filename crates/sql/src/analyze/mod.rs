@@ -1020,8 +1020,7 @@ impl Binder<'_> {
         name: &ObjectName,
         text: Option<String>,
     ) -> Result<Plan> {
-        const PG_CLASS: u32 = 1259;
-        const PG_NAMESPACE: u32 = 2615;
+        use crate::pg_catalog::{CLASS_RELID as PG_CLASS, NAMESPACE_RELID as PG_NAMESPACE};
         let object = match kind {
             ast::CommentObject::Table => {
                 let t = self.table_of(name)?;

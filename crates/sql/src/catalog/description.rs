@@ -69,6 +69,14 @@ fn of_object(tx: &Transaction, objoid: u32) -> Result<Vec<(quire_engine::Tid, De
     Ok(out)
 }
 
+/// The comments on object `objoid` and its columns (by the index).
+pub(crate) fn of(tx: &Transaction, objoid: u32) -> Result<Vec<Description>> {
+    if tx.find_table(TABLE)?.is_none() {
+        return Ok(Vec::new());
+    }
+    Ok(of_object(tx, objoid)?.into_iter().map(|(_, d)| d).collect())
+}
+
 /// Every stored comment.
 pub(crate) fn all(tx: &Transaction) -> Result<Vec<Description>> {
     let Some(table) = tx.find_table(TABLE)? else {

@@ -34,7 +34,7 @@ pub(crate) fn alter_owner(
         "SESSION_USER" => who.session_user(),
         name => name,
     };
-    let Some(role) = roles::all(tx)?.into_iter().find(|r| r.name == owner_name) else {
+    let Some(role) = roles::named(tx, owner_name)? else {
         return Err(roles::missing(owner_name));
     };
     let Some(current) = current_owner(tx, stmt)? else {

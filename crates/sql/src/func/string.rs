@@ -315,12 +315,11 @@ fn encode(b: &[u8], format: &str) -> Result<String> {
     use std::fmt::Write as _;
     types::check_requested_len(b.len().checked_mul(4))?;
     Ok(match format.to_ascii_lowercase().as_str() {
-        "hex" => b
-            .iter()
-            .fold(String::with_capacity(b.len() * 2), |mut s, x| {
-                let _ = write!(s, "{x:02x}");
-                s
-            }),
+        "hex" => {
+            let mut s = String::new();
+            types::hex_encode(b, &mut s);
+            s
+        }
         "base64" => {
             let flat = base64::engine::general_purpose::STANDARD.encode(b);
             let lines: Vec<&str> = flat
@@ -347,29 +346,13 @@ fn encode(b: &[u8], format: &str) -> Result<String> {
     })
 }
 
-/// `decode(text, format)`: the inverse of [`encode`]; blanks between hex pairs and in
-/// base64 are skipped.
+/// `decode(text, format)`: the inverse of [`encode`]; blanks between hex pairs
+/// ([`types::hex_decode`]) and in base64 are skipped.
 fn decode(t: &str, format: &str) -> Result<Vec<u8>> {
     use base64::Engine as _;
     let bad = |msg: String| SqlError::new(SqlState::INVALID_PARAMETER_VALUE, msg);
     match format.to_ascii_lowercase().as_str() {
-        "hex" => {
-            let digits: Vec<char> = t.chars().filter(|c| !c.is_ascii_whitespace()).collect();
-            if let Some(c) = digits.iter().find(|c| !c.is_ascii_hexdigit()) {
-                return Err(bad(format!("invalid hexadecimal digit: \"{c}\"")));
-            }
-            if !digits.len().is_multiple_of(2) {
-                return Err(bad("invalid hexadecimal data: odd number of digits".into()));
-            }
-            Ok(digits
-                .chunks(2)
-                .map(|p| {
-                    let hi = p[0].to_digit(16).unwrap_or(0);
-                    let lo = p[1].to_digit(16).unwrap_or(0);
-                    u8::try_from(hi * 16 + lo).unwrap_or(0)
-                })
-                .collect())
-        }
+        "hex" => types::hex_decode(t),
         "base64" => {
             let flat: String = t.chars().filter(|c| !c.is_ascii_whitespace()).collect();
             base64::engine::general_purpose::STANDARD
