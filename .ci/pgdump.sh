@@ -7,7 +7,7 @@
 #   3. quire   --pg_dump directory--> PostgreSQL (pg_restore)
 #   4. PostgreSQL --pg_dump plain---> quire (psql), a fresh server
 #   5. quire   --pg_dumpall--------> a script with its roles, memberships and tables
-# After each, every table's rows, its columns (name, type, nullable), its constraints, the
+# After each, every table's and view's rows, its columns (name, type, nullable), its constraints, the
 # comments and the sequences' states must equal the source's, compared as text through psql.
 #
 #   .ci/pgdump.sh
@@ -55,7 +55,7 @@ psql_at() { "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres "$@"; 
 # the order of every column), then each sequence's state.
 snapshot() {
   local port=$1 db=$2 t
-  local tables="author book review counter_log"
+  local tables="author book review counter_log a_titles a_short"
   for t in $tables; do
     echo "== $t"
     psql_at -p "$port" -d "$db" -At -c "select obj_description('$t'::regclass, 'pg_class')"

@@ -29,6 +29,12 @@ create table review (
     body text
 );
 create table counter_log (k int primary key, note text);
+-- Views: `a_titles` sorts before the tables it reads, so a restore works only if the dump
+-- orders by dependency; `a_short` reads a view and renames its columns.
+create view a_titles as
+    select b.id, a.name as author, b.title from book b join author a on a.id = b.author_id;
+create view a_short (book, who) as select id, author from a_titles where id < 3;
+comment on view a_titles is 'titles with their authors';
 create role dump_writer nologin;
 create role dump_reader login;
 grant dump_writer to dump_reader;

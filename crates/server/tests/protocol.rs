@@ -282,7 +282,7 @@ async fn transactions_commit_roll_back_and_abort() -> anyhow::Result<()> {
     assert_eq!(
         code(
             &client
-                .batch_execute("CREATE VIEW kv AS SELECT a FROM k")
+                .batch_execute("CREATE MATERIALIZED VIEW kv AS SELECT a FROM k")
                 .await
                 .unwrap_err()
         ),

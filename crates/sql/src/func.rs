@@ -95,6 +95,8 @@ pub(crate) enum Func {
     /// Definitions of objects quire cannot have (views, triggers, rules, statistics
     /// objects, partitions): NULL, as PostgreSQL answers for an oid no such object has.
     NoObjectDef,
+    /// `pg_get_viewdef(oid | name [, pretty])`.
+    GetViewDef,
     EncodingToChar,
     BackendPid,
     /// pg_cancel_backend(pid), pg_terminate_backend(pid [, timeout_ms]).
@@ -666,10 +668,17 @@ pub(crate) fn resolve(
             }
             (Func::GetConstraintDef, c, T::Text)
         }
+        ("pg_get_viewdef", 1 | 2) => {
+            let by_name = matches!(args[0], T::Text | T::Unknown | T::Varchar(_));
+            let mut c = vec![Some(if by_name { T::Text } else { T::Oid })];
+            if n == 2 {
+                c.push(None);
+            }
+            (Func::GetViewDef, c, T::Text)
+        }
         ("pg_get_expr", 2 | 3) => (Func::GetExpr, keep(n), T::Text),
         (
             "pg_get_statisticsobjdef_columns"
-            | "pg_get_viewdef"
             | "pg_get_triggerdef"
             | "pg_get_ruledef"
             | "pg_get_partkeydef"
@@ -820,6 +829,7 @@ impl Func {
                 | Func::CurrentSetting
                 | Func::SetConfig
                 | Func::GetIndexDef
+                | Func::GetViewDef
                 | Func::TypeOf(_)
                 | Func::QuoteLiteral { nullable: true }
         ) && !matches!(self, Func::Array(f) if !f.strict())
@@ -1105,6 +1115,21 @@ impl Func {
                 }
                 _ => Value::Null,
             },
+            Func::GetViewDef => {
+                let qualify = !cx.settings.sees_public();
+                match a0 {
+                    Some(Value::Text(name)) => {
+                        crate::pg_catalog::view_def_named(cx.tx, name, qualify)?
+                    }
+                    Some(v) => crate::pg_catalog::view_def(
+                        cx.tx,
+                        v.as_int().and_then(|o| u32::try_from(o).ok()).unwrap_or(0),
+                        qualify,
+                    )?,
+                    None => None,
+                }
+                .map_or(Value::Null, Value::Text)
+            }
             Func::GetConstraintDef => {
                 let qualify = !cx.settings.sees_public();
                 crate::pg_catalog::constraint_def(cx.tx, oid_arg(&args[0]), qualify)?

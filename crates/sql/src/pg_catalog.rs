@@ -74,6 +74,10 @@ pub(crate) enum CatalogTable {
     Cursors,
     Description,
     Tables,
+    /// pg_views: the user's views ([`views`]).
+    Views,
+    /// pg_rewrite: each view's `_RETURN` rule ([`views`]).
+    Rewrite,
     InitPrivs,
     /// pg_language: PostgreSQL's three built-in languages (internal, c, sql).
     Language,
@@ -145,7 +149,8 @@ const CATALOGS: &[(&str, CatalogTable)] = &[
         CatalogTable::Absent(Absent::PublicationNamespace),
     ),
     ("pg_trigger", CatalogTable::Absent(Absent::Trigger)),
-    ("pg_rewrite", CatalogTable::Absent(Absent::Rewrite)),
+    ("pg_rewrite", CatalogTable::Rewrite),
+    ("pg_views", CatalogTable::Views),
     ("pg_range", CatalogTable::Absent(Absent::Range)),
     (
         "pg_foreign_table",
@@ -211,8 +216,10 @@ use SqlType as T;
 
 mod absent;
 mod information_schema;
+mod views;
 use absent::Absent;
 pub(crate) use information_schema::InfoView;
+pub(crate) use views::{view_def, view_def_named};
 
 impl CatalogTable {
     /// The catalog view `schema.name` (`schema` `None`: an unqualified name): pg_catalog's
@@ -253,6 +260,7 @@ impl CatalogTable {
             CatalogTable::Sequence => 2224,
             CatalogTable::InitPrivs => 3394,
             CatalogTable::Language => 2612,
+            CatalogTable::Rewrite => views::REWRITE_RELID,
             _ => return None,
         })
     }
@@ -609,6 +617,22 @@ impl CatalogTable {
                 ("buffers_alloc", T::Int8),
                 ("stats_reset", T::Timestamptz),
             ],
+            CatalogTable::Views => &[
+                ("schemaname", T::Name),
+                ("viewname", T::Name),
+                ("viewowner", T::Name),
+                ("definition", T::Text),
+            ],
+            CatalogTable::Rewrite => &[
+                ("oid", T::Oid),
+                ("rulename", T::Name),
+                ("ev_class", T::Oid),
+                ("ev_type", T::Char),
+                ("ev_enabled", T::Char),
+                ("is_instead", T::Bool),
+                ("ev_qual", T::Text),
+                ("ev_action", T::Text),
+            ],
             CatalogTable::Tables => &[
                 ("schemaname", T::Name),
                 ("tablename", T::Name),
@@ -849,6 +873,8 @@ impl CatalogTable {
                     ]
                 })
                 .collect(),
+            CatalogTable::Views => views::pg_views_rows(cx.tx, !cx.settings.sees_public())?,
+            CatalogTable::Rewrite => views::rewrite_rows(cx.tx)?,
             CatalogTable::Tables => user_tables(cx.tx)?
                 .into_iter()
                 .map(|t| {
@@ -1059,6 +1085,7 @@ fn class_rows(tx: &Transaction) -> Result<Vec<Row>> {
             ));
         }
     }
+    rows.extend(views::class_rows(tx)?);
     Ok(rows)
 }
 
@@ -1290,7 +1317,7 @@ fn catalog_oid(name: &str) -> Option<u32> {
 /// and normally on its sequence (`n`), the loop pg_dump breaks by dumping the DEFAULT
 /// after the sequence.
 fn depend_rows(tx: &Transaction) -> Result<Vec<Row>> {
-    let mut rows = Vec::new();
+    let mut rows = views::depend_rows(tx)?;
     for t in user_tables(tx)? {
         for (i, c) in t.columns.iter().enumerate() {
             let attnum = i64::try_from(i).unwrap_or(i64::MAX - 1) + 1;
@@ -1361,7 +1388,7 @@ fn sequence_rows(tx: &Transaction) -> Result<Vec<Row>> {
 
 fn attribute_rows(tx: &Transaction) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
-    for t in user_tables(tx)? {
+    for t in user_tables(tx)?.into_iter().chain(views::as_tables(tx)?) {
         for (i, c) in t.columns.iter().enumerate() {
             let mut row = vec![
                 oid_of(t.def.oid),

@@ -59,7 +59,7 @@ const ERRORS: &[(&str, &str)] = &[
     ("INSERT INTO t (id, name) VALUES (3, 'long')", "22001"),
     ("UPDATE t SET id = id / 0", "22012"),
     ("SELECT * FROM t WHERE name = 1", "42883"),
-    ("CREATE VIEW v AS SELECT 1", "0A000"),
+    ("CREATE MATERIALIZED VIEW v AS SELECT 1", "0A000"),
     ("SELECT a.id FROM t a FULL JOIN t b ON a.id < b.id", "0A000"),
     ("SELECT id, count(*) FROM t GROUP BY s", "42803"),
     ("SELECT (SELECT id FROM t)", "21000"),

@@ -1,6 +1,6 @@
 //! # catalog — tables, stored transactionally
 //!
-//! Table, index and sequence definitions are rows of a system heap table, `quire_class` (relation file
+//! Table, index, sequence and view definitions are rows of a system heap table, `quire_class` (relation file
 //! `base/0/3`), one version per definition: `(oid, name, relation file number, columns)`.
 //! Because it is an ordinary MVCC heap, DDL is transactional for free: CREATE TABLE inserts a
 //! row, DROP TABLE deletes it, TRUNCATE updates it to point at a new relation file (as
@@ -332,12 +332,56 @@ impl SequenceDef {
     }
 }
 
-/// A catalog row: a table's, an index's or a sequence's definition.
+/// The fourth value of a view's catalog row.
+const VIEW_KIND: &str = "V";
+
+/// A view's definition: a name in the relations' namespace, with no relation file. Its
+/// body is the SQL layer's (the query and its columns, in that layer's own encoding); the
+/// engine only stores it, transactionally, as it stores every definition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ViewDef {
+    pub oid: Oid,
+    pub name: String,
+    pub body: Vec<u8>,
+}
+
+impl ViewDef {
+    /// The catalog row of this definition: `(oid, name, 0, "V", body)`.
+    pub fn to_row(&self) -> Row {
+        vec![
+            Value::Int(self.oid.0.cast_signed()),
+            Value::Text(self.name.clone()),
+            Value::Int(0),
+            Value::Text(VIEW_KIND.into()),
+            Value::Bytea(self.body.clone()),
+        ]
+    }
+
+    /// Decodes a catalog row; `None` if it is not a view's.
+    pub fn from_row(row: &[Value]) -> Option<ViewDef> {
+        let [Value::Int(oid), Value::Text(name), Value::Int(0), Value::Text(kind), Value::Bytea(body)] =
+            row
+        else {
+            return None;
+        };
+        if kind != VIEW_KIND {
+            return None;
+        }
+        Some(ViewDef {
+            oid: Oid(u64::try_from(*oid).ok()?),
+            name: name.clone(),
+            body: body.clone(),
+        })
+    }
+}
+
+/// A catalog row: a table's, an index's, a sequence's or a view's definition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Entry {
     Table(TableDef),
     Index(IndexDef),
     Sequence(SequenceDef),
+    View(ViewDef),
 }
 
 impl Entry {
@@ -346,6 +390,7 @@ impl Entry {
             .map(Entry::Table)
             .or_else(|| IndexDef::from_row(row).map(Entry::Index))
             .or_else(|| SequenceDef::from_row(row).map(Entry::Sequence))
+            .or_else(|| ViewDef::from_row(row).map(Entry::View))
     }
 
     pub fn oid(&self) -> Oid {
@@ -353,6 +398,7 @@ impl Entry {
             Entry::Table(t) => t.oid,
             Entry::Index(i) => i.oid,
             Entry::Sequence(s) => s.oid,
+            Entry::View(v) => v.oid,
         }
     }
 
@@ -361,6 +407,7 @@ impl Entry {
             Entry::Table(t) => &t.name,
             Entry::Index(i) => &i.name,
             Entry::Sequence(s) => &s.name,
+            Entry::View(v) => &v.name,
         }
     }
 
@@ -369,6 +416,8 @@ impl Entry {
             Entry::Table(t) => t.rel,
             Entry::Index(i) => i.rel,
             Entry::Sequence(s) => s.rel,
+            // No file: relation number 0 is none (the engine's own start at 1).
+            Entry::View(_) => RelFileLocator::new(USER_DB, 0),
         }
     }
 
@@ -377,6 +426,7 @@ impl Entry {
             Entry::Table(t) => t.to_row(),
             Entry::Index(i) => i.to_row(),
             Entry::Sequence(s) => s.to_row(),
+            Entry::View(v) => v.to_row(),
         }
     }
 }
@@ -467,6 +517,7 @@ impl Entry {
                 ..i.clone()
             }),
             Entry::Sequence(q) => Entry::Sequence(q.clone()),
+            Entry::View(v) => Entry::View(v.clone()),
         }
     }
 }
@@ -834,6 +885,13 @@ mod tests {
         };
         let row = def.to_row();
         assert_eq!(Entry::from_row(&row), Some(Entry::Sequence(def.clone())));
+        let view = ViewDef {
+            oid: Oid(16600),
+            name: "v".into(),
+            body: vec![1, 2, 3],
+        };
+        assert_eq!(Entry::from_row(&view.to_row()), Some(Entry::View(view.clone())));
+        assert_eq!(SequenceDef::from_row(&view.to_row()), None, "a view is no sequence");
         assert_eq!(IndexDef::from_row(&row), None);
         assert_eq!(TableDef::from_row(&row), None);
         let mut bad = row.clone();

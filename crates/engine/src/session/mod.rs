@@ -40,6 +40,7 @@ mod index;
 mod rows;
 mod savepoint;
 mod sequence;
+mod view;
 
 use std::cell::RefCell;
 use std::sync::Arc;

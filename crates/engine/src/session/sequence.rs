@@ -94,20 +94,14 @@ impl Transaction {
 
     /// Every sequence this transaction can see, by name.
     pub fn sequences(&self) -> Result<Vec<SequenceDef>> {
-        self.call(|| {
-            let all = self.catalog_lookup(|looker| {
-                self.engine
-                    .catalog
-                    .list_entries(&self.catalog_heap(), looker, &self.engine.txns)
-            })?;
-            Ok(all
-                .into_iter()
-                .filter_map(|e| match e {
-                    Entry::Sequence(s) => Some(s),
-                    _ => None,
-                })
-                .collect())
-        })
+        let all = self.entries()?;
+        Ok(all
+            .into_iter()
+            .filter_map(|e| match e {
+                Entry::Sequence(s) => Some(s),
+                _ => None,
+            })
+            .collect())
     }
 
     /// The sequence's state now (`SELECT * FROM seq`).

@@ -11,6 +11,7 @@
 //!   USING and NATURAL columns, what LATERAL may see.
 //! - [`setop`]: UNION, INTERSECT and EXCEPT: column counts and types unified.
 //! - [`with`]: WITH: common table expressions, their names' scopes, recursion.
+//! - [`view`]: CREATE VIEW, and a view named in FROM bound in place of its name.
 //! - this file: statements (DDL, DML with UPDATE ... FROM and DELETE ... USING,
 //!   transaction control, utility commands).
 //!
@@ -38,6 +39,7 @@ mod query;
 mod scope;
 mod setop;
 mod srf;
+mod view;
 mod window;
 mod with;
 
@@ -58,6 +60,7 @@ use crate::nodes::{Expr, Node, OnConflict, OutColumn, OutColumns, Plan};
 use crate::types::SqlType;
 
 pub(crate) use scope::Scope;
+pub(crate) use view::{check_view, recursion as view_recursion};
 
 /// Most parameters a statement may have (PostgreSQL's limit, the protocol's 16-bit count).
 pub(crate) const MAX_PARAMS: usize = 65_535;
@@ -275,6 +278,16 @@ pub(crate) struct Binder<'t> {
     /// being bound (where a recursive reference may not be).
     sublinks: usize,
     outer_joins: usize,
+    /// The relations the statement names (not those its views read): what a view being
+    /// created depends on.
+    relations_read: Vec<quire_engine::Oid>,
+    /// The views whose queries are being bound, innermost last (a view that reaches
+    /// itself is refused).
+    views_open: Vec<quire_engine::Oid>,
+    /// The address of the select list whose `*` a view being created spells out, and
+    /// the list spelled out once it is bound ([`view`]).
+    star_target: Option<usize>,
+    star_items: Option<Vec<ast::SelectItem>>,
 }
 
 pub(crate) fn ident_name(i: &Ident) -> String {
@@ -377,6 +390,10 @@ impl<'t> Binder<'t> {
             lowest_outer_ref: usize::MAX,
             sublinks: 0,
             outer_joins: 0,
+            relations_read: Vec::new(),
+            views_open: Vec::new(),
+            star_target: None,
+            star_items: None,
         }
     }
 
@@ -510,6 +527,14 @@ impl Binder<'_> {
                     cascade: *cascade,
                 })
             }
+            Statement::CreateView(cv) => self.create_view(cv),
+            Statement::Drop {
+                object_type: ObjectType::View,
+                if_exists,
+                names,
+                cascade,
+                ..
+            } => view::drop_view(names, *if_exists, *cascade),
             Statement::Drop {
                 object_type: ObjectType::Index,
                 if_exists,
@@ -1013,7 +1038,7 @@ impl Binder<'_> {
         })
     }
 
-    /// COMMENT ON {TABLE | COLUMN | INDEX | SEQUENCE | SCHEMA} name IS text.
+    /// COMMENT ON {TABLE | COLUMN | INDEX | SEQUENCE | VIEW | SCHEMA} name IS text.
     fn comment(
         &mut self,
         kind: ast::CommentObject,
@@ -1038,11 +1063,12 @@ impl Binder<'_> {
                 let attnum = i32::try_from(attnum).unwrap_or(i32::MAX);
                 (u32::try_from(t.def.oid.0).unwrap_or(0), PG_CLASS, attnum)
             }
-            ast::CommentObject::Index | ast::CommentObject::Sequence => {
+            ast::CommentObject::Index | ast::CommentObject::Sequence | ast::CommentObject::View => {
                 let rel = self.rel_name(name)?;
                 let oid = match (kind, self.tx.relation_named(&rel)?) {
                     (ast::CommentObject::Index, Some(quire_engine::Entry::Index(i))) => i.oid,
                     (ast::CommentObject::Sequence, Some(quire_engine::Entry::Sequence(s))) => s.oid,
+                    (ast::CommentObject::View, Some(quire_engine::Entry::View(v))) => v.oid,
                     _ => {
                         return Err(SqlError::new(
                             SqlState::UNDEFINED_TABLE,

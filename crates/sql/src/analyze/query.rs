@@ -328,6 +328,9 @@ impl Binder<'_> {
             _ => return Err(SqlError::unsupported("GROUP BY ALL or modifiers")),
         };
         let items = expand_items(&sel.projection, &scope, !sel.from.is_empty())?;
+        if self.star_target == Some(sel.projection.as_ptr() as usize) {
+            self.star_items = Some(super::view::spelled_out(&items, &scope));
+        }
         let names = items_out_names(&items);
         let mut order = match order_by {
             Some(ob) => order_items(ob, &names)?,
@@ -1021,7 +1024,11 @@ impl Binder<'_> {
         }
         let in_public = parts.len() == 1 || (parts.len() == 2 && parts[0] == "public");
         if in_public && catalog::find(self.tx, &rel)?.is_none() {
+            if let Some(view) = catalog::view::named(self.tx, &rel)? {
+                return self.view_reference(&view, &qualifier, alias);
+            }
             if let Some(oid) = crate::pg_catalog::sequence_oid(self.tx, &rel)? {
+                self.note_read(quire_engine::Oid(u64::from(oid)));
                 let t = CatalogTable::SequenceData(oid);
                 let scope = Scope::of_named(t.columns(), Some(&qualifier));
                 return Ok((Node::Catalog(t), rename(scope, alias)));
@@ -1031,6 +1038,7 @@ impl Binder<'_> {
             Err(e) if parts.len() == 1 => return Err(self.hidden_cte_hint(e, &rel)),
             other => other?,
         };
+        self.note_read(table.def.oid);
         let scope = Scope::of_table(&table, Some(&qualifier))
             .with_tableoid(u32::try_from(table.def.oid.0).unwrap_or(0), &qualifier);
         let mut scope = rename(scope, alias);

@@ -10,7 +10,8 @@
 //! `pg_depend` auto dependency). The table is created at startup when missing, so a data
 //! directory made before it existed gains it.
 //!
-//! CHECK constraints live in `quire_sql_constraint` ([`constraint`]).
+//! CHECK constraints live in `quire_sql_constraint` ([`constraint`]). Views are engine
+//! catalog entries whose body is this layer's ([`view`]).
 //!
 //! Temporary tables (CREATE TEMP TABLE) are engine tables named with the session's prefix,
 //! `quire_temp_<pid>_<name>` ([`TempTables`]): in quire's reserved namespace, so no other
@@ -35,6 +36,7 @@ mod constraint;
 pub(crate) mod description;
 mod foreign_key;
 mod owner;
+pub(crate) mod view;
 
 pub(crate) use owner::{alter_owner, AlterOwnerStmt};
 
@@ -561,6 +563,16 @@ fn oid_of(tx: &Transaction, name: &str) -> Result<TableId> {
     if !name.starts_with(TEMP_PREFIX) {
         check_not_reserved(name)?;
     }
+    if let Some(oid) = tx.find_table(name)? {
+        return Ok(oid);
+    }
+    if view::named(tx, name)?.is_some() {
+        return Err(
+            SqlError::new(SqlState::WRONG_OBJECT_TYPE, format!("\"{name}\" is a view"))
+                .with_detail("quire reads views but does not write to them or alter them yet."),
+        );
+    }
+    // Missing: through the engine's lookup, whose failure fails the transaction.
     tx.table(name).map_err(|e| match e {
         Error::UndefinedTable { .. } => SqlError::new(
             SqlState::UNDEFINED_TABLE,

@@ -84,6 +84,18 @@ pub(crate) enum Plan {
         columns: Vec<ColumnInfo>,
         query: Node,
     },
+    /// CREATE [OR REPLACE] VIEW.
+    CreateView {
+        name: String,
+        or_replace: bool,
+        body: crate::catalog::view::ViewBody,
+    },
+    /// DROP VIEW; CASCADE drops the views that read them too.
+    DropView {
+        names: Vec<String>,
+        if_exists: bool,
+        cascade: bool,
+    },
     /// DROP TABLE; CASCADE drops the foreign keys of other tables that reference them.
     DropTable {
         names: Vec<String>,

@@ -160,7 +160,11 @@ impl InfoView {
         let tx = cx.tx;
         Ok(match self {
             InfoView::Schemata => schemata_rows(),
-            InfoView::Tables => user_tables(tx)?.iter().map(table_row).collect(),
+            InfoView::Tables => {
+                let mut rows: Vec<Row> = user_tables(tx)?.iter().map(table_row).collect();
+                rows.extend(super::views::as_tables(tx)?.iter().map(view_table_row));
+                rows
+            }
             InfoView::Columns => column_rows(tx)?,
             InfoView::TableConstraints => {
                 constraints(tx)?.iter().map(table_constraint_row).collect()
@@ -169,7 +173,7 @@ impl InfoView {
             InfoView::ReferentialConstraints => referential_rows(tx)?,
             InfoView::CheckConstraints => check_rows(tx)?,
             InfoView::Sequences => sequence_rows(tx)?,
-            InfoView::Views => Vec::new(),
+            InfoView::Views => view_rows(tx)?,
         })
     }
 }
@@ -331,6 +335,45 @@ fn column_rows(tx: &Transaction) -> Result<Vec<Row>> {
         for (i, c) in t.columns.iter().enumerate().filter(|(_, c)| !c.dropped) {
             rows.push(column_row(tx, &t, i, c)?);
         }
+    }
+    for v in super::views::as_tables(tx)? {
+        for (i, c) in v.columns.iter().enumerate() {
+            let mut row = column_row(tx, &v, i, c)?;
+            // quire updates no view: its columns are not updatable.
+            if let Some(last) = row.last_mut() {
+                *last = yes_no(false);
+            }
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// A view in `tables`: kind VIEW, not insertable into.
+fn view_table_row(v: &TableInfo) -> Row {
+    let mut row = table_row(v);
+    row[3] = text("VIEW");
+    row[9] = yes_no(false);
+    row
+}
+
+/// `views`: each view's definition; none is updatable in quire.
+fn view_rows(tx: &Transaction) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for v in super::views::as_tables(tx)? {
+        let definition = super::view_def(tx, u32::try_from(v.def.oid.0).unwrap_or(0), false)?;
+        rows.push(vec![
+            text(DATABASE_NAME),
+            text("public"),
+            text(&v.def.name),
+            definition.map_or(NULL, |d| text(&d)),
+            text("NONE"),
+            yes_no(false),
+            yes_no(false),
+            yes_no(false),
+            yes_no(false),
+            yes_no(false),
+        ]);
     }
     Ok(rows)
 }

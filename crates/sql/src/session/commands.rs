@@ -137,6 +137,8 @@ pub(super) fn check_writable(plan: &Plan) -> Result<()> {
         Plan::CreateTable { .. } => "CREATE TABLE",
         Plan::CreateTableAs { .. } => "CREATE TABLE AS",
         Plan::DropTable { .. } => "DROP TABLE",
+        Plan::CreateView { .. } => "CREATE VIEW",
+        Plan::DropView { .. } => "DROP VIEW",
         Plan::Truncate { .. } => "TRUNCATE TABLE",
         Plan::CreateSequence { .. } => "CREATE SEQUENCE",
         Plan::DropSequence { .. } => "DROP SEQUENCE",

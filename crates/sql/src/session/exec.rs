@@ -318,6 +318,16 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             if_exists,
             cascade,
         } => foreign_keys::drop_tables(cx, names, *if_exists, *cascade),
+        Plan::CreateView {
+            name,
+            or_replace,
+            body,
+        } => super::views::create(tx, name, *or_replace, body),
+        Plan::DropView {
+            names,
+            if_exists,
+            cascade,
+        } => super::views::drop(tx, names, *if_exists, *cascade),
         Plan::Lock {
             tables,
             mode,
@@ -490,7 +500,10 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
         }
         Plan::ValidateCheck { table, check } => constraints::validate_check(cx, table, check),
         Plan::SetColumnType { table, column, ty } => {
-            constraints::set_column_type(cx, table, *column, *ty)
+            let done = constraints::set_column_type(cx, table, *column, *ty)?;
+            let altered = super::views::Altered::Retyped(&table.columns[*column].name);
+            super::views::after_alter(tx, table, &altered)?;
+            Ok(done)
         }
         Plan::AddForeignKey {
             table,
@@ -519,8 +532,15 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             for name in checks {
                 catalog::change_check(tx, table.def.oid, name, catalog::CheckChange::Drop)?;
             }
+            let names: Vec<String> = columns
+                .iter()
+                .map(|&c| table.columns[c].name.clone())
+                .collect();
+            let altered = super::views::Altered::DroppedColumns(&names, *cascade);
+            let view_notices = super::views::after_alter(tx, table, &altered)?;
             let mut out = command("ALTER TABLE");
             out.notices.extend(notices);
+            out.notices.extend(view_notices);
             Ok(out)
         }
         Plan::SetDefault {

@@ -200,6 +200,13 @@ pub(super) fn drop_tables(
     for name in names {
         match catalog::find(tx, name)? {
             Some(t) => tables.push(catalog::lookup_oid(tx, t)?),
+            None if catalog::view::named(tx, name)?.is_some() => {
+                return Err(SqlError::new(
+                    SqlState::WRONG_OBJECT_TYPE,
+                    format!("\"{name}\" is not a table"),
+                )
+                .with_hint("Use DROP VIEW to remove a view."))
+            }
             None if if_exists => out.notices.push(Notice::new(format!(
                 "table \"{}\" does not exist, skipping",
                 catalog::display_name(name)
@@ -235,7 +242,18 @@ pub(super) fn drop_tables(
             return Err(depends(&table, &dependents[0]).with_detail(lines.join("\n")));
         }
     }
-    for (table, name, _) in &cascaded {
+    let named: Vec<(TableId, String)> = tables
+        .iter()
+        .map(|t| (t.def.oid, format!("table {}", t.def.name)))
+        .collect();
+    let views = super::views::dependents(tx, &named, cascade)?;
+    cascaded.extend(
+        views
+            .iter()
+            .map(|v| (v.oid, String::new(), format!("view {}", v.name))),
+    );
+    super::views::drop_dependents(tx, &views)?;
+    for (table, name, _) in cascaded.iter().filter(|(_, n, _)| !n.is_empty()) {
         catalog::foreign_keys::change(tx, *table, name, FkChange::Drop)?;
     }
     out.notices.extend(cascade_notice(&cascaded));

@@ -225,6 +225,7 @@ mod foreign_keys;
 mod plans;
 mod referential;
 mod settings;
+mod views;
 
 use crate::sequence::SessionSequences;
 use exec::run;
