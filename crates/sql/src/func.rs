@@ -21,6 +21,7 @@ use crate::types::{as_f64, compare};
 pub(crate) mod array;
 pub(crate) mod json;
 mod math;
+pub(crate) mod regex;
 pub(crate) mod string;
 
 /// A scalar function.
@@ -131,6 +132,7 @@ pub(crate) enum Func {
     Math(math::Math),
     /// The string functions of [`string`].
     Str(string::StrFn),
+    Regex(regex::ReFn),
     /// concat_ws(separator, values...): `concat`'s values joined by the separator, NULLs
     /// left out; NULL only for a NULL separator.
     ConcatWs,
@@ -740,6 +742,7 @@ pub(crate) fn resolve(
         ),
         ("to_char", 2) => (Func::ToChar, keep(2), T::Text),
         _ => string::resolve(short, args)
+            .or_else(|| regex::resolve(short, args))
             .or_else(|| math::resolve(short, args))
             .ok_or_else(|| no_such_function(short, args))?,
     };
@@ -986,6 +989,7 @@ impl Func {
             Func::Random => Value::Float(random_f64()),
             Func::Math(m) => m.call(&args)?,
             Func::Str(f) => f.call(&args)?,
+            Func::Regex(f) => f.call(&args, cx.interrupt)?,
             Func::Array(f) => f.call(&args)?,
             Func::TypeOf(t) => Value::Int(i64::from(t.oid())),
             Func::NextVal => {

@@ -23,6 +23,7 @@ use sqlparser::ast::{self, Expr as AstExpr};
 use super::{ident_name, Binder, Scope};
 use crate::error::{Result, SqlError};
 use crate::func::json::JsonSrf;
+use crate::func::regex::TextSrf;
 use crate::func::Func;
 use crate::nodes::{Expr, Node, SeriesKind, SrfCall, SrfFunc};
 use crate::types::SqlType;
@@ -44,6 +45,7 @@ pub(super) fn is_set_returning(name: &str) -> bool {
         short_name(name),
         "generate_series" | "unnest" | "generate_subscripts" | "pg_options_to_table"
     ) || JsonSrf::named(short_name(name)).is_some()
+        || TextSrf::named(short_name(name)).is_some()
 }
 
 fn short_name(name: &str) -> &str {
@@ -134,6 +136,9 @@ impl Binder<'_> {
         if let Some(f) = JsonSrf::named(short_name(name)) {
             return self.bind_json(f, bound);
         }
+        if let Some(f) = TextSrf::named(short_name(name)) {
+            return self.bind_text(f, bound);
+        }
         match short_name(name) {
             "unnest" => Self::bind_unnest(bound),
             "pg_options_to_table" => self.bind_options(bound),
@@ -157,6 +162,35 @@ impl Binder<'_> {
             args: vec![self.coerce(e, t, doc)?],
         };
         Ok((call, f.value_type()))
+    }
+
+    /// A text set-returning call: two or three text arguments.
+    fn bind_text(&mut self, f: TextSrf, bound: Vec<(Expr, SqlType)>) -> Result<(SrfCall, SqlType)> {
+        let types: Vec<SqlType> = bound.iter().map(|(_, t)| *t).collect();
+        let texty = |t: &SqlType| {
+            matches!(
+                t,
+                SqlType::Text
+                    | SqlType::Unknown
+                    | SqlType::Varchar(_)
+                    | SqlType::Bpchar(_)
+                    | SqlType::Name
+            )
+        };
+        if !(2..=3).contains(&bound.len()) || !types.iter().all(texty) {
+            return Err(crate::func::no_such_function(f.name(), &types));
+        }
+        let mut args = Vec::with_capacity(bound.len());
+        for (e, t) in bound {
+            args.push(self.coerce(e, t, SqlType::Text)?);
+        }
+        Ok((
+            SrfCall {
+                func: SrfFunc::Text(f),
+                args,
+            },
+            f.value_type(),
+        ))
     }
 
     fn bind_unnest(bound: Vec<(Expr, SqlType)>) -> Result<(SrfCall, SqlType)> {

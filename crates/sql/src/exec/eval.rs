@@ -541,11 +541,12 @@ fn like_match(s: &str, p: &str, interrupt: &Interrupt) -> Result<bool> {
     Ok(p[pi..].iter().all(|&c| c == b'%'))
 }
 
-/// The longest pattern a regular expression may have: patterns come from clients, and a
-/// compiled regex's size grows with its pattern.
-const MAX_REGEX_PATTERN_BYTES: usize = 10_000;
-/// Memory for a pattern's compiled automaton and for its lazy DFA's states.
-const REGEX_NFA_BYTES: usize = 1 << 20;
+/// The longest pattern a regular expression may have, and the memory for its compiled
+/// automaton: the regular-expression functions' ([`crate::func::regex`]).
+use crate::func::regex::{
+    MAX_PATTERN_BYTES as MAX_REGEX_PATTERN_BYTES, NFA_BYTES as REGEX_NFA_BYTES,
+};
+/// Memory for a lazy DFA's states.
 const REGEX_CACHE_BYTES: usize = 2 << 20;
 
 /// Compiled patterns kept per session thread, most recently used first: PostgreSQL's
@@ -588,8 +589,13 @@ fn compiled(pattern: &str, case_insensitive: bool) -> Result<std::rc::Rc<Compile
     if let Some(entry) = hit {
         return Ok(entry);
     }
+    // `.` matches a newline, as in PostgreSQL (not newline-sensitive by default).
     let dfa = DFA::builder()
-        .syntax(syntax::Config::new().case_insensitive(case_insensitive))
+        .syntax(
+            syntax::Config::new()
+                .case_insensitive(case_insensitive)
+                .dot_matches_new_line(true),
+        )
         .thompson(thompson::Config::new().nfa_size_limit(Some(REGEX_NFA_BYTES)))
         .configure(
             DFA::config()
@@ -629,17 +635,11 @@ fn regex_match(
             return Ok(found);
         }
     }
-    let re = regex_lite::RegexBuilder::new(pattern)
-        .case_insensitive(case_insensitive)
-        .size_limit(REGEX_NFA_BYTES)
-        .build()
-        .map_err(|e| {
-            SqlError::new(
-                SqlState::INVALID_REGULAR_EXPRESSION,
-                format!("invalid regular expression: {e}"),
-            )
-        })?;
-    Ok(re.is_match(s))
+    let flags = crate::func::regex::Flags {
+        case_insensitive,
+        ..Default::default()
+    };
+    Ok(crate::func::regex::lite(pattern, flags)?.is_match(s))
 }
 
 /// Whether `dfa` matches somewhere in `hay`; `None` if the DFA gave up (it cannot decide

@@ -32,6 +32,7 @@ fn open_call<'a>(call: &SrfCall, cx: &'a Cx<'a>, row: &[Value]) -> Result<Values
         },
         SrfFunc::Subscripts => subscripts(&args),
         SrfFunc::Json(f) => Ok(Box::new(f.values(&args[0])?.into_iter().map(Ok))),
+        SrfFunc::Text(f) => Ok(Box::new(f.values(&args, cx.interrupt)?.into_iter().map(Ok))),
         SrfFunc::Options { value } => match args.first() {
             Some(Value::Text(t)) => {
                 let options = crate::types::array::values(t, crate::types::SqlType::Text)?;

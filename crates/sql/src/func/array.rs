@@ -232,7 +232,7 @@ impl ArrayFn {
             ArrayFn::Positions(e) => positions(args, e),
             ArrayFn::Remove(e) | ArrayFn::Replace(e) => remove_replace(self, args, e),
             ArrayFn::ToString => to_string(args),
-            ArrayFn::FromString => from_string(args),
+            ArrayFn::FromString => string_to_array(args),
             ArrayFn::Subscript(e) => subscript(args, e),
             ArrayFn::Slice { omitted, .. } => slice(args, omitted),
             ArrayFn::Contains(e) => contains(&args[0], &args[1], e),
@@ -527,7 +527,7 @@ fn to_string(args: &[Value]) -> Result<Value> {
 
 /// string_to_array(s, sep [, null_string]): a NULL separator splits into characters, an
 /// empty one keeps the string whole.
-fn from_string(args: &[Value]) -> Result<Value> {
+pub(crate) fn string_to_array(args: &[Value]) -> Result<Value> {
     let Some(s) = text_arg(&args[0]) else {
         return Ok(Value::Null);
     };

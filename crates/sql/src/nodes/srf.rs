@@ -39,6 +39,8 @@ pub(crate) enum SrfFunc {
     /// `pg_options_to_table(text[])`: of each `name=value` element its name (`value`
     /// false) or its value; two calls in lockstep give the two columns.
     Options { value: bool },
+    /// `regexp_matches`, `regexp_split_to_table`, `string_to_table`.
+    Text(crate::func::regex::TextSrf),
 }
 
 impl SrfFunc {
@@ -50,6 +52,7 @@ impl SrfFunc {
             SrfFunc::Subscripts => "generate_subscripts",
             SrfFunc::Json(f) => f.name(),
             SrfFunc::Options { .. } => "pg_options_to_table",
+            SrfFunc::Text(f) => f.name(),
         }
     }
 }
