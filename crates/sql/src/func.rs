@@ -133,6 +133,8 @@ pub(crate) enum Func {
     /// The string functions of [`string`].
     Str(string::StrFn),
     Regex(regex::ReFn),
+    /// format(formatstr, args...): `%s`, `%I`, `%L`, `%%`, positions, `-` and widths.
+    Format,
     /// concat_ws(separator, values...): `concat`'s values joined by the separator, NULLs
     /// left out; NULL only for a NULL separator.
     ConcatWs,
@@ -536,11 +538,16 @@ pub(crate) fn resolve(
         ("strpos", 2) => (Func::Strpos, text(2), T::Int4),
         ("repeat", 2) => (Func::Repeat, vec![Some(T::Text), Some(T::Int8)], T::Text),
         ("current_date", 0) => (Func::CurrentDate, vec![], T::Date),
-        ("concat", _) => (Func::Concat, keep(n), T::Text),
+        ("concat", _) => (Func::Concat, as_output_text(args), T::Text),
         ("concat_ws", 1..) => {
-            let mut c = keep(n);
+            let mut c = as_output_text(args);
             c[0] = Some(T::Text);
             (Func::ConcatWs, c, T::Text)
+        }
+        ("format", 1..) => {
+            let mut c = as_output_text(args);
+            c[0] = Some(T::Text);
+            (Func::Format, c, T::Text)
         }
         ("coalesce", 1..) => {
             let t = common()?;
@@ -749,6 +756,15 @@ pub(crate) fn resolve(
     Ok(r)
 }
 
+/// The argument types of a function that prints its arguments as their types' output
+/// functions do (`concat`, `format`): each as text (the cast to text is that output),
+/// except boolean, whose output (`t`) is not its cast (`true`) and is printed at the call.
+fn as_output_text(args: &[SqlType]) -> Vec<Option<SqlType>> {
+    args.iter()
+        .map(|&t| (t != SqlType::Bool).then_some(SqlType::Text))
+        .collect()
+}
+
 /// The common type of two operands (CASE branches, COALESCE arguments, comparisons):
 /// `Unknown` gives way to the other, integers widen, integers and floats meet at float8,
 /// text-like types meet at text.
@@ -822,6 +838,7 @@ impl Func {
             self,
             Func::Concat
                 | Func::ConcatWs
+                | Func::Format
                 | Func::Coalesce
                 | Func::NullIf
                 | Func::Greatest
@@ -928,6 +945,10 @@ impl Func {
                 SqlType::Date,
             )?,
             Func::Concat => Value::Text(concat(&args, "")?),
+            Func::Format => match args.split_first() {
+                Some((Value::Text(f), values)) => Value::Text(string::format(f, values)?),
+                _ => Value::Null,
+            },
             Func::ConcatWs => match args.split_first() {
                 Some((Value::Text(sep), values)) => Value::Text(concat(values, sep)?),
                 _ => Value::Null,
@@ -1448,7 +1469,7 @@ fn concat(values: &[Value], sep: &str) -> Result<String> {
 
 /// PostgreSQL's `quote_literal`: `'...'` with quotes doubled, and `E'...'` with
 /// backslashes doubled when the text has one.
-fn quote_literal(s: &str) -> String {
+pub(super) fn quote_literal(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 3);
     if s.contains('\\') {
         out.push('E');

@@ -329,6 +329,29 @@ impl Binder<'_> {
                     SqlType::Bool,
                 ))
             }
+            AstExpr::SimilarTo {
+                negated,
+                expr,
+                pattern,
+                escape_char,
+            } => {
+                // PostgreSQL's rewrite: `x ~ similar_to_escape(pattern [, escape])`.
+                let x = self.text_operand(expr, scope)?;
+                let mut args = vec![self.text_operand(pattern, scope)?];
+                if let Some(escape) = escape_char {
+                    args.push(self.text_operand(escape, scope)?);
+                }
+                let p = Expr::Func(Func::Str(StrFn::SimilarEscape), args);
+                Ok((
+                    Expr::Regex {
+                        expr: Box::new(x),
+                        pattern: Box::new(p),
+                        case_insensitive: false,
+                        negated: *negated,
+                    },
+                    SqlType::Bool,
+                ))
+            }
             AstExpr::In {
                 expr,
                 target,

@@ -42,6 +42,9 @@ pub(crate) enum StrFn {
     /// none when empty) as its escape character rewritten with backslash as it (what
     /// `LIKE pattern ESCAPE escape` matches with).
     LikeEscape,
+    /// similar_to_escape(pattern [, escape]): a SIMILAR TO pattern as the regular
+    /// expression that matches the same (what `x SIMILAR TO p` matches with `~`).
+    SimilarEscape,
     /// sha256, sha384, sha512 of bytea (`bits`).
     Sha {
         bits: u16,
@@ -78,6 +81,9 @@ pub(super) fn resolve(name: &str, args: &[SqlType]) -> Option<Resolved> {
             f(StrFn::Length { bits }, vec![c], T::Int4)
         }
         ("like_escape", [_, _]) => f(StrFn::LikeEscape, vec![text, text], T::Text),
+        ("similar_to_escape", [_] | [_, _]) => {
+            f(StrFn::SimilarEscape, vec![text; args.len()], T::Text)
+        }
         ("encode", [_, _]) => f(StrFn::Encode, vec![Some(T::Bytea), text], T::Text),
         ("decode", [_, _]) => f(StrFn::Decode, vec![text, text], T::Bytea),
         ("sha256" | "sha384" | "sha512", [_]) => {
@@ -147,6 +153,7 @@ impl StrFn {
             }
             StrFn::Decode => Value::Bytea(decode(text(a0), text(&args[1]))?),
             StrFn::LikeEscape => Value::Text(like_escape(text(a0), text(&args[1]))?),
+            StrFn::SimilarEscape => Value::Text(similar_escape(text(a0), args.get(1).map(text))?),
             StrFn::Sha { bits } => {
                 let Value::Bytea(b) = a0 else {
                     return Err(types::internal("sha argument"));
@@ -365,6 +372,212 @@ fn decode(t: &str, format: &str) -> Result<Vec<u8>> {
         }),
         _ => Err(unrecognized(format)),
     }
+}
+
+fn format_error(msg: impl Into<String>) -> SqlError {
+    SqlError::new(SqlState::INVALID_PARAMETER_VALUE, msg)
+}
+
+/// A value as `format` prints it (arguments come as text, or boolean: see
+/// `as_output_text`); `None` for NULL.
+fn format_arg(v: &Value) -> Option<std::borrow::Cow<'_, str>> {
+    match v {
+        Value::Null => None,
+        Value::Text(t) => Some(std::borrow::Cow::Borrowed(t)),
+        Value::Bool(b) => Some(std::borrow::Cow::Borrowed(if *b { "t" } else { "f" })),
+        other => types::format_text(other, SqlType::Text).map(std::borrow::Cow::Owned),
+    }
+}
+
+/// Reads digits at `chars` (a position or width); `None` if there are none.
+fn format_number(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Result<Option<usize>> {
+    let mut n: Option<usize> = None;
+    while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
+        chars.next();
+        let d = usize::try_from(d).unwrap_or(0);
+        n = Some(
+            n.unwrap_or(0)
+                .checked_mul(10)
+                .and_then(|x| x.checked_add(d))
+                .filter(|&x| x < (1 << 30))
+                .ok_or_else(|| format_error("number is out of range"))?,
+        );
+    }
+    Ok(n)
+}
+
+/// PostgreSQL's `format(formatstr, args...)`: `%[n$][-][width]{s|I|L}` and `%%`; a width
+/// may be `*` or `*n$` (an argument; negative means left-justified).
+pub(super) fn format(f: &str, args: &[Value]) -> Result<String> {
+    let mut out = String::with_capacity(f.len());
+    let mut chars = f.chars().peekable();
+    let mut next_arg = 0usize;
+    let arg = |i: usize| {
+        args.get(i)
+            .ok_or_else(|| format_error("too few arguments for format()"))
+    };
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        if chars.peek() == Some(&'%') {
+            chars.next();
+            out.push('%');
+            continue;
+        }
+        let unterminated = || format_error("unterminated format() type specifier");
+        // An argument position: digits followed by `$` (else the digits are a width).
+        let mut width: Option<usize> = None;
+        let mut left = false;
+        let n = format_number(&mut chars)?;
+        if chars.peek() == Some(&'$') {
+            chars.next();
+            let n = n.filter(|&n| n > 0).ok_or_else(|| {
+                format_error("format specifies argument 0, but arguments are numbered from 1")
+            })?;
+            next_arg = n - 1;
+        } else {
+            width = n;
+        }
+        if width.is_none() {
+            while chars.peek() == Some(&'-') {
+                chars.next();
+                left = true;
+            }
+            if chars.peek() == Some(&'*') {
+                chars.next();
+                let at = match format_number(&mut chars)? {
+                    Some(p) if chars.peek() == Some(&'$') => {
+                        chars.next();
+                        p.checked_sub(1).ok_or_else(unterminated)?
+                    }
+                    Some(_) => return Err(unterminated()),
+                    None => {
+                        next_arg += 1;
+                        next_arg - 1
+                    }
+                };
+                let w = match arg(at)? {
+                    Value::Int(i) => *i,
+                    Value::Text(t) => t.trim().parse::<i64>().map_err(|_| {
+                        format_error(format!("invalid input syntax for type integer: \"{t}\""))
+                    })?,
+                    _ => 0, // NULL: no width
+                };
+                left |= w < 0;
+                width = Some(usize::try_from(w.unsigned_abs()).unwrap_or(usize::MAX));
+            } else {
+                width = format_number(&mut chars)?;
+            }
+        }
+        let kind = chars.next().ok_or_else(unterminated)?;
+        if !matches!(kind, 's' | 'I' | 'L') {
+            return Err(
+                format_error(format!("unrecognized format() type specifier \"{kind}\""))
+                    .with_hint("For a single \"%\" use \"%%\"."),
+            );
+        }
+        let v = arg(next_arg)?;
+        next_arg += 1;
+        let piece: String = match (kind, format_arg(v)) {
+            ('s', None) => String::new(),
+            ('s', Some(t)) => t.into_owned(),
+            ('I', None) => {
+                return Err(SqlError::new(
+                    SqlState::NULL_VALUE_NOT_ALLOWED,
+                    "null values cannot be formatted as an SQL identifier",
+                ))
+            }
+            ('I', Some(t)) => crate::parse::quote_ident(&t),
+            (_, None) => "NULL".into(),
+            (_, Some(t)) => super::quote_literal(&t),
+        };
+        let pad = width.unwrap_or(0).saturating_sub(piece.chars().count());
+        types::check_growth(out.len(), piece.len().saturating_add(pad))?;
+        if !left {
+            out.extend(std::iter::repeat_n(' ', pad));
+        }
+        out.push_str(&piece);
+        if left {
+            out.extend(std::iter::repeat_n(' ', pad));
+        }
+    }
+    Ok(out)
+}
+
+/// PostgreSQL's `similar_escape_internal`: a SIMILAR TO pattern as a regular expression
+/// anchored at both ends: `%` is `.*`, `_` is `.`, a group does not capture, `.`, `^`, `$`
+/// and a backslash stand for themselves, and the escape character (default backslash, none
+/// when empty) makes the next one literal; two escaped double quotes mark the part
+/// `substring` returns.
+pub(super) fn similar_escape(pattern: &str, escape: Option<&str>) -> Result<String> {
+    let escape = match escape {
+        None => Some('\\'),
+        Some(e) => {
+            let mut chars = e.chars();
+            match (chars.next(), chars.next()) {
+                (None, _) => None,
+                (Some(c), None) => Some(c),
+                _ => {
+                    return Err(SqlError::new(
+                        SqlState::INVALID_ESCAPE_SEQUENCE,
+                        "invalid escape string",
+                    )
+                    .with_hint("Escape string must be empty or one character."))
+                }
+            }
+        }
+    };
+    let mut out = String::with_capacity(pattern.len() + 8);
+    out.push_str("^(?:");
+    let (mut after_escape, mut in_class, mut quotes) = (false, false, 0);
+    for c in pattern.chars() {
+        if after_escape {
+            if c == '"' && !in_class {
+                out.push_str(match quotes {
+                    0 => "){1,1}?(",
+                    1 => "){1,1}(?:",
+                    _ => {
+                        return Err(SqlError::new(
+                            SqlState::INVALID_USE_OF_ESCAPE_CHARACTER,
+                            "SQL regular expression may not contain more than two escape-double-quote separators",
+                        ))
+                    }
+                });
+                quotes += 1;
+            } else {
+                out.push('\\');
+                out.push(c);
+            }
+            after_escape = false;
+        } else if Some(c) == escape {
+            after_escape = true;
+        } else if in_class {
+            if c == '\\' {
+                out.push('\\');
+            }
+            out.push(c);
+            in_class = c != ']';
+        } else {
+            match c {
+                '[' => {
+                    out.push(c);
+                    in_class = true;
+                }
+                '%' => out.push_str(".*"),
+                '_' => out.push('.'),
+                '(' => out.push_str("(?:"),
+                '\\' | '.' | '^' | '$' => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                c => out.push(c),
+            }
+        }
+    }
+    out.push_str(")$");
+    Ok(out)
 }
 
 #[cfg(test)]
