@@ -1,6 +1,7 @@
 //! String functions of PostgreSQL's `varlena.c`, `oracle_compat.c` and `encode.c`:
 //! `split_part`, `chr`, `ascii`, `initcap`, `translate`, `reverse`, `lpad` / `rpad`,
-//! `starts_with`, `octet_length`, `bit_length`, `to_hex`, `encode` / `decode` (hex, base64,
+//! `starts_with`, `octet_length`, `bit_length`, `to_hex` / `to_oct` / `to_bin`, `crc32` /
+//! `crc32c`, `format`, `similar_to_escape`, `encode` / `decode` (hex, base64,
 //! escape) and `sha256` / `sha384` / `sha512`, with PostgreSQL's errors. `concat_ws` is
 //! [`super::Func::ConcatWs`], beside `concat`, whose argument handling it shares.
 //!
@@ -33,8 +34,15 @@ pub(crate) enum StrFn {
     Length {
         bits: bool,
     },
-    ToHex {
+    /// to_hex, to_oct and to_bin (`radix` 16, 8, 2) of int4 or int8 (`bytes`), negative
+    /// values in two's complement.
+    ToBase {
         bytes: u8,
+        radix: u8,
+    },
+    /// crc32 (`castagnoli` false) and crc32c of bytea.
+    Crc32 {
+        castagnoli: bool,
     },
     Encode,
     Decode,
@@ -90,13 +98,22 @@ pub(super) fn resolve(name: &str, args: &[SqlType]) -> Option<Resolved> {
             let bits = name[3..].parse().ok()?;
             f(StrFn::Sha { bits }, vec![Some(T::Bytea)], T::Bytea)
         }
-        ("to_hex", [a]) if a.is_int() || *a == T::Unknown => {
+        ("to_hex" | "to_oct" | "to_bin", [a]) if a.is_int() || *a == T::Unknown => {
             let (c, bytes) = if *a == T::Int8 {
                 (T::Int8, 8)
             } else {
                 (T::Int4, 4)
             };
-            f(StrFn::ToHex { bytes }, vec![Some(c)], T::Text)
+            let radix = match name {
+                "to_hex" => 16,
+                "to_oct" => 8,
+                _ => 2,
+            };
+            f(StrFn::ToBase { bytes, radix }, vec![Some(c)], T::Text)
+        }
+        ("crc32" | "crc32c", [_]) => {
+            let castagnoli = name == "crc32c";
+            f(StrFn::Crc32 { castagnoli }, vec![Some(T::Bytea)], T::Int8)
         }
         _ => None,
     }
@@ -165,16 +182,46 @@ impl StrFn {
                 };
                 Value::Bytea(ring::digest::digest(alg, b).as_ref().to_vec())
             }
-            StrFn::ToHex { bytes } => {
+            StrFn::ToBase { bytes, radix } => {
                 let v = int(a0);
-                Value::Text(if bytes == 8 {
-                    format!("{:x}", v.cast_unsigned())
+                let u = if bytes == 8 {
+                    v.cast_unsigned()
                 } else {
-                    format!("{:x}", (v as i32).cast_unsigned())
+                    u64::from((v as i32).cast_unsigned())
+                };
+                Value::Text(match radix {
+                    16 => format!("{u:x}"),
+                    8 => format!("{u:o}"),
+                    _ => format!("{u:b}"),
                 })
+            }
+            StrFn::Crc32 { castagnoli } => {
+                let Value::Bytea(b) = a0 else {
+                    return Err(types::internal("crc32 argument"));
+                };
+                let crc = if castagnoli {
+                    crc32c::crc32c(b)
+                } else {
+                    crc32_ieee(b)
+                };
+                Value::Int(i64::from(crc))
             }
         })
     }
+}
+
+/// CRC-32 as zlib and PostgreSQL 18's `crc32` compute it (reflected polynomial
+/// 0xEDB88320), a bit at a time: the function is for checksums of values, not bulk data.
+fn crc32_ieee(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            let mask = (crc & 1).wrapping_neg();
+            crc = (crc >> 1) ^ (0xEDB8_8320 & mask);
+        }
+    }
+    !crc
 }
 
 /// `split_part(s, delimiter, n)`: the n-th field from 1, or from the end when negative;
