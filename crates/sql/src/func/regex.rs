@@ -21,6 +21,7 @@ use std::rc::Rc;
 
 use quire_engine::{SqlState, Value};
 
+use super::string::{int, text};
 use super::Func;
 use crate::error::{Result, SqlError};
 use crate::interrupt::Interrupt;
@@ -127,20 +128,6 @@ pub(super) fn resolve(name: &str, args: &[SqlType]) -> Option<Resolved> {
             f(ReFn::Substr, c[..args.len()].to_vec(), T::Text)
         }
         _ => None,
-    }
-}
-
-fn text(v: &Value) -> &str {
-    match v {
-        Value::Text(s) => s,
-        _ => "",
-    }
-}
-
-fn int(v: &Value) -> i64 {
-    match v {
-        Value::Int(i) => *i,
-        _ => 0,
     }
 }
 

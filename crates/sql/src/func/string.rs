@@ -119,14 +119,16 @@ pub(super) fn resolve(name: &str, args: &[SqlType]) -> Option<Resolved> {
     }
 }
 
-fn text(v: &Value) -> &str {
+/// A text argument's string (`""` for another value: callers pass resolved types).
+pub(super) fn text(v: &Value) -> &str {
     match v {
         Value::Text(s) => s,
         _ => "",
     }
 }
 
-fn int(v: &Value) -> i64 {
+/// An integer argument's value (0 for another value).
+pub(super) fn int(v: &Value) -> i64 {
     match v {
         Value::Int(i) => *i,
         _ => 0,
