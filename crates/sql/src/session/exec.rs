@@ -93,6 +93,8 @@ fn drop_sequence(tx: &Transaction, name: &str, if_exists: bool) -> Result<()> {
                     "default value for a column of table {table} depends on sequence {name}"
                 )));
             }
+            let named = [(seq.oid, format!("sequence {name}"))];
+            super::views::dependents(tx, &named, false)?;
             tx.drop_sequence(seq.oid)?;
             catalog::description::drop_all(tx, seq.oid)
         }
