@@ -1444,17 +1444,9 @@ fn concat(values: &[Value], sep: &str) -> Result<String> {
     let mut s = String::new();
     let mut first = true;
     for v in values {
-        let text = match v {
-            Value::Null => continue,
-            Value::Text(t) => std::borrow::Cow::Borrowed(t.as_str()),
-            v => {
-                let ty = v.type_of().unwrap_or(quire_engine::Type::Text);
-                let ty = SqlType::of_engine_type(ty);
-                if let Value::Bytea(b) = v {
-                    types::check_growth(s.len(), b.len().saturating_mul(2) + 2)?;
-                }
-                std::borrow::Cow::Owned(types::format_text(v, ty).unwrap_or_default())
-            }
+        // Arguments come as text, or boolean (`as_output_text`), as format's do.
+        let Some(text) = string::format_arg(v) else {
+            continue;
         };
         if !first {
             types::check_growth(s.len(), sep.len())?;

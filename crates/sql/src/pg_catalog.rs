@@ -1896,17 +1896,6 @@ pub(crate) fn description(
         .map(|d| d.text))
 }
 
-/// The oid of sequence `name` (not one of quire's own), if there is one.
-pub(crate) fn sequence_oid(tx: &Transaction, name: &str) -> Result<Option<u32>> {
-    if name.starts_with(catalog::RESERVED_PREFIX) {
-        return Ok(None);
-    }
-    Ok(match tx.relation_named(name)? {
-        Some(Entry::Sequence(s)) => u32::try_from(s.oid.0).ok(),
-        _ => None,
-    })
-}
-
 /// A user relation (table or index) by oid, by one catalog lookup: `::regclass` output
 /// and `pg_table_is_visible` run once per row of psql's catalog queries, so they must not
 /// cost a pass over every table.

@@ -158,18 +158,44 @@ impl Transaction {
             };
             self.heap(def.rel).create()?;
             self.st.borrow_mut().drop_at_abort.push(def.rel);
-            let cid = self.st.borrow().cid;
-            let mut hint = None;
-            let tid = self
-                .catalog_heap()
-                .insert(xid, cid, &def.to_row(), &mut hint)?;
-            self.engine.catalog.note(tid, &def);
-            self.note_definition_change();
-            let mut st = self.st.borrow_mut();
-            st.cid_used = true;
-            st.defs.insert(oid, (tid, def));
+            let tid = self.insert_entry(xid, &Entry::Table(def.clone()))?;
+            self.st.borrow_mut().defs.insert(oid, (tid, def));
             Ok(oid)
         })
+    }
+
+    /// CREATE of any kind: the new definition's catalog row, noted in the in-memory index,
+    /// and the catalog generation moved.
+    pub(super) fn insert_entry(&self, xid: crate::types::Xid, entry: &Entry) -> Result<Tid> {
+        let cid = self.st.borrow().cid;
+        let mut hint = None;
+        let tid = self
+            .catalog_heap()
+            .insert(xid, cid, &entry.to_row(), &mut hint)?;
+        self.engine.catalog.note_entry(tid, entry);
+        self.note_definition_change();
+        self.st.borrow_mut().cid_used = true;
+        Ok(tid)
+    }
+
+    /// The definition `oid` with its catalog address, if `pick` takes its kind (`what`:
+    /// the kind's name for the error, `"a sequence"`).
+    pub(super) fn entry_of_kind<T>(
+        &self,
+        oid: Oid,
+        what: &str,
+        pick: impl FnOnce(Entry) -> Result<T, Entry>,
+    ) -> Result<(Tid, T)> {
+        match self.lookup_oid(oid)? {
+            Some((tid, entry)) => pick(entry).map(|t| (tid, t)).map_err(|other| {
+                Error::WrongObjectType {
+                    what: format!("\"{}\" is not {what}", other.name()),
+                }
+            }),
+            None => Err(Error::UndefinedTable {
+                name: format!("with oid {oid}"),
+            }),
+        }
     }
 
     fn visible_name(&self, name: &str) -> Result<bool> {

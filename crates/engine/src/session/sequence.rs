@@ -32,15 +32,7 @@ impl Transaction {
             self.heap(def.rel).create()?;
             self.st.borrow_mut().drop_at_abort.push(def.rel);
             sequence::init(&self.engine.pool, &self.engine.wal, &def)?;
-            let cid = self.st.borrow().cid;
-            let mut hint = None;
-            let entry = Entry::Sequence(def);
-            let tid = self
-                .catalog_heap()
-                .insert(xid, cid, &entry.to_row(), &mut hint)?;
-            self.engine.catalog.note_entry(tid, &entry);
-            self.note_definition_change();
-            self.st.borrow_mut().cid_used = true;
+            self.insert_entry(xid, &Entry::Sequence(def))?;
             Ok(oid)
         })
     }
@@ -111,14 +103,9 @@ impl Transaction {
     }
 
     fn sequence_entry(&self, seq: Oid) -> Result<(crate::page::Tid, SequenceDef)> {
-        match self.lookup_oid(seq)? {
-            Some((tid, Entry::Sequence(def))) => Ok((tid, def)),
-            Some((_, other)) => Err(Error::WrongObjectType {
-                what: format!("\"{}\" is not a sequence", other.name()),
-            }),
-            None => Err(Error::UndefinedTable {
-                name: format!("with oid {seq}"),
-            }),
-        }
+        self.entry_of_kind(seq, "a sequence", |e| match e {
+            Entry::Sequence(def) => Ok(def),
+            other => Err(other),
+        })
     }
 }

@@ -26,14 +26,7 @@ impl Transaction {
                 name: name.to_string(),
                 body: body.to_vec(),
             });
-            let cid = self.st.borrow().cid;
-            let mut hint = None;
-            let tid = self
-                .catalog_heap()
-                .insert(xid, cid, &entry.to_row(), &mut hint)?;
-            self.engine.catalog.note_entry(tid, &entry);
-            self.note_definition_change();
-            self.st.borrow_mut().cid_used = true;
+            self.insert_entry(xid, &entry)?;
             Ok(oid)
         })
     }
@@ -93,11 +86,9 @@ impl Transaction {
     }
 
     fn view_entry(&self, view: Oid) -> Result<(Tid, ViewDef)> {
-        match self.lookup_oid(view)? {
-            Some((tid, Entry::View(def))) => Ok((tid, def)),
-            _ => Err(Error::UndefinedTable {
-                name: format!("view {}", view.0),
-            }),
-        }
+        self.entry_of_kind(view, "a view", |e| match e {
+            Entry::View(def) => Ok(def),
+            other => Err(other),
+        })
     }
 }

@@ -278,9 +278,9 @@ pub(crate) struct Binder<'t> {
     /// being bound (where a recursive reference may not be).
     sublinks: usize,
     outer_joins: usize,
-    /// The relations the statement names (not those its views read): what a view being
-    /// created depends on.
-    relations_read: Vec<quire_engine::Oid>,
+    /// While a view is being created: the relations its query names (not those its views
+    /// read), what it depends on. `None` otherwise, so other statements note nothing.
+    relations_read: Option<Vec<quire_engine::Oid>>,
     /// The views whose queries are being bound, innermost last (a view that reaches
     /// itself is refused).
     views_open: Vec<quire_engine::Oid>,
@@ -390,7 +390,7 @@ impl<'t> Binder<'t> {
             lowest_outer_ref: usize::MAX,
             sublinks: 0,
             outer_joins: 0,
-            relations_read: Vec::new(),
+            relations_read: None,
             views_open: Vec::new(),
             star_target: None,
             star_items: None,

@@ -1023,15 +1023,20 @@ impl Binder<'_> {
             }
         }
         let in_public = parts.len() == 1 || (parts.len() == 2 && parts[0] == "public");
-        if in_public && catalog::find(self.tx, &rel)?.is_none() {
-            if let Some(view) = catalog::view::named(self.tx, &rel)? {
-                return self.view_reference(&view, &qualifier, alias);
-            }
-            if let Some(oid) = crate::pg_catalog::sequence_oid(self.tx, &rel)? {
-                self.note_read(quire_engine::Oid(u64::from(oid)));
-                let t = CatalogTable::SequenceData(oid);
-                let scope = Scope::of_named(t.columns(), Some(&qualifier));
-                return Ok((Node::Catalog(t), rename(scope, alias)));
+        let reserved = rel.starts_with(catalog::RESERVED_PREFIX);
+        if in_public && !reserved && catalog::find(self.tx, &rel)?.is_none() {
+            // One lookup for what else the name may be: a view or a sequence.
+            match self.tx.relation_named(&rel)? {
+                Some(quire_engine::Entry::View(v)) => {
+                    return self.view_reference(v.oid, &v.name, &qualifier, alias);
+                }
+                Some(quire_engine::Entry::Sequence(s)) => {
+                    self.note_read(s.oid);
+                    let t = CatalogTable::SequenceData(u32::try_from(s.oid.0).unwrap_or(0));
+                    let scope = Scope::of_named(t.columns(), Some(&qualifier));
+                    return Ok((Node::Catalog(t), rename(scope, alias)));
+                }
+                _ => {}
             }
         }
         let table = match self.table_of(name) {

@@ -61,12 +61,12 @@ impl Binder<'_> {
         let name = super::table_name(&cv.name)?;
         crate::catalog::check_not_reserved(&name)?;
         let params_before = self.params.len();
-        let saved_reads = std::mem::take(&mut self.relations_read);
+        self.relations_read = Some(Vec::new());
         self.star_target = star_list(&cv.query).map(|p| p.as_ptr() as usize);
         let r = self.query(&cv.query);
         self.star_target = None;
         let stars = self.star_items.take();
-        let reads = std::mem::replace(&mut self.relations_read, saved_reads);
+        let reads = self.relations_read.take().unwrap_or_default();
         let (_, out) = r?;
         if self.params.len() > params_before {
             return Err(SqlError::new(
@@ -77,7 +77,10 @@ impl Binder<'_> {
         let names: Vec<String> = cv.columns.iter().map(|c| ident_name(&c.name)).collect();
         let columns = view_columns(&names, &out)?;
         let mut depends: Vec<Oid> = Vec::new();
-        for &oid in &reads {
+        for oid in reads {
+            if depends.contains(&oid) {
+                continue;
+            }
             // PostgreSQL makes such a view temporary itself; quire has no temporary views.
             if let Some(quire_engine::Entry::Table(t)) = self.tx.relation(oid)? {
                 if crate::catalog::display_name(&t.name).len() != t.name.len() {
@@ -86,11 +89,7 @@ impl Binder<'_> {
                     ));
                 }
             }
-        }
-        for oid in reads {
-            if !depends.contains(&oid) {
-                depends.push(oid);
-            }
+            depends.push(oid);
         }
         let renamed = columns.iter().zip(&out).any(|((n, _), o)| *n != o.name);
         let text = match stars {
@@ -128,19 +127,20 @@ impl Binder<'_> {
         })
     }
 
-    /// A FROM item naming view `view`: its query, bound in the place of the name.
+    /// A FROM item naming view `oid` (`name`): its query, bound in the place of the name.
     pub(super) fn view_reference(
         &mut self,
-        view: &ViewInfo,
+        oid: Oid,
+        name: &str,
         qualifier: &str,
         alias: Option<&ast::TableAlias>,
     ) -> Result<(Node, Scope)> {
-        self.note_read(view.oid);
-        if self.views_open.contains(&view.oid) {
-            return Err(recursion(&view.name));
+        self.note_read(oid);
+        if self.views_open.contains(&oid) {
+            return Err(recursion(name));
         }
-        // Locked, then read again: what the name found may have been replaced meanwhile.
-        let view = crate::catalog::view::read(self.tx, view.oid)?;
+        // Read under its lock: what the name found may have been replaced meanwhile.
+        let view = crate::catalog::view::read(self.tx, oid)?;
         let query = parse_view_query(&view)?;
         let level = self.set_level_aside();
         self.views_open.push(view.oid);
@@ -156,8 +156,8 @@ impl Binder<'_> {
     /// Notes that the statement reads relation `oid` (a view being created depends on it);
     /// what a view's own query reads is that view's, not the statement's.
     pub(super) fn note_read(&mut self, oid: Oid) {
-        if self.views_open.is_empty() {
-            self.relations_read.push(oid);
+        if let (Some(reads), true) = (&mut self.relations_read, self.views_open.is_empty()) {
+            reads.push(oid);
         }
     }
 
@@ -197,7 +197,8 @@ impl Binder<'_> {
 /// Whether view `view` still binds (after its tables changed), with the error if not.
 pub(crate) fn check_view(tx: &quire_engine::Transaction, view: &ViewInfo) -> Result<()> {
     let mut b = Binder::new(tx, &[]);
-    b.view_reference(view, &view.name, None).map(|_| ())
+    b.view_reference(view.oid, &view.name, &view.name, None)
+        .map(|_| ())
 }
 
 /// The select list of `q`'s SELECT when `q` is one SELECT whose list has a `*`.

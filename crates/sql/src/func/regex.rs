@@ -179,7 +179,7 @@ impl ReFn {
                     )
                     .with_hint("Use the regexp_matches function instead."));
                 }
-                first_match(s, pattern, flags)
+                first_match(s, pattern, flags, interrupt)
             }
             ReFn::Like => {
                 let flags = no_global(flags_at(2)?, "regexp_like()")?;
@@ -188,7 +188,7 @@ impl ReFn {
             ReFn::Count => {
                 let start = args.get(2).map_or(1, int);
                 let flags = no_global(flags_at(3)?, "regexp_count()")?;
-                let found = matches_from(s, pattern, start, flags, interrupt)?;
+                let found = matches_from(s, pattern, start, flags, usize::MAX, interrupt)?;
                 Ok(Value::Int(i64::try_from(found.len()).unwrap_or(i64::MAX)))
             }
             ReFn::Instr => instr(s, pattern, args, interrupt),
@@ -282,13 +282,15 @@ fn char_pos(s: &str, b: usize) -> i64 {
 /// the match did not take part in).
 type Groups = Vec<Option<(usize, usize)>>;
 
-/// Each match's captures (group 0 the whole match) from character `start` on: PostgreSQL's
-/// scan, which after an empty match goes on one character later.
+/// Each match's captures (group 0 the whole match) from character `start` on, the first
+/// `limit` of them: PostgreSQL's scan, which after an empty match goes on one character
+/// later.
 fn matches_from(
     s: &str,
     pattern: &str,
     start: i64,
     flags: Flags,
+    limit: usize,
     interrupt: &Interrupt,
 ) -> Result<Vec<Groups>> {
     if start <= 0 {
@@ -297,7 +299,7 @@ fn matches_from(
     let re = lite(pattern, flags)?;
     let mut at = byte_at(s, start);
     let mut out = Vec::new();
-    while at <= s.len() {
+    while at <= s.len() && out.len() < limit {
         interrupt.check()?;
         let Some(caps) = re.captures_at(s, at) else {
             break;
@@ -330,7 +332,8 @@ fn replace(
     flags: Flags,
     interrupt: &Interrupt,
 ) -> Result<Value> {
-    let found = matches_from(s, pattern, start, flags, interrupt)?;
+    let limit = which.map_or(usize::MAX, |w| usize::try_from(w).unwrap_or(usize::MAX));
+    let found = matches_from(s, pattern, start, flags, limit, interrupt)?;
     let mut out = String::with_capacity(s.len());
     let mut copied = 0;
     for (i, groups) in found.iter().enumerate() {
@@ -392,15 +395,11 @@ fn expand(
 
 /// `regexp_match`: the first match's groups (or the whole match when there are none) as a
 /// text array, NULL when there is no match.
-fn first_match(s: &str, pattern: &str, flags: Flags) -> Result<Value> {
-    let re = lite(pattern, flags)?;
-    let Some(caps) = re.captures(s) else {
-        return Ok(Value::Null);
-    };
-    let groups: Groups = (0..caps.len())
-        .map(|i| caps.get(i).map(|m| (m.start(), m.end())))
-        .collect();
-    groups_array(s, &groups)
+fn first_match(s: &str, pattern: &str, flags: Flags, interrupt: &Interrupt) -> Result<Value> {
+    match matches_from(s, pattern, 1, flags, 1, interrupt)?.first() {
+        Some(groups) => groups_array(s, groups),
+        None => Ok(Value::Null),
+    }
 }
 
 /// The arguments `regexp_instr` and `regexp_substr` share after the pattern: start, N,
@@ -441,8 +440,15 @@ fn nth_span(
     nth: &Nth,
     interrupt: &Interrupt,
 ) -> Result<Option<(usize, usize)>> {
-    let found = matches_from(s, pattern, nth.start, nth.flags, interrupt)?;
     let index = usize::try_from(nth.n - 1).unwrap_or(usize::MAX);
+    let found = matches_from(
+        s,
+        pattern,
+        nth.start,
+        nth.flags,
+        index.saturating_add(1),
+        interrupt,
+    )?;
     Ok(found
         .get(index)
         .and_then(|groups| groups.get(nth.subexpr).copied().flatten()))
@@ -473,7 +479,7 @@ fn substr(s: &str, pattern: &str, args: &[Value], interrupt: &Interrupt) -> Resu
 /// regexp_split_to_array: the text between matches, PostgreSQL's way: an empty match at
 /// the start or end of the text, or right after another match, splits nothing.
 fn split(s: &str, pattern: &str, flags: Flags, interrupt: &Interrupt) -> Result<Value> {
-    let found = matches_from(s, pattern, 1, flags, interrupt)?;
+    let found = matches_from(s, pattern, 1, flags, usize::MAX, interrupt)?;
     let mut b = Builder::default();
     let mut prev_end = 0;
     for groups in &found {
@@ -540,10 +546,8 @@ impl TextSrf {
         let array = match self {
             TextSrf::RegexpMatches => {
                 let flags = flags()?;
-                let mut found = matches_from(s, pattern, 1, flags, interrupt)?;
-                if !flags.global {
-                    found.truncate(1);
-                }
+                let limit = if flags.global { usize::MAX } else { 1 };
+                let found = matches_from(s, pattern, 1, flags, limit, interrupt)?;
                 return found.iter().map(|groups| groups_array(s, groups)).collect();
             }
             TextSrf::RegexpSplitToTable => {

@@ -427,9 +427,9 @@ fn format_error(msg: impl Into<String>) -> SqlError {
     SqlError::new(SqlState::INVALID_PARAMETER_VALUE, msg)
 }
 
-/// A value as `format` prints it (arguments come as text, or boolean: see
+/// A value as `format` and `concat` print it (arguments come as text, or boolean: see
 /// `as_output_text`); `None` for NULL.
-fn format_arg(v: &Value) -> Option<std::borrow::Cow<'_, str>> {
+pub(super) fn format_arg(v: &Value) -> Option<std::borrow::Cow<'_, str>> {
     match v {
         Value::Null => None,
         Value::Text(t) => Some(std::borrow::Cow::Borrowed(t)),

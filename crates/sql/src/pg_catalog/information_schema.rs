@@ -360,13 +360,12 @@ fn view_table_row(v: &TableInfo) -> Row {
 /// `views`: each view's definition; none is updatable in quire.
 fn view_rows(tx: &Transaction) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
-    for v in super::views::as_tables(tx)? {
-        let definition = super::view_def(tx, u32::try_from(v.def.oid.0).unwrap_or(0), false)?;
+    for (name, definition) in super::views::definitions(tx)? {
         rows.push(vec![
             text(DATABASE_NAME),
             text("public"),
-            text(&v.def.name),
-            definition.map_or(NULL, |d| text(&d)),
+            text(&name),
+            text(&definition),
             text("NONE"),
             yes_no(false),
             yes_no(false),

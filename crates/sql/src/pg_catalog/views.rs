@@ -104,6 +104,14 @@ pub(super) fn pg_views_rows(tx: &Transaction, qualify: bool) -> Result<Vec<Row>>
         .collect()
 }
 
+/// Each view's name and definition (as `pg_get_viewdef` gives it unqualified).
+pub(super) fn definitions(tx: &Transaction) -> Result<Vec<(String, String)>> {
+    user_views(tx)?
+        .iter()
+        .map(|v| Ok((v.name.clone(), definition(tx, v, false)?)))
+        .collect()
+}
+
 /// `pg_rewrite`: each view's `_RETURN` rule (an INSTEAD rule on SELECT, enabled).
 pub(super) fn rewrite_rows(tx: &Transaction) -> Result<Vec<Row>> {
     Ok(user_views(tx)?

@@ -247,16 +247,13 @@ pub(super) fn drop_tables(
         .map(|t| (t.def.oid, format!("table {}", t.def.name)))
         .collect();
     let views = super::views::dependents(tx, &named, cascade)?;
-    cascaded.extend(
-        views
-            .iter()
-            .map(|v| (v.oid, String::new(), format!("view {}", v.name))),
-    );
     super::views::drop_dependents(tx, &views)?;
-    for (table, name, _) in cascaded.iter().filter(|(_, n, _)| !n.is_empty()) {
+    for (table, name, _) in &cascaded {
         catalog::foreign_keys::change(tx, *table, name, FkChange::Drop)?;
     }
-    out.notices.extend(cascade_notice(&cascaded));
+    let mut whats: Vec<String> = cascaded.into_iter().map(|(_, _, w)| w).collect();
+    whats.extend(views.iter().map(|v| format!("view {}", v.name)));
+    out.notices.extend(cascade_notice(&whats));
     for t in &tables {
         catalog::drop(tx, t.def.oid)?;
     }
@@ -264,14 +261,14 @@ pub(super) fn drop_tables(
 }
 
 /// `drop cascades to ...`, as PostgreSQL reports one object or several.
-fn cascade_notice(cascaded: &[(TableId, String, String)]) -> Option<Notice> {
-    match cascaded {
+pub(super) fn cascade_notice(whats: &[String]) -> Option<Notice> {
+    match whats {
         [] => None,
-        [(_, _, what)] => Some(Notice::new(format!("drop cascades to {what}"))),
+        [what] => Some(Notice::new(format!("drop cascades to {what}"))),
         many => {
             let lines: Vec<String> = many
                 .iter()
-                .map(|(_, _, w)| format!("drop cascades to {w}"))
+                .map(|w| format!("drop cascades to {w}"))
                 .collect();
             Some(
                 Notice::new(format!("drop cascades to {} other objects", many.len()))
@@ -360,5 +357,6 @@ pub(super) fn drop_columns(
             catalog::foreign_keys::change(tx, table.def.oid, &fk.name, FkChange::Drop)?;
         }
     }
-    Ok(cascade_notice(&cascaded))
+    let whats: Vec<String> = cascaded.into_iter().map(|(_, _, w)| w).collect();
+    Ok(cascade_notice(&whats))
 }

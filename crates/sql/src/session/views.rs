@@ -178,19 +178,9 @@ pub(super) fn drop_dependents(tx: &Transaction, views: &[ViewInfo]) -> Result<()
 }
 
 /// "drop cascades to view v" for each view [`dependents`] found, as one NOTICE.
-pub(super) fn cascade_notice(views: &[ViewInfo]) -> Option<Notice> {
-    let lines: Vec<String> = views
-        .iter()
-        .map(|v| format!("drop cascades to view {}", v.name))
-        .collect();
-    match lines.as_slice() {
-        [] => None,
-        [one] => Some(Notice::new(one.clone())),
-        many => Some(
-            Notice::new(format!("drop cascades to {} other objects", many.len()))
-                .with_detail(many.join("\n")),
-        ),
-    }
+fn cascade_notice(views: &[ViewInfo]) -> Option<Notice> {
+    let whats: Vec<String> = views.iter().map(|v| format!("view {}", v.name)).collect();
+    super::foreign_keys::cascade_notice(&whats)
 }
 
 /// What an ALTER TABLE did to a table that views may read.
