@@ -8,8 +8,8 @@
 //!   its key, and leaves it when the thread ends.
 //! - The client's `options` (`-c name=value`, `--name=value`) and startup parameters are
 //!   applied as SET would apply them, before the first ReadyForQuery: an error in `options`
-//!   or an unknown parameter ends the connection (FATAL), as in PostgreSQL; a value quire
-//!   does not support yet for a known parameter (a time zone other than UTC) is a WARNING
+//!   or an unknown parameter ends the connection (FATAL), as in PostgreSQL; a startup
+//!   parameter with a value the parameter does not take (`TimeZone=Mars/Base`) is a WARNING
 //!   and the default stays.
 //! - The thread's stack holds the deepest statement `max_stack_depth` allows, and a margin.
 

@@ -31,6 +31,8 @@ use std::time::Duration;
 
 use quire_engine::{Config, SqlState};
 
+use crate::datetime::style::{self, Style};
+use crate::datetime::zone::Zone;
 use crate::error::{Result, SqlError};
 use crate::roles::Identity;
 
@@ -67,6 +69,9 @@ pub struct Settings {
     /// ([`Settings::apply_pending`]): name, value, and whether LOCAL. SHOW and
     /// `current_setting` see them at once.
     pending: std::sync::Mutex<Vec<(String, Option<String>, bool)>>,
+    /// The date/time style last installed, and the `DateStyle`, `IntervalStyle` and
+    /// `TimeZone` values it was built from ([`Settings::install_datetime_style`]).
+    datetime_style: Option<([String; 3], Arc<Style>)>,
 }
 
 /// Session parameters, their defaults, and whether SET may change them.
@@ -445,6 +450,7 @@ impl Settings {
             saved: None,
             reset_values: BTreeMap::new(),
             pending: std::sync::Mutex::new(Vec::new()),
+            datetime_style: None,
         };
         settings.reported = settings.reported();
         settings
@@ -573,6 +579,26 @@ impl Settings {
             .into_iter()
             .find(|(n, _)| *n == name)
             .map(|(_, v)| v)
+    }
+
+    /// Installs the session's `DateStyle`, `IntervalStyle` and `TimeZone` as this thread's
+    /// date/time style ([`crate::datetime::style`]), rebuilt only when one of them changed.
+    pub(crate) fn install_datetime_style(&mut self) {
+        let shown = |name: &str| self.show(name).unwrap_or_default();
+        let key = [
+            shown("datestyle"),
+            shown("intervalstyle"),
+            shown("timezone"),
+        ];
+        let style = match &self.datetime_style {
+            Some((k, style)) if *k == key => Arc::clone(style),
+            _ => {
+                let style = Arc::new(Style::of(&key[0], &key[1], &key[2]));
+                self.datetime_style = Some((key, Arc::clone(&style)));
+                style
+            }
+        };
+        style::install(style);
     }
 
     /// The planner switches ([`PlannerSwitches`]) as the session set them.
@@ -860,8 +886,7 @@ impl Settings {
         if name == "max_stack_depth" {
             return Ok(Some(format_bytes(stack_depth_kb(&value)? << 10)));
         }
-        check_session_value(name, &value)?;
-        Ok(Some(value))
+        Ok(Some(self.session_value(name, value)?))
     }
 
     /// The error for SET of a parameter that is not a session's: a server setting (55P02)
@@ -976,13 +1001,69 @@ fn stack_depth_kb(value: &str) -> Result<u64> {
     Ok(kb)
 }
 
+impl Settings {
+    /// A session parameter's new value as SHOW will show it, checked as PostgreSQL checks
+    /// it (the date/time ones read as [`crate::datetime::style`] does).
+    fn session_value(&self, name: &str, value: String) -> Result<String> {
+        let invalid = |detail: Option<String>| {
+            let e = SqlError::new(
+                SqlState::INVALID_PARAMETER_VALUE,
+                format!(
+                    "invalid value for parameter \"{}\": \"{value}\"",
+                    reported_name(name)
+                ),
+            );
+            match detail {
+                Some(d) => e.with_detail(d),
+                None => e,
+            }
+        };
+        match name {
+            "timezone" => match Zone::parse(&value) {
+                Some(zone) => Ok(zone.shown().to_string()),
+                None => Err(invalid(None)),
+            },
+            "datestyle" => {
+                let now = self.show("datestyle").unwrap_or_default();
+                style::datestyle_value(&value, &now).map_err(|d| invalid(Some(d)))
+            }
+            "intervalstyle" => match style::interval_style(&value) {
+                Some(_) => Ok(value.trim().to_ascii_lowercase()),
+                None => Err(invalid(None).with_hint(
+                    "Available values: postgres, postgres_verbose, sql_standard, iso_8601.",
+                )),
+            },
+            _ => {
+                check_session_value(name, &value)?;
+                Ok(value)
+            }
+        }
+    }
+}
+
+/// The column name of `SHOW name`: the parameter's name as PostgreSQL spells it
+/// (`TimeZone`, `DateStyle`), else its lower-case name.
+pub(crate) fn display_name(name: &str) -> String {
+    let canonical = canonical_name(name);
+    match REPORTED_PARAMETERS.iter().find(|(_, n)| *n == canonical) {
+        Some((shown, _)) => (*shown).to_string(),
+        None => canonical,
+    }
+}
+
+/// A parameter's name as PostgreSQL spells it in messages (`TimeZone`, `DateStyle`).
+fn reported_name(name: &str) -> &str {
+    REPORTED_PARAMETERS
+        .iter()
+        .find(|(_, n)| *n == name)
+        .map_or(name, |(shown, _)| shown)
+}
+
 /// Values quire can honour for the parameters whose other values it does not implement.
 fn check_session_value(name: &str, value: &str) -> Result<()> {
     let v = value.to_lowercase();
     let ok = match name {
         "client_encoding" => ["utf8", "utf-8", "unicode"].contains(&v.as_str()),
-        "timezone" => ["utc", "gmt", "etc/utc", "z", "0", "+00", "zulu"].contains(&v.as_str()),
-        "datestyle" => v.starts_with("iso"),
         "statement_timeout"
         | "lock_timeout"
         | "idle_in_transaction_session_timeout"

@@ -7,7 +7,6 @@ use std::fmt::Write as _;
 use quire_engine::{SqlState, Type, Value};
 use sqlparser::ast::{self, CharacterLength, DataType, ExactNumberInfo, TimezoneInfo};
 
-use crate::datetime::{civil_from_days, days_from_civil, days_in_month};
 use crate::error::{Result, SqlError};
 use crate::numeric;
 
@@ -721,9 +720,7 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
             Some(hex) => hex_decode(hex).map(Value::Bytea),
             None => parse_bytea_escape(text).ok_or_else(bad).map(Value::Bytea),
         },
-        SqlType::Timestamp => parse_timestamp(t).ok_or_else(bad).map(Value::Timestamp),
-        SqlType::Timestamptz => parse_timestamptz(t).ok_or_else(bad).map(Value::Timestamp),
-        SqlType::Date => parse_date(t).ok_or_else(bad).map(Value::Int),
+        SqlType::Timestamp | SqlType::Timestamptz | SqlType::Date => parse_datetime(ty, text),
         SqlType::Uuid => parse_uuid(t).ok_or_else(bad).map(Value::Bytea),
         SqlType::Interval => {
             crate::datetime::interval::parse(text, crate::datetime::interval::Typmod::default())
@@ -820,36 +817,49 @@ pub fn check_bpchar(s: &str, limit: Option<u32>) -> Result<Value> {
     Ok(Value::Text(out))
 }
 
-/// `YYYY-MM-DD` to days since 1970-01-01.
-fn parse_date(text: &str) -> Option<i64> {
-    parse_timestamp(text)
-        .filter(|us| us % US_PER_DAY == 0)
-        .map(|us| us / US_PER_DAY)
-}
-
-/// A timestamp with an optional zone suffix (`+00`, `+05:30`, `-08`, `Z`, ` UTC`).
-fn parse_timestamptz(text: &str) -> Option<i64> {
-    let t = text.trim();
-    let t = t
-        .strip_suffix(" UTC")
-        .or_else(|| t.strip_suffix('Z'))
-        .unwrap_or(t);
-    // A sign after the time part starts the zone offset.
-    let time_start = t.find([' ', 'T']).map_or(t.len(), |i| i + 1);
-    let zone_at = t[time_start..].find(['+', '-']).map(|i| i + time_start);
-    let Some(z) = zone_at else {
-        return parse_timestamp(t);
+/// A `date`, `timestamp` or `timestamptz` read as PostgreSQL reads it
+/// ([`crate::datetime::parse`]), in the session's `DateStyle` order and time zone.
+fn parse_datetime(ty: SqlType, text: &str) -> Result<Value> {
+    use crate::datetime::parse::{decode, special, Bad, ZoneSpec};
+    let style = crate::datetime::style::current();
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+    let (local_us, zone) = match special(text, now_us, &style.zone) {
+        Some(local) => (local, None),
+        None => match decode(text, style.order) {
+            Ok(d) => (d.local_us, d.zone),
+            Err(Bad::Syntax) => {
+                return Err(SqlError::new(
+                    SqlState::INVALID_DATETIME_FORMAT,
+                    format!(
+                        "invalid input syntax for type {}: \"{text}\"",
+                        ty.short_name()
+                    ),
+                ))
+            }
+            Err(bad) => {
+                let e = SqlError::new(
+                    SqlState::DATETIME_FIELD_OVERFLOW,
+                    format!("date/time field value out of range: \"{text}\""),
+                );
+                return Err(if bad == Bad::MonthRange {
+                    e.with_hint("Perhaps you need a different \"DateStyle\" setting.")
+                } else {
+                    e
+                });
+            }
+        },
     };
-    let (ts, zone) = t.split_at(z);
-    let sign = if zone.starts_with('-') { -1 } else { 1 };
-    let (h, m) = zone[1..].split_once(':').unwrap_or((&zone[1..], "0"));
-    let (h, m) = (h.parse::<i64>().ok()?, m.parse::<i64>().ok()?);
-    // PostgreSQL's zone offsets stay within 15:59; these bounds keep the arithmetic exact.
-    if !(0..=24).contains(&h) || !(0..=59).contains(&m) {
-        return None;
-    }
-    let offset_us = (h * 3600 + m * 60) * 1_000_000;
-    parse_timestamp(ts.trim()).map(|us| us - sign * offset_us)
+    Ok(match ty {
+        SqlType::Date => Value::Int(local_us.div_euclid(US_PER_DAY)),
+        SqlType::Timestamptz => Value::Timestamp(match zone {
+            Some(ZoneSpec::Offset(secs)) => local_us - i64::from(secs) * 1_000_000,
+            Some(ZoneSpec::Named(z)) => z.local_to_utc(local_us),
+            None => style.zone.local_to_utc(local_us),
+        }),
+        _ => Value::Timestamp(local_us),
+    })
 }
 
 fn parse_uuid(text: &str) -> Option<Vec<u8>> {
@@ -947,49 +957,6 @@ fn parse_bytea_escape(text: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// `YYYY-MM-DD[ HH:MM:SS[.ffffff]]` (or a `T` between date and time) to microseconds
-/// since 1970-01-01.
-pub fn parse_timestamp(text: &str) -> Option<i64> {
-    let (date, time) = match text.find([' ', 'T']) {
-        Some(i) => (&text[..i], text[i + 1..].trim()),
-        None => (text, ""),
-    };
-    let mut ymd = date.splitn(3, '-');
-    let year: i64 = ymd.next()?.parse().ok()?;
-    // PostgreSQL's last year of a timestamp; the arithmetic below stays exact within it.
-    if !(0..=294_276).contains(&year) {
-        return None;
-    }
-    let month: u32 = ymd.next()?.parse().ok()?;
-    let day: u32 = ymd.next()?.parse().ok()?;
-    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
-        return None;
-    }
-    let mut us = days_from_civil(year, month, day).checked_mul(US_PER_DAY)?;
-    if !time.is_empty() {
-        let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
-        let mut parts = hms.splitn(3, ':');
-        let hour: i64 = parts.next()?.parse().ok()?;
-        let min: i64 = parts.next()?.parse().ok()?;
-        let sec: i64 = parts.next().unwrap_or("0").parse().ok()?;
-        if hour > 24
-            || min > 59
-            || sec > 60
-            || frac.len() > 6
-            || !frac.bytes().all(|b| b.is_ascii_digit())
-        {
-            return None;
-        }
-        let frac_us: i64 = if frac.is_empty() {
-            0
-        } else {
-            format!("{frac:0<6}").parse().ok()?
-        };
-        us = us.checked_add(((hour * 60 + min) * 60 + sec) * 1_000_000 + frac_us)?;
-    }
-    Some(us)
-}
-
 /// `pg_lsn`'s input form: two hexadecimal numbers of at most 8 digits, `hi/lo`.
 fn parse_lsn(t: &str) -> Option<i64> {
     let (hi, lo) = t.split_once('/')?;
@@ -1002,47 +969,10 @@ fn parse_lsn(t: &str) -> Option<i64> {
     i64::try_from(lsn).ok()
 }
 
-/// Microseconds since 1970-01-01 in PostgreSQL's ISO output form.
+/// Microseconds since 1970-01-01 in PostgreSQL's ISO output form, whatever the session's
+/// `DateStyle`.
 pub fn format_timestamp(us: i64) -> String {
-    format_timestamp_zone(us, "")
-}
-
-/// PostgreSQL's year of an astronomical one: year 0 is 1 BC.
-fn era_year(year: i64) -> (i64, &'static str) {
-    if year > 0 {
-        (year, "")
-    } else {
-        (1 - year, " BC")
-    }
-}
-
-/// Days since 1970-01-01 as PostgreSQL prints a date (`0044-03-15 BC` before year 1).
-fn format_date(days: i64) -> String {
-    let (year, month, day) = civil_from_days(days);
-    let (year, era) = era_year(year);
-    format!("{year:04}-{month:02}-{day:02}{era}")
-}
-
-/// A timestamp with `zone` after its time and before the era (`... 10:00:00+00 BC`).
-fn format_timestamp_zone(us: i64, zone: &str) -> String {
-    let (year, month, day) = civil_from_days(us.div_euclid(US_PER_DAY));
-    let (year, era) = era_year(year);
-    let in_day = us.rem_euclid(US_PER_DAY);
-    let secs = in_day / 1_000_000;
-    let frac = in_day % 1_000_000;
-    let mut s = format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    );
-    if frac != 0 {
-        let f = format!(".{frac:06}");
-        s.push_str(f.trim_end_matches('0'));
-    }
-    s.push_str(zone);
-    s.push_str(era);
-    s
+    crate::datetime::encode::timestamp_iso(us)
 }
 
 /// The largest value quire builds (a text, a bytea, an array's text form): PostgreSQL's
@@ -1094,7 +1024,7 @@ pub fn format_text(value: &Value, ty: SqlType) -> Option<String> {
     Some(match value {
         Value::Null => return None,
         Value::Bool(b) => if *b { "t" } else { "f" }.to_string(),
-        Value::Int(i) if ty == SqlType::Date => format_date(*i),
+        Value::Int(i) if ty == SqlType::Date => crate::datetime::encode::date(*i),
         // The engine's `Lsn` prints PostgreSQL's `%X/%X`.
         Value::Int(i) if ty == SqlType::PgLsn => quire_engine::Lsn(i.cast_unsigned()).to_string(),
         Value::Int(i) => i.to_string(),
@@ -1109,8 +1039,10 @@ pub fn format_text(value: &Value, ty: SqlType) -> Option<String> {
             hex_encode(b, &mut s);
             s
         }
-        Value::Timestamp(us) if ty == SqlType::Timestamptz => format_timestamp_zone(*us, "+00"),
-        Value::Timestamp(us) => format_timestamp(*us),
+        Value::Timestamp(us) if ty == SqlType::Timestamptz => {
+            crate::datetime::encode::timestamptz(*us)
+        }
+        Value::Timestamp(us) => crate::datetime::encode::timestamp(*us),
         Value::Numeric(n) => n.to_string(),
         Value::Interval(i) => crate::datetime::interval::format(*i),
     })
@@ -1180,8 +1112,20 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
             .map_err(|_| SqlError::new(SqlState::NUMERIC_VALUE_OUT_OF_RANGE, "OID out of range")),
         (Value::Int(i), SqlType::Float8) if from.is_int() => Ok(Value::Float(i as f64)),
         (Value::Int(i), SqlType::Float4) if from.is_int() => Ok(Value::Float(f64::from(i as f32))),
-        (Value::Int(d), SqlType::Timestamp | SqlType::Timestamptz) if from == SqlType::Date => {
+        (Value::Int(d), SqlType::Timestamp) if from == SqlType::Date => {
             Ok(Value::Timestamp(d.saturating_mul(US_PER_DAY)))
+        }
+        // A date's midnight on the session zone's clock (PostgreSQL's `date_timestamptz`).
+        (Value::Int(d), SqlType::Timestamptz) if from == SqlType::Date => Ok(Value::Timestamp(
+            session_style()
+                .zone
+                .local_to_utc(d.saturating_mul(US_PER_DAY)),
+        )),
+        (Value::Timestamp(us), SqlType::Timestamptz) if from == SqlType::Timestamp => {
+            Ok(Value::Timestamp(session_style().zone.local_to_utc(us)))
+        }
+        (Value::Timestamp(us), SqlType::Timestamp) if from == SqlType::Timestamptz => {
+            Ok(Value::Timestamp(session_style().zone.utc_to_local(us)))
         }
         (Value::Int(i), SqlType::Numeric(typmod)) if from.is_int() => {
             check_numeric(numeric::from_i64(i), typmod)
@@ -1298,7 +1242,14 @@ pub fn cast(value: Value, from: SqlType, to: SqlType) -> Result<Value> {
         }
         (Value::Bool(b), t) if t.is_int() => Ok(Value::Int(i64::from(*b))),
         (Value::Int(i), SqlType::Bool) if from.is_int() => Ok(Value::Bool(*i != 0)),
-        (Value::Timestamp(us), SqlType::Date) => Ok(Value::Int(us.div_euclid(US_PER_DAY))),
+        (Value::Timestamp(us), SqlType::Date) => {
+            let local = if from == SqlType::Timestamptz {
+                session_style().zone.utc_to_local(*us)
+            } else {
+                *us
+            };
+            Ok(Value::Int(local.div_euclid(US_PER_DAY)))
+        }
         (Value::Text(s), t)
             if from == SqlType::Jsonb
                 && (t.is_int() || t.is_float() || t.is_numeric() || t == SqlType::Bool) =>
@@ -1316,6 +1267,11 @@ pub fn cast(value: Value, from: SqlType, to: SqlType) -> Result<Value> {
             }
         }),
     }
+}
+
+/// The session's date/time style, whose zone the casts between timestamp kinds use.
+fn session_style() -> std::sync::Arc<crate::datetime::style::Style> {
+    crate::datetime::style::current()
 }
 
 /// A jsonb scalar cast to a number or boolean (PostgreSQL 11's `jsonb::numeric`, ...):
@@ -1401,12 +1357,15 @@ mod tests {
             "1969-12-31 23:59:59.999999",
             "2026-11-23 19:15:00",
         ] {
-            let us = parse_timestamp(s).unwrap();
+            let Ok(Value::Timestamp(us)) = parse_text(SqlType::Timestamp, s) else {
+                panic!("{s} does not read");
+            };
             assert_eq!(format_timestamp(us), s);
         }
-        assert_eq!(parse_timestamp("2000-01-01"), Some(PG_EPOCH_OFFSET_US));
-        assert_eq!(parse_timestamp("2001-02-29"), None);
-        assert_eq!(parse_timestamp("garbage"), None);
+        let ts = |s: &str| parse_text(SqlType::Timestamp, s).map_err(|e| e.sqlstate());
+        assert_eq!(ts("2000-01-01"), Ok(Value::Timestamp(PG_EPOCH_OFFSET_US)));
+        assert_eq!(ts("2001-02-29"), Err(SqlState::DATETIME_FIELD_OVERFLOW));
+        assert_eq!(ts("garbage"), Err(SqlState::INVALID_DATETIME_FORMAT));
     }
 
     #[test]

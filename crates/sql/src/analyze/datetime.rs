@@ -70,9 +70,12 @@ pub(super) fn resolve(op: char, l: SqlType, r: SqlType) -> Option<Resolved> {
         ('/', T::Interval, n) if is_number(n) => {
             ok(D::IntervalDiv, false, l, T::Float8, T::Interval)
         }
-        ('+', t, T::Interval) if is_ts(t) => ok(D::TsAddInterval, false, t, r, t),
-        ('+', T::Interval, t) if is_ts(t) => ok(D::TsAddInterval, true, t, l, t),
-        ('-', t, T::Interval) if is_ts(t) => ok(D::TsSubInterval, false, t, r, t),
+        ('+', T::Timestamptz, T::Interval) => ok(D::TstzAddInterval, false, l, r, l),
+        ('+', T::Interval, T::Timestamptz) => ok(D::TstzAddInterval, true, r, l, r),
+        ('-', T::Timestamptz, T::Interval) => ok(D::TstzSubInterval, false, l, r, l),
+        ('+', T::Timestamp, T::Interval) => ok(D::TsAddInterval, false, l, r, l),
+        ('+', T::Interval, T::Timestamp) => ok(D::TsAddInterval, true, r, l, r),
+        ('-', T::Timestamp, T::Interval) => ok(D::TsSubInterval, false, l, r, l),
         ('+', T::Date, T::Interval) => ok(D::TsAddInterval, false, T::Timestamp, r, T::Timestamp),
         ('+', T::Interval, T::Date) => ok(D::TsAddInterval, true, T::Timestamp, l, T::Timestamp),
         ('-', T::Date, T::Interval) => ok(D::TsSubInterval, false, T::Timestamp, r, T::Timestamp),
@@ -187,6 +190,24 @@ pub(super) fn function(
         ("justify_days", 1) => (DtFunc::JustifyDays, interval(), T::Interval),
         ("justify_hours", 1) => (DtFunc::JustifyHours, interval(), T::Interval),
         ("justify_interval", 1) => (DtFunc::JustifyInterval, interval(), T::Interval),
+        ("timezone", 2) => {
+            // `ts AT TIME ZONE z`: a timestamptz to the zone's wall clock, a timestamp
+            // read on it; a date is a timestamptz first, as PostgreSQL resolves it.
+            let t = match ts_or(args[1]) {
+                T::Date => T::Timestamptz,
+                t => t,
+            };
+            let result = match t {
+                T::Timestamptz => T::Timestamp,
+                T::Timestamp => T::Timestamptz,
+                _ => return None,
+            };
+            (
+                DtFunc::AtZone(kind(t)?),
+                vec![Some(T::Text), Some(t)],
+                result,
+            )
+        }
         ("isfinite", 1) => {
             let t = ts_or(args[0]);
             (DtFunc::IsFinite(kind(t)?), vec![Some(t)], T::Bool)

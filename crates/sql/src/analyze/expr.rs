@@ -206,6 +206,10 @@ impl Binder<'_> {
                 let v = types::parse_text(to, s).map_err(|e| at_literal(e, ts.value.span))?;
                 Ok((Expr::Const(v), to))
             }
+            AstExpr::AtTimeZone {
+                timestamp,
+                time_zone,
+            } => self.call("timezone", &[time_zone.as_ref(), timestamp.as_ref()], scope),
             AstExpr::Extract { field, expr, .. } => {
                 let (x, t) = self.expr(expr, scope)?;
                 let t = if t == SqlType::Unknown {

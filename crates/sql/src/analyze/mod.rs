@@ -89,7 +89,7 @@ pub(crate) fn bind(
             })
             .collect(),
         Plan::Show(name) => [OutColumn {
-            name: name.clone(),
+            name: crate::settings::display_name(name),
             ty: SqlType::Text,
         }]
         .into(),

@@ -1468,6 +1468,7 @@ pub(crate) fn output_name(e: &AstExpr) -> String {
         AstExpr::TypedString(ts) => cast_name(&ts.data_type),
         AstExpr::Interval(_) => "interval".into(),
         AstExpr::Extract { .. } => "extract".into(),
+        AstExpr::AtTimeZone { .. } => "timezone".into(),
         AstExpr::Ceil { .. } => "ceil".into(),
         AstExpr::Floor { .. } => "floor".into(),
         AstExpr::Case { .. } => "case".into(),

@@ -16,9 +16,12 @@ pub(crate) enum DtOp {
     /// interval * float8, interval / float8.
     IntervalMul,
     IntervalDiv,
-    /// timestamp(tz) ± interval.
+    /// timestamp ± interval.
     TsAddInterval,
     TsSubInterval,
+    /// timestamptz ± interval: months and days on the session zone's clock.
+    TstzAddInterval,
+    TstzSubInterval,
     /// timestamp - timestamp: an interval of days and time (`justify_hours`).
     TsSub,
     /// date ± integer days.
@@ -71,6 +74,10 @@ impl DtOp {
             DtOp::IntervalDiv => Value::Interval(scale(interval_arg(a)?, float_arg(b)?, true)?),
             DtOp::TsAddInterval => Value::Timestamp(ts_add(ts_arg(a)?, interval_arg(b)?)?),
             DtOp::TsSubInterval => Value::Timestamp(ts_add(ts_arg(a)?, negate(interval_arg(b)?)?)?),
+            DtOp::TstzAddInterval => Value::Timestamp(tstz_add(ts_arg(a)?, interval_arg(b)?)?),
+            DtOp::TstzSubInterval => {
+                Value::Timestamp(tstz_add(ts_arg(a)?, negate(interval_arg(b)?)?)?)
+            }
             DtOp::TsSub => Value::Interval(ts_sub(ts_arg(a)?, ts_arg(b)?)?),
             DtOp::DateAddDays => Value::Int(date_add(int_arg(a)?, int_arg(b)?)?),
             DtOp::DateSubDays => Value::Int(date_add(int_arg(a)?, -int_arg(b)?)?),
@@ -233,19 +240,48 @@ pub(crate) fn ts_add(ts: i64, span: Interval) -> Result<i64> {
     }
     let mut us = ts;
     if span.months != 0 {
-        let (days, tod) = (us.div_euclid(US_PER_DAY), us.rem_euclid(US_PER_DAY));
-        let (y, m, d) = civil_from_days(days);
-        let total = y * 12 + i64::from(m) - 1 + i64::from(span.months);
-        let (ny, nm) = (total.div_euclid(12), (total.rem_euclid(12) + 1) as u32);
-        let nd = d.min(days_in_month(ny, nm));
-        us = days_from_civil(ny, nm, nd)
-            .checked_mul(US_PER_DAY)
-            .and_then(|v| v.checked_add(tod))
-            .ok_or_else(timestamp_out_of_range)?;
+        us = add_months(us, span.months)?;
     }
     us.checked_add(i64::from(span.days) * US_PER_DAY)
         .and_then(|v| v.checked_add(span.micros))
         .filter(|v| *v >= TS_MIN)
+        .ok_or_else(timestamp_out_of_range)
+}
+
+/// `timestamptz + interval` as PostgreSQL's `timestamptz_pl_interval`: the months, then
+/// the days, each added on the session zone's wall clock (so `+ 1 day` across a DST change
+/// keeps the time of day), then the time as elapsed microseconds.
+pub(crate) fn tstz_add(ts: i64, span: Interval) -> Result<i64> {
+    if !is_finite(span) {
+        return Err(timestamp_out_of_range());
+    }
+    let zone = &super::style::current().zone;
+    let mut us = ts;
+    if span.months != 0 {
+        us = zone.local_to_utc(add_months(zone.utc_to_local(us), span.months)?);
+    }
+    if span.days != 0 {
+        let local = zone
+            .utc_to_local(us)
+            .checked_add(i64::from(span.days) * US_PER_DAY)
+            .ok_or_else(timestamp_out_of_range)?;
+        us = zone.local_to_utc(local);
+    }
+    us.checked_add(span.micros)
+        .filter(|v| *v >= TS_MIN)
+        .ok_or_else(timestamp_out_of_range)
+}
+
+/// A wall-clock time `months` later, its day kept within the new month.
+fn add_months(us: i64, months: i32) -> Result<i64> {
+    let (days, tod) = (us.div_euclid(US_PER_DAY), us.rem_euclid(US_PER_DAY));
+    let (y, m, d) = civil_from_days(days);
+    let total = y * 12 + i64::from(m) - 1 + i64::from(months);
+    let (ny, nm) = (total.div_euclid(12), (total.rem_euclid(12) + 1) as u32);
+    let nd = d.min(days_in_month(ny, nm));
+    days_from_civil(ny, nm, nd)
+        .checked_mul(US_PER_DAY)
+        .and_then(|v| v.checked_add(tod))
         .ok_or_else(timestamp_out_of_range)
 }
 

@@ -50,6 +50,9 @@ pub(crate) enum DtFunc {
     MakeInterval,
     /// age(a, b), or age(a) from today's midnight.
     Age,
+    /// `timezone(zone, ts)`, `ts AT TIME ZONE zone`: of a timestamptz, its wall-clock time
+    /// in the zone; of a timestamp, the instant it is in the zone.
+    AtZone(Kind),
     ToTimestamp,
 }
 
@@ -162,10 +165,41 @@ fn extract_ts(unit: &'static str, us: i64, kind: Kind, raw: &str) -> Result<Scal
         "epoch" if date_only => i128::from(days) * 86_400,
         "epoch" => return Ok((i128::from(us), 6)),
         "julian" if date_only || tod == 0 => i128::from(days) + 2_440_588,
-        "timezone" | "timezone_hour" | "timezone_minute" if kind == Kind::Timestamptz => 0,
         _ => return Err(unit_error(raw, kind, true)),
     };
     Ok((v, 0))
+}
+
+/// A `timestamptz`'s fields on the session zone's clock; `epoch` and the zone's offset
+/// (`timezone`, seconds east) from the instant.
+fn extract_tstz(unit: &'static str, utc_us: i64, raw: &str) -> Result<Scaled> {
+    let zone = &super::style::current().zone;
+    let off = i128::from(zone.offset_secs(utc_us));
+    Ok(match unit {
+        "epoch" => (i128::from(utc_us), 6),
+        "timezone" => (off, 0),
+        "timezone_hour" => (off / 3600, 0),
+        "timezone_minute" => (off / 60 % 60, 0),
+        _ => return extract_ts(unit, zone.utc_to_local(utc_us), Kind::Timestamptz, raw),
+    })
+}
+
+/// `date_trunc(unit, timestamptz)` as PostgreSQL's `timestamptz_trunc`: truncated on the
+/// session zone's clock; from a day up, the result's own offset applies, below it the
+/// original one.
+fn trunc_tstz(unit_text: &str, utc_us: i64) -> Result<i64> {
+    let zone = &super::style::current().zone;
+    let off = i64::from(zone.offset_secs(utc_us)) * US_PER_SEC;
+    let local = trunc_ts(unit_text, utc_us + off, Kind::Timestamptz)?;
+    let below_day = matches!(
+        canonical(unit_text),
+        Some("microseconds" | "milliseconds" | "second" | "minute" | "hour")
+    );
+    Ok(if below_day {
+        local - off
+    } else {
+        zone.local_to_utc(local)
+    })
 }
 
 fn extract_interval(unit: &'static str, i: Interval, raw: &str) -> Result<Scaled> {
@@ -219,6 +253,7 @@ fn extract(unit_text: &str, v: &Value, kind: Kind, numeric: bool) -> Result<Valu
                 .ok_or_else(timestamp_out_of_range)?;
             extract_ts(unit, us, kind, unit_text)?
         }
+        (Value::Timestamp(us), Kind::Timestamptz) => extract_tstz(unit, *us, unit_text)?,
         (Value::Timestamp(us), _) => extract_ts(unit, *us, kind, unit_text)?,
         _ => return Err(SqlError::internal("bad extract operand in a bound plan")),
     };
@@ -494,6 +529,26 @@ fn to_timestamp(secs: f64) -> Result<i64> {
     Ok(us as i64)
 }
 
+/// The zone of `AT TIME ZONE`, as PostgreSQL's `timestamptz_zone` reads it: an offset
+/// (`-08`, `+05:30`, ISO's sign), an abbreviation (`PST`) or a zone name.
+fn at_zone(name: &str) -> Result<super::zone::Zone> {
+    let t = name.trim();
+    let offset = match t.as_bytes().first() {
+        // A number is POSIX's: hours west of UTC.
+        Some(b'+' | b'-' | b'0'..=b'9') => super::zone::offset_text(t).map(|s| -s),
+        _ => super::parse::abbreviation(&t.to_ascii_lowercase()),
+    };
+    offset
+        .map(super::zone::Zone::fixed)
+        .or_else(|| super::zone::Zone::parse(t).filter(|_| t.parse::<f64>().is_err()))
+        .ok_or_else(|| {
+            SqlError::new(
+                SqlState::INVALID_PARAMETER_VALUE,
+                format!("time zone \"{name}\" not recognized"),
+            )
+        })
+}
+
 fn operand(what: &str) -> SqlError {
     SqlError::internal(format_args!("bad {what} argument in a bound plan"))
 }
@@ -541,6 +596,9 @@ impl DtFunc {
             DtFunc::DateTrunc(Kind::Interval) => {
                 Value::Interval(trunc_interval(text(&args[0])?, interval(&args[1])?)?)
             }
+            DtFunc::DateTrunc(Kind::Timestamptz) => {
+                Value::Timestamp(trunc_tstz(text(&args[0])?, ts(&args[1])?)?)
+            }
             DtFunc::DateTrunc(kind) => {
                 Value::Timestamp(trunc_ts(text(&args[0])?, ts(&args[1])?, kind)?)
             }
@@ -576,6 +634,15 @@ impl DtFunc {
                 Value::Interval(age(a, b)?)
             }
             DtFunc::ToTimestamp => Value::Timestamp(to_timestamp(float(&args[0])?)?),
+            DtFunc::AtZone(kind) => {
+                let zone = at_zone(text(&args[0])?)?;
+                let us = ts(&args[1])?;
+                Value::Timestamp(if kind == Kind::Timestamptz {
+                    zone.utc_to_local(us)
+                } else {
+                    zone.local_to_utc(us)
+                })
+            }
         })
     }
 }

@@ -10,6 +10,8 @@ use std::fmt::Write as _;
 
 use quire_engine::{Interval, SqlState};
 
+use super::encode::push_seconds;
+use super::style::IntervalStyle;
 use super::{interval_out_of_range, US_PER_DAY, US_PER_HOUR, US_PER_MINUTE, US_PER_SEC};
 use crate::error::{Result, SqlError};
 
@@ -444,49 +446,217 @@ pub(crate) fn format(i: Interval) -> String {
     if i == NEG_INFINITY {
         return "-infinity".into();
     }
-    let mut s = String::new();
-    let mut is_before = false;
-    let years = i64::from(i.months / 12);
-    let mons = i64::from(i.months % 12);
-    for (v, unit) in [(years, "year"), (mons, "mon"), (i64::from(i.days), "day")] {
-        if v == 0 {
-            continue;
-        }
-        if !s.is_empty() {
-            s.push(' ');
-        }
-        let plus = if is_before && v > 0 { "+" } else { "" };
-        let plural = if v == 1 { "" } else { "s" };
-        let _ = write!(s, "{plus}{v} {unit}{plural}");
-        is_before = v < 0;
+    let parts = Parts::of(i);
+    match super::style::current().interval {
+        IntervalStyle::Postgres => parts.postgres(),
+        IntervalStyle::PostgresVerbose => parts.verbose(),
+        IntervalStyle::SqlStandard => parts.sql_standard(),
+        IntervalStyle::Iso8601 => parts.iso_8601(),
     }
-    if s.is_empty() || i.micros != 0 {
-        if !s.is_empty() {
-            s.push(' ');
+}
+
+/// An interval's fields as PostgreSQL's `interval2itm` splits it: the time fields all carry
+/// the sign of the microseconds.
+struct Parts {
+    year: i64,
+    mon: i64,
+    mday: i64,
+    hour: i64,
+    min: i64,
+    sec: i64,
+    fsec: i64,
+}
+
+impl Parts {
+    fn of(i: Interval) -> Parts {
+        Parts {
+            year: i64::from(i.months / 12),
+            mon: i64::from(i.months % 12),
+            mday: i64::from(i.days),
+            hour: i.micros / US_PER_HOUR,
+            min: i.micros % US_PER_HOUR / US_PER_MINUTE,
+            sec: i.micros % US_PER_MINUTE / US_PER_SEC,
+            fsec: i.micros % US_PER_SEC,
         }
-        let sign = if i.micros < 0 {
-            "-"
-        } else if is_before {
-            "+"
+    }
+
+    fn time_is_zero(&self) -> bool {
+        self.hour == 0 && self.min == 0 && self.sec == 0 && self.fsec == 0
+    }
+
+    fn time_is_negative(&self) -> bool {
+        self.hour < 0 || self.min < 0 || self.sec < 0 || self.fsec < 0
+    }
+
+    /// `IntervalStyle = postgres`: `1 year 2 mons -3 days +04:05:06`.
+    fn postgres(&self) -> String {
+        let mut s = String::new();
+        let (mut is_zero, mut is_before) = (true, false);
+        for (v, unit) in [(self.year, "year"), (self.mon, "mon"), (self.mday, "day")] {
+            if v == 0 {
+                continue;
+            }
+            let space = if is_zero { "" } else { " " };
+            let plus = if is_before && v > 0 { "+" } else { "" };
+            let plural = if v == 1 { "" } else { "s" };
+            let _ = write!(s, "{space}{plus}{v} {unit}{plural}");
+            is_before = v < 0;
+            is_zero = false;
+        }
+        if is_zero || !self.time_is_zero() {
+            let space = if is_zero { "" } else { " " };
+            let sign = if self.time_is_negative() {
+                "-"
+            } else if is_before {
+                "+"
+            } else {
+                ""
+            };
+            let (h, m) = (self.hour.unsigned_abs(), self.min.unsigned_abs());
+            let _ = write!(s, "{space}{sign}{h:02}:{m:02}:");
+            push_seconds(&mut s, self.sec, self.fsec, true);
+        }
+        s
+    }
+
+    /// `IntervalStyle = postgres_verbose`: `@ 1 year 2 mons 3 days 4 hours ago`.
+    fn verbose(&self) -> String {
+        let mut s = String::from("@");
+        let (mut is_zero, mut is_before) = (true, false);
+        let units = [
+            (self.year, "year"),
+            (self.mon, "mon"),
+            (self.mday, "day"),
+            (self.hour, "hour"),
+            (self.min, "min"),
+        ];
+        for (v, unit) in units {
+            if v == 0 {
+                continue;
+            }
+            // The first field that is not zero decides "ago"; later ones print against it.
+            let shown = if is_zero {
+                is_before = v < 0;
+                v.abs()
+            } else if is_before {
+                -v
+            } else {
+                v
+            };
+            let plural = if shown == 1 { "" } else { "s" };
+            let _ = write!(s, " {shown} {unit}{plural}");
+            is_zero = false;
+        }
+        if self.sec != 0 || self.fsec != 0 {
+            s.push(' ');
+            if self.sec < 0 || (self.sec == 0 && self.fsec < 0) {
+                if is_zero {
+                    is_before = true;
+                } else if !is_before {
+                    s.push('-');
+                }
+            } else if is_before {
+                s.push('-');
+            }
+            push_seconds(&mut s, self.sec, self.fsec, false);
+            let plural = if self.sec.abs() != 1 || self.fsec != 0 {
+                "s"
+            } else {
+                ""
+            };
+            let _ = write!(s, " sec{plural}");
+            is_zero = false;
+        }
+        if is_zero {
+            s.push_str(" 0");
+        }
+        if is_before {
+            s.push_str(" ago");
+        }
+        s
+    }
+
+    /// `IntervalStyle = sql_standard`: `1-2`, `3 4:05:06`, or all fields with signs when
+    /// the interval mixes signs or year-month with day-time fields.
+    fn sql_standard(&self) -> String {
+        let p = self;
+        let neg = p.year < 0 || p.mon < 0 || p.mday < 0 || p.time_is_negative();
+        let pos = p.year > 0
+            || p.mon > 0
+            || p.mday > 0
+            || p.hour > 0
+            || p.min > 0
+            || p.sec > 0
+            || p.fsec > 0;
+        let has_year_month = p.year != 0 || p.mon != 0;
+        let has_day_time = p.mday != 0 || !p.time_is_zero();
+        let standard = !(neg && pos || has_year_month && has_day_time);
+        let mut s = String::new();
+        if !neg && !pos {
+            return "0".into();
+        }
+        if !standard {
+            let year_sign = if p.year < 0 || p.mon < 0 { '-' } else { '+' };
+            let day_sign = if p.mday < 0 { '-' } else { '+' };
+            let sec_sign = if p.time_is_negative() { '-' } else { '+' };
+            let _ = write!(
+                s,
+                "{year_sign}{}-{} {day_sign}{} {sec_sign}{}:{:02}:",
+                p.year.abs(),
+                p.mon.abs(),
+                p.mday.abs(),
+                p.hour.abs(),
+                p.min.abs()
+            );
+            push_seconds(&mut s, p.sec, p.fsec, true);
+            return s;
+        }
+        if neg {
+            s.push('-');
+        }
+        let (year, mon, mday) = (p.year.abs(), p.mon.abs(), p.mday.abs());
+        let (hour, min) = (p.hour.abs(), p.min.abs());
+        if has_year_month {
+            let _ = write!(s, "{year}-{mon}");
         } else {
-            ""
-        };
-        let abs = i.micros.unsigned_abs();
-        let (us_h, us_m, us_s) = (US_PER_HOUR as u64, US_PER_MINUTE as u64, US_PER_SEC as u64);
-        let _ = write!(
-            s,
-            "{sign}{:02}:{:02}:{:02}",
-            abs / us_h,
-            abs % us_h / us_m,
-            abs % us_m / us_s
-        );
-        let frac = abs % us_s;
-        if frac != 0 {
-            let f = format!(".{frac:06}");
-            s.push_str(f.trim_end_matches('0'));
+            if mday != 0 {
+                let _ = write!(s, "{mday} ");
+            }
+            let _ = write!(s, "{hour}:{min:02}:");
+            push_seconds(&mut s, p.sec, p.fsec, true);
         }
+        s
     }
-    s
+
+    /// `IntervalStyle = iso_8601`: `P1Y2M3DT4H5M6S`.
+    fn iso_8601(&self) -> String {
+        let p = self;
+        if p.year == 0 && p.mon == 0 && p.mday == 0 && p.time_is_zero() {
+            return "PT0S".into();
+        }
+        let mut s = String::from("P");
+        for (v, unit) in [(p.year, 'Y'), (p.mon, 'M'), (p.mday, 'D')] {
+            if v != 0 {
+                let _ = write!(s, "{v}{unit}");
+            }
+        }
+        if !p.time_is_zero() {
+            s.push('T');
+        }
+        for (v, unit) in [(p.hour, 'H'), (p.min, 'M')] {
+            if v != 0 {
+                let _ = write!(s, "{v}{unit}");
+            }
+        }
+        if p.sec != 0 || p.fsec != 0 {
+            if p.sec < 0 || p.fsec < 0 {
+                s.push('-');
+            }
+            push_seconds(&mut s, p.sec, p.fsec, false);
+            s.push('S');
+        }
+        s
+    }
 }
 
 #[cfg(test)]

@@ -8,8 +8,12 @@
 //!   and hashing normalize (a month = 30 days, a day = 24 hours).
 
 pub(crate) mod arith;
+pub(crate) mod encode;
 pub(crate) mod fields;
 pub(crate) mod interval;
+pub(crate) mod parse;
+pub(crate) mod style;
+pub(crate) mod zone;
 
 use quire_engine::SqlState;
 

@@ -174,7 +174,7 @@ pub(super) fn run(
                 })?
             };
             let columns: OutColumns = [OutColumn {
-                name: crate::settings::canonical_name(name),
+                name: crate::settings::display_name(name),
                 ty: SqlType::Text,
             }]
             .into();

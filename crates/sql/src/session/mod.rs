@@ -467,6 +467,7 @@ impl Session {
         hints: &[SqlType],
     ) -> Result<Description> {
         let _stack = crate::stack::enter(self.settings.max_stack_depth_bytes());
+        self.settings.install_datetime_style();
         if let Statement::Fetch(f) = stmt {
             let columns = match self.cursors.columns(&f.cursor) {
                 Some(c) if !f.is_move => c,
@@ -573,6 +574,7 @@ impl Session {
     /// results go to `out` as they come, then its end ([`Output::done`]).
     pub fn execute_query_to(&mut self, sql: &str, out: &mut dyn Output) {
         let _stack = crate::stack::enter(self.settings.max_stack_depth_bytes());
+        self.settings.install_datetime_style();
         let usable = self.copy.is_none() && !matches!(self.state, State::Failed);
         let Some(shape) = usable.then(|| shape::shape_of(sql)).flatten() else {
             return self.execute_as_written(sql, out);
@@ -666,6 +668,7 @@ impl Session {
         out: &mut dyn Output,
     ) -> Result<Outcome> {
         let _stack = crate::stack::enter(self.settings.max_stack_depth_bytes());
+        self.settings.install_datetime_style();
         if self.copy.is_some() {
             return Err(SqlError::new(
                 SqlState::PROTOCOL_VIOLATION,
