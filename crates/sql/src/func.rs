@@ -108,6 +108,8 @@ pub(crate) enum Func {
     WalLsnDiff,
     /// pg_stat_reset_shared(target): `bgwriter` or `wal` counters start from zero.
     ResetShared,
+    /// `pg_sleep(seconds)`.
+    Sleep,
     QuoteIdent,
     /// quote_literal(text) and quote_nullable(text): the value as a string literal
     /// (`E'...'` when it has a backslash); quote_nullable gives `NULL` for NULL.
@@ -732,6 +734,7 @@ pub(crate) fn resolve(
         ("pg_current_wal_lsn", 0) => (Func::WalLsn(WalPosition::Write), vec![], T::PgLsn),
         ("pg_current_wal_flush_lsn", 0) => (Func::WalLsn(WalPosition::Flush), vec![], T::PgLsn),
         ("pg_stat_reset_shared", 1) => (Func::ResetShared, text(1), T::Void),
+        ("pg_sleep", 1) => (Func::Sleep, vec![Some(T::Float8)], T::Void),
         ("pg_wal_lsn_diff", 2) => (
             Func::WalLsnDiff,
             vec![Some(T::PgLsn), Some(T::PgLsn)],
@@ -1204,6 +1207,10 @@ impl Func {
                 // Below 2^63: see `SqlType::PgLsn`.
                 Value::Int(i64::try_from(lsn.0).unwrap_or(i64::MAX))
             }
+            Func::Sleep => {
+                sleep(as_f64(&args[0]).unwrap_or(0.0), cx)?;
+                Value::Text(String::new())
+            }
             Func::ResetShared => {
                 let target = text_arg(&args[0]).unwrap_or("");
                 match target {
@@ -1295,6 +1302,26 @@ fn check_case_len(s: &str, lower: bool) -> Result<()> {
         })
         .sum();
     types::check_value_len(len)
+}
+
+/// `pg_sleep`: waits in slices of at most 100 ms, each after an interrupt check, so a
+/// cancel or `statement_timeout` ends the wait as it ends any statement.
+fn sleep(secs: f64, cx: &Cx) -> Result<()> {
+    const SLICE: std::time::Duration = std::time::Duration::from_millis(100);
+    if secs.is_nan() || secs <= 0.0 {
+        return Ok(());
+    }
+    // Beyond a year PostgreSQL would wait too; a bound keeps the arithmetic finite.
+    let total = std::time::Duration::from_secs_f64(secs.min(366.0 * 86_400.0));
+    let end = std::time::Instant::now() + total;
+    loop {
+        cx.interrupt.check()?;
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        std::thread::sleep(left.min(SLICE));
+    }
 }
 
 /// Bytes `repeat` appends between two interrupt checks.

@@ -49,6 +49,9 @@ pub(crate) struct Shape {
 pub(crate) struct Constant {
     pub ty: SqlType,
     pub text: String,
+    /// A quoted string's place in the statement (characters from 1, at its opening quote):
+    /// where an error in reading it points, as PostgreSQL's for an untyped literal.
+    pub position: Option<usize>,
 }
 
 impl Shape {
@@ -60,6 +63,8 @@ impl Shape {
 
 /// The shape of `sql`, or `None` if it is not one statement the rules allow.
 pub(crate) fn shape_of(sql: &str) -> Option<Shape> {
+    let original = sql;
+    let lead = sql.len() - sql.trim_start().len();
     let sql = sql.trim();
     let sql = sql.strip_suffix(';').unwrap_or(sql).trim_end();
     if sql.len() > MAX_SHAPE_BYTES || !starts_with_dml(sql) {
@@ -87,11 +92,12 @@ pub(crate) fn shape_of(sql: &str) -> Option<Shape> {
                     return None; // E'..', B'..', X'..', N'..', U&'..'
                 }
                 let (end, contents) = quoted_string(sql, i)?;
+                let position = original[..lead + i].chars().count() + 1;
                 push_constant(
                     &mut text,
                     &mut constants,
                     &sql[copied..i],
-                    SqlType::Unknown,
+                    (SqlType::Unknown, Some(position)),
                     contents,
                 )?;
                 copied = end;
@@ -109,7 +115,7 @@ pub(crate) fn shape_of(sql: &str) -> Option<Shape> {
                     &mut text,
                     &mut constants,
                     &sql[copied..i],
-                    ty,
+                    (ty, None),
                     digits.to_string(),
                 )?;
                 copied = end;
@@ -142,14 +148,18 @@ fn push_constant(
     text: &mut String,
     constants: &mut Vec<Constant>,
     before: &str,
-    ty: SqlType,
+    (ty, position): (SqlType, Option<usize>),
     value: String,
 ) -> Option<()> {
     if constants.len() == MAX_CONSTANTS {
         return None;
     }
     text.push_str(before);
-    constants.push(Constant { ty, text: value });
+    constants.push(Constant {
+        ty,
+        text: value,
+        position,
+    });
     text.push('$');
     text.push_str(&constants.len().to_string());
     Some(())

@@ -817,49 +817,83 @@ pub fn check_bpchar(s: &str, limit: Option<u32>) -> Result<Value> {
     Ok(Value::Text(out))
 }
 
+/// Whether `e` came from applying a type's modifier (a length, a precision) rather than
+/// from reading the text: PostgreSQL raises those when the value is stored, with no place
+/// in the statement to point at.
+pub(crate) fn is_typmod_error(e: &SqlError) -> bool {
+    e.sqlstate() == SqlState::STRING_DATA_RIGHT_TRUNCATION
+        || e.message() == "numeric field overflow"
+}
+
 /// A `date`, `timestamp` or `timestamptz` read as PostgreSQL reads it
 /// ([`crate::datetime::parse`]), in the session's `DateStyle` order and time zone.
 fn parse_datetime(ty: SqlType, text: &str) -> Result<Value> {
-    use crate::datetime::parse::{decode, special, Bad, ZoneSpec};
+    use crate::datetime::parse::{decode, ZoneSpec};
+    use crate::datetime::ts_is_finite;
     let style = crate::datetime::style::current();
     let now_us = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
-    let (local_us, zone) = match special(text, now_us, &style.zone) {
-        Some(local) => (local, None),
-        None => match decode(text, style.order) {
-            Ok(d) => (d.local_us, d.zone),
-            Err(Bad::Syntax) => {
-                return Err(SqlError::new(
-                    SqlState::INVALID_DATETIME_FORMAT,
-                    format!(
-                        "invalid input syntax for type {}: \"{text}\"",
-                        ty.short_name()
-                    ),
-                ))
-            }
-            Err(bad) => {
-                let e = SqlError::new(
-                    SqlState::DATETIME_FIELD_OVERFLOW,
-                    format!("date/time field value out of range: \"{text}\""),
-                );
-                return Err(if bad == Bad::MonthRange {
-                    e.with_hint("Perhaps you need a different \"DateStyle\" setting.")
-                } else {
-                    e
-                });
-            }
-        },
-    };
+    let d = decode(text, style.order, now_us, &style.zone)
+        .map_err(|bad| datetime_input_error(ty, text, bad))?;
+    let local_us = d.local_us;
     Ok(match ty {
+        SqlType::Date if !ts_is_finite(local_us) => {
+            return Err(SqlError::unsupported("date 'infinity'"))
+        }
         SqlType::Date => Value::Int(local_us.div_euclid(US_PER_DAY)),
-        SqlType::Timestamptz => Value::Timestamp(match zone {
+        SqlType::Timestamptz if ts_is_finite(local_us) => Value::Timestamp(match d.zone {
             Some(ZoneSpec::Offset(secs)) => local_us - i64::from(secs) * 1_000_000,
             Some(ZoneSpec::Named(z)) => z.local_to_utc(local_us),
             None => style.zone.local_to_utc(local_us),
         }),
         _ => Value::Timestamp(local_us),
     })
+}
+
+/// PostgreSQL's `DateTimeParseError`: 22007 for a text that is not a date/time, 22008 for a
+/// field out of range (hinting at `DateStyle` for a month), 22023 for an unknown zone.
+fn datetime_input_error(ty: SqlType, text: &str, bad: crate::datetime::parse::Bad) -> SqlError {
+    use crate::datetime::parse::Bad;
+    match bad {
+        Bad::Syntax => SqlError::new(
+            SqlState::INVALID_DATETIME_FORMAT,
+            format!(
+                "invalid input syntax for type {}: \"{text}\"",
+                ty.short_name()
+            ),
+        ),
+        Bad::ZoneRange => SqlError::new(
+            SqlState::INVALID_TIME_ZONE_DISPLACEMENT_VALUE,
+            format!("time zone displacement out of range: \"{text}\""),
+        ),
+        Bad::TypeRange => {
+            let what = if ty == SqlType::Date {
+                "date"
+            } else {
+                "timestamp"
+            };
+            SqlError::new(
+                SqlState::DATETIME_FIELD_OVERFLOW,
+                format!("{what} out of range: \"{text}\""),
+            )
+        }
+        Bad::UnknownZone(name) => SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            format!("time zone \"{name}\" not recognized"),
+        ),
+        Bad::FieldRange | Bad::MonthRange => {
+            let e = SqlError::new(
+                SqlState::DATETIME_FIELD_OVERFLOW,
+                format!("date/time field value out of range: \"{text}\""),
+            );
+            if bad == Bad::MonthRange {
+                e.with_hint("Perhaps you need a different \"DateStyle\" setting.")
+            } else {
+                e
+            }
+        }
+    }
 }
 
 fn parse_uuid(text: &str) -> Option<Vec<u8>> {
@@ -1242,6 +1276,9 @@ pub fn cast(value: Value, from: SqlType, to: SqlType) -> Result<Value> {
         }
         (Value::Bool(b), t) if t.is_int() => Ok(Value::Int(i64::from(*b))),
         (Value::Int(i), SqlType::Bool) if from.is_int() => Ok(Value::Bool(*i != 0)),
+        (Value::Timestamp(us), SqlType::Date) if !crate::datetime::ts_is_finite(*us) => Err(
+            SqlError::new(SqlState::DATETIME_FIELD_OVERFLOW, "date out of range"),
+        ),
         (Value::Timestamp(us), SqlType::Date) => {
             let local = if from == SqlType::Timestamptz {
                 session_style().zone.utc_to_local(*us)

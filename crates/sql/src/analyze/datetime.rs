@@ -225,6 +225,17 @@ pub(super) fn function(
             }
             (DtFunc::MakeInterval, c, T::Interval)
         }
+        ("date_bin", 3) => {
+            let t = match (ts_or(args[1]), ts_or(args[2])) {
+                (T::Timestamp, T::Timestamp | T::Unknown) => T::Timestamp,
+                _ => T::Timestamptz,
+            };
+            (
+                DtFunc::DateBin,
+                vec![Some(T::Interval), Some(t), Some(t)],
+                t,
+            )
+        }
         ("age", 1 | 2) => {
             let t = if args.contains(&T::Timestamptz) {
                 T::Timestamptz

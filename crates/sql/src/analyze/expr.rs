@@ -234,10 +234,13 @@ impl Binder<'_> {
                 });
                 Ok((Expr::Func(f, vec![unit, x]), SqlType::Numeric(None)))
             }
-            AstExpr::Interval(iv) => Ok((
-                Expr::Const(super::datetime::interval_literal(iv)?),
-                SqlType::Interval,
-            )),
+            AstExpr::Interval(iv) => {
+                let v = super::datetime::interval_literal(iv).map_err(|e| match &*iv.value {
+                    AstExpr::Value(lit) => at_literal(e, lit.span),
+                    _ => e,
+                })?;
+                Ok((Expr::Const(v), SqlType::Interval))
+            }
             AstExpr::UnaryOp { op, expr } => self.unary(*op, expr, scope, expected),
             AstExpr::BinaryOp { left, op, right } => self.binary(left, op, right, scope),
             AstExpr::IsNull(x) | AstExpr::IsNotNull(x) => {

@@ -273,14 +273,16 @@ impl Binder<'_> {
         let mut args = Vec::with_capacity(bound.len());
         for (i, (e, t)) in bound.into_iter().enumerate() {
             args.push(match (kind, i) {
-                (SeriesKind::Timestamp, 2) => {
+                (SeriesKind::Timestamp { .. }, 2) => {
                     if !matches!(t, SqlType::Interval | SqlType::Unknown) {
                         return Err(no_such());
                     }
                     self.coerce(e, t, SqlType::Interval)?
                 }
-                (SeriesKind::Timestamp, _) if t == SqlType::Date => Expr::Cast(Box::new(e), t, ty),
-                (SeriesKind::Timestamp, _) => self.coerce(e, t, ty)?,
+                (SeriesKind::Timestamp { .. }, _) if t == SqlType::Date => {
+                    Expr::Cast(Box::new(e), t, ty)
+                }
+                (SeriesKind::Timestamp { .. }, _) => self.coerce(e, t, ty)?,
                 _ => self.srf_coerce(e, t, ty, "generate_series", &types)?,
             });
         }
@@ -311,7 +313,7 @@ fn series_type(types: &[SqlType]) -> Option<(SeriesKind, SqlType)> {
         let ok = bounds
             .iter()
             .all(|t| matches!(t, T::Timestamp | T::Timestamptz | T::Date | T::Unknown));
-        return ok.then_some((SeriesKind::Timestamp, ty));
+        return ok.then_some((SeriesKind::Timestamp { zoned: !plain }, ty));
     }
     let fits = |t: &T| t.is_int() || t.is_numeric() || *t == T::Unknown;
     if !types.iter().all(fits) {

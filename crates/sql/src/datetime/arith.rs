@@ -235,6 +235,9 @@ const TS_MIN: i64 = -210_866_803_200_000_000;
 /// `timestamp + interval`: months first (the day clamped to the month's last), then days,
 /// then time, as PostgreSQL's `timestamp_pl_interval`.
 pub(crate) fn ts_add(ts: i64, span: Interval) -> Result<i64> {
+    if !super::ts_is_finite(ts) {
+        return Ok(ts);
+    }
     if !is_finite(span) {
         return Err(timestamp_out_of_range());
     }
@@ -252,6 +255,9 @@ pub(crate) fn ts_add(ts: i64, span: Interval) -> Result<i64> {
 /// the days, each added on the session zone's wall clock (so `+ 1 day` across a DST change
 /// keeps the time of day), then the time as elapsed microseconds.
 pub(crate) fn tstz_add(ts: i64, span: Interval) -> Result<i64> {
+    if !super::ts_is_finite(ts) {
+        return Ok(ts);
+    }
     if !is_finite(span) {
         return Err(timestamp_out_of_range());
     }
@@ -287,6 +293,26 @@ fn add_months(us: i64, months: i32) -> Result<i64> {
 
 /// `timestamp - timestamp`: days and time, the time under a day (`justify_hours`).
 fn ts_sub(a: i64, b: i64) -> Result<Interval> {
+    use super::{ts_is_finite, TS_INFINITY, TS_NEG_INFINITY};
+    // An infinity less anything else is that infinity; the same infinities have no difference.
+    match (ts_is_finite(a), ts_is_finite(b)) {
+        (true, true) => {}
+        (false, false) if a == b => return Err(interval_out_of_range()),
+        (false, _) => {
+            return Ok(if a == TS_INFINITY {
+                INFINITY
+            } else {
+                NEG_INFINITY
+            })
+        }
+        (true, false) => {
+            return Ok(if b == TS_NEG_INFINITY {
+                INFINITY
+            } else {
+                NEG_INFINITY
+            })
+        }
+    }
     let micros = a.checked_sub(b).ok_or_else(interval_out_of_range)?;
     justify_hours(Interval {
         months: 0,

@@ -29,11 +29,25 @@ pub(crate) fn date(days: i64) -> String {
 
 /// A timestamp without time zone in the session's style.
 pub(crate) fn timestamp(us: i64) -> String {
+    if let Some(word) = infinity(us) {
+        return word.into();
+    }
     date_time(&current(), us, None)
+}
+
+fn infinity(us: i64) -> Option<&'static str> {
+    match us {
+        super::TS_INFINITY => Some("infinity"),
+        super::TS_NEG_INFINITY => Some("-infinity"),
+        _ => None,
+    }
 }
 
 /// A timestamp with time zone in the session's style and zone.
 pub(crate) fn timestamptz(utc_us: i64) -> String {
+    if let Some(word) = infinity(utc_us) {
+        return word.into();
+    }
     let style = current();
     let (offset, abbrev) = style.zone.offset_at(utc_us);
     let local = utc_us.saturating_add(i64::from(offset) * US_PER_SEC);
@@ -42,7 +56,59 @@ pub(crate) fn timestamptz(utc_us: i64) -> String {
 
 /// A timestamp in ISO form with no zone, whatever the session's style (logs, catalogs).
 pub(crate) fn timestamp_iso(us: i64) -> String {
+    if let Some(word) = infinity(us) {
+        return word.into();
+    }
     date_time(&Style::default(), us, None)
+}
+
+/// A date, timestamp or timestamptz as JSON writes it (PostgreSQL's `JsonEncodeDateTime`,
+/// XML Schema's form): `2024-01-02`, `2024-01-02T03:04:05.5`, `2024-01-02T03:04:05+05:30`,
+/// whatever the session's `DateStyle`; a timestamptz in the session's zone.
+pub(crate) fn xsd(value: i64, kind: XsdKind) -> String {
+    if kind != XsdKind::Date {
+        if let Some(word) = infinity(value) {
+            return word.into();
+        }
+    }
+    let iso = Style::default();
+    match kind {
+        XsdKind::Date => {
+            let (year, month, day) = civil_from_days(value);
+            let mut s = String::with_capacity(16);
+            push_date(&mut s, &iso, year, month, day);
+            push_era(&mut s, year);
+            s
+        }
+        XsdKind::Timestamp => date_time(&iso, value, None).replacen(' ', "T", 1),
+        XsdKind::Timestamptz => {
+            let (offset, _) = current().zone.offset_at(value);
+            let local = value.saturating_add(i64::from(offset) * US_PER_SEC);
+            let mut s = date_time(&iso, local, None).replacen(' ', "T", 1);
+            let era = s.ends_with(" BC");
+            if era {
+                s.truncate(s.len() - 3);
+            }
+            let sign = if offset < 0 { '-' } else { '+' };
+            let a = offset.unsigned_abs();
+            let _ = write!(s, "{sign}{:02}:{:02}", a / 3600, a / 60 % 60);
+            if a % 60 != 0 {
+                let _ = write!(s, ":{:02}", a % 60);
+            }
+            if era {
+                s.push_str(" BC");
+            }
+            s
+        }
+    }
+}
+
+/// What [`xsd`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum XsdKind {
+    Date,
+    Timestamp,
+    Timestamptz,
 }
 
 fn date_time(style: &Style, us: i64, zone: Option<(i32, &str)>) -> String {

@@ -50,6 +50,8 @@ pub(crate) enum DtFunc {
     MakeInterval,
     /// age(a, b), or age(a) from today's midnight.
     Age,
+    /// `date_bin(stride, ts, origin)`.
+    DateBin,
     /// `timezone(zone, ts)`, `ts AT TIME ZONE zone`: of a timestamptz, its wall-clock time
     /// in the zone; of a timestamp, the instant it is in the zone.
     AtZone(Kind),
@@ -253,6 +255,28 @@ fn extract(unit_text: &str, v: &Value, kind: Kind, numeric: bool) -> Result<Valu
                 .ok_or_else(timestamp_out_of_range)?;
             extract_ts(unit, us, kind, unit_text)?
         }
+        // PostgreSQL's fields of an infinity: the ones that grow without end are that
+        // infinity, the others NULL.
+        (Value::Timestamp(us), _) if !super::ts_is_finite(*us) => {
+            let growing = [
+                "epoch",
+                "year",
+                "decade",
+                "century",
+                "millennium",
+                "julian",
+                "isoyear",
+            ];
+            if !growing.contains(&unit) || numeric {
+                return Ok(Value::Null);
+            }
+            let inf = if *us > 0 {
+                f64::INFINITY
+            } else {
+                f64::NEG_INFINITY
+            };
+            return Ok(Value::Float(inf));
+        }
         (Value::Timestamp(us), Kind::Timestamptz) => extract_tstz(unit, *us, unit_text)?,
         (Value::Timestamp(us), _) => extract_ts(unit, *us, kind, unit_text)?,
         _ => return Err(SqlError::internal("bad extract operand in a bound plan")),
@@ -418,7 +442,11 @@ fn make_date(y: i64, m: i64, d: i64) -> Result<i64> {
 fn make_timestamp(a: &[i64], secs: f64) -> Result<i64> {
     let days = make_date(a[0], a[1], a[2])?;
     let (h, mi) = (a[3], a[4]);
-    if !(0..=23).contains(&h) || !(0..=59).contains(&mi) || !(0.0..60.0).contains(&secs) {
+    // 24:00:00 is the next midnight, as PostgreSQL's time fields allow.
+    let midnight = h == 24 && mi == 0 && secs == 0.0;
+    if !midnight
+        && (!(0..=23).contains(&h) || !(0..=59).contains(&mi) || !(0.0..60.0).contains(&secs))
+    {
         return Err(field_range("time", &format!("{h}:{mi:02}:{secs:02}")));
     }
     let tod = h * US_PER_HOUR + mi * US_PER_MINUTE + (secs * 1e6).round() as i64;
@@ -474,6 +502,19 @@ fn broken_down(us: i64) -> [i64; 7] {
 /// `age(a, b)`: PostgreSQL's field-by-field difference, borrowing from the month of the
 /// earlier timestamp (`timestamp_age`).
 fn age(a: i64, b: i64) -> Result<Interval> {
+    use super::{ts_is_finite, TS_INFINITY, TS_NEG_INFINITY};
+    use crate::datetime::interval::{INFINITY, NEG_INFINITY};
+    // PostgreSQL's `timestamp_age` of infinities: the same ones have no age.
+    if !ts_is_finite(a) || !ts_is_finite(b) {
+        return match (a, b) {
+            (TS_NEG_INFINITY, TS_NEG_INFINITY) | (TS_INFINITY, TS_INFINITY) => {
+                Err(interval_out_of_range())
+            }
+            (TS_NEG_INFINITY, _) => Ok(NEG_INFINITY),
+            (TS_INFINITY, _) | (_, TS_NEG_INFINITY) => Ok(INFINITY),
+            _ => Ok(NEG_INFINITY),
+        };
+    }
     let (t1, t2) = (broken_down(a), broken_down(b));
     let mut f: [i64; 7] = std::array::from_fn(|k| t1[k] - t2[k]);
     let neg = a < b;
@@ -549,6 +590,48 @@ fn at_zone(name: &str) -> Result<super::zone::Zone> {
         })
 }
 
+/// `date_bin(stride, ts, origin)` as PostgreSQL's `timestamp_bin`: the start of the
+/// stride-wide bin, counted from `origin`, that holds `ts`.
+fn date_bin(stride: Interval, ts: i64, origin: i64) -> Result<i64> {
+    if !super::ts_is_finite(ts) {
+        return Ok(ts);
+    }
+    if !super::ts_is_finite(origin) {
+        return Err(SqlError::new(
+            SqlState::DATETIME_FIELD_OVERFLOW,
+            "origin out of range",
+        ));
+    }
+    if !is_finite(stride) {
+        return Err(SqlError::new(
+            SqlState::FEATURE_NOT_SUPPORTED,
+            "timestamps cannot be binned into infinite intervals",
+        ));
+    }
+    if stride.months != 0 {
+        return Err(SqlError::new(
+            SqlState::FEATURE_NOT_SUPPORTED,
+            "timestamps cannot be binned into intervals containing months or years",
+        ));
+    }
+    let stride_us = i64::from(stride.days)
+        .checked_mul(US_PER_DAY)
+        .and_then(|d| d.checked_add(stride.micros))
+        .ok_or_else(interval_out_of_range)?;
+    if stride_us <= 0 {
+        return Err(SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            "stride must be greater than zero",
+        ));
+    }
+    let diff = ts.checked_sub(origin).ok_or_else(interval_out_of_range)?;
+    let mut delta = diff - diff % stride_us;
+    if diff < 0 && diff % stride_us != 0 {
+        delta -= stride_us;
+    }
+    origin.checked_add(delta).ok_or_else(timestamp_out_of_range)
+}
+
 fn operand(what: &str) -> SqlError {
     SqlError::internal(format_args!("bad {what} argument in a bound plan"))
 }
@@ -596,6 +679,12 @@ impl DtFunc {
             DtFunc::DateTrunc(Kind::Interval) => {
                 Value::Interval(trunc_interval(text(&args[0])?, interval(&args[1])?)?)
             }
+            DtFunc::DateTrunc(kind) if matches!(args[1], Value::Timestamp(us) if !super::ts_is_finite(us)) =>
+            {
+                // The unit is checked all the same; an infinity truncates to itself.
+                trunc_ts(text(&args[0])?, 0, kind)?;
+                args[1].clone()
+            }
             DtFunc::DateTrunc(Kind::Timestamptz) => {
                 Value::Timestamp(trunc_tstz(text(&args[0])?, ts(&args[1])?)?)
             }
@@ -606,8 +695,8 @@ impl DtFunc {
             DtFunc::JustifyHours => Value::Interval(justify_hours(interval(&args[0])?)?),
             DtFunc::JustifyInterval => Value::Interval(justify_interval(interval(&args[0])?)?),
             DtFunc::IsFinite(Kind::Interval) => Value::Bool(is_finite(interval(&args[0])?)),
-            // quire's dates and timestamps are all finite.
-            DtFunc::IsFinite(_) => Value::Bool(true),
+            DtFunc::IsFinite(Kind::Date) => Value::Bool(true),
+            DtFunc::IsFinite(_) => Value::Bool(super::ts_is_finite(ts(&args[0])?)),
             DtFunc::MakeDate => {
                 let a = ints(args)?;
                 Value::Int(make_date(a[0], a[1], a[2])?)
@@ -634,6 +723,9 @@ impl DtFunc {
                 Value::Interval(age(a, b)?)
             }
             DtFunc::ToTimestamp => Value::Timestamp(to_timestamp(float(&args[0])?)?),
+            DtFunc::DateBin => {
+                Value::Timestamp(date_bin(interval(&args[0])?, ts(&args[1])?, ts(&args[2])?)?)
+            }
             DtFunc::AtZone(kind) => {
                 let zone = at_zone(text(&args[0])?)?;
                 let us = ts(&args[1])?;

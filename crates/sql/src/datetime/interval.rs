@@ -93,7 +93,7 @@ pub(crate) fn parse(text: &str, typmod: Typmod) -> Result<Interval> {
     let acc = if let Some(iso) = t.strip_prefix('p') {
         parse_iso(iso).ok_or_else(|| bad(text))?
     } else {
-        parse_postgres(&t, typmod, text)?
+        parse_postgres(&sql_standard_signs(t), typmod, text)?
     };
     let months = acc
         .years
@@ -111,6 +111,29 @@ pub(crate) fn parse(text: &str, typmod: Typmod) -> Result<Interval> {
         return Err(interval_out_of_range());
     }
     apply_typmod(i, typmod)
+}
+
+/// Under `IntervalStyle = sql_standard`, a leading minus sign with no other sign in the text
+/// applies to every field (`-1 2:03:04` is minus one day and minus 2:03:04), as the SQL
+/// standard reads it; PostgreSQL's own style keeps each field's sign.
+fn sql_standard_signs(t: String) -> String {
+    let standard = super::style::current().interval == IntervalStyle::SqlStandard;
+    let fields: Vec<&str> = t.split_whitespace().collect();
+    let more_signs = fields.iter().skip(1).any(|f| f.starts_with(['-', '+']));
+    if !standard || !t.starts_with('-') || more_signs {
+        return t;
+    }
+    let mut out = String::with_capacity(t.len() + fields.len());
+    for (i, f) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+            if f.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+                out.push('-');
+            }
+        }
+        out.push_str(f);
+    }
+    out
 }
 
 /// Splits into tokens: at blanks, and where digits meet letters (`1day`).
@@ -171,7 +194,15 @@ fn parse_postgres(t: &str, typmod: Typmod, text: &str) -> Result<Acc> {
             check_fields(&acc).ok_or_else(|| field_overflow(text))?;
             unit = None;
         } else {
-            let n = parse_number(tok).ok_or_else(|| bad(text))?;
+            let n = parse_number(tok).ok_or_else(|| {
+                // Digits that do not fit are out of range, not bad syntax.
+                let digits = tok.trim_start_matches(['-', '+']);
+                if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+                    field_overflow(text)
+                } else {
+                    bad(text)
+                }
+            })?;
             let (f, scale) = match unit.take() {
                 Some(f) => (f, std::mem::replace(&mut unit_scale, 1)),
                 None => (default_field(typmod), 1),
@@ -179,6 +210,10 @@ fn parse_postgres(t: &str, typmod: Typmod, text: &str) -> Result<Acc> {
             add(&mut acc, n, f, scale)
                 .and_then(|()| check_fields(&acc))
                 .ok_or_else(|| field_overflow(text))?;
+            // A number before hours is days (`'1 2' DAY TO HOUR`), as in PostgreSQL.
+            if f == Field::Hour {
+                unit = Some(Field::Day);
+            }
         }
     }
     if ago {

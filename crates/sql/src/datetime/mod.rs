@@ -24,6 +24,16 @@ pub(crate) const US_PER_MINUTE: i64 = 60 * US_PER_SEC;
 pub(crate) const US_PER_HOUR: i64 = 60 * US_PER_MINUTE;
 pub(crate) const US_PER_DAY: i64 = 24 * US_PER_HOUR;
 
+/// `timestamp 'infinity'` and `'-infinity'`: PostgreSQL's `DT_NOEND` and `DT_NOBEGIN`, the
+/// largest and least microsecond counts. Arithmetic keeps them; zones do not move them.
+pub(crate) const TS_INFINITY: i64 = i64::MAX;
+pub(crate) const TS_NEG_INFINITY: i64 = i64::MIN;
+
+/// Whether a timestamp is neither infinity.
+pub(crate) fn ts_is_finite(us: i64) -> bool {
+    us != TS_INFINITY && us != TS_NEG_INFINITY
+}
+
 /// 22008 `interval out of range`.
 pub(crate) fn interval_out_of_range() -> SqlError {
     SqlError::new(SqlState::DATETIME_FIELD_OVERFLOW, "interval out of range")

@@ -28,6 +28,13 @@ pub(crate) enum Bad {
     /// 22008 for a month out of its range, which PostgreSQL hints may be read in another
     /// `DateStyle` order.
     MonthRange,
+    /// 22023: a zone name (with a `/`) the database does not have.
+    UnknownZone(String),
+    /// 22009: a zone offset beyond 15:59:59.
+    ZoneRange,
+    /// 22008: a date before 4714-11-24 BC or a timestamp after 294276 (`timestamp out of
+    /// range`, `date out of range`).
+    TypeRange,
 }
 
 /// A text's zone.
@@ -47,16 +54,29 @@ pub(crate) struct Decoded {
 }
 
 #[derive(Default)]
+#[allow(clippy::struct_excessive_bools)] // the decoder's flags, as PostgreSQL's are
 struct Fields {
-    year: Option<(i64, usize)>,
-    month: Option<u32>,
-    day: Option<u32>,
+    year: Option<i64>,
+    /// The year was one or two digits: 1970-2069 unless BC (PostgreSQL's `is2digits`).
+    two_digit_year: bool,
+    month: Option<i64>,
+    day: Option<i64>,
+    /// A day of the year (`1999.008`), which sets month and day at the end.
+    day_of_year: Option<i64>,
+    /// The month was a name, which changes how the numbers around it read.
+    text_month: bool,
     time_us: Option<i64>,
     pm: Option<bool>,
     bc: bool,
     zone: Option<ZoneSpec>,
     special_days: Option<i64>,
     julian: Option<i64>,
+    /// `infinity` or `-infinity`.
+    infinite: Option<i64>,
+    /// The time `now` and its relatives read: UTC, on the session's clock, its offset.
+    now: Option<(i64, i64, i32)>,
+    /// The last field was a zone abbreviation, which a POSIX offset may follow (`GMT+8`).
+    after_zone_word: bool,
 }
 
 const MONTH_NAMES: [&str; 12] = [
@@ -136,16 +156,24 @@ const ABBREVIATIONS: &[(&str, i32)] = &[
     ("zulu", 0),
 ];
 
-/// Decodes `text`, `order` deciding numeric dates that could be read more than one way.
-pub(crate) fn decode(text: &str, order: DateOrder) -> Result<Decoded, Bad> {
-    let mut f = Fields::default();
+/// Decodes `text`, `order` deciding numeric dates that could be read more than one way;
+/// `now_us` (UTC) and `zone` (the session's) are what `now`, `today` and friends read.
+pub(crate) fn decode(
+    text: &str,
+    order: DateOrder,
+    now_us: i64,
+    zone: &Zone,
+) -> Result<Decoded, Bad> {
+    let mut f = Fields {
+        now: Some((now_us, zone.utc_to_local(now_us), zone.offset_secs(now_us))),
+        ..Fields::default()
+    };
     let tokens = tokenize(text)?;
     if tokens.is_empty() || tokens.len() > 32 {
         return Err(Bad::Syntax);
     }
-    for (i, tok) in tokens.iter().enumerate() {
-        let prev_was_time = i > 0 && matches!(tokens[i - 1], Tok::Time(_));
-        field(&mut f, tok, order, prev_was_time)?;
+    for tok in &tokens {
+        field(&mut f, tok, order)?;
     }
     finish(f)
 }
@@ -169,20 +197,7 @@ fn tokenize(text: &str) -> Result<Vec<Tok>, Bad> {
             i += 1;
         } else if c.is_ascii_digit() {
             let start = i;
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b"-/.:".contains(&b[i])) {
-                // Letters belong to a date with a month name (`08-Jan-1999`); `T` between
-                // a date and a time, or a zone after a time (`01Z`), ends the field.
-                let so_far = &text[start..i];
-                let date_word = so_far.contains(['-', '/']) && !so_far.contains(':');
-                if b[i].is_ascii_alphabetic() && (!date_word || matches!(b[i], b'T' | b't')) {
-                    break;
-                }
-                // A sign after a time starts its zone offset (`17:32:01-08`).
-                if b[i] == b'-' && so_far.contains(':') {
-                    break;
-                }
-                i += 1;
-            }
+            i = digit_field_end(b, i);
             out.push(number_token(&text[start..i])?);
         } else if c == b'+' || c == b'-' {
             let start = i + 1;
@@ -192,9 +207,19 @@ fn tokenize(text: &str) -> Result<Vec<Tok>, Bad> {
             }
             let body = &text[start..i];
             if body.eq_ignore_ascii_case("infinity") {
-                return Err(Bad::Syntax);
+                let word = if c == b'-' { "-infinity" } else { "infinity" };
+                out.push(Tok::Word(word.into()));
+                continue;
             }
-            let secs = offset(body).ok_or(Bad::Syntax)?;
+            let secs = offset(body).ok_or_else(|| {
+                let numeric =
+                    !body.is_empty() && body.bytes().all(|b| b.is_ascii_digit() || b == b':');
+                if numeric {
+                    Bad::ZoneRange
+                } else {
+                    Bad::Syntax
+                }
+            })?;
             out.push(Tok::Offset(if c == b'-' { -secs } else { secs }));
         } else if matches!(c, b'T' | b't') && b.get(i + 1).is_some_and(u8::is_ascii_digit) {
             // ISO 8601's `T` before the time.
@@ -211,12 +236,61 @@ fn tokenize(text: &str) -> Result<Vec<Tok>, Bad> {
                 i += 1;
             }
             let word = &text[start..i];
+            // A month name that starts a date (`Feb-10-1997`).
+            let sep = b.get(i).copied().filter(|s| matches!(s, b'-' | b'/'));
+            if let Some(sep) = sep.filter(|_| month_number(&word.to_ascii_lowercase()).is_some()) {
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == sep) {
+                    i += 1;
+                }
+                let parts = text[start..i].split(char::from(sep)).map(str::to_string);
+                out.push(Tok::Date(parts.collect()));
+                continue;
+            }
             out.push(Tok::Word(word.trim_end_matches('.').to_ascii_lowercase()));
         } else {
             return Err(Bad::Syntax);
         }
     }
     Ok(out)
+}
+
+/// Where a field that starts with a digit ends, as PostgreSQL's `ParseDateTime` finds it:
+/// a time runs over digits, `:` and `.`; a date whose second part is digits takes only digits
+/// and its first separator (`1999-08-Jan` ends before `Jan`, and fails); one whose second
+/// part is a month name takes letters too (`08-Jan-1999`).
+fn digit_field_end(b: &[u8], mut i: usize) -> usize {
+    let digits = |b: &[u8], mut i: usize| {
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        i
+    };
+    i = digits(b, i);
+    match b.get(i) {
+        Some(b':') => {
+            while i < b.len() && (b[i].is_ascii_digit() || b[i] == b':' || b[i] == b'.') {
+                i += 1;
+            }
+            i
+        }
+        Some(&delim @ (b'-' | b'/' | b'.')) => {
+            i += 1;
+            if b.get(i).is_some_and(u8::is_ascii_digit) {
+                i = digits(b, i);
+                if b.get(i) == Some(&delim) {
+                    while i < b.len() && (b[i].is_ascii_digit() || b[i] == delim) {
+                        i += 1;
+                    }
+                }
+            } else {
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == delim) {
+                    i += 1;
+                }
+            }
+            i
+        }
+        _ => i,
+    }
 }
 
 fn number_token(s: &str) -> Result<Tok, Bad> {
@@ -246,7 +320,8 @@ pub(crate) fn abbreviation(word: &str) -> Option<i32> {
         .map(|(_, s)| *s)
 }
 
-fn field(f: &mut Fields, tok: &Tok, order: DateOrder, after_time: bool) -> Result<(), Bad> {
+fn field(f: &mut Fields, tok: &Tok, order: DateOrder) -> Result<(), Bad> {
+    let after_zone_word = std::mem::take(&mut f.after_zone_word);
     match tok {
         Tok::Time(t) => {
             if f.time_us.is_some() {
@@ -255,7 +330,9 @@ fn field(f: &mut Fields, tok: &Tok, order: DateOrder, after_time: bool) -> Resul
             f.time_us = Some(time_of_day(t)?);
         }
         Tok::Date(parts) => date_field(f, parts, order)?,
-        Tok::Number(n) => number(f, n, after_time)?,
+        Tok::Number(n) => number(f, n, order)?,
+        // `GMT+8`, `PST+8`: a POSIX zone, hours west of UTC.
+        Tok::Offset(secs) if after_zone_word => f.zone = Some(ZoneSpec::Offset(-*secs)),
         Tok::Offset(secs) => {
             if f.time_us.is_none() && f.zone.is_none() && f.year.is_none() {
                 return Err(Bad::Syntax);
@@ -275,15 +352,21 @@ fn set_zone(f: &mut Fields, z: ZoneSpec) -> Result<(), Bad> {
     Ok(())
 }
 
-fn word(f: &mut Fields, w: &str) -> Result<(), Bad> {
-    let month = MONTH_NAMES
+/// A month's number by its name or an abbreviation of three letters or more.
+fn month_number(w: &str) -> Option<i64> {
+    MONTH_NAMES
         .iter()
-        .position(|m| w.len() >= 3 && m.starts_with(w) || (w == "sept" && *m == "september"));
-    if let Some(m) = month {
+        .position(|m| w.len() >= 3 && m.starts_with(w) || (w == "sept" && *m == "september"))
+        .and_then(|m| i64::try_from(m + 1).ok())
+}
+
+fn word(f: &mut Fields, w: &str) -> Result<(), Bad> {
+    if let Some(m) = month_number(w) {
         if f.month.is_some() {
             return Err(Bad::Syntax);
         }
-        f.month = Some(m as u32 + 1);
+        f.month = Some(m);
+        f.text_month = true;
         return Ok(());
     }
     let is_day = DAY_NAMES.iter().any(|d| w.len() >= 3 && d.starts_with(w))
@@ -297,19 +380,50 @@ fn word(f: &mut Fields, w: &str) -> Result<(), Bad> {
         "bc" | "b.c" => f.bc = true,
         "ad" | "a.d" | "at" | "on" => {}
         "epoch" => f.special_days = Some(0),
+        "infinity" => f.infinite = Some(super::TS_INFINITY),
+        "-infinity" => f.infinite = Some(super::TS_NEG_INFINITY),
+        "today" | "tomorrow" | "yesterday" | "now" => today(f, w)?,
         "allballs" => f.time_us = Some(0),
         _ if w.starts_with('j') && w.len() > 1 && w[1..].bytes().all(|b| b.is_ascii_digit()) => {
             f.julian = Some(w[1..].parse().map_err(|_| Bad::FieldRange)?);
         }
         _ => {
             if let Some(secs) = abbreviation(w) {
+                f.after_zone_word = true;
                 return set_zone(f, ZoneSpec::Offset(secs));
             }
             match Zone::parse(w) {
                 Some(z) if w.parse::<f64>().is_err() => set_zone(f, ZoneSpec::Named(z))?,
+                _ if w.contains('/') => return Err(Bad::UnknownZone(w.to_string())),
                 _ => return Err(Bad::Syntax),
             }
         }
+    }
+    Ok(())
+}
+
+/// `today`, `tomorrow`, `yesterday` (midnight on the session's clock) and `now` (the
+/// instant, with the session's offset).
+fn today(f: &mut Fields, w: &str) -> Result<(), Bad> {
+    let (_, local, offset) = f.now.ok_or(Bad::Syntax)?;
+    if f.year.is_some() || f.month.is_some() || f.day.is_some() {
+        return Err(Bad::Syntax);
+    }
+    let days = local.div_euclid(US_PER_DAY)
+        + match w {
+            "tomorrow" => 1,
+            "yesterday" => -1,
+            _ => 0,
+        };
+    let (year, month, day) = super::civil_from_days(days);
+    f.year = Some(year);
+    f.month = Some(i64::from(month));
+    f.day = Some(i64::from(day));
+    if w == "now" {
+        f.time_us = Some(local.rem_euclid(US_PER_DAY));
+        set_zone(f, ZoneSpec::Offset(offset))?;
+    } else if f.time_us.is_none() {
+        f.time_us = Some(0);
     }
     Ok(())
 }
@@ -355,96 +469,132 @@ fn time_of_day(t: &str) -> Result<i64, Bad> {
     Ok(us)
 }
 
-#[allow(clippy::many_single_char_names)] // y, m, d and a, b, c: fields and their order
+/// A date field with separators (`1997-02-10`, `Jan-08-99`, `1999.008`), as PostgreSQL's
+/// `DecodeDate`: month names first, then the numbers in their order.
 fn date_field(f: &mut Fields, parts: &[String], order: DateOrder) -> Result<(), Bad> {
-    if parts.len() != 3 || f.year.is_some() || f.day.is_some() {
-        // `1999-Jan` or two dates: PostgreSQL reads neither.
-        if parts.len() == 2 && f.month.is_none() {
-            return Err(Bad::Syntax);
-        }
+    if parts.len() > 3 || parts.iter().any(String::is_empty) {
         return Err(Bad::Syntax);
     }
-    let mut numbers = Vec::new();
-    for p in parts {
-        if p.bytes().all(|b| b.is_ascii_digit()) && !p.is_empty() {
-            numbers.push(p.as_str());
-        } else {
-            word(f, &p.to_ascii_lowercase())?;
-            if f.month.is_none() {
-                return Err(Bad::Syntax);
-            }
+    let (names, numbers): (Vec<&String>, Vec<&String>) = parts
+        .iter()
+        .partition(|p| !p.bytes().all(|b| b.is_ascii_digit()));
+    for name in names {
+        let before = f.month;
+        word(f, &name.to_ascii_lowercase())?;
+        if before.is_some() || f.month.is_none() {
+            return Err(Bad::Syntax);
         }
     }
-    let value = |p: &str| p.parse::<i64>().map_err(|_| Bad::FieldRange);
-    match (numbers.as_slice(), f.month.is_some()) {
-        // A month by name: `1999-Jan-08` (year first when it is long) or `08-Jan-1999`.
-        ([a, b], true) => {
-            let (d, y) = if a.len() >= 3 || order == DateOrder::Ymd {
-                (b, a)
+    for n in numbers {
+        decode_number(f, n, order)?;
+    }
+    Ok(())
+}
+
+/// A field of digits (maybe with a fraction), as PostgreSQL's `DecodeDateTime` sorts them:
+/// `1999.008` is a date, six digits or more are `YYYYMMDD` or `HHMMSS`, others one field.
+fn number(f: &mut Fields, n: &str, order: DateOrder) -> Result<(), Bad> {
+    let have_date = f.year.is_some() || f.month.is_some() || f.day.is_some();
+    let int_len = n.find('.').unwrap_or(n.len());
+    if n.contains('.') && !have_date {
+        let parts: Vec<String> = n.split('.').map(str::to_string).collect();
+        return date_field(f, &parts, order);
+    }
+    let have_full_date = f.year.is_some() && f.month.is_some() && f.day.is_some();
+    if n.contains('.') && int_len > 2 || int_len >= 6 && !(have_full_date && f.time_us.is_some()) {
+        return number_field(f, n);
+    }
+    if n.contains('.') {
+        return Err(Bad::Syntax);
+    }
+    decode_number(f, n, order)
+}
+
+/// PostgreSQL's `DecodeNumberField`: `YYYYMMDD`/`YYMMDD` while the date is incomplete, else
+/// `HHMMSS`/`HHMM`, with a fraction of seconds after a dot.
+fn number_field(f: &mut Fields, n: &str) -> Result<(), Bad> {
+    let (digits, frac) = n.split_once('.').unwrap_or((n, ""));
+    let num = |s: &str| s.parse::<i64>().map_err(|_| Bad::Syntax);
+    let len = digits.len();
+    let have_full_date = f.year.is_some() && f.month.is_some() && f.day.is_some();
+    if frac.is_empty() && !have_full_date && len >= 6 {
+        f.day = Some(num(&digits[len - 2..])?);
+        f.month = Some(num(&digits[len - 4..len - 2])?);
+        f.year = Some(num(&digits[..len - 4])?);
+        f.two_digit_year = len - 4 == 2;
+        return Ok(());
+    }
+    if f.time_us.is_some() || !(len == 6 || len == 4) {
+        return Err(Bad::Syntax);
+    }
+    let sec = if len == 6 { &digits[4..] } else { "0" };
+    let text = format!("{}:{}:{sec}", &digits[..2], &digits[2..4]);
+    let text = if frac.is_empty() {
+        text
+    } else {
+        format!("{text}.{frac}")
+    };
+    f.time_us = Some(time_of_day(&text)?);
+    Ok(())
+}
+
+/// PostgreSQL's `DecodeNumber`: one number, placed by what the date has so far and the
+/// `DateStyle` order.
+fn decode_number(f: &mut Fields, n: &str, order: DateOrder) -> Result<(), Bad> {
+    let len = n.len();
+    let v: i64 = n.parse().map_err(|_| Bad::FieldRange)?;
+    let have = (f.year.is_some(), f.month.is_some(), f.day.is_some());
+    if len == 3 && have == (true, false, false) && (1..=366).contains(&v) {
+        f.day_of_year = Some(v);
+        f.month = Some(1);
+        f.day = Some(1);
+        return Ok(());
+    }
+    let set_year = |f: &mut Fields, v: i64| {
+        f.year = Some(v);
+        f.two_digit_year = len <= 2;
+    };
+    match have {
+        (false, false, false) => {
+            if len >= 3 || order == DateOrder::Ymd {
+                set_year(f, v);
+            } else if order == DateOrder::Dmy {
+                f.day = Some(v);
             } else {
-                (a, b)
-            };
-            f.day = Some(u32::try_from(value(d)?).map_err(|_| Bad::FieldRange)?);
-            f.year = Some((value(y)?, y.len()));
+                f.month = Some(v);
+            }
         }
-        ([a, b, c], false) => {
-            let (y, m, d) = if a.len() >= 3 {
-                (a, b, c)
+        (true, false, false) | (false, false, true) => f.month = Some(v),
+        (false, true, false) => {
+            if f.text_month && (len >= 3 || order == DateOrder::Ymd) {
+                set_year(f, v);
             } else {
-                match order {
-                    DateOrder::Mdy => (c, a, b),
-                    DateOrder::Dmy => (c, b, a),
-                    DateOrder::Ymd => (a, b, c),
-                }
-            };
-            f.year = Some((value(y)?, y.len()));
-            f.month = Some(u32::try_from(value(m)?).map_err(|_| Bad::FieldRange)?);
-            f.day = Some(u32::try_from(value(d)?).map_err(|_| Bad::FieldRange)?);
+                f.day = Some(v);
+            }
         }
+        (true, true, false) => {
+            if f.text_month && len >= 3 && f.two_digit_year {
+                // The first number was the day after all (`08-Jan-1999` in YMD).
+                f.day = f.year;
+                set_year(f, v);
+            } else {
+                f.day = Some(v);
+            }
+        }
+        (false, true, true) => set_year(f, v),
+        (true, true, true) => return number_field(f, n),
         _ => return Err(Bad::Syntax),
     }
     Ok(())
 }
 
-fn number(f: &mut Fields, n: &str, after_time: bool) -> Result<(), Bad> {
-    let (int, frac) = n.split_once('.').unwrap_or((n, ""));
-    // `YYYYMMDD` or `YYMMDD`, with `.HHMMSS` after it.
-    if (int.len() == 8 || int.len() == 6) && f.year.is_none() && f.month.is_none() {
-        let k = int.len() - 4;
-        f.year = Some((int[..k].parse().map_err(|_| Bad::Syntax)?, k));
-        f.month = Some(int[k..k + 2].parse().map_err(|_| Bad::Syntax)?);
-        f.day = Some(int[k + 2..].parse().map_err(|_| Bad::Syntax)?);
-        if !frac.is_empty() {
-            let t = format!("{frac:0<6}");
-            if t.len() != 6 {
-                return Err(Bad::Syntax);
-            }
-            f.time_us = Some(time_of_day(&format!(
-                "{}:{}:{}",
-                &t[..2],
-                &t[2..4],
-                &t[4..]
-            ))?);
-        }
-        return Ok(());
-    }
-    if !frac.is_empty() {
-        return Err(Bad::Syntax);
-    }
-    let v: i64 = int.parse().map_err(|_| Bad::FieldRange)?;
-    if f.month.is_some() && f.day.is_none() && int.len() <= 2 && !after_time {
-        f.day = Some(u32::try_from(v).map_err(|_| Bad::FieldRange)?);
-    } else if f.year.is_none() {
-        f.year = Some((v, int.len()));
-    } else if f.day.is_none() && int.len() <= 2 {
-        f.day = Some(u32::try_from(v).map_err(|_| Bad::FieldRange)?);
-    } else {
-        return Err(Bad::Syntax);
-    }
-    Ok(())
-}
-
 fn finish(f: Fields) -> Result<Decoded, Bad> {
+    if let Some(inf) = f.infinite {
+        return Ok(Decoded {
+            local_us: inf,
+            zone: None,
+        });
+    }
     if let Some(days) = f.special_days {
         return Ok(Decoded {
             local_us: days * US_PER_DAY,
@@ -454,28 +604,34 @@ fn finish(f: Fields) -> Result<Decoded, Bad> {
     let days = if let Some(j) = f.julian {
         j - 2_440_588
     } else {
-        let (mut y, ylen) = f.year.ok_or(Bad::Syntax)?;
+        let mut y = f.year.ok_or(Bad::Syntax)?;
         let m = f.month.ok_or(Bad::Syntax)?;
         let d = f.day.ok_or(Bad::Syntax)?;
-        if ylen <= 2 && !f.bc {
-            y += if y < 70 { 2000 } else { 1900 };
-        }
         if f.bc {
             if y <= 0 {
                 return Err(Bad::FieldRange);
             }
             y = 1 - y;
-        }
-        if !(1..=12).contains(&m) {
-            return Err(Bad::MonthRange);
-        }
-        if d < 1 || d > days_in_month(y, m) {
-            return Err(Bad::FieldRange);
+        } else if f.two_digit_year {
+            y += if y < 70 { 2000 } else { 1900 };
         }
         if !(-4713..=294_276).contains(&y) {
-            return Err(Bad::FieldRange);
+            return Err(Bad::TypeRange);
         }
-        days_from_civil(y, m, d)
+        if let Some(doy) = f.day_of_year {
+            days_from_civil(y, 1, 1) + doy - 1
+        } else {
+            // PostgreSQL's ValidateDate: month and day ranges first (hinting at DateStyle),
+            // then the day within its month.
+            if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+                return Err(Bad::MonthRange);
+            }
+            let (m, d) = (m as u32, d as u32);
+            if d > days_in_month(y, m) {
+                return Err(Bad::FieldRange);
+            }
+            days_from_civil(y, m, d)
+        }
     };
     let mut time = f.time_us.unwrap_or(0);
     if let Some(pm) = f.pm {
@@ -494,23 +650,10 @@ fn finish(f: Fields) -> Result<Decoded, Bad> {
         .checked_mul(US_PER_DAY)
         .and_then(|us| us.checked_add(time))
         .filter(|_| (-2_440_588..=106_751_991).contains(&days))
-        .ok_or(Bad::FieldRange)?;
+        .ok_or(Bad::TypeRange)?;
     Ok(Decoded {
         local_us,
         zone: f.zone,
-    })
-}
-
-/// `now`, `today`, `tomorrow`, `yesterday`: the wall-clock time or midnight in `zone`.
-pub(crate) fn special(word: &str, now_us: i64, zone: &Zone) -> Option<i64> {
-    let local = zone.utc_to_local(now_us);
-    let midnight = local.div_euclid(US_PER_DAY) * US_PER_DAY;
-    Some(match word.trim().to_ascii_lowercase().as_str() {
-        "now" => local,
-        "today" => midnight,
-        "tomorrow" => midnight + US_PER_DAY,
-        "yesterday" => midnight - US_PER_DAY,
-        _ => return None,
     })
 }
 
@@ -519,7 +662,7 @@ mod tests {
     use super::*;
 
     fn read(t: &str, order: DateOrder) -> Option<(i64, Option<i32>)> {
-        let d = decode(t, order).ok()?;
+        let d = decode(t, order, 0, &Zone::utc()).ok()?;
         let z = match d.zone {
             Some(ZoneSpec::Offset(s)) => Some(s),
             Some(ZoneSpec::Named(_)) => Some(99),
@@ -543,7 +686,7 @@ mod tests {
         assert_eq!(read("10/02/1997 17:32:01", DateOrder::Dmy), Some((t, None)));
         assert_eq!(read("10.02.1997 17:32:01", DateOrder::Dmy), Some((t, None)));
         assert_eq!(read("Feb 10 5:32:01 PM 1997", m), Some((t, None)));
-        assert_eq!(read("1997.041 17:32:01", m), None);
+        assert_eq!(read("1997.041 17:32:01", m), Some((t, None)));
         assert_eq!(read("February 10, 1997", m), Some((day, None)));
         assert_eq!(read("1997-Feb-10", m), Some((day, None)));
         assert_eq!(read("10-Feb-1997", m), Some((day, None)));
@@ -553,7 +696,7 @@ mod tests {
             read("1997-02-10 America/New_York", m).map(|r| r.1),
             Some(Some(99))
         );
-        assert!(decode("1997-13-10", m).is_err_and(|e| e == Bad::MonthRange));
-        assert!(decode("garbage", m).is_err_and(|e| e == Bad::Syntax));
+        assert!(decode("1997-13-10", m, 0, &Zone::utc()).is_err_and(|e| e == Bad::MonthRange));
+        assert!(decode("garbage", m, 0, &Zone::utc()).is_err_and(|e| e == Bad::Syntax));
     }
 }

@@ -134,6 +134,9 @@ impl Zone {
 
     /// The instant of wall-clock time `local_us` in this zone.
     pub(crate) fn local_to_utc(&self, local_us: i64) -> i64 {
+        if !super::ts_is_finite(local_us) {
+            return local_us;
+        }
         let off = i64::from(self.local_offset_secs(local_us));
         local_us.saturating_sub(off * US_PER_SEC)
     }
@@ -141,6 +144,9 @@ impl Zone {
     /// The wall-clock time (microseconds since 1970-01-01 on the zone's clock) of instant
     /// `utc_us`.
     pub(crate) fn utc_to_local(&self, utc_us: i64) -> i64 {
+        if !super::ts_is_finite(utc_us) {
+            return utc_us;
+        }
         let off = i64::from(self.offset_secs(utc_us));
         utc_us.saturating_add(off * US_PER_SEC)
     }

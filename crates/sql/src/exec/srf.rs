@@ -164,9 +164,9 @@ fn series<'a>(kind: SeriesKind, args: Vec<Value>, cx: &'a Cx<'a>) -> Result<Valu
     match kind {
         SeriesKind::Int => int_series(a, b, step.unwrap_or(Value::Int(1))),
         SeriesKind::Numeric => numeric_series(a, b, step.unwrap_or(Value::Int(1)), cx),
-        SeriesKind::Timestamp => match (a, b, step) {
+        SeriesKind::Timestamp { zoned } => match (a, b, step) {
             (Value::Timestamp(a), Value::Timestamp(b), Some(Value::Interval(s))) => {
-                timestamp_series(a, b, s)
+                timestamp_series(a, b, s, zoned)
             }
             _ => Err(crate::types::internal("generate_series argument")),
         },
@@ -238,8 +238,14 @@ fn numeric_series<'a>(a: Value, b: Value, step: Value, cx: &'a Cx<'a>) -> Result
 
 /// `generate_series` of timestamps: `start`, `start + step`, ... while not past `stop`
 /// (PostgreSQL compares the step with zero as intervals compare: a month is 30 days).
-fn timestamp_series<'a>(a: i64, b: i64, step: Interval) -> Result<Values<'a>> {
+fn timestamp_series<'a>(a: i64, b: i64, step: Interval, zoned: bool) -> Result<Values<'a>> {
     const US_PER_DAY: i128 = 86_400_000_000;
+    if !crate::datetime::interval::is_finite(step) {
+        return Err(SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            "step size cannot be infinite",
+        ));
+    }
     let span = (i128::from(step.months) * 30 + i128::from(step.days)) * US_PER_DAY
         + i128::from(step.micros);
     if span == 0 {
@@ -251,7 +257,11 @@ fn timestamp_series<'a>(a: i64, b: i64, step: Interval) -> Result<Values<'a>> {
         if (span > 0 && v > b) || (span < 0 && v < b) {
             return None;
         }
-        next = crate::datetime::arith::ts_add(v, step).ok();
+        next = if zoned {
+            crate::datetime::arith::tstz_add(v, step).ok()
+        } else {
+            crate::datetime::arith::ts_add(v, step).ok()
+        };
         Some(Ok(Value::Timestamp(v)))
     })))
 }
@@ -336,13 +346,13 @@ mod tests {
             days: 0,
             micros: 0,
         };
-        let values = timestamp_series(0, 40 * day, month).expect("series");
+        let values = timestamp_series(0, 40 * day, month, false).expect("series");
         assert_eq!(ints(values).len(), 2);
         let zero = Interval {
             months: 0,
             days: 0,
             micros: 0,
         };
-        assert!(timestamp_series(0, day, zero).is_err());
+        assert!(timestamp_series(0, day, zero, false).is_err());
     }
 }

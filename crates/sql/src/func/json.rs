@@ -12,6 +12,7 @@
 use quire_engine::{SqlState, Value};
 
 use super::Func;
+use crate::datetime::encode::{xsd, XsdKind};
 use crate::error::{Result, SqlError};
 use crate::json::{self, push_string, Jsonb, Members, PathStep, SetMode};
 use crate::types::{self, array, SqlType};
@@ -397,26 +398,16 @@ fn push_json(out: &mut String, v: &Value, ty: SqlType) -> Result<()> {
                 push_string(out, &t);
             }
         }
-        (_, SqlType::Timestamp | SqlType::Timestamptz | SqlType::Date) => {
-            push_string(out, &iso_8601(&text(), ty));
+        (Value::Int(days), SqlType::Date) => push_string(out, &xsd(*days, XsdKind::Date)),
+        (Value::Timestamp(us), SqlType::Timestamp) => {
+            push_string(out, &xsd(*us, XsdKind::Timestamp));
+        }
+        (Value::Timestamp(us), SqlType::Timestamptz) => {
+            push_string(out, &xsd(*us, XsdKind::Timestamptz));
         }
         _ => push_string(out, &text()),
     }
     Ok(())
-}
-
-/// A date or time's text in ISO 8601 (`2024-01-02T03:04:05+00:00`), as JSON writes it.
-fn iso_8601(text: &str, ty: SqlType) -> String {
-    let mut s = text.replacen(' ', "T", 1);
-    if ty == SqlType::Timestamptz {
-        let sign = s.rfind(['+', '-']).filter(|&i| i > 10);
-        if let Some(i) = sign {
-            if s.len() - i == 3 {
-                s.push_str(":00");
-            }
-        }
-    }
-    s
 }
 
 /// An array's JSON form (`array_to_json`): nested by dimension, commas without blanks.

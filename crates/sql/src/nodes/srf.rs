@@ -20,8 +20,11 @@ pub(crate) enum SeriesKind {
     /// Integers (`integer` or `bigint` results, both engine `Int`s).
     Int,
     Numeric,
-    /// `timestamp` or `timestamptz` with an `interval` step (both microseconds).
-    Timestamp,
+    /// `timestamp` or (`zoned`) `timestamptz` with an `interval` step; a `timestamptz`
+    /// steps its days and months on the session zone's clock.
+    Timestamp {
+        zoned: bool,
+    },
 }
 
 /// A set-returning function.

@@ -605,7 +605,14 @@ impl Session {
             types
                 .iter()
                 .zip(constants)
-                .map(|(ty, c)| crate::types::parse_text(*ty, &c.text))
+                .map(|(ty, c)| {
+                    crate::types::parse_text(*ty, &c.text).map_err(|e| match c.position {
+                        Some(p) if e.position().is_none() && !crate::types::is_typmod_error(&e) => {
+                            e.with_position(p)
+                        }
+                        _ => e,
+                    })
+                })
                 .collect()
         };
         let r = self.execute_keyed(

@@ -40,6 +40,8 @@ pub fn send(v: &Value, ty: SqlType) -> Result<Option<Vec<u8>>> {
         (Value::Text(s), SqlType::Jsonb) => [&[JSONB_VERSION][..], s.as_bytes()].concat(),
         (Value::Text(s), _) => s.as_bytes().to_vec(),
         (Value::Bytea(b), _) => b.clone(),
+        // The infinities are the same extremes on the wire.
+        (Value::Timestamp(us @ (i64::MAX | i64::MIN)), _) => us.to_be_bytes().to_vec(),
         (Value::Timestamp(us), _) => us.saturating_sub(PG_EPOCH_OFFSET_US).to_be_bytes().to_vec(),
         (Value::Numeric(n), _) => crate::numeric::to_binary(n),
         // PostgreSQL's order: microseconds, days, months.
@@ -233,7 +235,10 @@ pub fn recv(bytes: &[u8], ty: SqlType) -> Result<Value> {
         }
         SqlType::Timestamp | SqlType::Timestamptz => {
             let pg = i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad())?);
-            Value::Timestamp(pg.checked_add(PG_EPOCH_OFFSET_US).ok_or_else(bad)?)
+            Value::Timestamp(match pg {
+                i64::MAX | i64::MIN => pg,
+                _ => pg.checked_add(PG_EPOCH_OFFSET_US).ok_or_else(bad)?,
+            })
         }
         SqlType::Interval => {
             let b = fixed(16)?;
