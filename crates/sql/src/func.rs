@@ -21,8 +21,22 @@ use crate::types::{as_f64, compare};
 pub(crate) mod array;
 pub(crate) mod json;
 mod math;
+mod number_format;
 pub(crate) mod regex;
 pub(crate) mod string;
+mod to_char;
+
+/// What `to_char` formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ToChar {
+    Timestamp,
+    Timestamptz,
+    /// A date, as PostgreSQL's implicit cast makes it a timestamptz: its midnight on the
+    /// session zone's clock.
+    Date,
+    Interval,
+    Number,
+}
 
 /// A scalar function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,7 +138,8 @@ pub(crate) enum Func {
     /// acldefault(objtype, owner): the privileges an object of that kind has when its acl
     /// column is NULL, as PostgreSQL 16's `acldefault` gives them.
     AclDefault,
-    ToChar,
+    /// `to_char(value, template)`, by the value's kind.
+    ToChar(ToChar),
     RelationIsPublishable,
     /// A date/time operator (`datetime::arith`), bound from `+ - * /` by the binder.
     DateTime(crate::datetime::arith::DtOp),
@@ -750,7 +765,17 @@ pub(crate) fn resolve(
             vec![Some(T::Char), Some(T::Oid)],
             T::TEXT_ARRAY,
         ),
-        ("to_char", 2) => (Func::ToChar, keep(2), T::Text),
+        ("to_char", 2) => {
+            let (kind, arg) = match args[0] {
+                T::Timestamp => (ToChar::Timestamp, T::Timestamp),
+                T::Timestamptz => (ToChar::Timestamptz, T::Timestamptz),
+                T::Date => (ToChar::Date, T::Date),
+                T::Interval => (ToChar::Interval, T::Interval),
+                t if t.is_int() || t.is_float() || t.is_numeric() => (ToChar::Number, t),
+                _ => return Err(no_such_function(short, args)),
+            };
+            (Func::ToChar(kind), vec![Some(arg), Some(T::Text)], T::Text)
+        }
         _ => string::resolve(short, args)
             .or_else(|| regex::resolve(short, args))
             .or_else(|| math::resolve(short, args))
@@ -1259,17 +1284,23 @@ impl Func {
             // No relation is in a publication: quire has no logical replication; and no
             // server is a standby.
             Func::RelationIsPublishable | Func::InRecovery => Value::Bool(false),
-            Func::ToChar => Value::Text(
-                types::format_text(
-                    &args[0],
-                    match &args[0] {
-                        Value::Timestamp(_) => SqlType::Timestamp,
-                        Value::Float(_) => SqlType::Float8,
-                        _ => SqlType::Int8,
-                    },
-                )
-                .unwrap_or_default(),
-            ),
+            Func::ToChar(kind) => {
+                let template = text_arg(&args[1]).unwrap_or("");
+                let text = match (kind, &args[0]) {
+                    (ToChar::Timestamp | ToChar::Timestamptz, Value::Timestamp(us)) => {
+                        to_char::timestamp(*us, kind == ToChar::Timestamptz, template)?
+                    }
+                    (ToChar::Date, Value::Int(days)) => {
+                        let midnight = days.saturating_mul(crate::datetime::US_PER_DAY);
+                        let zone = &crate::datetime::style::current().zone;
+                        to_char::timestamp(zone.local_to_utc(midnight), true, template)?
+                    }
+                    (ToChar::Interval, Value::Interval(i)) => to_char::interval(*i, template)?,
+                    (ToChar::Number, v) => Some(number_format::to_char(v, template)?),
+                    _ => return Err(SqlError::internal("bad to_char argument in a bound plan")),
+                };
+                text.map_or(Value::Null, Value::Text)
+            }
         })
     }
 }
