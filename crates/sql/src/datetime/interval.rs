@@ -492,18 +492,18 @@ pub(crate) fn format(i: Interval) -> String {
 
 /// An interval's fields as PostgreSQL's `interval2itm` splits it: the time fields all carry
 /// the sign of the microseconds.
-struct Parts {
-    year: i64,
-    mon: i64,
-    mday: i64,
-    hour: i64,
-    min: i64,
-    sec: i64,
-    fsec: i64,
+pub(crate) struct Parts {
+    pub year: i64,
+    pub mon: i64,
+    pub mday: i64,
+    pub hour: i64,
+    pub min: i64,
+    pub sec: i64,
+    pub fsec: i64,
 }
 
 impl Parts {
-    fn of(i: Interval) -> Parts {
+    pub(crate) fn of(i: Interval) -> Parts {
         Parts {
             year: i64::from(i.months / 12),
             mon: i64::from(i.months % 12),

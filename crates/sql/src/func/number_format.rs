@@ -460,23 +460,11 @@ impl Proc<'_> {
             Key::Th { lower } => {
                 let integral = !self.number.contains(&b'.') && self.number.first() != Some(&b'#');
                 if self.sign != '-' && integral {
-                    let n: u64 = std::str::from_utf8(self.number)
+                    let n: i64 = std::str::from_utf8(self.number)
                         .ok()
                         .and_then(|s| s.parse().ok())
                         .unwrap_or(0);
-                    let suffix = match (n % 10, n % 100) {
-                        (_, 11..=13) => "th",
-                        (1, _) => "st",
-                        (2, _) => "nd",
-                        (3, _) => "rd",
-                        _ => "th",
-                    };
-                    let s = if lower {
-                        suffix.to_string()
-                    } else {
-                        suffix.to_ascii_uppercase()
-                    };
-                    self.out.push_str(&s);
+                    super::to_char::push_ordinal(&mut self.out, n, !lower);
                 }
             }
             Key::Mi => self.sign_char('-', self.sign == '-'),

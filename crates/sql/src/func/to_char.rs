@@ -108,14 +108,15 @@ pub(crate) fn interval(i: Interval, template: &str) -> Result<Option<String>> {
     if !crate::datetime::interval::is_finite(i) {
         return Ok(None);
     }
+    let p = crate::datetime::interval::Parts::of(i);
     let f = Fields {
-        year: i64::from(i.months / 12),
-        month: i64::from(i.months % 12),
-        mday: i64::from(i.days),
-        hour: i.micros / US_PER_HOUR,
-        min: i.micros % US_PER_HOUR / US_PER_MINUTE,
-        sec: i.micros % US_PER_MINUTE / US_PER_SEC,
-        usec: i.micros % US_PER_SEC,
+        year: p.year,
+        month: p.mon,
+        mday: p.mday,
+        hour: p.hour,
+        min: p.min,
+        sec: p.sec,
+        usec: p.fsec,
         days: 0,
         zone: None,
         interval: true,
@@ -263,12 +264,17 @@ fn number(out: &mut String, v: i64, width: usize, fill: bool, th: Option<bool>) 
         let _ = write!(out, "{v:0width$}");
     }
     if let Some(upper) = th {
-        let suffix = ordinal(v);
-        out.push_str(&if upper {
-            suffix.to_ascii_uppercase()
-        } else {
-            suffix.to_string()
-        });
+        push_ordinal(out, v, upper);
+    }
+}
+
+/// `v`'s English ordinal suffix, upper case (`TH`) or lower (`th`).
+pub(super) fn push_ordinal(out: &mut String, v: i64, upper: bool) {
+    let suffix = ordinal(v);
+    if upper {
+        out.push_str(&suffix.to_ascii_uppercase());
+    } else {
+        out.push_str(suffix);
     }
 }
 
@@ -452,12 +458,7 @@ fn field(
             let y = shown_year(f);
             let _ = write!(out, "{},{:03}", y / 1000, (y % 1000).abs());
             if let Some(upper) = th {
-                let s = ordinal(y);
-                out.push_str(&if upper {
-                    s.to_ascii_uppercase()
-                } else {
-                    s.to_string()
-                });
+                push_ordinal(out, y, upper);
             }
         }
         "YYYY" => number(out, shown_year(f), 4, fill, th),
