@@ -842,11 +842,18 @@ fn parse_datetime(ty: SqlType, text: &str) -> Result<Value> {
             return Err(SqlError::unsupported("date 'infinity'"))
         }
         SqlType::Date => Value::Int(local_us.div_euclid(US_PER_DAY)),
-        SqlType::Timestamptz if ts_is_finite(local_us) => Value::Timestamp(match d.zone {
-            Some(ZoneSpec::Offset(secs)) => local_us - i64::from(secs) * 1_000_000,
-            Some(ZoneSpec::Named(z)) => z.local_to_utc(local_us),
-            None => style.zone.local_to_utc(local_us),
-        }),
+        SqlType::Timestamptz if ts_is_finite(local_us) => {
+            let utc = match d.zone {
+                Some(ZoneSpec::Offset(secs)) => local_us.checked_sub(i64::from(secs) * 1_000_000),
+                Some(ZoneSpec::Named(z)) => Some(z.local_to_utc(local_us)),
+                None => Some(style.zone.local_to_utc(local_us)),
+            };
+            // Within a zone's offset of the last microsecond quire counts, or on an infinity.
+            let utc = utc.filter(|us| ts_is_finite(*us)).ok_or_else(|| {
+                datetime_input_error(ty, text, crate::datetime::parse::Bad::TypeRange)
+            })?;
+            Value::Timestamp(utc)
+        }
         _ => Value::Timestamp(local_us),
     })
 }
@@ -1403,6 +1410,13 @@ mod tests {
         assert_eq!(ts("2000-01-01"), Ok(Value::Timestamp(PG_EPOCH_OFFSET_US)));
         assert_eq!(ts("2001-02-29"), Err(SqlState::DATETIME_FIELD_OVERFLOW));
         assert_eq!(ts("garbage"), Err(SqlState::INVALID_DATETIME_FORMAT));
+        // quire's last microseconds (year 294247), pushed past by a zone offset: an error,
+        // not an overflow.
+        let tz = parse_text(SqlType::Timestamptz, "294247-01-10 00:00 -15");
+        assert_eq!(
+            tz.map_err(|e| e.sqlstate()),
+            Err(SqlState::DATETIME_FIELD_OVERFLOW)
+        );
     }
 
     #[test]

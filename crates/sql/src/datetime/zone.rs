@@ -138,6 +138,8 @@ impl Zone {
             return local_us;
         }
         let off = i64::from(self.local_offset_secs(local_us));
+        // Saturating at the extremes, which read as the infinities: only a wall-clock time
+        // within a zone's offset of them gets there.
         local_us.saturating_sub(off * US_PER_SEC)
     }
 
