@@ -192,13 +192,13 @@ fn extract_tstz(unit: &'static str, utc_us: i64, raw: &str) -> Result<Scaled> {
 fn trunc_tstz(unit_text: &str, utc_us: i64) -> Result<i64> {
     let zone = &super::style::current().zone;
     let off = i64::from(zone.offset_secs(utc_us)) * US_PER_SEC;
-    let local = trunc_ts(unit_text, utc_us + off, Kind::Timestamptz)?;
+    let local = trunc_ts(unit_text, utc_us.saturating_add(off), Kind::Timestamptz)?;
     let below_day = matches!(
         canonical(unit_text),
         Some("microseconds" | "milliseconds" | "second" | "minute" | "hour")
     );
     Ok(if below_day {
-        local - off
+        local.saturating_sub(off)
     } else {
         zone.local_to_utc(local)
     })
@@ -571,7 +571,8 @@ fn to_timestamp(secs: f64) -> Result<i64> {
 }
 
 /// The zone of `AT TIME ZONE`, as PostgreSQL's `timestamptz_zone` reads it: an offset
-/// (`-08`, `+05:30`, ISO's sign), an abbreviation (`PST`) or a zone name.
+/// (`-08`, `+05:30`, POSIX's sign: hours west of UTC), an abbreviation (`PST`) or a zone
+/// name.
 fn at_zone(name: &str) -> Result<super::zone::Zone> {
     let t = name.trim();
     let offset = match t.as_bytes().first() {

@@ -169,7 +169,7 @@ pub(crate) fn decode(
         ..Fields::default()
     };
     let tokens = tokenize(text)?;
-    if tokens.is_empty() || tokens.len() > 32 {
+    if tokens.is_empty() || tokens.len() > MAX_FIELDS {
         return Err(Bad::Syntax);
     }
     for tok in &tokens {
@@ -177,6 +177,9 @@ pub(crate) fn decode(
     }
     finish(f)
 }
+
+/// The most fields a date/time text may have.
+const MAX_FIELDS: usize = 32;
 
 #[derive(Debug)]
 enum Tok {
@@ -192,6 +195,10 @@ fn tokenize(text: &str) -> Result<Vec<Tok>, Bad> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() {
+        // PostgreSQL's MAXDATEFIELDS: more fields than a date/time has is not one.
+        if out.len() > MAX_FIELDS {
+            return Err(Bad::Syntax);
+        }
         let c = b[i];
         if c.is_ascii_whitespace() || c == b',' {
             i += 1;
@@ -392,10 +399,10 @@ fn word(f: &mut Fields, w: &str) -> Result<(), Bad> {
                 f.after_zone_word = true;
                 return set_zone(f, ZoneSpec::Offset(secs));
             }
-            match Zone::parse(w) {
-                Some(z) if w.parse::<f64>().is_err() => set_zone(f, ZoneSpec::Named(z))?,
-                _ if w.contains('/') => return Err(Bad::UnknownZone(w.to_string())),
-                _ => return Err(Bad::Syntax),
+            match Zone::named(w) {
+                Some(z) => set_zone(f, ZoneSpec::Named(z))?,
+                None if w.contains('/') => return Err(Bad::UnknownZone(w.to_string())),
+                None => return Err(Bad::Syntax),
             }
         }
     }

@@ -69,19 +69,25 @@ impl Zone {
             let secs = offset_text(v)?;
             return Some(Zone::fixed(-secs));
         }
-        if let Ok(tz) = database().get(v) {
-            let shown = tz.iana_name().unwrap_or(v).to_string();
-            return Some(Zone {
-                tz,
-                shown,
-                fixed_abbrev: None,
-            });
+        if let Some(zone) = Zone::named(v) {
+            return Some(zone);
         }
         let posix_ok = v.bytes().any(|b| b.is_ascii_digit()) && v.len() <= 255;
         let tz = TimeZone::posix(v).ok().filter(|_| posix_ok)?;
         Some(Zone {
             tz,
             shown: v.to_string(),
+            fixed_abbrev: None,
+        })
+    }
+
+    /// A zone of the database by name, any case (`america/new_york`).
+    pub(crate) fn named(name: &str) -> Option<Zone> {
+        let tz = database().get(name).ok()?;
+        let shown = tz.iana_name().unwrap_or(name).to_string();
+        Some(Zone {
+            tz,
+            shown,
             fixed_abbrev: None,
         })
     }
