@@ -69,9 +69,10 @@ pub struct Settings {
     /// ([`Settings::apply_pending`]): name, value, and whether LOCAL. SHOW and
     /// `current_setting` see them at once.
     pending: std::sync::Mutex<Vec<(String, Option<String>, bool)>>,
-    /// The date/time style last installed, and the `DateStyle`, `IntervalStyle` and
-    /// `TimeZone` values it was built from ([`Settings::install_datetime_style`]).
-    datetime_style: Option<([String; 3], Arc<Style>)>,
+    /// The date/time style last installed: `changes` when it was checked, the
+    /// `DateStyle`, `IntervalStyle` and `TimeZone` values it was built from, and the style
+    /// ([`Settings::install_datetime_style`]).
+    datetime_style: Option<(u64, [String; 3], Arc<Style>)>,
 }
 
 /// Session parameters, their defaults, and whether SET may change them.
@@ -582,22 +583,26 @@ impl Settings {
     }
 
     /// Installs the session's `DateStyle`, `IntervalStyle` and `TimeZone` as this thread's
-    /// date/time style ([`crate::datetime::style`]), rebuilt only when one of them changed.
+    /// date/time style ([`crate::datetime::style`]). A statement that follows no change of
+    /// any setting (`changes` did not move) reads none of them; the style is rebuilt only
+    /// when one of the three changed.
     pub(crate) fn install_datetime_style(&mut self) {
+        if let Some((at, _, style)) = &self.datetime_style {
+            if *at == self.changes {
+                return style::install(Arc::clone(style));
+            }
+        }
         let shown = |name: &str| self.show(name).unwrap_or_default();
         let key = [
             shown("datestyle"),
             shown("intervalstyle"),
             shown("timezone"),
         ];
-        let style = match &self.datetime_style {
-            Some((k, style)) if *k == key => Arc::clone(style),
-            _ => {
-                let style = Arc::new(Style::of(&key[0], &key[1], &key[2]));
-                self.datetime_style = Some((key, Arc::clone(&style)));
-                style
-            }
+        let style = match self.datetime_style.take() {
+            Some((_, k, style)) if k == key => style,
+            _ => Arc::new(Style::of(&key[0], &key[1], &key[2])),
         };
+        self.datetime_style = Some((self.changes, key, Arc::clone(&style)));
         style::install(style);
     }
 

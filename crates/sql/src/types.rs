@@ -1158,16 +1158,16 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
         }
         // A date's midnight on the session zone's clock (PostgreSQL's `date_timestamptz`).
         (Value::Int(d), SqlType::Timestamptz) if from == SqlType::Date => Ok(Value::Timestamp(
-            session_style()
+            crate::datetime::style::current()
                 .zone
                 .local_to_utc(d.saturating_mul(US_PER_DAY)),
         )),
-        (Value::Timestamp(us), SqlType::Timestamptz) if from == SqlType::Timestamp => {
-            Ok(Value::Timestamp(session_style().zone.local_to_utc(us)))
-        }
-        (Value::Timestamp(us), SqlType::Timestamp) if from == SqlType::Timestamptz => {
-            Ok(Value::Timestamp(session_style().zone.utc_to_local(us)))
-        }
+        (Value::Timestamp(us), SqlType::Timestamptz) if from == SqlType::Timestamp => Ok(
+            Value::Timestamp(crate::datetime::style::current().zone.local_to_utc(us)),
+        ),
+        (Value::Timestamp(us), SqlType::Timestamp) if from == SqlType::Timestamptz => Ok(
+            Value::Timestamp(crate::datetime::style::current().zone.utc_to_local(us)),
+        ),
         (Value::Int(i), SqlType::Numeric(typmod)) if from.is_int() => {
             check_numeric(numeric::from_i64(i), typmod)
         }
@@ -1288,7 +1288,7 @@ pub fn cast(value: Value, from: SqlType, to: SqlType) -> Result<Value> {
         ),
         (Value::Timestamp(us), SqlType::Date) => {
             let local = if from == SqlType::Timestamptz {
-                session_style().zone.utc_to_local(*us)
+                crate::datetime::style::current().zone.utc_to_local(*us)
             } else {
                 *us
             };
@@ -1311,11 +1311,6 @@ pub fn cast(value: Value, from: SqlType, to: SqlType) -> Result<Value> {
             }
         }),
     }
-}
-
-/// The session's date/time style, whose zone the casts between timestamp kinds use.
-fn session_style() -> std::sync::Arc<crate::datetime::style::Style> {
-    crate::datetime::style::current()
 }
 
 /// A jsonb scalar cast to a number or boolean (PostgreSQL 11's `jsonb::numeric`, ...):

@@ -10,12 +10,8 @@
 use std::fmt::Write as _;
 
 use super::style::{current, DateFormat, DateOrder, Style};
-use super::{civil_from_days, US_PER_DAY, US_PER_SEC};
-
-const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
-const MONTHS: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
+use super::zone::push_offset;
+use super::{civil_from_days, DAY_NAMES, MONTH_NAMES, US_PER_DAY, US_PER_SEC};
 
 /// A date (days since 1970-01-01) in the session's style.
 pub(crate) fn date(days: i64) -> String {
@@ -117,8 +113,8 @@ fn date_time(style: &Style, us: i64, zone: Option<(i32, &str)>) -> String {
     let in_day = us.rem_euclid(US_PER_DAY);
     let mut s = String::with_capacity(32);
     if style.format == DateFormat::Postgres {
-        let dow = DAYS[usize::try_from((days + 4).rem_euclid(7)).unwrap_or(0)];
-        let mon = MONTHS[(month as usize).saturating_sub(1) % 12];
+        let dow = &DAY_NAMES[usize::try_from((days + 4).rem_euclid(7)).unwrap_or(0)][..3];
+        let mon = &MONTH_NAMES[(month as usize).saturating_sub(1) % 12][..3];
         if style.order == DateOrder::Dmy {
             let _ = write!(s, "{dow} {day:02} {mon} ");
         } else {
@@ -179,20 +175,6 @@ pub(crate) fn push_seconds(s: &mut String, secs: i64, frac_us: i64, pad: bool) {
     }
 }
 
-/// PostgreSQL's `EncodeTimezone`: `+HH`, `+HH:MM` or `+HH:MM:SS`, seconds east of UTC.
-pub(crate) fn push_offset(s: &mut String, offset_secs: i32) {
-    let sign = if offset_secs < 0 { '-' } else { '+' };
-    let a = offset_secs.unsigned_abs();
-    let (h, m, sec) = (a / 3600, a / 60 % 60, a % 60);
-    let _ = if sec != 0 {
-        write!(s, "{sign}{h:02}:{m:02}:{sec:02}")
-    } else if m != 0 {
-        write!(s, "{sign}{h:02}:{m:02}")
-    } else {
-        write!(s, "{sign}{h:02}")
-    };
-}
-
 /// PostgreSQL's year of an astronomical one: year 0 is 1 BC.
 fn era_year(year: i64) -> i64 {
     if year > 0 {
@@ -211,7 +193,6 @@ fn push_era(s: &mut String, year: i64) {
 #[cfg(test)]
 mod tests {
     use super::super::style::{install, Style};
-    use super::super::zone::Zone;
     use super::*;
     use crate::datetime::days_from_civil;
     use std::sync::Arc;
@@ -242,6 +223,5 @@ mod tests {
         with_style("German", "-8", || {
             assert_eq!(timestamptz(utc), "10.02.1997 17:32:01 -08");
         });
-        let _ = Zone::utc();
     }
 }

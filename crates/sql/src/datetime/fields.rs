@@ -120,7 +120,7 @@ fn bc_year(y: i64) -> i64 {
 }
 
 /// ISO 8601 week-numbering year and week of a date (days since 1970).
-fn iso_week(days: i64) -> (i64, i64) {
+pub(crate) fn iso_week(days: i64) -> (i64, i64) {
     let isodow = (days + 3).rem_euclid(7) + 1; // 1970-01-01 was a Thursday
     let thursday = days - isodow + 4;
     let (y, _, _) = civil_from_days(thursday);

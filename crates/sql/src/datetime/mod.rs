@@ -24,6 +24,34 @@ pub(crate) const US_PER_MINUTE: i64 = 60 * US_PER_SEC;
 pub(crate) const US_PER_HOUR: i64 = 60 * US_PER_MINUTE;
 pub(crate) const US_PER_DAY: i64 = 24 * US_PER_HOUR;
 
+/// Month names, January first (output abbreviates them to three letters; input takes
+/// any prefix of three or more, any case).
+pub(crate) const MONTH_NAMES: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
+/// Day names, Sunday first (day 0, as PostgreSQL's `tm_wday`).
+pub(crate) const DAY_NAMES: [&str; 7] = [
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+];
+
 /// `timestamp 'infinity'` and `'-infinity'`: PostgreSQL's `DT_NOEND` and `DT_NOBEGIN`, the
 /// largest and least microsecond counts. Arithmetic keeps them; zones do not move them.
 pub(crate) const TS_INFINITY: i64 = i64::MAX;

@@ -16,7 +16,10 @@
 
 use super::style::DateOrder;
 use super::zone::{offset, Zone};
-use super::{days_from_civil, days_in_month, US_PER_DAY, US_PER_HOUR, US_PER_MINUTE, US_PER_SEC};
+use super::{
+    days_from_civil, days_in_month, DAY_NAMES, MONTH_NAMES, US_PER_DAY, US_PER_HOUR, US_PER_MINUTE,
+    US_PER_SEC,
+};
 
 /// Why a text is not a date/time.
 #[derive(Debug, PartialEq, Eq)]
@@ -78,30 +81,6 @@ struct Fields {
     /// The last field was a zone abbreviation, which a POSIX offset may follow (`GMT+8`).
     after_zone_word: bool,
 }
-
-const MONTH_NAMES: [&str; 12] = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
-const DAY_NAMES: [&str; 7] = [
-    "sunday",
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-];
 
 /// Abbreviations of PostgreSQL's `Default` set (`timezonesets/Default`) that are fixed
 /// offsets, seconds east of UTC.
@@ -361,9 +340,10 @@ fn set_zone(f: &mut Fields, z: ZoneSpec) -> Result<(), Bad> {
 
 /// A month's number by its name or an abbreviation of three letters or more.
 fn month_number(w: &str) -> Option<i64> {
+    let prefix = |name: &str| w.len() >= 3 && name.to_ascii_lowercase().starts_with(w);
     MONTH_NAMES
         .iter()
-        .position(|m| w.len() >= 3 && m.starts_with(w) || (w == "sept" && *m == "september"))
+        .position(|m| prefix(m) || (w == "sept" && *m == "September"))
         .and_then(|m| i64::try_from(m + 1).ok())
 }
 
@@ -376,7 +356,9 @@ fn word(f: &mut Fields, w: &str) -> Result<(), Bad> {
         f.text_month = true;
         return Ok(());
     }
-    let is_day = DAY_NAMES.iter().any(|d| w.len() >= 3 && d.starts_with(w))
+    let is_day = DAY_NAMES
+        .iter()
+        .any(|d| w.len() >= 3 && d.to_ascii_lowercase().starts_with(w))
         || ["tues", "wednes", "thur", "thurs"].contains(&w);
     if is_day {
         return Ok(());

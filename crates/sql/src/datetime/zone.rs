@@ -206,16 +206,23 @@ pub(crate) fn offset(body: &str) -> Option<i32> {
 
 /// An offset as PostgreSQL names a fixed zone: `+05`, `-08`, `+05:30`, `-00:00:30`.
 fn offset_name(secs: i32) -> String {
-    let sign = if secs < 0 { '-' } else { '+' };
-    let a = secs.unsigned_abs();
-    let mut s = format!("{sign}{:02}", a / 3600);
-    if !a.is_multiple_of(3600) {
-        let _ = write!(s, ":{:02}", a / 60 % 60);
-    }
-    if !a.is_multiple_of(60) {
-        let _ = write!(s, ":{:02}", a % 60);
-    }
+    let mut s = String::with_capacity(9);
+    push_offset(&mut s, secs);
     s
+}
+
+/// PostgreSQL's `EncodeTimezone`: `+HH`, `+HH:MM` or `+HH:MM:SS`, seconds east of UTC.
+pub(crate) fn push_offset(s: &mut String, offset_secs: i32) {
+    let sign = if offset_secs < 0 { '-' } else { '+' };
+    let a = offset_secs.unsigned_abs();
+    let (h, m, sec) = (a / 3600, a / 60 % 60, a % 60);
+    let _ = if sec != 0 {
+        write!(s, "{sign}{h:02}:{m:02}:{sec:02}")
+    } else if m != 0 {
+        write!(s, "{sign}{h:02}:{m:02}")
+    } else {
+        write!(s, "{sign}{h:02}")
+    };
 }
 
 /// The instant `utc_us`, clamped to the years jiff knows.

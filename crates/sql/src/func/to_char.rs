@@ -18,35 +18,12 @@ use std::fmt::Write as _;
 use quire_engine::{Interval, SqlState};
 
 use crate::datetime::{civil_from_days, days_from_civil, US_PER_DAY, US_PER_HOUR, US_PER_MINUTE};
-use crate::datetime::{ts_is_finite, US_PER_SEC};
+use crate::datetime::{ts_is_finite, DAY_NAMES, MONTH_NAMES, US_PER_SEC};
 use crate::error::{Result, SqlError};
 
 /// The longest template `to_char` reads.
 pub(crate) const MAX_TEMPLATE_CHARS: usize = 64 * 1024;
 
-const MONTHS: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
-const DAYS: [&str; 7] = [
-    "Sunday",
-    "Monday",
-    "Tuesday",
-    "Wednesday",
-    "Thursday",
-    "Friday",
-    "Saturday",
-];
 /// Roman months, December first, as PostgreSQL's `rm_months_upper`.
 const ROMAN_MONTHS: [&str; 12] = [
     "XII", "XI", "X", "IX", "VIII", "VII", "VI", "V", "IV", "III", "II", "I",
@@ -382,8 +359,8 @@ fn field(
                 th,
             );
         }
-        "DAY" => name(out, DAYS[dow as usize], case, 9, fill),
-        "DY" => name(out, &DAYS[dow as usize][..3], case, 3, true),
+        "DAY" => name(out, DAY_NAMES[dow as usize], case, 9, fill),
+        "DY" => name(out, &DAY_NAMES[dow as usize][..3], case, 3, true),
         "DDD" => number(out, if f.interval { f.mday } else { doy() }, 3, fill, th),
         "DD" => number(out, f.mday, 2, fill, th),
         "D" => number(out, dow + 1, 1, fill, th),
@@ -407,8 +384,14 @@ fn field(
         "J" => number(out, f.days + 2_440_588, 0, fill, th),
         "MI" => number(out, f.min, 2, fill, th),
         "MM" => number(out, f.month, 2, fill, th),
-        "MONTH" if f.month > 0 => name(out, MONTHS[(f.month - 1) as usize], case, 9, fill),
-        "MON" if f.month > 0 => name(out, &MONTHS[(f.month - 1) as usize][..3], case, 3, true),
+        "MONTH" if f.month > 0 => name(out, MONTH_NAMES[(f.month - 1) as usize], case, 9, fill),
+        "MON" if f.month > 0 => name(
+            out,
+            &MONTH_NAMES[(f.month - 1) as usize][..3],
+            case,
+            3,
+            true,
+        ),
         "MS" => number(out, f.usec.abs() / 1000, 3, fill, th),
         "OF" => {
             let off = f.zone.as_ref().map_or(0, |z| z.0);
@@ -497,10 +480,8 @@ fn roman_month(out: &mut String, f: &Fields, case: Case, fill: bool) {
 
 /// ISO 8601 year, week and day of the year of a date (days since 1970-01-01).
 fn iso_fields(days: i64) -> (i64, i64, i64) {
+    let (year, week) = crate::datetime::fields::iso_week(days);
     let isodow = (days + 3).rem_euclid(7) + 1;
-    let thursday = days - isodow + 4;
-    let (year, _, _) = civil_from_days(thursday);
-    let week = (thursday - days_from_civil(year, 1, 1)) / 7 + 1;
     (year, week, (week - 1) * 7 + isodow)
 }
 
