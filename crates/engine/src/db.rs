@@ -475,9 +475,28 @@ impl Database {
         self.engine.txns.procs().sessions()
     }
 
-    /// BEGIN: a new transaction at `isolation`.
+    /// BEGIN: a new transaction at `isolation`, its locks held by its own process-array slot.
     pub fn begin(&self, isolation: IsolationLevel) -> Result<Transaction> {
-        Transaction::begin(Arc::clone(&self.engine), isolation)
+        Transaction::begin(Arc::clone(&self.engine), isolation, None)
+    }
+
+    /// BEGIN in a client session: the transaction's locks are held by `owner` (a
+    /// [`LockOwner::backend`]), so they and the session's advisory locks are one holder's
+    /// (they never conflict, and the deadlock check sees one process). At most one
+    /// transaction of an owner runs at a time.
+    pub fn begin_as(&self, isolation: IsolationLevel, owner: LockOwner) -> Result<Transaction> {
+        Transaction::begin(Arc::clone(&self.engine), isolation, Some(owner))
+    }
+
+    /// A client session ends: its session-level advisory locks go
+    /// (`pg_advisory_unlock_all` at backend exit).
+    pub fn release_session_locks(&self, owner: LockOwner) {
+        self.engine.locks.release_session_all(owner);
+    }
+
+    /// Every lock held or awaited, for `pg_locks`.
+    pub fn lock_status(&self) -> Vec<crate::LockStatus> {
+        self.engine.locks.status()
     }
 
     /// VACUUM of one table: removes the versions no snapshot can see any more, frees their

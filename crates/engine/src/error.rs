@@ -173,6 +173,10 @@ pub enum Error {
     #[error("deadlock detected: {detail}")]
     Deadlock { detail: String },
 
+    /// Something PostgreSQL refuses as not supported (SQLSTATE 0A000); `what` is the message.
+    #[error("{what}")]
+    FeatureNotSupported { what: String },
+
     #[error("could not obtain {what}")]
     LockNotAvailable { what: String },
 
@@ -323,6 +327,7 @@ impl Error {
                 SqlState::LOCK_NOT_AVAILABLE
             }
             Error::QueryCanceled { .. } => SqlState::QUERY_CANCELED,
+            Error::FeatureNotSupported { .. } => SqlState::FEATURE_NOT_SUPPORTED,
             // object_not_in_prerequisite_state; checkDataDir reports both data directory
             // errors with it.
             Error::NotInPrerequisiteState { .. }

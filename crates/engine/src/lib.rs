@@ -194,10 +194,12 @@ pub use padded::StripedCounter;
 pub use page::{PageError, Tid};
 pub use recovery::RecoveryStats;
 pub use sequence::{SeqOptions, SeqState, SequenceDef};
-pub use session::{Changed, IndexRows, IsolationLevel, Scan, Sees, Transaction};
+pub use session::{
+    AdvisoryKey, AdvisoryRequest, Changed, IndexRows, IsolationLevel, Scan, Sees, Transaction,
+};
 pub use sqlstate::SqlState;
 pub use stats::{BgwriterCounters, SharedStats, TableStats};
-pub use txn::lock::{LockMode, LockOwner};
+pub use txn::lock::{LockMode, LockOwner, LockStatus, LockTag};
 pub use txn::twophase::{PreparedXact, TwoPhaseStats};
 pub use txn::ProcId;
 pub use types::{BlockNumber, Fork, Lsn, Oid, RelFileLocator, Xid};

@@ -1127,3 +1127,49 @@ fn concurrent_commit_and_rollback_prepared_of_one_gid_finish_it_once() {
     }
     db.close().unwrap();
 }
+
+#[test]
+fn a_prepared_transactions_advisory_lock_survives_a_crash_and_ends_with_it() {
+    use quire_engine::{AdvisoryKey, AdvisoryRequest, LockOwner};
+    let (vfs, db) = common::new_db(11, config(2));
+    setup(&db);
+    let req = |key, session, try_only| AdvisoryRequest {
+        key,
+        shared: false,
+        session,
+        try_only,
+    };
+    let key = AdvisoryKey::Pair(-1, 7);
+    let tx = db.begin_as(ReadCommitted, LockOwner::backend(41)).unwrap();
+    assert!(tx.advisory_lock(req(key, false, false)).unwrap());
+    // A session-level lock of the same session does not go with the prepared transaction.
+    assert!(tx
+        .advisory_lock(req(AdvisoryKey::Bigint(9), true, false))
+        .unwrap());
+    tx.prepare("adv").unwrap();
+    let other = db.begin_as(ReadCommitted, LockOwner::backend(42)).unwrap();
+    assert!(!other.advisory_lock(req(key, false, true)).unwrap());
+    assert!(!other
+        .advisory_lock(req(AdvisoryKey::Bigint(9), false, true))
+        .unwrap());
+    other.rollback().unwrap();
+    crash(db, &vfs);
+    let db = common::open_db(&vfs, config(2));
+    let other = db.begin_as(ReadCommitted, LockOwner::backend(42)).unwrap();
+    assert!(
+        !other.advisory_lock(req(key, false, true)).unwrap(),
+        "recovered with its lock"
+    );
+    assert!(
+        other
+            .advisory_lock(req(AdvisoryKey::Bigint(9), false, true))
+            .unwrap(),
+        "the session's went with it"
+    );
+    other.rollback().unwrap();
+    db.commit_prepared("adv").unwrap();
+    let other = db.begin_as(ReadCommitted, LockOwner::backend(42)).unwrap();
+    assert!(other.advisory_lock(req(key, false, true)).unwrap());
+    other.rollback().unwrap();
+    db.close().unwrap();
+}

@@ -18,6 +18,7 @@ use crate::parse::quote_ident;
 use crate::types::{self, SqlType};
 use crate::types::{as_f64, compare};
 
+mod advisory;
 pub(crate) mod array;
 pub(crate) mod json;
 mod math;
@@ -124,6 +125,8 @@ pub(crate) enum Func {
     ResetShared,
     /// `pg_sleep(seconds)`.
     Sleep,
+    /// The advisory lock functions (`func/advisory.rs`).
+    Advisory(advisory::Advisory),
     QuoteIdent,
     /// quote_literal(text) and quote_nullable(text): the value as a string literal
     /// (`E'...'` when it has a backslash); quote_nullable gives `NULL` for NULL.
@@ -531,6 +534,9 @@ pub(crate) fn resolve(
     }
     if let Some(r) = json::resolve(short, args) {
         return r;
+    }
+    if let Some((f, casts, result)) = advisory::lookup(short, n) {
+        return Ok((Func::Advisory(f), casts, result));
     }
     if let ("pg_typeof", [arg]) = (short, args) {
         return Ok((Func::TypeOf(*arg), vec![None], T::Regtype));
@@ -1236,6 +1242,7 @@ impl Func {
                 sleep(as_f64(&args[0]).unwrap_or(0.0), cx)?;
                 Value::Text(String::new())
             }
+            Func::Advisory(f) => advisory::call(cx, f, &args)?,
             Func::ResetShared => {
                 let target = text_arg(&args[0]).unwrap_or("");
                 match target {

@@ -69,6 +69,8 @@ pub(crate) enum CatalogTable {
     AuthMembers,
     Collation,
     PreparedXacts,
+    /// pg_locks: every lock held or awaited in the engine's lock table ([`lock_rows`]).
+    Locks,
     PreparedStatements,
     /// pg_cursors: the session's open cursors.
     Cursors,
@@ -130,6 +132,7 @@ const CATALOGS: &[(&str, CatalogTable)] = &[
     ("pg_extension", CatalogTable::Absent(Absent::Extension)),
     ("pg_collation", CatalogTable::Collation),
     ("pg_prepared_xacts", CatalogTable::PreparedXacts),
+    ("pg_locks", CatalogTable::Locks),
     ("pg_prepared_statements", CatalogTable::PreparedStatements),
     ("pg_cursors", CatalogTable::Cursors),
     ("pg_description", CatalogTable::Description),
@@ -527,6 +530,24 @@ impl CatalogTable {
                 ("generic_plans", T::Int8),
                 ("custom_plans", T::Int8),
             ],
+            CatalogTable::Locks => &[
+                ("locktype", T::Text),
+                ("database", T::Oid),
+                ("relation", T::Oid),
+                ("page", T::Int4),
+                ("tuple", T::Int2),
+                ("virtualxid", T::Text),
+                ("transactionid", T::Int8),
+                ("classid", T::Oid),
+                ("objid", T::Oid),
+                ("objsubid", T::Int2),
+                ("virtualtransaction", T::Text),
+                ("pid", T::Int4),
+                ("mode", T::Text),
+                ("granted", T::Bool),
+                ("fastpath", T::Bool),
+                ("waitstart", T::Timestamptz),
+            ],
             CatalogTable::PreparedXacts => &[
                 ("transaction", T::Int8),
                 ("gid", T::Text),
@@ -858,6 +879,7 @@ impl CatalogTable {
                     ]
                 })
                 .collect(),
+            CatalogTable::Locks => lock_rows(cx.db),
             CatalogTable::PreparedXacts => cx
                 .db
                 .prepared_transactions()
@@ -908,6 +930,75 @@ fn type_array(types: &[SqlType]) -> String {
         })
         .collect();
     format!("{{{}}}", names.join(","))
+}
+
+/// pg_locks' rows: one per owner, tag and mode, held or awaited. The `pid` of a client
+/// session's lock is its process id; a prepared transaction's is NULL, its
+/// `virtualtransaction` PostgreSQL's `-1/xid`. Row locks are kept in the rows themselves
+/// (xmax), not in the lock table, so only their waits show (as `transactionid`).
+fn lock_rows(db: &quire_engine::Database) -> Vec<Row> {
+    use quire_engine::LockTag;
+    let mut rows: Vec<Row> = Vec::new();
+    let mut locks = db.lock_status();
+    locks.sort_by_key(|l| (l.owner, l.tag, l.mode, !l.granted));
+    for l in locks {
+        let none = || Value::Null;
+        let (locktype, database, relation, xid, classid, objid, objsubid) = match l.tag {
+            LockTag::Relation { db_oid, rel_oid } => (
+                "relation",
+                int(i64::from(db_oid)),
+                count(rel_oid.0),
+                none(),
+                none(),
+                none(),
+                none(),
+            ),
+            LockTag::Transaction { xid } => (
+                "transactionid",
+                none(),
+                none(),
+                count(xid.0),
+                none(),
+                none(),
+                none(),
+            ),
+            LockTag::Advisory { db_oid, key, pair } => (
+                "advisory",
+                int(i64::from(db_oid)),
+                none(),
+                none(),
+                count(key >> 32),
+                count(key & 0xffff_ffff),
+                int(if pair { 2 } else { 1 }),
+            ),
+        };
+        let (vxact, pid) = match l.owner.backend_pid() {
+            Some(pid) => (format!("{pid}/0"), int(i64::from(pid))),
+            None => match l.owner.prepared_xid() {
+                Some(xid) => (format!("-1/{xid}"), none()),
+                None => (format!("{}/0", l.owner.0), none()),
+            },
+        };
+        rows.push(vec![
+            text(locktype),
+            database,
+            relation,
+            none(),
+            none(),
+            none(),
+            xid,
+            classid,
+            objid,
+            objsubid,
+            text(&vxact),
+            pid,
+            text(l.mode.name()),
+            Value::Bool(l.granted),
+            Value::Bool(l.fast_path),
+            none(),
+        ]);
+    }
+    rows
 }
 
 fn int(i: i64) -> Value {

@@ -29,7 +29,7 @@ use crate::vacuum::DeadTids;
 /// vacuum per relation at a time; readers and writers go on). With `wait` false, `Ok(None)`
 /// if the lock is not free at once.
 fn begin_vacuum(engine: &Arc<Engine>, tag: LockTag, wait: bool) -> Result<Option<Transaction>> {
-    let tx = Transaction::begin(Arc::clone(engine), IsolationLevel::ReadCommitted)?;
+    let tx = Transaction::begin(Arc::clone(engine), IsolationLevel::ReadCommitted, None)?;
     let how = if wait {
         LockWait::Block
     } else {
@@ -143,7 +143,7 @@ pub(crate) fn vacuum_database(engine: &Arc<Engine>, wait: bool) -> Result<Databa
     // now on names none of them, so the tables listed now are all that can.
     let start_horizon = engine.txns.global_xmin();
     let tables = {
-        let tx = Transaction::begin(Arc::clone(engine), IsolationLevel::ReadCommitted)?;
+        let tx = Transaction::begin(Arc::clone(engine), IsolationLevel::ReadCommitted, None)?;
         let t = tx.tables()?;
         tx.commit()?;
         t

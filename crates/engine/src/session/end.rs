@@ -63,6 +63,10 @@ impl Transaction {
             self.engine.catalog.invalidate();
         }
         self.engine.locks.release_all(self.owner());
+        if self.owner().backend_pid().is_none() {
+            // Nobody keeps session-level locks past a transaction without a session.
+            self.engine.locks.release_session_all(self.owner());
+        }
         self.engine.txns.procs().unregister(self.proc);
         self.engine
             .table_stats
@@ -89,6 +93,13 @@ impl Transaction {
         if let Err(err) = e.twophase.reserve(gid) {
             self.finish(false)?;
             return Err(err);
+        }
+        if e.locks.held_at_both_levels(self.owner()).is_some() {
+            e.twophase.unreserve(gid);
+            self.finish(false)?;
+            return Err(Error::FeatureNotSupported {
+                what: "cannot PREPARE while holding both session-level and transaction-level locks on the same object".into(),
+            });
         }
         let result = self.write_prepare(gid);
         if result.is_err() {

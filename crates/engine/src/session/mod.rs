@@ -34,6 +34,8 @@
 //! sequences (CREATE/DROP, and `nextval`, which is not transactional); `end.rs` COMMIT,
 //! ROLLBACK and PREPARE TRANSACTION; `savepoint.rs` SAVEPOINT, ROLLBACK TO and RELEASE.
 
+mod advisory;
+pub use advisory::{AdvisoryKey, AdvisoryRequest};
 mod ddl;
 mod end;
 mod index;
@@ -139,17 +141,25 @@ struct State {
 pub struct Transaction {
     engine: Arc<Engine>,
     proc: ProcId,
+    /// Who holds the transaction's locks: its client session's owner
+    /// ([`LockOwner::backend`]), or, for a transaction begun without one, its slot's.
+    owner: LockOwner,
     isolation: IsolationLevel,
     st: RefCell<State>,
 }
 
 impl Transaction {
-    pub(crate) fn begin(engine: Arc<Engine>, isolation: IsolationLevel) -> Result<Self> {
+    pub(crate) fn begin(
+        engine: Arc<Engine>,
+        isolation: IsolationLevel,
+        owner: Option<LockOwner>,
+    ) -> Result<Self> {
         engine.check_health()?;
         let proc = engine.txns.register()?;
         Ok(Transaction {
             engine,
             proc,
+            owner: owner.unwrap_or(LockOwner::session(proc)),
             isolation,
             st: RefCell::new(State::default()),
         })
@@ -165,9 +175,9 @@ impl Transaction {
         x.is_valid().then_some(x)
     }
 
-    /// The lock owner of this transaction (its process-array slot).
+    /// The lock owner of this transaction.
     fn owner(&self) -> LockOwner {
-        LockOwner::session(self.proc)
+        self.owner
     }
 
     /// This transaction's session number: its lock owner, the "process" that deadlock
@@ -312,11 +322,16 @@ impl Transaction {
 
     /// Takes a lock the caller releases itself.
     fn lock_unlogged(&self, tag: LockTag, mode: LockMode, wait: LockWait) -> Result<()> {
-        let wait = match (wait, self.st.borrow().lock_timeout_ms) {
+        let wait = self.effective_wait(wait);
+        self.engine.locks.acquire(self.owner(), tag, mode, wait)
+    }
+
+    /// `wait` under the transaction's `lock_timeout`.
+    fn effective_wait(&self, wait: LockWait) -> LockWait {
+        match (wait, self.st.borrow().lock_timeout_ms) {
             (LockWait::Block, Some(ms)) => LockWait::TimeoutMs(ms),
             (wait, _) => wait,
-        };
-        self.engine.locks.acquire(self.owner(), tag, mode, wait)
+        }
     }
 
     /// `lock_timeout`: every later wait for a lock (a table's, a row's, another

@@ -196,7 +196,7 @@ impl Session {
             xact.isolation = modes.isolation.unwrap_or(xact.isolation);
             xact.read_only = modes.read_only.unwrap_or(xact.read_only);
             xact.deferrable = modes.deferrable.unwrap_or(xact.deferrable);
-            let tx = self.db.begin(xact.isolation.engine()?)?;
+            let tx = self.begin_tx(xact.isolation.engine()?)?;
             self.state = State::Block(Box::new(tx));
             self.settings.begin_xact(xact);
         } else if self.implicit {
@@ -282,12 +282,20 @@ impl Session {
                 "SET TRANSACTION ISOLATION LEVEL must be called before any query",
             ));
         }
-        let fresh = self.db.begin(want)?;
-        if let State::Block(old) = std::mem::replace(&mut self.state, State::Block(Box::new(fresh)))
-        {
+        // The old one ends first: the two would share the session's lock owner.
+        if let State::Block(old) = std::mem::replace(&mut self.state, State::Idle) {
             old.rollback()?;
         }
-        Ok(())
+        match self.begin_tx(want) {
+            Ok(fresh) => {
+                self.state = State::Block(Box::new(fresh));
+                Ok(())
+            }
+            Err(e) => {
+                self.state = State::Failed;
+                Err(e)
+            }
+        }
     }
 
     /// PREPARE name [(types)] AS statement: analyzed now, kept under its name.

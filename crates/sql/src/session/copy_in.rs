@@ -24,7 +24,7 @@ impl Session {
         }
         let own_tx = match &self.state {
             State::Block(_) => None,
-            _ => Some(Box::new(self.db.begin(IsolationLevel::ReadCommitted)?)),
+            _ => Some(Box::new(self.begin_tx(IsolationLevel::ReadCommitted)?)),
         };
         let tx: &Transaction = match (&own_tx, &self.state) {
             (Some(t), _) | (None, State::Block(t)) => t,
@@ -108,8 +108,7 @@ impl Session {
         let own_tx = match &self.state {
             State::Block(_) => None,
             _ => Some(Box::new(
-                self.db
-                    .begin(self.settings.default_xact().isolation.engine()?)?,
+                self.begin_tx(self.settings.default_xact().isolation.engine()?)?,
             )),
         };
         let tx: &Transaction = match (&own_tx, &self.state) {

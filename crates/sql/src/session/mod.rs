@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 
-use quire_engine::{Database, IsolationLevel, Row, SqlState, Transaction, Value};
+use quire_engine::{Database, IsolationLevel, LockOwner, Row, SqlState, Transaction, Value};
 
 use crate::analyze;
 use crate::analyze::SavepointCommand;
@@ -325,6 +325,8 @@ impl Drop for Session {
         if let State::Block(tx) = std::mem::replace(&mut self.state, State::Idle) {
             let _ = tx.rollback();
         }
+        // PostgreSQL's backend exit: the session's advisory locks go.
+        self.db.release_session_locks(self.lock_owner());
         // Nobody is left to tell of a failure: the next start drops what is left.
         let _ = self.plans.tables.get_mut().temp.drop_all(&self.db);
     }
@@ -401,6 +403,17 @@ impl Session {
     /// The session's entry in the registry of sessions: its process id and secret key.
     pub fn backend(&self) -> &Arc<Backend> {
         &self.backend
+    }
+
+    /// The owner of this session's locks: its transactions' and its session-level advisory
+    /// locks' (PostgreSQL's PGPROC).
+    pub(crate) fn lock_owner(&self) -> LockOwner {
+        LockOwner::backend(self.backend.pid().unsigned_abs())
+    }
+
+    /// Begins a transaction of this session at `isolation`; at most one is open at a time.
+    pub(super) fn begin_tx(&self, isolation: IsolationLevel) -> Result<Transaction> {
+        Ok(self.db.begin_as(isolation, self.lock_owner())?)
     }
 
     pub fn settings(&self) -> &Settings {
@@ -822,9 +835,7 @@ impl Session {
         // write's transaction lasts to the next Sync, as PostgreSQL's implicit block does
         // (a later error up to the Sync rolls it back). A read commits at once: under READ
         // COMMITTED nothing tells the two apart, and it saves the Sync a trip.
-        let tx = self
-            .db
-            .begin(self.settings.default_xact().isolation.engine()?)?;
+        let tx = self.begin_tx(self.settings.default_xact().isolation.engine()?)?;
         let switches = self.settings.planner();
         let bound = cached_bind(&mut self.plans, &self.db, switches, key, ast, hints, &tx);
         let mut until_sync = false;
@@ -1025,11 +1036,7 @@ impl Session {
             let more_follow = i + 1 < statements.len();
             if more_follow && matches!(self.state, State::Idle) {
                 let xact = self.settings.default_xact();
-                match xact
-                    .isolation
-                    .engine()
-                    .and_then(|i| self.db.begin(i).map_err(SqlError::from))
-                {
+                match xact.isolation.engine().and_then(|i| self.begin_tx(i)) {
                     Ok(tx) => {
                         self.state = State::Block(Box::new(tx));
                         self.implicit = true;

@@ -86,7 +86,7 @@ impl Session {
         let done = if let State::Block(tx) = &self.state {
             crate::roles::execute(tx, stmt, &mut who)?
         } else {
-            let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
+            let tx = self.begin_tx(IsolationLevel::ReadCommitted)?;
             match crate::roles::execute(&tx, stmt, &mut who) {
                 Ok(done) => {
                     tx.commit()?;
@@ -116,7 +116,7 @@ impl Session {
         let notices = if let State::Block(tx) = &self.state {
             crate::sequence::alter(tx, stmt)?
         } else {
-            let tx = self.db.begin(IsolationLevel::ReadCommitted)?;
+            let tx = self.begin_tx(IsolationLevel::ReadCommitted)?;
             match crate::sequence::alter(&tx, stmt) {
                 Ok(n) => {
                     tx.commit()?;

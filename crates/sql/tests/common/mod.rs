@@ -12,12 +12,21 @@ use quire_sql::{parse, OutcomeKind, Session};
 
 /// Opens (creating or recovering) a database in `dir`, with the SQL layer's tables.
 pub fn open(dir: &std::path::Path) -> anyhow::Result<Arc<Database>> {
+    open_with(dir, |_| {})
+}
+
+/// [`open`] with `tune` applied to the configuration first.
+pub fn open_with(
+    dir: &std::path::Path,
+    tune: impl FnOnce(&mut Config),
+) -> anyhow::Result<Arc<Database>> {
     let vfs: Arc<dyn Vfs> = Arc::new(OsVfs::new());
-    let config = Config {
+    let mut config = Config {
         shared_buffers_bytes: 4 * 1024 * 1024,
         autovacuum: false,
         ..Config::default()
     };
+    tune(&mut config);
     let db = Database::open(&vfs, dir, config)?;
     Session::bootstrap(&db)?;
     Ok(Arc::new(db))

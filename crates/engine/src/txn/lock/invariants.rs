@@ -90,6 +90,15 @@ impl LockManager {
             if mask == 0 {
                 return Err(format!("{tag}: owner {owner} is a holder of nothing"));
             }
+            if (0..8).any(|m| hold.session[m] > hold.counts[m]) {
+                return Err(format!(
+                    "{tag}: owner {owner} has more session holds {:?} than holds {:?}",
+                    hold.session, hold.counts
+                ));
+            }
+            if tag.is_relation() && hold.has_session() {
+                return Err(format!("{tag}: owner {owner} holds a relation at session level"));
+            }
             for (m, n) in per_mode.iter_mut().enumerate() {
                 *n += usize::from(mask & (1 << m) != 0);
             }

@@ -1,7 +1,7 @@
 //! # txn::lock — table-level (heavyweight) locks and deadlock detection
 //!
-//! The lock manager owns the lock table: for every locked [`LockTag`] (a table, or a
-//! transaction id), which [`LockOwner`]s hold which [`LockMode`]s how many times, and who waits
+//! The lock manager owns the lock table: for every locked [`LockTag`] (a table, a
+//! transaction id, or an advisory key), which [`LockOwner`]s hold which [`LockMode`]s how many times, and who waits
 //! for it in what order. It implements PostgreSQL's eight table lock modes with PostgreSQL's
 //! conflict table, counted re-entrant holds, FIFO queues with PostgreSQL's grant rule, waits on
 //! condition variables, the deadlock check after `deadlock_timeout`, a bounded table
@@ -19,6 +19,9 @@
 //!   untouched: the caller aborts the transaction, which calls `release_all`.
 //! - `PREPARE TRANSACTION` calls [`LockManager::transfer_all`] from the session's owner to the
 //!   prepared transaction's owner; `COMMIT/ROLLBACK PREPARED` calls `release_all` on the latter.
+//! - Advisory keys may be held at session level ([`LockManager::acquire_session`],
+//!   `session.rs`): such a hold survives `release_all` and `transfer_all` and ends only by
+//!   `release_session` / `release_session_all`. Relations are never held at session level.
 //! - An owner is driven by one thread at a time and waits for one lock at a time; a second
 //!   concurrent wait by the same owner is refused (`InvalidTransactionState`).
 //! - Never wait for a lock (`Block`, `TimeoutMs`) while holding a buffer pin's content lock, a
@@ -100,6 +103,8 @@ mod deadlock;
 mod fastpath;
 mod invariants;
 mod mode;
+mod session;
+mod status;
 #[cfg(test)]
 mod tests;
 
@@ -117,6 +122,7 @@ use crate::padded::{CachePadded, StripedCounter};
 use fastpath::{strong_holds, FastGroup, FAST_GROUPS, STRONG_SLOTS};
 use mode::masks_conflict;
 pub use mode::{LockMode, LockOwner, LockTag, LockWait};
+pub use status::LockStatus;
 
 type FxHashSet<T> = HashSet<T, FxBuildHasher>;
 
@@ -148,13 +154,30 @@ pub struct LockStats {
 
 // ------------------------------------------------------------------------------ table entries
 
-/// One owner's holds on one tag: how many times it holds each mode.
+/// One owner's holds on one tag: how many times it holds each mode, and how many of those
+/// are session-level (advisory locks a client session keeps past its transactions' ends).
 #[derive(Clone, Copy, Debug, Default)]
 struct Hold {
     counts: [u32; 8],
+    /// `session[m] <= counts[m]`: the holds of mode `m` that only [`LockManager::release_session`]
+    /// and [`LockManager::release_session_all`] release.
+    session: [u32; 8],
 }
 
 impl Hold {
+    /// The transaction-level holds: each mode's count less its session-level ones.
+    fn xact_counts(&self) -> [u32; 8] {
+        let mut out = [0; 8];
+        for (m, slot) in out.iter_mut().enumerate() {
+            *slot = self.counts[m].saturating_sub(self.session[m]);
+        }
+        out
+    }
+
+    fn has_session(&self) -> bool {
+        self.session.iter().any(|&c| c > 0)
+    }
+
     /// The modes held at least once.
     fn mask(&self) -> u8 {
         let mut mask = 0;
@@ -236,15 +259,49 @@ impl LockEntry {
         *count = count.saturating_add(1);
     }
 
-    /// Removes every hold of `owner`, returning them.
-    fn remove_holder(&mut self, owner: LockOwner) -> Option<Hold> {
-        let hold = self.holders.remove(&owner)?;
-        for (m, &count) in hold.counts.iter().enumerate() {
-            if count > 0 {
-                self.holders_of_mode[m] = self.holders_of_mode[m].saturating_sub(1);
+    /// Removes `owner`'s transaction-level holds, keeping its session-level ones. Returns the
+    /// counts removed (`None` if `owner` holds nothing here), whether a mode was freed (a
+    /// waiter may go), and whether the owner holds nothing here any more.
+    fn take_xact_holds(&mut self, owner: LockOwner) -> Option<([u32; 8], bool, bool)> {
+        let hold = self.holders.get_mut(&owner)?;
+        let taken = hold.xact_counts();
+        let mut freed = false;
+        for (m, &n) in taken.iter().enumerate() {
+            if n > 0 {
+                hold.counts[m] -= n;
+                if hold.counts[m] == 0 {
+                    self.holders_of_mode[m] = self.holders_of_mode[m].saturating_sub(1);
+                    freed = true;
+                }
             }
         }
-        Some(hold)
+        let gone = hold.mask() == 0;
+        if gone {
+            self.holders.remove(&owner);
+        }
+        Some((taken, freed, gone))
+    }
+
+    /// Removes `owner`'s session-level holds (its transaction-level ones stay), as
+    /// [`LockEntry::take_xact_holds`] reports.
+    fn take_session_holds(&mut self, owner: LockOwner) -> Option<(bool, bool)> {
+        let hold = self.holders.get_mut(&owner)?;
+        let mut freed = false;
+        for m in 0..8 {
+            let n = std::mem::take(&mut hold.session[m]);
+            if n > 0 {
+                hold.counts[m] -= n;
+                if hold.counts[m] == 0 {
+                    self.holders_of_mode[m] = self.holders_of_mode[m].saturating_sub(1);
+                    freed = true;
+                }
+            }
+        }
+        let gone = hold.mask() == 0;
+        if gone {
+            self.holders.remove(&owner);
+        }
+        Some((freed, gone))
     }
 
     /// Owners a waiter `owner` (waiting for `mode` here) waits for: the wait-for graph's edges.
@@ -722,10 +779,10 @@ impl LockManager {
         let Some(hold) = entry.holders.get_mut(&owner) else {
             return false;
         };
-        let count = &mut hold.counts[mode.index()];
-        if *count == 0 {
-            return false;
+        if hold.counts[mode.index()] <= hold.session[mode.index()] {
+            return false; // nothing held at transaction level
         }
+        let count = &mut hold.counts[mode.index()];
         *count -= 1;
         let mode_freed = *count == 0;
         let holder_gone = hold.mask() == 0;
@@ -749,8 +806,9 @@ impl LockManager {
         true
     }
 
-    /// Releases every lock `owner` holds (end of transaction) and wakes the waiters that can
-    /// now go. Releases what the owner holds when called; the owner must not acquire
+    /// Releases every transaction-level lock `owner` holds (end of transaction) and wakes the
+    /// waiters that can now go; session-level holds stay ([`LockManager::release_session_all`]
+    /// ends those). Releases what the owner holds when called; the owner must not acquire
     /// concurrently (it is its own thread that ends it).
     pub fn release_all(&self, owner: LockOwner) {
         self.release_all_fast(owner);
@@ -767,21 +825,24 @@ impl LockManager {
                 let Some(entry) = part.locks.get_mut(&tag) else {
                     continue;
                 };
-                if let Some(hold) = entry.remove_holder(owner) {
-                    if !entry.queue.is_empty() {
+                if let Some((taken, freed, gone)) = entry.take_xact_holds(owner) {
+                    if freed && !entry.queue.is_empty() {
                         self.wake_waiters(entry);
                     }
-                    self.forget(owner, tag);
-                    self.strong_done(&tag, strong_holds(&hold.counts));
+                    if gone {
+                        self.forget(owner, tag);
+                    }
+                    self.strong_done(&tag, strong_holds(&taken));
                 }
                 part.discard_if_empty(tag);
             }
         }
     }
 
-    /// PREPARE: every lock of `from` becomes `to`'s, atomically — every partition is held
-    /// throughout, so nothing is released in between and nobody can take a lock in the gap.
-    /// Holds merge with any `to` already has. A request `from` is waiting for stays `from`'s.
+    /// PREPARE: every transaction-level lock of `from` becomes `to`'s, atomically — every
+    /// partition is held throughout, so nothing is released in between and nobody can take a
+    /// lock in the gap. Holds merge with any `to` already has. Session-level holds and a
+    /// request `from` is waiting for stay `from`'s.
     pub fn transfer_all(&self, from: LockOwner, to: LockOwner) {
         if from == to {
             return;
@@ -796,12 +857,17 @@ impl LockManager {
             let Some(entry) = part.locks.get_mut(&tag) else {
                 continue;
             };
-            let Some(hold) = entry.remove_holder(from) else {
+            let Some((taken, _, gone)) = entry.take_xact_holds(from) else {
                 continue; // `from` only waits here
             };
-            self.forget(from, tag);
+            if gone {
+                self.forget(from, tag);
+            }
+            if taken.iter().all(|&n| n == 0) {
+                continue; // only session-level holds here: they stay `from`'s
+            }
             // Strong holds move between owners: the strong counts stay as they are.
-            self.merge_holds(entry, to, tag, &hold.counts);
+            self.merge_holds(entry, to, tag, &taken);
             // `to` may have been waiting for what `from` held.
             if !entry.queue.is_empty() {
                 self.wake_waiters(entry);
@@ -855,17 +921,19 @@ impl LockManager {
             .is_some_and(|h| h.counts[mode.index()] > 0)
     }
 
-    /// Every (tag, mode) `owner` holds, each held mode once, sorted. A snapshot taken one
-    /// partition at a time: exact when the owner is not changing meanwhile.
+    /// Every (tag, mode) `owner` holds at transaction level, each held mode once, sorted (what
+    /// PREPARE hands over). A snapshot taken one partition at a time: exact when the owner is
+    /// not changing meanwhile.
     pub fn locks_of(&self, owner: LockOwner) -> Vec<(LockTag, LockMode)> {
         let mut out = self.locks_of_fast(owner);
         for tag in self.tags_of(owner) {
             let guard = self.partition(&tag);
             if let Some(hold) = guard.locks.get(&tag).and_then(|e| e.holders.get(&owner)) {
+                let xact = hold.xact_counts();
                 out.extend(
                     LockMode::ALL
                         .iter()
-                        .filter(|m| hold.counts[m.index()] > 0)
+                        .filter(|m| xact[m.index()] > 0)
                         .map(|&m| (tag, m)),
                 );
             }

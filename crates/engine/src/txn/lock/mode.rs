@@ -1,7 +1,7 @@
 //! Lock modes, their conflict table, and what can be locked: PostgreSQL's eight table lock
-//! modes (`lock.h`, `LockConflicts`), the lock tags (a relation, or a transaction id) with
-//! their byte encoding (the prepared-transaction state file stores a transaction's locks), and
-//! who holds locks.
+//! modes (`lock.h`, `LockConflicts`), the lock tags (a relation, a transaction id, or an
+//! advisory key) with their byte encoding (the prepared-transaction state file stores a
+//! transaction's locks), and who holds locks.
 
 use std::fmt;
 
@@ -134,6 +134,10 @@ pub enum LockTag {
     /// Held Exclusive by a transaction for its whole life; row-lock waiters take Share on it
     /// and release it at once.
     Transaction { xid: Xid },
+    /// An advisory lock (`pg_advisory_lock`): a 64-bit key in a database, taken by one
+    /// `bigint` key (`pair` false) or by two `int4` keys (`pair` true, the first in the high
+    /// half), which PostgreSQL keeps apart (its `objsubid` 1 and 2).
+    Advisory { db_oid: u32, key: u64, pair: bool },
 }
 
 impl LockTag {
@@ -146,10 +150,13 @@ impl LockTag {
 
 const TAG_KIND_RELATION: u8 = 1;
 const TAG_KIND_TRANSACTION: u8 = 2;
+const TAG_KIND_ADVISORY_BIGINT: u8 = 3;
+const TAG_KIND_ADVISORY_PAIR: u8 = 4;
 
 impl LockTag {
     /// Bytes of every encoded tag: a kind byte and twelve payload bytes (relation: `db_oid`
-    /// u32 then `rel_oid` u64; transaction: `xid` u64 then four zero bytes), little-endian.
+    /// u32 then `rel_oid` u64; transaction: `xid` u64 then four zero bytes; advisory: `db_oid`
+    /// u32 then `key` u64), little-endian.
     pub const ENCODED_LEN: usize = 13;
 
     /// Appends the fixed-size encoding (for 2PC prepare records).
@@ -164,6 +171,15 @@ impl LockTag {
                 out.push(TAG_KIND_TRANSACTION);
                 out.extend_from_slice(&xid.0.to_le_bytes());
                 out.extend_from_slice(&[0; 4]);
+            }
+            LockTag::Advisory { db_oid, key, pair } => {
+                out.push(if pair {
+                    TAG_KIND_ADVISORY_PAIR
+                } else {
+                    TAG_KIND_ADVISORY_BIGINT
+                });
+                out.extend_from_slice(&db_oid.to_le_bytes());
+                out.extend_from_slice(&key.to_le_bytes());
             }
         }
     }
@@ -184,6 +200,11 @@ impl LockTag {
                 }
                 LockTag::Transaction { xid }
             }
+            kind @ (TAG_KIND_ADVISORY_BIGINT | TAG_KIND_ADVISORY_PAIR) => LockTag::Advisory {
+                db_oid: r.u32()?,
+                key: r.u64()?,
+                pair: kind == TAG_KIND_ADVISORY_PAIR,
+            },
             _ => return None,
         };
         Some((tag, Self::ENCODED_LEN))
@@ -198,19 +219,31 @@ impl fmt::Display for LockTag {
                 write!(f, "relation {rel_oid} of database {db_oid}")
             }
             LockTag::Transaction { xid } => write!(f, "transaction {xid}"),
+            // PostgreSQL's DescribeLockTag: database, the key's halves, 1 or 2.
+            LockTag::Advisory { db_oid, key, pair } => write!(
+                f,
+                "advisory lock [{db_oid},{},{},{}]",
+                key >> 32,
+                key & 0xffff_ffff,
+                if *pair { 2 } else { 1 }
+            ),
         }
     }
 }
 
-/// Who holds locks: a session's transaction ([`LockOwner::session`]), or a prepared
-/// transaction ([`LockOwner::prepared`]). Printed as its number, the "process" of lock and
-/// deadlock reports.
+/// Who holds locks: a transaction by its process-array slot ([`LockOwner::session`]), a
+/// client's session by its process id ([`LockOwner::backend`]: every transaction of the
+/// session, and its session-level advisory locks between them), or a prepared transaction
+/// ([`LockOwner::prepared`]). Printed as its number (a backend's as its process id), the
+/// "process" of lock and deadlock reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LockOwner(pub u64);
 
 /// The bit that marks prepared transactions' owners: session slots never reach it, so the
 /// two never collide.
 const PREPARED_OWNER_BIT: u64 = 1 << 63;
+/// The bit that marks client sessions' owners (below it, their process id).
+const BACKEND_OWNER_BIT: u64 = 1 << 62;
 
 impl LockOwner {
     /// The owner of the locks of the transaction in process-array slot `proc`.
@@ -224,11 +257,31 @@ impl LockOwner {
     pub fn prepared(xid: Xid) -> LockOwner {
         LockOwner(PREPARED_OWNER_BIT | xid.0)
     }
+
+    /// The owner of the locks of the client session whose process id is `pid` (PostgreSQL's
+    /// PGPROC: one per backend, across its transactions).
+    pub fn backend(pid: u32) -> LockOwner {
+        LockOwner(BACKEND_OWNER_BIT | u64::from(pid))
+    }
+
+    /// The process id of a [`LockOwner::backend`] owner.
+    pub fn backend_pid(self) -> Option<u32> {
+        (self.0 & (PREPARED_OWNER_BIT | BACKEND_OWNER_BIT) == BACKEND_OWNER_BIT)
+            .then(|| (self.0 & u64::from(u32::MAX)) as u32)
+    }
+
+    /// The transaction id of a [`LockOwner::prepared`] owner.
+    pub fn prepared_xid(self) -> Option<Xid> {
+        (self.0 & PREPARED_OWNER_BIT != 0).then_some(Xid(self.0 & !PREPARED_OWNER_BIT))
+    }
 }
 
 impl fmt::Display for LockOwner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
+        match self.backend_pid() {
+            Some(pid) => write!(f, "{pid}"),
+            None => write!(f, "{}", self.0),
+        }
     }
 }
 

@@ -209,7 +209,7 @@ fn lock_tag_encoding_round_trips_and_rejects_garbage() {
         assert_eq!(LockTag::decode(&one[..len]), None);
     }
     let mut bad = one.clone();
-    bad[0] = 3;
+    bad[0] = 9;
     assert_eq!(LockTag::decode(&bad), None);
     let mut bad = one.clone();
     bad[12] = 1;
@@ -816,7 +816,7 @@ fn lock_check_invariants_catches_corruption() {
         part.locks
             .get_mut(&rel(1))
             .unwrap()
-            .remove_holder(LockOwner(2));
+            .take_xact_holds(LockOwner(2));
     }
     lm.check_invariants().unwrap();
     lm.entries_used.fetch_add(1, Ordering::Relaxed);
@@ -844,7 +844,7 @@ fn lock_check_invariants_catches_fast_path_corruption() {
         part.locks
             .get_mut(&rel(1))
             .unwrap()
-            .remove_holder(LockOwner(2));
+            .take_xact_holds(LockOwner(2));
         part.discard_if_empty(rel(1));
     }
     lm.check_invariants().unwrap();
@@ -1098,4 +1098,146 @@ fn a_cancelled_wait_fails_with_57014_and_leaves_no_trace() {
     assert_eq!(lm.locks_of(LockOwner(2)), []);
     assert_eq!(lm.entries_in_use(), used);
     lm.release_all(LockOwner(1));
+}
+
+fn advisory(key: u64) -> LockTag {
+    LockTag::Advisory {
+        db_oid: 5,
+        key,
+        pair: false,
+    }
+}
+
+#[test]
+fn a_session_hold_outlives_release_all_and_ends_with_release_session() {
+    let lm = manager();
+    let (a, b) = (LockOwner::backend(7), LockOwner::backend(8));
+    let t = advisory(42);
+    lm.acquire_session(a, t, Exclusive, LockWait::NoWait).unwrap();
+    lm.acquire_session(a, t, Exclusive, LockWait::NoWait).unwrap();
+    lm.release_all(a); // the transaction that took them ends
+    assert!(lm.holds(a, t, Exclusive));
+    assert_eq!(lm.locks_of(a), []); // nothing at transaction level
+    let waiter = spawn_acquire(&lm, b, t, Share, LockWait::Block);
+    assert!(lm.release_session(a, t, Exclusive));
+    assert!(lm.holds(a, t, Exclusive), "held twice, released once");
+    assert!(waiter.recv_timeout(Duration::from_millis(50)).is_err());
+    assert!(lm.release_session(a, t, Exclusive));
+    assert!(!lm.release_session(a, t, Exclusive), "nothing left to release");
+    waiter.recv_timeout(PATIENCE).unwrap().unwrap();
+    lm.check_invariants().unwrap();
+    lm.release_all(b);
+    assert_empty(&lm);
+}
+
+#[test]
+fn transaction_ends_and_prepare_leave_session_holds_and_take_the_others() {
+    let lm = manager();
+    let a = LockOwner::backend(7);
+    let (s, x) = (advisory(1), advisory(2));
+    lm.acquire_session(a, s, Exclusive, LockWait::NoWait).unwrap();
+    ok(&lm, a, x, Share);
+    assert_eq!(lm.held_at_both_levels(a), None);
+    ok(&lm, a, s, Exclusive);
+    assert_eq!(lm.held_at_both_levels(a), Some(s));
+    // A transaction-level release never takes a session hold.
+    assert!(lm.release(a, s, Exclusive));
+    assert!(!lm.release(a, s, Exclusive));
+    assert!(lm.holds(a, s, Exclusive));
+    let prepared = LockOwner::prepared(Xid(900));
+    lm.transfer_all(a, prepared);
+    assert_eq!(lm.locks_of(prepared), [(x, Share)]);
+    assert!(lm.holds(a, s, Exclusive) && !lm.holds(a, x, Share));
+    lm.check_invariants().unwrap();
+    lm.release_all(prepared);
+    lm.release_session_all(a);
+    assert_empty(&lm);
+}
+
+#[test]
+fn a_deadlock_through_a_session_hold_is_found() {
+    let lm = manager();
+    let (a, b) = (LockOwner::backend(7), LockOwner::backend(8));
+    lm.acquire_session(a, advisory(1), Exclusive, LockWait::NoWait)
+        .unwrap();
+    ok(&lm, b, advisory(2), Exclusive);
+    // b ends its transaction whatever it gets, so a goes on if b is the victim.
+    let first = spawn_acquire_then_end(&lm, b, advisory(1), Exclusive);
+    await_waiting(&lm, b);
+    let mine = lm.acquire(a, advisory(2), Exclusive, LockWait::Block);
+    // Exactly one of the two is the victim, whichever checked first.
+    let e = match mine {
+        Err(e) => {
+            lm.release_session_all(a);
+            first.recv_timeout(PATIENCE).unwrap().unwrap();
+            e
+        }
+        Ok(()) => first.recv_timeout(PATIENCE).unwrap().unwrap_err(),
+    };
+    assert_eq!(e.sqlstate(), "40P01");
+    let text = e.to_string();
+    assert!(text.contains("advisory lock [5,0,1,1]"), "{text}");
+    assert!(text.contains("advisory lock [5,0,2,1]"), "{text}");
+    lm.release_all(a);
+    lm.release_session_all(a);
+    lm.release_all(b);
+    assert_empty(&lm);
+}
+
+#[test]
+fn status_lists_holders_waiters_and_fast_holds() {
+    let lm = manager();
+    let (a, b) = (LockOwner::backend(7), LockOwner::backend(8));
+    ok(&lm, a, rel(1), AccessShare);
+    lm.acquire_session(a, advisory(3), Exclusive, LockWait::NoWait)
+        .unwrap();
+    let waiter = spawn_acquire(&lm, b, advisory(3), Share, LockWait::Block);
+    let start = Instant::now();
+    while !lm.is_waiting(b) {
+        assert!(start.elapsed() < PATIENCE, "b never queued");
+        thread::yield_now();
+    }
+    let mut rows = lm.status();
+    rows.sort_by_key(|r| (r.owner, r.tag, r.mode));
+    let want = [
+        (a, rel(1), AccessShare, true, true),
+        (a, advisory(3), Exclusive, true, false),
+        (b, advisory(3), Share, false, false),
+    ];
+    let got: Vec<_> = rows
+        .iter()
+        .map(|r| (r.owner, r.tag, r.mode, r.granted, r.fast_path))
+        .collect();
+    assert_eq!(got, want);
+    lm.release_session_all(a);
+    waiter.recv_timeout(PATIENCE).unwrap().unwrap();
+    lm.release_all(a);
+    lm.release_all(b);
+    assert_empty(&lm);
+}
+
+#[test]
+fn advisory_tags_round_trip_and_print_as_postgresql() {
+    for tag in [
+        advisory(u64::MAX),
+        LockTag::Advisory {
+            db_oid: 5,
+            key: (1 << 32) | 2,
+            pair: true,
+        },
+    ] {
+        let mut bytes = Vec::new();
+        tag.encode(&mut bytes);
+        assert_eq!(bytes.len(), LockTag::ENCODED_LEN);
+        assert_eq!(LockTag::decode(&bytes), Some((tag, LockTag::ENCODED_LEN)));
+    }
+    let pair = LockTag::Advisory {
+        db_oid: 5,
+        key: (1 << 32) | 2,
+        pair: true,
+    };
+    assert_eq!(pair.to_string(), "advisory lock [5,1,2,2]");
+    assert_eq!(LockOwner::backend(1234).to_string(), "1234");
+    assert_eq!(LockOwner::backend(1234).backend_pid(), Some(1234));
+    assert_eq!(LockOwner::prepared(Xid(3)).backend_pid(), None);
 }
