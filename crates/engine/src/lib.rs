@@ -195,7 +195,8 @@ pub use page::{PageError, Tid};
 pub use recovery::RecoveryStats;
 pub use sequence::{SeqOptions, SeqState, SequenceDef};
 pub use session::{
-    AdvisoryKey, AdvisoryRequest, Changed, IndexRows, IsolationLevel, Scan, Sees, Transaction,
+    AdvisoryKey, AdvisoryRequest, Changed, IndexRows, IsolationLevel, RowWait, Scan, Sees,
+    Transaction,
 };
 pub use sqlstate::SqlState;
 pub use stats::{BgwriterCounters, SharedStats, TableStats};

@@ -60,7 +60,7 @@ use crate::txn::{OwnXids, ProcId, Snapshot};
 use crate::types::{BlockNumber, RelFileLocator, Xid};
 use crate::value::Row;
 pub use index::IndexRows;
-pub use rows::Scan;
+pub use rows::{RowWait, Scan};
 
 /// Which snapshot a read takes: the transaction's (a new one per command under READ
 /// COMMITTED, the first one under REPEATABLE READ), or a new one whatever the level.

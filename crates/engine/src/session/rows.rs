@@ -108,7 +108,7 @@ impl Transaction {
             let indexes = self.indexes(table)?;
             let heap = self.heap(def.rel);
             let mut hint = self.st.borrow().targets.get(&def.rel).copied().flatten();
-            let r = self.change_loop(&heap, tid, |t| {
+            let r = self.change_loop(&heap, tid, RowWait::Block, |t| {
                 let current = def.widen(t.row(def.rel)?);
                 let Some(row) = new_row(&current) else {
                     return Ok(Step::Declined);
@@ -150,7 +150,7 @@ impl Transaction {
         self.call(|| {
             let (cid, def, xid) = self.begin_row_change(table, LockMode::RowExclusive)?;
             let heap = self.heap(def.rel);
-            let r = self.change_loop(&heap, tid, |t| {
+            let r = self.change_loop(&heap, tid, RowWait::Block, |t| {
                 let current = def.widen(t.row(def.rel)?);
                 if !keep_going(&current) {
                     return Ok(Step::Declined);
@@ -170,10 +170,17 @@ impl Transaction {
     /// SELECT ... FOR UPDATE of the row at `tid`: locks its newest version (under READ
     /// COMMITTED, after following concurrent updates) until the end of the transaction.
     pub fn lock_row(&self, table: TableId, tid: Tid) -> Result<Changed> {
+        self.lock_row_waiting(table, tid, RowWait::Block)
+    }
+
+    /// [`Transaction::lock_row`], doing as `wait` says when another transaction holds the
+    /// row (locked or being changed): wait for it, fail with `Error::LockNotAvailable`
+    /// (55P03, NOWAIT), or skip it (`Changed::Skipped`, SKIP LOCKED).
+    pub fn lock_row_waiting(&self, table: TableId, tid: Tid, wait: RowWait) -> Result<Changed> {
         self.call(|| {
             let (cid, def, xid) = self.begin_row_change(table, LockMode::RowShare)?;
             let heap = self.heap(def.rel);
-            let r = self.change_loop(&heap, tid, |t| {
+            let r = self.change_loop(&heap, tid, wait, |t| {
                 let current = def.widen(t.row(def.rel)?);
                 let check = heap.lock_row(t.tid, &self.writer(xid, cid, &self.own()))?;
                 Ok(Step::Tried(check, Some((t.tid, current))))
@@ -200,6 +207,7 @@ impl Transaction {
         &self,
         heap: &Heap<'_>,
         mut tid: Tid,
+        wait: RowWait,
         mut attempt: impl FnMut(&HeapTuple) -> Result<Step>,
     ) -> Result<Changed> {
         for _ in 0..MAX_CHANGE_ROUNDS {
@@ -219,7 +227,15 @@ impl Transaction {
                 // deleted it itself earlier, say): nothing to do, as PostgreSQL's
                 // `DELETE ... WHERE ctid = ...` reports DELETE 0.
                 UpdateCheck::SelfModified | UpdateCheck::Invisible => return Ok(Changed::Skipped),
-                UpdateCheck::BeingModified { xmax } => self.wait_for(xmax)?,
+                UpdateCheck::BeingModified { xmax } => match wait {
+                    RowWait::Block => self.wait_for(xmax)?,
+                    RowWait::Skip => return Ok(Changed::Skipped),
+                    RowWait::NoWait => {
+                        return Err(Error::LockNotAvailable {
+                            what: format!("lock on row {tid}"),
+                        })
+                    }
+                },
                 UpdateCheck::Updated { next, .. } => {
                     if self.isolation == IsolationLevel::RepeatableRead {
                         return Err(Error::SerializationFailure {
@@ -242,6 +258,18 @@ impl Transaction {
             what: format!("row {tid} kept changing under this transaction"),
         })
     }
+}
+
+/// What a row lock does when another transaction holds the row (SELECT ... FOR UPDATE's
+/// wait policy, PostgreSQL's `LockWaitPolicy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowWait {
+    /// Wait for the holder's end.
+    Block,
+    /// `NOWAIT`: fail with 55P03.
+    NoWait,
+    /// `SKIP LOCKED`: leave the row out.
+    Skip,
 }
 
 /// One attempt of a row change: declined by the caller's function, or tried with this

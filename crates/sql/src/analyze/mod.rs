@@ -647,17 +647,14 @@ impl Binder<'_> {
     fn select_for_update(&mut self, q: &ast::Query) -> Result<Plan> {
         let unsupported = || {
             SqlError::unsupported(
-                "SELECT ... FOR UPDATE other than of one table with WHERE (no joins, grouping, \
-                 ORDER BY, LIMIT, NOWAIT or SKIP LOCKED)",
+                "SELECT ... FOR UPDATE other than of one table (no joins, grouping, WITH or \
+                 WITH TIES)",
             )
         };
         let SetExpr::Select(sel) = &*q.body else {
             return Err(unsupported());
         };
-        let simple = q.order_by.is_none()
-            && q.limit_clause.is_none()
-            && q.with.is_none()
-            && q.locks.iter().all(|l| l.nonblock.is_none())
+        let simple = q.with.is_none()
             && sel.distinct.is_none()
             && sel.having.is_none()
             && matches!(&sel.group_by, ast::GroupByExpr::Expressions(g, m) if g.is_empty() && m.is_empty());
@@ -681,13 +678,54 @@ impl Binder<'_> {
         let (rows, scope) = self.target_rows(&table, alias.as_deref(), &[])?;
         let (scan, recheck) = self.target_scan(rows, &scope, sel.selection.as_ref())?;
         let (exprs, out) = self.select_list(&sel.projection, &scope)?;
+        let order = match &q.order_by {
+            Some(ob) => self.lock_order(ob, &scope, &exprs, &out)?,
+            None => Vec::new(),
+        };
+        let limit = self.limit_spec(q)?;
+        if limit.as_ref().is_some_and(|l| l.with_ties) {
+            return Err(unsupported());
+        }
+        let (offset, count) = limit.map_or((None, None), |l| (l.offset, l.count));
         Ok(Plan::SelectForUpdate {
             table,
             scan,
             recheck,
             exprs,
             out: out.into(),
+            order,
+            offset,
+            count,
+            wait: row_wait(&q.locks),
         })
+    }
+
+    /// SELECT ... FOR UPDATE's ORDER BY, as keys over the scanned rows: an output column's
+    /// expression, or an expression over the table.
+    fn lock_order(
+        &mut self,
+        ob: &ast::OrderBy,
+        scope: &Scope,
+        exprs: &[Expr],
+        out: &[OutColumn],
+    ) -> Result<Vec<crate::nodes::SortKey>> {
+        let mut keys = Vec::new();
+        for (target, descending, nulls_first) in query::order_items(ob, out)? {
+            let (expr, ty) = match target {
+                query::OrderTarget::Output(i) => match (exprs.get(i), out.get(i)) {
+                    (Some(e), Some(o)) => (e.clone(), o.ty),
+                    _ => return Err(SqlError::internal("an ORDER BY position past the list")),
+                },
+                query::OrderTarget::Expr(a) => self.expr(a, scope)?,
+            };
+            keys.push(crate::nodes::SortKey {
+                expr,
+                descending,
+                nulls_first,
+                order: crate::nodes::KeyOrder::of(ty),
+            });
+        }
+        Ok(keys)
     }
 
     fn create_table(&mut self, ct: &ast::CreateTable) -> Result<Plan> {
@@ -1905,5 +1943,19 @@ fn setting_text(e: &AstExpr) -> String {
         },
         AstExpr::Identifier(i) => i.value.clone(),
         other => other.to_string(),
+    }
+}
+
+/// The wait policy of FOR UPDATE / FOR SHARE clauses: NOWAIT if any says it, else SKIP
+/// LOCKED if any says it (PostgreSQL's strongest-wins rule), else wait.
+fn row_wait(locks: &[ast::LockClause]) -> quire_engine::RowWait {
+    use quire_engine::RowWait;
+    let says = |n: ast::NonBlock| locks.iter().any(|l| l.nonblock == Some(n));
+    if says(ast::NonBlock::Nowait) {
+        RowWait::NoWait
+    } else if says(ast::NonBlock::SkipLocked) {
+        RowWait::Skip
+    } else {
+        RowWait::Block
     }
 }

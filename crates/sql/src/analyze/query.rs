@@ -54,7 +54,7 @@ impl AggCtx {
 }
 
 /// What one ORDER BY item sorts on.
-enum OrderTarget<'a> {
+pub(super) enum OrderTarget<'a> {
     Output(usize),
     Expr(&'a AstExpr),
 }
@@ -235,7 +235,7 @@ impl Binder<'_> {
     }
 
     /// A query's OFFSET and LIMIT or FETCH FIRST, bound.
-    fn limit_spec(&mut self, q: &ast::Query) -> Result<Option<LimitSpec>> {
+    pub(super) fn limit_spec(&mut self, q: &ast::Query) -> Result<Option<LimitSpec>> {
         let (limit, offset) = match &q.limit_clause {
             None => (None, None),
             Some(LimitClause::LimitOffset {
@@ -1298,7 +1298,7 @@ pub(crate) fn expand_items<'a>(
 }
 
 /// ORDER BY items: an output position or name, or an expression.
-fn order_items<'a>(
+pub(super) fn order_items<'a>(
     ob: &'a ast::OrderBy,
     out: &[OutColumn],
 ) -> Result<Vec<(OrderTarget<'a>, bool, bool)>> {
@@ -1396,10 +1396,10 @@ fn distinct_on_sort(sort: Vec<SortKey>, on: &[SortKey]) -> Result<Vec<SortKey>> 
 
 /// A query's OFFSET and LIMIT (or FETCH FIRST), bound.
 pub(super) struct LimitSpec {
-    offset: Option<Expr>,
-    count: Option<Expr>,
+    pub(super) offset: Option<Expr>,
+    pub(super) count: Option<Expr>,
     /// FETCH FIRST ... WITH TIES.
-    with_ties: bool,
+    pub(super) with_ties: bool,
 }
 
 /// `node` under its OFFSET and LIMIT; WITH TIES compares on `sort` (42601 without one).

@@ -12,4 +12,5 @@ mod window;
 
 pub(crate) use eval::reg_output;
 pub(crate) use explain::explain_statement;
-pub(crate) use run::{collect, open, too_many_rows};
+pub(crate) use run::{collect, limit_value, open, too_many_rows};
+pub(crate) use sort::compare_keys;

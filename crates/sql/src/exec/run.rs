@@ -231,7 +231,7 @@ fn with_ties<'a>(rows: Rows<'a>, n: usize, ties: &'a [SortKey], cx: &'a Cx<'a>) 
     )
 }
 
-fn limit_value(e: Option<&Expr>, what: &str, cx: &Cx) -> Result<Option<usize>> {
+pub(crate) fn limit_value(e: Option<&Expr>, what: &str, cx: &Cx) -> Result<Option<usize>> {
     match e.map(|e| e.eval(cx, &[])).transpose()? {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Int(n)) if n >= 0 => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use quire_engine::IsolationLevel;
+use quire_engine::{IsolationLevel, RowWait};
 
 use super::expr::Expr;
-use super::plan::Node;
+use super::plan::{Node, SortKey};
 use crate::catalog::{ColumnInfo, ForeignKey, TableInfo};
 use crate::error::Result;
 use crate::types::SqlType;
@@ -272,14 +272,21 @@ pub(crate) enum Plan {
         recheck: Option<Expr>,
         returning: Option<Vec<Expr>>,
     },
-    /// SELECT ... FOR UPDATE / FOR SHARE of one table: each matching row locked (its
-    /// newest version, checked again against the WHERE clause), then projected.
+    /// SELECT ... FOR UPDATE / FOR SHARE of one table: the matching rows in `order` (keys
+    /// over the scan's rows), each locked in turn as `wait` says (its newest version,
+    /// checked again against the WHERE clause), the first `offset` locked rows left out and
+    /// at most `count` sent, then projected. As PostgreSQL's LockRows under Limit: a
+    /// skipped row does not count.
     SelectForUpdate {
         table: TableInfo,
         scan: Node,
         recheck: Option<Expr>,
         exprs: Vec<Expr>,
         out: OutColumns,
+        order: Vec<SortKey>,
+        offset: Option<Expr>,
+        count: Option<Expr>,
+        wait: RowWait,
     },
     /// SET (RESET with no value); `local`: SET LOCAL, to the end of the transaction.
     Set {
@@ -339,10 +346,17 @@ impl Plan {
                 exprs.extend(returning.iter_mut().flatten());
             }
             Plan::SelectForUpdate {
-                recheck, exprs: e, ..
+                recheck,
+                exprs: e,
+                order,
+                offset,
+                count,
+                ..
             } => {
                 exprs.extend(recheck.iter_mut());
                 exprs.extend(e.iter_mut());
+                exprs.extend(order.iter_mut().map(|k| &mut k.expr));
+                exprs.extend(offset.iter_mut().chain(count.iter_mut()));
             }
             Plan::Explain(inner) => return inner.try_for_each_expr_subquery(f),
             _ => {}

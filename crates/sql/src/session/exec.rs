@@ -5,7 +5,7 @@ use std::ops::Bound::Included;
 use std::sync::Arc;
 use std::time::Instant;
 
-use quire_engine::{Changed, Database, Row, Sees, SqlState, Transaction, Value};
+use quire_engine::{Changed, Database, Row, RowWait, Sees, SqlState, Transaction, Value};
 
 use super::constraints::{self, check_row};
 use super::foreign_keys;
@@ -579,13 +579,7 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             }
             Ok(rows_outcome(format!("SELECT {n}"), cols))
         }
-        Plan::SelectForUpdate {
-            table,
-            scan,
-            recheck,
-            exprs,
-            out: cols,
-        } => select_for_update(cx, table, scan, recheck.as_ref(), exprs, cols, out),
+        Plan::SelectForUpdate { .. } => select_for_update(cx, plan, out),
         Plan::Insert {
             table,
             source,
@@ -991,33 +985,95 @@ fn update(
     Ok(returning.outcome(format!("UPDATE {n}")))
 }
 
-fn select_for_update(
+/// SELECT ... FOR UPDATE (`Plan::SelectForUpdate`): the rows sorted, then locked one by
+/// one until LIMIT rows past OFFSET are locked.
+fn select_for_update(cx: &Cx, plan: &Plan, out: &mut dyn Output) -> Result<Outcome> {
+    let Plan::SelectForUpdate {
+        table,
+        scan,
+        recheck,
+        exprs,
+        out: columns,
+        order,
+        offset,
+        count,
+        wait,
+    } = plan
+    else {
+        return Err(SqlError::internal("not a SELECT ... FOR UPDATE"));
+    };
+    let mut skip = crate::exec::limit_value(offset.as_ref(), "OFFSET", cx)?.unwrap_or(0);
+    let count = crate::exec::limit_value(count.as_ref(), "LIMIT", cx)?;
+    out.rows(columns)?;
+    let mut n = 0u64;
+    for (tid, rest) in sorted_targets(cx, table, scan, order)? {
+        if count.is_some_and(|c| n >= c as u64) {
+            break;
+        }
+        // The lock is taken on the newest version (READ COMMITTED follows concurrent
+        // updates), which must still match.
+        let locked = cx
+            .tx
+            .lock_row_waiting(table.def.oid, tid, *wait)
+            .map_err(|e| {
+                let e = SqlError::from(e);
+                if *wait == RowWait::NoWait && e.sqlstate() == SqlState::LOCK_NOT_AVAILABLE {
+                    let name = catalog::display_name(&table.def.name);
+                    SqlError::new(
+                        SqlState::LOCK_NOT_AVAILABLE,
+                        format!("could not obtain lock on row in relation \"{name}\""),
+                    )
+                } else {
+                    e
+                }
+            })?;
+        let Changed::Done(_, row) = locked else {
+            continue;
+        };
+        let row = with_rest(&row, &rest);
+        if !recheck.as_ref().map_or(Ok(true), |p| p.holds(cx, &row))? {
+            continue;
+        }
+        if skip > 0 {
+            skip -= 1; // locked, as PostgreSQL's LockRows under Limit locks it
+            continue;
+        }
+        let values: Row = exprs
+            .iter()
+            .map(|e| e.eval(cx, &row))
+            .collect::<Result<_>>()?;
+        out.row(&values)?;
+        n += 1;
+    }
+    Ok(rows_outcome(format!("SELECT {n}"), columns))
+}
+
+/// [`targets`] in the order of `keys`, evaluated on the rows as the scan read them.
+fn sorted_targets(
     cx: &Cx,
     table: &TableInfo,
     scan: &Node,
-    recheck: Option<&Expr>,
-    exprs: &[Expr],
-    columns: &OutColumns,
-    out: &mut dyn Output,
-) -> Result<Outcome> {
-    out.rows(columns)?;
-    let mut n = 0u64;
-    for (tid, rest) in targets(cx, table, scan)? {
-        // The lock is taken on the newest version (READ COMMITTED follows concurrent
-        // updates), which must still match.
-        if let Changed::Done(_, row) = cx.tx.lock_row(table.def.oid, tid)? {
-            let row = with_rest(&row, &rest);
-            if recheck.map_or(Ok(true), |p| p.holds(cx, &row))? {
-                let values: Row = exprs
-                    .iter()
-                    .map(|e| e.eval(cx, &row))
-                    .collect::<Result<_>>()?;
-                out.row(&values)?;
-                n += 1;
-            }
+    keys: &[crate::nodes::SortKey],
+) -> Result<Vec<(quire_engine::Tid, Row)>> {
+    if keys.is_empty() {
+        return targets(cx, table, scan);
+    }
+    let width = table.columns.len();
+    let mut seen = std::collections::HashSet::new();
+    let mut keyed = Vec::new();
+    for mut row in crate::exec::collect(crate::exec::open(scan, cx)?)? {
+        let key: Vec<Value> = keys
+            .iter()
+            .map(|k| k.expr.eval(cx, &row))
+            .collect::<Result<_>>()?;
+        let rest = row.split_off(width.min(row.len()));
+        let tid = value_tid(rest.first().unwrap_or(&Value::Null))?;
+        if seen.insert(tid) {
+            keyed.push((key, (tid, rest)));
         }
     }
-    Ok(rows_outcome(format!("SELECT {n}"), columns))
+    keyed.sort_by(|a, b| crate::exec::compare_keys(keys, &a.0, &b.0));
+    Ok(keyed.into_iter().map(|(_, target)| target).collect())
 }
 
 fn delete(
