@@ -7,31 +7,17 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{open, open_with};
+use common::{one as value, open, open_with};
 use quire_engine::{Database, Value};
-use quire_sql::{parse, OutcomeKind, Session};
+use quire_sql::Session;
 
 /// Runs every statement of `sql`; the first error's SQLSTATE, or the last outcome's tag.
-fn run(s: &mut Session, sql: &str) -> Result<String, &'static str> {
-    let mut tag = String::new();
-    for stmt in parse(sql).map_err(|e| e.sqlstate().code())? {
-        tag = s
-            .execute(&stmt, &[], &[])
-            .map_err(|e| e.sqlstate().code())?
-            .tag;
-    }
-    Ok(tag)
-}
-
-fn value(s: &mut Session, sql: &str) -> Value {
-    match s.execute_query(sql).pop().unwrap().unwrap().kind {
-        OutcomeKind::Rows { mut rows, .. } => rows.remove(0).remove(0),
-        other => panic!("no rows: {other:?}"),
-    }
+fn run(s: &mut Session, sql: &str) -> Result<String, String> {
+    common::run(s, sql).map_err(|e| e[..5].to_string())
 }
 
 /// Runs `sql` in a new session on another thread; its result arrives on the channel.
-fn spawn(db: &Arc<Database>, sql: &'static str) -> mpsc::Receiver<Result<String, &'static str>> {
+fn spawn(db: &Arc<Database>, sql: &'static str) -> mpsc::Receiver<Result<String, String>> {
     let (tx, rx) = mpsc::channel();
     let db = Arc::clone(db);
     std::thread::spawn(move || {
@@ -179,9 +165,9 @@ fn a_cycle_through_advisory_locks_is_a_deadlock() -> anyhow::Result<()> {
     // One of the two is the victim (40P01); the other gets its lock.
     let mine = run(&mut a, "SELECT pg_advisory_lock(2)");
     if mine.is_ok() {
-        assert_eq!(b.recv_timeout(PATIENCE)?, Err("40P01"));
+        assert_eq!(b.recv_timeout(PATIENCE)?, Err("40P01".into()));
     } else {
-        assert_eq!(mine, Err("40P01"));
+        assert_eq!(mine, Err("40P01".into()));
         run(&mut a, "SELECT pg_advisory_unlock_all()").unwrap();
         assert_eq!(b.recv_timeout(PATIENCE)?, Ok("SELECT 1".into()));
     }
@@ -199,7 +185,7 @@ fn prepare_refuses_a_key_held_at_both_levels_and_keeps_session_locks() -> anyhow
         "SELECT pg_advisory_lock(1); BEGIN; SELECT pg_advisory_xact_lock(1)",
     )
     .unwrap();
-    assert_eq!(run(&mut a, "PREPARE TRANSACTION 'p'"), Err("0A000"));
+    assert_eq!(run(&mut a, "PREPARE TRANSACTION 'p'"), Err("0A000".into()));
     run(&mut a, "BEGIN; SELECT pg_advisory_xact_lock(2)").unwrap();
     assert_eq!(
         run(&mut a, "PREPARE TRANSACTION 'q'"),

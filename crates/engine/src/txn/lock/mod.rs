@@ -263,45 +263,44 @@ impl LockEntry {
     /// counts removed (`None` if `owner` holds nothing here), whether a mode was freed (a
     /// waiter may go), and whether the owner holds nothing here any more.
     fn take_xact_holds(&mut self, owner: LockOwner) -> Option<([u32; 8], bool, bool)> {
-        let hold = self.holders.get_mut(&owner)?;
-        let taken = hold.xact_counts();
-        let mut freed = false;
-        for (m, &n) in taken.iter().enumerate() {
-            if n > 0 {
-                hold.counts[m] -= n;
-                if hold.counts[m] == 0 {
-                    self.holders_of_mode[m] = self.holders_of_mode[m].saturating_sub(1);
-                    freed = true;
-                }
-            }
-        }
-        let gone = hold.mask() == 0;
-        if gone {
-            self.holders.remove(&owner);
-        }
+        let taken = self.holders.get(&owner)?.xact_counts();
+        let (freed, gone) = self.take_holds(owner, &taken, false);
         Some((taken, freed, gone))
     }
 
     /// Removes `owner`'s session-level holds (its transaction-level ones stay), as
     /// [`LockEntry::take_xact_holds`] reports.
     fn take_session_holds(&mut self, owner: LockOwner) -> Option<(bool, bool)> {
-        let hold = self.holders.get_mut(&owner)?;
+        let taken = self.holders.get(&owner)?.session;
+        Some(self.take_holds(owner, &taken, true))
+    }
+
+    /// Removes `taken[m]` holds of each mode `m` from `owner` (a holder here, holding at
+    /// least that many; of its session-level ones when `session`): whether a mode was freed
+    /// and whether the owner holds nothing here any more.
+    fn take_holds(&mut self, owner: LockOwner, taken: &[u32; 8], session: bool) -> (bool, bool) {
+        let Some(hold) = self.holders.get_mut(&owner) else {
+            return (false, false);
+        };
         let mut freed = false;
-        for m in 0..8 {
-            let n = std::mem::take(&mut hold.session[m]);
-            if n > 0 {
-                hold.counts[m] -= n;
-                if hold.counts[m] == 0 {
-                    self.holders_of_mode[m] = self.holders_of_mode[m].saturating_sub(1);
-                    freed = true;
-                }
+        for (m, &n) in taken.iter().enumerate() {
+            if n == 0 {
+                continue;
+            }
+            hold.counts[m] = hold.counts[m].saturating_sub(n);
+            if session {
+                hold.session[m] = hold.session[m].saturating_sub(n);
+            }
+            if hold.counts[m] == 0 {
+                self.holders_of_mode[m] = self.holders_of_mode[m].saturating_sub(1);
+                freed = true;
             }
         }
         let gone = hold.mask() == 0;
         if gone {
             self.holders.remove(&owner);
         }
-        Some((freed, gone))
+        (freed, gone)
     }
 
     /// Owners a waiter `owner` (waiting for `mode` here) waits for: the wait-for graph's edges.
