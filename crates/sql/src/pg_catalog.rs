@@ -939,6 +939,9 @@ fn type_array(types: &[SqlType]) -> String {
 fn lock_rows(db: &quire_engine::Database) -> Vec<Row> {
     use quire_engine::LockTag;
     let mut rows: Vec<Row> = Vec::new();
+    // The engine's database number of its tags shows as the one database's oid; 0 (the
+    // engine's own catalog) stays 0, as PostgreSQL's shared catalogs show.
+    let database = |db_oid: u32| int(if db_oid == 0 { 0 } else { DATABASE_OID });
     let mut locks = db.lock_status();
     locks.sort_by_key(|l| (l.owner, l.tag, l.mode, !l.granted));
     for l in locks {
@@ -946,7 +949,7 @@ fn lock_rows(db: &quire_engine::Database) -> Vec<Row> {
         let (locktype, database, relation, xid, classid, objid, objsubid) = match l.tag {
             LockTag::Relation { db_oid, rel_oid } => (
                 "relation",
-                int(i64::from(db_oid)),
+                database(db_oid),
                 count(rel_oid.0),
                 none(),
                 none(),
@@ -964,7 +967,7 @@ fn lock_rows(db: &quire_engine::Database) -> Vec<Row> {
             ),
             LockTag::Advisory { db_oid, key, pair } => (
                 "advisory",
-                int(i64::from(db_oid)),
+                database(db_oid),
                 none(),
                 none(),
                 count(key >> 32),

@@ -11,6 +11,7 @@
 //! - `try` never waits: a lock that cannot be had at once is `false`, not an error.
 
 use super::Transaction;
+use crate::catalog::USER_DB;
 use crate::error::{Error, Result};
 use crate::txn::lock::{LockMode, LockTag, LockWait};
 
@@ -51,9 +52,6 @@ impl AdvisoryKey {
     }
 }
 
-/// The one database's oid (PostgreSQL's `MyDatabaseId`, as `pg_database` shows it).
-const DATABASE_OID: u32 = 5;
-
 fn mode(shared: bool) -> LockMode {
     if shared {
         LockMode::Share
@@ -66,7 +64,7 @@ impl Transaction {
     /// Takes an advisory lock; `Ok(false)` when `try_only` and it is not free. Errors: a
     /// deadlock (40P01), `lock_timeout` (55P03), a cancel (57014), a full lock table.
     pub fn advisory_lock(&self, req: AdvisoryRequest) -> Result<bool> {
-        let tag = req.key.tag(DATABASE_OID);
+        let tag = req.key.tag(USER_DB);
         let mode = mode(req.shared);
         let wait = if req.try_only {
             LockWait::NoWait
@@ -94,7 +92,7 @@ impl Transaction {
     pub fn advisory_unlock(&self, key: AdvisoryKey, shared: bool) -> bool {
         self.engine
             .locks
-            .release_session(self.owner(), key.tag(DATABASE_OID), mode(shared))
+            .release_session(self.owner(), key.tag(USER_DB), mode(shared))
     }
 
     /// Drops every session-level advisory lock of the session (`pg_advisory_unlock_all`).

@@ -905,19 +905,40 @@ fn conflicting_row(
 /// The rows UPDATE, DELETE or SELECT FOR UPDATE changes: for each target row (its TID
 /// follows its columns in the scan's row), the scan's values after its columns (the TID,
 /// then the columns of UPDATE ... FROM's or DELETE ... USING's other tables). A target
-/// row joined to several rows counts once, with the first of them, as in PostgreSQL.
-fn targets(cx: &Cx, table: &TableInfo, scan: &Node) -> Result<Vec<(quire_engine::Tid, Row)>> {
+/// row joined to several rows counts once, with the first of them, as in PostgreSQL. In the
+/// order of `keys` (SELECT FOR UPDATE's ORDER BY), evaluated on the rows as the scan read
+/// them; in the scan's order when there are none.
+fn targets(
+    cx: &Cx,
+    table: &TableInfo,
+    scan: &Node,
+    keys: &[crate::nodes::SortKey],
+) -> Result<Vec<(quire_engine::Tid, Row)>> {
     let width = table.columns.len();
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
+    let mut sort_keys = Vec::new();
     for mut row in crate::exec::collect(crate::exec::open(scan, cx)?)? {
-        let rest = row.split_off(width.min(row.len()));
-        let tid = value_tid(rest.first().unwrap_or(&Value::Null))?;
-        if seen.insert(tid) {
-            out.push((tid, rest));
+        let tid = value_tid(row.get(width).unwrap_or(&Value::Null))?;
+        if !seen.insert(tid) {
+            continue;
         }
+        if !keys.is_empty() {
+            let key: Vec<Value> = keys
+                .iter()
+                .map(|k| k.expr.eval(cx, &row))
+                .collect::<Result<_>>()?;
+            sort_keys.push(key);
+        }
+        let rest = row.split_off(width.min(row.len()));
+        out.push((tid, rest));
     }
-    Ok(out)
+    if keys.is_empty() {
+        return Ok(out);
+    }
+    let mut keyed: Vec<_> = sort_keys.into_iter().zip(out).collect();
+    keyed.sort_by(|a, b| crate::exec::compare_keys(keys, &a.0, &b.0));
+    Ok(keyed.into_iter().map(|(_, target)| target).collect())
 }
 
 /// A target row's version `current` with the values the scan read after it: the row the
@@ -941,7 +962,7 @@ fn update(
     let mut n = 0u64;
     let mut ri = Ri::default();
     let keyed = !table.foreign_keys.is_empty() || !table.referenced_by.is_empty();
-    for (tid, rest) in targets(cx, table, scan)? {
+    for (tid, rest) in targets(cx, table, scan, &[])? {
         let mut failure = None;
         let mut before = None;
         let changed = cx.tx.update_with(table.def.oid, tid, |current| {
@@ -1006,7 +1027,7 @@ fn select_for_update(cx: &Cx, plan: &Plan, out: &mut dyn Output) -> Result<Outco
     let count = crate::exec::limit_value(count.as_ref(), "LIMIT", cx)?;
     out.rows(columns)?;
     let mut n = 0u64;
-    for (tid, rest) in sorted_targets(cx, table, scan, order)? {
+    for (tid, rest) in targets(cx, table, scan, order)? {
         if count.is_some_and(|c| n >= c as u64) {
             break;
         }
@@ -1048,34 +1069,6 @@ fn select_for_update(cx: &Cx, plan: &Plan, out: &mut dyn Output) -> Result<Outco
     Ok(rows_outcome(format!("SELECT {n}"), columns))
 }
 
-/// [`targets`] in the order of `keys`, evaluated on the rows as the scan read them.
-fn sorted_targets(
-    cx: &Cx,
-    table: &TableInfo,
-    scan: &Node,
-    keys: &[crate::nodes::SortKey],
-) -> Result<Vec<(quire_engine::Tid, Row)>> {
-    if keys.is_empty() {
-        return targets(cx, table, scan);
-    }
-    let width = table.columns.len();
-    let mut seen = std::collections::HashSet::new();
-    let mut keyed = Vec::new();
-    for mut row in crate::exec::collect(crate::exec::open(scan, cx)?)? {
-        let key: Vec<Value> = keys
-            .iter()
-            .map(|k| k.expr.eval(cx, &row))
-            .collect::<Result<_>>()?;
-        let rest = row.split_off(width.min(row.len()));
-        let tid = value_tid(rest.first().unwrap_or(&Value::Null))?;
-        if seen.insert(tid) {
-            keyed.push((key, (tid, rest)));
-        }
-    }
-    keyed.sort_by(|a, b| crate::exec::compare_keys(keys, &a.0, &b.0));
-    Ok(keyed.into_iter().map(|(_, target)| target).collect())
-}
-
 fn delete(
     cx: &Cx,
     table: &TableInfo,
@@ -1085,7 +1078,7 @@ fn delete(
 ) -> Result<Outcome> {
     let mut n = 0u64;
     let mut ri = Ri::default();
-    for (tid, rest) in targets(cx, table, scan)? {
+    for (tid, rest) in targets(cx, table, scan, &[])? {
         let mut failure = None;
         let changed = cx
             .tx

@@ -1,7 +1,8 @@
 //! # txn::lock — table-level (heavyweight) locks and deadlock detection
 //!
 //! The lock manager owns the lock table: for every locked [`LockTag`] (a table, a
-//! transaction id, or an advisory key), which [`LockOwner`]s hold which [`LockMode`]s how many times, and who waits
+//! transaction id, or an advisory key), which [`LockOwner`]s hold which [`LockMode`]s how
+//! many times, and who waits
 //! for it in what order. It implements PostgreSQL's eight table lock modes with PostgreSQL's
 //! conflict table, counted re-entrant holds, FIFO queues with PostgreSQL's grant rule, waits on
 //! condition variables, the deadlock check after `deadlock_timeout`, a bounded table
@@ -108,6 +109,7 @@ mod status;
 #[cfg(test)]
 mod tests;
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -263,30 +265,35 @@ impl LockEntry {
     /// counts removed (`None` if `owner` holds nothing here), whether a mode was freed (a
     /// waiter may go), and whether the owner holds nothing here any more.
     fn take_xact_holds(&mut self, owner: LockOwner) -> Option<([u32; 8], bool, bool)> {
-        let taken = self.holders.get(&owner)?.xact_counts();
-        let (freed, gone) = self.take_holds(owner, &taken, false);
-        Some((taken, freed, gone))
+        self.take_holds(owner, Hold::xact_counts, false)
     }
 
     /// Removes `owner`'s session-level holds (its transaction-level ones stay), as
     /// [`LockEntry::take_xact_holds`] reports.
-    fn take_session_holds(&mut self, owner: LockOwner) -> Option<(bool, bool)> {
-        let taken = self.holders.get(&owner)?.session;
-        Some(self.take_holds(owner, &taken, true))
+    fn take_session_holds(&mut self, owner: LockOwner) -> Option<([u32; 8], bool, bool)> {
+        self.take_holds(owner, |h| h.session, true)
     }
 
-    /// Removes `taken[m]` holds of each mode `m` from `owner` (a holder here, holding at
-    /// least that many; of its session-level ones when `session`): whether a mode was freed
-    /// and whether the owner holds nothing here any more.
-    fn take_holds(&mut self, owner: LockOwner, taken: &[u32; 8], session: bool) -> (bool, bool) {
-        let Some(hold) = self.holders.get_mut(&owner) else {
-            return (false, false);
+    /// Removes `pick(hold)[m]` holds of each mode `m` from `owner`'s (at most what it holds;
+    /// taken from its session-level ones too when `session`), with one look-up of the owner:
+    /// the counts taken, whether a mode was freed, whether the owner holds nothing any more.
+    fn take_holds(
+        &mut self,
+        owner: LockOwner,
+        pick: impl Fn(&Hold) -> [u32; 8],
+        session: bool,
+    ) -> Option<([u32; 8], bool, bool)> {
+        let Entry::Occupied(mut slot) = self.holders.entry(owner) else {
+            return None;
         };
+        let hold = slot.get_mut();
+        let taken = pick(hold);
         let mut freed = false;
         for (m, &n) in taken.iter().enumerate() {
             if n == 0 {
                 continue;
             }
+            debug_assert!(hold.counts[m] >= n && (!session || hold.session[m] >= n));
             hold.counts[m] = hold.counts[m].saturating_sub(n);
             if session {
                 hold.session[m] = hold.session[m].saturating_sub(n);
@@ -298,9 +305,9 @@ impl LockEntry {
         }
         let gone = hold.mask() == 0;
         if gone {
-            self.holders.remove(&owner);
+            slot.remove();
         }
-        (freed, gone)
+        Some((taken, freed, gone))
     }
 
     /// Owners a waiter `owner` (waiting for `mode` here) waits for: the wait-for graph's edges.

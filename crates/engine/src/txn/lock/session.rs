@@ -8,7 +8,7 @@
 //! [`LockManager::release_session_all`] end it. Relations are never locked at session level
 //! (their weak modes live on the fast path, which counts no session holds).
 
-use super::{LockManager, LockMode, LockOwner, LockTag, LockWait};
+use super::{Hold, LockManager, LockMode, LockOwner, LockTag, LockWait, Partition};
 use crate::error::{Error, Result};
 
 impl LockManager {
@@ -48,32 +48,16 @@ impl LockManager {
         let Some(entry) = part.locks.get_mut(&tag) else {
             return false;
         };
-        let Some(hold) = entry.holders.get_mut(&owner) else {
+        let one = |h: &Hold| {
+            let mut taken = [0; 8];
+            taken[mode.index()] = h.session[mode.index()].min(1);
+            taken
+        };
+        let Some((taken, freed, gone)) = entry.take_holds(owner, one, true) else {
             return false;
         };
-        let m = mode.index();
-        if hold.session[m] == 0 {
-            return false;
-        }
-        debug_assert!(hold.counts[m] >= hold.session[m]);
-        hold.session[m] -= 1;
-        hold.counts[m] -= 1;
-        let freed = hold.counts[m] == 0;
-        let gone = hold.mask() == 0;
-        if gone {
-            entry.holders.remove(&owner);
-        }
-        if freed {
-            entry.holders_of_mode[m] = entry.holders_of_mode[m].saturating_sub(1);
-            if !entry.queue.is_empty() {
-                self.wake_waiters(entry);
-            }
-        }
-        if gone {
-            self.forget(owner, tag);
-        }
-        part.discard_if_empty(tag);
-        true
+        self.after_take(part, owner, tag, freed, gone);
+        taken[mode.index()] == 1
     }
 
     /// Drops every session-level hold of `owner` (`pg_advisory_unlock_all`, and a session's
@@ -85,15 +69,9 @@ impl LockManager {
             let Some(entry) = part.locks.get_mut(&tag) else {
                 continue;
             };
-            if let Some((freed, gone)) = entry.take_session_holds(owner) {
-                if freed && !entry.queue.is_empty() {
-                    self.wake_waiters(entry);
-                }
-                if gone {
-                    self.forget(owner, tag);
-                }
+            if let Some((_, freed, gone)) = entry.take_session_holds(owner) {
+                self.after_take(part, owner, tag, freed, gone);
             }
-            part.discard_if_empty(tag);
         }
     }
 
@@ -110,5 +88,20 @@ impl LockManager {
                 .and_then(|e| e.holders.get(&owner))
                 .is_some_and(|h| h.has_session() && h.xact_counts().iter().any(|&n| n > 0))
         })
+    }
+
+    /// After holds were taken off `tag`'s entry in `part`: wakes whoever can now go when a
+    /// mode was freed, unfiles the tag from `owner` when it holds nothing there any more,
+    /// and drops the entry if it is empty.
+    fn after_take(&self, part: &mut Partition, owner: LockOwner, tag: LockTag, freed: bool, gone: bool) {
+        if let Some(entry) = part.locks.get_mut(&tag) {
+            if freed && !entry.queue.is_empty() {
+                self.wake_waiters(entry);
+            }
+        }
+        if gone {
+            self.forget(owner, tag);
+        }
+        part.discard_if_empty(tag);
     }
 }
