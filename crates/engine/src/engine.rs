@@ -48,6 +48,9 @@ pub(crate) struct Engine {
     /// The next oid handed out (an [`Oid`]'s value).
     pub next_oid: AtomicU64,
     pub table_stats: StatsRegistry,
+    /// Held while a table's TOAST relation is created (the first value out of line), so
+    /// that two writers do not both create it.
+    pub toast_create: parking_lot::Mutex<()>,
     /// The data directory's lock, held while anything of the engine lives — an open
     /// transaction outliving its `Database` included — and dropped last.
     pub _dir_lock: Box<dyn DirLock>,

@@ -271,6 +271,10 @@ pub enum Error {
     #[error("invalid sequence page of relation {rel}: {reason}")]
     CorruptSequence { rel: RelFileLocator, reason: String },
 
+    /// A toasted value that cannot be read back (PostgreSQL's "missing chunk number ...").
+    #[error("invalid toasted value in relation {rel}: {reason}")]
+    CorruptToast { rel: RelFileLocator, reason: String },
+
     #[error("invalid index entry in block {block} of index {rel}: {reason}")]
     CorruptIndex {
         rel: RelFileLocator,
@@ -296,7 +300,8 @@ impl Error {
             | Error::TwoPhaseStateFile { .. }
             | Error::TransactionStatusRemoved { .. }
             | Error::CorruptIndex { .. }
-            | Error::CorruptSequence { .. } => SqlState::DATA_CORRUPTED, // data_corrupted
+            | Error::CorruptSequence { .. }
+            | Error::CorruptToast { .. } => SqlState::DATA_CORRUPTED, // data_corrupted
             Error::ShortRead { .. }
             | Error::BlockIo { .. }
             | Error::MissingSegment { .. }

@@ -38,7 +38,8 @@
 //!     block), [`fsm`] (the free-space map), [`vm`] (the visibility map), [`heap`] (MVCC
 //!     tables), [`vacuum`] (the heap's lazy vacuum and the dead-TID store, seed 004),
 //!     [`btree`] (B+tree indexes: Lehman-Yao, unique checks, bulk delete, bottom-up build),
-//!     [`sequence`] (one-page sequences, changed in place outside transactions).
+//!     [`sequence`] (one-page sequences, changed in place outside transactions), [`toast`]
+//!     (values too large for a page: compressed, or out of line in the table's TOAST heap).
 //! 11. [`catalog`]: table, index and sequence definitions, stored transactionally in a
 //!     system heap.
 //! 12. [`stats`]: per-table tuple counts (PostgreSQL's pgstat), and the shared counters'
@@ -169,7 +170,7 @@ macro_rules! internal_modules {
 
 internal_modules! {
     autovacuum, btree, buffer, catalog, checkpoint, clog, commands, fsm, heap, page, recovery,
-    rng, sequence, session, smgr, stats, sync, txn, vacuum, value, vm, wal,
+    rng, sequence, session, smgr, stats, sync, toast, txn, vacuum, value, vm, wal,
 }
 
 mod bytes;

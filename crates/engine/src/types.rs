@@ -206,8 +206,28 @@ pub struct RelFileLocator {
 }
 
 impl RelFileLocator {
+    /// The bit of a relation number that makes it a table's TOAST relation (`crate::toast`;
+    /// other relation numbers are oids, below 2^32).
+    pub const TOAST_BIT: u64 = 1 << 40;
+
     pub fn new(db_oid: u32, rel_number: u64) -> Self {
         RelFileLocator { db_oid, rel_number }
+    }
+
+    /// The TOAST relation of the table whose relation this is.
+    #[must_use]
+    pub fn toast(self) -> Self {
+        debug_assert!(!self.is_toast(), "a TOAST relation has none");
+        RelFileLocator::new(self.db_oid, self.rel_number | Self::TOAST_BIT)
+    }
+
+    pub fn is_toast(self) -> bool {
+        self.rel_number & Self::TOAST_BIT != 0
+    }
+
+    /// The oid the relation number was made from (a TOAST relation's: its table's).
+    pub fn number_oid(self) -> u64 {
+        self.rel_number & !Self::TOAST_BIT
     }
 }
 

@@ -9,7 +9,8 @@
 //!   reader that waited for the dropped table gets 42P01;
 //! - 200 tables truncated one transaction each come back after a crash and a clean restart:
 //!   empty, with their catalog, and without a single old file;
-//! - rows are checked: wrong arity or type 42804, too large 54000, before anything changes;
+//! - rows are checked: wrong arity or type 42804, too large even for TOAST 54000, before
+//!   anything changes;
 //! - an error aborts the transaction (25P02 until its end, and COMMIT rolls it back);
 //! - `Database::close` is refused (25000) while a transaction is open;
 //! - the definition caches (shared, and each thread's) never serve an uncommitted or a
@@ -614,37 +615,50 @@ fn rows_of_the_wrong_arity_or_type_fail_42804() {
     db.close().unwrap();
 }
 
-/// The longest note whose row `(id, note)` still fits in a tuple.
-fn longest_note() -> usize {
-    let len =
-        |n: usize| HEADER_BYTES + encoded_row_len(&[Value::Int(0), Value::Text("n".repeat(n))]);
+/// A row of `n` bigint columns, each `v`.
+fn wide(n: usize, v: i64) -> Vec<Value> {
+    vec![Value::Int(v); n]
+}
+
+/// The most bigint columns whose row of `i64::MAX`s still fits in a tuple (nothing in it
+/// TOAST could compress or move out of line).
+fn widest() -> usize {
     let mut n = 0;
-    while len(n + 1) <= MAX_TUPLE_BYTES {
+    while HEADER_BYTES + encoded_row_len(&wide(n + 1, i64::MAX)) <= MAX_TUPLE_BYTES {
         n += 1;
     }
     n
 }
 
 #[test]
-fn a_row_above_the_size_limit_fails_54000_and_changes_nothing() {
+fn a_row_toast_cannot_shrink_below_a_page_fails_54000_and_changes_nothing() {
     let (_vfs, db) = new_db(12, config());
-    let t = create_with_rows(&db, "sized", 3);
+    let ncols = widest() + 1;
+    let cols: Vec<Column> = (0..ncols)
+        .map(|i| Column::new(&format!("c{i}"), Type::Int))
+        .collect();
+    let t = committing(&db, |tx| {
+        let t = tx.create_table("wide", &cols).unwrap();
+        tx.insert(t, &wide(ncols, 1)).unwrap();
+        t
+    });
     let (tid, before) = {
         let tx = db.begin(ReadCommitted).unwrap();
         let first = tx.scan(t).unwrap().next().unwrap().unwrap();
         tx.rollback().unwrap();
         first
     };
-    let max = longest_note();
-    // At the limit: fits.
-    let tx = db.begin(ReadCommitted).unwrap();
-    tx.insert(t, &[Value::Int(10), Value::Text("n".repeat(max))])
-        .unwrap();
-    tx.commit().unwrap();
+    // One column fewer at the largest values: fits.
+    let fits = committing(&db, |tx| {
+        let u = tx.create_table("fits", &cols[1..]).unwrap();
+        tx.insert(u, &wide(ncols - 1, i64::MAX)).unwrap();
+        u
+    });
+    assert_eq!(committed_rows(&db, fits), vec![wide(ncols - 1, i64::MAX)]);
     // One byte more: refused, on insert and on update.
-    let too_big = [Value::Int(11), Value::Text("n".repeat(max + 1))];
+    let too_big = wide(ncols, i64::MAX);
     let tx = db.begin(ReadCommitted).unwrap();
-    tx.insert(t, &row(20)).unwrap();
+    tx.insert(t, &wide(ncols, 2)).unwrap();
     let err = tx.insert(t, &too_big).unwrap_err();
     assert_eq!(err.sqlstate(), "54000", "{err}");
     assert_eq!(tx.commit().unwrap_err().sqlstate(), "25P02");
@@ -653,15 +667,20 @@ fn a_row_above_the_size_limit_fails_54000_and_changes_nothing() {
     assert_eq!(err.sqlstate(), "54000", "{err}");
     tx.rollback().unwrap();
     // Nothing changed, and the row is not left locked: changed at once by another.
-    assert_eq!(committed_ids(&db, t), vec![1, 2, 3, 10]);
+    assert_eq!(committed_rows(&db, t), vec![wide(ncols, 1)]);
     let tx = db.begin(RepeatableRead).unwrap();
     assert_eq!(tx.fetch(t, tid).unwrap(), Some(before));
     assert!(matches!(
-        tx.update(t, tid, &row(1)).unwrap(),
+        tx.update(t, tid, &wide(ncols, 3)).unwrap(),
         Changed::Done(..)
     ));
     tx.commit().unwrap();
     db.close().unwrap();
+}
+
+/// Every row of `t` committed now.
+fn committed_rows(db: &Database, t: TableId) -> Vec<Vec<Value>> {
+    committing(db, |tx| tx.scan(t).unwrap().map(|r| r.unwrap().1).collect())
 }
 
 #[test]

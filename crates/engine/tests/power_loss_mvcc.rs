@@ -1,12 +1,13 @@
 //! Transactions on heap tables under power loss: a seeded workload of concurrent transactions
-//! (inserts, updates, deletes, TRUNCATE, CREATE and DROP TABLE, some inside nested
+//! (inserts, updates, deletes — one row in eight with a value large enough for TOAST —,
+//! TRUNCATE, CREATE and DROP TABLE, some inside nested
 //! savepoints that are released or rolled back to; ended by commit, rollback, PREPARE
 //! TRANSACTION, or not at all), with VACUUM (pruning, freeing, truncation), VACUUM
 //! of the whole database (freezing, then commit-log segments removed), checkpoints and buffer
 //! write-back at random moments, then a simulated power loss (unsynced writes lost, kept, or
 //! torn), then recovery:
 //!
-//! - every committed transaction's changes are there, exactly, in the tables and in their
+//! - every committed transaction's changes are there, exactly (toasted values included), in the tables and in their
 //!   unique indexes (which pass the amcheck-style verification);
 //! - nothing of an aborted, open or rolled-back-prepared transaction is — read through the
 //!   hints of frozen versions where the commit log no longer has their statuses;
@@ -64,9 +65,30 @@ struct Pending {
     touched: [bool; TABLES],
 }
 
-fn row(id: i64, value: i64, rng: &mut SplitMix64) -> Vec<Value> {
-    let pad = "p".repeat((rng.next() % 300) as usize);
-    vec![Value::Int(id), Value::Int(value), Value::Text(pad)]
+fn row(id: i64, value: i64) -> Vec<Value> {
+    vec![
+        Value::Int(id),
+        Value::Int(value),
+        Value::Text(pad(id, value)),
+    ]
+}
+
+/// The pad of row `id` at `value`: mostly short; one in eight is long (2 to 24 KB, half
+/// of it random letters, so that it compresses only so far), which TOAST compresses or
+/// moves out of line: its chunks are written, deleted and vacuumed through the crashes.
+fn pad(id: i64, value: i64) -> String {
+    let mut r = SplitMix64::new(id.cast_unsigned() << 20 ^ value.cast_unsigned());
+    let n = r.next();
+    if !n.is_multiple_of(8) {
+        return "p".repeat((n % 300) as usize);
+    }
+    let len = 2_000 + (r.next() % 22_000) as usize;
+    (0..len)
+        .map(|i| match i % 2 {
+            0 => char::from(b'a' + (r.next() % 26) as u8),
+            _ => 'x',
+        })
+        .collect()
 }
 
 fn columns() -> Vec<Column> {
@@ -111,7 +133,7 @@ fn change(tx: &Transaction, p: &mut Pending, slot: usize, rng: &mut SplitMix64, 
             let id = *next_id;
             *next_id += 1;
             let v = (rng.next() % 1000).cast_signed();
-            let tid = tx.insert(oid, &row(id, v, rng)).unwrap();
+            let tid = tx.insert(oid, &row(id, v)).unwrap();
             rows.insert(id, (v, tid));
         }
         _ if rows.is_empty() => {}
@@ -119,7 +141,7 @@ fn change(tx: &Transaction, p: &mut Pending, slot: usize, rng: &mut SplitMix64, 
             let ids: Vec<i64> = rows.keys().copied().collect();
             let id = ids[(rng.next() % ids.len() as u64) as usize];
             let (v, tid) = rows[&id];
-            let new = row(id, v + 1, rng);
+            let new = row(id, v + 1);
             match tx.update(oid, tid, &new).unwrap() {
                 Changed::Done(new_tid, _) => rows.insert(id, (v + 1, new_tid)),
                 Changed::Skipped => panic!("update of {id} skipped"),
@@ -198,6 +220,10 @@ fn verify(db: &Database, model: &Model, skip: [bool; TABLES], seed: u64, when: &
                     let (tid, row) =
                         r.unwrap_or_else(|e| panic!("seed {seed} {when}: scan of {name}: {e}"));
                     let (id, value) = pair(&row);
+                    assert!(
+                        row[2] == Value::Text(pad(id, value)),
+                        "seed {seed} {when}: {name} row {id}: its pad"
+                    );
                     let dup = seen.insert(id, (value, tid));
                     assert!(dup.is_none(), "seed {seed} {when}: {name} row {id} twice");
                 }

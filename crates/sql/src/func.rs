@@ -615,6 +615,8 @@ pub(crate) fn resolve(
             (Func::SetVal, c, T::Int8)
         }
         ("lastval", 0) => (Func::LastVal, vec![], T::Int8),
+        // md5(bytea) hashes the bytes; md5(text) the text's.
+        ("md5", 1) if args[0] == T::Bytea => (Func::Md5, vec![Some(T::Bytea)], T::Text),
         ("md5", 1) => (Func::Md5, text(1), T::Text),
         ("now" | "current_timestamp" | "statement_timestamp" | "transaction_timestamp", 0) => {
             (Func::Now, vec![], T::Timestamptz)
@@ -1062,10 +1064,13 @@ impl Func {
                 )
             }
             Func::LastVal => Value::Int(cx.sequences.lastval(cx.tx)?),
-            Func::Md5 => Value::Text(format!(
-                "{:x}",
-                md5::compute(text_arg(&args[0]).unwrap_or("").as_bytes())
-            )),
+            Func::Md5 => {
+                let bytes = match &args[0] {
+                    Value::Bytea(b) => b.as_slice(),
+                    other => text_arg(other).unwrap_or("").as_bytes(),
+                };
+                Value::Text(format!("{:x}", md5::compute(bytes)))
+            }
             Func::Now => Value::Timestamp(cx.now_us),
             Func::Version => Value::Text(format!(
                 "PostgreSQL {} (quire {}) on {}, compiled by rustc",

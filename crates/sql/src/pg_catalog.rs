@@ -1364,10 +1364,14 @@ pub(crate) fn relation_size(
             };
             tx.relation_fork_bytes(oid, f)?
         }
-        SizeOf::Table => all_forks(oid)?,
+        // A table's size counts its TOAST relation, as PostgreSQL's does.
+        SizeOf::Table => match all_forks(oid)? {
+            Some(t) => Some(t + tx.toast_bytes(oid)?),
+            None => None,
+        },
         SizeOf::Indexes => all_forks(oid)?.map(|_| indexes(oid)).transpose()?,
         SizeOf::Total => match all_forks(oid)? {
-            Some(t) => Some(t + indexes(oid)?),
+            Some(t) => Some(t + tx.toast_bytes(oid)? + indexes(oid)?),
             None => None,
         },
     };

@@ -138,7 +138,12 @@ const TYPED_PARAMETERS: &[(&str, &str, Kind)] = &[
     ("default_table_access_method", "heap", Kind::Only(&["heap"])),
     // quire has one tablespace: the default one, which '' names.
     ("default_tablespace", "", Kind::Only(&[""])),
-    ("default_toast_compression", "pglz", Kind::Enum(&["pglz"])),
+    // quire compresses toasted values with LZ4 whichever method this names (README).
+    (
+        "default_toast_compression",
+        "lz4",
+        Kind::Enum(&["pglz", "lz4"]),
+    ),
     ("default_transaction_deferrable", "off", Kind::Bool),
     (
         "default_transaction_isolation",

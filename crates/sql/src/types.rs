@@ -1232,6 +1232,11 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
         // json to jsonb and back are assignment casts; a jsonb text is valid json.
         (v @ Value::Text(_), SqlType::Json) if from == SqlType::Jsonb => Ok(v),
         (Value::Text(s), SqlType::Jsonb) if from == SqlType::Json => crate::json::jsonb_in(&s),
+        // Any type's text form is an assignment cast to a string type (PostgreSQL's
+        // automatic I/O conversion casts), checked against the target's length as text is.
+        (v, t) if t.is_text() && from != SqlType::Text => {
+            assign(cast(v, from, SqlType::Text)?, SqlType::Text, t, what)
+        }
         _ => Err(mismatch(what, from, to)),
     }
 }

@@ -18,6 +18,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::heap::Heap;
 use crate::session::{IsolationLevel, Transaction};
+use crate::toast::Toast;
 use crate::txn::lock::{LockMode, LockTag, LockWait};
 use crate::types::{Oid, Xid};
 use crate::vacuum::lazy::{
@@ -72,9 +73,28 @@ pub(crate) fn vacuum_table(
         engine.config.maintenance_work_mem_bytes,
         &cleaners,
     )?;
+    let toast = Toast::new(&engine.pool, &engine.wal, def.rel);
+    let mut toast_stats = if toast.exists()? {
+        let s = vacuum_heap(
+            toast.heap(),
+            &engine.txns,
+            horizon,
+            engine.config.dead_tids,
+            engine.config.maintenance_work_mem_bytes,
+            &[],
+        )?;
+        stats.frozen_xid = stats.frozen_xid.min(s.frozen_xid);
+        Some(Box::new(s))
+    } else {
+        None
+    };
     let started = Instant::now();
     // Conditional, as PostgreSQL's: a busy table keeps its empty tail for now.
-    if nonempty_length(&heap)? < heap.nblocks()?
+    let toast_tail = match &toast_stats {
+        Some(_) => nonempty_length(toast.heap())? < toast.heap().nblocks()?,
+        None => false,
+    };
+    if (nonempty_length(&heap)? < heap.nblocks()? || toast_tail)
         && engine
             .locks
             .acquire(
@@ -86,10 +106,14 @@ pub(crate) fn vacuum_table(
             .is_ok()
     {
         stats.pages_truncated = truncate_empty_tail(&heap, &engine.wal, &engine.pool)?;
+        if let Some(s) = toast_stats.as_mut() {
+            s.pages_truncated = truncate_empty_tail(toast.heap(), &engine.wal, &engine.pool)?;
+        }
         engine
             .locks
             .release(tx.session_id(), tag, LockMode::AccessExclusive);
     }
+    stats.toast = toast_stats;
     stats.duration += started.elapsed();
     if cfg!(debug_assertions) {
         debug_verify(engine, &tx, tag, table);

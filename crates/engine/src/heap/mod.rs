@@ -20,8 +20,9 @@
 //!   less room than recorded, the truth is recorded and the search goes on (bounded).
 //! - Reading a tuple never panics on page contents: a malformed tuple is
 //!   [`Error::CorruptTuple`] naming relation and tuple.
-//! - A tuple is at most [`MAX_TUPLE_BYTES`]; there is no TOAST, so larger rows are refused
-//!   (SQLSTATE 54000) before anything changes.
+//! - A tuple is at most [`MAX_TUPLE_BYTES`]; a larger one is refused (SQLSTATE 54000) before
+//!   anything changes. Rows of tables come here through TOAST ([`crate::toast`]), which
+//!   compresses and moves out of line what would not fit; the heap stores what it is given.
 //! - Whether an inserter committed is read from the tuple's `XMIN_COMMITTED` hint first
 //!   ([`freeze::xmin_committed`]): vacuum sets it ([`freeze`]) so that old commit-log
 //!   segments can go, and pruning sets it on the versions it keeps ([`prune`]) so that the
@@ -43,7 +44,7 @@ use crate::page::{
 
 use crate::txn::OwnXids;
 use crate::types::{BlockNumber, BufferTag, Fork, RelFileLocator, Xid};
-use crate::value::{encode_row, encoded_row_len, Row, Value};
+use crate::value::{EncodeRow, Row};
 use crate::vm;
 use crate::wal::{LoggedPage, Wal};
 use redo::HeapRecord;
@@ -170,18 +171,18 @@ impl<'a> Heap<'a> {
     }
 
     /// The encoded tuple for `row`, checked against the size limit.
-    fn encode(header: &TupleHeader, row: &[Value]) -> Result<Vec<u8>> {
-        let len = HEADER_BYTES + encoded_row_len(row);
+    fn encode<R: EncodeRow + ?Sized>(header: &TupleHeader, row: &R) -> Result<Vec<u8>> {
+        let len = HEADER_BYTES + row.encoded_len();
         if len > MAX_TUPLE_BYTES {
             return Err(Error::ProgramLimitExceeded {
                 what: format!("row is too big: size {len}, maximum size {MAX_TUPLE_BYTES}"),
             });
         }
-        let natts = u16::try_from(row.len()).map_err(|_| Error::ProgramLimitExceeded {
+        let natts = u16::try_from(row.natts()).map_err(|_| Error::ProgramLimitExceeded {
             what: format!("tables can have at most {} columns", u16::MAX),
         })?;
         let mut values = Vec::with_capacity(len - HEADER_BYTES);
-        encode_row(row, &mut values);
+        row.encode_into(&mut values);
         Ok(tuple::build(&TupleHeader { natts, ..*header }, &values))
     }
 
@@ -234,11 +235,11 @@ impl<'a> Heap<'a> {
 
     /// Inserts `row` as a new version by `xid` in command `cid`. `hint` is the caller's
     /// insertion target, updated to where the row went.
-    pub fn insert(
+    pub fn insert<R: EncodeRow + ?Sized>(
         &self,
         xid: Xid,
         cid: u32,
-        row: &[Value],
+        row: &R,
         hint: &mut Option<BlockNumber>,
     ) -> Result<Tid> {
         let bytes = Self::encode(&TupleHeader::new(xid, cid, 0), row)?;
@@ -725,10 +726,10 @@ impl<'a> Heap<'a> {
     /// Replaces the version at `tid` by a new version holding `row`, if `xid` (command `cid`)
     /// may; else says why not. `hot_ok`: no indexed column changed, so a same-page update may
     /// be heap-only. `hint` is the caller's insertion target for a new page.
-    pub fn update(
+    pub fn update<R: EncodeRow + ?Sized>(
         &self,
         tid: Tid,
-        row: &[Value],
+        row: &R,
         w: &Writer<'_>,
         hot_ok: bool,
         hint: &mut Option<BlockNumber>,

@@ -152,7 +152,7 @@ impl ResourceManager for Storage {
     fn ids(&self, rec: &DecodedRecord) -> Result<IdCounters> {
         Ok(match StorageChange::of(rec)? {
             StorageChange::Create(rel, _) => IdCounters {
-                next_oid: Oid(rel.rel_number + 1),
+                next_oid: Oid(rel.number_oid() + 1),
                 ..IdCounters::default()
             },
             StorageChange::Truncate(..) | StorageChange::Drop(_) => IdCounters::default(),

@@ -91,6 +91,25 @@ impl Transaction {
         })
     }
 
+    /// The size in bytes of table `oid`'s TOAST relation, every fork (0 if it has none, or
+    /// is not a table): `pg_table_size` counts it, as PostgreSQL's does.
+    pub fn toast_bytes(&self, oid: Oid) -> Result<u64> {
+        self.call(|| {
+            let Some((_, Entry::Table(def))) = self.lookup_oid(oid)? else {
+                return Ok(0);
+            };
+            let smgr = self.engine.pool.smgr();
+            let toast = def.rel.toast();
+            let mut bytes = 0;
+            for fork in Fork::ALL {
+                if smgr.exists(toast, fork)? {
+                    bytes += u64::from(smgr.nblocks(toast, fork)?) * PAGE_SIZE as u64;
+                }
+            }
+            Ok(bytes)
+        })
+    }
+
     /// The relation (table or index) named `name`, or `None`, without a lock.
     pub fn relation_named(&self, name: &str) -> Result<Option<Entry>> {
         self.call(|| self.lookup_name(name))
@@ -240,8 +259,8 @@ impl Transaction {
         }
     }
 
-    /// TRUNCATE: the table gets a new, empty relation file; the old one is dropped at commit
-    /// (the new one at abort).
+    /// TRUNCATE: the table gets a new, empty relation file; the old one (and its TOAST
+    /// relation) is dropped at commit, the new one at abort.
     pub fn truncate(&self, table: TableId) -> Result<()> {
         self.call(|| {
             self.command();
@@ -257,14 +276,16 @@ impl Transaction {
             };
             self.rewrite_entry(tid, Some(&Entry::Table(new_def.clone())))?;
             self.truncate_indexes(&new_def)?;
+            let files = self.table_files(def.rel)?;
             let mut st = self.st.borrow_mut();
-            st.drop_at_commit.push(def.rel);
+            st.drop_at_commit.extend(files);
             st.targets.remove(&def.rel);
             Ok(())
         })
     }
 
-    /// DROP TABLE: the definition is deleted; the file is dropped at commit.
+    /// DROP TABLE: the definition is deleted; the file (and its TOAST relation's) is
+    /// dropped at commit.
     pub fn drop_table(&self, table: TableId) -> Result<()> {
         self.call(|| {
             self.command();
@@ -273,8 +294,9 @@ impl Transaction {
             self.lock(name_lock(&def.name), LockMode::Exclusive, LockWait::Block)?;
             self.drop_indexes(table)?;
             self.rewrite_entry(tid, None)?;
+            let files = self.table_files(def.rel)?;
             let mut st = self.st.borrow_mut();
-            st.drop_at_commit.push(def.rel);
+            st.drop_at_commit.extend(files);
             st.defs.remove(&table);
             Ok(())
         })

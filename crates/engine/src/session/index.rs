@@ -25,6 +25,7 @@ use crate::page::Tid;
 use crate::txn::lock::{LockMode, LockWait};
 use crate::txn::{OwnXids, Snapshot};
 use crate::types::{RelFileLocator, Xid};
+use crate::toast::Toast;
 use crate::value::{Row, Value};
 
 /// Are two keys equal, value by value (NaN equal to itself, as index order has it)?
@@ -32,10 +33,18 @@ pub(super) fn same_key(a: &[Value], b: &[Value]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.compare(y).is_eq())
 }
 
+/// The key of index `def` in a table's version `t`: only the key's columns are read back
+/// from TOAST.
+fn key_of_version(toast: &Toast<'_>, def: &IndexDef, t: &HeapTuple) -> Result<Vec<Value>> {
+    let row = toast.row_of(t, |i| def.columns.iter().any(|&c| usize::from(c) == i))?;
+    Ok(def.key_of(&row))
+}
+
 /// The unique check's view of the heap: is some version of the chain at an entry's address,
 /// with the same key, alive or about to be?
 struct UniqueProbe<'a> {
     heap: Heap<'a>,
+    toast: Toast<'a>,
     def: &'a IndexDef,
     key: &'a [Value],
     me: &'a OwnXids,
@@ -45,7 +54,7 @@ struct UniqueProbe<'a> {
 impl HeapProbe for UniqueProbe<'_> {
     fn probe(&self, tid: Tid) -> Result<Probe> {
         for v in self.heap.chain_versions(tid)? {
-            if !same_key(&self.def.key_of(&v.row(self.heap.rel)?), self.key) {
+            if !same_key(&key_of_version(&self.toast, self.def, &v)?, self.key) {
                 continue; // another key of the chain (an index built after HOT updates)
             }
             let h = v.header;
@@ -100,7 +109,7 @@ impl IndexRows<'_> {
             let Some(t) = heap.fetch_chain(root, &looker, &self.tx.engine.txns)? else {
                 continue;
             };
-            let row = self.shape.apply(t.row(self.rel)?);
+            let row = self.shape.apply(self.tx.read_row(self.rel, &t)?);
             if same_key(&self.def.key_of(&row), &key) {
                 return Ok(Some((t.tid, row)));
             }
@@ -200,6 +209,7 @@ impl Transaction {
             let own = self.st.borrow().own.clone();
             let probe = UniqueProbe {
                 heap: self.heap(table.rel),
+                toast: self.toast(table.rel),
                 def,
                 key: &key,
                 me: &own,
@@ -329,6 +339,7 @@ impl Transaction {
         tree.create()?;
         self.st.borrow_mut().drop_at_abort.push(def.rel);
         let heap = self.heap(table.rel);
+        let toast = self.toast(table.rel);
         let horizon = self.engine.txns.global_xmin();
         let nblocks = heap.nblocks()?;
         let mut block = 0;
@@ -349,11 +360,10 @@ impl Transaction {
             for (root, versions) in chains {
                 let mut keys: Vec<Vec<Value>> = Vec::new();
                 for v in versions {
-                    let row = match v.row(table.rel) {
-                        Ok(r) => r,
+                    let key = match key_of_version(&toast, def, &v) {
+                        Ok(k) => k,
                         Err(e) => return Some(Err(e)),
                     };
-                    let key = def.key_of(&row);
                     if !keys.iter().any(|k| same_key(k, &key)) {
                         keys.push(key);
                     }
@@ -389,7 +399,7 @@ impl Transaction {
             let Some(t) = heap.fetch_chain(root, looker, &self.engine.txns)? else {
                 continue;
             };
-            if !same_key(&def.key_of(&t.row(table.rel)?), &key) {
+            if !same_key(&key_of_version(&self.toast(table.rel), def, &t)?, &key) {
                 continue;
             }
             if key.iter().any(Value::is_null) {
@@ -527,7 +537,7 @@ impl Transaction {
                         heap.chains_in_block(block, horizon, &self.engine.txns)?
                     {
                         for v in versions {
-                            Self::check_entry(&tree, &def, &tdef, root, &v)?;
+                            Self::check_entry(&tree, &def, &self.toast(tdef.rel), root, &v)?;
                             checked += 1;
                         }
                     }
@@ -540,11 +550,11 @@ impl Transaction {
     fn check_entry(
         tree: &BTree<'_>,
         def: &IndexDef,
-        table: &TableDef,
+        toast: &Toast<'_>,
         root: Tid,
         v: &HeapTuple,
     ) -> Result<()> {
-        let key = def.key_of(&v.row(table.rel)?);
+        let key = key_of_version(toast, def, v)?;
         let found = tree
             .scan(Bound::Included(&key), Bound::Included(&key))?
             .any(|e| e.is_ok_and(|(_, tid)| tid == root));
@@ -556,7 +566,7 @@ impl Transaction {
                 block: 0,
                 reason: format!(
                     "index \"{}\" lacks the entry of heap version {} (chain {root}) of relation {}",
-                    def.name, v.tid, table.rel
+                    def.name, v.tid, toast.table()
                 ),
             })
         }

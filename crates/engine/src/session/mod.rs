@@ -51,14 +51,15 @@ use crate::catalog::{Catalog, Entry, IndexDef, TableDef, TableId, USER_DB};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::hash::FxHashMap;
-use crate::heap::{Heap, Writer};
+use crate::heap::{Heap, HeapTuple, Writer};
 use crate::page::Tid;
 
 use crate::stats::TableChanges;
 use crate::txn::lock::{LockMode, LockOwner, LockTag, LockWait};
 use crate::txn::{OwnXids, ProcId, Snapshot};
 use crate::types::{BlockNumber, RelFileLocator, Xid};
-use crate::value::Row;
+use crate::toast::{OldVersion, StoredRow, Toast};
+use crate::value::{Row, Value};
 pub use index::IndexRows;
 pub use rows::{RowWait, Scan};
 
@@ -395,6 +396,59 @@ impl Transaction {
 
     fn heap(&self, rel: RelFileLocator) -> Heap<'_> {
         Heap::new(&self.engine.pool, &self.engine.wal, rel)
+    }
+
+    /// TOAST of the table whose relation is `rel`.
+    fn toast(&self, rel: RelFileLocator) -> Toast<'_> {
+        Toast::new(&self.engine.pool, &self.engine.wal, rel)
+    }
+
+    /// The row of a table's tuple, its toasted values read back.
+    fn read_row(&self, rel: RelFileLocator, t: &HeapTuple) -> Result<Row> {
+        self.toast(rel).row(t)
+    }
+
+    /// `row` as the table whose relation is `rel` stores it (TOAST's work), or `None` when
+    /// it is stored as it is. `old`: the version an update replaces.
+    fn store_row<'r>(
+        &self,
+        rel: RelFileLocator,
+        row: &'r [Value],
+        old: Option<&OldVersion<'_>>,
+        w: &Writer<'_>,
+    ) -> Result<Option<StoredRow<'r>>> {
+        self.toast(rel).store(row, old, w, &mut || self.engine.new_oid().0, &|| {
+            self.create_toast(rel)
+        })
+    }
+
+    /// Creates the TOAST relation of `rel` if it does not exist yet. When `rel` itself goes
+    /// at this transaction's abort (created by it), its TOAST relation goes with it.
+    fn create_toast(&self, rel: RelFileLocator) -> Result<()> {
+        let toast = self.toast(rel);
+        if toast.exists()? {
+            return Ok(());
+        }
+        let _creating = self.engine.toast_create.lock();
+        if toast.exists()? {
+            return Ok(());
+        }
+        toast.heap().create()?;
+        let mut st = self.st.borrow_mut();
+        if st.drop_at_abort.contains(&rel) {
+            st.drop_at_abort.push(rel.toast());
+        }
+        Ok(())
+    }
+
+    /// The relations a table's drop removes: its own and, if it has one, its TOAST
+    /// relation's.
+    fn table_files(&self, rel: RelFileLocator) -> Result<Vec<RelFileLocator>> {
+        let mut files = vec![rel];
+        if self.toast(rel).exists()? {
+            files.push(rel.toast());
+        }
+        Ok(files)
     }
 
     /// Waits until transaction `xid` has ended (PostgreSQL's `XactLockTableWait`).

@@ -2,12 +2,11 @@
 //! and row locks, with the isolation rules of the module header applied in one loop
 //! ([`Transaction::change_loop`]).
 
-use std::collections::VecDeque;
-
 use super::{Changed, IsolationLevel, Sees, Transaction, MAX_CHANGE_ROUNDS};
 use crate::catalog::{RowShape, TableDef, TableId};
 use crate::error::{Error, Result};
 use crate::heap::{Heap, HeapTuple, Looker, UpdateCheck};
+use crate::toast::OldVersion;
 use crate::page::Tid;
 
 use crate::txn::lock::{LockMode, LockWait};
@@ -26,7 +25,12 @@ impl Transaction {
             let xid = self.ensure_xid()?;
             let indexes = self.indexes(table)?;
             let mut hint = self.st.borrow().targets.get(&def.rel).copied().flatten();
-            let tid = self.heap(def.rel).insert(xid, cid, row, &mut hint)?;
+            let own = self.own();
+            let heap = self.heap(def.rel);
+            let tid = match self.store_row(def.rel, row, None, &self.writer(xid, cid, &own))? {
+                Some(stored) => heap.insert(xid, cid, stored.fields.as_slice(), &mut hint)?,
+                None => heap.insert(xid, cid, row, &mut hint)?,
+            };
             {
                 let mut st = self.st.borrow_mut();
                 st.targets.insert(def.rel, hint);
@@ -62,8 +66,7 @@ impl Transaction {
                 cid,
                 next_block: 0,
                 nblocks,
-                ready: VecDeque::new(),
-                page: Vec::new(),
+                ready: Vec::new(),
             })
         })
     }
@@ -83,7 +86,7 @@ impl Transaction {
             };
             match self.heap(def.rel).fetch(tid)? {
                 Some(t) if looker.sees(&t.header, &self.engine.txns)? => {
-                    Ok(Some(def.widen(t.row(def.rel)?)))
+                    Ok(Some(def.widen(self.read_row(def.rel, &t)?)))
                 }
                 _ => Ok(None),
             }
@@ -108,8 +111,12 @@ impl Transaction {
             let indexes = self.indexes(table)?;
             let heap = self.heap(def.rel);
             let mut hint = self.st.borrow().targets.get(&def.rel).copied().flatten();
+            let toast = self.toast(def.rel);
+            let own = self.own();
+            let w = self.writer(xid, cid, &own);
             let r = self.change_loop(&heap, tid, RowWait::Block, |t| {
-                let current = def.widen(t.row(def.rel)?);
+                let (current, toasted) = toast.row_noting(t)?;
+                let current = def.widen(current);
                 let Some(row) = new_row(&current) else {
                     return Ok(Step::Declined);
                 };
@@ -118,7 +125,22 @@ impl Transaction {
                 let hot_ok = indexes
                     .iter()
                     .all(|i| super::index::same_key(&i.key_of(&current), &i.key_of(&row)));
-                let out = heap.update(t.tid, &row, &self.writer(xid, cid, &self.own()), hot_ok, &mut hint)?;
+                let old = OldVersion {
+                    tuple: t,
+                    row: &current,
+                    toasted,
+                };
+                let stored = self.store_row(def.rel, &row, Some(&old), &w)?;
+                let out = match &stored {
+                    Some(s) => heap.update(t.tid, s.fields.as_slice(), &w, hot_ok, &mut hint)?,
+                    None => heap.update(t.tid, &row, &w, hot_ok, &mut hint)?,
+                };
+                match (out.check, &stored) {
+                    (UpdateCheck::Ok, _) => toast.delete_values(&old, stored.as_ref(), &w)?,
+                    (_, Some(s)) => toast.discard(s, &w)?,
+                    (_, None) => {}
+                }
+                drop(stored);
                 if let (UpdateCheck::Ok, Some(new_tid), false) = (out.check, out.new_tid, out.hot) {
                     self.add_index_entries(&def, &indexes, &row, new_tid, xid)?;
                 }
@@ -150,12 +172,24 @@ impl Transaction {
         self.call(|| {
             let (cid, def, xid) = self.begin_row_change(table, LockMode::RowExclusive)?;
             let heap = self.heap(def.rel);
+            let toast = self.toast(def.rel);
+            let own = self.own();
+            let w = self.writer(xid, cid, &own);
             let r = self.change_loop(&heap, tid, RowWait::Block, |t| {
-                let current = def.widen(t.row(def.rel)?);
+                let (current, toasted) = toast.row_noting(t)?;
+                let current = def.widen(current);
                 if !keep_going(&current) {
                     return Ok(Step::Declined);
                 }
-                let check = heap.delete(t.tid, &self.writer(xid, cid, &self.own()))?;
+                let check = heap.delete(t.tid, &w)?;
+                if check == UpdateCheck::Ok {
+                    let old = OldVersion {
+                        tuple: t,
+                        row: &current,
+                        toasted,
+                    };
+                    toast.delete_values(&old, None, &w)?;
+                }
                 Ok(Step::Tried(check, Some((t.tid, current))))
             });
             let mut st = self.st.borrow_mut();
@@ -181,7 +215,7 @@ impl Transaction {
             let (cid, def, xid) = self.begin_row_change(table, LockMode::RowShare)?;
             let heap = self.heap(def.rel);
             let r = self.change_loop(&heap, tid, wait, |t| {
-                let current = def.widen(t.row(def.rel)?);
+                let current = def.widen(self.read_row(def.rel, t)?);
                 let check = heap.lock_row(t.tid, &self.writer(xid, cid, &self.own()))?;
                 Ok(Step::Tried(check, Some((t.tid, current))))
             });
@@ -280,7 +314,8 @@ enum Step {
 }
 
 /// A sequential scan: the rows a transaction sees, a page at a time (memory: one page's
-/// worth of rows).
+/// tuples, and the row being returned: a toasted value is read back only when its row is
+/// next).
 pub struct Scan<'t> {
     tx: &'t Transaction,
     rel: RelFileLocator,
@@ -291,8 +326,8 @@ pub struct Scan<'t> {
     cid: u32,
     next_block: BlockNumber,
     nblocks: BlockNumber,
-    ready: VecDeque<(Tid, Row)>,
-    page: Vec<HeapTuple>,
+    /// The visible tuples of the last page read, last first.
+    ready: Vec<HeapTuple>,
 }
 
 impl Scan<'_> {
@@ -305,20 +340,27 @@ impl Scan<'_> {
         };
         // Bounded by the table's size at the start of the scan.
         while self.ready.is_empty() && self.next_block < self.nblocks {
-            self.page.clear();
             heap.visible_in_block(
                 self.next_block,
                 &looker,
                 &self.tx.engine.txns,
-                &mut self.page,
+                &mut self.ready,
             )?;
             self.next_block += 1;
-            for t in self.page.drain(..) {
-                let row = self.shape.apply(t.row(self.rel)?);
-                self.ready.push_back((t.tid, row));
-            }
+            self.ready.reverse();
         }
         Ok(())
+    }
+
+    fn next_row(&mut self) -> Result<Option<(Tid, Row)>> {
+        if self.ready.is_empty() {
+            self.fill()?;
+        }
+        let Some(t) = self.ready.pop() else {
+            return Ok(None);
+        };
+        let row = self.shape.apply(self.tx.read_row(self.rel, &t)?);
+        Ok(Some((t.tid, row)))
     }
 }
 
@@ -326,13 +368,14 @@ impl Iterator for Scan<'_> {
     type Item = Result<(Tid, Row)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.ready.is_empty() {
-            if let Err(e) = self.fill() {
+        match self.next_row() {
+            Ok(row) => row.map(Ok),
+            Err(e) => {
                 self.tx.st.borrow_mut().failed = true;
                 self.next_block = self.nblocks;
-                return Some(Err(e));
+                self.ready.clear();
+                Some(Err(e))
             }
         }
-        self.ready.pop_front().map(Ok)
     }
 }

@@ -71,6 +71,9 @@ pub struct VacuumStats {
     /// ids below it for this table. 0 before any vacuum.
     pub frozen_xid: Xid,
     pub duration: Duration,
+    /// The vacuum of the table's TOAST relation, if it has one (its `frozen_xid` is
+    /// already in the table's).
+    pub toast: Option<Box<VacuumStats>>,
 }
 
 /// Steps 1-3 over `heap` (see the module header).

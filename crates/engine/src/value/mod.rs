@@ -10,6 +10,8 @@
 //! tag 8 numeric: len, the numeric's own encoding (`numeric.rs`), which sorts by memcmp
 //! tag 9 | 10 | 11 | 12 int in 1 | 2 | 3 | 4 bytes (two's complement, sign-extended)
 //! tag 13 interval: i32 months, i32 days, i64 microseconds
+//! tag 14 toasted: len, a value stored by TOAST (compressed, or out of line), read by
+//!        `crate::toast`; only heap tuples of tables hold it, never index keys
 //! ```
 //!
 //! An integer is written in the fewest bytes that hold it (tags 9-12, tag 3 only beyond
@@ -21,6 +23,9 @@
 //!   naming the relation and tuple.
 //! - [`Value::compare`] is a total order within a type (floats by IEEE total order, NULL after
 //!   every value as in PostgreSQL's default `ASC NULLS LAST`), which index keys rely on.
+//! - A toasted value ([`Stored::Toasted`]) is opaque here: [`decode_row`] refuses it, and
+//!   [`decode_row_with`] hands its bytes to the caller (the TOAST layer), which knows how to
+//!   fetch and decompress it.
 //! - Compare values, never their bytes: an integer written before the narrow forms existed
 //!   is in eight bytes, the same integer written now in fewer.
 
@@ -185,6 +190,8 @@ pub enum DecodeError {
     TrailingBytes { extra: usize },
     #[error("value {index} is not a valid numeric: {reason}")]
     BadNumeric { index: usize, reason: NumericError },
+    #[error("value {index} is toasted, where no toasted value may be")]
+    Toasted { index: usize },
 }
 
 const TAG_NULL: u8 = 0;
@@ -197,6 +204,7 @@ const TAG_BYTEA: u8 = 6;
 const TAG_TIMESTAMP: u8 = 7;
 const TAG_NUMERIC: u8 = 8;
 const TAG_INTERVAL: u8 = 13;
+const TAG_TOAST: u8 = 14;
 /// Integers in 1, 2, 3 and 4 bytes: `TAG_INT1 + width - 1`.
 const TAG_INT1: u8 = 9;
 const TAG_INT4: u8 = 12;
@@ -398,18 +406,149 @@ pub fn encoded_row_len(row: &[Value]) -> usize {
     row.iter().map(Value::encoded_len).sum()
 }
 
-/// Decodes `natts` values that must fill `bytes` exactly.
+/// A column as a heap tuple stores it: a value as it is, or TOAST's stored form of one
+/// (the bytes `crate::toast` wrote; tag 14).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stored<'a> {
+    Plain(&'a Value),
+    Toasted(Vec<u8>),
+}
+
+impl Stored<'_> {
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            Stored::Plain(v) => v.encoded_len(),
+            Stored::Toasted(b) => 1 + len_len(b.len()) + b.len(),
+        }
+    }
+
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Stored::Plain(v) => v.encode(out),
+            Stored::Toasted(b) => {
+                out.push(TAG_TOAST);
+                put_len(out, b.len());
+                out.extend_from_slice(b);
+            }
+        }
+    }
+}
+
+/// A row the heap can encode: plain values, or a row TOAST prepared.
+pub trait EncodeRow {
+    fn natts(&self) -> usize;
+    fn encoded_len(&self) -> usize;
+    fn encode_into(&self, out: &mut Vec<u8>);
+}
+
+impl EncodeRow for [Value] {
+    fn natts(&self) -> usize {
+        self.len()
+    }
+    fn encoded_len(&self) -> usize {
+        encoded_row_len(self)
+    }
+    fn encode_into(&self, out: &mut Vec<u8>) {
+        encode_row(self, out);
+    }
+}
+
+impl EncodeRow for [Stored<'_>] {
+    fn natts(&self) -> usize {
+        self.len()
+    }
+    fn encoded_len(&self) -> usize {
+        self.iter().map(Stored::encoded_len).sum()
+    }
+    fn encode_into(&self, out: &mut Vec<u8>) {
+        for f in self {
+            f.encode(out);
+        }
+    }
+}
+
+impl<T: EncodeRow + ?Sized> EncodeRow for &T {
+    fn natts(&self) -> usize {
+        (**self).natts()
+    }
+    fn encoded_len(&self) -> usize {
+        (**self).encoded_len()
+    }
+    fn encode_into(&self, out: &mut Vec<u8>) {
+        (**self).encode_into(out);
+    }
+}
+
+impl EncodeRow for Vec<Value> {
+    fn natts(&self) -> usize {
+        self.len()
+    }
+    fn encoded_len(&self) -> usize {
+        encoded_row_len(self)
+    }
+    fn encode_into(&self, out: &mut Vec<u8>) {
+        encode_row(self, out);
+    }
+}
+
+/// Decodes `natts` values that must fill `bytes` exactly; a toasted value is an error.
 pub fn decode_row(bytes: &[u8], natts: usize) -> Result<Row, DecodeError> {
+    decode_row_with(bytes, natts, |index, _| {
+        Err(DecodeError::Toasted { index })
+    })
+}
+
+/// The toasted values of an encoded row, by column: `(index, the stored form's bytes)`.
+pub fn toasted_fields(bytes: &[u8], natts: usize) -> Result<Vec<(usize, &[u8])>, DecodeError> {
+    let mut r = Reader::new(bytes);
+    let mut out = Vec::new();
+    for index in 0..natts {
+        match read_field(&mut r, index)? {
+            Field::Toasted(b) => out.push((index, b)),
+            Field::Value(_) => {}
+        }
+    }
+    Ok(out)
+}
+
+/// One encoded column: a value, or a toasted one's bytes.
+enum Field<'a> {
+    Value(ValueRef<'a>),
+    Toasted(&'a [u8]),
+}
+
+fn read_field<'a>(r: &mut Reader<'a>, index: usize) -> Result<Field<'a>, DecodeError> {
+    let mut ahead = r.clone();
+    if ahead.u8() == Some(TAG_TOAST) {
+        let short = || DecodeError::Truncated { index };
+        let len = get_len(&mut ahead).ok_or_else(short)?;
+        let body = ahead.take(len).ok_or_else(short)?;
+        *r = ahead;
+        return Ok(Field::Toasted(body));
+    }
+    read_value(r, index).map(Field::Value)
+}
+
+/// [`decode_row`], with each toasted value turned into a value by `toasted(index, bytes)`.
+pub fn decode_row_with<E: From<DecodeError>>(
+    bytes: &[u8],
+    natts: usize,
+    mut toasted: impl FnMut(usize, &[u8]) -> Result<Value, E>,
+) -> Result<Row, E> {
     let mut r = Reader::new(bytes);
     // Bounded by the input: every value takes at least one byte.
     let mut row = Vec::with_capacity(natts.min(bytes.len()));
     for index in 0..natts {
-        row.push(read_value(&mut r, index)?.to_value());
+        row.push(match read_field(&mut r, index)? {
+            Field::Value(v) => v.to_value(),
+            Field::Toasted(b) => toasted(index, b)?,
+        });
     }
     if r.remaining() != 0 {
         return Err(DecodeError::TrailingBytes {
             extra: r.remaining(),
-        });
+        }
+        .into());
     }
     Ok(row)
 }

@@ -1410,9 +1410,11 @@ pub(crate) fn assign_expr(e: Expr, ty: SqlType, col: &ColumnInfo) -> Result<Expr
         return Ok(e);
     }
     let numeric = |t: SqlType| t.is_int() || t.is_float() || t.is_oid() || t.is_numeric();
+    // Any type goes into a string column through its text form (PostgreSQL's automatic I/O
+    // conversion casts are assignment casts).
     let family_ok = ty == SqlType::Unknown
         || numeric(ty) && numeric(col.ty)
-        || ty.is_text() && col.ty.is_text()
+        || col.ty.is_text()
         || matches!(
             (ty, col.ty),
             (SqlType::Timestamptz | SqlType::Date, SqlType::Timestamp)
@@ -1434,6 +1436,10 @@ pub(crate) fn assign_expr(e: Expr, ty: SqlType, col: &ColumnInfo) -> Result<Expr
     if let Expr::Const(v) = &e {
         return types::assign(v.clone(), ty, col.ty, &format!("column \"{}\"", col.name))
             .map(Expr::Const);
+    }
+    if col.ty.is_text() && !ty.is_text() && ty != SqlType::Unknown {
+        let text = Expr::Cast(Box::new(e), ty, SqlType::Text);
+        return Ok(Expr::Cast(Box::new(text), SqlType::Text, col.ty));
     }
     Ok(Expr::Cast(Box::new(e), ty, col.ty))
 }

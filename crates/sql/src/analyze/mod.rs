@@ -1396,7 +1396,7 @@ impl Binder<'_> {
                     _ => &targets[..],
                 };
                 let overriding = ins.overriding.as_ref();
-                self.insert_source(q, &table, targets, overriding)?
+                self.insert_source(q, &table, targets, ins.columns.is_empty(), overriding)?
             }
             // DEFAULT VALUES
             None => Node::Values(vec![self.default_row(&table)?]),
@@ -1464,6 +1464,7 @@ impl Binder<'_> {
         q: &ast::Query,
         table: &TableInfo,
         targets: &[usize],
+        implicit_columns: bool,
         overriding: Option<&ast::InsertOverriding>,
     ) -> Result<Node> {
         let defaults = self.default_row(table)?;
@@ -1498,7 +1499,13 @@ impl Binder<'_> {
             }
             return Ok(Node::Values(rows));
         }
-        let (node, out) = self.query(q)?;
+        let (node, out) = self.query_keeping_unknowns(q)?;
+        // Without a column list, fewer columns fill the first ones (see `insert`).
+        let targets = if implicit_columns && out.len() < targets.len() {
+            &targets[..out.len()]
+        } else {
+            targets
+        };
         check_insert_width(out.len(), targets.len())?;
         let mut exprs = defaults;
         for ((&pos, oc), i) in targets.iter().zip(&out).zip(0..) {

@@ -73,6 +73,21 @@ struct Shape {
 impl Binder<'_> {
     /// A query: its plan and output columns (an untyped literal's column is `text`).
     pub(super) fn query(&mut self, q: &ast::Query) -> Result<(Node, Vec<OutColumn>)> {
+        let (node, mut out) = self.query_keeping_unknowns(q)?;
+        for c in &mut out {
+            if c.ty == SqlType::Unknown {
+                c.ty = SqlType::Text;
+            }
+        }
+        Ok((node, out))
+    }
+
+    /// [`Binder::query`], an untyped literal's column left `unknown`: INSERT ... SELECT
+    /// coerces it to its target column's type, as PostgreSQL's `transformInsertStmt` does.
+    pub(super) fn query_keeping_unknowns(
+        &mut self,
+        q: &ast::Query,
+    ) -> Result<(Node, Vec<OutColumn>)> {
         crate::stack::check_stack_depth()?;
         // A subquery's set-returning calls are its own select list's.
         let saved_srf = self.srf.take();
@@ -81,13 +96,7 @@ impl Binder<'_> {
             Some(with) => self.with_query(with, q),
         };
         self.srf = saved_srf;
-        let (node, mut out) = r?;
-        for c in &mut out {
-            if c.ty == SqlType::Unknown {
-                c.ty = SqlType::Text;
-            }
-        }
-        Ok((node, out))
+        r
     }
 
     /// A query without its WITH clause: its body, ORDER BY, OFFSET and LIMIT or FETCH.

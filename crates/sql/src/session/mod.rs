@@ -1000,18 +1000,10 @@ impl Session {
         for (name, oid) in tables {
             let s = self.db.vacuum(oid)?;
             if v.verbose {
-                notices.push(Notice::info(format!(
-                    "vacuuming \"{}.public.{name}\": index scans: {}, pages: {} removed, {} remain, {} scanned; tuples: {} removed, {} remain, {} are dead but not yet removable; {} frozen",
-                    crate::pg_catalog::DATABASE_NAME,
-                    s.index_passes,
-                    s.pages_truncated,
-                    s.pages.saturating_sub(s.pages_truncated),
-                    s.pages_scanned,
-                    s.dead_tuples_removed,
-                    s.live_tuples,
-                    s.recently_dead_tuples,
-                    s.tuples_frozen,
-                )));
+                notices.push(vacuum_notice(&format!("public.{name}"), &s));
+                if let Some(t) = &s.toast {
+                    notices.push(vacuum_notice(&format!("pg_toast.pg_toast_{oid}"), t));
+                }
             }
         }
         let mut out = command("VACUUM");
@@ -1259,6 +1251,22 @@ fn check_param_count(given: usize, needed: usize) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// VACUUM VERBOSE's report of one relation (`schema.name`).
+fn vacuum_notice(relation: &str, s: &quire_engine::VacuumStats) -> Notice {
+    Notice::info(format!(
+        "vacuuming \"{}.{relation}\": index scans: {}, pages: {} removed, {} remain, {} scanned; tuples: {} removed, {} remain, {} are dead but not yet removable; {} frozen",
+        crate::pg_catalog::DATABASE_NAME,
+        s.index_passes,
+        s.pages_truncated,
+        s.pages.saturating_sub(s.pages_truncated),
+        s.pages_scanned,
+        s.dead_tuples_removed,
+        s.live_tuples,
+        s.recently_dead_tuples,
+        s.tuples_frozen,
+    ))
 }
 
 #[cfg(test)]
