@@ -182,7 +182,9 @@ mod padded;
 mod periodic;
 
 // The embedded API: what `Database` and `Transaction` take and return.
-pub use catalog::{Column, Entry, IndexDef, IndexId, RowShape, TableDef, TableId, ViewDef};
+pub use catalog::{
+    Column, Entry, IndexDef, IndexId, RowShape, Storage, TableDef, TableId, ViewDef,
+};
 pub use commands::vacuum::DatabaseVacuum;
 pub use config::{
     BufferDropMode, Config, DeadTidsMode, RelsizeCacheMode, SyncMode, TwophaseStateMode,

@@ -275,3 +275,80 @@ fn toasted_values_survive_power_loss() {
         }
     });
 }
+
+/// The storage strategies (SET STORAGE) decide, per column, what TOAST may do: EXTERNAL
+/// moves a value out of line uncompressed, EXTENDED compresses it first, MAIN keeps it in
+/// line unless the row would not fit a page, PLAIN never moves it (54000 beyond a page).
+/// The choice is in the catalog and survives a restart.
+#[test]
+fn storage_strategies_decide_compression_and_placement() {
+    use quire_engine::Storage;
+    let (vfs, db) = new_db(7, common::config());
+    let table = |name: &str, storage: Storage| {
+        committing(&db, |tx| {
+            let t = tx.create_table(name, &columns()).unwrap();
+            tx.set_storage(t, 1, storage).unwrap();
+            t
+        })
+    };
+    let compressible = "abc".repeat(40_000);
+    let (ext, extd) = (
+        table("ext", Storage::External),
+        table("extd", Storage::Extended),
+    );
+    committing(&db, |tx| {
+        tx.insert(ext, &row(1, &compressible, b"")).unwrap();
+        tx.insert(extd, &row(1, &compressible, b"")).unwrap();
+    });
+    assert!(
+        toast_blocks(&db, rel_of(&db, ext)) >= 14,
+        "out of line, uncompressed"
+    );
+    assert_eq!(
+        toast_blocks(&db, rel_of(&db, extd)),
+        0,
+        "compressed in line"
+    );
+    let main = table("main", Storage::Main);
+    committing(&db, |tx| {
+        tx.insert(main, &row(1, &random_text(1, 3_000), b""))
+            .unwrap();
+    });
+    assert_eq!(
+        toast_blocks(&db, rel_of(&db, main)),
+        0,
+        "in line: the row fits a page"
+    );
+    committing(&db, |tx| {
+        tx.insert(main, &row(2, &random_text(2, 30_000), b""))
+            .unwrap();
+    });
+    assert!(
+        toast_blocks(&db, rel_of(&db, main)) > 0,
+        "out of line: it would not fit"
+    );
+    let plain = table("plain", Storage::Plain);
+    let tx = db.begin(IsolationLevel::ReadCommitted).unwrap();
+    tx.insert(plain, &row(1, &random_text(3, 7_000), b""))
+        .unwrap();
+    let err = tx.insert(plain, &row(2, &compressible, b"")).unwrap_err();
+    assert_eq!(err.sqlstate().code(), "54000", "{err}");
+    tx.rollback().unwrap();
+    drop(db);
+    let db = open_db(&vfs, common::config());
+    committing(&db, |tx| {
+        let storages: Vec<Storage> = [ext, extd, main, plain]
+            .iter()
+            .map(|&t| tx.table_def(t).unwrap().columns[1].storage)
+            .collect();
+        let want = [
+            Storage::External,
+            Storage::Extended,
+            Storage::Main,
+            Storage::Plain,
+        ];
+        assert_eq!(storages, want);
+        assert!(rows_of(tx, ext)[0][1] == Value::Text(compressible.clone()));
+        assert_eq!(rows_of(tx, main).len(), 2);
+    });
+}

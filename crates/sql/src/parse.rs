@@ -46,6 +46,8 @@ pub enum Statement {
     /// ALTER {TABLE | SEQUENCE | VIEW | INDEX | SCHEMA} ... OWNER TO role
     /// ([`crate::catalog::alter_owner`]).
     AlterOwner(crate::catalog::AlterOwnerStmt),
+    /// ALTER TABLE ... ALTER [COLUMN] ... SET STORAGE ([`crate::catalog::set_storage`]).
+    SetStorage(crate::catalog::SetStorageStmt),
 }
 
 /// FETCH [direction] [FROM | IN] cursor, or MOVE (which returns no rows).
@@ -1165,6 +1167,9 @@ fn utility(p: &str) -> Result<Option<Statement>> {
         if let Some(a) = alter_owner(&w) {
             return Ok(Some(Statement::AlterOwner(a)));
         }
+        if let Some(s) = set_storage(&w) {
+            return Ok(Some(Statement::SetStorage(s)));
+        }
     }
     if kw(first, "alter") && kw(second, "sequence") {
         return alter_sequence(&w[2..]).map(|a| Some(Statement::AlterSequence(a)));
@@ -1287,6 +1292,44 @@ fn if_exists(w: &[String]) -> (bool, &[String]) {
         [i, e, rest @ ..] if kw(Some(i), "if") && kw(Some(e), "exists") => (true, rest),
         _ => (false, w),
     }
+}
+
+/// `ALTER TABLE [IF EXISTS] [ONLY] name ALTER [COLUMN] column SET STORAGE kind`, if the
+/// words are that.
+fn set_storage(words: &[String]) -> Option<crate::catalog::SetStorageStmt> {
+    let [_, table_kw, rest @ .., set_kw, storage_kw, storage] = words else {
+        return None;
+    };
+    let keywords = [
+        (table_kw, "table"),
+        (set_kw, "set"),
+        (storage_kw, "storage"),
+    ];
+    if !keywords.iter().all(|(w, k)| kw(Some(w), k)) {
+        return None;
+    }
+    let (if_exists, rest) = if_exists(rest);
+    let rest = match rest {
+        [only, after @ ..] if kw(Some(only), "only") => after,
+        _ => rest,
+    };
+    let [name, alter, rest @ ..] = rest else {
+        return None;
+    };
+    if !kw(Some(alter), "alter") {
+        return None;
+    }
+    let column = match rest {
+        [c, column] if kw(Some(c), "column") => column,
+        [column] => column,
+        _ => return None,
+    };
+    Some(crate::catalog::SetStorageStmt {
+        if_exists,
+        table: ident(name.strip_prefix("public.").unwrap_or(name)),
+        column: ident(column),
+        storage: storage.to_ascii_lowercase(),
+    })
 }
 
 /// `ALTER kind [IF EXISTS] [ONLY] name OWNER TO role`, if the words are that.

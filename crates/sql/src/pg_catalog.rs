@@ -1503,7 +1503,7 @@ fn attribute_rows(tx: &Transaction) -> Result<Vec<Row>> {
                 Value::Bool(c.dropped),
                 int(if c.ty.is_text() { DEFAULT_COLLATION } else { 0 }),
                 int(-1),
-                text(storage(c.ty)),
+                text(&column_storage(c, t.def.columns.get(i))),
                 text(""),
             ];
             row.extend(attribute_tail(c.ty));
@@ -1527,7 +1527,7 @@ fn attribute_rows(tx: &Transaction) -> Result<Vec<Row>> {
                     Value::Bool(false),
                     int(0),
                     int(-1),
-                    text(storage(c.ty)),
+                    text(c.ty.typstorage()),
                     text(""),
                 ];
                 row.extend(attribute_tail(c.ty));
@@ -1857,7 +1857,7 @@ fn type_row(t: SqlType) -> Row {
         text(","),
         Value::Bool(true),
         Value::Null,
-        text(storage(t)),
+        text(t.typstorage()),
         text(align(t)),
     ]
 }
@@ -1881,12 +1881,13 @@ fn internal_name(t: SqlType) -> String {
     }
 }
 
-/// `attstorage`: plain for fixed-length types, main for numeric, extended for the rest.
-fn storage(t: SqlType) -> &'static str {
-    match (t, type_len(t)) {
-        (T::Numeric(_), _) => "m",
-        (_, len) if len > 0 => "p",
-        _ => "x",
+/// A table column's `attstorage`: what SET STORAGE chose, else its type's default.
+fn column_storage(c: &crate::catalog::ColumnInfo, stored: Option<&quire_engine::Column>) -> String {
+    match stored {
+        Some(e) if e.storage != quire_engine::Storage::default_for(e.ty) => {
+            e.storage.code().to_string()
+        }
+        _ => c.ty.typstorage().to_string(),
     }
 }
 

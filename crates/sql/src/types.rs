@@ -532,6 +532,16 @@ impl SqlType {
         }
     }
 
+    /// `typstorage`: plain for fixed-length types, main for numeric, extended for the rest
+    /// (the default of `attstorage`, which SET STORAGE changes).
+    pub fn typstorage(self) -> &'static str {
+        match self {
+            SqlType::Numeric(_) => "m",
+            t if t.typlen() > 0 => "p",
+            _ => "x",
+        }
+    }
+
     /// `atttypmod`: `varchar(n)` and `char(n)` are n + 4, `numeric(p, s)` is
     /// ((p << 16) | s) + 4, as PostgreSQL stores them; -1 otherwise.
     pub fn typmod(self) -> i32 {

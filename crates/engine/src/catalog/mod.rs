@@ -54,6 +54,7 @@ use crate::heap::{Heap, Looker, XidOracle};
 use crate::padded::CachePadded;
 use crate::page::Tid;
 pub use crate::sequence::{SeqOptions, SequenceDef};
+pub use crate::toast::Storage;
 
 use crate::txn::lock::LockTag;
 use crate::types::{Fork, Oid, RelFileLocator};
@@ -82,6 +83,8 @@ pub struct Column {
     /// Dropped (PostgreSQL's `attisdropped`): it keeps its place, so that stored rows need
     /// no rewrite; its values are never read again, and new rows hold NULL there.
     pub dropped: bool,
+    /// How TOAST may store its values (PostgreSQL's `attstorage`).
+    pub storage: Storage,
 }
 
 impl Column {
@@ -90,12 +93,32 @@ impl Column {
             name: name.to_string(),
             ty,
             dropped: false,
+            storage: Storage::default_for(ty),
         }
     }
 }
 
 /// Marks a dropped column in the type byte of a catalog row's column list.
 const COLUMN_DROPPED: u8 = 0x80;
+/// The bits of the type byte that hold a storage other than the type's default (0).
+const COLUMN_STORAGE: u8 = 0x70;
+const STORAGE_SHIFT: u8 = 4;
+/// The storages by their code in [`COLUMN_STORAGE`] (1 and up).
+const STORAGES: [Storage; 4] = [
+    Storage::Plain,
+    Storage::Main,
+    Storage::External,
+    Storage::Extended,
+];
+
+/// The code of `c`'s storage in its type byte: 0 for its type's default.
+fn storage_bits(c: &Column) -> u8 {
+    if c.storage == Storage::default_for(c.ty) {
+        return 0;
+    }
+    let code = STORAGES.iter().position(|s| *s == c.storage).unwrap_or(0) as u8 + 1;
+    code << STORAGE_SHIFT
+}
 
 /// A table's definition.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,7 +138,8 @@ impl TableDef {
     pub fn to_row(&self) -> Row {
         let mut cols = Vec::new();
         for c in self.columns.iter() {
-            cols.push(c.ty.to_u8() | if c.dropped { COLUMN_DROPPED } else { 0 });
+            let dropped = if c.dropped { COLUMN_DROPPED } else { 0 };
+            cols.push(c.ty.to_u8() | dropped | storage_bits(c));
             cols.extend_from_slice(&(c.name.len() as u16).to_le_bytes());
             cols.extend_from_slice(c.name.as_bytes());
         }
@@ -138,10 +162,15 @@ impl TableDef {
         // Bounded by the bytes: each column takes at least three.
         while r.remaining() > 0 {
             let byte = r.u8()?;
-            let ty = Type::from_u8(byte & !COLUMN_DROPPED)?;
+            let ty = Type::from_u8(byte & !(COLUMN_DROPPED | COLUMN_STORAGE))?;
             let name = std::str::from_utf8(r.bytes_u16()?).ok()?;
+            let storage = match (byte & COLUMN_STORAGE) >> STORAGE_SHIFT {
+                0 => Storage::default_for(ty),
+                code => *STORAGES.get(usize::from(code) - 1)?,
+            };
             columns.push(Column {
                 dropped: byte & COLUMN_DROPPED != 0,
+                storage,
                 ..Column::new(name, ty)
             });
         }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::Transaction;
-use crate::catalog::{name_lock, Column, Entry, TableDef, TableId, USER_DB};
+use crate::catalog::{name_lock, Column, Entry, Storage, TableDef, TableId, USER_DB};
 use crate::error::{Error, Result};
 use crate::heap::{Looker, UpdateCheck};
 use crate::page::Tid;
@@ -354,6 +354,26 @@ impl Transaction {
             }
             self.rewrite_entry(tid, Some(&Entry::Table(def)))?;
             Ok(dropped)
+        })
+    }
+
+    /// ALTER TABLE ... ALTER COLUMN ... SET STORAGE: how TOAST stores the column's values
+    /// from now on (stored rows stay as they are, as in PostgreSQL).
+    pub fn set_storage(&self, table: TableId, position: usize, storage: Storage) -> Result<()> {
+        self.call(|| {
+            self.command();
+            self.lock_table_mode(table, LockMode::AccessExclusive, LockWait::Block)?;
+            let (tid, mut def) = self.def(table)?;
+            let Some(col) = Arc::make_mut(&mut def.columns)
+                .get_mut(position)
+                .filter(|c| !c.dropped)
+            else {
+                return Err(Error::UndefinedColumn {
+                    name: format!("number {position} of relation \"{}\"", def.name),
+                });
+            };
+            col.storage = storage;
+            self.rewrite_entry(tid, Some(&Entry::Table(def)))
         })
     }
 

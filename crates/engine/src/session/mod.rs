@@ -58,7 +58,7 @@ use crate::stats::TableChanges;
 use crate::txn::lock::{LockMode, LockOwner, LockTag, LockWait};
 use crate::txn::{OwnXids, ProcId, Snapshot};
 use crate::types::{BlockNumber, RelFileLocator, Xid};
-use crate::toast::{OldVersion, StoredRow, Toast};
+use crate::toast::{OldVersion, Storage, StoredRow, Toast};
 use crate::value::{Row, Value};
 pub use index::IndexRows;
 pub use rows::{RowWait, Scan};
@@ -408,16 +408,18 @@ impl Transaction {
         self.toast(rel).row(t)
     }
 
-    /// `row` as the table whose relation is `rel` stores it (TOAST's work), or `None` when
-    /// it is stored as it is. `old`: the version an update replaces.
+    /// `row` as table `def` stores it (TOAST's work), or `None` when it is stored as it
+    /// is. `old`: the version an update replaces.
     fn store_row<'r>(
         &self,
-        rel: RelFileLocator,
+        def: &TableDef,
         row: &'r [Value],
         old: Option<&OldVersion<'_>>,
         w: &Writer<'_>,
     ) -> Result<Option<StoredRow<'r>>> {
-        self.toast(rel).store(row, old, w, &mut || self.engine.new_oid().0, &|| {
+        let rel = def.rel;
+        let storage = |i: usize| def.columns.get(i).map_or(Storage::Plain, |c| c.storage);
+        self.toast(rel).store(row, &storage, old, w, &mut || self.engine.new_oid().0, &|| {
             self.create_toast(rel)
         })
     }

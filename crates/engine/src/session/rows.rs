@@ -27,7 +27,7 @@ impl Transaction {
             let mut hint = self.st.borrow().targets.get(&def.rel).copied().flatten();
             let own = self.own();
             let heap = self.heap(def.rel);
-            let tid = match self.store_row(def.rel, row, None, &self.writer(xid, cid, &own))? {
+            let tid = match self.store_row(&def, row, None, &self.writer(xid, cid, &own))? {
                 Some(stored) => heap.insert(xid, cid, stored.fields.as_slice(), &mut hint)?,
                 None => heap.insert(xid, cid, row, &mut hint)?,
             };
@@ -130,7 +130,7 @@ impl Transaction {
                     row: &current,
                     toasted,
                 };
-                let stored = self.store_row(def.rel, &row, Some(&old), &w)?;
+                let stored = self.store_row(&def, &row, Some(&old), &w)?;
                 let out = match &stored {
                     Some(s) => heap.update(t.tid, s.fields.as_slice(), &w, hot_ok, &mut hint)?,
                     None => heap.update(t.tid, &row, &w, hot_ok, &mut hint)?,

@@ -9,8 +9,8 @@
 //! can be stored.
 //!
 //! The TOAST relation is an ordinary heap ([`RelFileLocator::toast`]: the table's relation
-//! number with [`RelFileLocator::TOAST_BIT`] set), created when the first value goes out of line. A value is
-//! written there as chunks of at most [`CHUNK_BYTES`], each a row
+//! number with [`RelFileLocator::TOAST_BIT`] set), created when the first value goes out of
+//! line. A value is written there as chunks of at most [`CHUNK_BYTES`], each a row
 //! `(value id, chunk number, next chunk's block, next chunk's offset, bytes)`, the last
 //! chunk written first, so each one knows the address of the next and the pointer holds the
 //! first's: a value is read by following its chain, with no index. Every chunk is checked
@@ -22,7 +22,8 @@
 //! form u8 (bit 0 compressed, bit 1 out of line; bits 4-5 the kind: text, bytea, numeric)
 //! raw_len u32 (the value's own length)
 //! in line:     the LZ4 block
-//! out of line: stored_len u32 (bytes in the chunks), value id u64, first chunk: block u32, offset u16
+//! out of line: stored_len u32 (bytes in the chunks), value id u64,
+//!              first chunk: block u32, offset u16
 //! ```
 //!
 //! ## Rules
@@ -69,6 +70,42 @@ const FORM_COMPRESSED: u8 = 1;
 const FORM_EXTERNAL: u8 = 2;
 const KIND_SHIFT: u8 = 4;
 
+/// How TOAST may store a column's values (PostgreSQL's `attstorage`), set by `ALTER TABLE
+/// ... ALTER COLUMN ... SET STORAGE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Storage {
+    /// Never compressed, never out of line.
+    Plain,
+    /// Compressed; out of line only when the row would not fit a page otherwise.
+    Main,
+    /// Out of line, never compressed.
+    External,
+    /// Compressed, then out of line (text's and bytea's default).
+    Extended,
+}
+
+impl Storage {
+    /// The default of values of type `ty` (PostgreSQL's `typstorage`).
+    pub fn default_for(ty: crate::value::Type) -> Storage {
+        use crate::value::Type;
+        match ty {
+            Type::Text | Type::Bytea => Storage::Extended,
+            Type::Numeric => Storage::Main,
+            _ => Storage::Plain,
+        }
+    }
+
+    /// `attstorage`'s letter.
+    pub fn code(self) -> char {
+        match self {
+            Storage::Plain => 'p',
+            Storage::Main => 'm',
+            Storage::External => 'e',
+            Storage::Extended => 'x',
+        }
+    }
+}
+
 /// The types TOAST stores (PostgreSQL's varlena types among the engine's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -99,7 +136,9 @@ impl Kind {
     /// The value of this kind whose bytes are `raw`.
     fn value(self, raw: Vec<u8>) -> std::result::Result<Value, String> {
         Ok(match self {
-            Kind::Text => Value::Text(String::from_utf8(raw).map_err(|_| "text that is not UTF-8")?),
+            Kind::Text => {
+                Value::Text(String::from_utf8(raw).map_err(|_| "text that is not UTF-8")?)
+            }
             Kind::Bytea => Value::Bytea(raw),
             Kind::Numeric => Value::Numeric(
                 Numeric::decode(&raw).map_err(|e| format!("not a valid numeric: {e}"))?,
@@ -121,7 +160,11 @@ struct Pointer {
 
 /// A stored form, parsed.
 enum Form<'a> {
-    InLine { kind: Kind, raw_len: u32, lz4: &'a [u8] },
+    InLine {
+        kind: Kind,
+        raw_len: u32,
+        lz4: &'a [u8],
+    },
     External(Pointer),
 }
 
@@ -175,6 +218,14 @@ fn compressed_form(kind: Kind, raw_len: usize, lz4: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&(raw_len as u32).to_le_bytes());
     out.extend_from_slice(lz4);
     out
+}
+
+/// What writing a value out of line needs: ids for values, the TOAST relation's creation,
+/// and the writer stamping the chunks.
+struct Ids<'f, 'w> {
+    new_id: &'f mut dyn FnMut() -> u64,
+    create: &'f dyn Fn() -> Result<()>,
+    w: &'f Writer<'w>,
 }
 
 /// A row as the heap will store it, and which out-of-line values it wrote or kept.
@@ -330,7 +381,10 @@ impl<'a> Toast<'a> {
             let tid = at.ok_or_else(missing)?;
             let t = self.heap.fetch(tid)?.ok_or_else(missing)?;
             let chunk = Chunk::read(&t).ok_or_else(|| {
-                self.corrupt(format!("chunk {tid} of toast value {} is malformed", p.value_id))
+                self.corrupt(format!(
+                    "chunk {tid} of toast value {} is malformed",
+                    p.value_id
+                ))
             })?;
             if chunk.value_id != p.value_id || usize::try_from(chunk.seq) != Ok(seq) {
                 return Err(missing());
@@ -361,6 +415,7 @@ impl<'a> Toast<'a> {
     pub fn store<'r>(
         &self,
         row: &'r [Value],
+        storage: &dyn Fn(usize) -> Storage,
         old: Option<&OldVersion<'_>>,
         w: &Writer<'_>,
         new_id: &mut dyn FnMut() -> u64,
@@ -392,24 +447,54 @@ impl<'a> Toast<'a> {
                 });
             }
         }
-        compress_largest(row, &mut out, &mut size);
-        while size > TOAST_TUPLE_THRESHOLD {
-            // Out of line, largest first.
+        // PostgreSQL's order: EXTENDED values compressed, then EXTENDED and EXTERNAL ones out
+        // of line; then MAIN values compressed, and out of line only to fit the page.
+        let extended = |i: usize| storage(i) == Storage::Extended;
+        compress_largest(row, &extended, &mut out, &mut size);
+        let movable = |i: usize| matches!(storage(i), Storage::Extended | Storage::External);
+        let mut ids = Ids { new_id, create, w };
+        self.move_largest(
+            row,
+            &movable,
+            TOAST_TUPLE_THRESHOLD,
+            &mut out,
+            &mut size,
+            &mut ids,
+        )?;
+        let main = |i: usize| storage(i) == Storage::Main;
+        compress_largest(row, &main, &mut out, &mut size);
+        self.move_largest(row, &main, MAX_TUPLE_BYTES, &mut out, &mut size, &mut ids)?;
+        Ok(Some(out))
+    }
+
+    /// Moves the largest values of `row` that `pick` allows out of line while the tuple
+    /// (`size` bytes) is over `limit`.
+    fn move_largest(
+        &self,
+        row: &[Value],
+        pick: &dyn Fn(usize) -> bool,
+        limit: usize,
+        out: &mut StoredRow<'_>,
+        size: &mut usize,
+        ids: &mut Ids<'_, '_>,
+    ) -> Result<()> {
+        while *size > limit {
             let Some(i) = largest(&out.fields, |i, f| {
-                Kind::of(&row[i]).is_some()
+                pick(i)
+                    && Kind::of(&row[i]).is_some()
                     && f.encoded_len() >= MIN_EXTERNAL_BYTES
                     && !is_external(f)
             }) else {
-                break;
+                return Ok(());
             };
             let before = out.fields[i].encoded_len();
-            let p = self.write_external(&row[i], &out.fields[i], w, new_id, create)?;
+            let p = self.write_external(&row[i], &out.fields[i], ids)?;
             out.fresh.push(p);
             out.ids.push(p.value_id);
             out.fields[i] = Stored::Toasted(p.encode());
-            size = size - before + out.fields[i].encoded_len();
+            *size = *size - before + out.fields[i].encoded_len();
         }
-        Ok(Some(out))
+        Ok(())
     }
 
     fn toasted_of<'t>(&self, t: &'t HeapTuple) -> Result<Vec<(usize, &'t [u8])>> {
@@ -428,10 +513,9 @@ impl<'a> Toast<'a> {
         &self,
         value: &Value,
         field: &Stored<'_>,
-        w: &Writer<'_>,
-        new_id: &mut dyn FnMut() -> u64,
-        create: &dyn Fn() -> Result<()>,
+        ids: &mut Ids<'_, '_>,
     ) -> Result<Pointer> {
+        let w = ids.w;
         let (kind, raw) = Kind::of(value).expect("only varlena values are large");
         let (compressed, stored): (bool, &[u8]) = match field {
             Stored::Toasted(form) => match Form::parse(form) {
@@ -440,8 +524,8 @@ impl<'a> Toast<'a> {
             },
             Stored::Plain(_) => (false, raw),
         };
-        create()?;
-        let value_id = new_id();
+        (ids.create)()?;
+        let value_id = (ids.new_id)();
         let chunks: Vec<&[u8]> = stored.chunks(CHUNK_BYTES).collect();
         let mut next: Option<Tid> = None;
         let mut hint = None;
@@ -487,7 +571,10 @@ impl<'a> Toast<'a> {
 
     /// Deletes what `stored` wrote out of line: the row it was for was not written.
     pub fn discard(&self, stored: &StoredRow<'_>, w: &Writer<'_>) -> Result<()> {
-        stored.fresh.iter().try_for_each(|p| self.delete_chunks(p, w))
+        stored
+            .fresh
+            .iter()
+            .try_for_each(|p| self.delete_chunks(p, w))
     }
 
     fn delete_chunks(&self, p: &Pointer, w: &Writer<'_>) -> Result<()> {
@@ -499,7 +586,9 @@ impl<'a> Toast<'a> {
         let mut at = Some(p.first);
         for _ in 0..(p.stored_len as usize).div_ceil(CHUNK_BYTES) {
             let Some(tid) = at else { break };
-            let Some(t) = self.heap.fetch(tid)? else { break };
+            let Some(t) = self.heap.fetch(tid)? else {
+                break;
+            };
             let Some(chunk) = Chunk::read(&t).filter(|c| c.value_id == p.value_id) else {
                 break;
             };
@@ -521,18 +610,24 @@ impl<'a> Toast<'a> {
 
 /// Compresses the largest values of `row` in `out` while the tuple (`size` bytes) is over
 /// the threshold; each value is tried once and kept compressed only if that shrinks it.
-fn compress_largest(row: &[Value], out: &mut StoredRow<'_>, size: &mut usize) {
+fn compress_largest(
+    row: &[Value],
+    pick: &dyn Fn(usize) -> bool,
+    out: &mut StoredRow<'_>,
+    size: &mut usize,
+) {
     let mut tried = vec![false; row.len()];
     while *size > TOAST_TUPLE_THRESHOLD {
         let Some(i) = largest(&out.fields, |i, f| {
             let Stored::Plain(v) = f else { return false };
-            !tried[i] && Kind::of(v).is_some_and(|(_, b)| b.len() >= MIN_COMPRESS_BYTES)
+            pick(i) && !tried[i] && Kind::of(v).is_some_and(|(_, b)| b.len() >= MIN_COMPRESS_BYTES)
         }) else {
             return;
         };
         tried[i] = true;
         let (kind, raw) = Kind::of(&row[i]).expect("chosen for its kind");
-        let form = Stored::Toasted(compressed_form(kind, raw.len(), &lz4_flex::block::compress(raw)));
+        let lz4 = lz4_flex::block::compress(raw);
+        let form = Stored::Toasted(compressed_form(kind, raw.len(), &lz4));
         if form.encoded_len() < out.fields[i].encoded_len() {
             *size -= out.fields[i].encoded_len() - form.encoded_len();
             out.fields[i] = form;
@@ -542,7 +637,12 @@ fn compress_largest(row: &[Value], out: &mut StoredRow<'_>, size: &mut usize) {
 
 /// Keeps, in `out`, the pointers of the old version's out-of-line values (`old_toasted`,
 /// read from a version whose row was `old_row`) that `row` holds unchanged.
-fn keep_unchanged(old_toasted: &[(usize, &[u8])], old_row: &[Value], row: &[Value], out: &mut StoredRow<'_>) {
+fn keep_unchanged(
+    old_toasted: &[(usize, &[u8])],
+    old_row: &[Value],
+    row: &[Value],
+    out: &mut StoredRow<'_>,
+) {
     for &(index, bytes) in old_toasted {
         let Some(Form::External(p)) = Form::parse(bytes) else {
             continue;
@@ -594,7 +694,9 @@ impl Chunk {
         if row.len() != 5 {
             return None;
         }
-        let Value::Bytea(bytes) = row.pop()? else { return None };
+        let Value::Bytea(bytes) = row.pop()? else {
+            return None;
+        };
         let ints: Vec<i64> = row.iter().map(Value::as_int).collect::<Option<_>>()?;
         let next = match (ints[2], ints[3]) {
             (-1, _) => None,

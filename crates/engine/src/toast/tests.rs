@@ -21,8 +21,15 @@ fn pointers_and_compressed_forms_round_trip() {
     let lz4 = lz4_flex::block::compress(raw.as_bytes());
     let form = compressed_form(Kind::Text, raw.len(), &lz4);
     match Form::parse(&form) {
-        Some(Form::InLine { kind, raw_len, lz4: l }) => {
-            assert_eq!((kind, raw_len as usize, l), (Kind::Text, raw.len(), &lz4[..]));
+        Some(Form::InLine {
+            kind,
+            raw_len,
+            lz4: l,
+        }) => {
+            assert_eq!(
+                (kind, raw_len as usize, l),
+                (Kind::Text, raw.len(), &lz4[..])
+            );
         }
         _ => panic!("not an in-line compressed form"),
     }
@@ -39,7 +46,12 @@ fn the_kinds_check_what_they_read() {
 
 #[test]
 fn chunks_fill_a_page() {
-    let row = Chunk::row(u64::MAX, usize::MAX >> 1, Some(Tid::new(u32::MAX, u16::MAX)), &[0; CHUNK_BYTES]);
+    let row = Chunk::row(
+        u64::MAX,
+        usize::MAX >> 1,
+        Some(Tid::new(u32::MAX, u16::MAX)),
+        &[0; CHUNK_BYTES],
+    );
     assert!(HEADER_BYTES + crate::value::encoded_row_len(&row) <= MAX_TUPLE_BYTES);
 }
 

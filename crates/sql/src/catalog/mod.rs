@@ -36,9 +36,11 @@ mod constraint;
 pub(crate) mod description;
 mod foreign_key;
 mod owner;
+mod storage;
 pub(crate) mod view;
 
 pub(crate) use owner::{alter_owner, AlterOwnerStmt};
+pub(crate) use storage::{set_storage, SetStorageStmt};
 
 pub(crate) use constraint::{add_check, change_check, CheckChange, CheckInfo, CHECK_OID_BASE};
 pub(crate) use foreign_key::{Deferral, FkAction, FkChange, ForeignKey};

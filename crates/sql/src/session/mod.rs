@@ -751,6 +751,7 @@ impl Session {
             }
             Statement::Deferrable(ast, deferrable) => self.with_deferrable(ast, *deferrable, out),
             Statement::Fetch(f) => self.fetch(f, out),
+            Statement::SetStorage(st) => self.set_storage(st),
             Statement::AlterOwner(a) => {
                 let who = self.settings.identity();
                 let notices =

@@ -106,6 +106,35 @@ impl Session {
     }
 
     /// ALTER SEQUENCE, in the open block or as its own transaction.
+    /// ALTER TABLE ... SET STORAGE, in the block's transaction or one of its own.
+    pub(super) fn set_storage(&mut self, stmt: &crate::catalog::SetStorageStmt) -> Result<Outcome> {
+        if self.settings.read_only() {
+            return Err(super::commands::read_only_error("ALTER TABLE"));
+        }
+        let run = |tx: &quire_engine::Transaction, tables: &crate::catalog::TempTables| {
+            let table = tables.resolve(tx, &stmt.table)?;
+            crate::catalog::set_storage(tx, stmt, &table)
+        };
+        let notices = if let State::Block(tx) = &self.state {
+            run(tx, &self.plans.tables.borrow().temp)?
+        } else {
+            let tx = self.begin_tx(IsolationLevel::ReadCommitted)?;
+            match run(&tx, &self.plans.tables.borrow().temp) {
+                Ok(n) => {
+                    tx.commit()?;
+                    n
+                }
+                Err(e) => {
+                    let _ = tx.rollback();
+                    return Err(e);
+                }
+            }
+        };
+        let mut out = command("ALTER TABLE");
+        out.notices = notices.into_iter().map(Notice::new).collect();
+        Ok(out)
+    }
+
     pub(super) fn alter_sequence(
         &mut self,
         stmt: &crate::parse::AlterSequenceStmt,
