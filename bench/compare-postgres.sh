@@ -36,11 +36,11 @@ done
 if [ "$quick" = 1 ]; then
   rounds=${rounds:-1}; secs=5; scale=2
   seed000_tables=200; seed001_txns=20000; seed004_rows=200000
-  spill_sort_rows=200000; spill_join_rows=100000
+  spill_sort_rows=200000; spill_join_rows=100000; toast_div=10
 else
   rounds=${rounds:-3}; secs=20; scale=16
   seed000_tables=2000; seed001_txns=200000; seed004_rows=5000000
-  spill_sort_rows=10000000; spill_join_rows=5000000
+  spill_sort_rows=10000000; spill_join_rows=5000000; toast_div=1
 fi
 
 # --- tools -----------------------------------------------------------------------------
@@ -222,6 +222,18 @@ pgbench_workloads=(
 
 tps_of() { sed -n 's/^tps = \([0-9.]*\).*/\1/p'; }
 
+# pgbench_run WORKLOAD SERVER ROUND ARGS...: one timed pgbench run, its tps sampled; any
+# failed transaction stops the script.
+pgbench_run() {
+  local name=$1 s=$2 r=$3 out tps
+  shift 3
+  out=$(pgbench -p "$(port "$s")" -n -T "$secs" "$@" 2>&1) || { echo "$out" >&2; exit 1; }
+  grep -q "number of failed transactions: 0 " <<<"$out" || { echo "$s $name: $out" >&2; exit 1; }
+  tps=$(tps_of <<<"$out")
+  sample "$name" "$s" "$tps"
+  echo "   round $r $name $s: $tps tps" >&2
+}
+
 run_pgbench_workloads() {
   local any=0 w
   for w in "${pgbench_workloads[@]}"; do wanted "${w%%|*}" && any=1; done
@@ -233,18 +245,14 @@ run_pgbench_workloads() {
     wipe "$s"; start "$s"
     pgbench -p "$(port "$s")" -i -q -s "$scale" >/dev/null 2>&1
   done
-  local r name args out tps
+  local r name args
   for r in $(seq 1 "$rounds"); do
     for w in "${pgbench_workloads[@]}"; do
       name=${w%%|*}; args=${w#*|}
       wanted "$name" || continue
       for s in pg quire; do
         # shellcheck disable=SC2086 # the arguments are words
-        out=$(pgbench -p "$(port "$s")" -n -T "$secs" $args 2>&1) || { echo "$out" >&2; exit 1; }
-        grep -q "number of failed transactions: 0 " <<<"$out" || { echo "$s $name: $out" >&2; exit 1; }
-        tps=$(tps_of <<<"$out")
-        sample "$name" "$s" "$tps"
-        echo "   round $r $name $s: $tps tps" >&2
+        pgbench_run "$name" "$s" "$r" $args
       done
     done
   done
@@ -395,10 +403,11 @@ seed004() {
 toast() {
   wanted 'toast-' || return 0
   shared_buffers=128MB
-  local spec name kb rows script s r out tps
+  local spec name kb rows script s r
   for spec in "toast-1kb|1|20000" "toast-100kb|100|400" "toast-1mb|1024|40"; do
     IFS='|' read -r name kb rows <<<"$spec"
     wanted "$name" || continue
+    rows=$((rows / toast_div))
     echo "== $name: $rows rows of $kb KB, ${secs}s per run, $rounds round(s)" >&2
     script=$tmp/$name.sql
     printf '%s\n' "\\set id random(1, $rows)" \
@@ -415,11 +424,7 @@ toast() {
       for s in pg quire; do
         # Untimed: the last round's dead values go (autovacuum is off on both).
         sql "$s" "VACUUM tv"
-        out=$(pgbench -p "$(port "$s")" -n -T "$secs" -M prepared -c 1 -j 1 -f "$script" 2>&1) || { echo "$out" >&2; exit 1; }
-        grep -q "number of failed transactions: 0 " <<<"$out" || { echo "$s $name: $out" >&2; exit 1; }
-        tps=$(tps_of <<<"$out")
-        sample "$name" "$s" "$tps"
-        echo "   round $r $name $s: $tps tps" >&2
+        pgbench_run "$name" "$s" "$r" -M prepared -c 1 -j 1 -f "$script"
       done
     done
     for s in pg quire; do stop "$s"; done

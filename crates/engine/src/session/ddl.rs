@@ -335,14 +335,7 @@ impl Transaction {
             self.command();
             self.lock_table_mode(table, LockMode::AccessExclusive, LockWait::Block)?;
             let (tid, mut def) = self.def(table)?;
-            let Some(col) = Arc::make_mut(&mut def.columns)
-                .get_mut(position)
-                .filter(|c| !c.dropped)
-            else {
-                return Err(Error::UndefinedColumn {
-                    name: format!("number {position} of relation \"{}\"", def.name),
-                });
-            };
+            let col = live_column(&mut def, position)?;
             col.dropped = true;
             col.name = format!("........pg.dropped.{}........", position + 1);
             let mut dropped = Vec::new();
@@ -364,15 +357,7 @@ impl Transaction {
             self.command();
             self.lock_table_mode(table, LockMode::AccessExclusive, LockWait::Block)?;
             let (tid, mut def) = self.def(table)?;
-            let Some(col) = Arc::make_mut(&mut def.columns)
-                .get_mut(position)
-                .filter(|c| !c.dropped)
-            else {
-                return Err(Error::UndefinedColumn {
-                    name: format!("number {position} of relation \"{}\"", def.name),
-                });
-            };
-            col.storage = storage;
+            live_column(&mut def, position)?.storage = storage;
             self.rewrite_entry(tid, Some(&Entry::Table(def)))
         })
     }
@@ -390,4 +375,15 @@ impl Transaction {
             self.def(table).map(|_| ())
         })
     }
+}
+
+/// Column `position` of `def` to change, unless there is none or it is dropped (42703).
+fn live_column(def: &mut TableDef, position: usize) -> Result<&mut Column> {
+    let name = Arc::clone(&def.name);
+    Arc::make_mut(&mut def.columns)
+        .get_mut(position)
+        .filter(|c| !c.dropped)
+        .ok_or_else(|| Error::UndefinedColumn {
+            name: format!("number {position} of relation \"{name}\""),
+        })
 }

@@ -479,15 +479,16 @@ impl<T: EncodeRow + ?Sized> EncodeRow for &T {
     }
 }
 
+/// A row held in a `Vec`, as the slice it derefs to.
 impl EncodeRow for Vec<Value> {
     fn natts(&self) -> usize {
-        self.len()
+        self.as_slice().natts()
     }
     fn encoded_len(&self) -> usize {
-        encoded_row_len(self)
+        EncodeRow::encoded_len(self.as_slice())
     }
     fn encode_into(&self, out: &mut Vec<u8>) {
-        encode_row(self, out);
+        self.as_slice().encode_into(out);
     }
 }
 
