@@ -1503,7 +1503,7 @@ fn attribute_rows(tx: &Transaction) -> Result<Vec<Row>> {
                 Value::Bool(c.dropped),
                 int(if c.ty.is_text() { DEFAULT_COLLATION } else { 0 }),
                 int(-1),
-                text(&column_storage(c, t.def.columns.get(i))),
+                text(column_storage(c, t.def.columns.get(i))),
                 text(""),
             ];
             row.extend(attribute_tail(c.ty));
@@ -1882,12 +1882,13 @@ fn internal_name(t: SqlType) -> String {
 }
 
 /// A table column's `attstorage`: what SET STORAGE chose, else its type's default.
-fn column_storage(c: &crate::catalog::ColumnInfo, stored: Option<&quire_engine::Column>) -> String {
+fn column_storage(
+    c: &crate::catalog::ColumnInfo,
+    stored: Option<&quire_engine::Column>,
+) -> &'static str {
     match stored {
-        Some(e) if e.storage != quire_engine::Storage::default_for(e.ty) => {
-            e.storage.code().to_string()
-        }
-        _ => c.ty.typstorage().to_string(),
+        Some(e) if e.storage != quire_engine::Storage::default_for(e.ty) => e.storage.code(),
+        _ => c.ty.typstorage(),
     }
 }
 

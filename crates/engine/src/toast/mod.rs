@@ -96,12 +96,12 @@ impl Storage {
     }
 
     /// `attstorage`'s letter.
-    pub fn code(self) -> char {
+    pub fn code(self) -> &'static str {
         match self {
-            Storage::Plain => 'p',
-            Storage::Main => 'm',
-            Storage::External => 'e',
-            Storage::Extended => 'x',
+            Storage::Plain => "p",
+            Storage::Main => "m",
+            Storage::External => "e",
+            Storage::Extended => "x",
         }
     }
 }

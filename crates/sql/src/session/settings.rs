@@ -1,6 +1,8 @@
 //! SET ROLE, SET SESSION AUTHORIZATION and the reported parameters: the session side of
 //! [`crate::settings`].
 
+use quire_engine::Transaction;
+
 use super::{command, IsolationLevel, Outcome, Session, State};
 use crate::error::{Notice, Result};
 use crate::roles::{Identity, RoleStmt};
@@ -83,21 +85,7 @@ impl Session {
             return Err(super::commands::read_only_error(what));
         }
         let mut who = self.settings.identity.clone();
-        let done = if let State::Block(tx) = &self.state {
-            crate::roles::execute(tx, stmt, &mut who)?
-        } else {
-            let tx = self.begin_tx(IsolationLevel::ReadCommitted)?;
-            match crate::roles::execute(&tx, stmt, &mut who) {
-                Ok(done) => {
-                    tx.commit()?;
-                    done
-                }
-                Err(e) => {
-                    let _ = tx.rollback();
-                    return Err(e);
-                }
-            }
-        };
+        let done = self.in_block_or_own(|tx| crate::roles::execute(tx, stmt, &mut who))?;
         self.settings.identity = who;
         self.settings.changes += 1;
         let mut out = command(done.tag);
@@ -105,36 +93,40 @@ impl Session {
         Ok(out)
     }
 
-    /// ALTER SEQUENCE, in the open block or as its own transaction.
-    /// ALTER TABLE ... SET STORAGE, in the block's transaction or one of its own.
+    /// Runs `f` in the open block's transaction, or in one of its own that commits when `f`
+    /// succeeds and rolls back when it fails.
+    fn in_block_or_own<T>(&self, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
+        if let State::Block(tx) = &self.state {
+            return f(tx);
+        }
+        let tx = self.begin_tx(IsolationLevel::ReadCommitted)?;
+        match f(&tx) {
+            Ok(v) => {
+                tx.commit()?;
+                Ok(v)
+            }
+            Err(e) => {
+                let _ = tx.rollback();
+                Err(e)
+            }
+        }
+    }
+
+    /// ALTER TABLE ... SET STORAGE, in the open block or as its own transaction.
     pub(super) fn set_storage(&mut self, stmt: &crate::catalog::SetStorageStmt) -> Result<Outcome> {
         if self.settings.read_only() {
             return Err(super::commands::read_only_error("ALTER TABLE"));
         }
-        let run = |tx: &quire_engine::Transaction, tables: &crate::catalog::TempTables| {
-            let table = tables.resolve(tx, &stmt.table)?;
+        let notices = self.in_block_or_own(|tx| {
+            let table = self.plans.tables.borrow().temp.resolve(tx, &stmt.table)?;
             crate::catalog::set_storage(tx, stmt, &table)
-        };
-        let notices = if let State::Block(tx) = &self.state {
-            run(tx, &self.plans.tables.borrow().temp)?
-        } else {
-            let tx = self.begin_tx(IsolationLevel::ReadCommitted)?;
-            match run(&tx, &self.plans.tables.borrow().temp) {
-                Ok(n) => {
-                    tx.commit()?;
-                    n
-                }
-                Err(e) => {
-                    let _ = tx.rollback();
-                    return Err(e);
-                }
-            }
-        };
+        })?;
         let mut out = command("ALTER TABLE");
         out.notices = notices.into_iter().map(Notice::new).collect();
         Ok(out)
     }
 
+    /// ALTER SEQUENCE, in the open block or as its own transaction.
     pub(super) fn alter_sequence(
         &mut self,
         stmt: &crate::parse::AlterSequenceStmt,
@@ -142,21 +134,7 @@ impl Session {
         if self.settings.read_only() {
             return Err(super::commands::read_only_error("ALTER SEQUENCE"));
         }
-        let notices = if let State::Block(tx) = &self.state {
-            crate::sequence::alter(tx, stmt)?
-        } else {
-            let tx = self.begin_tx(IsolationLevel::ReadCommitted)?;
-            match crate::sequence::alter(&tx, stmt) {
-                Ok(n) => {
-                    tx.commit()?;
-                    n
-                }
-                Err(e) => {
-                    let _ = tx.rollback();
-                    return Err(e);
-                }
-            }
-        };
+        let notices = self.in_block_or_own(|tx| crate::sequence::alter(tx, stmt))?;
         let mut out = command("ALTER SEQUENCE");
         out.notices = notices.into_iter().map(Notice::new).collect();
         Ok(out)
