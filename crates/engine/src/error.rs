@@ -250,6 +250,14 @@ pub enum Error {
     )]
     UniqueViolation { index: String, key: String },
 
+    /// A unique index built (CREATE UNIQUE INDEX, REINDEX) over rows that share a key.
+    #[error("could not create unique index \"{index}\" (Key ({columns})=({key}) is duplicated)")]
+    UniqueIndexBuild {
+        index: String,
+        columns: String,
+        key: String,
+    },
+
     #[error("column \"{name}\" does not exist")]
     UndefinedColumn { name: String },
 
@@ -347,7 +355,9 @@ impl Error {
             Error::DuplicateTable { .. } => SqlState::DUPLICATE_TABLE,
             Error::TooManyConnections => SqlState::TOO_MANY_CONNECTIONS,
             Error::DatatypeMismatch { .. } => SqlState::DATATYPE_MISMATCH,
-            Error::UniqueViolation { .. } => SqlState::UNIQUE_VIOLATION,
+            Error::UniqueViolation { .. } | Error::UniqueIndexBuild { .. } => {
+                SqlState::UNIQUE_VIOLATION
+            }
             Error::UndefinedColumn { .. } => SqlState::UNDEFINED_COLUMN,
             Error::SequenceLimit { .. } => SqlState::SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
             Error::DuplicateColumn { .. } => SqlState::DUPLICATE_COLUMN,

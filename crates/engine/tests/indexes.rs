@@ -415,3 +415,56 @@ fn concurrent_writers_vacuum_and_readers_keep_index_and_table_in_step() {
     );
     tx.commit().unwrap();
 }
+
+/// REINDEX builds an index again into a new file: it agrees with the table, serves the
+/// transaction that rebuilt it, is undone whole by a rollback (the old file still serves),
+/// refuses a duplicate key of a unique index (23505), and survives a power loss.
+#[test]
+fn reindex_rebuilds_into_a_new_file_undone_by_abort_and_kept_by_crashes() {
+    let (vfs, db) = new_db(7, config());
+    let (t, pk, tids) = table_with_pk(&db, 3_000);
+    let file_of = |tx: &Transaction| tx.table_indexes(t).unwrap()[0].rel;
+    let tx = db.begin(ReadCommitted).unwrap();
+    let before = file_of(&tx);
+    for tid in tids.iter().step_by(3) {
+        tx.delete(t, *tid).unwrap();
+    }
+    tx.reindex(pk).unwrap();
+    let rebuilt = file_of(&tx);
+    assert_ne!(before, rebuilt, "a new file");
+    assert_eq!(by_index(&tx, pk, 0, 5_000), by_scan(&tx, t, 0, 5_000));
+    // Every version has its entry, the deleted ones too (old snapshots may still see them).
+    assert_eq!(tx.verify_indexes(t).unwrap(), 3_000);
+    tx.rollback().unwrap();
+    let tx = db.begin(ReadCommitted).unwrap();
+    assert_eq!(file_of(&tx), before, "rolled back: the old file again");
+    assert_eq!(by_index(&tx, pk, 0, 5_000).len(), 3_000);
+    tx.reindex(pk).unwrap();
+    tx.insert(t, &row(9_999, 1)).unwrap();
+    tx.commit().unwrap();
+    let tx = db.begin(ReadCommitted).unwrap();
+    assert_eq!(
+        tx.insert(t, &row(9_999, 2)).unwrap_err().sqlstate(),
+        "23505"
+    );
+    tx.rollback().unwrap();
+    // A unique index over rows that share a key cannot be rebuilt.
+    let tx = db.begin(ReadCommitted).unwrap();
+    let v = tx.create_index("t_v", t, &["v"], false).unwrap();
+    tx.reindex(v).unwrap();
+    let err = tx.create_index("t_v_unique", t, &["v"], true).unwrap_err();
+    assert_eq!(err.sqlstate(), "23505", "{err}");
+    assert!(
+        err.to_string().contains("could not create unique index"),
+        "{err}"
+    );
+    tx.rollback().unwrap();
+    db.buffer_pool().flush_all().unwrap();
+    power_loss(db, &vfs, true);
+    let db = open_db(&vfs, config());
+    let tx = db.begin(ReadCommitted).unwrap();
+    assert_ne!(file_of(&tx), before);
+    assert!(tx.verify_indexes(t).unwrap() >= 3_001);
+    assert_eq!(by_index(&tx, pk, -1, 100_000), by_scan(&tx, t, -1, 100_000));
+    tx.commit().unwrap();
+}

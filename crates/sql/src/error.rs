@@ -226,6 +226,15 @@ impl From<quire_engine::Error> for SqlError {
                 format!("duplicate key value violates unique constraint \"{index}\""),
             )
             .with_detail(format!("Key ({key}) already exists.")),
+            quire_engine::Error::UniqueIndexBuild {
+                index,
+                columns,
+                key,
+            } => SqlError::new(
+                e.sqlstate(),
+                format!("could not create unique index \"{index}\""),
+            )
+            .with_detail(format!("Key ({columns})=({key}) is duplicated.")),
             quire_engine::Error::Deadlock { detail } => {
                 SqlError::new(e.sqlstate(), "deadlock detected").with_detail(detail.clone())
             }

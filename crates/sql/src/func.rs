@@ -24,6 +24,7 @@ pub(crate) mod json;
 mod math;
 mod number_format;
 pub(crate) mod regex;
+pub(crate) mod stats;
 pub(crate) mod string;
 mod to_char;
 
@@ -95,6 +96,8 @@ pub(crate) enum Func {
     /// `to_regtype(text)`, `to_regclass(text)`: the oid of the named type or relation, NULL
     /// when there is none (where a cast to `regtype` / `regclass` fails).
     ToRegType,
+    /// `pg_input_is_valid(text, type)`: whether the type's input takes the text.
+    InputIsValid,
     ToRegClass,
     /// `pg_collation_is_visible(oid)`: true for the collations pg_collation lists, NULL for
     /// an oid that is none.
@@ -196,6 +199,22 @@ pub(crate) enum AggFunc {
     JsonObjectAgg {
         jsonb: bool,
     },
+    /// var_pop, var_samp, stddev_pop, stddev_samp (and their short names).
+    Spread(stats::Spread),
+    /// regr_*, covar_pop, covar_samp and corr of (Y, X).
+    Regr(stats::Regr),
+    /// any_value: some non-NULL value of the group (the first met).
+    AnyValue,
+    /// bit_and, bit_or, bit_xor of integers.
+    Bit(BitOp),
+}
+
+/// The bitwise aggregates' operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BitOp {
+    And,
+    Or,
+    Xor,
 }
 
 /// A window function: a built-in one, or an aggregate over the window's frame.
@@ -280,7 +299,15 @@ pub(crate) fn aggregate(name: &str) -> Option<AggFunc> {
         "jsonb_agg" => AggFunc::JsonAgg { jsonb: true },
         "json_object_agg" => AggFunc::JsonObjectAgg { jsonb: false },
         "jsonb_object_agg" => AggFunc::JsonObjectAgg { jsonb: true },
-        _ => return None,
+        "any_value" => AggFunc::AnyValue,
+        "bit_and" => AggFunc::Bit(BitOp::And),
+        "bit_or" => AggFunc::Bit(BitOp::Or),
+        "bit_xor" => AggFunc::Bit(BitOp::Xor),
+        other => {
+            return stats::spread(other)
+                .map(AggFunc::Spread)
+                .or_else(|| stats::regr(other).map(AggFunc::Regr))
+        }
     })
 }
 
@@ -298,7 +325,7 @@ impl AggFunc {
     pub(crate) fn arity(self) -> usize {
         match self {
             AggFunc::CountStar => 0,
-            AggFunc::StringAgg | AggFunc::JsonObjectAgg { .. } => 2,
+            AggFunc::StringAgg | AggFunc::JsonObjectAgg { .. } | AggFunc::Regr(_) => 2,
             _ => 1,
         }
     }
@@ -313,6 +340,13 @@ impl AggFunc {
             AggFunc::Min | AggFunc::Max => arg,
             AggFunc::BoolAnd | AggFunc::BoolOr if arg == SqlType::Bool => SqlType::Bool,
             AggFunc::StringAgg if arg.is_text() => SqlType::Text,
+            AggFunc::StringAgg if arg == SqlType::Bytea => SqlType::Bytea,
+            AggFunc::Spread(_) if arg.is_numeric() => SqlType::Numeric(None),
+            AggFunc::Spread(_) if arg == SqlType::Float8 => SqlType::Float8,
+            AggFunc::Regr(stats::Regr::Count) => SqlType::Int8,
+            AggFunc::Regr(_) => SqlType::Float8,
+            AggFunc::AnyValue => arg,
+            AggFunc::Bit(_) if arg.is_int() => arg,
             AggFunc::ArrayAgg(_) if arg.element().is_some() => arg,
             AggFunc::ArrayAgg(_) => SqlType::array_of(arg)?,
             AggFunc::JsonAgg { jsonb: true } | AggFunc::JsonObjectAgg { jsonb: true } => {
@@ -337,6 +371,11 @@ pub(crate) enum AggState {
     Extreme(Option<Value>),
     Bool(Option<bool>),
     Text(Option<String>),
+    /// string_agg of bytea.
+    Bytes(Option<Vec<u8>>),
+    FloatSpread(stats::FloatSpread),
+    NumericSpread(stats::NumericSpread),
+    Regr(stats::RegrState),
     /// array_agg's array so far (NULL for no row).
     Array(Option<crate::types::array::Builder>),
     /// array_agg of arrays: the sub-arrays' shape and their elements so far.
@@ -353,7 +392,10 @@ impl AggState {
             AggFunc::CountStar | AggFunc::Count => AggState::Count(0),
             AggFunc::Sum => AggState::Sum(None),
             AggFunc::Avg => AggState::Avg { sum: None, n: 0 },
-            AggFunc::Min | AggFunc::Max => AggState::Extreme(None),
+            AggFunc::Min | AggFunc::Max | AggFunc::AnyValue => AggState::Extreme(None),
+            AggFunc::Bit(_) => AggState::Sum(None),
+            AggFunc::Spread(_) => AggState::FloatSpread(stats::FloatSpread::default()),
+            AggFunc::Regr(_) => AggState::Regr(stats::RegrState::default()),
             AggFunc::BoolAnd | AggFunc::BoolOr => AggState::Bool(None),
             AggFunc::StringAgg => AggState::Text(None),
             AggFunc::ArrayAgg(t) if t.element().is_some() => AggState::Arrays(None),
@@ -372,6 +414,15 @@ impl AggState {
             return Ok(());
         }
         let v = args.first().cloned().unwrap_or(Value::Null);
+        // The argument's type picks the state at the first value: string_agg of bytea, and
+        // exact (numeric) spread for the integers and numerics the binder casts to numeric.
+        match (&*self, &v) {
+            (AggState::Text(None), Value::Bytea(_)) => *self = AggState::Bytes(None),
+            (AggState::FloatSpread(acc), Value::Numeric(_)) if acc.is_empty() => {
+                *self = AggState::NumericSpread(stats::NumericSpread::default());
+            }
+            _ => {}
+        }
         match (&mut *self, f) {
             (AggState::Array(b), AggFunc::ArrayAgg(elem)) => {
                 // array_agg keeps NULLs.
@@ -382,6 +433,12 @@ impl AggState {
             (AggState::JsonObject(pairs, bytes), AggFunc::JsonObjectAgg { jsonb }) => {
                 return json::object_agg_push(pairs, bytes, args, jsonb)
             }
+            (AggState::Regr(r), _) => {
+                return match (as_f64(&v), args.get(1).and_then(as_f64)) {
+                    (Some(y), Some(x)) => r.add(y, x),
+                    _ => Ok(()),
+                }
+            }
             _ => {}
         }
         if v.is_null() {
@@ -389,6 +446,17 @@ impl AggState {
         }
         match (self, f) {
             (AggState::Count(n), _) => *n += 1,
+            (AggState::FloatSpread(acc), _) => acc.add(as_f64(&v).unwrap_or(f64::NAN))?,
+            (AggState::NumericSpread(acc), _) => match &v {
+                Value::Numeric(x) => acc.add(x)?,
+                _ => return Err(types::internal("numeric spread of a non-numeric")),
+            },
+            (AggState::Sum(acc), AggFunc::Bit(op)) => *acc = Some(bit_values(acc.take(), &v, op)),
+            (AggState::Extreme(acc), AggFunc::AnyValue) => {
+                if acc.is_none() {
+                    *acc = Some(v);
+                }
+            }
             (AggState::Sum(acc), _) => *acc = Some(add_values(acc.take(), v)?),
             (AggState::Avg { sum, n }, _) => {
                 *sum = Some(add_values(sum.take(), v)?);
@@ -422,9 +490,25 @@ impl AggState {
                 AggState::Array(_)
                 | AggState::Arrays(_)
                 | AggState::JsonArray(_)
-                | AggState::JsonObject(..),
+                | AggState::JsonObject(..)
+                | AggState::Regr(_),
                 _,
-            ) => return Err(types::internal("array_agg state")),
+            ) => return Err(types::internal("aggregate state")),
+            (AggState::Bytes(acc), _) => {
+                let Value::Bytea(b) = v else { return Ok(()) };
+                match acc {
+                    None => *acc = Some(b),
+                    Some(a) => {
+                        let sep: &[u8] = match args.get(1) {
+                            Some(Value::Bytea(s)) => s,
+                            _ => &[],
+                        };
+                        types::check_growth(a.len(), sep.len().saturating_add(b.len()))?;
+                        a.extend_from_slice(sep);
+                        a.extend_from_slice(&b);
+                    }
+                }
+            }
             (AggState::Text(acc), _) => {
                 let sep = match args.get(1) {
                     Some(Value::Text(s)) => s.as_str(),
@@ -467,6 +551,19 @@ impl AggState {
                 debug_assert_eq!(f, AggFunc::StringAgg);
                 s.map_or(Value::Null, Value::Text)
             }
+            AggState::Bytes(b) => b.map_or(Value::Null, Value::Bytea),
+            AggState::FloatSpread(acc) => match f {
+                AggFunc::Spread(kind) => acc.finish(kind),
+                _ => return Err(types::internal("spread state")),
+            },
+            AggState::NumericSpread(acc) => match f {
+                AggFunc::Spread(kind) => acc.finish(kind)?,
+                _ => return Err(types::internal("spread state")),
+            },
+            AggState::Regr(acc) => match f {
+                AggFunc::Regr(kind) => acc.finish(kind),
+                _ => return Err(types::internal("regression state")),
+            },
             AggState::Array(b) => b.map_or(Value::Null, crate::types::array::Builder::finish),
             AggState::Arrays(s) => {
                 s.map_or(Ok(Value::Null), crate::types::array::Stacker::finish)?
@@ -474,6 +571,18 @@ impl AggState {
             AggState::JsonArray(acc) => json::agg_finish(acc),
             AggState::JsonObject(pairs, _) => json::object_agg_finish(&pairs, f)?,
         })
+    }
+}
+
+/// bit_and's, bit_or's and bit_xor's running value (integers of one type).
+fn bit_values(acc: Option<Value>, v: &Value, op: BitOp) -> Value {
+    match (acc, v) {
+        (Some(Value::Int(a)), Value::Int(b)) => Value::Int(match op {
+            BitOp::And => a & b,
+            BitOp::Or => a | b,
+            BitOp::Xor => a ^ b,
+        }),
+        (_, v) => v.clone(),
     }
 }
 
@@ -545,6 +654,9 @@ pub(crate) fn resolve(
         ("lower", 1) => (Func::Lower, text(1), T::Text),
         ("upper", 1) => (Func::Upper, text(1), T::Text),
         ("length" | "char_length" | "character_length", 1) => (Func::Length, text(1), T::Int4),
+        ("substring", _) if regex::resolve(short, args).is_some() => {
+            regex::resolve(short, args).ok_or_else(|| no_such_function(short, args))?
+        }
         ("substr" | "substring", 2 | 3) => {
             let mut c = vec![Some(T::Text), Some(T::Int8)];
             if n == 3 {
@@ -685,6 +797,7 @@ pub(crate) fn resolve(
         ("pg_type_is_visible", 1) => (Func::TypeIsVisible, vec![Some(T::Oid)], T::Bool),
         ("pg_collation_is_visible", 1) => (Func::CollationIsVisible, vec![Some(T::Oid)], T::Bool),
         ("to_regtype", 1) => (Func::ToRegType, text(1), T::Regtype),
+        ("pg_input_is_valid", 2) => (Func::InputIsValid, text(2), T::Bool),
         ("to_regclass", 1) => (Func::ToRegClass, text(1), T::Regclass),
         ("format_type", 2) => (Func::FormatType, vec![Some(T::Oid), Some(T::Int4)], T::Text),
         ("pg_get_userbyid", 1) => (Func::GetUserById, vec![Some(T::Oid)], T::Name),
@@ -1148,6 +1261,17 @@ impl Func {
                     Ok(oid) => Value::Int(i64::from(oid)),
                     Err(_) => SqlType::from_name(name)
                         .map_or(Value::Null, |t| Value::Int(i64::from(t.oid()))),
+                }
+            }
+            Func::InputIsValid => {
+                let input = text_arg(&args[0]).unwrap_or("");
+                let ty = crate::parse::type_name(text_arg(&args[1]).unwrap_or(""))?;
+                // A data exception (class 22: bad syntax, out of range, too long) is the
+                // answer false; anything else (no such type) is an error, as in PostgreSQL.
+                match types::cast(Value::Text(input.to_string()), SqlType::Text, ty) {
+                    Ok(_) => Value::Bool(true),
+                    Err(e) if e.sqlstate().code().starts_with("22") => Value::Bool(false),
+                    Err(e) => return Err(e),
                 }
             }
             Func::ToRegClass => {

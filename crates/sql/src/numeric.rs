@@ -219,7 +219,7 @@ fn parse_special(t: &str) -> Option<Special> {
     }
 }
 
-fn nan() -> Numeric {
+pub(crate) fn nan() -> Numeric {
     Numeric::special(Special::NaN)
 }
 

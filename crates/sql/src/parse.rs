@@ -48,6 +48,42 @@ pub enum Statement {
     AlterOwner(crate::catalog::AlterOwnerStmt),
     /// ALTER TABLE ... ALTER [COLUMN] ... SET STORAGE ([`crate::catalog::set_storage`]).
     SetStorage(crate::catalog::SetStorageStmt),
+    /// REINDEX (which `sqlparser` lacks).
+    Reindex(ReindexStmt),
+}
+
+/// REINDEX \[(option, ...)] {INDEX | TABLE | SCHEMA | DATABASE | SYSTEM} \[CONCURRENTLY]
+/// \[name].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReindexStmt {
+    pub kind: ReindexKind,
+    /// The object's name; DATABASE and SYSTEM may leave it out (the current database).
+    pub name: Option<String>,
+    pub verbose: bool,
+    pub concurrently: bool,
+}
+
+/// What a REINDEX names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReindexKind {
+    Index,
+    Table,
+    Schema,
+    Database,
+    System,
+}
+
+impl ReindexKind {
+    /// The keyword, as PostgreSQL's messages spell it.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            ReindexKind::Index => "INDEX",
+            ReindexKind::Table => "TABLE",
+            ReindexKind::Schema => "SCHEMA",
+            ReindexKind::Database => "DATABASE",
+            ReindexKind::System => "SYSTEM",
+        }
+    }
 }
 
 /// FETCH [direction] [FROM | IN] cursor, or MOVE (which returns no rows).
@@ -376,6 +412,16 @@ fn parse_piece(
             matches!(&t.token, sqlparser::tokenizer::Token::Word(w)
                 if w.keyword == sqlparser::keywords::Keyword::TABLE)
         });
+    let mut tokens = tokens;
+    if piece.len() >= 7
+        && piece
+            .as_bytes()
+            .windows(7)
+            .any(|w| w.eq_ignore_ascii_case(b"similar"))
+    {
+        substring_similar_as_for(&mut tokens);
+    }
+    let ctas_names = take_ctas_column_names(&mut tokens);
     let mut parser = sqlparser::parser::Parser::new(&dialect)
         .with_recursion_limit(MAX_PARSER_RECURSION)
         .with_tokens_with_locations(tokens);
@@ -383,7 +429,137 @@ fn parse_piece(
         // `TABLE name [ORDER BY ...]`, a query `sqlparser` reads only inside one.
         return table_query(&mut parser).map_err(|e| parser_error(sql, &e));
     }
-    parser.parse_statements().map_err(|e| parser_error(sql, &e))
+    let mut statements = parser
+        .parse_statements()
+        .map_err(|e| parser_error(sql, &e))?;
+    if let (Some(names), [sqlparser::ast::Statement::CreateTable(ct)]) =
+        (ctas_names, statements.as_mut_slice())
+    {
+        ct.columns = names
+            .into_iter()
+            .map(|name| sqlparser::ast::ColumnDef {
+                name,
+                data_type: sqlparser::ast::DataType::Unspecified,
+                options: Vec::new(),
+            })
+            .collect();
+    }
+    Ok(statements)
+}
+
+/// `SUBSTRING(s SIMILAR p ESCAPE e)`, which `sqlparser` does not read, as the
+/// `SUBSTRING(s FROM p FOR e)` it is the same as (gram.y makes both `substring(s, p, e)`).
+fn substring_similar_as_for(tokens: &mut [sqlparser::tokenizer::TokenWithSpan]) {
+    use sqlparser::keywords::Keyword as K;
+    use sqlparser::tokenizer::Token;
+    let is_word =
+        |t: &Token, k: K| matches!(t, Token::Word(w) if w.keyword == k && w.quote_style.is_none());
+    // The paren depth of each open `substring(` call, innermost last, and whether its
+    // SIMILAR was met (then its ESCAPE is the third argument).
+    let mut calls: Vec<(usize, bool)> = Vec::new();
+    let mut depth = 0usize;
+    let mut after_substring = false;
+    for i in 0..tokens.len() {
+        match &tokens[i].token {
+            Token::Whitespace(_) => continue,
+            Token::LParen => {
+                depth += 1;
+                if after_substring {
+                    calls.push((depth, false));
+                }
+            }
+            Token::RParen => {
+                if calls.last().is_some_and(|c| c.0 == depth) {
+                    calls.pop();
+                }
+                depth = depth.saturating_sub(1);
+            }
+            t if calls.last().is_some_and(|c| c.0 == depth) && is_word(t, K::SIMILAR) => {
+                let next = tokens[i + 1..]
+                    .iter()
+                    .find(|t| !matches!(t.token, Token::Whitespace(_)));
+                if !next.is_some_and(|n| is_word(&n.token, K::TO)) {
+                    tokens[i].token = Token::make_keyword("FROM");
+                    if let Some(c) = calls.last_mut() {
+                        c.1 = true;
+                    }
+                }
+            }
+            t if calls.last() == Some(&(depth, true)) && is_word(t, K::ESCAPE) => {
+                tokens[i].token = Token::make_keyword("FOR");
+            }
+            _ => {}
+        }
+        after_substring = is_word(&tokens[i].token, K::SUBSTRING);
+    }
+}
+
+/// `CREATE [TEMP | UNLOGGED] TABLE [IF NOT EXISTS] name (a, b) AS ...`: CREATE TABLE AS with
+/// its columns named, which `sqlparser` reads only with types. The names are taken out of
+/// `tokens` (the statement then reads as CREATE TABLE AS without them) and returned.
+fn take_ctas_column_names(
+    tokens: &mut Vec<sqlparser::tokenizer::TokenWithSpan>,
+) -> Option<Vec<sqlparser::ast::Ident>> {
+    use sqlparser::keywords::Keyword as K;
+    use sqlparser::tokenizer::Token;
+    let first = tokens
+        .iter()
+        .find(|t| !matches!(t.token, Token::Whitespace(_)));
+    if !matches!(first, Some(t) if matches!(&t.token, Token::Word(w) if w.keyword == K::CREATE)) {
+        return None;
+    }
+    let real: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_)))
+        .collect();
+    let token = |k: usize| real.get(k).map(|&i| &tokens[i].token);
+    let keyword = |k: usize| match token(k) {
+        Some(Token::Word(w)) => Some(w.keyword),
+        _ => None,
+    };
+    if keyword(0) != Some(K::CREATE) {
+        return None;
+    }
+    let mut k = 1;
+    while matches!(
+        keyword(k),
+        Some(K::GLOBAL | K::LOCAL | K::TEMP | K::TEMPORARY | K::UNLOGGED)
+    ) {
+        k += 1;
+    }
+    if keyword(k) != Some(K::TABLE) {
+        return None;
+    }
+    k += 1;
+    if keyword(k) == Some(K::IF) {
+        k += 3;
+    }
+    // The table's name: words joined by dots.
+    k += 1;
+    while token(k) == Some(&Token::Period) {
+        k += 2;
+    }
+    if token(k) != Some(&Token::LParen) {
+        return None;
+    }
+    let open = k;
+    let mut names = Vec::new();
+    loop {
+        let Some(Token::Word(w)) = token(k + 1) else {
+            return None;
+        };
+        names.push(w.clone().into_ident(tokens[real[k + 1]].span));
+        k += 2;
+        match token(k) {
+            Some(Token::Comma) => {}
+            Some(Token::RParen) => break,
+            _ => return None,
+        }
+    }
+    if keyword(k + 1) != Some(K::AS) {
+        return None;
+    }
+    tokens.drain(real[open]..=real[k]);
+    Some(names)
 }
 
 /// A statement that begins with `TABLE`: a query, then an optional `;`.
@@ -394,6 +570,28 @@ fn table_query(
     let _ = parser.consume_token(&sqlparser::tokenizer::Token::SemiColon);
     parser.expect_token(&sqlparser::tokenizer::Token::EOF)?;
     Ok(vec![sqlparser::ast::Statement::Query(query)])
+}
+
+/// Parses a type's name as SQL writes it (`numeric(7,4)`, `int4[]`, `timestamp with time
+/// zone`): PostgreSQL's `parseTypeString`, for a type named in a text value. 42601 on a
+/// syntax error, 42704 for no such type.
+pub(crate) fn type_name(sql: &str) -> Result<crate::types::SqlType> {
+    configure_parser_stack();
+    let dialect = sqlparser::dialect::PostgreSqlDialect {};
+    let tokens = tokenize(sql, 0)?;
+    if syntax_depth(&tokens) > syntax_depth_limit() {
+        return Err(crate::stack::too_deep());
+    }
+    let mut parser = sqlparser::parser::Parser::new(&dialect)
+        .with_recursion_limit(MAX_PARSER_RECURSION)
+        .with_tokens_with_locations(tokens);
+    let ty = parser
+        .parse_data_type()
+        .map_err(|e| parser_error(sql, &e))?;
+    parser
+        .expect_token(&sqlparser::tokenizer::Token::EOF)
+        .map_err(|e| parser_error(sql, &e))?;
+    crate::types::SqlType::from_ast(&ty)
 }
 
 /// Parses one SQL expression (a column's stored DEFAULT), 42601 on a syntax error, under
@@ -1124,6 +1322,7 @@ fn utility(p: &str) -> Result<Option<Statement>> {
         "set",
         "fetch",
         "move",
+        "reindex",
     ]
     .iter()
     .any(|k| head.eq_ignore_ascii_case(k));
@@ -1159,6 +1358,9 @@ fn utility(p: &str) -> Result<Option<Statement>> {
     }
     if kw(first, "vacuum") {
         return vacuum(&w[1..]).map(|v| Some(Statement::Vacuum(v)));
+    }
+    if kw(first, "reindex") {
+        return reindex(&w[1..]).map(|r| Some(Statement::Reindex(r)));
     }
     if kw(first, "copy") {
         return copy(&w[1..]).map(|c| Some(Statement::Copy(c)));
@@ -1419,6 +1621,77 @@ fn ident(w: &str) -> String {
         Some(q) => q.to_string(),
         None => w.to_lowercase(),
     }
+}
+
+/// REINDEX's words after the keyword (gram.y's `ReindexStmt`).
+fn reindex(w: &[String]) -> Result<ReindexStmt> {
+    let near = |w: Option<&String>| match w {
+        Some(w) => SqlError::syntax(format!("syntax error at or near \"{w}\"")),
+        None => SqlError::syntax("syntax error at end of input"),
+    };
+    let (mut verbose, mut concurrently) = (false, false);
+    let mut i = 0;
+    if w.first().is_some_and(|x| x == "(") {
+        i = 1;
+        while i < w.len() && w[i] != ")" {
+            let option = w[i].to_lowercase();
+            // An option may have a boolean after it.
+            let value = match w.get(i + 1).map(|v| v.to_lowercase()) {
+                Some(v) if v != "," && v != ")" => {
+                    i += 1;
+                    !matches!(v.as_str(), "false" | "off" | "0")
+                }
+                _ => true,
+            };
+            match option.as_str() {
+                "verbose" => verbose = value,
+                "concurrently" => concurrently = value,
+                "," => {}
+                "tablespace" => return Err(SqlError::unsupported("REINDEX (TABLESPACE)")),
+                other => {
+                    return Err(SqlError::syntax(format!(
+                        "unrecognized REINDEX option \"{other}\""
+                    )))
+                }
+            }
+            i += 1;
+        }
+        if i >= w.len() {
+            return Err(near(None));
+        }
+        i += 1;
+    }
+    let kind = match w.get(i).map(|k| k.to_lowercase()).as_deref() {
+        Some("index") => ReindexKind::Index,
+        Some("table") => ReindexKind::Table,
+        Some("schema") => ReindexKind::Schema,
+        Some("database") => ReindexKind::Database,
+        Some("system") => ReindexKind::System,
+        _ => return Err(near(w.get(i))),
+    };
+    i += 1;
+    if kw(w.get(i), "concurrently") {
+        concurrently = true;
+        i += 1;
+    }
+    let name = w.get(i).map(|n| ident(n));
+    if w.len() > i + 1 {
+        return Err(near(w.get(i + 1)));
+    }
+    if name.is_none()
+        && matches!(
+            kind,
+            ReindexKind::Index | ReindexKind::Table | ReindexKind::Schema
+        )
+    {
+        return Err(near(None));
+    }
+    Ok(ReindexStmt {
+        kind,
+        name,
+        verbose,
+        concurrently,
+    })
 }
 
 /// VACUUM [ (option, ...) ] [ FULL ] [ FREEZE ] [ VERBOSE ] [ ANALYZE ] [ table, ... ]

@@ -406,8 +406,10 @@ impl Transaction {
                 continue; // NULLs are distinct
             }
             if last.as_deref().is_some_and(|l| same_key(l, &key)) {
-                return Err(Error::UniqueViolation {
+                let columns = def.columns.iter().filter_map(|&c| table.columns.get(usize::from(c)));
+                return Err(Error::UniqueIndexBuild {
                     index: def.name.to_string(),
+                    columns: columns.map(|c| c.name.as_str()).collect::<Vec<_>>().join(", "),
                     key: key
                         .iter()
                         .map(ToString::to_string)
@@ -451,6 +453,42 @@ impl Transaction {
         }
         self.st.borrow_mut().index_defs.remove(&table);
         Ok(())
+    }
+
+    /// REINDEX: the index is built again from its table into a new file, which the
+    /// definition then names; the old file is dropped at commit, the new one at abort (so a
+    /// bloated or damaged index is replaced whole, as PostgreSQL's `reindex_index`). The
+    /// table is locked ACCESS EXCLUSIVE, as TRUNCATE locks it: no reader can still be in the
+    /// old file when commit drops it. A unique index whose table holds a duplicate is 23505,
+    /// as CREATE UNIQUE INDEX.
+    pub fn reindex(&self, index: IndexId) -> Result<()> {
+        self.call(|| {
+            self.command();
+            let Some((_, Entry::Index(def))) = self.lookup_oid(index)? else {
+                return Err(Error::UndefinedTable {
+                    name: format!("index with oid {index}"),
+                });
+            };
+            self.lock_table_mode(def.table, LockMode::AccessExclusive, LockWait::Block)?;
+            // Looked up again under the lock: a concurrent DROP or REINDEX may have committed.
+            let Some((tid, Entry::Index(def))) = self.lookup_oid(index)? else {
+                return Err(Error::UndefinedTable {
+                    name: format!("index with oid {index}"),
+                });
+            };
+            let (_, table) = self.def(def.table)?;
+            let xid = self.ensure_xid()?;
+            let new = IndexDef {
+                rel: RelFileLocator::new(USER_DB, self.engine.new_oid().0),
+                ..def.clone()
+            };
+            self.build_index(&table, &new, xid)?;
+            self.rewrite_entry(tid, Some(&Entry::Index(new)))?;
+            let mut st = self.st.borrow_mut();
+            st.drop_at_commit.push(def.rel);
+            st.index_defs.remove(&def.table);
+            Ok(())
+        })
     }
 
     /// DROP INDEX: the definition is deleted; the file is dropped at commit.

@@ -423,12 +423,27 @@ impl Binder<'_> {
                 expr,
                 substring_from,
                 substring_for,
+                shorthand,
                 ..
             } => {
                 let one = AstExpr::value(ast::Value::Number("1".into(), false));
                 let mut args = vec![&**expr, substring_from.as_deref().unwrap_or(&one)];
                 args.extend(substring_for.as_deref());
-                self.call("substr", &args, scope)
+                self.call(
+                    if *shorthand { "substr" } else { "substring" },
+                    &args,
+                    scope,
+                )
+            }
+            AstExpr::Overlay {
+                expr,
+                overlay_what,
+                overlay_from,
+                overlay_for,
+            } => {
+                let mut args = vec![&**expr, &**overlay_what, &**overlay_from];
+                args.extend(overlay_for.as_deref());
+                self.call("overlay", &args, scope)
             }
             AstExpr::Trim {
                 expr,

@@ -735,7 +735,8 @@ impl Binder<'_> {
         let name = self.new_table_name(&ct.name, ct.temporary, ct.on_commit.as_ref())?;
         if let Some(q) = &ct.query {
             let names: Vec<String> = ct.columns.iter().map(|c| ident_name(&c.name)).collect();
-            return self.create_table_as(name, ct.if_not_exists, &names, q);
+            let with_data = ct.with_data.is_none_or(|w| w.data);
+            return self.create_table_as(name, ct.if_not_exists, &names, q, with_data);
         }
         let mut columns: Vec<ColumnInfo> = Vec::new();
         let mut pkey: Option<Vec<usize>> = None;
@@ -868,6 +869,7 @@ impl Binder<'_> {
         if_not_exists: bool,
         names: &[String],
         q: &ast::Query,
+        with_data: bool,
     ) -> Result<Plan> {
         let (query, out) = self.query(q)?;
         if names.len() > out.len() {
@@ -904,6 +906,7 @@ impl Binder<'_> {
             if_not_exists,
             columns,
             query,
+            with_data,
         })
     }
 
@@ -925,7 +928,7 @@ impl Binder<'_> {
         if let SetExpr::Select(sel) = &mut *q.body {
             sel.into = None;
         }
-        self.create_table_as(name, false, &[], &q).map(Some)
+        self.create_table_as(name, false, &[], &q, true).map(Some)
     }
 
     /// A column definition of CREATE TABLE or ADD COLUMN: its type (`serial` and kin

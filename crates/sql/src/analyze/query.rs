@@ -757,15 +757,47 @@ impl Binder<'_> {
             // count(*): no argument.
             return Ok((Vec::new(), SqlType::Int8));
         };
+        let cast = |bound: &mut Vec<(Expr, SqlType)>, i: usize, to: SqlType| {
+            let (e, t) = bound.remove(i);
+            let e = if t == to {
+                e
+            } else {
+                Expr::Cast(Box::new(e), t, to)
+            };
+            bound.insert(i, (e, to));
+        };
+        let numeric = SqlType::Numeric(None);
         // sum(bigint) and avg of any integer add up as numeric, as in PostgreSQL (exact, no
-        // overflow); the state then adds numerics.
+        // overflow); the state then adds numerics. So do the spread aggregates of integers and
+        // numerics; they take float4 as float8.
+        let spread = matches!(func, AggFunc::Spread(_));
         if matches!((func, arg_ty), (AggFunc::Sum, SqlType::Int8))
-            || func == AggFunc::Avg && arg_ty.is_int()
+            || (func == AggFunc::Avg || spread) && arg_ty.is_int()
         {
-            let (e, t) = bound.remove(0);
-            let numeric = SqlType::Numeric(None);
-            bound.insert(0, (Expr::Cast(Box::new(e), t, numeric), numeric));
+            cast(&mut bound, 0, numeric);
             arg_ty = numeric;
+        } else if spread && arg_ty.is_float() {
+            cast(&mut bound, 0, SqlType::Float8);
+            arg_ty = SqlType::Float8;
+        }
+        // The regression aggregates take double precision (Y, X).
+        if matches!(func, AggFunc::Regr(_)) {
+            for i in 0..2 {
+                let t = bound[i].1;
+                if !(t.is_int() || t.is_float() || t.is_numeric() || t == SqlType::Unknown) {
+                    return Err(no_such());
+                }
+                cast(&mut bound, i, SqlType::Float8);
+            }
+            arg_ty = SqlType::Float8;
+        }
+        // string_agg(bytea, bytea): an unknown separator is bytea's input.
+        if func == AggFunc::StringAgg && arg_ty == SqlType::Bytea {
+            match bound[1].1 {
+                SqlType::Unknown => cast(&mut bound, 1, SqlType::Bytea),
+                SqlType::Bytea => {}
+                _ => return Err(no_such()),
+            }
         }
         if arg_ty == SqlType::Unknown {
             arg_ty = SqlType::Text;
@@ -1479,6 +1511,18 @@ pub(crate) fn output_name(e: &AstExpr) -> String {
         AstExpr::Extract { .. } => "extract".into(),
         AstExpr::AtTimeZone { .. } => "timezone".into(),
         AstExpr::Ceil { .. } => "ceil".into(),
+        AstExpr::Substring {
+            shorthand: true, ..
+        } => "substr".into(),
+        AstExpr::Substring { .. } => "substring".into(),
+        AstExpr::Position { .. } => "position".into(),
+        AstExpr::Overlay { .. } => "overlay".into(),
+        AstExpr::Trim { trim_where, .. } => match trim_where {
+            Some(ast::TrimWhereField::Leading) => "ltrim",
+            Some(ast::TrimWhereField::Trailing) => "rtrim",
+            _ => "btrim",
+        }
+        .into(),
         AstExpr::Floor { .. } => "floor".into(),
         AstExpr::Case { .. } => "case".into(),
         AstExpr::Exists { .. } => "exists".into(),

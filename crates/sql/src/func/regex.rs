@@ -48,6 +48,10 @@ pub(crate) enum ReFn {
     Instr,
     Substr,
     SplitToArray,
+    /// substring(s FROM pattern): POSIX regular-expression substring.
+    Substring,
+    /// substring(s SIMILAR pattern ESCAPE e), also written substring(s FROM p FOR e).
+    SubstringSimilar,
 }
 
 /// How a pattern is compiled: PostgreSQL's flag letters, parsed.
@@ -96,7 +100,14 @@ pub(super) fn resolve(name: &str, args: &[SqlType]) -> Option<Resolved> {
     let int = Some(T::Int4);
     let f = |f: ReFn, c: Vec<Option<SqlType>>, r: SqlType| Some((Func::Regex(f), c, r));
     let is_int = |t: &SqlType| t.is_int();
+    let is_text = |t: &SqlType| t.is_text() || *t == T::Unknown;
     match (name, args) {
+        // substring(text, text) and substring(text, text, text); an integer position or
+        // length is the other substring (func.rs).
+        ("substring", [_, p]) if is_text(p) => f(ReFn::Substring, vec![text; 2], T::Text),
+        ("substring", [_, p, e]) if is_text(p) && is_text(e) => {
+            f(ReFn::SubstringSimilar, vec![text; 3], T::Text)
+        }
         ("regexp_replace", [_, _, _]) => {
             f(ReFn::Replace { positional: false }, vec![text; 3], T::Text)
         }
@@ -196,6 +207,11 @@ impl ReFn {
             ReFn::SplitToArray => {
                 let flags = no_global(flags_at(2)?, "regexp_split_to_array()")?;
                 split(s, pattern, flags, interrupt)
+            }
+            ReFn::Substring => substring(s, pattern, interrupt),
+            ReFn::SubstringSimilar => {
+                let pattern = super::string::similar_escape(pattern, Some(text(&args[2])))?;
+                substring(s, &pattern, interrupt)
             }
         }
     }
@@ -474,6 +490,17 @@ fn substr(s: &str, pattern: &str, args: &[Value], interrupt: &Interrupt) -> Resu
     let nth = nth_args(args, 4, "regexp_substr()")?;
     Ok(nth_span(s, pattern, &nth, interrupt)?
         .map_or(Value::Null, |(a, b)| Value::Text(s[a..b].to_string())))
+}
+
+/// substring(s FROM pattern) (`textregexsubstr`): the text the pattern's first parenthesized
+/// subexpression matched if it has one, else the whole match; NULL for no match.
+fn substring(s: &str, pattern: &str, interrupt: &Interrupt) -> Result<Value> {
+    let found = matches_from(s, pattern, 1, Flags::default(), 1, interrupt)?;
+    let Some(groups) = found.first() else {
+        return Ok(Value::Null);
+    };
+    let span = groups.get(1).copied().unwrap_or(groups[0]);
+    Ok(span.map_or(Value::Null, |(a, b)| Value::Text(s[a..b].to_string())))
 }
 
 /// regexp_split_to_array: the text between matches, PostgreSQL's way: an empty match at

@@ -30,6 +30,8 @@ pub(crate) enum StrFn {
         left: bool,
     },
     StartsWith,
+    /// overlay(s PLACING r FROM start [FOR count]) of text.
+    Overlay,
     /// octet_length, and bit_length (`bits`), of text or bytea.
     Length {
         bits: bool,
@@ -83,6 +85,10 @@ pub(super) fn resolve(name: &str, args: &[SqlType]) -> Option<Resolved> {
             f(StrFn::Pad { left }, c, T::Text)
         }
         ("starts_with", [_, _]) => f(StrFn::StartsWith, vec![text, text], T::Bool),
+        ("overlay", [_, _, _] | [_, _, _, _]) => {
+            let c = [text, text, Some(T::Int4), Some(T::Int4)];
+            f(StrFn::Overlay, c[..args.len()].to_vec(), T::Text)
+        }
         ("octet_length" | "bit_length", [a]) => {
             let c = if *a == T::Bytea { None } else { text };
             let bits = name == "bit_length";
@@ -156,6 +162,12 @@ impl StrFn {
                 pad(text(a0), int(&args[1]), fill, left)?
             }
             StrFn::StartsWith => Value::Bool(text(a0).starts_with(text(&args[1]))),
+            StrFn::Overlay => overlay(
+                text(a0),
+                text(&args[1]),
+                int(&args[2]),
+                args.get(3).map(int),
+            )?,
             StrFn::Length { bits } => {
                 let bytes = match a0 {
                     Value::Bytea(b) => b.len(),
@@ -560,6 +572,29 @@ pub(super) fn format(f: &str, args: &[Value]) -> Result<String> {
 /// and a backslash stand for themselves, and the escape character (default backslash, none
 /// when empty) makes the next one literal; two escaped double quotes mark the part
 /// `substring` returns.
+/// `overlay(s PLACING r FROM start [FOR count])` (`textoverlay`): the characters of `s`
+/// before `start`, then `r`, then those from `start + count` on (`count` defaults to `r`'s
+/// length); 22011 for a start before the first character.
+fn overlay(s: &str, r: &str, start: i64, count: Option<i64>) -> Result<Value> {
+    let count = count.unwrap_or_else(|| i64::try_from(r.chars().count()).unwrap_or(i64::MAX));
+    let resume = start.checked_add(count).ok_or_else(|| {
+        SqlError::new(SqlState::NUMERIC_VALUE_OUT_OF_RANGE, "integer out of range")
+    })?;
+    if start < 1 {
+        return Err(SqlError::new(
+            SqlState::SUBSTRING_ERROR,
+            "negative substring length not allowed",
+        ));
+    }
+    let head = usize::try_from(start - 1).unwrap_or(usize::MAX);
+    let tail = usize::try_from(resume.max(1) - 1).unwrap_or(usize::MAX);
+    let mut out: String = s.chars().take(head).collect();
+    out.push_str(r);
+    out.extend(s.chars().skip(tail));
+    crate::types::check_value_len(out.len())?;
+    Ok(Value::Text(out))
+}
+
 pub(super) fn similar_escape(pattern: &str, escape: Option<&str>) -> Result<String> {
     let escape = match escape {
         None => Some('\\'),

@@ -77,12 +77,13 @@ pub(crate) enum Plan {
         foreign_keys: Vec<NewForeignKey>,
     },
     /// CREATE TABLE ... AS and SELECT ... INTO: a table of `columns`, filled with the rows
-    /// of `query` (logical until planned).
+    /// of `query` (logical until planned) unless WITH NO DATA (`with_data` false).
     CreateTableAs {
         name: String,
         if_not_exists: bool,
         columns: Vec<ColumnInfo>,
         query: Node,
+        with_data: bool,
     },
     /// CREATE [OR REPLACE] VIEW.
     CreateView {

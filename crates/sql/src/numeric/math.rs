@@ -192,7 +192,15 @@ pub(crate) fn sqrt(n: &Numeric) -> Result<Numeric> {
         super::weight_and_first_digit(n).0
     };
     let sweight = (weight + 1) * 4 / 2 - 1;
-    let rscale = clamp_scale((MIN_SIG_DIGITS - sweight).max(s));
+    sqrt_at(n, clamp_scale((MIN_SIG_DIGITS - sweight).max(s)))
+}
+
+/// The square root of a finite, non-negative `n`, rounded half away from zero to `rscale`
+/// digits (PostgreSQL's `sqrt_var`).
+pub(crate) fn sqrt_at(n: &Numeric, rscale: i64) -> Result<Numeric> {
+    debug_assert!(n.as_special().is_none() && !n.is_negative());
+    let (m, s) = parts(n);
+    let s = i64::from(s);
     // sqrt(m × 10^-s) × 10^(rscale+1) = sqrt(m × 10^(2 rscale + 2 - s)), truncated, then
     // rounded by one digit.
     let root = (m * pow10(2 * rscale + 2 - s)).sqrt();

@@ -314,7 +314,11 @@ fn run_plan(cx: &Cx, plan: &Plan, columns: &OutColumns, out: &mut dyn Output) ->
             if_not_exists,
             columns,
             query,
-        } => create_table_as(cx, name, *if_not_exists, columns, query, out),
+            with_data,
+        } => {
+            let query = with_data.then_some(query);
+            create_table_as(cx, name, *if_not_exists, columns, query, out)
+        }
         Plan::DropTable {
             names,
             if_exists,
@@ -658,19 +662,23 @@ fn existing_table(
 }
 
 /// CREATE TABLE ... AS: the table, then the query's rows inserted as INSERT inserts them;
-/// the tag is `SELECT n`, as PostgreSQL's. With IF NOT EXISTS and the table there, a notice.
+/// the tag is `SELECT n`, as PostgreSQL's. WITH NO DATA (`query` None) runs no query; its
+/// tag is `CREATE TABLE AS`. With IF NOT EXISTS and the table there, a notice.
 fn create_table_as(
     cx: &Cx,
     name: &str,
     if_not_exists: bool,
     columns: &[ColumnInfo],
-    query: &Node,
+    query: Option<&Node>,
     out: &mut dyn Output,
 ) -> Result<Outcome> {
     if let Some(done) = existing_table(cx.tx, name, if_not_exists, "CREATE TABLE AS")? {
         return Ok(done);
     }
     catalog::create(cx.tx, name, columns, None)?;
+    let Some(query) = query else {
+        return Ok(command("CREATE TABLE AS"));
+    };
     let table = catalog::lookup(cx.tx, name)?;
     let no_columns: OutColumns = Arc::from(Vec::new());
     let returning = Returning::new(None, &no_columns, out)?;

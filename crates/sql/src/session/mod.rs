@@ -224,6 +224,7 @@ mod exec;
 mod foreign_keys;
 mod plans;
 mod referential;
+mod reindex;
 mod settings;
 mod views;
 
@@ -752,6 +753,7 @@ impl Session {
             Statement::Deferrable(ast, deferrable) => self.with_deferrable(ast, *deferrable, out),
             Statement::Fetch(f) => self.fetch(f, out),
             Statement::SetStorage(st) => self.set_storage(st),
+            Statement::Reindex(r) => self.reindex(r),
             Statement::AlterOwner(a) => {
                 let who = self.settings.identity();
                 let notices =

@@ -95,7 +95,10 @@ impl Session {
 
     /// Runs `f` in the open block's transaction, or in one of its own that commits when `f`
     /// succeeds and rolls back when it fails.
-    fn in_block_or_own<T>(&self, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
+    pub(super) fn in_block_or_own<T>(
+        &self,
+        f: impl FnOnce(&Transaction) -> Result<T>,
+    ) -> Result<T> {
         if let State::Block(tx) = &self.state {
             return f(tx);
         }
