@@ -3,7 +3,7 @@
 //! (`quire_sql::binary`, PostgreSQL's send and receive functions).
 
 use quire_engine::{SqlState, Value};
-use quire_sql::{format_text, parse_text, OutColumn, SqlError, SqlType};
+use quire_sql::{format_output, parse_text, OutColumn, SqlError, SqlType};
 
 use crate::protocol::backend;
 
@@ -33,7 +33,7 @@ pub(crate) fn encode_row(
         let bytes = if binary(i) {
             quire_sql::binary::send(v, c.ty)?
         } else {
-            format_text(v, c.ty).map(String::into_bytes)
+            format_output(v, c.ty).map(String::into_bytes)
         };
         if bytes.as_ref().is_some_and(|b| b.len() > MAX_FIELD_BYTES) {
             out.truncate(start);

@@ -20,6 +20,7 @@ use crate::types::{as_f64, compare};
 
 mod advisory;
 pub(crate) mod array;
+pub(crate) mod bytea;
 pub(crate) mod json;
 mod math;
 mod number_format;
@@ -155,6 +156,8 @@ pub(crate) enum Func {
     Math(math::Math),
     /// The string functions of [`string`].
     Str(string::StrFn),
+    /// The binary-string functions (`func::bytea`).
+    Bytea(bytea::ByteaFn),
     Regex(regex::ReFn),
     /// format(formatstr, args...): `%s`, `%I`, `%L`, `%%`, positions, `-` and widths.
     Format,
@@ -641,6 +644,9 @@ pub(crate) fn resolve(
     if let Some(r) = array::resolve(short, args) {
         return r;
     }
+    if let Some(r) = bytea::resolve(short, args) {
+        return Ok(r);
+    }
     if let Some(r) = json::resolve(short, args) {
         return r;
     }
@@ -670,7 +676,7 @@ pub(crate) fn resolve(
         ("btrim" | "trim", 1 | 2) => (trim(true, true), text(n), T::Text),
         ("ltrim", 1 | 2) => (trim(true, false), text(n), T::Text),
         ("rtrim", 1 | 2) => (trim(false, true), text(n), T::Text),
-        ("strpos", 2) => (Func::Strpos, text(2), T::Int4),
+        ("strpos" | "position", 2) => (Func::Strpos, text(2), T::Int4),
         ("repeat", 2) => (Func::Repeat, vec![Some(T::Text), Some(T::Int8)], T::Text),
         ("current_date", 0) => (Func::CurrentDate, vec![], T::Date),
         ("concat", _) => (Func::Concat, as_output_text(args), T::Text),
@@ -1159,6 +1165,7 @@ impl Func {
             Func::Random => Value::Float(random_f64()),
             Func::Math(m) => m.call(&args)?,
             Func::Str(f) => f.call(&args)?,
+            Func::Bytea(f) => f.call(&args)?,
             Func::Regex(f) => f.call(&args, cx.interrupt)?,
             Func::Array(f) => f.call(&args)?,
             Func::TypeOf(t) => Value::Int(i64::from(t.oid())),

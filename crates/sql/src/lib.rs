@@ -129,5 +129,6 @@ pub use stack::{
 };
 pub use types::{array, binary};
 pub use types::{
-    check_numeric, format_text, format_timestamp, parse_text, SqlType, PG_EPOCH_OFFSET_US,
+    check_numeric, format_output, format_text, format_timestamp, parse_text, SqlType,
+    PG_EPOCH_OFFSET_US,
 };

@@ -72,7 +72,7 @@ pub struct Settings {
     /// The date/time style last installed: `changes` when it was checked, the
     /// `DateStyle`, `IntervalStyle` and `TimeZone` values it was built from, and the style
     /// ([`Settings::install_datetime_style`]).
-    datetime_style: Option<(u64, [String; 3], Arc<Style>)>,
+    datetime_style: Option<(u64, [String; 5], Arc<Style>)>,
 }
 
 /// Session parameters, their defaults, and whether SET may change them.
@@ -588,7 +588,8 @@ impl Settings {
     }
 
     /// Installs the session's `DateStyle`, `IntervalStyle` and `TimeZone` as this thread's
-    /// date/time style ([`crate::datetime::style`]). A statement that follows no change of
+    /// date/time style ([`crate::datetime::style`]), with `extra_float_digits` and
+    /// `bytea_output` for values sent to the client. A statement that follows no change of
     /// any setting (`changes` did not move) reads none of them; the style is rebuilt only
     /// when one of the three changed.
     pub(crate) fn install_datetime_style(&mut self) {
@@ -602,10 +603,12 @@ impl Settings {
             shown("datestyle"),
             shown("intervalstyle"),
             shown("timezone"),
+            shown("extra_float_digits"),
+            shown("bytea_output"),
         ];
         let style = match self.datetime_style.take() {
             Some((_, k, style)) if k == key => style,
-            _ => Arc::new(Style::of(&key[0], &key[1], &key[2])),
+            _ => Arc::new(Style::of(&key[0], &key[1], &key[2]).with_output(&key[3], &key[4])),
         };
         self.datetime_style = Some((self.changes, key, Arc::clone(&style)));
         style::install(style);
@@ -864,9 +867,6 @@ impl Settings {
                 return Ok(None);
             };
             let shown = typed_value(name, kind, &v)?;
-            if name == "bytea_output" && shown == "escape" {
-                return Err(SqlError::unsupported("bytea_output = escape"));
-            }
             if name == "default_transaction_isolation" && shown == "serializable" {
                 return Err(serializable_refused());
             }

@@ -1070,6 +1070,58 @@ pub(crate) fn check_growth(have: usize, adding: usize) -> Result<()> {
     Ok(())
 }
 
+/// A value as sent to the client in text format (and COPY TO writes it): [`format_text`],
+/// with floats under the session's `extra_float_digits` and bytea under its
+/// `bytea_output` (the thread's installed [`crate::datetime::style`]). Stored text (arrays,
+/// casts the engine keeps) stays [`format_text`]'s exact form.
+pub fn format_output(value: &Value, ty: SqlType) -> Option<String> {
+    match value {
+        Value::Float(f) if f.is_finite() => {
+            let digits = crate::datetime::style::current().extra_float_digits;
+            if digits > 0 {
+                return format_text(value, ty);
+            }
+            let base = if ty == SqlType::Float4 { 6 } else { 15 };
+            Some(float_with_digits(*f, (base + digits).max(1)))
+        }
+        Value::Bytea(b)
+            if ty == SqlType::Bytea && crate::datetime::style::current().bytea_escape =>
+        {
+            Some(bytea_escape(b))
+        }
+        _ => format_text(value, ty),
+    }
+}
+
+/// C's `%.*g` with `digits` significant digits (PostgreSQL's float output at
+/// `extra_float_digits` 0 and below): trailing zeros dropped, exponent form below 1e-4 and
+/// from 10^digits.
+fn float_with_digits(f: f64, digits: i32) -> String {
+    let precision = usize::try_from(digits - 1).unwrap_or(0);
+    let sci = format!("{f:.precision$e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let mantissa = if mantissa.contains('.') {
+        mantissa.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        mantissa
+    };
+    shortest_decimal(&format!("{mantissa}e{exp}"), digits)
+}
+
+/// `bytea_output = escape`: printable ASCII as itself, a backslash doubled, any other byte
+/// as `\ooo` (PostgreSQL's `byteaout`).
+fn bytea_escape(b: &[u8]) -> String {
+    let mut s = String::with_capacity(b.len());
+    for &c in b {
+        match c {
+            b'\\' => s.push_str("\\\\"),
+            0x20..=0x7e => s.push(char::from(c)),
+            _ => s.push_str(&format!("\\{c:03o}")),
+        }
+    }
+    s
+}
+
 /// The text output function: `None` for NULL.
 pub fn format_text(value: &Value, ty: SqlType) -> Option<String> {
     Some(match value {

@@ -463,7 +463,10 @@ impl Binder<'_> {
                 args.extend(trim_what.as_deref());
                 self.call(name, &args, scope)
             }
-            AstExpr::Position { expr, r#in } => self.call("strpos", &[&**r#in, &**expr], scope),
+            AstExpr::Position { expr, r#in } => {
+                // position(needle IN haystack) is position(haystack, needle) (gram.y).
+                self.call("position", &[&**r#in, &**expr], scope)
+            }
             AstExpr::Ceil {
                 expr,
                 field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime),

@@ -43,13 +43,19 @@ pub(crate) enum IntervalStyle {
     Iso8601,
 }
 
-/// The three settings together.
+/// The three settings together, and the two that shape other types' output to a client
+/// (`extra_float_digits`, `bytea_output`).
 #[derive(Clone, Debug)]
 pub(crate) struct Style {
     pub format: DateFormat,
     pub order: DateOrder,
     pub interval: IntervalStyle,
     pub zone: Zone,
+    /// `extra_float_digits`: above 0, floats print their shortest exact form; at or below,
+    /// 15 (`real`: 6) plus this many significant digits.
+    pub extra_float_digits: i32,
+    /// `bytea_output = escape`.
+    pub bytea_escape: bool,
 }
 
 impl Default for Style {
@@ -59,6 +65,8 @@ impl Default for Style {
             order: DateOrder::Mdy,
             interval: IntervalStyle::Postgres,
             zone: Zone::utc(),
+            extra_float_digits: 1,
+            bytea_escape: false,
         }
     }
 }
@@ -74,6 +82,18 @@ impl Style {
             order,
             interval: interval_style(intervalstyle).unwrap_or(IntervalStyle::Postgres),
             zone: Zone::parse(timezone).unwrap_or_else(Zone::utc),
+            extra_float_digits: 1,
+            bytea_escape: false,
+        }
+    }
+
+    /// The style with the output settings' shown values.
+    #[must_use]
+    pub(crate) fn with_output(self, extra_float_digits: &str, bytea_output: &str) -> Style {
+        Style {
+            extra_float_digits: extra_float_digits.trim().parse().unwrap_or(1),
+            bytea_escape: bytea_output.eq_ignore_ascii_case("escape"),
+            ..self
         }
     }
 }

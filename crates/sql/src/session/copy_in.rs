@@ -491,7 +491,7 @@ fn copy_out(
         } else {
             let fields: Vec<Option<String>> = targets
                 .iter()
-                .map(|&i| crate::types::format_text(&row[i], table.columns[i].ty))
+                .map(|&i| crate::types::format_output(&row[i], table.columns[i].ty))
                 .collect();
             out.copy_data(&copy::format_line(&fields, c)?)?;
         }
@@ -537,7 +537,7 @@ impl Output for CopyLines<'_> {
         let fields: Vec<Option<String>> = row
             .iter()
             .zip(&self.types)
-            .map(|(v, &ty)| crate::types::format_text(v, ty))
+            .map(|(v, &ty)| crate::types::format_output(v, ty))
             .collect();
         self.out
             .copy_data(&copy::format_line(&fields, self.stmt)?)?;
