@@ -1285,8 +1285,10 @@ impl Func {
                 let name = text_arg(&args[0]).unwrap_or("").trim();
                 match name.parse::<u32>() {
                     Ok(oid) => Value::Int(i64::from(oid)),
-                    Err(_) => crate::pg_catalog::relation_oid(cx.tx, name)?
-                        .map_or(Value::Null, |oid| Value::Int(i64::from(oid))),
+                    Err(_) => {
+                        crate::pg_catalog::session_relation_oid(cx.tx, name, cx.backend.pid())?
+                            .map_or(Value::Null, |oid| Value::Int(i64::from(oid)))
+                    }
                 }
             }
             Func::Json(f) => f.call(&args)?,

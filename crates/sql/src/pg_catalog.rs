@@ -2041,6 +2041,42 @@ pub(crate) fn serial_sequence(
 }
 
 /// The oid of relation `name` (a table or an index).
+/// The oid of relation `name` as session `pid` sees it (`regclass` input, `to_regclass`):
+/// its own temporary table of that name first (`pg_temp.name` only that), as the search
+/// path puts `pg_temp` first for relations; else [`relation_oid`].
+pub(crate) fn session_relation_oid(tx: &Transaction, name: &str, pid: i32) -> Result<Option<u32>> {
+    let name = name.trim();
+    let (temp_only, bare) = match name.split_once('.') {
+        Some((schema, t)) if schema == "pg_temp" || schema.starts_with("pg_temp_") => (true, t),
+        Some(_) => return relation_oid(tx, name),
+        None => (false, name),
+    };
+    let temp = catalog::TempTables::new(pid).engine_name(bare);
+    if let Some(e) = tx.relation_named(&temp)? {
+        return Ok(u32::try_from(e.oid().0).ok());
+    }
+    if temp_only {
+        return Ok(None);
+    }
+    relation_oid(tx, bare)
+}
+
+/// The name `::regclass` prints for relation `oid` as session `pid` sees it: its own
+/// temporary tables by their names too (others' are hidden, as quire's catalogs hide them).
+pub(crate) fn session_relation_name(
+    tx: &Transaction,
+    oid: u32,
+    pid: i32,
+) -> Result<Option<String>> {
+    if let Some(name) = relation_name(tx, oid)? {
+        return Ok(Some(name));
+    }
+    let own = catalog::TempTables::new(pid).engine_name("");
+    Ok(tx
+        .relation(quire_engine::Oid(u64::from(oid)))?
+        .and_then(|e| e.name().strip_prefix(own.as_str()).map(str::to_string)))
+}
+
 pub(crate) fn relation_oid(tx: &Transaction, name: &str) -> Result<Option<u32>> {
     let name = name.trim().trim_start_matches("public.");
     if let Some(oid) = catalog_oid(name) {

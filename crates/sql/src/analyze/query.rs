@@ -1528,6 +1528,23 @@ pub(crate) fn output_name(e: &AstExpr) -> String {
         AstExpr::Exists { .. } => "exists".into(),
         AstExpr::Array(_) => "array".into(),
         AstExpr::CompoundFieldAccess { root, .. } => output_name(root),
+        // A scalar subquery is named after its first column (FigureColname's EXPR_SUBLINK).
+        AstExpr::Subquery(q) => first_column_name(&q.body),
+        _ => "?column?".into(),
+    }
+}
+
+/// The name of a query body's first output column, as [`output_name`] gives it.
+fn first_column_name(body: &SetExpr) -> String {
+    match body {
+        SetExpr::Select(s) => match s.projection.first() {
+            Some(SelectItem::UnnamedExpr(e)) => output_name(e),
+            Some(SelectItem::ExprWithAlias { alias, .. }) => ident_name(alias),
+            _ => "?column?".into(),
+        },
+        SetExpr::Values(_) => "column1".into(),
+        SetExpr::Query(q) => first_column_name(&q.body),
+        SetExpr::SetOperation { left, .. } => first_column_name(left),
         _ => "?column?".into(),
     }
 }

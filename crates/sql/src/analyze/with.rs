@@ -27,6 +27,10 @@ use crate::types::SqlType;
 pub(crate) struct CteBinding {
     name: String,
     id: usize,
+    /// The query level whose WITH defines it (`outer.len()` there): it is computed once per
+    /// run of that level, so a subquery deeper down that reads it depends on that level's
+    /// row as if it read a column of it (no initplan).
+    level: usize,
     out: Vec<OutColumn>,
     state: CteState,
 }
@@ -139,6 +143,7 @@ impl Binder<'_> {
             self.ctes.push(CteBinding {
                 name,
                 id: self.next_cte,
+                level: self.outer.len(),
                 out: Vec::new(),
                 state: CteState::Pending,
             });
@@ -274,6 +279,9 @@ impl Binder<'_> {
             return Ok(None);
         };
         let (sublinks, outer_joins) = (self.sublinks, self.outer_joins);
+        if self.ctes[at].level < self.outer.len() {
+            self.lowest_outer_ref = self.lowest_outer_ref.min(self.ctes[at].level);
+        }
         let binding = &mut self.ctes[at];
         let alias_name = alias.map(|a| ident_name(&a.name));
         let node = match &mut binding.state {

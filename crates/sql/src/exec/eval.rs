@@ -249,7 +249,8 @@ fn cast(v: Value, from: SqlType, to: SqlType, cx: &Cx) -> Result<Value> {
         (Value::Int(oid), SqlType::Regclass, t) if t.is_text() => {
             let oid = u32::try_from(*oid).unwrap_or(0);
             Ok(Value::Text(
-                crate::pg_catalog::relation_name(cx.tx, oid)?.unwrap_or_else(|| oid.to_string()),
+                crate::pg_catalog::session_relation_name(cx.tx, oid, cx.backend.pid())?
+                    .unwrap_or_else(|| oid.to_string()),
             ))
         }
         (Value::Int(oid), SqlType::Regtype, t) if t.is_text() => {
@@ -287,12 +288,14 @@ fn cast(v: Value, from: SqlType, to: SqlType, cx: &Cx) -> Result<Value> {
             Ok(Value::Int(name.parse::<u32>().map_or(0, i64::from)))
         }
         (Value::Text(name), f, SqlType::Regclass) if f.is_text() => {
-            let oid = crate::pg_catalog::relation_oid(cx.tx, name)?.ok_or_else(|| {
-                SqlError::new(
-                    SqlState::UNDEFINED_TABLE,
-                    format!("relation \"{name}\" does not exist"),
-                )
-            })?;
+            let pid = cx.backend.pid();
+            let oid =
+                crate::pg_catalog::session_relation_oid(cx.tx, name, pid)?.ok_or_else(|| {
+                    SqlError::new(
+                        SqlState::UNDEFINED_TABLE,
+                        format!("relation \"{name}\" does not exist"),
+                    )
+                })?;
             Ok(Value::Int(i64::from(oid)))
         }
         (Value::Text(name), f, SqlType::Regtype) if f.is_text() => {

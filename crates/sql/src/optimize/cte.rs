@@ -10,7 +10,7 @@
 //! one's scans of earlier CTEs are then counted where they went.
 
 use crate::error::Result;
-use crate::nodes::{Cte, Node};
+use crate::nodes::{Cte, Expr, Node};
 
 /// How a CTE is read: how many scans, and whether one is inside an expression subquery.
 #[derive(Default)]
@@ -35,8 +35,11 @@ pub(super) fn inline_ctes(node: &mut Node) -> Result<()> {
         for c in ctes.iter_mut().skip(i + 1) {
             count(&mut c.plan, id, false, &mut uses)?;
         }
+        // A CTE that reads an enclosing row reads it from the WITH's level: moved into a
+        // subquery it would count the levels from the wrong place.
+        let outer = uses.in_subquery && reads_outer(&mut ctes[i].plan)?;
         let cte = &ctes[i];
-        let inline = uses.scans == 1 && !cte.recursive && cte.materialized != Some(true);
+        let inline = uses.scans == 1 && !cte.recursive && cte.materialized != Some(true) && !outer;
         let stream = uses.scans == 1 && !uses.in_subquery;
         if uses.scans > 1 || !(inline || stream || uses.scans == 0) {
             continue;
@@ -56,6 +59,29 @@ pub(super) fn inline_ctes(node: &mut Node) -> Result<()> {
         *node = input;
     }
     Ok(())
+}
+
+/// Whether `node`, its children or its subqueries read an enclosing query's row (any outer
+/// reference at all: a subquery's of its own parent counts too, which only keeps more CTEs
+/// where they are).
+fn reads_outer(node: &mut Node) -> Result<bool> {
+    crate::stack::check_stack_depth()?;
+    fn expr_reads_outer(e: &Expr) -> bool {
+        let mut found = matches!(e, Expr::Outer { .. });
+        e.for_each_child(|c| found = found || expr_reads_outer(c));
+        found
+    }
+    let mut found = false;
+    node.for_each_expr_mut(|e| found = found || expr_reads_outer(e));
+    node.try_for_each_subquery(|n| {
+        found = found || reads_outer(n)?;
+        Ok(())
+    })?;
+    node.try_for_each_child(|n| {
+        found = found || reads_outer(n)?;
+        Ok(())
+    })?;
+    Ok(found)
 }
 
 /// Counts the scans of CTE `id` in `node`, its children and its subqueries.
