@@ -723,7 +723,7 @@ pub fn parse_text(ty: SqlType, text: &str) -> Result<Value> {
         SqlType::Text | SqlType::Unknown | SqlType::Name => Ok(Value::Text(text.to_string())),
         SqlType::Array(elem) => array::input(text, *elem),
         SqlType::Vector(elem) => array::vector_input(text, *elem),
-        SqlType::Char => Ok(Value::Text(text.chars().take(1).collect())),
+        SqlType::Char => Ok(Value::Text(char_value(text))),
         SqlType::Varchar(limit) => check_varchar(text.to_string(), limit),
         SqlType::Bpchar(limit) => check_bpchar(text, limit),
         SqlType::Bytea => match text.strip_prefix("\\x") {
@@ -1070,6 +1070,28 @@ pub(crate) fn check_growth(have: usize, adding: usize) -> Result<()> {
     Ok(())
 }
 
+/// A `"char"` from text (PostgreSQL's `charin` and `text_char`): `\ooo` is that byte, else
+/// the first byte (none for ''). Kept as `charout` prints it: a byte with the high bit set
+/// as `\ooo`, the zero byte as ''.
+fn char_value(s: &str) -> String {
+    let b = s.as_bytes();
+    let octal = |c: u8| (b'0'..=b'7').contains(&c);
+    let byte = match b {
+        [b'\\', x, y, z] if octal(*x) && octal(*y) && octal(*z) => {
+            // As in PostgreSQL, `\777` wraps to its low byte.
+            (((u32::from(x - b'0') << 6) + (u32::from(y - b'0') << 3) + u32::from(z - b'0')) & 0xff)
+                as u8
+        }
+        [first, ..] => *first,
+        [] => 0,
+    };
+    match byte {
+        0 => String::new(),
+        1..=127 => char::from(byte).to_string(),
+        _ => format!("\\{byte:03o}"),
+    }
+}
+
 /// A value as sent to the client in text format (and COPY TO writes it): [`format_text`],
 /// with floats under the session's `extra_float_digits` and bytea under its
 /// `bytea_output` (the thread's installed [`crate::datetime::style`]). Stored text (arrays,
@@ -1255,7 +1277,7 @@ pub fn assign(value: Value, from: SqlType, to: SqlType, what: &str) -> Result<Va
             SqlType::Varchar(limit) => check_varchar(s, limit),
             SqlType::Bpchar(limit) => check_bpchar(&s, limit),
             SqlType::Text | SqlType::Unknown | SqlType::Name => Ok(Value::Text(s)),
-            SqlType::Char => Ok(Value::Text(s.chars().take(1).collect())),
+            SqlType::Char => Ok(Value::Text(char_value(&s))),
             _ => Err(mismatch(what, from, to)),
         },
         (v @ Value::Text(_), SqlType::Array(to_elem))

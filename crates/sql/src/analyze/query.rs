@@ -1565,6 +1565,7 @@ fn cast_name(t: &ast::DataType) -> String {
         Ok(SqlType::Bpchar(_)) => "bpchar".into(),
         Ok(SqlType::Timestamptz) => "timestamptz".into(),
         Ok(SqlType::Timestamp) => "timestamp".into(),
+        Ok(SqlType::Char) => "char".into(),
         Ok(t) => t.name(),
         _ => t.to_string().to_lowercase(),
     }
