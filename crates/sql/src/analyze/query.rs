@@ -16,7 +16,7 @@ use sqlparser::ast::{
     OrderBySort, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, TableFactor, TableWithJoins,
 };
 
-use super::scope::{rename, using_names, Matching, ScopeCol};
+use super::scope::{rename, rename_as, using_names, Matching, ScopeCol};
 use super::window::{self, CallSyntax};
 use super::{ident_name, name_parts, Binder, OutColumn, Scope};
 use crate::catalog;
@@ -1005,7 +1005,7 @@ impl Binder<'_> {
                 let lateral = is_lateral(left);
                 let q = alias.as_ref().map(|a| ident_name(&a.name));
                 let scope = Scope::of_out(&out, q.as_deref());
-                Ok(((node, rename(scope, alias.as_ref())), lateral))
+                Ok(((node, rename(scope, alias.as_ref())?), lateral))
             }
             TableFactor::NestedJoin {
                 table_with_joins,
@@ -1013,7 +1013,8 @@ impl Binder<'_> {
             } => {
                 // Parentheses group joins; what is before them is not theirs to see.
                 let ((node, scope), _) = self.table_with_joins(table_with_joins, None)?;
-                Ok(((node, rename(scope, alias.as_ref())), false))
+                let scope = rename_as(scope, alias.as_ref(), "join expression")?;
+                Ok(((node, scope), false))
             }
             other => Err(SqlError::unsupported(format!("FROM item {other}"))),
         }
@@ -1060,7 +1061,7 @@ impl Binder<'_> {
                 if let Some(oid) = t.oid() {
                     scope = scope.with_tableoid(oid, &qualifier);
                 }
-                return Ok((Node::Catalog(t), rename(scope, alias)));
+                return Ok((Node::Catalog(t), rename(scope, alias)?));
             }
         }
         let in_public = parts.len() == 1 || (parts.len() == 2 && parts[0] == "public");
@@ -1075,7 +1076,7 @@ impl Binder<'_> {
                     self.note_read(s.oid);
                     let t = CatalogTable::SequenceData(u32::try_from(s.oid.0).unwrap_or(0));
                     let scope = Scope::of_named(t.columns(), Some(&qualifier));
-                    return Ok((Node::Catalog(t), rename(scope, alias)));
+                    return Ok((Node::Catalog(t), rename(scope, alias)?));
                 }
                 _ => {}
             }
@@ -1087,7 +1088,7 @@ impl Binder<'_> {
         self.note_read(table.def.oid);
         let scope = Scope::of_table(&table, Some(&qualifier))
             .with_tableoid(u32::try_from(table.def.oid.0).unwrap_or(0), &qualifier);
-        let mut scope = rename(scope, alias);
+        let mut scope = rename(scope, alias)?;
         if qualifier != rel {
             scope.hidden_tables.push((rel, Some(qualifier)));
         }

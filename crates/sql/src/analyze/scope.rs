@@ -203,9 +203,34 @@ fn common_names(left: &[ScopeCol], right: &[ScopeCol]) -> Vec<String> {
 
 /// Column aliases (`AS o(n)`) rename the scope's unqualified columns in order and set their
 /// qualifier; the columns only a qualifier reached (a join's sides') become unreachable.
-pub(crate) fn rename(mut scope: Scope, alias: Option<&ast::TableAlias>) -> Scope {
-    let Some(a) = alias else { return scope };
+pub(crate) fn rename(scope: Scope, alias: Option<&ast::TableAlias>) -> Result<Scope> {
+    rename_as(scope, alias, "table")
+}
+
+/// [`rename`] of a FROM item of kind `what` (`table`, or `join expression` for
+/// parenthesized joins): more column names than it has columns is 42P10, as in
+/// PostgreSQL.
+pub(crate) fn rename_as(
+    mut scope: Scope,
+    alias: Option<&ast::TableAlias>,
+    what: &str,
+) -> Result<Scope> {
+    let Some(a) = alias else { return Ok(scope) };
     let q = ident_name(&a.name);
+    let available = scope
+        .cols
+        .iter()
+        .filter(|c| c.unqualified && !c.system)
+        .count();
+    if a.columns.len() > available {
+        return Err(SqlError::new(
+            SqlState::INVALID_COLUMN_REFERENCE,
+            format!(
+                "{what} \"{q}\" has {available} columns available but {} columns specified",
+                a.columns.len()
+            ),
+        ));
+    }
     let mut names = a.columns.iter();
     for c in &mut scope.cols {
         if c.unqualified {
@@ -222,7 +247,7 @@ pub(crate) fn rename(mut scope: Scope, alias: Option<&ast::TableAlias>) -> Scope
             }
         }
     }
-    scope
+    Ok(scope)
 }
 
 /// The error of `table.column` where `table` is hidden (see [`Scope::hidden_tables`]).

@@ -481,6 +481,16 @@ impl Binder<'_> {
             let n = named(types.len()).unwrap_or_else(|| "ordinality".into());
             cols.push((n, SqlType::Int8));
         }
+        if let Some(a) = alias.filter(|a| a.columns.len() > cols.len()) {
+            return Err(SqlError::new(
+                SqlState::INVALID_COLUMN_REFERENCE,
+                format!(
+                    "table \"{q}\" has {} columns available but {} columns specified",
+                    cols.len(),
+                    a.columns.len()
+                ),
+            ));
+        }
         let cols: Vec<(&str, SqlType)> = cols.iter().map(|(n, t)| (n.as_str(), *t)).collect();
         let node = Node::FunctionScan {
             funcs,

@@ -150,7 +150,7 @@ impl Binder<'_> {
         let (node, out) = r?;
         let out = stored_columns(&view, &out)?;
         let scope = Scope::of_out(&out, Some(qualifier));
-        Ok((node, rename(scope, alias)))
+        Ok((node, rename(scope, alias)?))
     }
 
     /// Notes that the statement reads relation `oid` (a view being created depends on it);

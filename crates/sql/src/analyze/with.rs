@@ -323,7 +323,7 @@ impl Binder<'_> {
             }
         };
         let scope = Scope::of_out(&binding.out, Some(alias_name.as_deref().unwrap_or(name)));
-        Ok(Some((node, rename(scope, alias))))
+        Ok(Some((node, rename(scope, alias)?)))
     }
 
     /// A missing table's error, with PostgreSQL's hint when a CTE not visible here has
