@@ -336,19 +336,20 @@ impl AggFunc {
     /// The aggregate's result type for a (first) argument of type `arg`, if it takes one.
     pub(crate) fn result_type(self, arg: SqlType) -> Option<SqlType> {
         Some(match self {
-            AggFunc::CountStar | AggFunc::Count => SqlType::Int8,
+            AggFunc::CountStar | AggFunc::Count | AggFunc::Regr(stats::Regr::Count) => {
+                SqlType::Int8
+            }
             AggFunc::Sum if arg.is_int() => SqlType::Int8,
-            AggFunc::Sum | AggFunc::Avg if arg.is_numeric() => SqlType::Numeric(None),
+            AggFunc::Sum | AggFunc::Avg | AggFunc::Spread(_) if arg.is_numeric() => {
+                SqlType::Numeric(None)
+            }
             AggFunc::Sum | AggFunc::Avg if arg.is_float() || arg.is_int() => SqlType::Float8,
-            AggFunc::Min | AggFunc::Max => arg,
+            AggFunc::Spread(_) if arg == SqlType::Float8 => SqlType::Float8,
+            AggFunc::Regr(_) => SqlType::Float8,
+            AggFunc::Min | AggFunc::Max | AggFunc::AnyValue => arg,
             AggFunc::BoolAnd | AggFunc::BoolOr if arg == SqlType::Bool => SqlType::Bool,
             AggFunc::StringAgg if arg.is_text() => SqlType::Text,
             AggFunc::StringAgg if arg == SqlType::Bytea => SqlType::Bytea,
-            AggFunc::Spread(_) if arg.is_numeric() => SqlType::Numeric(None),
-            AggFunc::Spread(_) if arg == SqlType::Float8 => SqlType::Float8,
-            AggFunc::Regr(stats::Regr::Count) => SqlType::Int8,
-            AggFunc::Regr(_) => SqlType::Float8,
-            AggFunc::AnyValue => arg,
             AggFunc::Bit(_) if arg.is_int() => arg,
             AggFunc::ArrayAgg(_) if arg.element().is_some() => arg,
             AggFunc::ArrayAgg(_) => SqlType::array_of(arg)?,
@@ -393,10 +394,9 @@ impl AggState {
     pub(crate) fn new(f: AggFunc) -> AggState {
         match f {
             AggFunc::CountStar | AggFunc::Count => AggState::Count(0),
-            AggFunc::Sum => AggState::Sum(None),
+            AggFunc::Sum | AggFunc::Bit(_) => AggState::Sum(None),
             AggFunc::Avg => AggState::Avg { sum: None, n: 0 },
             AggFunc::Min | AggFunc::Max | AggFunc::AnyValue => AggState::Extreme(None),
-            AggFunc::Bit(_) => AggState::Sum(None),
             AggFunc::Spread(_) => AggState::FloatSpread(stats::FloatSpread::default()),
             AggFunc::Regr(_) => AggState::Regr(stats::RegrState::default()),
             AggFunc::BoolAnd | AggFunc::BoolOr => AggState::Bool(None),
@@ -436,9 +436,9 @@ impl AggState {
             (AggState::JsonObject(pairs, bytes), AggFunc::JsonObjectAgg { jsonb }) => {
                 return json::object_agg_push(pairs, bytes, args, jsonb)
             }
-            (AggState::Regr(r), _) => {
+            (AggState::Regr(acc), _) => {
                 return match (as_f64(&v), args.get(1).and_then(as_f64)) {
-                    (Some(y), Some(x)) => r.add(y, x),
+                    (Some(dependent), Some(independent)) => acc.add(dependent, independent),
                     _ => Ok(()),
                 }
             }
@@ -498,17 +498,19 @@ impl AggState {
                 _,
             ) => return Err(types::internal("aggregate state")),
             (AggState::Bytes(acc), _) => {
-                let Value::Bytea(b) = v else { return Ok(()) };
+                let Value::Bytea(bytes) = v else {
+                    return Ok(());
+                };
                 match acc {
-                    None => *acc = Some(b),
-                    Some(a) => {
+                    None => *acc = Some(bytes),
+                    Some(so_far) => {
                         let sep: &[u8] = match args.get(1) {
-                            Some(Value::Bytea(s)) => s,
+                            Some(Value::Bytea(sep)) => sep,
                             _ => &[],
                         };
-                        types::check_growth(a.len(), sep.len().saturating_add(b.len()))?;
-                        a.extend_from_slice(sep);
-                        a.extend_from_slice(&b);
+                        types::check_growth(so_far.len(), sep.len().saturating_add(bytes.len()))?;
+                        so_far.extend_from_slice(sep);
+                        so_far.extend_from_slice(&bytes);
                     }
                 }
             }

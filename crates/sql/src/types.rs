@@ -1073,14 +1073,15 @@ pub(crate) fn check_growth(have: usize, adding: usize) -> Result<()> {
 /// A `"char"` from text (PostgreSQL's `charin` and `text_char`): `\ooo` is that byte, else
 /// the first byte (none for ''). Kept as `charout` prints it: a byte with the high bit set
 /// as `\ooo`, the zero byte as ''.
-fn char_value(s: &str) -> String {
-    let b = s.as_bytes();
-    let octal = |c: u8| (b'0'..=b'7').contains(&c);
-    let byte = match b {
-        [b'\\', x, y, z] if octal(*x) && octal(*y) && octal(*z) => {
+fn char_value(text: &str) -> String {
+    let octal = |c: &u8| (b'0'..=b'7').contains(c);
+    let byte = match text.as_bytes() {
+        [b'\\', digits @ ..] if digits.len() == 3 && digits.iter().all(octal) => {
             // As in PostgreSQL, `\777` wraps to its low byte.
-            (((u32::from(x - b'0') << 6) + (u32::from(y - b'0') << 3) + u32::from(z - b'0')) & 0xff)
-                as u8
+            let value = digits
+                .iter()
+                .fold(0u32, |v, d| (v << 3) + u32::from(d - b'0'));
+            (value & 0xff) as u8
         }
         [first, ..] => *first,
         [] => 0,
@@ -1133,12 +1134,15 @@ fn float_with_digits(f: f64, digits: i32) -> String {
 /// `bytea_output = escape`: printable ASCII as itself, a backslash doubled, any other byte
 /// as `\ooo` (PostgreSQL's `byteaout`).
 fn bytea_escape(b: &[u8]) -> String {
+    use std::fmt::Write;
     let mut s = String::with_capacity(b.len());
     for &c in b {
         match c {
             b'\\' => s.push_str("\\\\"),
             0x20..=0x7e => s.push(char::from(c)),
-            _ => s.push_str(&format!("\\{c:03o}")),
+            _ => {
+                let _ = write!(s, "\\{c:03o}");
+            }
         }
     }
     s

@@ -40,15 +40,17 @@ pub(super) fn resolve(name: &str, args: &[SqlType]) -> Option<Resolved> {
     use SqlType as T;
     let b = Some(T::Bytea);
     let int = Some(T::Int4);
-    let f = |f: ByteaFn, c: Vec<Option<SqlType>>, r: SqlType| Some((Func::Bytea(f), c, r));
-    // The string argument: the first, or the second of position(needle IN haystack).
+    let f = |func: ByteaFn, casts: Vec<Option<SqlType>>, result: SqlType| {
+        Some((Func::Bytea(func), casts, result))
+    };
+    // The string argument: the first (or either of position's two).
     let bytes = |t: &SqlType| *t == T::Bytea;
     let bytes_or_unknown = |t: &SqlType| *t == T::Bytea || *t == T::Unknown;
     match (name, args) {
         ("length", [a]) if bytes(a) => f(ByteaFn::Length, vec![b], T::Int4),
-        ("substr" | "substring", [a, p] | [a, p, _]) if bytes(a) && p.is_int() => {
-            let c = [b, int, int];
-            f(ByteaFn::Substr, c[..args.len()].to_vec(), T::Bytea)
+        ("substr" | "substring", [s, from] | [s, from, _]) if bytes(s) && from.is_int() => {
+            let casts = [b, int, int];
+            f(ByteaFn::Substr, casts[..args.len()].to_vec(), T::Bytea)
         }
         ("position", [h, n])
             if bytes(h) && bytes_or_unknown(n) || bytes(n) && bytes_or_unknown(h) =>
@@ -63,9 +65,9 @@ pub(super) fn resolve(name: &str, args: &[SqlType]) -> Option<Resolved> {
             };
             f(trim, vec![b, b], T::Bytea)
         }
-        ("overlay", [a, r, _] | [a, r, _, _]) if bytes(a) && bytes_or_unknown(r) => {
-            let c = [b, b, int, int];
-            f(ByteaFn::Overlay, c[..args.len()].to_vec(), T::Bytea)
+        ("overlay", [s, with, _] | [s, with, _, _]) if bytes(s) && bytes_or_unknown(with) => {
+            let casts = [b, b, int, int];
+            f(ByteaFn::Overlay, casts[..args.len()].to_vec(), T::Bytea)
         }
         ("get_byte", [a, _]) if bytes(a) => f(ByteaFn::GetByte, vec![b, int], T::Int4),
         ("set_byte", [a, _, _]) if bytes(a) => f(ByteaFn::SetByte, vec![b, int, int], T::Bytea),

@@ -66,11 +66,6 @@ pub(super) fn inline_ctes(node: &mut Node) -> Result<()> {
 /// where they are).
 fn reads_outer(node: &mut Node) -> Result<bool> {
     crate::stack::check_stack_depth()?;
-    fn expr_reads_outer(e: &Expr) -> bool {
-        let mut found = matches!(e, Expr::Outer { .. });
-        e.for_each_child(|c| found = found || expr_reads_outer(c));
-        found
-    }
     let mut found = false;
     node.for_each_expr_mut(|e| found = found || expr_reads_outer(e));
     node.try_for_each_subquery(|n| {
@@ -82,6 +77,13 @@ fn reads_outer(node: &mut Node) -> Result<bool> {
         Ok(())
     })?;
     Ok(found)
+}
+
+/// Whether expression `e` reads an enclosing query's row.
+fn expr_reads_outer(e: &Expr) -> bool {
+    let mut found = matches!(e, Expr::Outer { .. });
+    e.for_each_child(|c| found = found || expr_reads_outer(c));
+    found
 }
 
 /// Counts the scans of CTE `id` in `node`, its children and its subqueries.

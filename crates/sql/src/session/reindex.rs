@@ -108,28 +108,25 @@ impl Session {
     /// own.
     fn reindex_many(&self, stmt: &ReindexStmt) -> Result<Vec<Notice>> {
         let name = stmt.name.as_deref();
-        let user_tables = match stmt.kind {
-            ReindexKind::Schema => {
-                let schema = name.unwrap_or_default();
-                if crate::pg_catalog::namespace_oid(schema).is_none()
-                    && schema != "information_schema"
-                {
-                    return Err(SqlError::new(
-                        SqlState::UNDEFINED_SCHEMA,
-                        format!("schema \"{schema}\" does not exist"),
-                    ));
-                }
-                schema == "public"
+        // Only user tables have indexes to rebuild: in schema public, or in the database.
+        let user_tables = if stmt.kind == ReindexKind::Schema {
+            let schema = name.unwrap_or_default();
+            if crate::pg_catalog::namespace_oid(schema).is_none() && schema != "information_schema"
+            {
+                return Err(SqlError::new(
+                    SqlState::UNDEFINED_SCHEMA,
+                    format!("schema \"{schema}\" does not exist"),
+                ));
             }
-            _ => {
-                if name.is_some_and(|n| n != crate::pg_catalog::DATABASE_NAME) {
-                    return Err(SqlError::new(
-                        SqlState::FEATURE_NOT_SUPPORTED,
-                        "can only reindex the currently open database",
-                    ));
-                }
-                stmt.kind == ReindexKind::Database
+            schema == "public"
+        } else {
+            if name.is_some_and(|n| n != crate::pg_catalog::DATABASE_NAME) {
+                return Err(SqlError::new(
+                    SqlState::FEATURE_NOT_SUPPORTED,
+                    "can only reindex the currently open database",
+                ));
             }
+            stmt.kind == ReindexKind::Database
         };
         if !user_tables {
             return Ok(Vec::new());
