@@ -1544,24 +1544,35 @@ fn left_right(s: &str, n: i64, left: bool) -> String {
 
 fn substr(args: &[Value]) -> Result<Value> {
     let s = text_arg(&args[0]).unwrap_or("");
-    let from = int_arg(&args[1]).unwrap_or(1);
-    let end = match args.get(2).and_then(int_arg) {
+    let (skip, take) = substring_span(
+        int_arg(&args[1]).unwrap_or(1),
+        args.get(2).and_then(int_arg),
+    )?;
+    Ok(Value::Text(s.chars().skip(skip).take(take).collect()))
+}
+
+/// `substr(s, start [, count])`'s span as (elements skipped, elements taken): from position
+/// `start` (counted from 1), `count` of them or all the rest; a start before the first
+/// shortens the count (PostgreSQL's `text_substring` and `bytea_substring`). 22011 for a
+/// negative count.
+pub(crate) fn substring_span(start: i64, count: Option<i64>) -> Result<(usize, usize)> {
+    let end = match count {
         Some(n) if n < 0 => {
             return Err(SqlError::new(
                 SqlState::SUBSTRING_ERROR,
                 "negative substring length not allowed",
             ))
         }
-        Some(n) => from.saturating_add(n),
+        Some(n) => start.saturating_add(n),
         None => i64::MAX,
     };
-    let start = from.max(1);
-    if end <= start {
-        return Ok(Value::Text(String::new()));
+    let first = start.max(1);
+    if end <= first {
+        return Ok((0, 0));
     }
-    let skip = usize::try_from(start - 1).unwrap_or(usize::MAX);
-    let take = usize::try_from(end - start).unwrap_or(usize::MAX);
-    Ok(Value::Text(s.chars().skip(skip).take(take).collect()))
+    let skip = usize::try_from(first - 1).unwrap_or(usize::MAX);
+    let take = usize::try_from(end - first).unwrap_or(usize::MAX);
+    Ok((skip, take))
 }
 
 /// A random float in [0, 1) from a per-thread SplitMix64 seeded by the clock and thread.

@@ -576,15 +576,7 @@ fn table_query(
 /// zone`): PostgreSQL's `parseTypeString`, for a type named in a text value. 42601 on a
 /// syntax error, 42704 for no such type.
 pub(crate) fn type_name(sql: &str) -> Result<crate::types::SqlType> {
-    configure_parser_stack();
-    let dialect = sqlparser::dialect::PostgreSqlDialect {};
-    let tokens = tokenize(sql, 0)?;
-    if syntax_depth(&tokens) > syntax_depth_limit() {
-        return Err(crate::stack::too_deep());
-    }
-    let mut parser = sqlparser::parser::Parser::new(&dialect)
-        .with_recursion_limit(MAX_PARSER_RECURSION)
-        .with_tokens_with_locations(tokens);
+    let mut parser = bounded_parser(sql)?;
     let ty = parser
         .parse_data_type()
         .map_err(|e| parser_error(sql, &e))?;
@@ -597,17 +589,23 @@ pub(crate) fn type_name(sql: &str) -> Result<crate::types::SqlType> {
 /// Parses one SQL expression (a column's stored DEFAULT), 42601 on a syntax error, under
 /// the bounds of [`parse`].
 pub(crate) fn expression(sql: &str) -> Result<sqlparser::ast::Expr> {
+    bounded_parser(sql)?
+        .parse_expr()
+        .map_err(|e| parser_error(sql, &e))
+}
+
+/// A parser over `sql`'s tokens under [`parse`]'s bounds (stack, nesting depth, recursion).
+fn bounded_parser(sql: &str) -> Result<sqlparser::parser::Parser<'static>> {
+    static DIALECT: sqlparser::dialect::PostgreSqlDialect =
+        sqlparser::dialect::PostgreSqlDialect {};
     configure_parser_stack();
-    let dialect = sqlparser::dialect::PostgreSqlDialect {};
     let tokens = tokenize(sql, 0)?;
     if syntax_depth(&tokens) > syntax_depth_limit() {
         return Err(crate::stack::too_deep());
     }
-    sqlparser::parser::Parser::new(&dialect)
+    Ok(sqlparser::parser::Parser::new(&DIALECT)
         .with_recursion_limit(MAX_PARSER_RECURSION)
-        .with_tokens_with_locations(tokens)
-        .parse_expr()
-        .map_err(|e| parser_error(sql, &e))
+        .with_tokens_with_locations(tokens))
 }
 
 /// The tokens of `piece` (see [`tokenize_into`]), each of its `lists` of constants (byte

@@ -190,24 +190,9 @@ impl ByteaFn {
 /// `substr(bytes, start [, count])` (`bytea_substr`): the bytes from position `start`
 /// (from 1), `count` of them; a start before the first byte shortens the count.
 fn substr(s: &[u8], start: i64, count: Option<i64>) -> Result<&[u8]> {
-    let end = match count {
-        Some(n) if n < 0 => {
-            return Err(SqlError::new(
-                SqlState::SUBSTRING_ERROR,
-                "negative substring length not allowed",
-            ))
-        }
-        Some(n) => start.saturating_add(n),
-        None => i64::MAX,
-    };
-    let len = i64::try_from(s.len()).unwrap_or(i64::MAX);
-    let from = start.max(1).min(len + 1);
-    let to = end.max(from).min(len + 1);
-    let (from, to) = (
-        usize::try_from(from - 1).unwrap_or(0),
-        usize::try_from(to - 1).unwrap_or(0),
-    );
-    Ok(&s[from..to])
+    let (skip, take) = super::substring_span(start, count)?;
+    let from = skip.min(s.len());
+    Ok(&s[from..from.saturating_add(take).min(s.len())])
 }
 
 #[cfg(test)]
