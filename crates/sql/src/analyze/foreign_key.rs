@@ -189,16 +189,12 @@ impl Binder<'_> {
         {
             // A temporary table being made is first on the search path (pg_temp), so an
             // unqualified name like its own is itself, though it is not in the catalog yet.
-            let own_temp = crate::catalog::display_name(own) != *own;
-            let itself = self.rel_name(name).is_ok_and(|n| n == *own)
-                || own_temp
-                    && super::name_parts(name).is_ok_and(|parts| match parts.as_slice() {
-                        [t] => t == crate::catalog::display_name(own),
-                        [s, t] => {
-                            super::is_temp_schema(s) && t == crate::catalog::display_name(own)
-                        }
-                        _ => false,
-                    });
+            // (`rel_name` gives `pg_temp.t` the temporary name, and an unqualified `t` as
+            // written while no temporary table of that name exists yet.)
+            let shown = crate::catalog::display_name(own);
+            let itself = self
+                .rel_name(name)
+                .is_ok_and(|n| n == *own || shown != *own && name.0.len() == 1 && n == shown);
             if itself {
                 return Ok(Referenced {
                     columns: columns.to_vec(),

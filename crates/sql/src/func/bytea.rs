@@ -12,6 +12,7 @@
 
 use quire_engine::{SqlState, Value};
 
+use super::string::int;
 use super::Func;
 use crate::error::{Result, SqlError};
 use crate::types::SqlType;
@@ -84,13 +85,6 @@ fn bytes(v: &Value) -> &[u8] {
     match v {
         Value::Bytea(b) => b,
         _ => &[],
-    }
-}
-
-fn int(v: &Value) -> i64 {
-    match v {
-        Value::Int(i) => *i,
-        _ => 0,
     }
 }
 

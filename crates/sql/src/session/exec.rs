@@ -783,27 +783,34 @@ impl<'a> Returning<'a> {
 }
 
 /// An engine error of a write to `table`; a unique violation gets PostgreSQL's DETAIL,
-/// which names the key's columns: `Key (id)=(1) already exists.`
+/// which names the key's columns: `Key (id)=(1) already exists.`, and the index's name as
+/// SQL shows it (a temporary table's key index without the session's prefix).
 fn key_error(table: &TableInfo, e: quire_engine::Error) -> SqlError {
-    let detail = match &e {
-        quire_engine::Error::UniqueViolation { index, key } => {
-            table.indexes.iter().find(|i| *i.name == **index).map(|i| {
-                let columns: Vec<&str> = i
-                    .columns
-                    .iter()
-                    .filter_map(|&c| table.columns.get(usize::from(c)))
-                    .map(|c| c.name.as_str())
-                    .collect();
-                format!("Key ({})=({key}) already exists.", columns.join(", "))
-            })
-        }
-        _ => None,
+    let quire_engine::Error::UniqueViolation { index, key } = e else {
+        return SqlError::from(e);
     };
-    let e = SqlError::from(e);
+    let detail = key_detail(table, &index, &key);
+    let shown = catalog::display_name(&index).to_string();
+    let e = SqlError::from(quire_engine::Error::UniqueViolation { index: shown, key });
     match detail {
         Some(d) => e.with_detail(d),
         None => e,
     }
+}
+
+/// `Key (id)=(1) already exists.` for a duplicate `key` in index `index` of `table`.
+fn key_detail(table: &TableInfo, index: &str, key: &str) -> Option<String> {
+    let i = table.indexes.iter().find(|i| *i.name == *index)?;
+    let columns: Vec<&str> = i
+        .columns
+        .iter()
+        .filter_map(|&c| table.columns.get(usize::from(c)))
+        .map(|c| c.name.as_str())
+        .collect();
+    Some(format!(
+        "Key ({})=({key}) already exists.",
+        columns.join(", ")
+    ))
 }
 
 fn insert(

@@ -53,7 +53,8 @@ impl Session {
         Ok(out)
     }
 
-    /// REINDEX INDEX `name`.
+    /// REINDEX INDEX `name`: an index named in SQL, or one named after a temporary table
+    /// (its key's index, `tt_pkey`, carries the table's session-prefixed name).
     fn reindex_index(
         &self,
         tx: &Transaction,
@@ -61,9 +62,9 @@ impl Session {
         stmt: &ReindexStmt,
     ) -> Result<Vec<Notice>> {
         let temp = self.plans.tables.borrow().temp.engine_name(name);
-        let found = match tx.find_index(&temp)? {
+        let found = match tx.find_index(name)? {
             Some(i) => Some(i),
-            None => tx.find_index(name)?,
+            None => tx.find_index(&temp)?,
         };
         let Some(index) = found else {
             return Err(match tx.relation_named(name)? {
